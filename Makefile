@@ -1,0 +1,111 @@
+# shimmer: one non-recursive Makefile.  Each component lists its sources in
+# its own build.mk; everything is built under $(O) (default build/).
+#
+#   make               build/lib/libshimmer.so, build/bin/shimmerd, build/bin/shimmer
+#   make test          unit (cmocka) and end-to-end tests
+#   make bench         benchmarks (see bench/RESULTS.md)
+#   make asan | tsan   the tests again under AddressSanitizer+UBSan / ThreadSanitizer
+#   make demo          install Debian packages, build, profile an example program
+#   make install PREFIX=/usr/local [DESTDIR=...]
+#   V=1 for full command lines, O=dir to build elsewhere.
+
+O ?= build
+PREFIX ?= /usr/local
+CUDA_HOME ?= /usr/local/cuda
+CC ?= cc
+SANITIZE ?=
+
+CPPFLAGS_BASE := -D_GNU_SOURCE -I. -Icommon
+WARN := -Wall -Wextra -Wshadow -Wmissing-prototypes -Werror
+CFLAGS_BASE := -std=c11 -g -O2 $(WARN) -fno-omit-frame-pointer
+SAN_FLAGS := $(if $(SANITIZE),-fsanitize=$(SANITIZE) -fno-sanitize-recover=all,)
+
+# The shim is never sanitized: a sanitizer runtime must be first in the
+# process, and the shim lives in processes that do not have one.
+SHIM_CFLAGS := $(CFLAGS_BASE) -fPIC -fvisibility=hidden -ftls-model=initial-exec $(EXTRA_CFLAGS)
+ALL_CFLAGS := $(CFLAGS_BASE) $(SAN_FLAGS) $(EXTRA_CFLAGS)
+ALL_LDFLAGS := $(SAN_FLAGS) $(LDFLAGS)
+
+ifeq ($(V),1)
+Q :=
+msg = @true
+else
+Q := @
+msg = @printf '  %-7s %s\n' $(1) $(2);
+endif
+
+.DEFAULT_GOAL := all
+.DELETE_ON_ERROR:
+.SUFFIXES:
+
+LIB := $(O)/lib/libshimmer.so
+SHIMMERD := $(O)/bin/shimmerd
+SHIMMER := $(O)/bin/shimmer
+
+# Filled in by the fragments.
+UNIT_TESTS :=
+TEST_PROGS :=
+BENCH_PROGS :=
+
+include common/build.mk
+include preload/build.mk
+include collector/build.mk
+include tools/build.mk
+include test/build.mk
+include bench/build.mk
+
+all: $(LIB) $(SHIMMERD) $(SHIMMER)
+
+# Object rules: the shim's objects are built position-independent and hidden.
+$(O)/obj/preload/%.o: preload/%.c
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(CPPFLAGS_BASE) -I$(CUDA_HOME)/include $(CPPFLAGS) $(SHIM_CFLAGS) -MMD -MP -c $< -o $@
+
+$(O)/obj/pic/%.o: %.c
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(CPPFLAGS_BASE) -I$(CUDA_HOME)/include $(CPPFLAGS) $(SHIM_CFLAGS) -MMD -MP -c $< -o $@
+
+$(O)/obj/%.o: %.c
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(CPPFLAGS_BASE) -I$(CUDA_HOME)/include $(CPPFLAGS) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
+
+$(O)/gen/%.o: $(O)/gen/%.c
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(CPPFLAGS_BASE) $(CPPFLAGS) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
+
+test: all $(UNIT_TESTS) $(TEST_PROGS)
+	$(Q)O=$(O) test/run-tests $(UNIT_TESTS)
+
+bench: all $(BENCH_PROGS)
+	$(Q)O=$(O) bench/run-bench
+
+# Sanitizer builds keep their own tree so they never mix with the normal one.
+asan:
+	$(Q)$(MAKE) --no-print-directory O=$(O)/asan SANITIZE=address,undefined test
+tsan:
+	$(Q)$(MAKE) --no-print-directory O=$(O)/tsan SANITIZE=thread test
+
+demo:
+	$(Q)./.ci/install-deps
+	$(Q)$(MAKE) --no-print-directory all $(O)/examples/heapdemo
+	$(Q)O=$(O) test/demo
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/share/shimmer/schema
+	install -m 755 $(SHIMMERD) $(SHIMMER) $(DESTDIR)$(PREFIX)/bin/
+	install -m 755 $(LIB) $(DESTDIR)$(PREFIX)/lib/
+	install -m 644 schema/*.sql $(DESTDIR)$(PREFIX)/share/shimmer/schema/
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/bin/shimmerd $(DESTDIR)$(PREFIX)/bin/shimmer $(DESTDIR)$(PREFIX)/lib/libshimmer.so
+	rm -rf $(DESTDIR)$(PREFIX)/share/shimmer
+
+clean:
+	rm -rf $(O)
+
+.PHONY: all test bench asan tsan demo install uninstall clean
+
+-include $(shell find $(O) -name '*.d' 2>/dev/null)

@@ -1,0 +1,1 @@
+# bench/: benchmark programs; bench/run-bench runs them.

@@ -1,0 +1,33 @@
+# common/: the wire format (a header only) and the schema, embedded into the
+# collector as a C string so the daemon needs no data files at run time.
+
+SCHEMA_SQL := $(sort $(wildcard schema/*.sql))
+SCHEMA_GEN := $(O)/gen/schema_sql.c
+
+$(SCHEMA_GEN): $(SCHEMA_SQL) common/embed-sql
+	$(call msg,GEN,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)common/embed-sql shimmer_schema_sql $(SCHEMA_SQL) > $@
+
+# Objects for unit tests and other non-shim programs that take a shim module:
+# sanitized like the rest of the test binary, position-independent.
+$(O)/obj/t/%.o: %.c
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(CPPFLAGS_BASE) -I$(CUDA_HOME)/include $(CPPFLAGS) $(ALL_CFLAGS) -fPIC -MMD -MP -c $< -o $@
+
+# Programs that run under the shim (test workloads, the fake CUDA runtime,
+# benchmarks) are never sanitized: see SHIM_CFLAGS.
+$(O)/obj/prog/%.o: %.c
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(CPPFLAGS_BASE) -I$(CUDA_HOME)/include $(CPPFLAGS) $(CFLAGS_BASE) -fPIC $(EXTRA_CFLAGS) -MMD -MP -c $< -o $@
+
+# $(call unit_test,NAME,OBJECTS): build/test/test_NAME from test/unit/test_NAME.c
+define unit_test
+UNIT_TESTS += $(O)/test/test_$(1)
+$(O)/test/test_$(1): $(O)/obj/test/unit/test_$(1).o $(2)
+	$$(call msg,LD,$$@)
+	$$(Q)mkdir -p $$(@D)
+	$$(Q)$$(CC) $$(ALL_LDFLAGS) -o $$@ $$^ -lcmocka -lsqlite3 -lpthread -lm
+endef

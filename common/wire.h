@@ -1,0 +1,332 @@
+/*
+ * The shimmer wire format: what libshimmer.so (the shim, inside traced
+ * processes) and shimmerd (the collector) agree on, and nothing else.
+ *
+ * Two channels join a traced process to the collector:
+ *
+ *  1. A SOCK_SEQPACKET Unix socket for control messages.  Each send() is one
+ *     whole message, so threads send without a lock.  The first message is
+ *     HELLO, which carries a memfd (SCM_RIGHTS) holding the event region.
+ *
+ *  2. The event region: a sealed memfd shared by both sides.  It holds one
+ *     single-producer single-consumer ring per traced thread ("slot"), plus
+ *     exact per-thread call counters.  The hot path only writes into the
+ *     thread's own slot: no lock, no syscall, no malloc.  Because the pages
+ *     are shared, whatever a thread wrote survives SIGKILL of the process:
+ *     the collector drains the rings after the socket closes.
+ *
+ * Strings are interned: a STRING message defines (id -> text) once per
+ * process, and later messages and records refer to the id.
+ *
+ * Everything the collector reads, from the socket or the region, is
+ * untrusted and validated; the shim may be buggy or the peer hostile.
+ * All integers are native-endian (both sides are on the same host).
+ */
+#ifndef SHIMMER_WIRE_H
+#define SHIMMER_WIRE_H
+
+#include <stdint.h>
+
+#define SHM_WIRE_VERSION 1
+#define SHM_MAGIC 0x524d4853u /* "SHMR" */
+
+/* Largest control message either side sends or accepts. */
+#define SHM_MSG_MAX 65536u
+
+/* ---- intercepted functions ------------------------------------------- */
+
+/*
+ * X(enum suffix, name, family, flags).  Ids are stable within a wire
+ * version; the collector stores the names, so the store never depends on
+ * them.  The _ptsz/_ptds variants share their base function's id and set
+ * SHM_F_PTSZ in the record.
+ */
+#define SHM_FN_LIST(X)                                                       \
+	X(MALLOC, "malloc", HEAP, SHM_FNF_ALLOC)                              \
+	X(FREE, "free", HEAP, SHM_FNF_FREE)                                   \
+	X(CALLOC, "calloc", HEAP, SHM_FNF_ALLOC)                              \
+	X(REALLOC, "realloc", HEAP, SHM_FNF_ALLOC | SHM_FNF_FREE)             \
+	X(REALLOCARRAY, "reallocarray", HEAP, SHM_FNF_ALLOC | SHM_FNF_FREE)   \
+	X(POSIX_MEMALIGN, "posix_memalign", HEAP, SHM_FNF_ALLOC)              \
+	X(ALIGNED_ALLOC, "aligned_alloc", HEAP, SHM_FNF_ALLOC)                \
+	X(MEMALIGN, "memalign", HEAP, SHM_FNF_ALLOC)                          \
+	X(VALLOC, "valloc", HEAP, SHM_FNF_ALLOC)                              \
+	X(PVALLOC, "pvalloc", HEAP, SHM_FNF_ALLOC)                            \
+	X(CUDA_MALLOC, "cudaMalloc", CUDA, SHM_FNF_ALLOC)                     \
+	X(CUDA_FREE, "cudaFree", CUDA, SHM_FNF_FREE)                          \
+	X(CUDA_MALLOC_HOST, "cudaMallocHost", CUDA, SHM_FNF_ALLOC)            \
+	X(CUDA_HOST_ALLOC, "cudaHostAlloc", CUDA, SHM_FNF_ALLOC)              \
+	X(CUDA_FREE_HOST, "cudaFreeHost", CUDA, SHM_FNF_FREE)                 \
+	X(CUDA_MALLOC_MANAGED, "cudaMallocManaged", CUDA, SHM_FNF_ALLOC)      \
+	X(CUDA_MALLOC_PITCH, "cudaMallocPitch", CUDA, SHM_FNF_ALLOC)          \
+	X(CUDA_MALLOC_ASYNC, "cudaMallocAsync", CUDA, SHM_FNF_ALLOC)          \
+	X(CUDA_FREE_ASYNC, "cudaFreeAsync", CUDA, SHM_FNF_FREE)               \
+	X(CUDA_MALLOC_FROM_POOL_ASYNC, "cudaMallocFromPoolAsync", CUDA,       \
+	  SHM_FNF_ALLOC)                                                     \
+	X(CUDA_MEMCPY, "cudaMemcpy", CUDA, SHM_FNF_COPY)                      \
+	X(CUDA_MEMCPY_ASYNC, "cudaMemcpyAsync", CUDA, SHM_FNF_COPY)           \
+	X(CUDA_MEMCPY_PEER_ASYNC, "cudaMemcpyPeerAsync", CUDA, SHM_FNF_COPY)  \
+	X(CUDA_MEMSET, "cudaMemset", CUDA, 0)                                 \
+	X(CUDA_MEMSET_ASYNC, "cudaMemsetAsync", CUDA, 0)                      \
+	X(CUDA_LAUNCH_KERNEL, "cudaLaunchKernel", CUDA, SHM_FNF_LAUNCH)       \
+	X(CUDA_LAUNCH_KERNEL_EXC, "cudaLaunchKernelExC", CUDA, SHM_FNF_LAUNCH) \
+	X(CUDA_LAUNCH_COOPERATIVE_KERNEL, "cudaLaunchCooperativeKernel", CUDA, \
+	  SHM_FNF_LAUNCH)                                                    \
+	X(CUDA_GRAPH_LAUNCH, "cudaGraphLaunch", CUDA, SHM_FNF_LAUNCH)         \
+	X(CUDA_STREAM_SYNCHRONIZE, "cudaStreamSynchronize", CUDA, SHM_FNF_SYNC) \
+	X(CUDA_DEVICE_SYNCHRONIZE, "cudaDeviceSynchronize", CUDA, SHM_FNF_SYNC) \
+	X(CUDA_EVENT_SYNCHRONIZE, "cudaEventSynchronize", CUDA, SHM_FNF_SYNC) \
+	X(CUDA_STREAM_WAIT_EVENT, "cudaStreamWaitEvent", CUDA, SHM_FNF_SYNC)
+
+/* Function property flags (shm_fn_info.flags). */
+#define SHM_FNF_ALLOC 0x1u  /* returns memory */
+#define SHM_FNF_FREE 0x2u   /* releases memory */
+#define SHM_FNF_COPY 0x4u   /* moves bytes */
+#define SHM_FNF_LAUNCH 0x8u /* starts GPU work */
+#define SHM_FNF_SYNC 0x10u  /* may block the CPU on the GPU */
+
+enum shm_family { SHM_FAMILY_HEAP = 1, SHM_FAMILY_CUDA = 2 };
+
+#define SHM_FN_ENUM(id, name, family, flags) SHM_FN_##id,
+enum shm_fn {
+	SHM_FN_NONE = 0,
+	SHM_FN_LIST(SHM_FN_ENUM)
+	SHM_FN_COUNT
+};
+#undef SHM_FN_ENUM
+
+struct shm_fn_info {
+	const char *name;
+	uint8_t family; /* enum shm_family */
+	uint8_t flags;  /* SHM_FNF_* */
+};
+
+/* Indexed by enum shm_fn; entry 0 is { NULL, 0, 0 }. */
+#define SHM_FN_INFO(id, name_, family_, flags_)                              \
+	[SHM_FN_##id] = { .name = name_, .family = SHM_FAMILY_##family_,      \
+			  .flags = (flags_) },
+static const struct shm_fn_info shm_fn_info[SHM_FN_COUNT] = {
+	SHM_FN_LIST(SHM_FN_INFO)
+};
+#undef SHM_FN_INFO
+
+/* ---- control messages (socket) ---------------------------------------- */
+
+enum shm_msg_type {
+	SHM_MSG_HELLO = 1,  /* shim -> collector, with the region's memfd */
+	SHM_MSG_STRING = 2, /* shim -> collector: define an interned string */
+	SHM_MSG_THREAD = 3, /* shim -> collector: a thread claimed a slot */
+	SHM_MSG_KICK = 4,   /* shim -> collector: a lossless ring is full, drain now */
+	SHM_MSG_BYE = 5,    /* shim -> collector: orderly exit */
+};
+
+struct shm_msg_hdr {
+	uint32_t magic;   /* SHM_MAGIC */
+	uint16_t version; /* SHM_WIRE_VERSION */
+	uint16_t type;    /* enum shm_msg_type */
+	uint32_t len;     /* whole message in bytes, header included */
+	uint32_t reserved;
+};
+
+enum shm_malloc_mode {
+	SHM_MALLOC_OFF = 0,    /* CUDA only */
+	SHM_MALLOC_SAMPLE = 1, /* exact counters, Poisson byte-sampled events */
+	SHM_MALLOC_ALL = 2,    /* every call is an event */
+};
+
+enum shm_clock {
+	SHM_CLOCK_MONOTONIC = 1, /* timestamps are CLOCK_MONOTONIC nanoseconds */
+	SHM_CLOCK_TSC = 2,       /* timestamps are raw invariant-TSC ticks */
+};
+
+#define SHM_HELLO_LOSSLESS 0x1u /* SHIMMER_LOSSLESS=1: producers wait, never drop */
+
+#define SHM_NO_RANK (-1)
+
+/*
+ * HELLO: exe, argv and hostname follow the fixed part, in that order, with
+ * the lengths given (no terminators; argv's elements are separated by NUL).
+ * start_mono_ns and start_tsc were read back to back, so the collector can
+ * place TSC timestamps on CLOCK_MONOTONIC, and start_wall_ns on the wall
+ * clock.
+ */
+struct shm_msg_hello {
+	struct shm_msg_hdr hdr;
+	uint32_t pid;
+	uint32_t ppid;
+	uint32_t uid;
+	uint32_t flags;       /* SHM_HELLO_* */
+	int32_t rank;         /* RANK, OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID */
+	int32_t local_rank;   /* LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID */
+	uint32_t malloc_mode; /* enum shm_malloc_mode */
+	uint32_t clock;       /* enum shm_clock */
+	uint64_t sample_bytes;
+	uint64_t start_wall_ns; /* CLOCK_REALTIME */
+	uint64_t start_mono_ns; /* CLOCK_MONOTONIC */
+	uint64_t start_ts;      /* the same instant in the record clock */
+	uint64_t region_bytes;  /* size of the memfd */
+	uint32_t nslots;
+	uint32_t ring_bytes;
+	uint16_t exe_len;
+	uint16_t argv_len;
+	uint16_t host_len;
+	uint16_t pad;
+	uint32_t pad2;
+	/* char text[exe_len + argv_len + host_len]; */
+};
+
+/* STRING: text follows, len bytes, no terminator.  Ids are per process. */
+struct shm_msg_string {
+	struct shm_msg_hdr hdr;
+	uint32_t id;
+	uint32_t len;
+	/* char text[len]; */
+};
+
+struct shm_msg_thread {
+	struct shm_msg_hdr hdr;
+	uint32_t slot;
+	uint32_t tid;
+	uint32_t name_id; /* interned string, 0 = none */
+	uint32_t pad;
+	uint64_t ts; /* record clock */
+};
+
+struct shm_msg_bye {
+	struct shm_msg_hdr hdr;
+	uint64_t ts; /* record clock, at exit */
+};
+
+/* ---- the event region (memfd) ---------------------------------------- */
+
+#define SHM_REGION_HDR_BYTES 4096u
+#define SHM_SLOT_CTL_BYTES 4096u
+#define SHM_RING_MIN_BYTES 4096u
+#define SHM_RING_MAX_BYTES (64u << 20)
+#define SHM_SLOTS_MAX 4096u
+
+/*
+ * Region header, at offset 0.  The producer fills it before HELLO; the
+ * collector checks it against HELLO.  Atomic fields are accessed with
+ * __atomic builtins by both sides.
+ */
+struct shm_region {
+	uint32_t magic;
+	uint16_t version;
+	uint16_t pad;
+	uint32_t nslots;
+	uint32_t ring_bytes;     /* power of two */
+	uint32_t slots_hwm;      /* slots ever claimed: collector scans [0, hwm) */
+	uint32_t pad2;
+	uint64_t dropped_no_slot; /* events lost: more live threads than slots */
+	uint64_t heartbeat;       /* collector bumps it on every drain pass */
+	uint64_t exit_ts;         /* record clock at orderly exit, 0 before */
+};
+
+enum shm_slot_state {
+	SHM_SLOT_FREE = 0,    /* claimable by a thread (CAS FREE -> ACTIVE) */
+	SHM_SLOT_ACTIVE = 1,  /* owned by thread `tid` */
+	SHM_SLOT_RETIRED = 2, /* thread exited; collector drains, then sets FREE */
+};
+
+/*
+ * Slot control block; the ring's bytes follow it (ring_bytes of them).
+ * head and tail count bytes ever written/consumed, so used = head - tail.
+ * The producer owns head, tid, state (except RETIRED -> FREE), dropped and
+ * the counters; the collector owns tail.  Each side's hot word has its own
+ * cache line.
+ */
+struct shm_slot {
+	uint64_t head;
+	uint32_t state;
+	uint32_t tid;
+	uint64_t dropped; /* events lost because the ring was full */
+	uint64_t generation; /* bumped on every claim */
+	uint8_t pad0[32];
+	uint64_t tail;
+	uint8_t pad1[56];
+	uint64_t count[SHM_FN_COUNT]; /* exact calls per function */
+	uint64_t bytes[SHM_FN_COUNT]; /* exact bytes requested per function */
+};
+
+_Static_assert(sizeof(struct shm_slot) <= SHM_SLOT_CTL_BYTES, "slot ctl");
+_Static_assert(sizeof(struct shm_region) <= SHM_REGION_HDR_BYTES, "region");
+
+#define SHM_SLOT_STRIDE(ring_bytes) ((uint64_t)SHM_SLOT_CTL_BYTES + (ring_bytes))
+#define SHM_REGION_BYTES(nslots, ring_bytes)                                  \
+	((uint64_t)SHM_REGION_HDR_BYTES + (uint64_t)(nslots) * SHM_SLOT_STRIDE(ring_bytes))
+
+/* ---- records (in a slot's ring) ----------------------------------------- */
+
+/*
+ * Every record starts with shm_rec_hdr; size counts the header and is a
+ * multiple of 8, so a record never straddles the ring's end: when the rest
+ * of the ring is too short, the producer writes a PAD record over it.
+ */
+enum shm_rec_type {
+	SHM_REC_PAD = 1,
+	SHM_REC_HEAP = 2,
+	SHM_REC_CUDA = 3,
+};
+
+/* Record flags. */
+#define SHM_F_SAMPLED 0x1u /* heap: chosen by the byte sampler (weight applies) */
+#define SHM_F_TIMED 0x2u   /* t_end is valid */
+#define SHM_F_PTSZ 0x4u    /* CUDA: the _ptsz/_ptds per-thread-stream variant */
+#define SHM_F_FAILED 0x8u  /* the call returned failure (NULL, ENOMEM, error) */
+
+struct shm_rec_hdr {
+	uint16_t type;  /* enum shm_rec_type */
+	uint16_t size;  /* bytes, header included, multiple of 8 */
+	uint16_t fn;    /* enum shm_fn */
+	uint16_t flags; /* SHM_F_* */
+};
+
+/*
+ * Heap call.  ptr is the block returned (0 on failure) or, for free, the
+ * block released.  size is the bytes requested (calloc: nmemb * size).
+ * aux: realloc/reallocarray's old pointer; the alignment for the aligned
+ * functions.
+ */
+struct shm_rec_heap {
+	struct shm_rec_hdr hdr;
+	uint64_t t_begin;
+	uint64_t t_end;
+	uint64_t ptr;
+	uint64_t size;
+	uint64_t aux;
+};
+
+/*
+ * CUDA runtime call.  Fields by function (unused ones are 0):
+ *   allocations: ptr = result, bytes = size, aux = flags / pool,
+ *                cudaMallocPitch: bytes = pitch * height, aux = pitch, aux2 = width
+ *   frees: ptr
+ *   copies: ptr = dst, aux = src, bytes = count, kind = cudaMemcpyKind,
+ *           cudaMemcpyPeerAsync: device = dst device, aux2 = src device
+ *   memsets: ptr, bytes, aux = value
+ *   launches: aux = function (or graph exec), bytes = dynamic shared memory,
+ *             grid[], block[]
+ *   cudaEventSynchronize: aux = event; cudaStreamWaitEvent: aux = event, kind = flags
+ * device is the caller's current device after the call (-1 if unknown).
+ */
+struct shm_rec_cuda {
+	struct shm_rec_hdr hdr;
+	uint64_t t_begin;
+	uint64_t t_end;
+	int32_t ret;
+	int32_t device;
+	uint64_t ptr;
+	uint64_t bytes;
+	uint64_t stream;
+	uint64_t aux;
+	uint64_t aux2;
+	uint32_t kind;
+	uint32_t grid[3];
+	uint32_t block[3];
+};
+
+_Static_assert(sizeof(struct shm_rec_heap) % 8 == 0, "heap rec");
+_Static_assert(sizeof(struct shm_rec_cuda) % 8 == 0, "cuda rec");
+
+#endif /* SHIMMER_WIRE_H */

@@ -1,0 +1,1 @@
+# test/: unit tests (cmocka), the fake CUDA runtime and end-to-end workloads.
