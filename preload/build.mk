@@ -5,4 +5,9 @@ SHIM_OBJS := $(SHIM_SRCS:%.c=$(O)/obj/%.o)
 $(LIB): $(SHIM_OBJS) preload/shimmer.map
 	$(call msg,LD,$@)
 	$(Q)mkdir -p $(@D)
-	$(Q)$(CC) -shared -o $@ $(SHIM_OBJS) -Wl,--version-script=preload/shimmer.map -Wl,-z,now -ldl -lpthread
+	$(Q)$(CC) -shared -o $@ $(SHIM_OBJS) -Wl,--version-script=preload/shimmer.map -Wl,-z,now -ldl -lpthread -lm
+
+# Unit tests link the module under test, built sanitized ($(O)/obj/t/).
+$(eval $(call unit_test,ring,$(O)/obj/t/preload/ring.o))
+$(eval $(call unit_test,sampled,$(O)/obj/t/preload/sampled.o))
+$(eval $(call unit_test,sampler,))

@@ -1,0 +1,274 @@
+/*
+ * CUDA runtime hooks.  Every call is shipped, timed, with the arguments
+ * wire.h lists for its function; `device` is the current device after the
+ * call (cudaMemcpyPeerAsync: the destination device).  The _ptsz/_ptds
+ * variants are recorded under their base function with SHM_F_PTSZ.
+ *
+ * We never link libcudart: each real function is looked up on first use
+ * and cached.  With no runtime loaded at all a hook returns
+ * cudaErrorInitializationError, which is what the runtime itself reports
+ * when it cannot start.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#include "clock.h"
+#include "real.h"
+#include "shim.h"
+
+#define NO_RUNTIME cudaErrorInitializationError
+#define DEVICE_UNSET INT32_MIN
+
+/* libcudart 13 exports these; its header declares them only for nvcc's
+ * per-thread-default-stream mode. */
+#define PT_DECL(base, variant) __typeof__(base) variant;
+#define PT_LIST(X)                                                          \
+	X(cudaMallocAsync, cudaMallocAsync_ptsz)                            \
+	X(cudaFreeAsync, cudaFreeAsync_ptsz)                                \
+	X(cudaMallocFromPoolAsync, cudaMallocFromPoolAsync_ptsz)            \
+	X(cudaMemcpy, cudaMemcpy_ptds)                                      \
+	X(cudaMemcpyAsync, cudaMemcpyAsync_ptsz)                            \
+	X(cudaMemset, cudaMemset_ptds)                                      \
+	X(cudaMemsetAsync, cudaMemsetAsync_ptsz)                            \
+	X(cudaLaunchKernel, cudaLaunchKernel_ptsz)                          \
+	X(cudaLaunchKernelExC, cudaLaunchKernelExC_ptsz)                    \
+	X(cudaLaunchCooperativeKernel, cudaLaunchCooperativeKernel_ptsz)    \
+	X(cudaGraphLaunch, cudaGraphLaunch_ptsz)                            \
+	X(cudaStreamSynchronize, cudaStreamSynchronize_ptsz)                \
+	X(cudaStreamWaitEvent, cudaStreamWaitEvent_ptsz)
+PT_LIST(PT_DECL)
+
+#define SYMS(X)                                                             \
+	X(cudaMalloc) X(cudaFree) X(cudaMallocHost) X(cudaHostAlloc)        \
+	X(cudaFreeHost) X(cudaMallocManaged) X(cudaMallocPitch)             \
+	X(cudaMallocAsync) X(cudaFreeAsync) X(cudaMallocFromPoolAsync)      \
+	X(cudaMemcpy) X(cudaMemcpyAsync) X(cudaMemcpyPeerAsync)             \
+	X(cudaMemset) X(cudaMemsetAsync) X(cudaLaunchKernel)                \
+	X(cudaLaunchKernelExC) X(cudaLaunchCooperativeKernel)               \
+	X(cudaGraphLaunch) X(cudaStreamSynchronize)                         \
+	X(cudaDeviceSynchronize) X(cudaEventSynchronize)                    \
+	X(cudaStreamWaitEvent) X(cudaGetDevice)                             \
+	X(cudaMallocAsync_ptsz) X(cudaFreeAsync_ptsz)                       \
+	X(cudaMallocFromPoolAsync_ptsz) X(cudaMemcpy_ptds)                  \
+	X(cudaMemcpyAsync_ptsz) X(cudaMemset_ptds) X(cudaMemsetAsync_ptsz)  \
+	X(cudaLaunchKernel_ptsz) X(cudaLaunchKernelExC_ptsz)                \
+	X(cudaLaunchCooperativeKernel_ptsz) X(cudaGraphLaunch_ptsz)         \
+	X(cudaStreamSynchronize_ptsz) X(cudaStreamWaitEvent_ptsz)
+
+#define SYM_ENUM(s) S_##s,
+#define SYM_NAME(s) #s,
+enum sym { SYMS(SYM_ENUM) NSYMS };
+static const char *const sym_name[NSYMS] = { SYMS(SYM_NAME) };
+static void *sym_ptr[NSYMS];
+
+static void *sym(enum sym s)
+{
+	void *p = __atomic_load_n(&sym_ptr[s], __ATOMIC_ACQUIRE);
+	int saved;
+
+	if (likely(p != 0))
+		return p;
+	/* Not cached: a runtime loaded later must still be found. */
+	saved = errno;
+	shim_tls.in_shim++;
+	p = real_cuda(sym_name[s]);
+	if (p)
+		__atomic_store_n(&sym_ptr[s], p, __ATOMIC_RELEASE);
+	shim_tls.in_shim--;
+	errno = saved;
+	return p;
+}
+
+static struct shim_thread *begin(struct shm_rec_cuda *r, unsigned int fn, uint16_t flags)
+{
+	struct shim_thread *t = shim_thread_traced();
+
+	if (!t)
+		return 0;
+	memset(r, 0, sizeof(*r));
+	r->hdr = (struct shm_rec_hdr){ .type = SHM_REC_CUDA, .size = sizeof(*r),
+				       .fn = (uint16_t)fn, .flags = SHM_F_TIMED | flags };
+	r->device = DEVICE_UNSET;
+	r->t_begin = clock_now();
+	return t;
+}
+
+static void end(struct shim_thread *t, struct shm_rec_cuda *r)
+{
+	cudaError_t (*get_device)(int *);
+	int saved = errno, dev;
+
+	t->in_shim++;
+	if (r->device == DEVICE_UNSET) {
+		get_device = (cudaError_t (*)(int *))sym(S_cudaGetDevice);
+		r->device = get_device && get_device(&dev) == cudaSuccess ? dev : -1;
+	}
+	if (r->ret != cudaSuccess)
+		r->hdr.flags |= SHM_F_FAILED;
+	thread_count(t, r->hdr.fn, r->bytes);
+	thread_emit(t, r, sizeof(*r));
+	t->in_shim--;
+	errno = saved;
+}
+
+static uint64_t out_ptr(cudaError_t ret, void **p)
+{
+	return ret == cudaSuccess && p ? (uintptr_t)*p : 0;
+}
+
+static void set_dims(struct shm_rec_cuda *r, dim3 grid, dim3 block)
+{
+	r->grid[0] = grid.x;
+	r->grid[1] = grid.y;
+	r->grid[2] = grid.z;
+	r->block[0] = block.x;
+	r->block[1] = block.y;
+	r->block[2] = block.z;
+}
+
+/*
+ * HOOK(name, fn id, record flags, (parameters), (arguments), fill...):
+ * defines the exported wrapper; `fill` sets the record's argument fields
+ * from the parameters, `ret` and `r` after the real call.
+ */
+#define HOOK(NAME, FN, FLAGS, PARAMS, ARGS, ...)                             \
+	SHIM_EXPORT cudaError_t NAME PARAMS                                  \
+	{                                                                    \
+		__typeof__(&NAME) real_ = (__typeof__(&NAME))sym(S_##NAME);  \
+		struct shm_rec_cuda r;                                       \
+		struct shim_thread *t = begin(&r, SHM_FN_##FN, FLAGS);       \
+		cudaError_t ret = real_ ? real_ ARGS : NO_RUNTIME;           \
+                                                                             \
+		if (t) {                                                     \
+			r.t_end = clock_now();                               \
+			r.ret = ret;                                         \
+			__VA_ARGS__;                                         \
+			end(t, &r);                                          \
+		}                                                            \
+		return ret;                                                  \
+	}
+
+/* A function and its per-thread-stream variant NAME##SUFFIX. */
+#define HOOK_PT(NAME, SUFFIX, FN, PARAMS, ARGS, ...)                         \
+	HOOK(NAME, FN, 0, PARAMS, ARGS, __VA_ARGS__)                         \
+	HOOK(NAME##SUFFIX, FN, SHM_F_PTSZ, PARAMS, ARGS, __VA_ARGS__)
+
+/* ---- allocations and frees ---- */
+
+HOOK(cudaMalloc, CUDA_MALLOC, 0, (void **devPtr, size_t size), (devPtr, size),
+     r.ptr = out_ptr(ret, devPtr); r.bytes = size)
+
+HOOK(cudaFree, CUDA_FREE, 0, (void *devPtr), (devPtr), r.ptr = (uintptr_t)devPtr)
+
+HOOK(cudaMallocHost, CUDA_MALLOC_HOST, 0, (void **ptr, size_t size), (ptr, size),
+     r.ptr = out_ptr(ret, ptr); r.bytes = size)
+
+HOOK(cudaHostAlloc, CUDA_HOST_ALLOC, 0, (void **pHost, size_t size, unsigned int flags),
+     (pHost, size, flags), r.ptr = out_ptr(ret, pHost); r.bytes = size; r.aux = flags)
+
+HOOK(cudaFreeHost, CUDA_FREE_HOST, 0, (void *ptr), (ptr), r.ptr = (uintptr_t)ptr)
+
+HOOK(cudaMallocManaged, CUDA_MALLOC_MANAGED, 0,
+     (void **devPtr, size_t size, unsigned int flags), (devPtr, size, flags),
+     r.ptr = out_ptr(ret, devPtr); r.bytes = size; r.aux = flags)
+
+HOOK(cudaMallocPitch, CUDA_MALLOC_PITCH, 0,
+     (void **devPtr, size_t *pitch, size_t width, size_t height),
+     (devPtr, pitch, width, height),
+     r.ptr = out_ptr(ret, devPtr);
+     r.aux = ret == cudaSuccess && pitch ? *pitch : 0;
+     r.bytes = r.aux * height; r.aux2 = width)
+
+HOOK_PT(cudaMallocAsync, _ptsz, CUDA_MALLOC_ASYNC,
+	(void **devPtr, size_t size, cudaStream_t hStream), (devPtr, size, hStream),
+	r.ptr = out_ptr(ret, devPtr); r.bytes = size; r.stream = (uintptr_t)hStream)
+
+HOOK_PT(cudaFreeAsync, _ptsz, CUDA_FREE_ASYNC, (void *devPtr, cudaStream_t hStream),
+	(devPtr, hStream), r.ptr = (uintptr_t)devPtr; r.stream = (uintptr_t)hStream)
+
+HOOK_PT(cudaMallocFromPoolAsync, _ptsz, CUDA_MALLOC_FROM_POOL_ASYNC,
+	(void **ptr, size_t size, cudaMemPool_t memPool, cudaStream_t stream),
+	(ptr, size, memPool, stream),
+	r.ptr = out_ptr(ret, ptr); r.bytes = size; r.aux = (uintptr_t)memPool;
+	r.stream = (uintptr_t)stream)
+
+/* ---- copies and memsets ---- */
+
+HOOK_PT(cudaMemcpy, _ptds, CUDA_MEMCPY,
+	(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind),
+	(dst, src, count, kind),
+	r.ptr = (uintptr_t)dst; r.aux = (uintptr_t)src; r.bytes = count; r.kind = kind)
+
+HOOK_PT(cudaMemcpyAsync, _ptsz, CUDA_MEMCPY_ASYNC,
+	(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
+	 cudaStream_t stream),
+	(dst, src, count, kind, stream),
+	r.ptr = (uintptr_t)dst; r.aux = (uintptr_t)src; r.bytes = count; r.kind = kind;
+	r.stream = (uintptr_t)stream)
+
+HOOK(cudaMemcpyPeerAsync, CUDA_MEMCPY_PEER_ASYNC, 0,
+     (void *dst, int dstDevice, const void *src, int srcDevice, size_t count,
+      cudaStream_t stream),
+     (dst, dstDevice, src, srcDevice, count, stream),
+     r.ptr = (uintptr_t)dst; r.aux = (uintptr_t)src; r.bytes = count;
+     r.device = dstDevice; r.aux2 = (uint64_t)(int64_t)srcDevice;
+     r.stream = (uintptr_t)stream)
+
+HOOK_PT(cudaMemset, _ptds, CUDA_MEMSET, (void *devPtr, int value, size_t count),
+	(devPtr, value, count),
+	r.ptr = (uintptr_t)devPtr; r.bytes = count; r.aux = (uint64_t)(int64_t)value)
+
+HOOK_PT(cudaMemsetAsync, _ptsz, CUDA_MEMSET_ASYNC,
+	(void *devPtr, int value, size_t count, cudaStream_t stream),
+	(devPtr, value, count, stream),
+	r.ptr = (uintptr_t)devPtr; r.bytes = count; r.aux = (uint64_t)(int64_t)value;
+	r.stream = (uintptr_t)stream)
+
+/* ---- launches ---- */
+
+/* cudaLaunchKernel and cudaLaunchCooperativeKernel share their shape. */
+#define LAUNCH_PARAMS                                                        \
+	(const void *func, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem, \
+	 cudaStream_t stream)
+#define LAUNCH_ARGS (func, gridDim, blockDim, args, sharedMem, stream)
+#define LAUNCH_FILL                                                          \
+	r.aux = (uintptr_t)func;                                             \
+	r.bytes = sharedMem;                                                 \
+	r.stream = (uintptr_t)stream;                                        \
+	set_dims(&r, gridDim, blockDim)
+
+HOOK_PT(cudaLaunchKernel, _ptsz, CUDA_LAUNCH_KERNEL, LAUNCH_PARAMS, LAUNCH_ARGS, LAUNCH_FILL)
+
+HOOK_PT(cudaLaunchKernelExC, _ptsz, CUDA_LAUNCH_KERNEL_EXC,
+	(const cudaLaunchConfig_t *config, const void *func, void **args),
+	(config, func, args),
+	r.aux = (uintptr_t)func;
+	if (config) {
+		r.bytes = config->dynamicSmemBytes;
+		r.stream = (uintptr_t)config->stream;
+		set_dims(&r, config->gridDim, config->blockDim);
+	})
+
+HOOK_PT(cudaLaunchCooperativeKernel, _ptsz, CUDA_LAUNCH_COOPERATIVE_KERNEL, LAUNCH_PARAMS,
+	LAUNCH_ARGS, LAUNCH_FILL)
+
+HOOK_PT(cudaGraphLaunch, _ptsz, CUDA_GRAPH_LAUNCH,
+	(cudaGraphExec_t graphExec, cudaStream_t stream), (graphExec, stream),
+	r.aux = (uintptr_t)graphExec; r.stream = (uintptr_t)stream)
+
+/* ---- synchronisation ---- */
+
+HOOK_PT(cudaStreamSynchronize, _ptsz, CUDA_STREAM_SYNCHRONIZE, (cudaStream_t stream),
+	(stream), r.stream = (uintptr_t)stream)
+
+HOOK(cudaDeviceSynchronize, CUDA_DEVICE_SYNCHRONIZE, 0, (void), (), (void)0)
+
+HOOK(cudaEventSynchronize, CUDA_EVENT_SYNCHRONIZE, 0, (cudaEvent_t event), (event),
+     r.aux = (uintptr_t)event)
+
+HOOK_PT(cudaStreamWaitEvent, _ptsz, CUDA_STREAM_WAIT_EVENT,
+	(cudaStream_t stream, cudaEvent_t event, unsigned int flags), (stream, event, flags),
+	r.stream = (uintptr_t)stream; r.aux = (uintptr_t)event; r.kind = flags)

@@ -1,0 +1,460 @@
+/*
+ * Malloc-family hooks.
+ *
+ * The default (sample) path of every hook is: one TLS state check, two
+ * relaxed counter stores in the thread's slot, the sampler's compare and
+ * subtract (allocations) or one filter load (frees), then a tail call to
+ * the real function.  Everything else - sampling, `all` mode, unclaimed
+ * threads, the bootstrap - is out of line in traced() and slow().
+ *
+ * Bootstrap: dlsym allocates (calloc for its error state) while we look up
+ * the real malloc.  Those requests, and any made before heap_boot()
+ * finishes, come from a static bump arena; its blocks are never freed
+ * (free ignores them) and realloc moves them to the real heap.
+ *
+ * Sampled-block bookkeeping: a block leaves the sampled set before the real
+ * free/realloc runs, so another thread reusing the address at once cannot
+ * have its own sample erased; a failed realloc puts it back.
+ */
+#include <errno.h>
+#include <malloc.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "heap.h"
+#include "real.h"
+#include "sampled.h"
+#include "shim.h"
+
+#define ARENA_BYTES (64u * 1024u)
+#define FILTER_BYTES (32u * 1024u)
+#define SAMPLED_CAP (1u << 18)
+
+struct real_heap {
+	void *(*malloc)(size_t);
+	void (*free)(void *);
+	void *(*calloc)(size_t, size_t);
+	void *(*realloc)(void *, size_t);
+	void *(*reallocarray)(void *, size_t, size_t);
+	int (*posix_memalign)(void **, size_t, size_t);
+	void *(*aligned_alloc)(size_t, size_t);
+	void *(*memalign)(size_t, size_t);
+	void *(*valloc)(size_t);
+	void *(*pvalloc)(size_t);
+};
+
+/* One intercepted call, so the slow paths are written once. */
+struct call {
+	unsigned int fn;
+	void *old;      /* free, realloc, reallocarray */
+	size_t n;       /* size; calloc and reallocarray: nmemb */
+	size_t m;       /* calloc and reallocarray: size; aligned: alignment */
+	void **memptr;  /* posix_memalign */
+	int rc;         /* posix_memalign's result */
+};
+
+static struct real_heap real;
+static int booted;
+static struct sampled heap_set;
+static _Alignas(4096) uint8_t arena[ARENA_BYTES];
+static size_t arena_used;
+
+static inline int in_arena(const void *p)
+{
+	return (uintptr_t)p - (uintptr_t)arena < ARENA_BYTES;
+}
+
+/* Each arena block is preceded by its size, for realloc. */
+static void *arena_alloc(size_t n, size_t align)
+{
+	size_t cur = __atomic_load_n(&arena_used, __ATOMIC_RELAXED), off;
+
+	if (align < 16)
+		align = 16;
+	if ((align & (align - 1)) || n > ARENA_BYTES || align > ARENA_BYTES / 2)
+		return 0;
+	do {
+		off = (cur + sizeof(uint64_t) + align - 1) & ~(align - 1);
+		if (off + n > ARENA_BYTES)
+			return 0;
+	} while (!__atomic_compare_exchange_n(&arena_used, &cur, off + n, 1, __ATOMIC_RELAXED,
+					      __ATOMIC_RELAXED));
+	memcpy(arena + off - sizeof(uint64_t), &(uint64_t){ n }, sizeof(uint64_t));
+	return arena + off;
+}
+
+static uint64_t call_bytes(const struct call *c)
+{
+	size_t b;
+
+	switch (c->fn) {
+	case SHM_FN_FREE:
+		return 0;
+	case SHM_FN_CALLOC:
+	case SHM_FN_REALLOCARRAY:
+		return __builtin_mul_overflow(c->n, c->m, &b) ? SIZE_MAX : b;
+	default:
+		return c->n;
+	}
+}
+
+static void *call_real(struct call *c);
+
+/* The allocator is not resolved yet: resolve it, or use the arena while
+ * resolving (we are inside dlsym) or if resolution found nothing. */
+static void *call_boot(struct call *c)
+{
+	size_t n = call_bytes(c), align = 16, old;
+	void *p;
+
+	if (!shim_tls.in_shim && !__atomic_load_n(&booted, __ATOMIC_ACQUIRE)) {
+		heap_boot();
+		return call_real(c);
+	}
+	switch (c->fn) {
+	case SHM_FN_FREE:
+		return 0;
+	case SHM_FN_VALLOC:
+	case SHM_FN_PVALLOC:
+		align = 4096;
+		break;
+	case SHM_FN_POSIX_MEMALIGN:
+	case SHM_FN_ALIGNED_ALLOC:
+	case SHM_FN_MEMALIGN:
+		align = c->m;
+		break;
+	}
+	p = arena_alloc(n, align);
+	if (p && c->old && in_arena(c->old)) {
+		memcpy(&old, (uint8_t *)c->old - sizeof(uint64_t), sizeof(old));
+		memcpy(p, c->old, old < n ? old : n);
+	}
+	if (c->fn == SHM_FN_POSIX_MEMALIGN) {
+		c->rc = p ? 0 : ENOMEM;
+		if (p)
+			*c->memptr = p;
+	}
+	if (!p)
+		errno = ENOMEM;
+	return p;
+}
+
+/* realloc of an arena block: move it to the real heap. */
+static void *arena_move(struct call *c)
+{
+	uint64_t old, n = call_bytes(c);
+	void *p;
+
+	if (n == SIZE_MAX || !real.malloc)
+		return call_boot(c);
+	p = real.malloc(n);
+	if (p) {
+		memcpy(&old, (uint8_t *)c->old - sizeof(uint64_t), sizeof(old));
+		memcpy(p, c->old, old < n ? old : n);
+	}
+	return p;
+}
+
+#define HAVE(f) likely(real.f != 0)
+
+static void *call_real(struct call *c)
+{
+	switch (c->fn) {
+	case SHM_FN_MALLOC:
+		return HAVE(malloc) ? real.malloc(c->n) : call_boot(c);
+	case SHM_FN_FREE:
+		if (!in_arena(c->old) && HAVE(free))
+			real.free(c->old);
+		return 0;
+	case SHM_FN_CALLOC:
+		return HAVE(calloc) ? real.calloc(c->n, c->m) : call_boot(c);
+	case SHM_FN_REALLOC:
+		if (unlikely(in_arena(c->old)))
+			return arena_move(c);
+		return HAVE(realloc) ? real.realloc(c->old, c->n) : call_boot(c);
+	case SHM_FN_REALLOCARRAY:
+		if (unlikely(in_arena(c->old)))
+			return arena_move(c);
+		return HAVE(reallocarray) ? real.reallocarray(c->old, c->n, c->m) : call_boot(c);
+	case SHM_FN_POSIX_MEMALIGN:
+		if (!HAVE(posix_memalign))
+			return call_boot(c);
+		c->rc = real.posix_memalign(c->memptr, c->m, c->n);
+		return c->rc ? 0 : *c->memptr;
+	case SHM_FN_ALIGNED_ALLOC:
+		return HAVE(aligned_alloc) ? real.aligned_alloc(c->m, c->n) : call_boot(c);
+	case SHM_FN_MEMALIGN:
+		return HAVE(memalign) ? real.memalign(c->m, c->n) : call_boot(c);
+	case SHM_FN_VALLOC:
+		return HAVE(valloc) ? real.valloc(c->n) : call_boot(c);
+	default:
+		return HAVE(pvalloc) ? real.pvalloc(c->n) : call_boot(c);
+	}
+}
+
+void heap_boot(void)
+{
+	shim_tls.in_shim++;
+	__atomic_store_n(&real.malloc, real_next("malloc"), __ATOMIC_RELEASE);
+	__atomic_store_n(&real.free, real_next("free"), __ATOMIC_RELEASE);
+	__atomic_store_n(&real.calloc, real_next("calloc"), __ATOMIC_RELEASE);
+	__atomic_store_n(&real.realloc, real_next("realloc"), __ATOMIC_RELEASE);
+	__atomic_store_n(&real.reallocarray, real_next("reallocarray"), __ATOMIC_RELEASE);
+	__atomic_store_n(&real.posix_memalign, real_next("posix_memalign"), __ATOMIC_RELEASE);
+	__atomic_store_n(&real.aligned_alloc, real_next("aligned_alloc"), __ATOMIC_RELEASE);
+	__atomic_store_n(&real.memalign, real_next("memalign"), __ATOMIC_RELEASE);
+	__atomic_store_n(&real.valloc, real_next("valloc"), __ATOMIC_RELEASE);
+	__atomic_store_n(&real.pvalloc, real_next("pvalloc"), __ATOMIC_RELEASE);
+	__atomic_store_n(&booted, 1, __ATOMIC_RELEASE);
+	shim_tls.in_shim--;
+}
+
+int heap_setup(int mode)
+{
+	if (mode != SHM_MALLOC_SAMPLE || heap_set.keys)
+		return 0;
+	return sampled_init(&heap_set, FILTER_BYTES, SAMPLED_CAP);
+}
+
+void heap_fork_child(void)
+{
+	if (heap_set.keys)
+		sampled_clear(&heap_set);
+}
+
+static inline void thread_drop(struct shim_thread *t)
+{
+	struct shm_slot *s = t->ring.slot;
+
+	__atomic_store_n(&s->dropped, s->dropped + 1, __ATOMIC_RELAXED);
+}
+
+/*
+ * Performs a traced call: mode is SAMPLE or ALL; sampled says the sampler
+ * chose this allocation.  Ships the record when the mode or the sampled set
+ * says so.
+ */
+static void *traced(struct shim_thread *t, struct call *c, int mode, int sampled)
+{
+	struct shm_rec_heap r = {
+		.hdr = { .type = SHM_REC_HEAP, .size = sizeof(r), .fn = (uint16_t)c->fn,
+			 .flags = SHM_F_TIMED },
+	};
+	int released = 0, failed, saved;
+	void *p;
+
+	if (mode == SHM_MALLOC_SAMPLE && c->old)
+		released = sampled_remove(&heap_set, c->old);
+	if (mode == SHM_MALLOC_SAMPLE && !sampled && !released)
+		return call_real(c);
+	r.t_begin = clock_now();
+	p = call_real(c);
+	r.t_end = clock_now();
+	saved = errno;
+	r.size = call_bytes(c);
+	switch (c->fn) {
+	case SHM_FN_FREE:
+		r.ptr = (uintptr_t)c->old;
+		failed = 0;
+		break;
+	case SHM_FN_REALLOC:
+	case SHM_FN_REALLOCARRAY:
+		r.ptr = (uintptr_t)p;
+		r.aux = (uintptr_t)c->old;
+		failed = !p && r.size;
+		break;
+	case SHM_FN_POSIX_MEMALIGN:
+	case SHM_FN_ALIGNED_ALLOC:
+	case SHM_FN_MEMALIGN:
+		r.ptr = (uintptr_t)p;
+		r.aux = c->m;
+		failed = !p;
+		break;
+	default:
+		r.ptr = (uintptr_t)p;
+		failed = !p;
+	}
+	if (failed) {
+		r.hdr.flags |= SHM_F_FAILED;
+		/* The old block survives a failed realloc. */
+		if (released && sampled_insert(&heap_set, c->old) == 0)
+			released = 0;
+	}
+	if (unlikely(!t->ring.slot))
+		goto ship;
+	if (sampled) {
+		r.hdr.flags |= SHM_F_SAMPLED;
+		if (p && sampled_insert(&heap_set, p) < 0) {
+			/* Better a counted loss than a block whose free we
+			 * could never report. */
+			thread_drop(t);
+			r.hdr.flags &= (uint16_t)~SHM_F_SAMPLED;
+			sampled = 0;
+		}
+	}
+	if (mode == SHM_MALLOC_SAMPLE && !sampled && !released)
+		goto out;
+ship:
+	thread_emit(t, &r, sizeof(r));
+out:
+	errno = saved;
+	return p;
+}
+
+/* Anything but the sample-mode fast path: untraced, `all`, unclaimed. */
+static void *slow(struct call *c)
+{
+	struct shim_thread *t;
+	int mode = shim_heap_mode();
+	uint64_t n;
+
+	/* glibc's thread exit frees NULL after the key destructors ran: it
+	 * must not claim a slot that nobody would retire. */
+	if (mode == SHM_MALLOC_OFF || (c->fn == SHM_FN_FREE && !c->old) ||
+	    !(t = shim_thread_traced()))
+		return call_real(c);
+	n = call_bytes(c);
+	thread_count(t, c->fn, n);
+	return traced(t, c, mode,
+		      mode == SHM_MALLOC_SAMPLE && c->fn != SHM_FN_FREE &&
+			      sampler_take(&t->sampler, n));
+}
+
+static inline int fast(const struct shim_thread *t)
+{
+	return likely(t->state == TS_READY && !t->in_shim &&
+		      shim_heap_mode() == SHM_MALLOC_SAMPLE);
+}
+
+/* The sample-mode fast path of an allocation; returns 0 when the call must
+ * go through traced() because the sampler picked it. */
+static inline int fast_alloc(struct shim_thread *t, unsigned int fn, uint64_t n)
+{
+	thread_count(t, fn, n);
+	return !sampler_take(&t->sampler, n);
+}
+
+SHIM_EXPORT void *malloc(size_t n)
+{
+	struct shim_thread *t = &shim_tls;
+	struct call c = { .fn = SHM_FN_MALLOC, .n = n };
+
+	if (fast(t)) {
+		if (likely(fast_alloc(t, SHM_FN_MALLOC, n)))
+			return real.malloc(n);
+		return traced(t, &c, SHM_MALLOC_SAMPLE, 1);
+	}
+	return slow(&c);
+}
+
+SHIM_EXPORT void free(void *p)
+{
+	struct shim_thread *t = &shim_tls;
+	struct call c = { .fn = SHM_FN_FREE, .old = p };
+
+	if (fast(t)) {
+		thread_count(t, SHM_FN_FREE, 0);
+		if (likely(!sampled_maybe(&heap_set, p) && !in_arena(p))) {
+			real.free(p);
+			return;
+		}
+		traced(t, &c, SHM_MALLOC_SAMPLE, 0);
+		return;
+	}
+	slow(&c);
+}
+
+SHIM_EXPORT void *calloc(size_t n, size_t m)
+{
+	struct shim_thread *t = &shim_tls;
+	struct call c = { .fn = SHM_FN_CALLOC, .n = n, .m = m };
+
+	if (fast(t)) {
+		if (likely(fast_alloc(t, SHM_FN_CALLOC, call_bytes(&c))))
+			return real.calloc(n, m);
+		return traced(t, &c, SHM_MALLOC_SAMPLE, 1);
+	}
+	return slow(&c);
+}
+
+static inline void *realloc_common(struct call *c)
+{
+	struct shim_thread *t = &shim_tls;
+	int s;
+
+	if (fast(t)) {
+		thread_count(t, c->fn, call_bytes(c));
+		s = sampler_take(&t->sampler, call_bytes(c));
+		if (likely(!s && !sampled_maybe(&heap_set, c->old) && !in_arena(c->old)))
+			return c->fn == SHM_FN_REALLOC ? real.realloc(c->old, c->n)
+						       : real.reallocarray(c->old, c->n, c->m);
+		return traced(t, c, SHM_MALLOC_SAMPLE, s);
+	}
+	return slow(c);
+}
+
+SHIM_EXPORT void *realloc(void *old, size_t n)
+{
+	struct call c = { .fn = SHM_FN_REALLOC, .old = old, .n = n };
+
+	return realloc_common(&c);
+}
+
+SHIM_EXPORT void *reallocarray(void *old, size_t n, size_t m)
+{
+	struct call c = { .fn = SHM_FN_REALLOCARRAY, .old = old, .n = n, .m = m };
+
+	return realloc_common(&c);
+}
+
+/* The aligned and page-sized allocators are rare: they take the generic
+ * path, which costs a few nanoseconds more. */
+static inline void *aligned_common(struct call *c)
+{
+	struct shim_thread *t = &shim_tls;
+
+	if (fast(t)) {
+		if (likely(fast_alloc(t, c->fn, c->n)))
+			return call_real(c);
+		return traced(t, c, SHM_MALLOC_SAMPLE, 1);
+	}
+	return slow(c);
+}
+
+SHIM_EXPORT int posix_memalign(void **memptr, size_t align, size_t n)
+{
+	struct call c = { .fn = SHM_FN_POSIX_MEMALIGN, .n = n, .m = align, .memptr = memptr };
+
+	aligned_common(&c);
+	return c.rc;
+}
+
+SHIM_EXPORT void *aligned_alloc(size_t align, size_t n)
+{
+	struct call c = { .fn = SHM_FN_ALIGNED_ALLOC, .n = n, .m = align };
+
+	return aligned_common(&c);
+}
+
+SHIM_EXPORT void *memalign(size_t align, size_t n)
+{
+	struct call c = { .fn = SHM_FN_MEMALIGN, .n = n, .m = align };
+
+	return aligned_common(&c);
+}
+
+SHIM_EXPORT void *valloc(size_t n)
+{
+	struct call c = { .fn = SHM_FN_VALLOC, .n = n };
+
+	return aligned_common(&c);
+}
+
+SHIM_EXPORT void *pvalloc(size_t n)
+{
+	struct call c = { .fn = SHM_FN_PVALLOC, .n = n };
+
+	return aligned_common(&c);
+}

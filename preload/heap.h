@@ -1,0 +1,27 @@
+/*
+ * The malloc-family hooks (the exported malloc, free, ... are defined in
+ * heap.c).  SHIMMER_MALLOC picks what they trace: `sample` keeps exact
+ * per-thread counters and ships a Poisson byte-sampled subset of
+ * allocations, plus the frees and realloc releases of exactly those blocks;
+ * `all` ships every call; `off` traces nothing.
+ *
+ * In sample mode a heap record without SHM_F_SAMPLED is a release only: a
+ * free, or a realloc whose old block (aux) was sampled but whose new block
+ * was not.  free(NULL) is never shipped, and counted only in threads that
+ * already own a slot.
+ */
+#ifndef SHIMMER_HEAP_H
+#define SHIMMER_HEAP_H
+
+/* Resolves the real allocator.  Idempotent; the constructor calls it first.
+ * Until it returns, allocations come from a static bootstrap arena. */
+void heap_boot(void);
+
+/* Prepares for the configured mode (sample: the sampled-address set).
+ * Returns 0 or -errno; not thread-safe. */
+int heap_setup(int mode);
+
+/* Fork child: the parent's sampled blocks are not this process's events. */
+void heap_fork_child(void);
+
+#endif /* SHIMMER_HEAP_H */

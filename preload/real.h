@@ -1,0 +1,19 @@
+/*
+ * Finding the real functions behind our interposed ones.  Neither function
+ * caches (callers keep the pointer they get) and both may allocate, so call
+ * them with the re-entry guard set.  Thread-safe.
+ */
+#ifndef SHIMMER_REAL_H
+#define SHIMMER_REAL_H
+
+/* The next definition of name after the shim in the global scope, or NULL. */
+void *real_next(const char *name);
+
+/*
+ * A CUDA runtime function: dlsym(RTLD_NEXT), else from a libcudart.so*
+ * already loaded outside the global scope (dlopen'd RTLD_LOCAL by a plugin),
+ * found with dl_iterate_phdr.  NULL when no runtime is loaded.
+ */
+void *real_cuda(const char *name);
+
+#endif /* SHIMMER_REAL_H */

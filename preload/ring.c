@@ -1,0 +1,43 @@
+/*
+ * Ring producer.  head and tail count bytes ever written and consumed, so
+ * used = head - tail and a record's position is head & (bytes - 1).  A
+ * record never straddles the end: when the rest of the ring is shorter
+ * than the record, a PAD record covers the rest and the record starts at 0;
+ * both become visible with one release store of head.  tail is re-read
+ * (acquire) only when the cached value says the ring is full, so the
+ * common write touches no cache line the consumer writes.
+ */
+#include "ring.h"
+
+void ring_attach(struct ring_prod *p, struct shm_slot *slot, uint8_t *data,
+		 uint32_t bytes)
+{
+	p->slot = slot;
+	p->data = data;
+	p->bytes = bytes;
+	p->head = __atomic_load_n(&slot->head, __ATOMIC_RELAXED);
+	p->tail = __atomic_load_n(&slot->tail, __ATOMIC_ACQUIRE);
+}
+
+void *ring_reserve(struct ring_prod *p, uint32_t len)
+{
+	uint32_t pos = (uint32_t)p->head & (p->bytes - 1);
+	uint32_t room = p->bytes - pos;
+	uint32_t pad = room < len ? room : 0;
+	struct shm_rec_hdr *h;
+
+	/* A consumer bug may put tail past head: the difference then looks
+	 * huge and we report full rather than overwrite. */
+	if (p->head + pad + len - p->tail > p->bytes) {
+		p->tail = __atomic_load_n(&p->slot->tail, __ATOMIC_ACQUIRE);
+		if (p->head + pad + len - p->tail > p->bytes)
+			return 0;
+	}
+	if (pad) {
+		h = (struct shm_rec_hdr *)(p->data + pos);
+		*h = (struct shm_rec_hdr){ .type = SHM_REC_PAD, .size = (uint16_t)pad };
+		p->head += pad;
+		pos = 0;
+	}
+	return p->data + pos;
+}

@@ -1,0 +1,116 @@
+/*
+ * State shared by the shim's modules: the process-wide configuration and
+ * connection (init.c), and each thread's slot, ring producer and sampler
+ * (thread.c).
+ *
+ * Threads: `shim` is written only by the constructor and the fork child
+ * handler, before tracing is switched on; hooks read `on` and `heap` with
+ * relaxed loads.  shim_tls is the calling thread's own state, initial-exec
+ * TLS so that a hook reaches it with one %fs-relative load.  in_shim is the
+ * re-entry guard: while it is set, hooks call straight through, so the
+ * allocations of dlsym, pthread_setspecific and friends made on our behalf
+ * are neither traced nor recursive.
+ */
+#ifndef SHIMMER_SHIM_H
+#define SHIMMER_SHIM_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "region.h"
+#include "ring.h"
+#include "sampler.h"
+#include "wire.h"
+
+#define likely(x) __builtin_expect(!!(x), 1)
+#define unlikely(x) __builtin_expect(!!(x), 0)
+#define SHIM_EXPORT __attribute__((visibility("default")))
+
+struct shim {
+	int on;            /* tracing: the collector has our region */
+	int heap;          /* enum shm_malloc_mode in force, OFF while !on */
+	int mode;          /* the configured SHIMMER_MALLOC */
+	int lossless;      /* SHIMMER_LOSSLESS=1 */
+	int debug;         /* SHIMMER_DEBUG=1 */
+	int sock;          /* control socket, -1 when none */
+	uint64_t sample_bytes;
+	uint32_t pid;
+	pthread_key_t key; /* its destructor retires the thread's slot */
+	struct region region;
+};
+
+extern struct shim shim;
+
+enum thread_state {
+	TS_NEW = 0,  /* no slot yet: claims one on its first traced call */
+	TS_READY,    /* owns a slot */
+	TS_NOSLOT,   /* all slots taken: its events count as dropped_no_slot */
+	TS_DONE,     /* exiting: no longer traced */
+	TS_FORKING,  /* between fork's prepare and parent/child handlers */
+};
+
+struct shim_thread {
+	struct ring_prod ring; /* ring.slot is NULL unless TS_READY */
+	struct sampler sampler;
+	uint8_t state;         /* enum thread_state */
+	uint8_t saved_state;   /* across fork */
+	uint16_t in_shim;      /* re-entry guard */
+	uint32_t slot_idx;
+	uint32_t noslot_calls;
+};
+
+extern __thread struct shim_thread shim_tls;
+
+static inline int shim_heap_mode(void)
+{
+	return __atomic_load_n(&shim.heap, __ATOMIC_RELAXED);
+}
+
+/* Claims a slot if the thread has none.  Returns 0 when the thread is
+ * traced (it may still be TS_NOSLOT), -1 when it is not. */
+int thread_prepare(struct shim_thread *t);
+
+/* The calling thread's state when its calls are to be traced, else NULL. */
+static inline struct shim_thread *shim_thread_traced(void)
+{
+	struct shim_thread *t = &shim_tls;
+
+	if (unlikely(t->in_shim) || !__atomic_load_n(&shim.on, __ATOMIC_RELAXED))
+		return 0;
+	if (unlikely(t->state != TS_READY) && thread_prepare(t) < 0)
+		return 0;
+	return t;
+}
+
+/* Counts one call of fn requesting n bytes in the thread's own slot. */
+static inline void thread_count(struct shim_thread *t, unsigned int fn, uint64_t n)
+{
+	struct shm_slot *s = t->ring.slot;
+
+	if (likely(s != 0)) {
+		__atomic_store_n(&s->count[fn], s->count[fn] + 1, __ATOMIC_RELAXED);
+		__atomic_store_n(&s->bytes[fn], s->bytes[fn] + n, __ATOMIC_RELAXED);
+	}
+}
+
+/*
+ * Copies a record (len a multiple of 8) into the thread's ring.  When it is
+ * full: counts a drop, or with SHIMMER_LOSSLESS=1 kicks the collector and
+ * waits for room, dropping only if its heartbeat has stopped for ~5 s.
+ * Preserves errno.
+ */
+void thread_emit(struct shim_thread *t, const void *rec, uint32_t len);
+
+/* Creates the key whose destructor retires a thread's slot.  0 or -errno. */
+int thread_init(void);
+
+/* fork: the forking thread stops tracing until the matching handler. */
+void thread_fork_prepare(void);
+void thread_fork_parent(void);
+/* In the child: forget the parent's slot; the next traced call claims one. */
+void thread_fork_child(void);
+
+/* A debug line on stderr when SHIMMER_DEBUG=1; never allocates. */
+void shim_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif /* SHIMMER_SHIM_H */
