@@ -1,0 +1,269 @@
+/*
+ * badclient: a peer of shimmerd that speaks common/wire.h itself, to check
+ * that the collector survives bad input and closes only the offender.
+ *
+ *   badclient SOCKET version    HELLO with a wrong wire version
+ *   badclient SOCKET oversize   good HELLO, one good heap record (size
+ *                               424242), then a message over SHM_MSG_MAX
+ *   badclient SOCKET corrupt    good HELLO, one good heap record (size
+ *                               424243), then a record with a bad size
+ *
+ * It prints "pid N" first, waits until the collector has consumed the good
+ * record (the ring's tail moved), sends the bad part and then expects the
+ * collector to close the connection.  Exit status 0 when it did, 1 (with a
+ * reason on stderr) when not.  Every wait gives up after 20 s.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "wire.h"
+
+#define RING_BYTES 4096u
+#define WAIT_MS 20000
+
+static int fail(const char *what)
+{
+	fprintf(stderr, "badclient: %s: %s\n", what, errno ? strerror(errno) : "failed");
+	return 1;
+}
+
+static uint64_t clock_ns(clockid_t id)
+{
+	struct timespec ts;
+
+	clock_gettime(id, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void hdr(struct shm_msg_hdr *h, uint16_t type, uint32_t len)
+{
+	h->magic = SHM_MAGIC;
+	h->version = SHM_WIRE_VERSION;
+	h->type = type;
+	h->len = len;
+	h->reserved = 0;
+}
+
+static int connect_to(const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+
+	if (fd < 0)
+		return -1;
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* A sealed region with one slot, mapped at *out. */
+static int make_region(void **out, uint64_t *bytes)
+{
+	uint64_t n = SHM_REGION_BYTES(1, RING_BYTES);
+	struct shm_region *r;
+	int fd = memfd_create("badclient", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+
+	if (fd < 0 || ftruncate(fd, (off_t)n) < 0)
+		return -1;
+	r = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (r == MAP_FAILED)
+		return -1;
+	r->magic = SHM_MAGIC;
+	r->version = SHM_WIRE_VERSION;
+	r->nslots = 1;
+	r->ring_bytes = RING_BYTES;
+	if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0)
+		return -1;
+	*out = r;
+	*bytes = n;
+	return fd;
+}
+
+static int send_hello(int sock, int memfd, uint64_t region_bytes, uint16_t version)
+{
+	static const char exe[] = "/badclient", argv0[] = "badclient", host[] = "localhost";
+	char buf[sizeof(struct shm_msg_hello) + 64];
+	struct shm_msg_hello *h = (struct shm_msg_hello *)buf;
+	size_t text = sizeof(exe) - 1 + sizeof(argv0) - 1 + sizeof(host) - 1;
+	size_t len = sizeof(*h) + text;
+	char cbuf[CMSG_SPACE(sizeof(int))] = { 0 };
+	struct iovec iov = { buf, len };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1,
+			      .msg_control = cbuf, .msg_controllen = sizeof(cbuf) };
+	struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+	uint64_t mono = clock_ns(CLOCK_MONOTONIC);
+
+	memset(buf, 0, sizeof(buf));
+	hdr(&h->hdr, SHM_MSG_HELLO, (uint32_t)len);
+	h->hdr.version = version;
+	h->pid = (uint32_t)getpid();
+	h->ppid = (uint32_t)getppid();
+	h->uid = (uint32_t)getuid();
+	h->rank = SHM_NO_RANK;
+	h->local_rank = SHM_NO_RANK;
+	h->malloc_mode = SHM_MALLOC_ALL;
+	h->clock = SHM_CLOCK_MONOTONIC;
+	h->start_wall_ns = clock_ns(CLOCK_REALTIME);
+	h->start_mono_ns = mono;
+	h->start_ts = mono;
+	h->region_bytes = region_bytes;
+	h->nslots = 1;
+	h->ring_bytes = RING_BYTES;
+	h->exe_len = sizeof(exe) - 1;
+	h->argv_len = sizeof(argv0) - 1;
+	h->host_len = sizeof(host) - 1;
+	memcpy(buf + sizeof(*h), exe, sizeof(exe) - 1);
+	memcpy(buf + sizeof(*h) + sizeof(exe) - 1, argv0, sizeof(argv0) - 1);
+	memcpy(buf + sizeof(*h) + sizeof(exe) - 1 + sizeof(argv0) - 1, host, sizeof(host) - 1);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &memfd, sizeof(int));
+	return sendmsg(sock, &msg, MSG_NOSIGNAL) == (ssize_t)len ? 0 : -1;
+}
+
+static int send_thread(int sock)
+{
+	struct shm_msg_thread t = { .slot = 0, .tid = (uint32_t)gettid(),
+				    .ts = clock_ns(CLOCK_MONOTONIC) };
+
+	hdr(&t.hdr, SHM_MSG_THREAD, sizeof(t));
+	return send(sock, &t, sizeof(t), MSG_NOSIGNAL) == sizeof(t) ? 0 : -1;
+}
+
+static struct shm_slot *slot0(void *region)
+{
+	return (struct shm_slot *)((char *)region + SHM_REGION_HDR_BYTES);
+}
+
+/* Appends one record of `size` bytes (its header says hdr_size) to slot 0. */
+static void push(void *region, const void *rec, size_t size)
+{
+	struct shm_slot *s = slot0(region);
+	char *ring = (char *)s + SHM_SLOT_CTL_BYTES;
+	uint64_t head = __atomic_load_n(&s->head, __ATOMIC_RELAXED);
+
+	memcpy(ring + head % RING_BYTES, rec, size);
+	__atomic_store_n(&s->head, head + size, __ATOMIC_RELEASE);
+}
+
+static int wait_consumed(void *region)
+{
+	struct shm_slot *s = slot0(region);
+
+	for (int ms = 0; ms < WAIT_MS; ms += 10) {
+		if (__atomic_load_n(&s->tail, __ATOMIC_ACQUIRE) ==
+		    __atomic_load_n(&s->head, __ATOMIC_RELAXED))
+			return 0;
+		usleep(10000);
+	}
+	errno = ETIMEDOUT;
+	return -1;
+}
+
+/* 0 when the collector closes the connection within WAIT_MS. */
+static int wait_closed(int sock)
+{
+	struct pollfd p = { .fd = sock, .events = POLLIN | POLLRDHUP };
+	char buf[256];
+
+	for (;;) {
+		int n = poll(&p, 1, WAIT_MS);
+
+		if (n <= 0) {
+			errno = n == 0 ? ETIMEDOUT : errno;
+			return -1;
+		}
+		n = (int)recv(sock, buf, sizeof(buf), MSG_DONTWAIT);
+		if (n == 0 || (n < 0 && errno == ECONNRESET))
+			return 0;
+		if (n < 0 && errno != EAGAIN)
+			return -1;
+	}
+}
+
+int main(int argc, char **argv)
+{
+	struct shm_rec_heap good = { .hdr = { SHM_REC_HEAP, sizeof(good), SHM_FN_MALLOC, SHM_F_TIMED },
+				     .ptr = 0x7f0000424000 };
+	void *region = NULL;
+	uint64_t region_bytes = 0;
+	int sock, memfd;
+	const char *what;
+
+	if (argc != 3) {
+		fprintf(stderr, "usage: badclient SOCKET version|oversize|corrupt\n");
+		return 2;
+	}
+	what = argv[2];
+	printf("pid %d\n", (int)getpid());
+	fflush(stdout);
+	sock = connect_to(argv[1]);
+	if (sock < 0)
+		return fail("connect");
+	memfd = make_region(&region, &region_bytes);
+	if (memfd < 0)
+		return fail("region");
+	region_bytes = SHM_REGION_BYTES(1, RING_BYTES);
+
+	if (!strcmp(what, "version")) {
+		if (send_hello(sock, memfd, region_bytes, SHM_WIRE_VERSION + 98) < 0)
+			return fail("send hello");
+		if (wait_closed(sock) < 0)
+			return fail("collector kept a client with a bad version");
+		return 0;
+	}
+
+	if (send_hello(sock, memfd, region_bytes, SHM_WIRE_VERSION) < 0 || send_thread(sock) < 0)
+		return fail("send hello");
+	slot0(region)->tid = (uint32_t)gettid();
+	__atomic_store_n(&slot0(region)->state, SHM_SLOT_ACTIVE, __ATOMIC_RELEASE);
+	__atomic_store_n(&((struct shm_region *)region)->slots_hwm, 1, __ATOMIC_RELEASE);
+	good.t_begin = clock_ns(CLOCK_MONOTONIC);
+	good.t_end = good.t_begin + 100;
+	good.size = !strcmp(what, "oversize") ? 424242 : 424243;
+	slot0(region)->count[SHM_FN_MALLOC] = 1;
+	slot0(region)->bytes[SHM_FN_MALLOC] = good.size;
+	push(region, &good, sizeof(good));
+	if (wait_consumed(region) < 0)
+		return fail("the collector never consumed a good record");
+
+	if (!strcmp(what, "oversize")) {
+		size_t len = SHM_MSG_MAX + 4096;
+		char *big = calloc(1, len);
+		struct shm_msg_string *s = (struct shm_msg_string *)big;
+
+		if (!big)
+			return fail("calloc");
+		hdr(&s->hdr, SHM_MSG_STRING, (uint32_t)len);
+		s->id = 1;
+		s->len = (uint32_t)(len - sizeof(*s));
+		memset(big + sizeof(*s), 'x', len - sizeof(*s));
+		if (send(sock, big, len, MSG_NOSIGNAL) != (ssize_t)len)
+			return fail("send oversize");
+		free(big);
+	} else if (!strcmp(what, "corrupt")) {
+		/* A CUDA record whose size is not a multiple of 8 and too small. */
+		struct shm_rec_cuda bad = { .hdr = { SHM_REC_CUDA, 12, SHM_FN_CUDA_MALLOC, 0 } };
+
+		push(region, &bad, sizeof(bad));
+	} else {
+		fprintf(stderr, "badclient: unknown case %s\n", what);
+		return 2;
+	}
+	if (wait_closed(sock) < 0)
+		return fail("collector kept a client that sent malformed data");
+	return 0;
+}

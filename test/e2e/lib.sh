@@ -1,0 +1,243 @@
+# lib.sh: helpers for the end-to-end tests, sourced by test/e2e/t_*.sh.
+#
+# Each test script starts its own shimmerd on a private socket and store in
+# a temporary directory, runs workloads under the shim, stops the collector
+# and compares the store with the workloads' own logs (wlog.h), in SQL: the
+# log is imported into a scratch database that attaches the store.
+#
+# Every case prints one line, "ok - SCRIPT: CASE" or "not ok - SCRIPT: CASE"
+# followed by "#" lines saying why; test/run-tests counts them.  A script's
+# exit status is non-zero when a case failed.
+set -u
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+O=${O:-build}
+case $O in /*) ;; *) O=$ROOT/$O ;; esac
+SHIM=$O/lib/libshimmer.so
+SHIMMERD=$O/bin/shimmerd
+SHIMMER=$O/bin/shimmer
+WL=$O/test/e2e/wl
+BADCLIENT=$O/test/e2e/badclient
+SCRIPT=$(basename "$0" .sh)
+T=$(mktemp -d "${TMPDIR:-/tmp}/shimmer-e2e.XXXXXX")
+SOCK=$T/sock
+CPID=
+FAILED=0
+
+cleanup() {
+	[ -n "$CPID" ] && kill -KILL "$CPID" 2>/dev/null
+	if [ "$FAILED" = 0 ] || [ -z "${SHIMMER_KEEP_TMP:-}" ]; then
+		rm -rf "$T"
+	else
+		echo "# kept $T"
+	fi
+}
+trap cleanup EXIT
+
+ok() { echo "ok - $SCRIPT: $1"; }
+
+# not_ok CASE [REASON...]
+not_ok() {
+	echo "not ok - $SCRIPT: $1"
+	shift
+	local l
+	for l in "$@"; do printf '%s\n' "$l" | sed 's/^/#   /'; done
+	FAILED=1
+}
+
+# check CASE REASON COMMAND...: ok when COMMAND succeeds.
+check() {
+	local name=$1 why=$2
+	shift 2
+	if "$@"; then ok "$name"; else not_ok "$name" "$why"; fi
+}
+
+# expect_empty CASE OUTPUT: ok when OUTPUT (rows of differences) is empty.
+expect_empty() {
+	if [ -z "$2" ]; then ok "$1"; else not_ok "$1" "$(printf '%s\n' "$2" | head -20)"; fi
+}
+
+finish() { exit "$FAILED"; }
+
+need() {
+	local f
+	for f in "$@"; do
+		if [ ! -x "$f" ] && [ ! -f "$f" ]; then
+			not_ok "prerequisites" "missing $f (not built?)"
+			finish
+		fi
+	done
+}
+
+# start_collector DB: shimmerd on $SOCK, waits for its ready byte.
+start_collector() {
+	local db=$1 fifo=$T/ready.$RANDOM byte
+	rm -f "$SOCK"
+	mkfifo "$fifo"
+	"$SHIMMERD" --foreground --socket "$SOCK" --db "$db" --ready-fd 3 \
+		3>"$fifo" 2>>"$T/collector.log" &
+	CPID=$!
+	byte=$(timeout 20 head -c1 "$fifo" | od -An -c)
+	rm -f "$fifo"
+	if [ -z "$byte" ]; then
+		echo "# shimmerd did not become ready; its log:" >&2
+		sed 's/^/#   /' "$T/collector.log" >&2
+		return 1
+	fi
+}
+
+# stop_collector: SIGTERM, then its exit status (0 expected).
+stop_collector() {
+	local rc=0
+	[ -n "$CPID" ] || return 1
+	kill -TERM "$CPID" 2>/dev/null
+	wait "$CPID" || rc=$?
+	CPID=
+	return $rc
+}
+
+# traced ENVFILE-LESS: run "$@" under the shim, all heap calls traced, its
+# log to $WLOG.  The variables are set on the command only (never on a
+# helper such as env, which would be traced too).
+traced() {
+	LD_PRELOAD=$SHIM SHIMMER_SOCKET=$SOCK SHIMMER_MALLOC=${SHIMMER_MALLOC:-all} \
+		WL_LOG=$WLOG "$@"
+}
+
+sq() { sqlite3 -batch -bail "$@"; }
+
+# load_log LOG CHECKDB STORE: the log's lines as tables P, T, A, F, C (each
+# with seq, the line number) in CHECKDB, with the store attached as s.
+load_log() {
+	local log=$1 db=$2 store=$3 ty
+	rm -f "$db"
+	sq "$db" "
+CREATE TABLE P (seq INTEGER, pid INTEGER, ppid INTEGER, img INTEGER);
+CREATE TABLE T (seq INTEGER, pid INTEGER, tid INTEGER, worker INTEGER);
+CREATE TABLE A (seq INTEGER, pid INTEGER, tid INTEGER, fn TEXT, ptr INTEGER, size INTEGER,
+	space TEXT, device INTEGER, fam TEXT);
+CREATE TABLE F (seq INTEGER, pid INTEGER, tid INTEGER, fn TEXT, ptr INTEGER, fam TEXT);
+CREATE TABLE C (seq INTEGER, pid INTEGER, tid INTEGER, fn TEXT, ret INTEGER, device INTEGER,
+	ptr INTEGER, bytes INTEGER, stream INTEGER, kind INTEGER, aux INTEGER, aux2 INTEGER,
+	gx INTEGER, gy INTEGER, gz INTEGER, bx INTEGER, by INTEGER, bz INTEGER, ptsz INTEGER);"
+	for ty in P T A F C; do
+		awk -F, -v ty=$ty '$1 == ty { sub(/^[^,]*/, NR); print }' "$log" > "$T/$ty.csv"
+		sq "$db" ".mode csv" ".import $T/$ty.csv $ty"
+	done
+	CHECKDB=$db
+	STORE=$store
+}
+
+# q SQL: runs SQL on the check database with the store attached as s.
+q() {
+	sq "$CHECKDB" "ATTACH '$STORE' AS s;" "$@"
+}
+
+# The store's processes that belong to the log (by pid).
+PIDS="(SELECT pid FROM main.P)"
+
+# multiset_diff EXPECTED STORED COLS: SQL listing the rows (with their
+# multiplicity n) that one view has and the other has not, both ways.
+multiset_diff() {
+	local e=$1 g=$2 c=$3
+	echo "SELECT 'logged, not stored:', $c, n FROM (
+	SELECT $c, count(*) AS n FROM $e GROUP BY $c EXCEPT
+	SELECT $c, count(*) FROM $g GROUP BY $c) LIMIT 10;
+SELECT 'stored, not logged:', $c, n FROM (
+	SELECT $c, count(*) AS n FROM $g GROUP BY $c EXCEPT
+	SELECT $c, count(*) FROM $e GROUP BY $c) LIMIT 10;"
+}
+
+# diff_cuda: rows differing between the logged and the stored CUDA calls
+# (a multiset comparison of every field the wire format defines).
+diff_cuda() {
+	local cols="pid, tid, fn, ret, device, ptr, bytes, stream, kind, aux, aux2, gx, gy, gz, bx, by, bz, ptsz"
+	q "
+CREATE TEMP VIEW exp_cuda AS SELECT pid, tid, fn, ret, device, ptr, bytes, stream,
+	CASE WHEN fn = 'cudaMemcpyPeerAsync' THEN -1 ELSE kind END AS kind, aux, aux2,
+	gx, gy, gz, bx, by, bz, ptsz FROM main.C;
+CREATE TEMP VIEW got_cuda AS SELECT p.pid, c.tid, f.name AS fn, c.ret,
+	coalesce(c.device, -1) AS device, coalesce(c.ptr, 0) AS ptr,
+	coalesce(c.bytes, 0) AS bytes, coalesce(c.stream, 0) AS stream,
+	CASE WHEN f.name = 'cudaMemcpyPeerAsync' THEN -1 ELSE coalesce(c.copy_kind, 0) END AS kind,
+	coalesce(c.aux, 0) AS aux, coalesce(c.aux2, 0) AS aux2,
+	coalesce(c.grid_x, 0) AS gx, coalesce(c.grid_y, 0) AS gy, coalesce(c.grid_z, 0) AS gz,
+	coalesce(c.block_x, 0) AS bx, coalesce(c.block_y, 0) AS by, coalesce(c.block_z, 0) AS bz,
+	c.per_thread_stream AS ptsz
+	FROM s.cuda_calls c JOIN s.functions f USING (fn_id) JOIN s.processes p USING (proc_id)
+	WHERE p.pid IN $PIDS;
+$(multiset_diff exp_cuda got_cuda "$cols")"
+}
+
+# diff_allocs: the allocations table against the logged allocations, each
+# paired with the first later release of the same block in its process.
+# Host rows are matched by the sizes the workload used.
+diff_allocs() {
+	local cols="pid, tid, fn, ptr, size, space, dev, free_fn, free_tid"
+	q "
+CREATE TEMP VIEW exp_alloc AS SELECT a.pid, a.tid, a.fn, a.ptr, a.size, a.space,
+	CASE WHEN a.space = 'device' THEN a.device ELSE NULL END AS dev,
+	coalesce((SELECT f.fn FROM main.F f WHERE f.pid = a.pid AND f.ptr = a.ptr
+		AND f.fam = a.fam AND f.seq > a.seq ORDER BY f.seq LIMIT 1), '-') AS free_fn,
+	coalesce((SELECT f.tid FROM main.F f WHERE f.pid = a.pid AND f.ptr = a.ptr
+		AND f.fam = a.fam AND f.seq > a.seq ORDER BY f.seq LIMIT 1), -1) AS free_tid
+	FROM main.A a;
+CREATE TEMP VIEW got_alloc AS SELECT p.pid, a.alloc_tid AS tid, fa.name AS fn, a.ptr, a.size,
+	a.space, CASE WHEN a.space = 'device' THEN a.device ELSE NULL END AS dev,
+	coalesce(ff.name, '-') AS free_fn, coalesce(a.free_tid, -1) AS free_tid
+	FROM s.allocations a JOIN s.processes p USING (proc_id)
+	JOIN s.functions fa ON fa.fn_id = a.alloc_fn LEFT JOIN s.functions ff ON ff.fn_id = a.free_fn
+	WHERE p.pid IN $PIDS AND (a.space <> 'host' OR a.size IN
+		(SELECT size FROM main.A x WHERE x.pid = p.pid AND x.fam = 'host'));
+$(multiset_diff exp_alloc got_alloc "$cols")"
+}
+
+# diff_procs END_REASON: logged processes without a matching stored one
+# (pid, ppid, parent_proc_id, image, malloc mode, end_reason).
+diff_procs() {
+	q "
+SELECT 'no stored process for', x.pid, x.ppid, x.img FROM main.P x WHERE NOT EXISTS (
+	SELECT 1 FROM s.processes p WHERE p.pid = x.pid AND p.ppid = x.ppid
+	AND p.malloc_mode = '${SHIMMER_MALLOC:-all}' AND p.end_reason = '$1'
+	AND (p.argv LIKE '%exec-child%') = (x.img = 1)
+	AND p.parent_proc_id IS (SELECT max(q.proc_id) FROM s.processes q WHERE q.pid = x.ppid));
+SELECT 'no stored thread for', x.pid, x.tid FROM main.T x WHERE NOT EXISTS (
+	SELECT 1 FROM s.threads t JOIN s.processes p USING (proc_id)
+	WHERE p.pid = x.pid AND t.tid = x.tid);"
+}
+
+# diff_counts: function_counts against the log: CUDA counts for every
+# thread (bytes for the functions that move or allocate bytes, in threads
+# without failed calls); heap counts and bytes on worker threads.
+diff_counts() {
+	local bytefns="'cudaMalloc','cudaMallocHost','cudaHostAlloc','cudaMallocManaged',
+		'cudaMallocAsync','cudaMallocFromPoolAsync','cudaMemcpy','cudaMemcpyAsync',
+		'cudaMemcpyPeerAsync','cudaMemset','cudaMemsetAsync','malloc','calloc','realloc',
+		'posix_memalign','aligned_alloc'"
+	q "
+CREATE TEMP VIEW failed AS SELECT DISTINCT pid, tid, fn FROM main.C WHERE ret <> 0;
+CREATE TEMP VIEW exp_n AS
+	SELECT pid, tid, fn, count(*) AS n, sum(bytes) AS b FROM main.C GROUP BY pid, tid, fn
+	UNION ALL
+	SELECT pid, tid, fn, count(*), sum(size) FROM main.A WHERE fam = 'host'
+		AND (pid, tid) IN (SELECT pid, tid FROM main.T WHERE worker) GROUP BY pid, tid, fn
+	UNION ALL
+	SELECT pid, tid, fn, count(*), 0 FROM main.F WHERE fam = 'host' AND fn = 'free'
+		AND (pid, tid) IN (SELECT pid, tid FROM main.T WHERE worker) GROUP BY pid, tid, fn;
+CREATE TEMP VIEW got_n AS SELECT p.pid, c.tid, f.name AS fn, sum(c.count) AS n,
+	sum(c.bytes) AS b FROM s.function_counts c JOIN s.functions f USING (fn_id)
+	JOIN s.processes p USING (proc_id)
+	WHERE p.pid IN $PIDS AND c.count > 0 AND (f.family = 'cuda'
+		OR (p.pid, c.tid) IN (SELECT pid, tid FROM main.T WHERE worker))
+	GROUP BY p.pid, c.tid, f.name;
+CREATE TEMP VIEW exp_c AS SELECT pid, tid, fn, n, CASE WHEN fn IN ($bytefns) AND
+	(pid, tid, fn) NOT IN failed THEN b ELSE -1 END AS b FROM exp_n;
+CREATE TEMP VIEW got_c AS SELECT pid, tid, fn, n, CASE WHEN fn IN ($bytefns) AND
+	(pid, tid, fn) NOT IN failed THEN b ELSE -1 END AS b FROM got_n;
+SELECT 'logged (pid,tid,fn,count,bytes), not stored:', * FROM
+	(SELECT * FROM exp_c EXCEPT SELECT * FROM got_c) LIMIT 10;
+SELECT 'stored (pid,tid,fn,count,bytes), not logged:', * FROM
+	(SELECT * FROM got_c EXCEPT SELECT * FROM exp_c) LIMIT 10;"
+}
+
+integrity() { sq "$1" "PRAGMA integrity_check;"; }

@@ -1,0 +1,50 @@
+#!/bin/bash
+# A burst of N malloc calls on one thread (SHIMMER_MALLOC=all) through a
+# 4 KiB ring.  Lossless (SHIMMER_LOSSLESS=1): every call is a row, nothing
+# dropped.  Otherwise the collector falls behind, and the drops are counted
+# exactly: stored + dropped == produced (the exact counter).
+. "$(dirname "$0")/lib.sh"
+need "$SHIM" "$SHIMMERD" "$WL"
+
+N=50000 SIZE=72
+for mode in lossless lossy; do
+	DB=$T/$mode.db
+	WLOG=$T/$mode.log
+	start_collector "$DB" || { not_ok "$mode: collector starts"; continue; }
+	if [ $mode = lossless ]; then
+		SHIMMER_LOSSLESS=1 SHIMMER_RING_KB=4 traced "$WL" burst $N $SIZE
+	else
+		SHIMMER_RING_KB=4 traced "$WL" burst $N $SIZE
+	fi
+	rc=$?
+	check "$mode: workload exits 0" "exit status $rc" [ $rc = 0 ]
+	check "$mode: collector exits 0 on SIGTERM" "see collector log" stop_collector
+	load_log "$WLOG" "$T/$mode-check.db" "$DB"
+	TID=$(q "SELECT tid FROM main.T WHERE worker")
+	PROC="(SELECT proc_id FROM s.processes WHERE pid IN $PIDS)"
+	produced=$(q "SELECT coalesce(sum(c.count), 0) FROM s.function_counts c
+		JOIN s.functions f USING (fn_id) WHERE c.proc_id IN $PROC AND c.tid = $TID
+		AND f.family = 'heap'")
+	mallocs=$(q "SELECT coalesce(sum(c.count), 0) FROM s.function_counts c
+		JOIN s.functions f USING (fn_id) WHERE c.proc_id IN $PROC AND c.tid = $TID
+		AND f.name = 'malloc'")
+	stored=$(q "SELECT (SELECT count(*) FROM s.allocations WHERE proc_id IN $PROC
+		AND alloc_tid = $TID) + (SELECT count(*) FROM s.allocations WHERE proc_id IN $PROC
+		AND free_tid = $TID)")
+	dropped=$(q "SELECT coalesce(sum(events), 0) FROM s.drops WHERE proc_id IN $PROC
+		AND tid = $TID")
+	check "$mode: counter exact ($N mallocs)" "function_counts says $mallocs" [ "$mallocs" = $N ]
+	if [ $mode = lossless ]; then
+		got=$(q "SELECT lossless FROM s.processes WHERE proc_id IN $PROC")
+		check "$mode: process marked lossless" "lossless=$got" [ "$got" = 1 ]
+		check "$mode: every call stored" "stored $stored of $produced" [ "$stored" = "$produced" ]
+		alldrops=$(q "SELECT coalesce(sum(events), 0) FROM s.drops WHERE proc_id IN $PROC")
+		check "$mode: nothing dropped" "drops: $alldrops" [ "$alldrops" = 0 ]
+	else
+		check "$mode: the tiny ring overflowed (drops counted)" "dropped $dropped" [ "$dropped" -gt 0 ]
+		check "$mode: stored + dropped == produced" \
+			"stored $stored + dropped $dropped != produced $produced" \
+			[ $((stored + dropped)) = "$produced" ]
+	fi
+done
+finish
