@@ -1,0 +1,45 @@
+/*
+ * What every subcommand of the shimmer command shares: the dispatch table
+ * entry, exit codes and the one-line error convention.
+ *
+ * A subcommand lives in its own file and exports one `struct command`;
+ * tools/main.c lists them.  Errors go to stderr as one line,
+ * "shimmer: error: ...", never to stdout, which carries results only.
+ */
+#ifndef SHIMMER_TOOLS_CLI_H
+#define SHIMMER_TOOLS_CLI_H
+
+/* Exit codes of every subcommand except `run`, which passes its program's on. */
+enum {
+	CLI_EXIT_OK = 0,
+	CLI_EXIT_ERROR = 1, /* the store or the system failed us */
+	CLI_EXIT_USAGE = 2, /* bad command line */
+};
+
+struct command {
+	const char *name;
+	const char *brief; /* one line for `shimmer --help` */
+	const char *usage; /* full help text, ends with a newline */
+	int (*main)(int argc, char **argv); /* argv[0] is the subcommand name */
+};
+
+extern const struct command run_command;
+extern const struct command summary_command;
+
+/* Print "shimmer: error: <fmt>\n" on stderr. */
+void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Print "shimmer: warning: <fmt>\n" on stderr. */
+void cli_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Report a usage error for cmd on stderr; returns CLI_EXIT_USAGE. */
+int cli_usage_error(const struct command *cmd, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* Print cmd's usage on stdout; returns CLI_EXIT_OK. */
+int cli_help(const struct command *cmd);
+
+/* True when arg is "-h" or "--help". */
+int cli_is_help(const char *arg);
+
+#endif /* SHIMMER_TOOLS_CLI_H */

@@ -1,0 +1,27 @@
+/*
+ * Formatting shared by the readers of the store: human units for tables,
+ * and escaping for CSV (RFC 4180) and JSON.  All functions are pure and
+ * thread-safe; the buffer variants always terminate what they write.
+ */
+#ifndef SHIMMER_TOOLS_FMT_H
+#define SHIMMER_TOOLS_FMT_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+/* Large enough for any fmt_duration or fmt_bytes result. */
+#define FMT_UNIT_MAX 32
+
+/* ns as "512 ns", "12.34 us", "1.23 ms", "4.567 s"; returns buf. */
+char *fmt_duration(char *buf, size_t len, double ns);
+
+/* bytes as "512 B", "1.50 KiB", ... "2.00 TiB"; returns buf. */
+char *fmt_bytes(char *buf, size_t len, double bytes);
+
+/* Write s as one CSV field, quoted only when it must be; NULL is empty. */
+void fmt_csv(FILE *out, const char *s);
+
+/* Write s as a JSON string literal, quotes included; NULL is null. */
+void fmt_json(FILE *out, const char *s);
+
+#endif /* SHIMMER_TOOLS_FMT_H */

@@ -1,0 +1,513 @@
+/*
+ * shimmer run: trace one program from its first call to its exit with a
+ * private collector, then print the summary on stderr.  It needs no
+ * running daemon, and stdout stays the program's alone.
+ *
+ * The order matters:
+ *  1. Fork the program's process first, paused on a pipe: the store is
+ *     named after its pid, and it must not make one call before the
+ *     collector listens.
+ *  2. Start shimmerd in a process group of its own, so that ^C on the
+ *     terminal reaches the program but not the collector, which must
+ *     outlive the program to drain its rings; wait (bounded) for its
+ *     ready byte.
+ *  3. Release the program with 'T' (traced: LD_PRELOAD and SHIMMER_SOCKET
+ *     are set) or 'U' (untraced, when the collector could not start).  A
+ *     close-on-exec pipe carries execvp's errno back when the exec fails.
+ *  4. Wait for it; like time(1), ignore SIGINT and SIGQUIT meanwhile and
+ *     forward SIGTERM and SIGHUP.
+ *  5. SIGTERM the collector and wait: it drains what is left and closes
+ *     the store.  Then summarise.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "store.h"
+#include "summary.h"
+
+#define READY_TIMEOUT_MS 10000
+#define SOCK_NAME "shimmer.sock"
+
+struct run {
+	char **cmd;
+	const char *db_opt;
+	char lib[PATH_MAX];
+	char shimmerd[PATH_MAX];
+	char sock_dir[PATH_MAX]; /* empty when none was made */
+	char sock[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	char db[PATH_MAX];
+	int db_is_ours; /* default name: a fresh file nobody else wrote */
+	pid_t child;
+	pid_t collector; /* 0 when none runs */
+	int go[2];       /* releases the paused child */
+	int exec_err[2]; /* the child's execvp errno, or EOF on success */
+};
+
+static volatile sig_atomic_t forward_to;
+
+static void forward(int sig)
+{
+	if (forward_to > 0)
+		kill((pid_t)forward_to, sig);
+}
+
+static void close_fd(int *fd)
+{
+	if (*fd >= 0)
+		close(*fd);
+	*fd = -1;
+}
+
+/* The program's side of the fork: wait for the verdict, then exec. */
+static void __attribute__((noreturn)) child_main(struct run *r, const sigset_t *mask)
+{
+	char mode = 0;
+	ssize_t n;
+	int e;
+
+	sigprocmask(SIG_SETMASK, mask, NULL);
+	close(r->go[1]);
+	close(r->exec_err[0]);
+	do
+		n = read(r->go[0], &mode, 1);
+	while (n < 0 && errno == EINTR);
+	/* EOF: shimmer died before deciding, so run nothing. */
+	if (n != 1)
+		_exit(127);
+	if (mode == 'T') {
+		const char *old = getenv("LD_PRELOAD");
+		char *pre = NULL;
+
+		if (old && *old && asprintf(&pre, "%s:%s", r->lib, old) < 0)
+			pre = NULL;
+		setenv("LD_PRELOAD", pre ? pre : r->lib, 1);
+		setenv("SHIMMER_SOCKET", r->sock, 1);
+	}
+	execvp(r->cmd[0], r->cmd);
+	e = errno;
+	n = write(r->exec_err[1], &e, sizeof(e));
+	(void)n;
+	_exit(e == EACCES || e == EPERM ? 126 : 127);
+}
+
+static int find_exe_dir(struct run *r)
+{
+	char self[PATH_MAX], *slash;
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+
+	if (n < 0)
+		return -errno;
+	self[n] = '\0';
+	slash = strrchr(self, '/');
+	if (!slash)
+		return -ENOENT;
+	*slash = '\0';
+	if ((size_t)snprintf(r->shimmerd, sizeof(r->shimmerd), "%s/shimmerd", self) >=
+		    sizeof(r->shimmerd) ||
+	    (size_t)snprintf(r->lib, sizeof(r->lib), "%s/../lib/libshimmer.so", self) >=
+		    sizeof(r->lib))
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+/* A private directory for the socket, in XDG_RUNTIME_DIR when it fits. */
+static int make_sock_dir(struct run *r)
+{
+	const char *bases[] = { getenv("XDG_RUNTIME_DIR"), "/tmp" };
+	int err = -ENOENT;
+
+	for (size_t i = 0; i < 2; i++) {
+		if (!bases[i] || !*bases[i])
+			continue;
+		if ((size_t)snprintf(r->sock_dir, sizeof(r->sock_dir), "%s/shimmer-XXXXXX",
+				     bases[i]) >= sizeof(r->sock_dir) ||
+		    strlen(r->sock_dir) + 1 + strlen(SOCK_NAME) >= sizeof(r->sock)) {
+			err = -ENAMETOOLONG;
+			continue;
+		}
+		if (!mkdtemp(r->sock_dir)) {
+			err = -errno;
+			continue;
+		}
+		snprintf(r->sock, sizeof(r->sock), "%s/%s", r->sock_dir, SOCK_NAME);
+		return 0;
+	}
+	r->sock_dir[0] = '\0';
+	return err;
+}
+
+static int name_store(struct run *r)
+{
+	char host[256] = "localhost", stamp[32];
+	time_t now = time(NULL);
+	struct tm tm;
+	size_t n;
+
+	if (r->db_opt) {
+		n = (size_t)snprintf(r->db, sizeof(r->db), "%s", r->db_opt);
+		return n < sizeof(r->db) ? 0 : -ENAMETOOLONG;
+	}
+	gethostname(host, sizeof(host) - 1);
+	host[sizeof(host) - 1] = '\0';
+	localtime_r(&now, &tm);
+	strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", &tm);
+	n = (size_t)snprintf(r->db, sizeof(r->db), "./shimmer-%s-%ld-%s.db", host,
+			     (long)r->child, stamp);
+	r->db_is_ours = 1;
+	return n < sizeof(r->db) ? 0 : -ENAMETOOLONG;
+}
+
+static void __attribute__((noreturn)) collector_main(struct run *r, int ready_fd,
+						     const sigset_t *mask)
+{
+	static const int sigs[] = { SIGINT, SIGQUIT, SIGTERM, SIGHUP, SIGPIPE };
+	char fd[16];
+	int null;
+
+	setpgid(0, 0);
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+		signal(sigs[i], SIG_DFL);
+	sigprocmask(SIG_SETMASK, mask, NULL);
+	null = open("/dev/null", O_RDONLY);
+	if (null >= 0 && null != STDIN_FILENO)
+		dup2(null, STDIN_FILENO);
+	/* stdout belongs to the traced program's consumer. */
+	dup2(STDERR_FILENO, STDOUT_FILENO);
+	fcntl(ready_fd, F_SETFD, 0);
+	snprintf(fd, sizeof(fd), "%d", ready_fd);
+	execl(r->shimmerd, r->shimmerd, "--foreground", "--socket", r->sock, "--db", r->db,
+	      "--ready-fd", fd, (char *)NULL);
+	_exit(127);
+}
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Reap the collector; returns its wait status, or -1. */
+static int reap(pid_t pid)
+{
+	int st;
+
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR)
+			return -1;
+	return st;
+}
+
+/*
+ * What the program's process must know before the fork: the shim and the
+ * socket.  On failure writes why into `why` and returns a negative errno.
+ */
+static int prepare_trace(struct run *r, char *why, size_t len)
+{
+	int err;
+
+	if (access(r->lib, R_OK) < 0) {
+		err = -errno;
+		snprintf(why, len, "cannot use %s: %s", r->lib, strerror(errno));
+		return err;
+	}
+	if (access(r->shimmerd, X_OK) < 0) {
+		err = -errno;
+		snprintf(why, len, "cannot start %s: %s", r->shimmerd, strerror(errno));
+		return err;
+	}
+	err = make_sock_dir(r);
+	if (err)
+		snprintf(why, len, "cannot make a socket directory: %s", strerror(-err));
+	return err;
+}
+
+/*
+ * Start shimmerd and wait for its ready byte.  On failure writes why into
+ * `why`, leaves no collector behind and returns a negative errno.
+ */
+static int start_collector(struct run *r, const sigset_t *mask, char *why, size_t len)
+{
+	int ready[2] = { -1, -1 }, err = 0, st;
+	int64_t deadline;
+	char byte;
+
+	if (pipe2(ready, O_CLOEXEC) < 0) {
+		err = -errno;
+		snprintf(why, len, "cannot make a pipe: %s", strerror(errno));
+		goto out;
+	}
+	r->collector = fork();
+	if (r->collector < 0) {
+		err = -errno;
+		r->collector = 0;
+		snprintf(why, len, "cannot fork: %s", strerror(errno));
+		goto out;
+	}
+	if (r->collector == 0)
+		collector_main(r, ready[1], mask);
+	close_fd(&ready[1]);
+	deadline = now_ms() + READY_TIMEOUT_MS;
+	for (;;) {
+		struct pollfd p = { .fd = ready[0], .events = POLLIN };
+		int64_t left = deadline - now_ms();
+		ssize_t n;
+
+		if (left <= 0 || poll(&p, 1, (int)left) == 0) {
+			err = -ETIMEDOUT;
+			snprintf(why, len, "%s was not ready after %d s", r->shimmerd,
+				 READY_TIMEOUT_MS / 1000);
+			kill(r->collector, SIGKILL);
+			reap(r->collector);
+			break;
+		}
+		n = read(ready[0], &byte, 1);
+		if (n == 1)
+			break;
+		if (n < 0 && errno == EINTR)
+			continue;
+		/* EOF: it exited, or closed the fd, before it was ready. */
+		err = -ECHILD;
+		kill(r->collector, SIGKILL);
+		st = reap(r->collector);
+		if (st >= 0 && WIFEXITED(st))
+			snprintf(why, len, "%s exited with status %d before it was ready",
+				 r->shimmerd, WEXITSTATUS(st));
+		else
+			snprintf(why, len, "%s stopped before it was ready", r->shimmerd);
+		break;
+	}
+	if (err)
+		r->collector = 0;
+out:
+	close_fd(&ready[0]);
+	close_fd(&ready[1]);
+	return err;
+}
+
+static void remove_sock_dir(struct run *r)
+{
+	if (!r->sock_dir[0])
+		return;
+	unlink(r->sock);
+	rmdir(r->sock_dir);
+	r->sock_dir[0] = '\0';
+}
+
+/* A store we named that holds no run: take it away with SQLite's side files. */
+static void remove_store(struct run *r)
+{
+	static const char *const suffixes[] = { "", "-wal", "-shm", "-journal" };
+	char path[PATH_MAX + 16];
+
+	if (!r->db_is_ours)
+		return;
+	for (size_t i = 0; i < 4; i++) {
+		snprintf(path, sizeof(path), "%s%s", r->db, suffixes[i]);
+		unlink(path);
+	}
+}
+
+static void stop_collector(struct run *r)
+{
+	int st;
+
+	if (!r->collector)
+		return;
+	kill(r->collector, SIGTERM);
+	st = reap(r->collector);
+	r->collector = 0;
+	if (st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) != 0)
+		cli_warn("the collector exited with status %d; the store may be incomplete",
+			 WEXITSTATUS(st));
+	else if (st >= 0 && WIFSIGNALED(st))
+		cli_warn("the collector was killed by signal %d; the store may be incomplete",
+			 WTERMSIG(st));
+}
+
+static void print_summary(struct run *r)
+{
+	sqlite3 *db;
+
+	if (store_open(r->db, &db) == 0) {
+		summary_write(db, stderr, SUMMARY_TABLE);
+		sqlite3_close(db);
+	}
+	fprintf(stderr, "shimmer: store: %s\n", r->db);
+}
+
+/* 0 to go on; else -1 with *code the exit code (help or usage error). */
+static int parse(struct run *r, int argc, char **argv, int *code)
+{
+	int i;
+
+	*code = CLI_EXIT_USAGE;
+
+	for (i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--") == 0) {
+			i++;
+			break;
+		}
+		if (cli_is_help(argv[i])) {
+			*code = cli_help(&run_command);
+			return -1;
+		}
+		if (strcmp(argv[i], "--db") == 0) {
+			if (++i == argc) {
+				cli_usage_error(&run_command, "--db needs a file name");
+				return -1;
+			}
+			r->db_opt = argv[i];
+		} else if (strncmp(argv[i], "--db=", 5) == 0) {
+			r->db_opt = argv[i] + 5;
+		} else if (argv[i][0] == '-') {
+			cli_usage_error(&run_command, "unknown option '%s'", argv[i]);
+			return -1;
+		} else {
+			break;
+		}
+	}
+	if (i == argc) {
+		cli_usage_error(&run_command, "no command given");
+		return -1;
+	}
+	if (r->db_opt && !*r->db_opt) {
+		cli_usage_error(&run_command, "--db needs a file name");
+		return -1;
+	}
+	r->cmd = argv + i;
+	return 0;
+}
+
+static int run_main(int argc, char **argv)
+{
+	struct run r = {
+		.go = { -1, -1 },
+		.exec_err = { -1, -1 },
+	};
+	struct sigaction fwd = { .sa_handler = forward, .sa_flags = SA_RESTART }, old;
+	sigset_t block, mask;
+	char why[PATH_MAX + 128];
+	int rc, st, e = 0, traced;
+	ssize_t n;
+
+	if (parse(&r, argc, argv, &rc) < 0)
+		return rc;
+	rc = find_exe_dir(&r);
+	if (rc)
+		snprintf(why, sizeof(why), "cannot find the shimmer installation: %s",
+			 strerror(-rc));
+	else
+		rc = prepare_trace(&r, why, sizeof(why));
+	traced = rc == 0;
+	if (pipe2(r.go, O_CLOEXEC) < 0 || pipe2(r.exec_err, O_CLOEXEC) < 0) {
+		cli_error("cannot make a pipe: %s", strerror(errno));
+		rc = CLI_EXIT_ERROR;
+		goto out;
+	}
+	/* Hold SIGTERM/SIGHUP until the forwarding handler knows the pid. */
+	sigemptyset(&block);
+	sigaddset(&block, SIGTERM);
+	sigaddset(&block, SIGHUP);
+	sigprocmask(SIG_BLOCK, &block, &mask);
+	r.child = fork();
+	if (r.child < 0) {
+		cli_error("cannot fork: %s", strerror(errno));
+		sigprocmask(SIG_SETMASK, &mask, NULL);
+		rc = CLI_EXIT_ERROR;
+		goto out;
+	}
+	if (r.child == 0)
+		child_main(&r, &mask);
+	close_fd(&r.go[0]);
+	close_fd(&r.exec_err[1]);
+	forward_to = r.child;
+	sigemptyset(&fwd.sa_mask);
+	/* A signal the caller chose to ignore (nohup) stays ignored. */
+	if (sigaction(SIGTERM, NULL, &old) == 0 && old.sa_handler != SIG_IGN)
+		sigaction(SIGTERM, &fwd, NULL);
+	if (sigaction(SIGHUP, NULL, &old) == 0 && old.sa_handler != SIG_IGN)
+		sigaction(SIGHUP, &fwd, NULL);
+	signal(SIGINT, SIG_IGN);
+	signal(SIGQUIT, SIG_IGN);
+	/* A child killed while paused must not take us down with EPIPE. */
+	signal(SIGPIPE, SIG_IGN);
+	sigprocmask(SIG_SETMASK, &mask, NULL);
+
+	if (traced && name_store(&r) < 0) {
+		snprintf(why, sizeof(why), "the store's name is too long");
+		traced = 0;
+	}
+	if (traced)
+		traced = start_collector(&r, &mask, why, sizeof(why)) == 0;
+	if (!traced) {
+		cli_warn("%s; running %s untraced", why, r.cmd[0]);
+		remove_sock_dir(&r);
+		remove_store(&r);
+	}
+	n = write(r.go[1], traced ? "T" : "U", 1);
+	(void)n;
+	close_fd(&r.go[1]);
+	do
+		n = read(r.exec_err[0], &e, sizeof(e));
+	while (n < 0 && errno == EINTR);
+	st = reap(r.child);
+	forward_to = 0;
+	signal(SIGINT, SIG_DFL);
+	signal(SIGQUIT, SIG_DFL);
+	if (n == (ssize_t)sizeof(e)) {
+		cli_error("cannot run %s: %s", r.cmd[0], strerror(e));
+		stop_collector(&r);
+		remove_store(&r);
+		rc = e == EACCES || e == EPERM ? 126 : 127;
+		goto out;
+	}
+	if (traced) {
+		stop_collector(&r);
+		print_summary(&r);
+	}
+	if (st < 0)
+		rc = CLI_EXIT_ERROR;
+	else if (WIFSIGNALED(st))
+		rc = 128 + WTERMSIG(st);
+	else
+		rc = WEXITSTATUS(st);
+out:
+	remove_sock_dir(&r);
+	close_fd(&r.go[0]);
+	close_fd(&r.go[1]);
+	close_fd(&r.exec_err[0]);
+	close_fd(&r.exec_err[1]);
+	return rc;
+}
+
+const struct command run_command = {
+	.name = "run",
+	.brief = "run a program under the profiler and print its summary",
+	.usage =
+		"usage: shimmer run [--db FILE] [--] CMD [ARGS...]\n"
+		"\n"
+		"Run CMD with the shim preloaded and a private collector, which needs\n"
+		"no running daemon.  When CMD exits, print its summary and the store's\n"
+		"name on stderr; stdout stays CMD's.  Exits with CMD's status (128 + N\n"
+		"when killed by signal N); 127 when CMD is not found, 126 when it cannot\n"
+		"be executed; 2 for a usage error.  ^C and ^\\ go to CMD only; SIGTERM\n"
+		"and SIGHUP are forwarded to it.  When the collector cannot start, CMD\n"
+		"runs untraced, with a warning.\n"
+		"\n"
+		"  --db FILE   the store (default ./shimmer-HOST-PID-YYYYmmdd-HHMMSS.db)\n",
+	.main = run_main,
+};

@@ -1,0 +1,65 @@
+/*
+ * store_open(); see store.h.  A store is recognised by its meta table's
+ * schema_version, which every schema file since version 1 keeps.
+ */
+#include <errno.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cli.h"
+#include "store.h"
+
+int store_open(const char *path, sqlite3 **out)
+{
+	sqlite3 *db = NULL;
+	sqlite3_stmt *st = NULL;
+	struct stat sb;
+	int err, rc;
+
+	*out = NULL;
+	if (stat(path, &sb) < 0) {
+		err = -errno;
+		cli_error("cannot open store %s: %s", path, strerror(errno));
+		goto out;
+	}
+	if (!S_ISREG(sb.st_mode)) {
+		err = -EINVAL;
+		cli_error("%s is not a shimmer store (not a regular file)", path);
+		goto out;
+	}
+	/* Read-write, though the tools never write, so that closing the last
+	 * connection to a WAL store checkpoints it and removes its -wal and
+	 * -shm files; SQLite falls back to read-only for a write-protected
+	 * file.  Without SQLITE_OPEN_CREATE a file that vanished since stat()
+	 * stays vanished instead of appearing empty. */
+	rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL);
+	if (rc != SQLITE_OK) {
+		err = -EIO;
+		cli_error("cannot open store %s: %s", path,
+			  db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+		goto out;
+	}
+	/* The collector may be writing it right now. */
+	sqlite3_busy_timeout(db, 10000);
+	/* Readers scan millions of rows: map the file instead of copying each
+	 * page through read(). */
+	sqlite3_exec(db, "PRAGMA mmap_size = 1099511627776", NULL, NULL, NULL);
+	rc = sqlite3_prepare_v2(db, "SELECT value FROM meta WHERE key = 'schema_version'",
+				-1, &st, NULL);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_step(st);
+	if (rc != SQLITE_ROW || sqlite3_column_int(st, 0) < 1) {
+		err = -EINVAL;
+		cli_error("%s is not a shimmer store (%s)", path,
+			  rc == SQLITE_ROW || rc == SQLITE_DONE ? "no schema version"
+								: sqlite3_errmsg(db));
+		goto out;
+	}
+	err = 0;
+	*out = db;
+	db = NULL;
+out:
+	sqlite3_finalize(st);
+	sqlite3_close(db);
+	return err;
+}
