@@ -6,3 +6,12 @@ $(SHIMMERD): $(COLLECTOR_OBJS)
 	$(call msg,LD,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ -lsqlite3 -lm
+
+# Unit tests: each links only the modules it exercises.
+COLLECTOR_STORE_OBJS := $(O)/obj/collector/store.o $(O)/obj/collector/log.o \
+	$(O)/gen/schema_sql.o
+$(eval $(call unit_test,clock,$(O)/obj/collector/clock.o))
+$(eval $(call unit_test,ptrmap,$(O)/obj/collector/ptrmap.o))
+$(eval $(call unit_test,store,$(COLLECTOR_STORE_OBJS)))
+$(eval $(call unit_test,client,$(O)/obj/collector/client.o \
+	$(O)/obj/collector/clock.o $(O)/obj/collector/ptrmap.o $(COLLECTOR_STORE_OBJS)))

@@ -1,0 +1,83 @@
+/*
+ * One traced process: its control socket, its event region and the state
+ * needed to turn its records into rows.  Everything a client sends is
+ * untrusted; validation lives here, and so does the mapping of messages
+ * and records to store calls, so tests drive it without a socket:
+ * client_message() takes a message and its fds as recvmsg() gave them,
+ * client_drain() consumes the region.
+ *
+ * Return codes: 0; -EBADMSG when the client sent something invalid (one
+ * line was logged; the caller ends it with CLIENT_REJECTED); any other
+ * negative errno is the store's (already logged) and fatal for the daemon.
+ * Single-threaded, like the daemon.
+ */
+#ifndef SHIMMER_COLLECTOR_CLIENT_H
+#define SHIMMER_COLLECTOR_CLIENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "clock.h"
+#include "store.h"
+
+/* What every client shares: the store, the collector's TSC calibration and
+ * the list of live clients (to find a traced parent). */
+struct collector {
+	struct store *store;
+	struct clock clock;
+	struct client *clients;
+};
+
+enum client_end {
+	CLIENT_CLOSED,   /* the socket closed: 'exit' after BYE, else 'disconnect' */
+	CLIENT_REJECTED, /* it sent invalid data: 'rejected' */
+	CLIENT_SHUTDOWN, /* the daemon is stopping: 'shutdown' */
+};
+
+struct client;
+
+/* A client on socket fd (-1 in tests), linked into co->clients.  The
+ * client owns fd from now on.  NULL on error, errno set. */
+struct client *client_new(struct collector *co, int fd);
+
+/* The socket, or -1. */
+int client_fd(const struct client *c);
+
+/* Processes one control message of len bytes.  fds are the descriptors
+ * that came with it (nfds of them); the client takes them all, keeping the
+ * region's memfd and closing the rest.  ctrunc: the kernel truncated the
+ * control data (MSG_CTRUNC), so the message is rejected. */
+int client_message(struct client *c, const void *msg, size_t len,
+		   const int *fds, int nfds, int ctrunc);
+
+/* Receives and processes the messages waiting on the socket (at most a
+ * fixed number, so one client cannot starve the others).  Returns 0,
+ * -EPIPE when the peer closed, -EBADMSG, or a store error. */
+int client_recv(struct client *c);
+
+/* One pass over the region: consumes every slot's records, bumps the
+ * heartbeat, frees retired slots once drained.  No-op before HELLO. */
+int client_drain(struct client *c);
+
+/* Stores the per-thread counters and drops accumulated since the last
+ * call. */
+int client_flush_counts(struct client *c);
+
+/* Drains a last time, stores counters, drops, end_ns and end_reason, and
+ * commits.  now_ns: the collector's CLOCK_MONOTONIC, the end time unless a
+ * BYE gave one.  The client stays allocated until client_free(). */
+int client_end(struct client *c, enum client_end why, int64_t now_ns);
+
+/* Unmaps, closes, unlinks from the collector and frees.  NULL is a no-op. */
+void client_free(struct client *c);
+
+/* The proc_id of this client's processes row, 0 before HELLO. */
+int64_t client_proc_id(const struct client *c);
+
+/* Whether client_end() was called. */
+int client_ended(const struct client *c);
+
+/* The next client in co->clients, or NULL. */
+struct client *client_next(const struct client *c);
+
+#endif

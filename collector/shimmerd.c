@@ -1,0 +1,457 @@
+/*
+ * shimmerd: accepts traced processes on a SOCK_SEQPACKET socket and stores
+ * their events.  One thread, one epoll loop over the listening socket, a
+ * signalfd (SIGTERM/SIGINT), a 5 ms timerfd that drives the drain passes,
+ * and the clients' sockets.  A client that ends during a batch of epoll
+ * events is only freed after the batch, so a later event in the same batch
+ * never points at freed memory.
+ *
+ * Exit status: 0 after a signal-driven shutdown, 1 on a startup error or
+ * when the store cannot be written (the store has logged why), 2 on bad
+ * usage.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/timerfd.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "client.h"
+#include "log.h"
+
+#define TICK_NS 5000000L
+#define COMMIT_NS 100000000LL
+#define COUNTS_NS 1000000000LL
+
+struct daemon {
+	struct collector co;
+	const char *sock_path;
+	int listen_fd, sig_fd, timer_fd, ep;
+	int64_t last_commit, last_counts;
+};
+
+/* epoll tags for the daemon's own descriptors; anything else is a client */
+static char tag_listen, tag_signal, tag_timer;
+
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: shimmerd --socket PATH --db PATH [--foreground] "
+		   "[--verbose] [--ready-fd N]\n");
+}
+
+/* path made absolute against the current directory, so that it still
+ * names the same file after the daemon's chdir("/"). */
+static char *absolute(const char *path)
+{
+	char cwd[PATH_MAX], *out;
+
+	if (path[0] == '/')
+		return strdup(path);
+	if (!getcwd(cwd, sizeof(cwd)))
+		return NULL;
+	if (asprintf(&out, "%s/%s", cwd, path) < 0)
+		return NULL;
+	return out;
+}
+
+static int mkdir_parents(const char *path)
+{
+	char dir[PATH_MAX];
+	size_t len = strlen(path);
+
+	if (len >= sizeof(dir))
+		return -ENAMETOOLONG;
+	memcpy(dir, path, len + 1);
+	for (char *p = dir + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = 0;
+		if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	return 0;
+}
+
+static int listen_on(const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct stat sb;
+	int fd = -1, err;
+
+	if (strlen(path) >= sizeof(sa.sun_path)) {
+		log_error("socket path %s is longer than %zu bytes", path,
+			  sizeof(sa.sun_path) - 1);
+		return -ENAMETOOLONG;
+	}
+	strcpy(sa.sun_path, path);
+	err = mkdir_parents(path);
+	if (err) {
+		log_error("cannot create the directory of %s: %s", path, strerror(-err));
+		return err;
+	}
+	if (lstat(path, &sb) == 0) {
+		if (!S_ISSOCK(sb.st_mode)) {
+			log_error("%s exists and is not a socket", path);
+			return -EEXIST;
+		}
+		fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+		if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 ||
+		    errno != ECONNREFUSED) {
+			log_error("%s is in use: another shimmerd answers on it", path);
+			err = -EADDRINUSE;
+			goto out;
+		}
+		close(fd);
+		log_info("removing stale socket %s", path);
+		if (unlink(path) < 0 && errno != ENOENT) {
+			err = -errno;
+			log_error("cannot remove stale socket %s: %s", path, strerror(errno));
+			return err;
+		}
+	}
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	    listen(fd, SOMAXCONN) < 0) {
+		err = -errno;
+		log_error("cannot listen on %s: %s", path, strerror(errno));
+		goto out;
+	}
+	return fd;
+out:
+	if (fd >= 0)
+		close(fd);
+	return err;
+}
+
+static int watch(struct daemon *d, int fd, void *tag)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = tag };
+
+	return epoll_ctl(d->ep, EPOLL_CTL_ADD, fd, &ev) < 0 ? -errno : 0;
+}
+
+static int end_client(struct daemon *d, struct client *c, enum client_end why)
+{
+	epoll_ctl(d->ep, EPOLL_CTL_DEL, client_fd(c), NULL);
+	return client_end(c, why, now_ns());
+}
+
+/* Frees the clients that ended during the last batch of events. */
+static void reap(struct daemon *d)
+{
+	struct client *c, *next;
+
+	for (c = d->co.clients; c; c = next) {
+		next = client_next(c);
+		if (client_ended(c))
+			client_free(c);
+	}
+}
+
+static int accept_all(struct daemon *d)
+{
+	for (;;) {
+		int fd = accept4(d->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP };
+		struct client *c;
+
+		if (fd < 0)
+			return errno == EAGAIN || errno == EINTR || errno == ECONNABORTED ||
+			       errno == EMFILE || errno == ENFILE ? 0 : -errno;
+		c = client_new(&d->co, fd);
+		if (!c) {
+			close(fd);
+			return -ENOMEM;
+		}
+		ev.data.ptr = c;
+		if (epoll_ctl(d->ep, EPOLL_CTL_ADD, fd, &ev) < 0) {
+			client_free(c);
+			return -errno;
+		}
+		log_debug("client connected (fd %d)", fd);
+	}
+}
+
+/* Reads what the client sent; ends it when it closed or misbehaved, or,
+ * when the daemon is stopping, in any case. */
+static int on_client(struct daemon *d, struct client *c, int stopping)
+{
+	int err = client_recv(c);
+
+	if (err == -EPIPE)
+		return end_client(d, c, CLIENT_CLOSED);
+	if (err == -EBADMSG)
+		return end_client(d, c, CLIENT_REJECTED);
+	if (!err && stopping)
+		return end_client(d, c, CLIENT_SHUTDOWN);
+	return err;
+}
+
+/* The 5 ms pass: re-anchor the TSC, drain every region, store counters
+ * about once a second, commit at least every 100 ms. */
+static int tick(struct daemon *d)
+{
+	uint64_t tsc, ns;
+	int64_t now;
+	int err = 0;
+
+	clock_sample(&tsc, &ns);
+	clock_update(&d->co.clock, tsc, ns);
+	for (struct client *c = d->co.clients; c && !err; c = client_next(c)) {
+		if (client_ended(c))
+			continue;
+		err = client_drain(c);
+		if (err == -EBADMSG)
+			err = end_client(d, c, CLIENT_REJECTED);
+	}
+	now = now_ns();
+	if (!err && now - d->last_counts >= COUNTS_NS) {
+		d->last_counts = now;
+		for (struct client *c = d->co.clients; c && !err; c = client_next(c))
+			if (!client_ended(c))
+				err = client_flush_counts(c);
+	}
+	if (!err && now - d->last_commit >= COMMIT_NS) {
+		d->last_commit = now;
+		err = store_commit(d->co.store);
+	}
+	return err;
+}
+
+/* SIGTERM/SIGINT: read what the clients still sent, drain them a last
+ * time and mark the live ones 'shutdown'. */
+static int shutdown_clients(struct daemon *d)
+{
+	int err = 0;
+
+	for (struct client *c = d->co.clients; c && !err; c = client_next(c))
+		if (!client_ended(c))
+			err = on_client(d, c, 1);
+	return err;
+}
+
+static int loop(struct daemon *d)
+{
+	struct epoll_event evs[64];
+	int stop = 0, err = 0;
+
+	while (!stop && !err) {
+		int n = epoll_wait(d->ep, evs, 64, -1);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		for (int i = 0; i < n && !err; i++) {
+			void *tag = evs[i].data.ptr;
+			uint64_t ticks;
+			struct signalfd_siginfo si;
+
+			if (tag == &tag_signal) {
+				if (read(d->sig_fd, &si, sizeof(si)) == sizeof(si))
+					log_info("signal %u: shutting down", si.ssi_signo);
+				stop = 1;
+			} else if (tag == &tag_timer) {
+				if (read(d->timer_fd, &ticks, sizeof(ticks)) == sizeof(ticks))
+					err = tick(d);
+			} else if (tag == &tag_listen) {
+				err = accept_all(d);
+			} else if (!client_ended(tag)) {
+				err = on_client(d, tag, 0);
+			}
+		}
+		reap(d);
+	}
+	return err ? err : shutdown_clients(d);
+}
+
+static int setup(struct daemon *d, const char *db_path)
+{
+	struct itimerspec its = { { 0, TICK_NS }, { 0, TICK_NS } };
+	sigset_t sigs;
+	int err;
+
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGINT);
+	signal(SIGPIPE, SIG_IGN);
+	if (sigprocmask(SIG_BLOCK, &sigs, NULL) < 0)
+		return -errno;
+	d->sig_fd = signalfd(-1, &sigs, SFD_NONBLOCK | SFD_CLOEXEC);
+	d->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	d->ep = epoll_create1(EPOLL_CLOEXEC);
+	if (d->sig_fd < 0 || d->timer_fd < 0 || d->ep < 0 ||
+	    timerfd_settime(d->timer_fd, 0, &its, NULL) < 0) {
+		err = -errno;
+		log_error("cannot set up the event loop: %s", strerror(errno));
+		return err;
+	}
+	err = clock_calibrate(&d->co.clock);
+	if (err) {
+		log_error("cannot calibrate the TSC against CLOCK_MONOTONIC");
+		return err;
+	}
+	/* The socket first: a second daemon must not touch the store. */
+	d->listen_fd = listen_on(d->sock_path);
+	if (d->listen_fd < 0)
+		return d->listen_fd;
+	err = mkdir_parents(db_path);
+	if (err) {
+		log_error("cannot create the directory of %s: %s", db_path, strerror(-err));
+		return err;
+	}
+	d->co.store = store_open(db_path);
+	if (!d->co.store)
+		return -errno;
+	err = watch(d, d->listen_fd, &tag_listen);
+	if (!err)
+		err = watch(d, d->sig_fd, &tag_signal);
+	if (!err)
+		err = watch(d, d->timer_fd, &tag_timer);
+	d->last_commit = d->last_counts = now_ns();
+	return err;
+}
+
+/* Forks; the parent waits until the child is listening (or has failed) so
+ * that its exit status and stderr tell the caller how startup went.  The
+ * store is opened after the fork: SQLite's locks do not survive one. */
+static int daemonize(int *ready_pipe)
+{
+	int p[2], fd;
+	char b;
+	pid_t pid;
+
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return -errno;
+	pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (pid > 0) {
+		close(p[1]);
+		_exit(read(p[0], &b, 1) == 1 ? 0 : 1);
+	}
+	close(p[0]);
+	setsid();
+	if (chdir("/") < 0)
+		return -errno;
+	fd = open("/dev/null", O_RDWR);
+	if (fd >= 0) {
+		dup2(fd, STDIN_FILENO);
+		dup2(fd, STDOUT_FILENO);
+		if (fd > STDERR_FILENO)
+			close(fd);
+	}
+	*ready_pipe = p[1];
+	return 0;
+}
+
+static void say_ready(int fd)
+{
+	if (fd < 0)
+		return;
+	if (write(fd, "", 1) != 1)
+		log_warn("cannot signal readiness on fd %d: %s", fd, strerror(errno));
+	close(fd);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "socket", required_argument, NULL, 's' },
+		{ "db", required_argument, NULL, 'd' },
+		{ "foreground", no_argument, NULL, 'f' },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "ready-fd", required_argument, NULL, 'r' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	struct daemon d = { .listen_fd = -1, .sig_fd = -1, .timer_fd = -1, .ep = -1 };
+	char *sock = NULL, *db = NULL, *end;
+	int foreground = 0, ready_fd = -1, ready_pipe = -1, opt, err;
+
+	while ((opt = getopt_long(argc, argv, "s:d:fvr:h", opts, NULL)) != -1) {
+		switch (opt) {
+		case 's':
+			free(sock);
+			sock = absolute(optarg);
+			break;
+		case 'd':
+			free(db);
+			db = absolute(optarg);
+			break;
+		case 'f':
+			foreground = 1;
+			break;
+		case 'v':
+			log_level = LOG_LVL_DEBUG;
+			break;
+		case 'r':
+			errno = 0;
+			ready_fd = (int)strtol(optarg, &end, 10);
+			if (errno || *end || ready_fd < 0 || fcntl(ready_fd, F_GETFD) < 0) {
+				log_error("--ready-fd %s is not an open descriptor", optarg);
+				return 2;
+			}
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (!sock || !db || optind != argc) {
+		usage(stderr);
+		return 2;
+	}
+	d.sock_path = sock;
+	err = foreground ? 0 : daemonize(&ready_pipe);
+	if (!err)
+		err = setup(&d, db);
+	if (!err) {
+		log_info("listening on %s, storing into %s", sock, db);
+		say_ready(ready_fd);
+		say_ready(ready_pipe);
+		err = loop(&d);
+		if (err == -ENOMEM)
+			log_error("out of memory");
+	}
+	if (d.listen_fd >= 0) {
+		close(d.listen_fd);
+		unlink(sock);
+	}
+	while (d.co.clients)
+		client_free(d.co.clients);
+	if (store_close(d.co.store) && !err)
+		err = -EIO;
+	if (d.ep >= 0)
+		close(d.ep);
+	if (d.sig_fd >= 0)
+		close(d.sig_fd);
+	if (d.timer_fd >= 0)
+		close(d.timer_fd);
+	free(sock);
+	free(db);
+	return err ? 1 : 0;
+}

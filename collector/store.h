@@ -1,0 +1,106 @@
+/*
+ * The SQLite store (schema/, documented in docs/schema.md): one
+ * connection in WAL mode, written in batches.  Every write joins the open
+ * transaction (begun on demand); store_commit() ends it.  The daemon
+ * commits at least every 100 ms and whenever a client ends, so a crash
+ * of the daemon loses at most the open batch.
+ *
+ * Errors: functions return 0 or a negative errno.  A failed write (full
+ * disk, I/O error, anything SQLite refuses) has already been logged as one
+ * line and rolled back when it returns; the store is then broken, every
+ * later call returns the same error, and the caller should store_close()
+ * and exit.  Not thread-safe: one thread owns a store.
+ */
+#ifndef SHIMMER_COLLECTOR_STORE_H
+#define SHIMMER_COLLECTOR_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "wire.h"
+
+/* The schema_version that the schema files leave in meta. */
+#define STORE_SCHEMA_VERSION 1
+
+struct store;
+
+/* Opens or creates the store at path and applies the embedded schema.
+ * Refuses (-EPROTO, logged) a store of a newer schema.  NULL on error,
+ * errno set. */
+struct store *store_open(const char *path);
+
+/* Commits the open batch, checkpoints and closes.  Returns the commit's
+ * result; the store is freed either way.  NULL is a no-op. */
+int store_close(struct store *s);
+
+/* Commits the open batch, if any. */
+int store_commit(struct store *s);
+
+/* ---- processes and threads ---- */
+
+struct store_proc {
+	uint32_t pid, ppid, uid;
+	int64_t parent_proc_id; /* 0: none */
+	const char *host, *exe, *argv_json;
+	size_t host_len, exe_len, argv_json_len;
+	int32_t rank, local_rank; /* SHM_NO_RANK: NULL */
+	const char *malloc_mode;  /* "off", "sample", "all" */
+	int64_t sample_bytes;     /* < 0: NULL */
+	int lossless;
+	int64_t start_wall_ns, start_ns;
+};
+
+/* Inserts a processes row; *proc_id receives its key. */
+int store_process_add(struct store *s, const struct store_proc *p, int64_t *proc_id);
+
+/* Sets end_ns and end_reason. */
+int store_process_end(struct store *s, int64_t proc_id, int64_t end_ns,
+		      const char *reason);
+
+/* The most recently added process with this pid on this host: its proc_id
+ * in *proc_id, or 0 when there is none. */
+int store_process_find(struct store *s, uint32_t pid, const char *host,
+		       size_t host_len, int64_t *proc_id);
+
+/* Adds a threads row; a (proc_id, tid) already present is kept as it is.
+ * name may be NULL. */
+int store_thread_add(struct store *s, int64_t proc_id, uint32_t tid,
+		     const char *name, size_t name_len, int64_t first_ns);
+
+/* ---- events ---- */
+
+/* One cuda_calls row from a validated record, times already converted. */
+int store_cuda_add(struct store *s, int64_t proc_id, uint32_t tid,
+		   const struct shm_rec_cuda *r, int64_t start_ns, int64_t end_ns);
+
+struct store_alloc {
+	int64_t proc_id;
+	const char *space; /* "host", "device", "pinned", "managed"; static */
+	int32_t device;
+	uint64_t ptr, size;
+	int sampled;
+	double weight;
+	uint16_t fn;
+	uint32_t tid;
+	int64_t ns;
+	int64_t end_ns; /* < 0: NULL (untimed) */
+};
+
+/* Inserts an allocations row; *id receives its rowid. */
+int store_alloc_add(struct store *s, const struct store_alloc *a, int64_t *id);
+
+/* Fills the free_* columns of allocations row id; end_ns < 0 stores NULL. */
+int store_alloc_free(struct store *s, int64_t id, uint16_t fn, uint32_t tid,
+		     int64_t ns, int64_t end_ns);
+
+/* ---- exact totals ---- */
+
+/* Adds to function_counts (proc_id, tid, fn). */
+int store_count_add(struct store *s, int64_t proc_id, uint32_t tid, uint16_t fn,
+		    uint64_t count, uint64_t bytes);
+
+/* Adds to drops (proc_id, tid, reason). */
+int store_drop_add(struct store *s, int64_t proc_id, uint32_t tid,
+		   const char *reason, uint64_t events);
+
+#endif

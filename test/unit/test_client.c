@@ -1,0 +1,948 @@
+/*
+ * client: control messages and region records, driven without a socket
+ * (and once through a socketpair), checked against the rows they produce
+ * in a real SQLite store, read back through a second connection.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <sqlite3.h>
+
+#include "collector/client.h"
+#include "collector/log.h"
+#include "wire.h"
+
+#define RING 4096u
+#define NSLOTS 4u
+
+struct region {
+	int fd;
+	unsigned char *map;
+	uint32_t nslots, ring;
+};
+
+struct fixture {
+	char dir[64], db[96];
+	struct collector co;
+	struct region r;
+	struct client *c;
+};
+
+/* ---- a producer, written from common/wire.h ---- */
+
+static void region_make(struct region *r, uint32_t nslots, uint32_t ring)
+{
+	uint64_t bytes = SHM_REGION_BYTES(nslots, ring);
+	struct shm_region *h;
+
+	r->fd = memfd_create("test-region", MFD_ALLOW_SEALING | MFD_CLOEXEC);
+	assert_true(r->fd >= 0);
+	assert_int_equal(ftruncate(r->fd, (off_t)bytes), 0);
+	assert_int_equal(fcntl(r->fd, F_ADD_SEALS, F_SEAL_SHRINK), 0);
+	r->map = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, r->fd, 0);
+	assert_true(r->map != MAP_FAILED);
+	r->nslots = nslots;
+	r->ring = ring;
+	h = (struct shm_region *)r->map;
+	h->magic = SHM_MAGIC;
+	h->version = SHM_WIRE_VERSION;
+	h->nslots = nslots;
+	h->ring_bytes = ring;
+}
+
+static void region_drop(struct region *r)
+{
+	if (r->map)
+		munmap(r->map, SHM_REGION_BYTES(r->nslots, r->ring));
+	if (r->fd >= 0)
+		close(r->fd);
+}
+
+static struct shm_region *hdr(struct region *r)
+{
+	return (struct shm_region *)r->map;
+}
+
+static struct shm_slot *slot(struct region *r, uint32_t i)
+{
+	return (struct shm_slot *)(r->map + SHM_REGION_HDR_BYTES + i * SHM_SLOT_STRIDE(r->ring));
+}
+
+static void claim(struct region *r, uint32_t i, uint32_t tid)
+{
+	struct shm_slot *s = slot(r, i);
+
+	s->tid = tid;
+	s->generation++;
+	s->state = SHM_SLOT_ACTIVE;
+	if (hdr(r)->slots_hwm < i + 1)
+		hdr(r)->slots_hwm = i + 1;
+}
+
+/* Appends a record, padding to the ring's end first when it does not fit. */
+static void push(struct region *r, uint32_t i, const void *rec, size_t size)
+{
+	struct shm_slot *s = slot(r, i);
+	unsigned char *ring = (unsigned char *)s + SHM_SLOT_CTL_BYTES;
+	size_t pos = s->head & (r->ring - 1);
+
+	if (r->ring - pos < size) {
+		struct shm_rec_hdr pad = { SHM_REC_PAD, (uint16_t)(r->ring - pos), 0, 0 };
+
+		memcpy(ring + pos, &pad, sizeof(pad));
+		s->head += r->ring - pos;
+		pos = 0;
+	}
+	assert_true(s->head + size - s->tail <= r->ring);
+	memcpy(ring + pos, rec, size);
+	s->head += size;
+}
+
+static void push_heap(struct region *r, uint32_t i, uint16_t fn, uint16_t flags,
+		      uint64_t t, uint64_t ptr, uint64_t size, uint64_t aux)
+{
+	struct shm_rec_heap h = {
+		.hdr = { SHM_REC_HEAP, sizeof(h), fn, flags },
+		.t_begin = t, .t_end = t + 7, .ptr = ptr, .size = size, .aux = aux,
+	};
+
+	push(r, i, &h, sizeof(h));
+}
+
+static struct shm_rec_cuda cuda_rec(uint16_t fn, uint64_t t, int32_t ret, uint64_t ptr,
+				    uint64_t bytes)
+{
+	return (struct shm_rec_cuda){
+		.hdr = { SHM_REC_CUDA, sizeof(struct shm_rec_cuda), fn, SHM_F_TIMED },
+		.t_begin = t, .t_end = t + 100, .ret = ret, .device = 1,
+		.ptr = ptr, .bytes = bytes,
+	};
+}
+
+/* HELLO for region r; text is exe, argv (NUL-separated), host. */
+static size_t hello_make(void *buf, const struct region *r, uint32_t pid, uint32_t ppid,
+			 uint32_t mode, uint32_t clock, const char *exe,
+			 const char *argv, size_t argv_len, const char *host)
+{
+	struct shm_msg_hello h = {
+		.hdr = { SHM_MAGIC, SHM_WIRE_VERSION, SHM_MSG_HELLO, 0, 0 },
+		.pid = pid, .ppid = ppid, .uid = 1000, .flags = SHM_HELLO_LOSSLESS,
+		.rank = SHM_NO_RANK, .local_rank = 3, .malloc_mode = mode,
+		.clock = clock, .sample_bytes = 4096, .start_wall_ns = 1700000000000000000ull,
+		.start_mono_ns = 5000, .start_ts = 5000,
+		.region_bytes = SHM_REGION_BYTES(r->nslots, r->ring),
+		.nslots = r->nslots, .ring_bytes = r->ring,
+		.exe_len = (uint16_t)strlen(exe), .argv_len = (uint16_t)argv_len,
+		.host_len = (uint16_t)strlen(host),
+	};
+	char *p = (char *)buf + sizeof(h);
+
+	memcpy(p, exe, h.exe_len);
+	memcpy(p + h.exe_len, argv, argv_len);
+	memcpy(p + h.exe_len + argv_len, host, h.host_len);
+	h.hdr.len = (uint32_t)(sizeof(h) + h.exe_len + argv_len + h.host_len);
+	memcpy(buf, &h, sizeof(h));
+	return h.hdr.len;
+}
+
+/* Sends msg to c with a duplicate of fd (the client closes what it gets). */
+static int deliver(struct client *c, const void *msg, size_t len, int fd)
+{
+	int dup_fd = fd >= 0 ? dup(fd) : -1;
+
+	return client_message(c, msg, len, &dup_fd, fd >= 0 ? 1 : 0, 0);
+}
+
+static int connect_region(struct fixture *f, struct region *r, uint32_t pid,
+			  uint32_t ppid, uint32_t mode, uint32_t clock)
+{
+	static const char argv[] = "prog\0--x=\"a b\"\0tab\there";
+	char buf[1024];
+	size_t len = hello_make(buf, r, pid, ppid, mode, clock, "/usr/bin/prog",
+				argv, sizeof(argv) - 1, "node1");
+
+	return deliver(f->c, buf, len, r->fd);
+}
+
+static void send_simple(struct client *c, uint16_t type, size_t len, uint64_t ts)
+{
+	unsigned char buf[64] = { 0 };
+	struct shm_msg_hdr h = { SHM_MAGIC, SHM_WIRE_VERSION, type, (uint32_t)len, 0 };
+
+	memcpy(buf, &h, sizeof(h));
+	if (len >= sizeof(h) + 8)
+		memcpy(buf + sizeof(h), &ts, 8);
+	assert_int_equal(client_message(c, buf, len, NULL, 0, 0), 0);
+}
+
+/* ---- reading the store back ---- */
+
+static sqlite3_int64 q_int(struct fixture *f, const char *fmt, ...)
+{
+	char sql[512];
+	sqlite3 *db;
+	sqlite3_stmt *st;
+	sqlite3_int64 v = -999;
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(sql, sizeof(sql), fmt, ap);
+	va_end(ap);
+	assert_int_equal(store_commit(f->co.store), 0);
+	assert_int_equal(sqlite3_open(f->db, &db), SQLITE_OK);
+	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+		fail_msg("%s: %s", sql, sqlite3_errmsg(db));
+	if (sqlite3_step(st) == SQLITE_ROW)
+		v = sqlite3_column_type(st, 0) == SQLITE_NULL ? -1000 : sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	sqlite3_close(db);
+	return v;
+}
+
+static void q_text(struct fixture *f, char *out, size_t n, const char *sql)
+{
+	sqlite3 *db;
+	sqlite3_stmt *st;
+
+	assert_int_equal(store_commit(f->co.store), 0);
+	assert_int_equal(sqlite3_open(f->db, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
+	out[0] = 0;
+	if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
+		snprintf(out, n, "%s", (const char *)sqlite3_column_text(st, 0));
+	sqlite3_finalize(st);
+	sqlite3_close(db);
+}
+
+/* ---- fixture ---- */
+
+static int setup(void **state)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+
+	log_level = LOG_LVL_ERROR - 1;
+	strcpy(f->dir, "/tmp/shimmer-client-XXXXXX");
+	assert_non_null(mkdtemp(f->dir));
+	snprintf(f->db, sizeof(f->db), "%s/t.db", f->dir);
+	f->co.store = store_open(f->db);
+	assert_non_null(f->co.store);
+	clock_start(&f->co.clock, 1000000, 1000);
+	clock_update(&f->co.clock, 3000000, 2000); /* 1000 ns per 2e6 ticks */
+	region_make(&f->r, NSLOTS, RING);
+	f->c = client_new(&f->co, -1);
+	assert_non_null(f->c);
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fixture *f = *state;
+	char cmd[128];
+
+	while (f->co.clients)
+		client_free(f->co.clients);
+	store_close(f->co.store);
+	region_drop(&f->r);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", f->dir);
+	assert_int_equal(system(cmd), 0);
+	free(f);
+	return 0;
+}
+
+/* ---- HELLO ---- */
+
+static void test_client_hello_row(void **state)
+{
+	struct fixture *f = *state;
+	char text[256];
+
+	assert_int_equal(connect_region(f, &f->r, 42, 7, SHM_MALLOC_SAMPLE, SHM_CLOCK_MONOTONIC), 0);
+	assert_int_equal(client_proc_id(f->c), 1);
+	assert_int_equal(q_int(f, "SELECT pid FROM processes"), 42);
+	assert_int_equal(q_int(f, "SELECT ppid FROM processes"), 7);
+	assert_int_equal(q_int(f, "SELECT parent_proc_id FROM processes"), -1000);
+	assert_int_equal(q_int(f, "SELECT uid FROM processes"), 1000);
+	assert_int_equal(q_int(f, "SELECT rank FROM processes"), -1000);
+	assert_int_equal(q_int(f, "SELECT local_rank FROM processes"), 3);
+	assert_int_equal(q_int(f, "SELECT sample_bytes FROM processes"), 4096);
+	assert_int_equal(q_int(f, "SELECT lossless FROM processes"), 1);
+	assert_int_equal(q_int(f, "SELECT start_ns FROM processes"), 5000);
+	assert_int_equal(q_int(f, "SELECT start_wall_ns FROM processes"), 1700000000000000000ll);
+	assert_int_equal(q_int(f, "SELECT end_ns FROM processes"), -1000);
+	q_text(f, text, sizeof(text), "SELECT malloc_mode FROM processes");
+	assert_string_equal(text, "sample");
+	q_text(f, text, sizeof(text), "SELECT exe || '|' || hostname FROM processes");
+	assert_string_equal(text, "/usr/bin/prog|node1");
+	q_text(f, text, sizeof(text), "SELECT argv FROM processes");
+	assert_string_equal(text, "[\"prog\",\"--x=\\\"a b\\\"\",\"tab\\u0009here\"]");
+	/* SQLite itself parses it back to the original arguments. */
+	q_text(f, text, sizeof(text), "SELECT json_extract(argv, '$[1]') FROM processes");
+	assert_string_equal(text, "--x=\"a b\"");
+	assert_int_equal(q_int(f, "SELECT json_array_length(argv) FROM processes"), 3);
+}
+
+static void test_client_argv_not_utf8(void **state)
+{
+	struct fixture *f = *state;
+	static const char argv[] = "a\xff" "b\0\xc3\xa9t\xe2\x82";
+	char buf[512], text[128];
+	size_t len = hello_make(buf, &f->r, 1, 0, SHM_MALLOC_ALL, SHM_CLOCK_MONOTONIC, "x",
+				argv, sizeof(argv) - 1, "h");
+
+	assert_int_equal(deliver(f->c, buf, len, f->r.fd), 0);
+	q_text(f, text, sizeof(text), "SELECT argv FROM processes");
+	assert_string_equal(text, "[\"a\\ufffdb\",\"\xc3\xa9t\\ufffd\\ufffd\"]");
+	assert_int_equal(q_int(f, "SELECT json_valid(argv) FROM processes"), 1);
+}
+
+static void test_client_parent(void **state)
+{
+	struct fixture *f = *state;
+	struct region r2, r3;
+	struct client *c2, *c3;
+
+	region_make(&r2, 1, RING);
+	region_make(&r3, 1, RING);
+	assert_int_equal(connect_region(f, &f->r, 100, 1, SHM_MALLOC_ALL, SHM_CLOCK_MONOTONIC), 0);
+	c2 = f->c;
+	f->c = client_new(&f->co, -1);
+	assert_int_equal(connect_region(f, &r2, 101, 100, SHM_MALLOC_ALL, SHM_CLOCK_MONOTONIC), 0);
+	assert_int_equal(q_int(f, "SELECT parent_proc_id FROM processes WHERE pid = 101"),
+			 client_proc_id(c2));
+	/* The parent gone, the store still knows it. */
+	assert_int_equal(client_end(c2, CLIENT_CLOSED, 9), 0);
+	client_free(c2);
+	c3 = client_new(&f->co, -1);
+	f->c = c3;
+	assert_int_equal(connect_region(f, &r3, 102, 100, SHM_MALLOC_ALL, SHM_CLOCK_MONOTONIC), 0);
+	assert_int_equal(q_int(f, "SELECT parent_proc_id FROM processes WHERE pid = 102"), 1);
+	region_drop(&r2);
+	region_drop(&r3);
+}
+
+/* ---- heap ---- */
+
+static void test_client_heap_rows(void **state)
+{
+	struct fixture *f = *state;
+
+	assert_int_equal(connect_region(f, &f->r, 42, 1, SHM_MALLOC_ALL, SHM_CLOCK_MONOTONIC), 0);
+	claim(&f->r, 0, 500);
+	push_heap(&f->r, 0, SHM_FN_MALLOC, SHM_F_TIMED, 100, 0x1000, 16, 0);
+	push_heap(&f->r, 0, SHM_FN_CALLOC, 0, 110, 0x2000, 64, 0);
+	push_heap(&f->r, 0, SHM_FN_FREE, SHM_F_TIMED, 120, 0x1000, 0, 0);
+	push_heap(&f->r, 0, SHM_FN_REALLOC, 0, 130, 0x3000, 128, 0x2000);  /* moves */
+	push_heap(&f->r, 0, SHM_FN_REALLOC, 0, 140, 0, 0, 0x3000);         /* frees */
+	push_heap(&f->r, 0, SHM_FN_REALLOC, 0, 150, 0x4000, 32, 0);        /* allocates */
+	push_heap(&f->r, 0, SHM_FN_REALLOC, 0, 155, 0, 99, 0x4000);        /* fails: 0x4000 lives */
+	push_heap(&f->r, 0, SHM_FN_MALLOC, SHM_F_FAILED, 160, 0, 1 << 30, 0);
+	push_heap(&f->r, 0, SHM_FN_FREE, 0, 170, 0xdead0, 0, 0);           /* never seen */
+	push_heap(&f->r, 0, SHM_FN_POSIX_MEMALIGN, 0, 180, 0x5000, 256, 64);
+	assert_int_equal(client_drain(f->c), 0);
+
+	assert_int_equal(q_int(f, "SELECT count(*) FROM allocations"), 5);
+	assert_int_equal(q_int(f, "SELECT count(*) FROM allocations WHERE space = 'host' "
+				  "AND device = -1 AND sampled = 0 AND weight = size AND "
+				  "alloc_tid = 500 AND proc_id = 1"), 5);
+	/* malloc: timed alloc, timed free by free() */
+	assert_int_equal(q_int(f, "SELECT count(*) FROM allocations WHERE ptr = 4096 AND "
+				  "size = 16 AND alloc_fn = %d AND alloc_ns = 100 AND "
+				  "alloc_end_ns = 107 AND free_fn = %d AND free_tid = 500 AND "
+				  "free_ns = 120 AND free_end_ns = 127", SHM_FN_MALLOC, SHM_FN_FREE), 1);
+	/* calloc: freed by the realloc that moved it, untimed */
+	assert_int_equal(q_int(f, "SELECT count(*) FROM allocations WHERE ptr = 8192 AND "
+				  "alloc_end_ns IS NULL AND free_fn = %d AND free_ns = 130 AND "
+				  "free_end_ns IS NULL", SHM_FN_REALLOC), 1);
+	assert_int_equal(q_int(f, "SELECT free_ns FROM allocations WHERE ptr = 12288"), 140);
+	assert_int_equal(q_int(f, "SELECT count(*) FROM allocations WHERE ptr = 16384 AND "
+				  "size = 32 AND free_ns IS NULL"), 1);
+	assert_int_equal(q_int(f, "SELECT size FROM allocations WHERE alloc_fn = %d",
+			       SHM_FN_POSIX_MEMALIGN), 256);
+	assert_int_equal(q_int(f, "SELECT count(*) FROM cuda_calls"), 0);
+	/* the consumer's tail caught up with head */
+	assert_int_equal(slot(&f->r, 0)->tail, slot(&f->r, 0)->head);
+	assert_true(hdr(&f->r)->heartbeat > 0);
+}
+
+static void test_client_sampled_weight(void **state)
+{
+	struct fixture *f = *state;
+	double sb = 4096, w;
+
+	assert_int_equal(connect_region(f, &f->r, 42, 1, SHM_MALLOC_SAMPLE, SHM_CLOCK_MONOTONIC), 0);
+	claim(&f->r, 0, 1);
+	push_heap(&f->r, 0, SHM_FN_MALLOC, SHM_F_SAMPLED, 100, 0x1000, 100, 0);
+	push_heap(&f->r, 0, SHM_FN_MALLOC, SHM_F_SAMPLED, 100, 0x2000, 1 << 20, 0);
+	assert_int_equal(client_drain(f->c), 0);
+	w = (double)q_int(f, "SELECT CAST(weight * 1000 AS INTEGER) FROM allocations WHERE ptr = 4096") / 1000;
+	assert_true(fabs(w - 100 / (1 - exp(-100 / sb))) < 0.01);
+	w = (double)q_int(f, "SELECT CAST(weight AS INTEGER) FROM allocations WHERE ptr = 8192");
+	assert_true(fabs(w - (1 << 20)) <= 1);
+	assert_int_equal(q_int(f, "SELECT sum(sampled) FROM allocations"), 2);
+}
+
+/* ---- CUDA ---- */
+
+static void test_client_cuda_rows(void **state)
+{
+	struct fixture *f = *state;
+	struct shm_rec_cuda r;
+
+	assert_int_equal(connect_region(f, &f->r, 42, 1, SHM_MALLOC_OFF, SHM_CLOCK_MONOTONIC), 0);
+	claim(&f->r, 1, 77);
+	r = cuda_rec(SHM_FN_CUDA_MALLOC, 1000, 0, 0x7f0000000000, 1 << 20);
+	push(&f->r, 1, &r, sizeof(r));
+	r = cuda_rec(SHM_FN_CUDA_MALLOC_HOST, 1100, 0, 0x600000, 4096);
+	push(&f->r, 1, &r, sizeof(r));
+	r = cuda_rec(SHM_FN_CUDA_MALLOC_MANAGED, 1200, 0, 0x7f0000100000, 8192);
+	push(&f->r, 1, &r, sizeof(r));
+	r = cuda_rec(SHM_FN_CUDA_MALLOC, 1300, 2, 0, 1ull << 40); /* out of memory */
+	push(&f->r, 1, &r, sizeof(r));
+	r = cuda_rec(SHM_FN_CUDA_MEMCPY_ASYNC, 1400, 0, 0x7f0000000000, 4096);
+	r.aux = 0x600000;
+	r.kind = 1;
+	r.stream = 0xabc;
+	r.hdr.flags |= SHM_F_PTSZ;
+	push(&f->r, 1, &r, sizeof(r));
+	r = cuda_rec(SHM_FN_CUDA_LAUNCH_KERNEL, 1500, 0, 0, 0);
+	r.aux = 0x401000;
+	r.grid[0] = 64, r.grid[1] = 2, r.grid[2] = 1;
+	r.block[0] = 256, r.block[1] = 1, r.block[2] = 1;
+	push(&f->r, 1, &r, sizeof(r));
+	r = cuda_rec(SHM_FN_CUDA_FREE, 1600, 0, 0x7f0000000000, 0);
+	push(&f->r, 1, &r, sizeof(r));
+	r = cuda_rec(SHM_FN_CUDA_FREE_HOST, 1700, 1, 0x600000, 0); /* failed: stays live */
+	push(&f->r, 1, &r, sizeof(r));
+	assert_int_equal(client_drain(f->c), 0);
+
+	assert_int_equal(q_int(f, "SELECT count(*) FROM cuda_calls WHERE tid = 77 AND proc_id = 1"), 8);
+	assert_int_equal(q_int(f, "SELECT end_ns - start_ns FROM cuda_calls WHERE fn_id = %d",
+			       SHM_FN_CUDA_LAUNCH_KERNEL), 100);
+	assert_int_equal(q_int(f, "SELECT ret FROM cuda_calls WHERE start_ns = 1300"), 2);
+	assert_int_equal(q_int(f, "SELECT count(*) FROM cuda_calls WHERE fn_id = %d AND "
+				  "copy_kind = 1 AND aux = 6291456 AND stream = 2748 AND "
+				  "bytes = 4096 AND per_thread_stream = 1 AND grid_x IS NULL",
+			       SHM_FN_CUDA_MEMCPY_ASYNC), 1);
+	assert_int_equal(q_int(f, "SELECT grid_x * 1000000 + grid_y * 1000 + block_x FROM "
+				  "cuda_calls WHERE fn_id = %d AND copy_kind IS NULL AND "
+				  "per_thread_stream = 0 AND grid_z = 1 AND block_z = 1",
+			       SHM_FN_CUDA_LAUNCH_KERNEL), 64002256);
+	assert_int_equal(q_int(f, "SELECT count(*) FROM allocations"), 3);
+	assert_int_equal(q_int(f, "SELECT count(*) FROM allocations WHERE space = 'device' "
+				  "AND device = 1 AND size = 1048576 AND alloc_ns = 1000 AND "
+				  "alloc_end_ns = 1100 AND free_fn = %d AND free_ns = 1600 AND "
+				  "free_end_ns = 1700 AND free_tid = 77", SHM_FN_CUDA_FREE), 1);
+	assert_int_equal(q_int(f, "SELECT count(*) FROM allocations WHERE space = 'pinned' "
+				  "AND free_ns IS NULL"), 1);
+	assert_int_equal(q_int(f, "SELECT count(*) FROM allocations WHERE space = 'managed'"), 1);
+	assert_int_equal(q_int(f, "SELECT count(*) FROM cuda_calls_named WHERE fn = 'cudaFree'"), 1);
+}
+
+/* ---- time ---- */
+
+static void test_client_tsc_times(void **state)
+{
+	struct fixture *f = *state;
+	struct shm_rec_cuda r;
+
+	/* the fixture's clock: 2000 ticks per ns, anchored at (3e6 ticks,
+	 * 2000 ns) */
+	assert_int_equal(connect_region(f, &f->r, 42, 1, SHM_MALLOC_OFF, SHM_CLOCK_TSC), 0);
+	claim(&f->r, 0, 1);
+	r = cuda_rec(SHM_FN_CUDA_DEVICE_SYNCHRONIZE, 5000000, 0, 0, 0);
+	r.t_end = 7000000;
+	push(&f->r, 0, &r, sizeof(r));
+	assert_int_equal(client_drain(f->c), 0);
+	assert_int_equal(q_int(f, "SELECT start_ns FROM cuda_calls"), 3000);
+	assert_int_equal(q_int(f, "SELECT end_ns FROM cuda_calls"), 4000);
+}
+
+/* ---- threads, strings, ends ---- */
+
+static void test_client_thread_and_bye(void **state)
+{
+	struct fixture *f = *state;
+	unsigned char buf[128];
+	struct shm_msg_string s = { { SHM_MAGIC, SHM_WIRE_VERSION, SHM_MSG_STRING,
+				       sizeof(s) + 6, 0 }, 9, 6 };
+	struct shm_msg_thread t = { { SHM_MAGIC, SHM_WIRE_VERSION, SHM_MSG_THREAD,
+				       sizeof(t), 0 }, 2, 4242, 9, 0, 777 };
+	struct shm_msg_thread t2 = t;
+
+	assert_int_equal(connect_region(f, &f->r, 42, 1, SHM_MALLOC_ALL, SHM_CLOCK_MONOTONIC), 0);
+	memcpy(buf, &s, sizeof(s));
+	memcpy(buf + sizeof(s), "worker", 6);
+	assert_int_equal(client_message(f->c, buf, sizeof(s) + 6, NULL, 0, 0), 0);
+	assert_int_equal(client_message(f->c, &t, sizeof(t), NULL, 0, 0), 0);
+	t2.tid = 4243;
+	t2.name_id = 0;
+	assert_int_equal(client_message(f->c, &t2, sizeof(t2), NULL, 0, 0), 0);
+	assert_int_equal(q_int(f, "SELECT first_ns FROM threads WHERE tid = 4242 AND "
+				  "name = 'worker' AND proc_id = 1"), 777);
+	assert_int_equal(q_int(f, "SELECT count(*) FROM threads WHERE tid = 4243 AND name IS NULL"), 1);
+	send_simple(f->c, SHM_MSG_KICK, sizeof(struct shm_msg_hdr), 0);
+	send_simple(f->c, SHM_MSG_BYE, sizeof(struct shm_msg_bye), 123456);
+	assert_int_equal(client_end(f->c, CLIENT_CLOSED, 999999), 0);
+	assert_int_equal(q_int(f, "SELECT end_ns FROM processes WHERE end_reason = 'exit'"), 123456);
+}
+
+static void test_client_disconnect_and_shutdown(void **state)
+{
+	struct fixture *f = *state;
+	struct region r2;
+	struct client *c1 = f->c, *c2 = client_new(&f->co, -1);
+
+	region_make(&r2, 1, RING);
+	assert_int_equal(connect_region(f, &f->r, 42, 1, SHM_MALLOC_ALL, SHM_CLOCK_MONOTONIC), 0);
+	f->c = c2;
+	assert_int_equal(connect_region(f, &r2, 43, 1, SHM_MALLOC_ALL, SHM_CLOCK_MONOTONIC), 0);
+	/* records written before the crash are still stored */
+	claim(&f->r, 0, 5);
+	push_heap(&f->r, 0, SHM_FN_MALLOC, 0, 100, 0x1000, 16, 0);
+	assert_int_equal(client_end(c1, CLIENT_CLOSED, 555), 0);
+	assert_int_equal(client_end(c2, CLIENT_SHUTDOWN, 666), 0);
+	assert_int_equal(q_int(f, "SELECT end_ns FROM processes WHERE pid = 42 AND "
+				  "end_reason = 'disconnect'"), 555);
+	assert_int_equal(q_int(f, "SELECT end_ns FROM processes WHERE pid = 43 AND "
+				  "end_reason = 'shutdown'"), 666);
+	assert_int_equal(q_int(f, "SELECT count(*) FROM allocations WHERE proc_id = 1"), 1);
+	region_drop(&r2);
+}
+
+/* ---- counters ---- */
+
+static void set_counts(struct region *r, uint32_t i, uint64_t n, uint64_t dropped)
+{
+	slot(r, i)->count[SHM_FN_MALLOC] = n;
+	slot(r, i)->bytes[SHM_FN_MALLOC] = n * 10;
+	slot(r, i)->dropped = dropped;
+}
+
+static void test_client_counts_slot_reuse(void **state)
+{
+	struct fixture *f = *state;
+
+	assert_int_equal(connect_region(f, &f->r, 42, 1, SHM_MALLOC_SAMPLE, SHM_CLOCK_MONOTONIC), 0);
+	claim(&f->r, 0, 100);
+	set_counts(&f->r, 0, 5, 1);
+	assert_int_equal(client_flush_counts(f->c), 0);
+	set_counts(&f->r, 0, 7, 3);
+	assert_int_equal(client_flush_counts(f->c), 0);
+	/* the thread exits: the collector stores the last totals, frees the slot */
+	slot(&f->r, 0)->state = SHM_SLOT_RETIRED;
+	assert_int_equal(client_drain(f->c), 0);
+	assert_int_equal(slot(&f->r, 0)->state, SHM_SLOT_FREE);
+	assert_int_equal(slot(&f->r, 0)->count[SHM_FN_MALLOC], 0);
+	/* another thread takes the slot and counts from zero */
+	claim(&f->r, 0, 200);
+	set_counts(&f->r, 0, 3, 0);
+	assert_int_equal(client_flush_counts(f->c), 0);
+	assert_int_equal(client_flush_counts(f->c), 0);
+	slot(&f->r, 0)->state = SHM_SLOT_RETIRED;
+	assert_int_equal(client_drain(f->c), 0);
+	/* tid 100 again (tid reuse), on another slot, and the no-slot drops */
+	claim(&f->r, 2, 100);
+	set_counts(&f->r, 2, 4, 2);
+	hdr(&f->r)->dropped_no_slot = 6;
+	assert_int_equal(client_end(f->c, CLIENT_CLOSED, 1), 0);
+
+	assert_int_equal(q_int(f, "SELECT count FROM function_counts WHERE tid = 100 AND fn_id = %d", SHM_FN_MALLOC), 11);
+	assert_int_equal(q_int(f, "SELECT bytes FROM function_counts WHERE tid = 100 AND fn_id = %d", SHM_FN_MALLOC), 110);
+	assert_int_equal(q_int(f, "SELECT count FROM function_counts WHERE tid = 200 AND fn_id = %d", SHM_FN_MALLOC), 3);
+	assert_int_equal(q_int(f, "SELECT count(*) FROM function_counts"), 2);
+	assert_int_equal(q_int(f, "SELECT events FROM drops WHERE tid = 100 AND reason = 'ring_full'"), 5);
+	assert_int_equal(q_int(f, "SELECT count(*) FROM drops WHERE tid = 200"), 0);
+	assert_int_equal(q_int(f, "SELECT events FROM drops WHERE tid = 0 AND reason = 'no_slot'"), 6);
+}
+
+static void test_client_ring_wraps(void **state)
+{
+	struct fixture *f = *state;
+	uint64_t n = 0;
+
+	assert_int_equal(connect_region(f, &f->r, 42, 1, SHM_MALLOC_ALL, SHM_CLOCK_MONOTONIC), 0);
+	claim(&f->r, 3, 9);
+	/* 48-byte records over a 4096-byte ring: every lap ends in a PAD */
+	for (int lap = 0; lap < 10; lap++) {
+		for (int i = 0; i < 50; i++, n++)
+			push_heap(&f->r, 3, SHM_FN_MALLOC, 0, n, 0x1000 + n * 16, 8, 0);
+		assert_int_equal(client_drain(f->c), 0);
+	}
+	assert_int_equal(q_int(f, "SELECT count(*) FROM allocations"), (int64_t)n);
+	assert_int_equal(q_int(f, "SELECT sum(alloc_ns) FROM allocations"), (int64_t)(n * (n - 1) / 2));
+}
+
+/* ---- rejection ---- */
+
+/* A valid record, then whatever `bad` writes into slot 0; slot 1 holds a
+ * valid record too.  The client is rejected; `stored` allocations remain
+ * (a slot whose head or state is wrong is not read at all). */
+static void expect_rejected(struct fixture *f, void (*bad)(struct region *), int counted,
+			    int stored)
+{
+	assert_int_equal(connect_region(f, &f->r, 42, 1, SHM_MALLOC_ALL, SHM_CLOCK_MONOTONIC), 0);
+	claim(&f->r, 0, 10);
+	claim(&f->r, 1, 11);
+	push_heap(&f->r, 0, SHM_FN_MALLOC, 0, 100, 0x1000, 16, 0);
+	bad(&f->r);
+	push_heap(&f->r, 1, SHM_FN_MALLOC, 0, 200, 0x2000, 16, 0);
+	assert_int_equal(client_drain(f->c), -EBADMSG);
+	assert_int_equal(client_end(f->c, CLIENT_REJECTED, 1), 0);
+	assert_int_equal(q_int(f, "SELECT count(*) FROM allocations"), stored);
+	assert_int_equal(q_int(f, "SELECT count(*) FROM allocations WHERE alloc_tid = 11"), 1);
+	assert_int_equal(q_int(f, "SELECT count(*) FROM processes WHERE end_reason = 'rejected'"), 1);
+	assert_int_equal(q_int(f, "SELECT count(*) FROM drops WHERE reason = 'malformed' AND "
+				  "tid = 10 AND events = 1"), counted);
+}
+
+static void write_raw(struct region *r, const void *rec, size_t size)
+{
+	struct shm_slot *s = slot(r, 0);
+
+	memcpy((unsigned char *)s + SHM_SLOT_CTL_BYTES + (s->head & (r->ring - 1)), rec, size);
+	s->head += size;
+}
+
+static void bad_size(struct region *r)
+{
+	struct shm_rec_heap h = { .hdr = { SHM_REC_HEAP, 40, SHM_FN_MALLOC, 0 } };
+
+	write_raw(r, &h, sizeof(h));
+}
+
+static void bad_unaligned(struct region *r)
+{
+	struct shm_rec_heap h = { .hdr = { SHM_REC_HEAP, 12, SHM_FN_MALLOC, 0 } };
+
+	write_raw(r, &h, 16);
+}
+
+static void bad_beyond_head(struct region *r)
+{
+	struct shm_rec_heap h = { .hdr = { SHM_REC_HEAP, sizeof(h), SHM_FN_MALLOC, 0 } };
+
+	write_raw(r, &h, 40); /* publishes less than the record's size */
+}
+
+static void bad_family(struct region *r)
+{
+	struct shm_rec_heap h = { .hdr = { SHM_REC_HEAP, sizeof(h), SHM_FN_CUDA_MALLOC, 0 } };
+
+	write_raw(r, &h, sizeof(h));
+}
+
+static void bad_fn_range(struct region *r)
+{
+	struct shm_rec_cuda c = { .hdr = { SHM_REC_CUDA, sizeof(c), SHM_FN_COUNT, 0 } };
+
+	write_raw(r, &c, sizeof(c));
+}
+
+static void bad_fn_none(struct region *r)
+{
+	struct shm_rec_heap h = { .hdr = { SHM_REC_HEAP, sizeof(h), SHM_FN_NONE, 0 } };
+
+	write_raw(r, &h, sizeof(h));
+}
+
+static void bad_type(struct region *r)
+{
+	struct shm_rec_heap h = { .hdr = { 9, sizeof(h), SHM_FN_MALLOC, 0 } };
+
+	write_raw(r, &h, sizeof(h));
+}
+
+static void bad_pad_middle(struct region *r)
+{
+	struct shm_rec_hdr pad = { SHM_REC_PAD, 64, 0, 0 };
+	unsigned char zero[64] = { 0 };
+
+	memcpy(zero, &pad, sizeof(pad));
+	write_raw(r, zero, sizeof(zero));
+}
+
+static void bad_head(struct region *r)
+{
+	slot(r, 0)->head += r->ring + 8;
+}
+
+static void bad_state(struct region *r)
+{
+	slot(r, 0)->state = 7;
+}
+
+static void bad_hwm(struct region *r)
+{
+	hdr(r)->slots_hwm = r->nslots + 1;
+}
+
+static void test_client_reject_size(void **s) { expect_rejected(*s, bad_size, 1, 2); }
+static void test_client_reject_unaligned(void **s) { expect_rejected(*s, bad_unaligned, 1, 2); }
+static void test_client_reject_beyond_head(void **s) { expect_rejected(*s, bad_beyond_head, 1, 2); }
+static void test_client_reject_family(void **s) { expect_rejected(*s, bad_family, 1, 2); }
+static void test_client_reject_fn_range(void **s) { expect_rejected(*s, bad_fn_range, 1, 2); }
+static void test_client_reject_fn_none(void **s) { expect_rejected(*s, bad_fn_none, 1, 2); }
+static void test_client_reject_type(void **s) { expect_rejected(*s, bad_type, 1, 2); }
+static void test_client_reject_pad_middle(void **s) { expect_rejected(*s, bad_pad_middle, 1, 2); }
+static void test_client_reject_head(void **s) { expect_rejected(*s, bad_head, 0, 1); }
+static void test_client_reject_state(void **s) { expect_rejected(*s, bad_state, 0, 1); }
+
+static void test_client_reject_hwm(void **state)
+{
+	struct fixture *f = *state;
+
+	/* slots_hwm beyond nslots: the slots that exist are still drained */
+	expect_rejected(f, bad_hwm, 0, 2);
+}
+
+static void test_client_pad_at_end_accepted(void **state)
+{
+	struct fixture *f = *state;
+	struct shm_rec_hdr pad = { SHM_REC_PAD, RING - 48, 0, 0 };
+	unsigned char rec[RING] = { 0 };
+
+	assert_int_equal(connect_region(f, &f->r, 42, 1, SHM_MALLOC_ALL, SHM_CLOCK_MONOTONIC), 0);
+	claim(&f->r, 0, 10);
+	push_heap(&f->r, 0, SHM_FN_MALLOC, 0, 100, 0x1000, 16, 0);
+	memcpy(rec, &pad, sizeof(pad));
+	write_raw(&f->r, rec, RING - 48);
+	assert_int_equal(client_drain(f->c), 0);
+	push_heap(&f->r, 0, SHM_FN_MALLOC, 0, 100, 0x2000, 16, 0);
+	assert_int_equal(client_drain(f->c), 0);
+	assert_int_equal(q_int(f, "SELECT count(*) FROM allocations"), 2);
+}
+
+/* Messages: each bad one rejects; the process row and earlier data stay. */
+static void test_client_reject_messages(void **state)
+{
+	struct fixture *f = *state;
+	struct shm_msg_hdr h = { SHM_MAGIC, SHM_WIRE_VERSION + 1, SHM_MSG_KICK, sizeof(h), 0 };
+	struct shm_msg_thread t = { { SHM_MAGIC, SHM_WIRE_VERSION, SHM_MSG_THREAD,
+				      sizeof(t), 0 }, NSLOTS, 1, 0, 0, 0 };
+	static unsigned char big[SHM_MSG_MAX + 8];
+	unsigned char buf[1024];
+	size_t len;
+	int fds[2];
+
+	assert_int_equal(connect_region(f, &f->r, 42, 1, SHM_MALLOC_ALL, SHM_CLOCK_MONOTONIC), 0);
+	claim(&f->r, 0, 10);
+	push_heap(&f->r, 0, SHM_FN_MALLOC, 0, 100, 0x1000, 16, 0);
+	assert_int_equal(client_drain(f->c), 0);
+
+	assert_int_equal(client_message(f->c, &h, sizeof(h), NULL, 0, 0), -EBADMSG);
+	h.version = SHM_WIRE_VERSION;
+	h.magic = 0;
+	assert_int_equal(client_message(f->c, &h, sizeof(h), NULL, 0, 0), -EBADMSG);
+	h.magic = SHM_MAGIC;
+	h.len = sizeof(h) + 4;
+	assert_int_equal(client_message(f->c, &h, sizeof(h), NULL, 0, 0), -EBADMSG);
+	h.len = sizeof(h);
+	h.type = 99;
+	assert_int_equal(client_message(f->c, &h, sizeof(h), NULL, 0, 0), -EBADMSG);
+	assert_int_equal(client_message(f->c, &t, sizeof(t), NULL, 0, 0), -EBADMSG);
+	memcpy(big, &h, sizeof(h));
+	assert_int_equal(client_message(f->c, big, sizeof(big), NULL, 0, 0), -EBADMSG);
+	assert_int_equal(client_message(f->c, &h, 4, NULL, 0, 0), -EBADMSG);
+	/* descriptors where none belong are closed */
+	h.type = SHM_MSG_KICK;
+	fds[0] = dup(0);
+	assert_int_equal(client_message(f->c, &h, sizeof(h), fds, 1, 0), -EBADMSG);
+	assert_int_equal(fcntl(fds[0], F_GETFD), -1);
+	/* a second HELLO */
+	len = hello_make(buf, &f->r, 42, 1, SHM_MALLOC_ALL, SHM_CLOCK_MONOTONIC, "x", "", 0, "h");
+	assert_int_equal(deliver(f->c, buf, len, f->r.fd), -EBADMSG);
+	/* truncated control data */
+	fds[0] = dup(0);
+	fds[1] = dup(0);
+	assert_int_equal(client_message(f->c, &h, sizeof(h), fds, 2, 1), -EBADMSG);
+	assert_int_equal(fcntl(fds[1], F_GETFD), -1);
+
+	assert_int_equal(client_end(f->c, CLIENT_REJECTED, 1), 0);
+	assert_int_equal(q_int(f, "SELECT count(*) FROM allocations"), 1);
+	assert_int_equal(q_int(f, "SELECT count(*) FROM processes WHERE end_reason = 'rejected'"), 1);
+}
+
+/* HELLO: each variant is refused before any processes row exists. */
+static void expect_bad_hello(struct fixture *f, struct region *r, void (*edit)(void *),
+			     int nfds)
+{
+	unsigned char buf[512];
+	size_t len = hello_make(buf, r, 42, 1, SHM_MALLOC_ALL, SHM_CLOCK_MONOTONIC, "x", "", 0, "h");
+	int fds[2] = { dup(r->fd), dup(r->fd) };
+	struct client *c = client_new(&f->co, -1);
+
+	if (edit)
+		edit(buf);
+	assert_int_equal(client_message(c, buf, len, fds, nfds, 0), -EBADMSG);
+	assert_int_equal(client_proc_id(c), 0);
+	assert_int_equal(fcntl(fds[0], F_GETFD), -1);
+	if (nfds < 2)
+		close(fds[1]);
+	client_free(c);
+	assert_int_equal(q_int(f, "SELECT count(*) FROM processes"), 0);
+}
+
+static void edit_ring_not_pow2(void *b) { ((struct shm_msg_hello *)b)->ring_bytes = RING + 8; }
+static void edit_ring_small(void *b) { ((struct shm_msg_hello *)b)->ring_bytes = 2048; }
+static void edit_nslots(void *b) { ((struct shm_msg_hello *)b)->nslots = SHM_SLOTS_MAX + 1; }
+static void edit_region_bytes(void *b) { ((struct shm_msg_hello *)b)->region_bytes += 4096; }
+static void edit_clock(void *b) { ((struct shm_msg_hello *)b)->clock = 3; }
+static void edit_mode(void *b) { ((struct shm_msg_hello *)b)->malloc_mode = 3; }
+static void edit_strlen(void *b) { ((struct shm_msg_hello *)b)->host_len++; }
+
+static void test_client_reject_hello(void **state)
+{
+	struct fixture *f = *state;
+	struct region unsealed, wrong_hdr, small;
+	unsigned char buf[512];
+	size_t len;
+	struct client *c;
+
+	expect_bad_hello(f, &f->r, edit_ring_not_pow2, 1);
+	expect_bad_hello(f, &f->r, edit_ring_small, 1);
+	expect_bad_hello(f, &f->r, edit_nslots, 1);
+	expect_bad_hello(f, &f->r, edit_region_bytes, 1);
+	expect_bad_hello(f, &f->r, edit_clock, 1);
+	expect_bad_hello(f, &f->r, edit_mode, 1);
+	expect_bad_hello(f, &f->r, edit_strlen, 1);
+	expect_bad_hello(f, &f->r, NULL, 2);
+
+	/* region header disagrees with HELLO */
+	region_make(&wrong_hdr, NSLOTS, RING);
+	hdr(&wrong_hdr)->version = SHM_WIRE_VERSION + 1;
+	expect_bad_hello(f, &wrong_hdr, NULL, 1);
+	region_drop(&wrong_hdr);
+
+	/* not sealed against shrinking */
+	unsealed.fd = memfd_create("u", MFD_CLOEXEC);
+	unsealed.nslots = NSLOTS;
+	unsealed.ring = RING;
+	unsealed.map = NULL;
+	assert_int_equal(ftruncate(unsealed.fd, (off_t)SHM_REGION_BYTES(NSLOTS, RING)), 0);
+	expect_bad_hello(f, &unsealed, NULL, 1);
+	close(unsealed.fd);
+
+	/* the memfd is shorter than HELLO says */
+	region_make(&small, NSLOTS, RING);
+	small.nslots = NSLOTS + 1;
+	expect_bad_hello(f, &small, NULL, 1);
+	small.nslots = NSLOTS;
+	region_drop(&small);
+
+	/* HELLO without its memfd */
+	c = client_new(&f->co, -1);
+	len = hello_make(buf, &f->r, 42, 1, SHM_MALLOC_ALL, SHM_CLOCK_MONOTONIC, "x", "", 0, "h");
+	assert_int_equal(client_message(c, buf, len, NULL, 0, 0), -EBADMSG);
+	client_free(c);
+
+	/* anything before HELLO */
+	c = client_new(&f->co, -1);
+	{
+		struct shm_msg_hdr h = { SHM_MAGIC, SHM_WIRE_VERSION, SHM_MSG_KICK, sizeof(h), 0 };
+
+		assert_int_equal(client_message(c, &h, sizeof(h), NULL, 0, 0), -EBADMSG);
+	}
+	client_free(c);
+	assert_int_equal(q_int(f, "SELECT count(*) FROM processes"), 0);
+}
+
+/* ---- through a real socket ---- */
+
+static void send_fd(int sock, const void *msg, size_t len, int fd)
+{
+	union {
+		struct cmsghdr align;
+		char b[CMSG_SPACE(sizeof(int))];
+	} ctl;
+	struct iovec iov = { (void *)msg, len };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
+			     .msg_control = ctl.b, .msg_controllen = sizeof(ctl.b) };
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+	assert_int_equal(sendmsg(sock, &mh, 0), (ssize_t)len);
+}
+
+static void test_client_socket(void **state)
+{
+	struct fixture *f = *state;
+	static unsigned char big[SHM_MSG_MAX + 64];
+	unsigned char buf[512];
+	struct shm_msg_bye bye = { { SHM_MAGIC, SHM_WIRE_VERSION, SHM_MSG_BYE, sizeof(bye), 0 }, 4444 };
+	int sv[2];
+	size_t len;
+	struct client *c;
+
+	assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv), 0);
+	client_free(f->c);
+	c = f->c = client_new(&f->co, sv[0]);
+	len = hello_make(buf, &f->r, 42, 1, SHM_MALLOC_ALL, SHM_CLOCK_MONOTONIC, "x", "", 0, "h");
+	send_fd(sv[1], buf, len, f->r.fd);
+	assert_int_equal(send(sv[1], &bye, sizeof(bye), 0), (ssize_t)sizeof(bye));
+	assert_int_equal(client_recv(c), 0);
+	assert_int_equal(client_proc_id(c), 1);
+	close(sv[1]);
+	assert_int_equal(client_recv(c), -EPIPE);
+	assert_int_equal(client_end(c, CLIENT_CLOSED, 1), 0);
+	assert_int_equal(q_int(f, "SELECT end_ns FROM processes WHERE end_reason = 'exit'"), 4444);
+
+	/* an oversized message is truncated by the kernel and refused */
+	assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv), 0);
+	c = client_new(&f->co, sv[0]);
+	memcpy(big, buf, len);
+	assert_int_equal(send(sv[1], big, sizeof(big), 0), (ssize_t)sizeof(big));
+	assert_int_equal(client_recv(c), -EBADMSG);
+	close(sv[1]);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+		T(test_client_hello_row),
+		T(test_client_argv_not_utf8),
+		T(test_client_parent),
+		T(test_client_heap_rows),
+		T(test_client_sampled_weight),
+		T(test_client_cuda_rows),
+		T(test_client_tsc_times),
+		T(test_client_thread_and_bye),
+		T(test_client_disconnect_and_shutdown),
+		T(test_client_counts_slot_reuse),
+		T(test_client_ring_wraps),
+		T(test_client_reject_size),
+		T(test_client_reject_unaligned),
+		T(test_client_reject_beyond_head),
+		T(test_client_reject_family),
+		T(test_client_reject_fn_range),
+		T(test_client_reject_fn_none),
+		T(test_client_reject_type),
+		T(test_client_reject_pad_middle),
+		T(test_client_reject_head),
+		T(test_client_reject_state),
+		T(test_client_reject_hwm),
+		T(test_client_pad_at_end_accepted),
+		T(test_client_reject_messages),
+		T(test_client_reject_hello),
+		T(test_client_socket),
+#undef T
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,281 @@
+/*
+ * store: a real SQLite file, read back through a second connection.  The
+ * full-disk case writes into a 256 KiB tmpfs mounted in a private mount
+ * namespace (as root), or else under RLIMIT_FSIZE: either way the write
+ * fails for real inside SQLite.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <sqlite3.h>
+
+#include "collector/log.h"
+#include "collector/store.h"
+#include "wire.h"
+
+struct fixture {
+	char dir[64], db[96];
+	int mounted;
+};
+
+static sqlite3_int64 q_int(const char *path, const char *sql)
+{
+	sqlite3 *db;
+	sqlite3_stmt *st;
+	sqlite3_int64 v = -999;
+
+	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+		fail_msg("%s: %s", sql, sqlite3_errmsg(db));
+	if (sqlite3_step(st) == SQLITE_ROW)
+		v = sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	sqlite3_close(db);
+	return v;
+}
+
+static void q_text(const char *path, const char *sql, char *out, size_t n)
+{
+	sqlite3 *db;
+	sqlite3_stmt *st;
+
+	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
+	out[0] = 0;
+	if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
+		snprintf(out, n, "%s", (const char *)sqlite3_column_text(st, 0));
+	sqlite3_finalize(st);
+	sqlite3_close(db);
+}
+
+static int setup(void **state)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+
+	log_level = LOG_LVL_ERROR - 1;
+	strcpy(f->dir, "/tmp/shimmer-store-XXXXXX");
+	assert_non_null(mkdtemp(f->dir));
+	snprintf(f->db, sizeof(f->db), "%s/t.db", f->dir);
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fixture *f = *state;
+	char cmd[128];
+
+	if (f->mounted)
+		umount2(f->dir, MNT_DETACH);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", f->dir);
+	assert_int_equal(system(cmd), 0);
+	free(f);
+	return 0;
+}
+
+static void test_store_creates_schema(void **state)
+{
+	struct fixture *f = *state;
+	struct store *s = store_open(f->db);
+	char text[64], sql[128];
+
+	assert_non_null(s);
+	assert_int_equal(store_close(s), 0);
+	assert_int_equal(q_int(f->db, "SELECT value FROM meta WHERE key = 'schema_version'"),
+			 STORE_SCHEMA_VERSION);
+	q_text(f->db, "PRAGMA journal_mode", text, sizeof(text));
+	assert_string_equal(text, "wal");
+	assert_int_equal(q_int(f->db, "SELECT count(*) FROM functions"), SHM_FN_COUNT - 1);
+	for (int fn = 1; fn < SHM_FN_COUNT; fn++) {
+		snprintf(sql, sizeof(sql), "SELECT name || ' ' || family FROM functions "
+			 "WHERE fn_id = %d", fn);
+		q_text(f->db, sql, text, sizeof(text));
+		assert_memory_equal(text, shm_fn_info[fn].name, strlen(shm_fn_info[fn].name));
+		assert_string_equal(text + strlen(shm_fn_info[fn].name) + 1,
+				    shm_fn_info[fn].family == SHM_FAMILY_HEAP ? "heap" : "cuda");
+	}
+	/* opening again keeps what is there */
+	s = store_open(f->db);
+	assert_non_null(s);
+	assert_int_equal(store_close(s), 0);
+	assert_int_equal(q_int(f->db, "SELECT count(*) FROM functions"), SHM_FN_COUNT - 1);
+	/* no secondary index slows ingestion */
+	assert_int_equal(q_int(f->db, "SELECT count(*) FROM sqlite_master WHERE type = 'index' "
+				      "AND sql IS NOT NULL"), 0);
+}
+
+static void test_store_refuses_newer_schema(void **state)
+{
+	struct fixture *f = *state;
+	struct store *s = store_open(f->db);
+
+	assert_non_null(s);
+	assert_int_equal(store_close(s), 0);
+	assert_int_equal(q_int(f->db, "UPDATE meta SET value = '99' WHERE key = 'schema_version' "
+				      "RETURNING 1"), 1);
+	errno = 0;
+	assert_null(store_open(f->db));
+	assert_int_equal(errno, EPROTO);
+	assert_int_equal(q_int(f->db, "SELECT value FROM meta WHERE key = 'schema_version'"), 99);
+}
+
+static void test_store_refuses_non_database(void **state)
+{
+	struct fixture *f = *state;
+	FILE *fp = fopen(f->db, "w");
+
+	fputs("this is not an SQLite database, it is a text file long enough to "
+	      "hold a header of one hundred bytes.............................\n", fp);
+	fclose(fp);
+	assert_null(store_open(f->db));
+}
+
+static void test_store_batches(void **state)
+{
+	struct fixture *f = *state;
+	struct store *s = store_open(f->db);
+	struct store_proc p = { .pid = 5, .ppid = 1, .host = "h", .host_len = 1,
+				.rank = SHM_NO_RANK, .local_rank = SHM_NO_RANK,
+				.malloc_mode = "all", .sample_bytes = -1 };
+	int64_t proc_id, id;
+	struct store_alloc a = { .space = "host", .device = -1, .ptr = 0x10, .size = 8,
+				 .weight = 8, .fn = SHM_FN_MALLOC, .tid = 5, .ns = 1,
+				 .end_ns = -1 };
+
+	assert_int_equal(store_process_add(s, &p, &proc_id), 0);
+	a.proc_id = proc_id;
+	assert_int_equal(store_alloc_add(s, &a, &id), 0);
+	/* not committed: another connection does not see it */
+	assert_int_equal(q_int(f->db, "SELECT count(*) FROM allocations"), 0);
+	assert_int_equal(store_commit(s), 0);
+	assert_int_equal(q_int(f->db, "SELECT count(*) FROM allocations"), 1);
+	assert_int_equal(store_alloc_free(s, id, SHM_FN_FREE, 6, 20, 25), 0);
+	assert_int_equal(store_count_add(s, proc_id, 5, SHM_FN_MALLOC, 3, 30), 0);
+	assert_int_equal(store_count_add(s, proc_id, 5, SHM_FN_MALLOC, 4, 40), 0);
+	assert_int_equal(store_drop_add(s, proc_id, 5, "ring_full", 2), 0);
+	assert_int_equal(store_drop_add(s, proc_id, 5, "ring_full", 5), 0);
+	assert_int_equal(store_thread_add(s, proc_id, 5, "main", 4, 100), 0);
+	assert_int_equal(store_thread_add(s, proc_id, 5, "again", 5, 200), 0);
+	assert_int_equal(store_process_find(s, 5, "h", 1, &id), 0);
+	assert_int_equal(id, proc_id);
+	assert_int_equal(store_process_find(s, 5, "other", 5, &id), 0);
+	assert_int_equal(id, 0);
+	assert_int_equal(store_process_end(s, proc_id, 999, "exit"), 0);
+	assert_int_equal(store_close(s), 0);
+	assert_int_equal(q_int(f->db, "SELECT free_tid * 1000 + free_end_ns FROM allocations "
+				      "WHERE free_fn = 2 AND free_ns = 20"), 6025);
+	assert_int_equal(q_int(f->db, "SELECT count * 1000 + bytes FROM function_counts"), 7070);
+	assert_int_equal(q_int(f->db, "SELECT events FROM drops"), 7);
+	assert_int_equal(q_int(f->db, "SELECT first_ns FROM threads WHERE name = 'main'"), 100);
+	assert_int_equal(q_int(f->db, "SELECT end_ns FROM processes WHERE end_reason = 'exit'"), 999);
+	/* a clean close leaves no WAL behind */
+	assert_int_equal(q_int(f->db, "PRAGMA wal_checkpoint"), 0);
+}
+
+/* A small file system: a tmpfs when we may mount one, else a file size
+ * limit on this process. */
+static void make_disk_small(struct fixture *f)
+{
+	struct rlimit rl = { 256 << 10, 256 << 10 };
+
+	if (unshare(CLONE_NEWNS) == 0 &&
+	    mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0 &&
+	    mount("tmpfs", f->dir, "tmpfs", 0, "size=256k") == 0) {
+		f->mounted = 1;
+		return;
+	}
+	signal(SIGXFSZ, SIG_IGN);
+	assert_int_equal(setrlimit(RLIMIT_FSIZE, &rl), 0);
+}
+
+static void test_store_disk_full(void **state)
+{
+	struct fixture *f = *state;
+	struct store_proc p = { .pid = 5, .host = "h", .host_len = 1,
+				.rank = SHM_NO_RANK, .local_rank = SHM_NO_RANK,
+				.malloc_mode = "all", .sample_bytes = -1 };
+	struct store *s;
+	struct rlimit unlimited = { RLIM_INFINITY, RLIM_INFINITY };
+	int64_t proc_id, id, committed = 0;
+	char log_path[128], line[512] = { 0 }, text[32];
+	int err = 0, saved_stderr, log_fd;
+	FILE *fp;
+
+	make_disk_small(f);
+	s = store_open(f->db);
+	assert_non_null(s);
+	assert_int_equal(store_process_add(s, &p, &proc_id), 0);
+	assert_int_equal(store_commit(s), 0);
+	snprintf(log_path, sizeof(log_path), "/tmp/shimmer-store-log-%d", getpid());
+	log_fd = open(log_path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+	saved_stderr = dup(2);
+	dup2(log_fd, 2);
+	log_level = LOG_LVL_ERROR;
+	for (int64_t n = 0; !err && n < 1000000; n += 100) {
+		for (int i = 0; !err && i < 100; i++) {
+			struct store_alloc a = { .proc_id = proc_id, .space = "host",
+						 .device = -1, .ptr = (uint64_t)(n + i + 1),
+						 .size = 8, .weight = 8, .fn = SHM_FN_MALLOC,
+						 .tid = 5, .ns = n + i, .end_ns = -1 };
+
+			err = store_alloc_add(s, &a, &id);
+		}
+		if (!err)
+			err = store_commit(s);
+		if (!err)
+			committed += 100;
+	}
+	dup2(saved_stderr, 2);
+	close(saved_stderr);
+	log_level = LOG_LVL_ERROR - 1;
+	assert_true(err == -ENOSPC || err == -EIO);
+	assert_true(committed > 0);
+	/* broken from now on, with the same error */
+	assert_int_equal(store_commit(s), err);
+	assert_int_equal(store_drop_add(s, proc_id, 0, "no_slot", 1), err);
+	assert_int_equal(store_close(s), err);
+	setrlimit(RLIMIT_FSIZE, &unlimited);
+
+	fp = fdopen(log_fd, "r");
+	rewind(fp);
+	assert_non_null(fgets(line, sizeof(line), fp));
+	fclose(fp);
+	unlink(log_path);
+	assert_non_null(strstr(line, "shimmerd: error: cannot write "));
+	assert_non_null(strstr(line, f->db));
+	if (err == -ENOSPC)
+		assert_non_null(strstr(line, "database or disk is full"));
+	/* consistent, and holding exactly the committed batches */
+	q_text(f->db, "PRAGMA integrity_check", text, sizeof(text));
+	assert_string_equal(text, "ok");
+	assert_int_equal(q_int(f->db, "SELECT count(*) FROM allocations"), committed);
+	assert_int_equal(q_int(f->db, "SELECT count(*) FROM processes"), 1);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+		T(test_store_creates_schema),
+		T(test_store_refuses_newer_schema),
+		T(test_store_refuses_non_database),
+		T(test_store_batches),
+		T(test_store_disk_full),
+#undef T
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
