@@ -32,6 +32,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -50,6 +51,22 @@ struct slot_state {
 	uint64_t count[SHM_FN_COUNT];
 	uint64_t bytes[SHM_FN_COUNT];
 	int bad;
+};
+
+union rec {
+	struct shm_rec_hdr h;
+	struct shm_rec_heap heap;
+	struct shm_rec_cuda cuda;
+};
+
+/* Where a pass stands in one slot: the next record, copied out. */
+struct cursor {
+	uint32_t slot;
+	uint32_t tid;
+	uint32_t state;
+	uint64_t head, tail;
+	uint64_t key; /* when the next record's event took effect */
+	union rec rec;
 };
 
 struct istring {
@@ -75,10 +92,15 @@ struct client {
 	struct slot_state *slots;
 	uint64_t no_slot_stored;
 	uint64_t heartbeat;
-	struct ptrmap heap, cuda;
+	uint32_t malloc_mode;
+	struct ptrmap heap, cuda;         /* live blocks */
+	struct ptrmap heap_old, cuda_old; /* blocks displaced by a late free */
+	struct cursor *cursors;           /* nslots of them, for drain() */
+	struct cursor **frontier, **heap_of;
 	struct istring *strings;
 	size_t nstrings, string_bytes;
 	int bye;
+	int exec_next; /* a later HELLO came from this pid: it exec'd */
 	uint64_t bye_ts;
 	int rejected;
 	int ended;
@@ -226,7 +248,10 @@ static int map_region(struct client *c, const struct shm_msg_hello *h, int memfd
 	    r.nslots != h->nslots || r.ring_bytes != h->ring_bytes)
 		return reject(c, "region header does not match HELLO");
 	c->slots = calloc(h->nslots, sizeof(*c->slots));
-	if (!c->slots)
+	c->cursors = calloc(h->nslots, sizeof(*c->cursors));
+	c->frontier = calloc(h->nslots, sizeof(*c->frontier));
+	c->heap_of = calloc(h->nslots, sizeof(*c->heap_of));
+	if (!c->slots || !c->cursors || !c->frontier || !c->heap_of)
 		return -ENOMEM;
 	c->region = map;
 	c->nslots = h->nslots;
@@ -248,6 +273,26 @@ static int find_parent(struct client *c, uint32_t ppid, int64_t *parent)
 	if (*parent)
 		return 0;
 	return store_process_find(c->co->store, ppid, c->host, c->host_len, parent);
+}
+
+/*
+ * exec() keeps the pid and closes the old image's socket without a BYE, and
+ * the new image says HELLO again at once.  So the same pid on the same host
+ * saying HELLO while its old connection lives, or seconds after it closed
+ * without BYE, means the old one exec'd.
+ */
+#define EXEC_WINDOW_NS 2000000000ll
+
+static int mark_exec(struct client *c, int64_t start_ns)
+{
+	for (struct client *o = c->co->clients; o; o = o->next)
+		if (o != c && !o->ended && o->proc_id && o->pid == c->pid &&
+		    o->host_len == c->host_len && !memcmp(o->host, c->host, c->host_len)) {
+			o->exec_next = 1;
+			return 0;
+		}
+	return store_process_exec(c->co->store, c->pid, c->host, c->host_len,
+				  start_ns - EXEC_WINDOW_NS);
 }
 
 static int hello(struct client *c, const char *msg, size_t len, int memfd)
@@ -275,6 +320,7 @@ static int hello(struct client *c, const char *msg, size_t len, int memfd)
 	if (err)
 		return err;
 	c->clock = h.clock;
+	c->malloc_mode = h.malloc_mode;
 	c->sample_bytes = (double)h.sample_bytes;
 	c->host_len = h.host_len;
 	c->host = malloc(h.host_len + 1);
@@ -298,6 +344,8 @@ static int hello(struct client *c, const char *msg, size_t len, int memfd)
 		goto out;
 	p.argv_json = argv;
 	err = find_parent(c, h.ppid, &p.parent_proc_id);
+	if (!err)
+		err = mark_exec(c, (int64_t)h.start_mono_ns);
 	if (!err)
 		err = store_process_add(c->co->store, &p, &c->proc_id);
 	if (!err)
@@ -478,6 +526,48 @@ int client_recv(struct client *c)
 
 /* ---- records ---- */
 
+/*
+ * Blocks move between threads: one thread's free often ends a block that
+ * another allocated, and the two records sit in different rings.  So a
+ * pass merges the process's rings in time order (see drain()), and every
+ * block keeps the instant it became live.  A record published late can
+ * still arrive after a newer block took the same address; the displaced
+ * block then waits in *_old, and a free that began before the live block
+ * existed ends the displaced one instead.
+ */
+static int64_t block_take(struct ptrmap *live, struct ptrmap *old, uint64_t ptr,
+			  uint64_t free_ts)
+{
+	uint64_t t, t_old;
+	int64_t id = ptrmap_take(live, ptr, &t);
+	int64_t id_old;
+
+	if (id && free_ts >= t)
+		return id;
+	id_old = ptrmap_take(old, ptr, &t_old);
+	if (id && ptrmap_put(live, ptr, id, t, NULL))
+		return -ENOMEM;
+	return id_old && free_ts >= t_old ? id_old : 0;
+}
+
+static int block_put(struct ptrmap *live, struct ptrmap *old, uint64_t ptr,
+		     int64_t id, uint64_t live_ts)
+{
+	struct ptrmap_entry prev;
+	int err = ptrmap_put(live, ptr, id, live_ts, &prev);
+
+	if (!err && prev.key)
+		err = ptrmap_put(old, ptr, prev.val, prev.t, NULL);
+	return err;
+}
+
+/* A block is live from the end of the call that returned it; a free acts
+ * from the start of its call.  Untimed records only have t_begin. */
+static uint64_t live_ts(const struct shm_rec_hdr *h, uint64_t t_begin, uint64_t t_end)
+{
+	return h->flags & SHM_F_TIMED ? t_end : t_begin;
+}
+
 static int heap_event(struct client *c, uint32_t tid, const struct shm_rec_heap *r)
 {
 	unsigned fnf = shm_fn_info[r->hdr.fn].flags;
@@ -492,12 +582,17 @@ static int heap_event(struct client *c, uint32_t tid, const struct shm_rec_heap 
 		 * (NULL for a non-zero size); realloc(p, 0) frees p. */
 		uint64_t old = fnf & SHM_FNF_ALLOC ? r->aux : r->ptr;
 		int gone = !(fnf & SHM_FNF_ALLOC) || r->ptr || r->size == 0;
-		int64_t id = old && gone ? ptrmap_take(&c->heap, old) : 0;
+		int64_t id = old && gone ? block_take(&c->heap, &c->heap_old, old, r->t_begin) : 0;
 
+		if (id < 0)
+			return (int)id;
 		if (id)
 			err = store_alloc_free(c->co->store, id, r->hdr.fn, tid, ns, end_ns);
 	}
-	if (!err && (fnf & SHM_FNF_ALLOC) && r->ptr) {
+	/* In sample mode an unsampled record only releases a sampled block
+	 * (a realloc whose new block was not chosen). */
+	if (!err && (fnf & SHM_FNF_ALLOC) && r->ptr &&
+	    (c->malloc_mode != SHM_MALLOC_SAMPLE || (r->hdr.flags & SHM_F_SAMPLED))) {
 		int sampled = !!(r->hdr.flags & SHM_F_SAMPLED);
 		double size = (double)r->size;
 		struct store_alloc a = {
@@ -513,7 +608,8 @@ static int heap_event(struct client *c, uint32_t tid, const struct shm_rec_heap 
 			a.weight = size / -expm1(-size / c->sample_bytes);
 		err = store_alloc_add(c->co->store, &a, &id);
 		if (!err)
-			err = ptrmap_put(&c->heap, r->ptr, id);
+			err = block_put(&c->heap, &c->heap_old, r->ptr, id,
+					live_ts(&r->hdr, r->t_begin, r->t_end));
 	}
 	return err;
 }
@@ -552,10 +648,13 @@ static int cuda_event(struct client *c, uint32_t tid, const struct shm_rec_cuda 
 
 		err = store_alloc_add(c->co->store, &a, &id);
 		if (!err)
-			err = ptrmap_put(&c->cuda, r->ptr, id);
+			err = block_put(&c->cuda, &c->cuda_old, r->ptr, id,
+					live_ts(&r->hdr, r->t_begin, r->t_end));
 	} else if (fnf & SHM_FNF_FREE) {
-		int64_t id = ptrmap_take(&c->cuda, r->ptr);
+		int64_t id = block_take(&c->cuda, &c->cuda_old, r->ptr, r->t_begin);
 
+		if (id < 0)
+			return (int)id;
 		if (id)
 			err = store_alloc_free(c->co->store, id, r->hdr.fn, tid, ns,
 					       timed ? end_ns : -1);
@@ -647,95 +746,211 @@ static int bad_slot(struct client *c, uint32_t i, int counted, const char *fmt, 
 	return err ? err : reject(c, "slot %u: %s", i, why);
 }
 
-static int drain_slot(struct client *c, uint32_t i)
+/* The instant that orders a record against other threads' records: when a
+ * block became live for an allocation, when the call began otherwise. */
+static uint64_t rec_key(const union rec *r)
 {
-	union {
-		struct shm_rec_hdr h;
-		struct shm_rec_heap heap;
-		struct shm_rec_cuda cuda;
-	} rec;
-	struct shm_slot *sl = slot_at(c, i);
-	struct slot_state *ss = &c->slots[i];
-	const unsigned char *ring = (const unsigned char *)sl + SHM_SLOT_CTL_BYTES;
-	uint32_t state = __atomic_load_n(&sl->state, __ATOMIC_ACQUIRE);
-	uint64_t head, tail = ss->tail;
-	uint32_t tid;
-	int err = 0;
+	unsigned fnf = shm_fn_info[r->h.fn].flags;
 
-	if (state == SHM_SLOT_FREE)
-		return 0;
-	if (state != SHM_SLOT_ACTIVE && state != SHM_SLOT_RETIRED)
-		return bad_slot(c, i, 0, "state %u", state);
-	head = __atomic_load_n(&sl->head, __ATOMIC_ACQUIRE);
-	tid = __atomic_load_n(&sl->tid, __ATOMIC_RELAXED);
-	sync_owner(c, i);
-	if (head - tail > c->ring_bytes || (head - tail) % 8)
-		return bad_slot(c, i, 0, "head %llu is not within a ring of tail %llu",
-				(unsigned long long)head, (unsigned long long)tail);
-	while (tail != head && !err) {
-		size_t pos = tail & (c->ring_bytes - 1);
-		size_t avail = head - tail, room = c->ring_bytes - pos;
-		size_t n = sizeof(rec) < avail ? sizeof(rec) : avail;
-		const struct shm_fn_info *fi;
-
-		memcpy(&rec, ring + pos, n < room ? n : room);
-		if (rec.h.size < 8 || rec.h.size % 8 || rec.h.size > avail || rec.h.size > room) {
-			err = -EBADMSG;
-			break;
-		}
-		fi = rec.h.fn < SHM_FN_COUNT ? &shm_fn_info[rec.h.fn] : &shm_fn_info[0];
-		switch (rec.h.type) {
-		case SHM_REC_PAD:
-			err = pos + rec.h.size == c->ring_bytes ? 0 : -EBADMSG;
-			break;
-		case SHM_REC_HEAP:
-			if (rec.h.size != sizeof(rec.heap) || fi->family != SHM_FAMILY_HEAP)
-				err = -EBADMSG;
-			else
-				err = heap_event(c, tid, &rec.heap);
-			break;
-		case SHM_REC_CUDA:
-			if (rec.h.size != sizeof(rec.cuda) || fi->family != SHM_FAMILY_CUDA)
-				err = -EBADMSG;
-			else
-				err = cuda_event(c, tid, &rec.cuda);
-			break;
-		default:
-			err = -EBADMSG;
-		}
-		if (!err)
-			tail += rec.h.size;
-	}
-	ss->tail = tail;
-	__atomic_store_n(&sl->tail, tail, __ATOMIC_RELEASE);
-	if (err == -EBADMSG)
-		return bad_slot(c, i, 1, "bad record (type %u, size %u, fn %u) at byte %llu",
-				rec.h.type, rec.h.size, rec.h.fn, (unsigned long long)tail);
-	if (!err && state == SHM_SLOT_RETIRED)
-		err = free_slot(c, i);
-	return err;
+	if (r->h.type == SHM_REC_HEAP)
+		return (fnf & SHM_FNF_FREE) ? r->heap.t_begin
+					    : live_ts(&r->h, r->heap.t_begin, r->heap.t_end);
+	return (fnf & SHM_FNF_ALLOC) ? live_ts(&r->h, r->cuda.t_begin, r->cuda.t_end)
+				     : r->cuda.t_begin;
 }
 
-int client_drain(struct client *c)
+/* Copies out and checks the record at cur->tail, skipping PAD.  Returns 1
+ * when a record is ready, 0 at head, -EBADMSG for a malformed record. */
+static int cursor_peek(struct client *c, struct cursor *cur)
 {
-	uint32_t hwm;
-	int bad = 0;
+	const unsigned char *ring = (const unsigned char *)slot_at(c, cur->slot) + SHM_SLOT_CTL_BYTES;
+
+	while (cur->tail != cur->head) {
+		size_t pos = cur->tail & (c->ring_bytes - 1);
+		size_t avail = cur->head - cur->tail, room = c->ring_bytes - pos;
+		size_t n = sizeof(cur->rec) < avail ? sizeof(cur->rec) : avail;
+		union rec *r = &cur->rec;
+		const struct shm_fn_info *fi;
+
+		memcpy(r, ring + pos, n < room ? n : room);
+		if (r->h.size < 8 || r->h.size % 8 || r->h.size > avail || r->h.size > room)
+			return -EBADMSG;
+		fi = r->h.fn < SHM_FN_COUNT ? &shm_fn_info[r->h.fn] : &shm_fn_info[0];
+		switch (r->h.type) {
+		case SHM_REC_PAD:
+			if (pos + r->h.size != c->ring_bytes)
+				return -EBADMSG;
+			cur->tail += r->h.size;
+			continue;
+		case SHM_REC_HEAP:
+			if (r->h.size != sizeof(r->heap) || fi->family != SHM_FAMILY_HEAP)
+				return -EBADMSG;
+			break;
+		case SHM_REC_CUDA:
+			if (r->h.size != sizeof(r->cuda) || fi->family != SHM_FAMILY_CUDA)
+				return -EBADMSG;
+			break;
+		default:
+			return -EBADMSG;
+		}
+		cur->key = rec_key(r);
+		return 1;
+	}
+	return 0;
+}
+
+/* A binary min-heap of cursors by key: the merge's frontier. */
+static void heap_sift_up(struct cursor **h, size_t i)
+{
+	while (i && h[(i - 1) / 2]->key > h[i]->key) {
+		struct cursor *t = h[i];
+
+		h[i] = h[(i - 1) / 2];
+		h[(i - 1) / 2] = t;
+		i = (i - 1) / 2;
+	}
+}
+
+static void heap_sift_down(struct cursor **h, size_t n, size_t i)
+{
+	for (;;) {
+		size_t l = 2 * i + 1, m = i;
+		struct cursor *t;
+
+		if (l < n && h[l]->key < h[m]->key)
+			m = l;
+		if (l + 1 < n && h[l + 1]->key < h[m]->key)
+			m = l + 1;
+		if (m == i)
+			return;
+		t = h[i];
+		h[i] = h[m];
+		h[m] = t;
+		i = m;
+	}
+}
+
+/* Opens slot i for a pass; returns 1 if it has records to merge. */
+static int cursor_open(struct client *c, struct cursor *cur, uint32_t i)
+{
+	struct shm_slot *sl = slot_at(c, i);
+
+	cur->slot = i;
+	cur->state = __atomic_load_n(&sl->state, __ATOMIC_ACQUIRE);
+	if (cur->state == SHM_SLOT_FREE)
+		return 0;
+	if (cur->state != SHM_SLOT_ACTIVE && cur->state != SHM_SLOT_RETIRED)
+		return bad_slot(c, i, 0, "state %u", cur->state);
+	cur->head = __atomic_load_n(&sl->head, __ATOMIC_ACQUIRE);
+	cur->tid = __atomic_load_n(&sl->tid, __ATOMIC_RELAXED);
+	cur->tail = c->slots[i].tail;
+	sync_owner(c, i);
+	if (cur->head - cur->tail > c->ring_bytes || (cur->head - cur->tail) % 8)
+		return bad_slot(c, i, 0, "head %llu is not within a ring of tail %llu",
+				(unsigned long long)cur->head, (unsigned long long)cur->tail);
+	return 1;
+}
+
+static int cursor_fail(struct client *c, struct cursor *cur)
+{
+	return bad_slot(c, cur->slot, 1, "bad record (type %u, size %u, fn %u) at byte %llu",
+			cur->rec.h.type, cur->rec.h.size, cur->rec.h.fn,
+			(unsigned long long)cur->tail);
+}
+
+/* Hands consumed bytes back to the producer; frees a retired slot once
+ * it is empty. */
+static int cursor_close(struct client *c, struct cursor *cur)
+{
+	struct shm_slot *sl = slot_at(c, cur->slot);
+
+	c->slots[cur->slot].tail = cur->tail;
+	__atomic_store_n(&sl->tail, cur->tail, __ATOMIC_RELEASE);
+	if (cur->state == SHM_SLOT_RETIRED && cur->tail == cur->head && !c->slots[cur->slot].bad)
+		return free_slot(c, cur->slot);
+	return 0;
+}
+
+/*
+ * One pass: the records of all slots, merged by rec_key(), up to `limit`.
+ * limit is read before any head: a record stamped before it was published
+ * before any record whose call began after it, so every block a merged
+ * free refers to has its allocation in this pass or an earlier one.
+ * Records past limit wait for the next pass.
+ */
+static int drain(struct client *c, uint64_t limit)
+{
+	uint32_t hwm, n = 0, nheap = 0;
+	int bad = 0, err = 0;
 
 	if (!c->region)
 		return 0;
 	hwm = __atomic_load_n(&c->region->slots_hwm, __ATOMIC_ACQUIRE);
 	if (hwm > c->nslots)
 		bad = reject(c, "slots_hwm %u exceeds nslots %u", hwm, c->nslots);
-	for (uint32_t i = 0; i < hwm && i < c->nslots; i++) {
-		int err = c->slots[i].bad ? 0 : drain_slot(c, i);
+	if (hwm > c->nslots)
+		hwm = c->nslots;
+	for (uint32_t i = 0; i < hwm; i++) {
+		struct cursor *cur = &c->cursors[n];
+		int r = c->slots[i].bad ? 0 : cursor_open(c, cur, i);
 
-		if (err == -EBADMSG)
-			bad = err;
-		else if (err)
-			return err;
+		if (r == -EBADMSG)
+			bad = r;
+		else if (r < 0)
+			return r;
+		else if (r)
+			c->frontier[n++] = cur;
 	}
+	for (uint32_t k = 0; k < n; k++) {
+		struct cursor *cur = c->frontier[k];
+		int r = cursor_peek(c, cur);
+
+		if (r < 0)
+			bad = cursor_fail(c, cur);
+		else if (r && cur->key <= limit)
+			c->heap_of[nheap++] = cur, heap_sift_up(c->heap_of, nheap - 1);
+	}
+	while (nheap && !err) {
+		struct cursor *cur = c->heap_of[0];
+		int r;
+
+		err = cur->rec.h.type == SHM_REC_HEAP ? heap_event(c, cur->tid, &cur->rec.heap)
+						      : cuda_event(c, cur->tid, &cur->rec.cuda);
+		if (err)
+			break;
+		cur->tail += cur->rec.h.size;
+		r = cursor_peek(c, cur);
+		if (r < 0)
+			bad = cursor_fail(c, cur);
+		if (r == 1 && cur->key <= limit) {
+			heap_sift_down(c->heap_of, nheap, 0);
+		} else {
+			c->heap_of[0] = c->heap_of[--nheap];
+			heap_sift_down(c->heap_of, nheap, 0);
+		}
+	}
+	for (uint32_t k = 0; k < n && !err; k++)
+		err = cursor_close(c, c->frontier[k]);
+	if (err)
+		return err;
 	__atomic_store_n(&c->region->heartbeat, ++c->heartbeat, __ATOMIC_RELEASE);
 	return bad;
+}
+
+/* Now, in the client's record clock. */
+static uint64_t record_now(const struct client *c)
+{
+	struct timespec ts;
+
+	if (c->clock == SHM_CLOCK_TSC)
+		return __builtin_ia32_rdtsc();
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+int client_drain(struct client *c)
+{
+	return drain(c, record_now(c));
 }
 
 int client_flush_counts(struct client *c)
@@ -768,7 +983,7 @@ int client_end(struct client *c, enum client_end why, int64_t now_ns)
 	if (c->ended)
 		return 0;
 	c->ended = 1;
-	err = client_drain(c);
+	err = drain(c, UINT64_MAX);
 	if (err == -EBADMSG) {
 		why = CLIENT_REJECTED;
 		err = 0;
@@ -780,7 +995,7 @@ int client_end(struct client *c, enum client_end why, int64_t now_ns)
 	else if (why == CLIENT_SHUTDOWN)
 		reason = reasons[CLIENT_SHUTDOWN];
 	else
-		reason = c->bye ? "exit" : "disconnect";
+		reason = c->bye ? "exit" : c->exec_next ? "exec" : "disconnect";
 	if (!err && c->proc_id)
 		err = store_process_end(c->co->store, c->proc_id,
 					c->bye ? to_ns(c, c->bye_ts) : now_ns, reason);
@@ -846,5 +1061,10 @@ void client_free(struct client *c)
 	free(c->host);
 	ptrmap_free(&c->heap);
 	ptrmap_free(&c->cuda);
+	ptrmap_free(&c->heap_old);
+	ptrmap_free(&c->cuda_old);
+	free(c->cursors);
+	free(c->frontier);
+	free(c->heap_of);
 	free(c);
 }

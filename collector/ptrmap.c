@@ -17,16 +17,18 @@ static size_t bucket(const struct ptrmap *m, uint64_t key)
 	return (size_t)((key * 0x9e3779b97f4a7c15ull) >> m->shift);
 }
 
-static void place(struct ptrmap *m, uint64_t key, int64_t val)
+static void place(struct ptrmap *m, const struct ptrmap_entry *e,
+		  struct ptrmap_entry *prev)
 {
-	size_t i = bucket(m, key);
+	size_t i = bucket(m, e->key);
 
-	while (m->slots[i].key && m->slots[i].key != key)
+	while (m->slots[i].key && m->slots[i].key != e->key)
 		i = (i + 1) & m->mask;
+	if (prev)
+		*prev = m->slots[i];
 	if (!m->slots[i].key)
 		m->count++;
-	m->slots[i].key = key;
-	m->slots[i].val = val;
+	m->slots[i] = *e;
 }
 
 static int grow(struct ptrmap *m)
@@ -45,25 +47,28 @@ static int grow(struct ptrmap *m)
 	if (old.slots) {
 		for (size_t i = 0; i <= old.mask; i++)
 			if (old.slots[i].key)
-				place(m, old.slots[i].key, old.slots[i].val);
+				place(m, &old.slots[i], NULL);
 	}
 	free(old.slots);
 	return 0;
 }
 
-int ptrmap_put(struct ptrmap *m, uint64_t key, int64_t val)
+int ptrmap_put(struct ptrmap *m, uint64_t key, int64_t val, uint64_t t,
+	       struct ptrmap_entry *prev)
 {
+	struct ptrmap_entry e = { .key = key, .val = val, .t = t };
+
 	if (!m->slots || (m->count + 1) * 2 > m->mask + 1) {
 		int err = grow(m);
 
 		if (err)
 			return err;
 	}
-	place(m, key, val);
+	place(m, &e, prev);
 	return 0;
 }
 
-int64_t ptrmap_take(struct ptrmap *m, uint64_t key)
+int64_t ptrmap_take(struct ptrmap *m, uint64_t key, uint64_t *t)
 {
 	size_t i, j;
 	int64_t val;
@@ -74,6 +79,8 @@ int64_t ptrmap_take(struct ptrmap *m, uint64_t key)
 		if (!m->slots[i].key)
 			return 0;
 	val = m->slots[i].val;
+	if (t)
+		*t = m->slots[i].t;
 	/* Backward shift: pull later members of the probe run into the hole
 	 * unless their home bucket lies cyclically after the hole. */
 	for (j = (i + 1) & m->mask; m->slots[j].key; j = (j + 1) & m->mask) {
@@ -84,8 +91,7 @@ int64_t ptrmap_take(struct ptrmap *m, uint64_t key)
 			i = j;
 		}
 	}
-	m->slots[i].key = 0;
-	m->slots[i].val = 0;
+	m->slots[i] = (struct ptrmap_entry){ 0 };
 	m->count--;
 	return val;
 }

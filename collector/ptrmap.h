@@ -14,6 +14,7 @@
 struct ptrmap_entry {
 	uint64_t key;
 	int64_t val;
+	uint64_t t; /* when the block became live, in the process's clock */
 };
 
 /* Zero-initialised is empty and valid. */
@@ -24,12 +25,15 @@ struct ptrmap {
 	size_t count;
 };
 
-/* Maps key (non-zero) to val (non-zero), replacing an older value.
- * Returns 0 or -ENOMEM (the map is unchanged). */
-int ptrmap_put(struct ptrmap *m, uint64_t key, int64_t val);
+/* Maps key (non-zero) to (val (non-zero), t).  An entry it replaces is
+ * copied to *prev when prev is not NULL (prev->key is 0 when there was
+ * none).  Returns 0 or -ENOMEM (the map is unchanged). */
+int ptrmap_put(struct ptrmap *m, uint64_t key, int64_t val, uint64_t t,
+	       struct ptrmap_entry *prev);
 
-/* Removes key and returns its value, or 0 when absent. */
-int64_t ptrmap_take(struct ptrmap *m, uint64_t key);
+/* Removes key and returns its value (and its t in *t if t is not NULL), or
+ * 0 when absent. */
+int64_t ptrmap_take(struct ptrmap *m, uint64_t key, uint64_t *t);
 
 /* Releases the table; the map is empty and reusable afterwards. */
 void ptrmap_free(struct ptrmap *m);

@@ -24,6 +24,7 @@ enum {
 	ST_PROC,
 	ST_PROC_END,
 	ST_PROC_FIND,
+	ST_PROC_EXEC,
 	ST_THREAD,
 	ST_CUDA,
 	ST_ALLOC,
@@ -44,6 +45,9 @@ static const char *const sql[ST_N] = {
 			"WHERE proc_id = ?1",
 	[ST_PROC_FIND] = "SELECT proc_id FROM processes WHERE pid = ?1 AND "
 			 "hostname = ?2 ORDER BY proc_id DESC LIMIT 1",
+	[ST_PROC_EXEC] = "UPDATE processes SET end_reason = 'exec' WHERE proc_id = "
+			 "(SELECT max(proc_id) FROM processes WHERE pid = ?1 AND "
+			 "hostname = ?2) AND end_reason = 'disconnect' AND end_ns >= ?3",
 	[ST_THREAD] = "INSERT OR IGNORE INTO threads (proc_id, tid, name, first_ns) "
 		      "VALUES (?1, ?2, ?3, ?4)",
 	[ST_CUDA] = "INSERT INTO cuda_calls (proc_id, tid, fn_id, start_ns, end_ns, "
@@ -197,6 +201,20 @@ int store_process_find(struct store *s, uint32_t pid, const char *host,
 	*proc_id = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
 	sqlite3_reset(st);
 	return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : fail(s, rc);
+}
+
+int store_process_exec(struct store *s, uint32_t pid, const char *host,
+		       size_t host_len, int64_t since_ns)
+{
+	sqlite3_stmt *st = s->st[ST_PROC_EXEC];
+	int err = tx(s);
+
+	if (err)
+		return err;
+	sqlite3_bind_int64(st, 1, pid);
+	sqlite3_bind_text(st, 2, host, (int)host_len, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 3, since_ns);
+	return step(s, st);
 }
 
 int store_thread_add(struct store *s, int64_t proc_id, uint32_t tid,

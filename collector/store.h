@@ -62,6 +62,12 @@ int store_process_end(struct store *s, int64_t proc_id, int64_t end_ns,
 int store_process_find(struct store *s, uint32_t pid, const char *host,
 		       size_t host_len, int64_t *proc_id);
 
+/* The latest process with this pid on this host, if it ended as a
+ * 'disconnect' at or after since_ns, replaced itself by exec: its
+ * end_reason becomes 'exec'. */
+int store_process_exec(struct store *s, uint32_t pid, const char *host,
+		       size_t host_len, int64_t since_ns);
+
 /* Adds a threads row; a (proc_id, tid) already present is kept as it is.
  * name may be NULL. */
 int store_thread_add(struct store *s, int64_t proc_id, uint32_t tid,

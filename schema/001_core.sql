@@ -37,8 +37,10 @@ CREATE TABLE IF NOT EXISTS processes (
 	start_wall_ns INTEGER NOT NULL,
 	start_ns INTEGER NOT NULL,
 	end_ns INTEGER,                -- last known instant of the process
-	end_reason TEXT                -- 'exit' (orderly), 'disconnect' (crash or
-	                               -- kill), 'rejected' (sent malformed data),
+	end_reason TEXT                -- 'exit' (orderly), 'exec' (replaced by
+	                               -- exec: the same pid's next row follows),
+	                               -- 'disconnect' (crash or kill, or exit
+	                               -- without BYE), 'rejected' (sent malformed data),
 	                               -- 'shutdown' (collector stopped first);
 	                               -- NULL while live
 );

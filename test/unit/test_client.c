@@ -394,6 +394,103 @@ static void test_client_sampled_weight(void **state)
 	assert_int_equal(q_int(f, "SELECT sum(sampled) FROM allocations"), 2);
 }
 
+/* A block allocated by one thread and freed by another: the free sits in a
+ * lower slot than the allocation, so only a time-ordered merge pairs them. */
+static void test_client_cross_thread_free(void **state)
+{
+	struct fixture *f = *state;
+
+	assert_int_equal(connect_region(f, &f->r, 42, 1, SHM_MALLOC_ALL, SHM_CLOCK_MONOTONIC), 0);
+	claim(&f->r, 0, 10);
+	claim(&f->r, 1, 11);
+	push_heap(&f->r, 1, SHM_FN_MALLOC, SHM_F_TIMED, 100, 0x1000, 16, 0);
+	push_heap(&f->r, 0, SHM_FN_FREE, SHM_F_TIMED, 200, 0x1000, 0, 0);
+	push_heap(&f->r, 1, SHM_FN_MALLOC, SHM_F_TIMED, 300, 0x1000, 32, 0);
+	assert_int_equal(client_drain(f->c), 0);
+	assert_int_equal(q_int(f, "SELECT count(*) FROM allocations WHERE size = 16 AND "
+				  "alloc_tid = 11 AND free_tid = 10 AND free_ns = 200"), 1);
+	assert_int_equal(q_int(f, "SELECT count(*) FROM allocations WHERE size = 32 AND "
+				  "free_ns IS NULL"), 1);
+}
+
+/* A free published after a newer block took the same address ends the
+ * older block, not the newer one. */
+static void test_client_late_free_displaced(void **state)
+{
+	struct fixture *f = *state;
+
+	assert_int_equal(connect_region(f, &f->r, 42, 1, SHM_MALLOC_ALL, SHM_CLOCK_MONOTONIC), 0);
+	claim(&f->r, 0, 10);
+	claim(&f->r, 1, 11);
+	push_heap(&f->r, 0, SHM_FN_MALLOC, SHM_F_TIMED, 100, 0x1000, 16, 0);
+	push_heap(&f->r, 0, SHM_FN_MALLOC, SHM_F_TIMED, 300, 0x1000, 32, 0);
+	assert_int_equal(client_drain(f->c), 0);
+	push_heap(&f->r, 1, SHM_FN_FREE, SHM_F_TIMED, 200, 0x1000, 0, 0);
+	push_heap(&f->r, 1, SHM_FN_FREE, SHM_F_TIMED, 400, 0x1000, 0, 0);
+	assert_int_equal(client_drain(f->c), 0);
+	assert_int_equal(q_int(f, "SELECT free_ns FROM allocations WHERE size = 16"), 200);
+	assert_int_equal(q_int(f, "SELECT free_ns FROM allocations WHERE size = 32"), 400);
+}
+
+/* Records stamped after the pass began wait for the next pass (or the
+ * last one, when the client ends). */
+static void test_client_future_records_wait(void **state)
+{
+	struct fixture *f = *state;
+	uint64_t later = UINT64_MAX / 2;
+
+	assert_int_equal(connect_region(f, &f->r, 42, 1, SHM_MALLOC_ALL, SHM_CLOCK_MONOTONIC), 0);
+	claim(&f->r, 0, 10);
+	push_heap(&f->r, 0, SHM_FN_MALLOC, SHM_F_TIMED, 100, 0x1000, 16, 0);
+	push_heap(&f->r, 0, SHM_FN_MALLOC, SHM_F_TIMED, later, 0x2000, 16, 0);
+	assert_int_equal(client_drain(f->c), 0);
+	assert_int_equal(q_int(f, "SELECT count(*) FROM allocations"), 1);
+	assert_true(slot(&f->r, 0)->tail < slot(&f->r, 0)->head);
+	assert_int_equal(client_end(f->c, CLIENT_CLOSED, 1000), 0);
+	assert_int_equal(q_int(f, "SELECT count(*) FROM allocations"), 2);
+}
+
+/* Sample mode: an unsampled realloc record only releases its old block. */
+static void test_client_sample_release_only(void **state)
+{
+	struct fixture *f = *state;
+
+	assert_int_equal(connect_region(f, &f->r, 42, 1, SHM_MALLOC_SAMPLE, SHM_CLOCK_MONOTONIC), 0);
+	claim(&f->r, 0, 1);
+	push_heap(&f->r, 0, SHM_FN_MALLOC, SHM_F_SAMPLED | SHM_F_TIMED, 100, 0x1000, 4096, 0);
+	push_heap(&f->r, 0, SHM_FN_REALLOC, SHM_F_TIMED, 200, 0x9000, 8192, 0x1000);
+	assert_int_equal(client_drain(f->c), 0);
+	assert_int_equal(q_int(f, "SELECT count(*) FROM allocations"), 1);
+	assert_int_equal(q_int(f, "SELECT free_fn FROM allocations WHERE ptr = 4096"),
+			 SHM_FN_REALLOC);
+}
+
+/* exec: the same pid says HELLO again, before or after its old socket
+ * closed without BYE. */
+static void test_client_exec(void **state)
+{
+	struct fixture *f = *state;
+	struct region r2, r3;
+	struct client *c1 = f->c, *c2 = client_new(&f->co, -1), *c3;
+
+	region_make(&r2, 1, RING);
+	region_make(&r3, 1, RING);
+	assert_int_equal(connect_region(f, &f->r, 42, 1, SHM_MALLOC_ALL, SHM_CLOCK_MONOTONIC), 0);
+	f->c = c2;
+	assert_int_equal(connect_region(f, &r2, 42, 1, SHM_MALLOC_ALL, SHM_CLOCK_MONOTONIC), 0);
+	assert_int_equal(client_end(c1, CLIENT_CLOSED, 4000), 0);
+	assert_int_equal(client_end(c2, CLIENT_CLOSED, 4500), 0);
+	assert_int_equal(q_int(f, "SELECT end_reason = 'exec' FROM processes WHERE proc_id = 1"), 1);
+	assert_int_equal(q_int(f, "SELECT end_reason = 'disconnect' FROM processes WHERE proc_id = 2"), 1);
+	c3 = client_new(&f->co, -1);
+	f->c = c3;
+	assert_int_equal(connect_region(f, &r3, 42, 1, SHM_MALLOC_ALL, SHM_CLOCK_MONOTONIC), 0);
+	assert_int_equal(q_int(f, "SELECT end_reason = 'exec' FROM processes WHERE proc_id = 2"), 1);
+	assert_int_equal(q_int(f, "SELECT count(*) FROM processes WHERE end_reason = 'exec'"), 2);
+	region_drop(&r2);
+	region_drop(&r3);
+}
+
 /* ---- CUDA ---- */
 
 static void test_client_cuda_rows(void **state)
@@ -920,6 +1017,11 @@ int main(void)
 		T(test_client_parent),
 		T(test_client_heap_rows),
 		T(test_client_sampled_weight),
+		T(test_client_cross_thread_free),
+		T(test_client_late_free_displaced),
+		T(test_client_future_records_wait),
+		T(test_client_sample_release_only),
+		T(test_client_exec),
 		T(test_client_cuda_rows),
 		T(test_client_tsc_times),
 		T(test_client_thread_and_bye),

@@ -28,18 +28,28 @@ static void test_ptrmap_matches_array(void **state)
 		seed = seed * 6364136223846793005ull + 1442695040888963407ull;
 		i = (size_t)(seed >> 33) % KEYS;
 		if ((seed >> 20) & 1) {
+			struct ptrmap_entry prev;
+
 			live += truth[i] == 0;
+			assert_int_equal(ptrmap_put(&m, i * 16 + 16, step + 1,
+						    (uint64_t)step * 3, &prev), 0);
+			assert_int_equal(prev.val, truth[i]);
+			if (truth[i])
+				assert_int_equal(prev.t, (uint64_t)(truth[i] - 1) * 3);
 			truth[i] = step + 1;
-			assert_int_equal(ptrmap_put(&m, i * 16 + 16, step + 1), 0);
 		} else {
+			uint64_t t = 0;
+
 			live -= truth[i] != 0;
-			assert_int_equal(ptrmap_take(&m, i * 16 + 16), truth[i]);
+			assert_int_equal(ptrmap_take(&m, i * 16 + 16, &t), truth[i]);
+			if (truth[i])
+				assert_int_equal(t, (uint64_t)(truth[i] - 1) * 3);
 			truth[i] = 0;
 		}
 		assert_int_equal(m.count, live);
 	}
 	for (size_t i = 0; i < KEYS; i++)
-		assert_int_equal(ptrmap_take(&m, i * 16 + 16), truth[i]);
+		assert_int_equal(ptrmap_take(&m, i * 16 + 16, NULL), truth[i]);
 	assert_int_equal(m.count, 0);
 	ptrmap_free(&m);
 }
@@ -49,12 +59,12 @@ static void test_ptrmap_empty(void **state)
 	struct ptrmap m = { 0 };
 
 	(void)state;
-	assert_int_equal(ptrmap_take(&m, 0x1000), 0);
-	assert_int_equal(ptrmap_put(&m, 0x1000, 7), 0);
-	assert_int_equal(ptrmap_take(&m, 0), 0);
-	assert_int_equal(ptrmap_take(&m, 0x2000), 0);
-	assert_int_equal(ptrmap_take(&m, 0x1000), 7);
-	assert_int_equal(ptrmap_take(&m, 0x1000), 0);
+	assert_int_equal(ptrmap_take(&m, 0x1000, NULL), 0);
+	assert_int_equal(ptrmap_put(&m, 0x1000, 7, 0, NULL), 0);
+	assert_int_equal(ptrmap_take(&m, 0, NULL), 0);
+	assert_int_equal(ptrmap_take(&m, 0x2000, NULL), 0);
+	assert_int_equal(ptrmap_take(&m, 0x1000, NULL), 7);
+	assert_int_equal(ptrmap_take(&m, 0x1000, NULL), 0);
 	ptrmap_free(&m);
 }
 
