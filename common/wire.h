@@ -69,6 +69,7 @@
 	X(CUDA_MEMSET, "cudaMemset", CUDA, 0)                                 \
 	X(CUDA_MEMSET_ASYNC, "cudaMemsetAsync", CUDA, 0)                      \
 	X(CUDA_LAUNCH_KERNEL, "cudaLaunchKernel", CUDA, SHM_FNF_LAUNCH)       \
+	X(CUDA_LAUNCH_KERNEL_STUB, "__cudaLaunchKernel", CUDA, SHM_FNF_LAUNCH) \
 	X(CUDA_LAUNCH_KERNEL_EXC, "cudaLaunchKernelExC", CUDA, SHM_FNF_LAUNCH) \
 	X(CUDA_LAUNCH_COOPERATIVE_KERNEL, "cudaLaunchCooperativeKernel", CUDA, \
 	  SHM_FNF_LAUNCH)                                                    \
@@ -305,7 +306,8 @@ struct shm_rec_heap {
  *   copies: ptr = dst, aux = src, bytes = count, kind = cudaMemcpyKind,
  *           cudaMemcpyPeerAsync: device = dst device, aux2 = src device
  *   memsets: ptr, bytes, aux = value
- *   launches: aux = function (or graph exec), bytes = dynamic shared memory,
+ *   launches: aux = function (__cudaLaunchKernel: the cudaKernel_t; cudaGraphLaunch:
+ *             the graph exec), bytes = dynamic shared memory,
  *             grid[], block[]
  *   cudaEventSynchronize: aux = event; cudaStreamWaitEvent: aux = event, kind = flags
  * device is the caller's current device after the call (-1 if unknown).

@@ -41,6 +41,13 @@
 	X(cudaStreamWaitEvent, cudaStreamWaitEvent_ptsz)
 PT_LIST(PT_DECL)
 
+/* What nvcc 13's generated <<<...>>> launch code calls (crt/device_functions.h
+ * declares them for C++ only). */
+cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim,
+			       void **args, size_t sharedMem, cudaStream_t stream);
+cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim,
+				    void **args, size_t sharedMem, cudaStream_t stream);
+
 #define SYMS(X)                                                             \
 	X(cudaMalloc) X(cudaFree) X(cudaMallocHost) X(cudaHostAlloc)        \
 	X(cudaFreeHost) X(cudaMallocManaged) X(cudaMallocPitch)             \
@@ -56,7 +63,8 @@ PT_LIST(PT_DECL)
 	X(cudaMemcpyAsync_ptsz) X(cudaMemset_ptds) X(cudaMemsetAsync_ptsz)  \
 	X(cudaLaunchKernel_ptsz) X(cudaLaunchKernelExC_ptsz)                \
 	X(cudaLaunchCooperativeKernel_ptsz) X(cudaGraphLaunch_ptsz)         \
-	X(cudaStreamSynchronize_ptsz) X(cudaStreamWaitEvent_ptsz)
+	X(cudaStreamSynchronize_ptsz) X(cudaStreamWaitEvent_ptsz)          \
+	X(__cudaLaunchKernel) X(__cudaLaunchKernel_ptsz)
 
 #define SYM_ENUM(s) S_##s,
 #define SYM_NAME(s) #s,
@@ -241,6 +249,15 @@ HOOK_PT(cudaMemsetAsync, _ptsz, CUDA_MEMSET_ASYNC,
 	set_dims(&r, gridDim, blockDim)
 
 HOOK_PT(cudaLaunchKernel, _ptsz, CUDA_LAUNCH_KERNEL, LAUNCH_PARAMS, LAUNCH_ARGS, LAUNCH_FILL)
+
+HOOK_PT(__cudaLaunchKernel, _ptsz, CUDA_LAUNCH_KERNEL_STUB,
+	(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem,
+	 cudaStream_t stream),
+	(kernel, gridDim, blockDim, args, sharedMem, stream),
+	r.aux = (uintptr_t)kernel;
+	r.bytes = sharedMem;
+	r.stream = (uintptr_t)stream;
+	set_dims(&r, gridDim, blockDim))
 
 HOOK_PT(cudaLaunchKernelExC, _ptsz, CUDA_LAUNCH_KERNEL_EXC,
 	(const cudaLaunchConfig_t *config, const void *func, void **args),

@@ -10,6 +10,12 @@
 #include "wl_cuda.h"
 #include "wlog.h"
 
+/* nvcc 13's launch entry points; its headers declare them for C++ only. */
+cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim,
+			       void **args, size_t sharedMem, cudaStream_t stream);
+cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim,
+				    void **args, size_t sharedMem, cudaStream_t stream);
+
 #define U(x) ((uint64_t)(uintptr_t)(x))
 
 struct wl_call {
@@ -124,6 +130,13 @@ void WL_CUDA_FN(unsigned k)
 	err = cudaLaunchKernel(fn, d3(2, 3, 1), d3(32, 4, 1), args, 128 + k, s);
 	CALL(.fn = "cudaLaunchKernel", .ret = err, .aux = U(fn), .bytes = 128 + k, .stream = U(s),
 	     .grid = { 2, 3, 1 }, .block = { 32, 4, 1 }, .ptsz = WL_PTSZ);
+#if WL_PTSZ
+	err = __cudaLaunchKernel_ptsz((cudaKernel_t)fn, d3(3, 2, 1), d3(16, 8, 1), args, 64 + k, s);
+#else
+	err = __cudaLaunchKernel((cudaKernel_t)fn, d3(3, 2, 1), d3(16, 8, 1), args, 64 + k, s);
+#endif
+	CALL(.fn = "__cudaLaunchKernel", .ret = err, .aux = U(fn), .bytes = 64 + k, .stream = U(s),
+	     .grid = { 3, 2, 1 }, .block = { 16, 8, 1 }, .ptsz = WL_PTSZ);
 	{
 		cudaLaunchConfig_t cfg = { .gridDim = d3(4, 1, 2),
 					   .blockDim = d3(64, 2, 1),

@@ -380,6 +380,20 @@ API cudaError_t cudaLaunchKernel(const void *func, dim3 gridDim, dim3 blockDim, 
 }
 
 
+API cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim,
+				   void **args, size_t sharedMem, cudaStream_t s)
+{
+	(void)args, (void)sharedMem, (void)s;
+	return fake_launch_any(kernel, gridDim, blockDim);
+}
+
+API cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim,
+					void **args, size_t sharedMem, cudaStream_t s)
+{
+	(void)args, (void)sharedMem, (void)s;
+	return fake_launch_any(kernel, gridDim, blockDim);
+}
+
 API cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t *config, const void *func, void **args)
 {
 	(void)args;

@@ -19,6 +19,12 @@ cudaError_t fake_malloc_from_pool(void **ptr, size_t size, cudaMemPool_t pool);
 cudaError_t fake_memcpy_any(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind);
 cudaError_t fake_memset_any(void *p, int value, size_t count);
 cudaError_t fake_launch_any(const void *func, dim3 grid, dim3 block);
+
+/* nvcc 13's launch entry points (declared by its headers for C++ only). */
+API cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim,
+			       void **args, size_t sharedMem, cudaStream_t stream);
+API cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim,
+				    void **args, size_t sharedMem, cudaStream_t stream);
 cudaError_t fake_launch_config(const cudaLaunchConfig_t *config, const void *func);
 cudaError_t fake_graph_launch(cudaGraphExec_t exec);
 cudaError_t fake_sync_any(void);
