@@ -119,6 +119,7 @@ enum shm_msg_type {
 	SHM_MSG_THREAD = 3, /* shim -> collector: a thread claimed a slot */
 	SHM_MSG_KICK = 4,   /* shim -> collector: a lossless ring is full, drain now */
 	SHM_MSG_BYE = 5,    /* shim -> collector: orderly exit */
+	SHM_MSG_GPU_STATUS = 6, /* shim -> collector: GPU activity tracing state */
 };
 
 struct shm_msg_hdr {
@@ -198,6 +199,27 @@ struct shm_msg_bye {
 	uint64_t ts; /* record clock, at exit */
 };
 
+/*
+ * GPU_STATUS: whether GPU-side records (CUPTI) will come, and if not why.
+ * Sent when CUDA starts in the process (or at the first CUDA call if the
+ * driver's injection hook did not run), again if the state changes.  text:
+ * one human-readable line (the CUPTI path, the error, the other profiler).
+ */
+enum shm_gpu_status {
+	SHM_GPU_ACTIVE = 1,     /* CUPTI activity tracing is on */
+	SHM_GPU_NO_CUPTI = 2,   /* no libcupti could be loaded */
+	SHM_GPU_BUSY = 3,       /* another CUPTI subscriber (a profiler) owns CUPTI */
+	SHM_GPU_ERROR = 4,      /* CUPTI failed (old driver, unsupported call, ...) */
+	SHM_GPU_DISABLED = 5,   /* SHIMMER_CUPTI=0 */
+};
+
+struct shm_msg_gpu_status {
+	struct shm_msg_hdr hdr;
+	uint32_t status; /* enum shm_gpu_status */
+	uint32_t len;
+	/* char text[len]; */
+};
+
 /* ---- the event region (memfd) ---------------------------------------- */
 
 #define SHM_REGION_HDR_BYTES 4096u
@@ -268,6 +290,14 @@ enum shm_rec_type {
 	SHM_REC_PAD = 1,
 	SHM_REC_HEAP = 2,
 	SHM_REC_CUDA = 3,
+	SHM_REC_KERNEL = 4,   /* GPU: a kernel ran (CUPTI) */
+	SHM_REC_MEMCPY = 5,   /* GPU: a copy ran (CUPTI) */
+	SHM_REC_MEMSET = 6,   /* GPU: a memset ran (CUPTI) */
+	SHM_REC_GPU_SYNC = 7, /* GPU: a synchronization the CPU waited on (CUPTI) */
+	SHM_REC_API = 8,      /* a runtime or driver API call that starts GPU work (CUPTI callback) */
+	SHM_REC_RANGE = 9,    /* a range begins or ends (NVTX, shimmer.h) */
+	SHM_REC_MARK = 10,    /* an instant marker (NVTX, shimmer.h) */
+	SHM_REC_COUNTER = 11, /* a counter sample (shimmer.h) */
 };
 
 /* Record flags. */
@@ -328,7 +358,146 @@ struct shm_rec_cuda {
 	uint32_t block[3];
 };
 
+/*
+ * GPU records.  hdr.fn is SHM_FN_NONE.  start/end are GPU timestamps in the
+ * record clock: the shim hands CUPTI its own clock
+ * (cuptiActivityRegisterTimestampCallback), so host and GPU events share
+ * one timeline.  correlation is CUPTI's correlation id: it links a GPU
+ * record to the shm_rec_api record of the call that started the work.
+ * These records are written by whatever thread CUPTI delivers buffers on;
+ * that thread's tid means nothing for them.
+ */
+struct shm_rec_kernel {
+	struct shm_rec_hdr hdr;
+	uint64_t start;
+	uint64_t end;
+	uint32_t correlation;
+	uint32_t name_id; /* interned kernel name, as CUPTI gives it (mangled) */
+	int32_t device;
+	uint32_t context;
+	uint32_t stream;
+	uint32_t registers; /* per thread */
+	uint32_t static_smem;
+	uint32_t dynamic_smem;
+	uint32_t grid[3];
+	uint32_t block[3];
+	uint32_t graph_id; /* 0 unless launched by a CUDA graph */
+	uint32_t pad;
+};
+
+/* copy_kind: CUpti_ActivityMemcpyKind (1 HtoD, 2 DtoH, 8 DtoD, 10 PtoP, ...);
+ * src_kind/dst_kind and mem_kind: CUpti_ActivityMemoryKind (1 pageable,
+ * 2 pinned, 3 device, ...). */
+struct shm_rec_memcpy {
+	struct shm_rec_hdr hdr;
+	uint64_t start;
+	uint64_t end;
+	uint64_t bytes;
+	uint32_t correlation;
+	int32_t device;
+	uint32_t context;
+	uint32_t stream;
+	uint8_t copy_kind;
+	uint8_t src_kind;
+	uint8_t dst_kind;
+	uint8_t async; /* 1 when the copy was asynchronous */
+	uint32_t pad;
+};
+
+struct shm_rec_memset {
+	struct shm_rec_hdr hdr;
+	uint64_t start;
+	uint64_t end;
+	uint64_t bytes;
+	uint32_t correlation;
+	int32_t device;
+	uint32_t context;
+	uint32_t stream;
+	uint32_t value;
+	uint16_t mem_kind;
+	uint16_t async;
+};
+
+/* type: CUpti_ActivitySynchronizationType (1 event, 2 stream wait event,
+ * 3 stream, 4 context/device). */
+struct shm_rec_gpu_sync {
+	struct shm_rec_hdr hdr;
+	uint64_t start;
+	uint64_t end;
+	uint32_t correlation;
+	uint32_t type;
+	uint32_t context;
+	uint32_t stream; /* CUPTI_SYNCHRONIZATION_INVALID_VALUE when none */
+	uint64_t event;
+};
+
+enum shm_api_domain { SHM_API_RUNTIME = 1, SHM_API_DRIVER = 2 };
+
+/*
+ * An API call that starts GPU work (launch, graph launch, copy, memset),
+ * recorded by a CUPTI callback on the calling thread, so its slot's tid is
+ * the launching thread, whichever API (runtime, driver: cuBLAS, cuDNN,
+ * Triton) made the call.  start/end are host times (record clock).
+ */
+struct shm_rec_api {
+	struct shm_rec_hdr hdr;
+	uint64_t start;
+	uint64_t end;
+	uint32_t correlation;
+	uint32_t name_id; /* interned API function name, e.g. "cuLaunchKernelEx" */
+	uint32_t domain;  /* enum shm_api_domain */
+	uint32_t cbid;    /* CUPTI callback id within the domain */
+};
+
+/*
+ * Ranges.  PUSH/POP nest per thread (nvtxRangePush/Pop, shimmer_range_push/
+ * pop); START/END may cross threads and are paired by id (nvtxRangeStart/
+ * End).  name_id and domain_id are interned strings (domain 0: the default
+ * domain; shimmer.h ranges use the domain "shimmer").
+ */
+enum shm_range_op {
+	SHM_RANGE_PUSH = 1,
+	SHM_RANGE_POP = 2,
+	SHM_RANGE_START = 3,
+	SHM_RANGE_END = 4,
+};
+
+struct shm_rec_range {
+	struct shm_rec_hdr hdr;
+	uint64_t ts;
+	uint64_t id; /* START/END: the range id; PUSH/POP: 0 */
+	uint32_t op; /* enum shm_range_op */
+	uint32_t name_id;   /* 0 for POP and END */
+	uint32_t domain_id;
+	uint32_t color;     /* ARGB from the NVTX attributes, 0 if none */
+	uint32_t category;
+	uint32_t pad;
+};
+
+struct shm_rec_mark {
+	struct shm_rec_hdr hdr;
+	uint64_t ts;
+	uint32_t name_id;
+	uint32_t domain_id;
+};
+
+struct shm_rec_counter {
+	struct shm_rec_hdr hdr;
+	uint64_t ts;
+	uint32_t name_id;
+	uint32_t domain_id;
+	double value;
+};
+
 _Static_assert(sizeof(struct shm_rec_heap) % 8 == 0, "heap rec");
 _Static_assert(sizeof(struct shm_rec_cuda) % 8 == 0, "cuda rec");
+_Static_assert(sizeof(struct shm_rec_kernel) % 8 == 0, "kernel rec");
+_Static_assert(sizeof(struct shm_rec_memcpy) % 8 == 0, "memcpy rec");
+_Static_assert(sizeof(struct shm_rec_memset) % 8 == 0, "memset rec");
+_Static_assert(sizeof(struct shm_rec_gpu_sync) % 8 == 0, "sync rec");
+_Static_assert(sizeof(struct shm_rec_api) % 8 == 0, "api rec");
+_Static_assert(sizeof(struct shm_rec_range) % 8 == 0, "range rec");
+_Static_assert(sizeof(struct shm_rec_mark) % 8 == 0, "mark rec");
+_Static_assert(sizeof(struct shm_rec_counter) % 8 == 0, "counter rec");
 
 #endif /* SHIMMER_WIRE_H */
