@@ -1,1 +1,35 @@
-# bench/: benchmark programs; bench/run-bench runs them.
+# bench/: benchmark programs; bench/run-bench runs them (make bench).
+#
+#   heap_bench   malloc+free pairs, timed inside the loop (bare, shim, heaptrack)
+#   cuda_bench   CUDA runtime calls against the fake runtime from test/
+#   e2e_driver   one shimmerd + N traced clients, wall and collector CPU time
+#
+# The workloads run under the shim, so they are built as $(O)/obj/prog/
+# objects (never sanitized).  cuda_bench needs the fake CUDA runtime that
+# test/build.mk builds; while test/fake_cudart/ has no sources it is left out
+# and run-bench says so.
+
+BENCH_CUDART_DIR := $(O)/test/fake_cudart
+BENCH_CUDART := $(BENCH_CUDART_DIR)/libcudart.so.13
+
+BENCH_PROGS += $(O)/bench/heap_bench $(O)/bench/e2e_driver
+
+$(O)/bench/heap_bench: $(O)/obj/prog/bench/heap_bench.o
+	$(call msg,LD,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^
+
+$(O)/bench/e2e_driver: $(O)/obj/bench/e2e_driver.o
+	$(call msg,LD,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^
+
+ifneq ($(wildcard test/fake_cudart/*.c),)
+BENCH_PROGS += $(O)/bench/cuda_bench
+
+$(O)/bench/cuda_bench: $(O)/obj/prog/bench/cuda_bench.o $(BENCH_CUDART)
+	$(call msg,LD,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(O)/obj/prog/bench/cuda_bench.o \
+		-L$(BENCH_CUDART_DIR) -l:libcudart.so.13 -Wl,-rpath,'$$ORIGIN/../test/fake_cudart'
+endif

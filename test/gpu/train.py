@@ -1,10 +1,17 @@
 """A small transformer training loop on synthetic data, for shimmer's GPU checks.
 
-Fixed seed and step count; NVTX ranges around forward, backward and the
-optimizer step.  At the end it prints one line of JSON with PyTorch's own
-allocator counters, the oracle shimmer's cudaMalloc figures must equal.
+Fixed seed and step count; NVTX ranges "step" > "forward", "backward",
+"optimizer".  The first --warmup steps are not timed.  At the end it prints
+one line of JSON with the timed loop's wall time and PyTorch's own allocator
+counters (the oracle for shimmer's cudaMalloc figures).
+
+--profile FILE runs all steps under torch.profiler with CUDA activities and
+writes, per kernel name, the count and total GPU time it saw (the oracle for
+shimmer's kernel table; a separate process, since only one CUPTI client
+can own a process).
 """
 import argparse
+import contextlib
 import json
 import time
 
@@ -12,14 +19,31 @@ import torch
 import torch.nn as nn
 
 
+def kernel_table(prof):
+    """Per kernel name: [count, total ns], from torch.profiler's CUDA events."""
+    table = {}
+    for ev in prof.events():
+        if ev.device_type != torch.autograd.DeviceType.CUDA:
+            continue
+        name = ev.name
+        if name.startswith("Memcpy") or name.startswith("Memset"):
+            continue
+        row = table.setdefault(name, [0, 0])
+        row[0] += 1
+        row[1] += int(round(ev.time_range.elapsed_us() * 1000))
+    return table
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=40)
+    ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--seq", type=int, default=128)
     ap.add_argument("--dim", type=int, default=256)
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--vocab", type=int, default=1000)
+    ap.add_argument("--profile", metavar="FILE")
     args = ap.parse_args()
 
     torch.manual_seed(0)
@@ -32,33 +56,50 @@ def main():
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     loss_fn = nn.CrossEntropyLoss()
     gen = torch.Generator(device="cpu").manual_seed(1)
-    data = torch.randint(0, args.vocab, (args.steps, args.batch, args.seq), generator=gen)
+    total = args.warmup + args.steps
+    data = torch.randint(0, args.vocab, (total, args.batch, args.seq), generator=gen)
+    nvtx = torch.cuda.nvtx
+
+    prof = None
+    ctx = contextlib.nullcontext()
+    if args.profile:
+        act = torch.profiler.ProfilerActivity
+        prof = torch.profiler.profile(activities=[act.CPU, act.CUDA])
+        ctx = prof
 
     torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for step in range(args.steps):
-        x = data[step].to(dev, non_blocking=True)
-        torch.cuda.nvtx.range_push("step")
-        torch.cuda.nvtx.range_push("forward")
-        out = model(x)
-        loss = loss_fn(out.view(-1, args.vocab), x.view(-1))
-        torch.cuda.nvtx.range_pop()
-        torch.cuda.nvtx.range_push("backward")
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.cuda.nvtx.range_pop()
-        torch.cuda.nvtx.range_push("optimizer")
-        opt.step()
-        torch.cuda.nvtx.range_pop()
-        torch.cuda.nvtx.range_pop()
-    torch.cuda.synchronize()
-    wall = time.perf_counter() - t0
+    with ctx:
+        for step in range(total):
+            if step == args.warmup:
+                torch.cuda.synchronize()
+                t0 = time.perf_counter()
+            x = data[step].to(dev, non_blocking=True)
+            nvtx.range_push("step")
+            nvtx.range_push("forward")
+            out = model(x)
+            loss = loss_fn(out.view(-1, args.vocab), x.view(-1))
+            nvtx.range_pop()
+            nvtx.range_push("backward")
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            nvtx.range_pop()
+            nvtx.range_push("optimizer")
+            opt.step()
+            nvtx.range_pop()
+            nvtx.range_pop()
+        torch.cuda.synchronize()
+        loop_s = time.perf_counter() - t0
+
+    if prof is not None:
+        with open(args.profile, "w") as f:
+            json.dump(kernel_table(prof), f)
 
     stats = torch.cuda.memory_stats()
     print(json.dumps({
         "steps": args.steps,
+        "warmup": args.warmup,
         "loss": round(loss.item(), 4),
-        "loop_s": round(wall, 4),
+        "loop_s": round(loop_s, 5),
         "max_memory_reserved": torch.cuda.max_memory_reserved(),
         "num_device_alloc": stats["num_device_alloc"],
         "num_device_free": stats["num_device_free"],

@@ -1,0 +1,123 @@
+"""Checks a `shimmer run` of test/gpu/train.py against PyTorch's own figures.
+
+Usage: check.py OUTDIR RC, after test/gpu/run-gpu-tests has filled OUTDIR.
+Prints one row per check and exits non-zero if any fails.
+"""
+import csv
+import json
+import sqlite3
+import sys
+
+out, rc = sys.argv[1], int(sys.argv[2])
+failed = []
+
+
+def row(check, shimmer, oracle, good):
+    if not good:
+        failed.append(check)
+    print(f"{check:<44} {str(shimmer):>14} {str(oracle):>14}  {'PASS' if good else 'FAIL'}")
+
+
+def last_json(path):
+    try:
+        lines = [l for l in open(path) if l.startswith("{")]
+    except OSError:
+        return {}
+    return json.loads(lines[-1]) if lines else {}
+
+
+print(open(f"{out}/gpu.txt").read().strip())
+bare, traced = last_json(f"{out}/bare.json"), last_json(f"{out}/traced.json")
+calls = {}
+for r in csv.DictReader(open(f"{out}/summary.csv")):
+    if r.get("kind", "api") in ("api", "heap"):
+        c = calls.setdefault(r["event"], [0, 0])
+        c[0] += int(r["count"])
+        c[1] += int(r["bytes"] or 0)
+db = sqlite3.connect(f"{out}/train.db")
+q = lambda sql: db.execute(sql).fetchall()
+
+print(f"\n{'check':<44} {'shimmer':>14} {'pytorch':>14}  verdict")
+row("exit code of the traced program", rc, 0, rc == 0)
+n_alloc = calls.get("cudaMalloc", [0, 0])
+row("cudaMalloc calls == num_device_alloc", n_alloc[0], traced.get("num_device_alloc"),
+    n_alloc[0] == traced.get("num_device_alloc"))
+row("cudaMalloc bytes == max_memory_reserved", n_alloc[1], traced.get("max_memory_reserved"),
+    n_alloc[1] == traced.get("max_memory_reserved"))
+row("cudaFree calls == num_device_free", calls.get("cudaFree", [0])[0],
+    traced.get("num_device_free"), calls.get("cudaFree", [0])[0] == traced.get("num_device_free"))
+dev_rows = q("select count(*) from allocations where space = 'device'")[0][0]
+row("device allocation rows == num_device_alloc", dev_rows, traced.get("num_device_alloc"),
+    dev_rows == traced.get("num_device_alloc"))
+drops = q("select coalesce(sum(events), 0) from drops")[0][0]
+row("dropped events", drops, 0, drops == 0)
+row("loss equal to the bare run's (1e-3)", traced.get("loss"), bare.get("loss"),
+    abs((traced.get("loss") or 0) - (bare.get("loss") or 1)) <= 1e-3)
+row("store integrity_check", q("pragma integrity_check")[0][0], "ok",
+    q("pragma integrity_check")[0][0] == "ok")
+
+# GPU side (issue 3): everything below needs the v2 schema.
+tables = {r[0] for r in q("select name from sqlite_master")}
+if "kernels" in tables:
+    status = q("select group_concat(distinct gpu_status) from processes where gpu_status is not null")[0][0]
+    row("gpu_status", status, "active", status == "active")
+    # Kernels launched inside the NVTX "step" ranges, i.e. the steps the
+    # torch.profiler run profiled.
+    ours = {}
+    for name, n, ns in q("""
+        select k.name, count(*), sum(k.dur_ns) from kernels_named k
+        where exists (select 1 from ranges_named r where r.name = 'step'
+                      and r.proc_id = k.proc_id
+                      and k.launch_ns between r.start_ns and r.end_ns)
+        group by k.name"""):
+        ours[name] = [n, ns]
+    unlinked = q("select count(*) from kernels_named where launch_ns is null")[0][0]
+    total_k = q("select count(*) from kernels")[0][0]
+    row("kernels linked to their launching call", total_k - unlinked, total_k, unlinked == 0)
+    try:
+        theirs = json.load(open(f"{out}/torchprof.json"))
+    except OSError:
+        theirs = {}
+    names = sorted(set(ours) | set(theirs), key=lambda n: -(theirs.get(n, [0, 0])[1]))
+    count_bad = [n for n in names if ours.get(n, [0])[0] != theirs.get(n, [0])[0]]
+    row("kernel names (shimmer vs torch.profiler)", len(ours), len(theirs), len(ours) == len(theirs))
+    row("kernel counts equal per name", len(names) - len(count_bad), len(names), not count_bad)
+    time_bad = []
+    worst = 0.0
+    for n in names:
+        a, b = ours.get(n, [0, 0])[1], theirs.get(n, [0, 0])[1]
+        dev = abs(a - b) / b if b else (0.0 if a == 0 else 1.0)
+        worst = max(worst, dev)
+        if dev > 0.05:
+            time_bad.append((n, a, b, dev))
+    row("GPU time per name within 5%", len(names) - len(time_bad), len(names), not time_bad)
+    print(f"   worst per-name GPU time deviation: {worst * 100:.2f}%")
+    for n, a, b, dev in time_bad[:8]:
+        print(f"   {dev * 100:6.2f}%  shimmer {a} ns  torch {b} ns  {n[:90]}")
+    for n in count_bad[:8]:
+        print(f"   count: shimmer {ours.get(n, [0])[0]} torch {theirs.get(n, [0])[0]}  {n[:90]}")
+    tot_ours = sum(v[1] for v in ours.values())
+    tot_theirs = sum(v[1] for v in theirs.values())
+    print(f"   total kernel GPU time: shimmer {tot_ours / 1e6:.3f} ms, torch.profiler {tot_theirs / 1e6:.3f} ms")
+
+    steps = traced.get("steps", 0) + traced.get("warmup", 0)
+    nest = q("""select r.name, count(*), min(r.depth), max(r.depth),
+                       sum(p.name is 'step'), sum(r.end_ns > r.start_ns)
+                from ranges_named r left join ranges_named p on p.id = r.parent_id
+                where r.name in ('step', 'forward', 'backward', 'optimizer')
+                group by r.name""")
+    got = {n: (c, dmin, dmax, under, closed) for n, c, dmin, dmax, under, closed in nest}
+    ok = got.get("step") == (steps, 0, 0, 0, steps) and all(
+        got.get(n) == (steps, 1, 1, steps, steps) for n in ("forward", "backward", "optimizer"))
+    row("NVTX ranges nested as written", sum(v[0] for v in got.values()), 4 * steps, ok)
+    inr = q("""select r.name, count(*) from kernels_in_ranges k
+               join ranges_named r on r.id = k.range_id group by r.name""")
+    inr = dict(inr)
+    row("kernels enclosed by forward/backward/optimizer",
+        "/".join(str(inr.get(n, 0)) for n in ("forward", "backward", "optimizer")), "> 0 each",
+        all(inr.get(n, 0) > 0 for n in ("forward", "backward", "optimizer")))
+
+print(f"\nloop: bare {bare.get('loop_s')} s, shimmer {traced.get('loop_s')} s, "
+      f"torch.profiler {last_json(out + '/prof.json').get('loop_s')} s (one run each; see bench/gpu-overhead)")
+print("gpu: ALL PASS" if not failed else f"gpu: {len(failed)} FAILED: " + "; ".join(failed))
+sys.exit(1 if failed else 0)
