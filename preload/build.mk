@@ -11,3 +11,4 @@ $(LIB): $(SHIM_OBJS) preload/shimmer.map
 $(eval $(call unit_test,ring,$(O)/obj/t/preload/ring.o))
 $(eval $(call unit_test,sampled,$(O)/obj/t/preload/sampled.o))
 $(eval $(call unit_test,sampler,))
+$(eval $(call unit_test,intern,$(O)/obj/t/preload/intern.o))

@@ -2,9 +2,7 @@
  * Control messages.  HELLO is built in a static buffer (it may approach
  * SHM_MSG_MAX, too big for a small thread stack) and only from the
  * constructor or a fork child, when no other thread can be sending it.
- *
- * Interned strings are thread names: a small table suffices; past it we
- * still send a fresh id per name, which is correct, only less compact.
+ * Interned strings (STRING) are sent by intern.c.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -16,19 +14,8 @@
 
 #include "conn.h"
 
-#define NAMES 64
-#define NAME_MAX_LEN 255
+#define STATUS_TEXT_MAX 1024u
 
-struct name {
-	uint32_t id;
-	uint8_t len;
-	char text[NAME_MAX_LEN];
-};
-
-static struct name names[NAMES];
-static uint32_t nnames;
-static uint32_t next_id = 1;
-static int names_lock;
 static char hello_buf[SHM_MSG_MAX];
 
 static void hdr_init(struct shm_msg_hdr *h, uint16_t type, uint32_t len)
@@ -132,52 +119,6 @@ int conn_hello(int fd, struct shm_msg_hello *h, int memfd)
 	return 0;
 }
 
-static void lock(void)
-{
-	while (__atomic_exchange_n(&names_lock, 1, __ATOMIC_ACQUIRE))
-		while (__atomic_load_n(&names_lock, __ATOMIC_RELAXED))
-			__builtin_ia32_pause();
-}
-
-static void unlock(void)
-{
-	__atomic_store_n(&names_lock, 0, __ATOMIC_RELEASE);
-}
-
-uint32_t conn_intern(int fd, const char *s)
-{
-	struct {
-		struct shm_msg_string m;
-		char text[NAME_MAX_LEN];
-	} msg;
-	size_t len = strnlen(s, NAME_MAX_LEN);
-	uint32_t i, id = 0;
-
-	lock();
-	for (i = 0; i < nnames; i++) {
-		if (names[i].len == len && !memcmp(names[i].text, s, len)) {
-			id = names[i].id;
-			goto out;
-		}
-	}
-	hdr_init(&msg.m.hdr, SHM_MSG_STRING, (uint32_t)(sizeof(msg.m) + len));
-	msg.m.id = next_id;
-	msg.m.len = (uint32_t)len;
-	memcpy(msg.text, s, len);
-	if (send_msg(fd, &msg, msg.m.hdr.len) < 0)
-		goto out;
-	id = next_id++;
-	if (nnames < NAMES) {
-		names[nnames].id = id;
-		names[nnames].len = (uint8_t)len;
-		memcpy(names[nnames].text, s, len);
-		nnames++;
-	}
-out:
-	unlock();
-	return id;
-}
-
 int conn_thread(int fd, uint32_t slot, uint32_t tid, uint32_t name_id, uint64_t ts)
 {
 	struct shm_msg_thread m = { .slot = slot, .tid = tid, .name_id = name_id, .ts = ts };
@@ -202,9 +143,18 @@ int conn_bye(int fd, uint64_t ts)
 	return send_msg(fd, &m, sizeof(m));
 }
 
-void conn_reset(void)
+int conn_gpu_status(int fd, uint32_t status, const char *text)
 {
-	nnames = 0;
-	next_id = 1;
-	names_lock = 0;
+	struct {
+		struct shm_msg_gpu_status m;
+		char text[STATUS_TEXT_MAX];
+	} msg;
+	size_t len = text ? strnlen(text, STATUS_TEXT_MAX) : 0;
+
+	hdr_init(&msg.m.hdr, SHM_MSG_GPU_STATUS, (uint32_t)(sizeof(msg.m) + len));
+	msg.m.status = status;
+	msg.m.len = (uint32_t)len;
+	if (len)
+		memcpy(msg.text, text, len);
+	return send_msg(fd, &msg, msg.m.hdr.len);
 }

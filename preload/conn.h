@@ -3,9 +3,8 @@
  * one message per send.  Every send is MSG_DONTWAIT | MSG_NOSIGNAL: a slow
  * or dead collector costs a lost message, never a blocked or killed host.
  *
- * Sends are thread-safe (each is one syscall).  conn_intern() serialises on
- * a spinlock so that a string's STRING message always precedes any message
- * using its id.  Nothing here allocates.
+ * Sends are thread-safe (each is one syscall).  STRING messages are
+ * intern.c's.  Nothing here allocates.
  */
 #ifndef SHIMMER_CONN_H
 #define SHIMMER_CONN_H
@@ -24,15 +23,12 @@ int conn_open(const char *path);
  */
 int conn_hello(int fd, struct shm_msg_hello *h, int memfd);
 
-/* Returns the id of s (at most 255 bytes), sending STRING the first time
- * this process sees it; 0 if it could not be sent. */
-uint32_t conn_intern(int fd, const char *s);
-
 int conn_thread(int fd, uint32_t slot, uint32_t tid, uint32_t name_id, uint64_t ts);
 int conn_kick(int fd);
 int conn_bye(int fd, uint64_t ts);
 
-/* Forgets the interned strings (fork child: ids are per process). */
-void conn_reset(void);
+/* GPU_STATUS: status is enum shm_gpu_status; text one line (at most 1024
+ * bytes are sent), may be NULL.  0 or -errno. */
+int conn_gpu_status(int fd, uint32_t status, const char *text);
 
 #endif /* SHIMMER_CONN_H */

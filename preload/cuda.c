@@ -5,7 +5,8 @@
  * variants are recorded under their base function with SHM_F_PTSZ.
  *
  * We never link libcudart: each real function is looked up on first use
- * and cached.  With no runtime loaded at all a hook returns
+ * and cached.  After the real call, cupti_check() starts CUPTI if the
+ * driver's injection hook has not (one predictable branch once started).  With no runtime loaded at all a hook returns
  * cudaErrorInitializationError, which is what the runtime itself reports
  * when it cannot start.
  */
@@ -16,6 +17,7 @@
 #include <cuda_runtime_api.h>
 
 #include "clock.h"
+#include "cupti.h"
 #include "real.h"
 #include "shim.h"
 
@@ -150,6 +152,7 @@ static void set_dims(struct shm_rec_cuda *r, dim3 grid, dim3 block)
 		struct shim_thread *t = begin(&r, SHM_FN_##FN, FLAGS);       \
 		cudaError_t ret = real_ ? real_ ARGS : NO_RUNTIME;           \
                                                                              \
+		cupti_check();                                               \
 		if (t) {                                                     \
 			r.t_end = clock_now();                               \
 			r.ret = ret;                                         \

@@ -12,6 +12,12 @@
  *   SHIMMER_MAX_THREADS      slots (256)
  *   SHIMMER_LOSSLESS=1       wait for room instead of dropping
  *   SHIMMER_DEBUG=1          debug lines on stderr
+ *   SHIMMER_CUPTI=0          no GPU activity (CUPTI); API-level hooks stay
+ *   SHIMMER_NVTX=0           no NVTX ranges
+ *
+ * When tracing starts, CUDA_INJECTION64_PATH and NVTX_INJECTION64_PATH are
+ * pointed at the shim unless already set, so CUDA and NVTX call us when
+ * they start (cupti.c, nvtx.c), in this process and in its children.
  *
  * Any failure leaves tracing off and every hook a pass-through; only an
  * unreachable collector is reported, with one line on stderr.
@@ -23,9 +29,14 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "api.h"
 #include "clock.h"
 #include "conn.h"
+#include "cupti.h"
 #include "heap.h"
+#include "intern.h"
+#include "nvtx.h"
+#include "real.h"
 #include "shim.h"
 
 #define DEFAULT_SOCKET "/run/shimmer/shimmer.sock"
@@ -178,6 +189,9 @@ static int start(uint32_t ppid)
 	/* The collector holds its own descriptor now; the mapping is ours. */
 	close(shim.region.fd);
 	shim.region.fd = -1;
+	err = intern_init(shim.sock);
+	if (err < 0)
+		shim_log("intern table: %s; names will be missing", strerrordesc_np(-err));
 	shim_log("tracing pid %u: %u slots of %u bytes, malloc mode %d, clock %d", shim.pid,
 		 nslots, ring_bytes, shim.mode, clock_kind);
 	return 0;
@@ -192,7 +206,8 @@ fail:
 
 static void enable(void)
 {
-	__atomic_store_n(&shim.heap, shim.mode, __ATOMIC_RELAXED);
+	/* A child forked while paused stays paused. */
+	__atomic_store_n(&shim.heap, shim.paused ? SHM_MALLOC_OFF : shim.mode, __ATOMIC_RELAXED);
 	__atomic_store_n(&shim.on, 1, __ATOMIC_RELEASE);
 }
 
@@ -219,9 +234,11 @@ static void fork_child(void)
 	shim.region.ring_bytes = ring_bytes;
 	close(shim.sock);
 	shim.sock = -1;
-	conn_reset();
+	intern_fork_child(-1);
 	heap_fork_child();
 	thread_fork_child();
+	api_fork_child();
+	cupti_fork_child();
 	if (start(parent) == 0)
 		enable();
 	shim_tls.in_shim--;
@@ -229,6 +246,7 @@ static void fork_child(void)
 
 __attribute__((constructor)) static void shim_init(void)
 {
+	const char *self;
 	int saved = errno, err;
 
 	shim_tls.in_shim++;
@@ -254,6 +272,9 @@ __attribute__((constructor)) static void shim_init(void)
 		shim_log("pthread_atfork: %s; not tracing", strerrordesc_np(-err));
 		goto out;
 	}
+	self = real_self_path();
+	cupti_setup(self);
+	nvtx_setup(self);
 	enable();
 out:
 	shim_tls.in_shim--;
@@ -269,6 +290,8 @@ __attribute__((destructor)) static void shim_fini(void)
 
 	if (!__atomic_load_n(&shim.on, __ATOMIC_ACQUIRE))
 		return;
+	/* Normally done already by CUPTI's atexit handler: a no-op then. */
+	cupti_exit();
 	shim_tls.in_shim++;
 	ts = clock_now();
 	__atomic_store_n(&shim.region.hdr->exit_ts, ts, __ATOMIC_RELEASE);

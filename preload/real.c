@@ -9,6 +9,7 @@
  */
 #include <dlfcn.h>
 #include <limits.h>
+#include <stdlib.h>
 #include <link.h>
 #include <string.h>
 
@@ -61,4 +62,19 @@ void *real_cuda(const char *name)
 		}
 	}
 	return dlsym(h, name);
+}
+
+const char *real_self_path(void)
+{
+	static char self[PATH_MAX];
+	Dl_info info;
+
+	if (self[0])
+		return self;
+	if (!dladdr((void *)real_self_path, &info) || !info.dli_fname ||
+	    !realpath(info.dli_fname, self)) {
+		self[0] = '\0';
+		return 0;
+	}
+	return self;
 }

@@ -16,4 +16,8 @@ void *real_next(const char *name);
  */
 void *real_cuda(const char *name);
 
+/* The shim's own absolute path, for the injection variables; NULL if
+ * unknown.  Computed on the first call (the constructor's). */
+const char *real_self_path(void);
+
 #endif /* SHIMMER_REAL_H */

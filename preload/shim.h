@@ -4,7 +4,8 @@
  * (thread.c).
  *
  * Threads: `shim` is written only by the constructor and the fork child
- * handler, before tracing is switched on; hooks read `on` and `heap` with
+ * handler, before tracing is switched on, except `paused` and `heap`
+ * (shimmer_pause/resume, api.c); hooks read `on`, `paused` and `heap` with
  * relaxed loads.  shim_tls is the calling thread's own state, initial-exec
  * TLS so that a hook reaches it with one %fs-relative load.  in_shim is the
  * re-entry guard: while it is set, hooks call straight through, so the
@@ -28,6 +29,7 @@
 
 struct shim {
 	int on;            /* tracing: the collector has our region */
+	int paused;        /* shimmer_pause(): record nothing until resume */
 	int heap;          /* enum shm_malloc_mode in force, OFF while !on */
 	int mode;          /* the configured SHIMMER_MALLOC */
 	int lossless;      /* SHIMMER_LOSSLESS=1 */
@@ -75,7 +77,8 @@ static inline struct shim_thread *shim_thread_traced(void)
 {
 	struct shim_thread *t = &shim_tls;
 
-	if (unlikely(t->in_shim) || !__atomic_load_n(&shim.on, __ATOMIC_RELAXED))
+	if (unlikely(t->in_shim) || !__atomic_load_n(&shim.on, __ATOMIC_RELAXED) ||
+	    unlikely(__atomic_load_n(&shim.paused, __ATOMIC_RELAXED)))
 		return 0;
 	if (unlikely(t->state != TS_READY) && thread_prepare(t) < 0)
 		return 0;

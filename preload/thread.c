@@ -13,6 +13,7 @@
 
 #include "clock.h"
 #include "conn.h"
+#include "intern.h"
 #include "shim.h"
 
 #define NOSLOT_RETRY 0xffffu        /* calls between claim retries */
@@ -65,7 +66,7 @@ static void claim(struct shim_thread *t)
 	t->state = TS_READY;
 	pthread_setspecific(shim.key, t);
 	prctl(PR_GET_NAME, name);
-	conn_thread(shim.sock, (uint32_t)idx, tid, conn_intern(shim.sock, name), clock_now());
+	conn_thread(shim.sock, (uint32_t)idx, tid, intern_str(name), clock_now());
 }
 
 int thread_prepare(struct shim_thread *t)

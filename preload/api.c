@@ -1,0 +1,232 @@
+/*
+ * The public API of include/shimmer.h, and the range/marker/counter
+ * records that NVTX shares.
+ *
+ * shimmer_*() are exported with default visibility from the shim, so they
+ * sit in the global scope of a process that preloads it: shimmer.h's weak
+ * references bind to them, and ctypes.CDLL(None) finds them.  Their ranges,
+ * markers and counters belong to the domain "shimmer".
+ *
+ * Pause: recording stops at one predictable branch per hook (shim.paused
+ * in shim_thread_traced(); heap hooks see SHM_MALLOC_OFF), CUPTI's
+ * activity kinds are disabled, and markers "shimmer.pause" and
+ * "shimmer.resume" bracket the gap.  Pause and resume are serialised by a
+ * spinlock: they are rare, never on a hot path.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "api.h"
+#include "clock.h"
+#include "cupti.h"
+#include "intern.h"
+
+#define DOMAIN_KEYS 8 /* distinct domains whose nesting a thread tracks */
+#define SHIMMER_DOMAIN "shimmer"
+
+/* Per-thread push depth per domain key; the last key is shared by any
+ * domains past the first DOMAIN_KEYS - 1. */
+struct nesting {
+	uintptr_t key[DOMAIN_KEYS];
+	int depth[DOMAIN_KEYS];
+	uint8_t used;
+};
+
+static __thread struct nesting nesting;
+static uint64_t next_range = 1;
+static const struct intern_entry *shimmer_domain;
+static int pause_lock;
+
+static int *depth_of(uintptr_t domain)
+{
+	struct nesting *n = &nesting;
+	unsigned int i;
+
+	for (i = 0; i < n->used; i++)
+		if (n->key[i] == domain)
+			return &n->depth[i];
+	if (n->used < DOMAIN_KEYS) {
+		n->key[n->used] = domain;
+		n->depth[n->used] = 0;
+		return &n->depth[n->used++];
+	}
+	return &n->depth[DOMAIN_KEYS - 1];
+}
+
+int api_push_level(uintptr_t domain)
+{
+	return (*depth_of(domain))++;
+}
+
+int api_pop_level(uintptr_t domain)
+{
+	int *d = depth_of(domain);
+
+	if (*d <= 0)
+		return -1;
+	return --*d;
+}
+
+uint64_t api_range_id(void)
+{
+	return __atomic_fetch_add(&next_range, 1, __ATOMIC_RELAXED);
+}
+
+void api_range(struct shim_thread *t, uint32_t op, uint64_t id, uint32_t name_id,
+	       uint32_t domain_id, uint32_t color, uint32_t category)
+{
+	struct shm_rec_range r = {
+		.hdr = { .type = SHM_REC_RANGE, .size = sizeof(r) },
+		.ts = clock_now(), .id = id, .op = op, .name_id = name_id,
+		.domain_id = domain_id, .color = color, .category = category,
+	};
+
+	t->in_shim++;
+	thread_emit(t, &r, sizeof(r));
+	t->in_shim--;
+}
+
+void api_mark(struct shim_thread *t, uint32_t name_id, uint32_t domain_id)
+{
+	struct shm_rec_mark r = {
+		.hdr = { .type = SHM_REC_MARK, .size = sizeof(r) },
+		.ts = clock_now(), .name_id = name_id, .domain_id = domain_id,
+	};
+
+	t->in_shim++;
+	thread_emit(t, &r, sizeof(r));
+	t->in_shim--;
+}
+
+void api_fork_child(void)
+{
+	pause_lock = 0;
+}
+
+/* The id of the "shimmer" domain; the entry is looked up once. */
+static uint32_t domain_id(void)
+{
+	const struct intern_entry *e = __atomic_load_n(&shimmer_domain, __ATOMIC_ACQUIRE);
+
+	if (!e) {
+		e = intern_lookup(SHIMMER_DOMAIN, sizeof(SHIMMER_DOMAIN) - 1);
+		__atomic_store_n(&shimmer_domain, e, __ATOMIC_RELEASE);
+	}
+	return intern_id(e);
+}
+
+/* Interns under the re-entry guard; errno is the caller's. */
+static void name_ids(struct shim_thread *t, const char *name, uint32_t *name_id,
+		     uint32_t *dom)
+{
+	int saved = errno;
+
+	t->in_shim++;
+	*name_id = name ? intern_str(name) : 0;
+	*dom = domain_id();
+	t->in_shim--;
+	errno = saved;
+}
+
+SHIM_EXPORT int shimmer_range_push(const char *name)
+{
+	struct shim_thread *t = shim_thread_traced();
+	int level = api_push_level((uintptr_t)&shimmer_domain);
+	uint32_t id, dom;
+
+	if (t) {
+		name_ids(t, name, &id, &dom);
+		api_range(t, SHM_RANGE_PUSH, 0, id, dom, 0, 0);
+	}
+	return level;
+}
+
+SHIM_EXPORT int shimmer_range_pop(void)
+{
+	struct shim_thread *t;
+	int level = api_pop_level((uintptr_t)&shimmer_domain);
+	uint32_t id, dom;
+
+	if (level < 0 || !(t = shim_thread_traced()))
+		return level;
+	name_ids(t, 0, &id, &dom);
+	api_range(t, SHM_RANGE_POP, 0, 0, dom, 0, 0);
+	return level;
+}
+
+SHIM_EXPORT void shimmer_mark(const char *name)
+{
+	struct shim_thread *t = shim_thread_traced();
+	uint32_t id, dom;
+
+	if (!t)
+		return;
+	name_ids(t, name, &id, &dom);
+	api_mark(t, id, dom);
+}
+
+SHIM_EXPORT void shimmer_counter(const char *name, double value)
+{
+	struct shim_thread *t = shim_thread_traced();
+	struct shm_rec_counter r = { .hdr = { .type = SHM_REC_COUNTER, .size = sizeof(r) } };
+
+	if (!t)
+		return;
+	name_ids(t, name, &r.name_id, &r.domain_id);
+	r.ts = clock_now();
+	r.value = value;
+	t->in_shim++;
+	thread_emit(t, &r, sizeof(r));
+	t->in_shim--;
+}
+
+static void lock(void)
+{
+	while (__atomic_exchange_n(&pause_lock, 1, __ATOMIC_ACQUIRE))
+		while (__atomic_load_n(&pause_lock, __ATOMIC_RELAXED))
+			__builtin_ia32_pause();
+}
+
+static void unlock(void)
+{
+	__atomic_store_n(&pause_lock, 0, __ATOMIC_RELEASE);
+}
+
+SHIM_EXPORT void shimmer_pause(void)
+{
+	int saved = errno;
+
+	if (!__atomic_load_n(&shim.on, __ATOMIC_ACQUIRE))
+		return;
+	lock();
+	if (!__atomic_load_n(&shim.paused, __ATOMIC_RELAXED)) {
+		/* The marker goes out while recording is still on. */
+		shimmer_mark("shimmer.pause");
+		shim_tls.in_shim++;
+		__atomic_store_n(&shim.paused, 1, __ATOMIC_RELEASE);
+		__atomic_store_n(&shim.heap, SHM_MALLOC_OFF, __ATOMIC_RELAXED);
+		cupti_pause(1);
+		shim_tls.in_shim--;
+	}
+	unlock();
+	errno = saved;
+}
+
+SHIM_EXPORT void shimmer_resume(void)
+{
+	int saved = errno;
+
+	if (!__atomic_load_n(&shim.on, __ATOMIC_ACQUIRE))
+		return;
+	lock();
+	if (__atomic_load_n(&shim.paused, __ATOMIC_RELAXED)) {
+		shim_tls.in_shim++;
+		cupti_pause(0);
+		__atomic_store_n(&shim.heap, shim.mode, __ATOMIC_RELAXED);
+		__atomic_store_n(&shim.paused, 0, __ATOMIC_RELEASE);
+		shim_tls.in_shim--;
+		shimmer_mark("shimmer.resume");
+	}
+	unlock();
+	errno = saved;
+}

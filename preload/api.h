@@ -1,0 +1,43 @@
+/*
+ * Ranges, markers and counters: the records behind NVTX (nvtx.c) and the
+ * public shimmer.h API (api.c exports shimmer_range_push and friends).
+ *
+ * Push/pop nesting is kept per thread and per domain, whether or not the
+ * calls are recorded, so the levels returned match NVTX's even across a
+ * pause.  Everything here is thread-safe, lock-free and malloc-free.
+ */
+#ifndef SHIMMER_API_H
+#define SHIMMER_API_H
+
+#include <stdint.h>
+
+#include "shim.h"
+
+/* The level (0 outermost) of the range a push on domain key `domain` opens. */
+int api_push_level(uintptr_t domain);
+
+/* The level of the range a pop on `domain` closes; -1 when none is open. */
+int api_pop_level(uintptr_t domain);
+
+/* A process-unique id for a START/END range (never 0). */
+uint64_t api_range_id(void);
+
+/* Write one record on t's ring (t from shim_thread_traced()).  Ids are
+ * interned strings; 0 for none (domain 0: NVTX's default domain). */
+void api_range(struct shim_thread *t, uint32_t op, uint64_t id, uint32_t name_id,
+	       uint32_t domain_id, uint32_t color, uint32_t category);
+void api_mark(struct shim_thread *t, uint32_t name_id, uint32_t domain_id);
+
+/* Fork child: releases the pause/resume lock another parent thread may
+ * have held.  The forking thread's nesting carries over with its TLS. */
+void api_fork_child(void);
+
+/* Exported for include/shimmer.h and ctypes; see that header. */
+int shimmer_range_push(const char *name);
+int shimmer_range_pop(void);
+void shimmer_mark(const char *name);
+void shimmer_counter(const char *name, double value);
+void shimmer_pause(void);
+void shimmer_resume(void);
+
+#endif /* SHIMMER_API_H */

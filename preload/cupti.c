@@ -1,0 +1,680 @@
+/*
+ * CUPTI, loaded at run time.
+ *
+ * Which libcupti: the one matching the process's CUDA runtime - (1) one
+ * already loaded, (2) beside the loaded libcudart (pip wheels: the same
+ * directory for CUDA 13, ../../cuda_cupti/lib for CUDA 12), (3) under
+ * $CUDA_HOME and /usr/local/cuda.  Only the functions in FNS are used.
+ *
+ * Start order matters: the timestamp callback (clock_now) is registered
+ * before any activity kind is enabled, so every GPU record is on the host's
+ * record clock; without it nothing is enabled at all.
+ *
+ * Hot paths:
+ *  - the API callback, enabled only for the runtime and driver calls that
+ *    start GPU work (chosen by name at start, so new ids are covered): a
+ *    clock read at ENTER into a per-thread stack (a runtime launch nests a
+ *    driver launch), one shm_rec_api at EXIT.  Function names are interned
+ *    once per callback id.
+ *  - buffer completion, on whatever thread CUPTI chooses: that thread
+ *    claims a slot like any other and writes one record per activity.
+ *    Buffers are mmap'd (never the interposed malloc) and recycled through
+ *    a small pool.
+ * Records reach us by CUPTI's flush period (or our flush thread) and, at
+ * exit, a forced flush from an atexit handler: it runs before the CUDA
+ * libraries' destructors, which a DSO destructor (ours) would not.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
+#include <link.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cupti.h>
+
+#include "clock.h"
+#include "conn.h"
+#include "cupti.h"
+#include "intern.h"
+
+#define BUF_BYTES (8u << 20)
+#define POOL 4
+#define FLUSH_MS 100u
+#define API_DEPTH 8    /* nested API calls timed per thread */
+#define CBID_CAP 4096u /* callback ids we look at, per domain */
+#define CBID_SLACK 64u /* unnamed ids past the header's last before we stop */
+#define TEXT_MAX 768
+
+/* X(name, required) */
+#define FNS(X)                                                              \
+	X(cuptiSubscribe, 1) X(cuptiSubscribe_v2, 0) X(cuptiUnsubscribe, 1) \
+	X(cuptiEnableCallback, 1) X(cuptiGetCallbackName, 1)                \
+	X(cuptiActivityEnable, 1) X(cuptiActivityDisable, 1)                \
+	X(cuptiActivityRegisterCallbacks, 1)                                \
+	X(cuptiActivityRegisterTimestampCallback, 1)                        \
+	X(cuptiActivityFlushAll, 1) X(cuptiActivityFlushPeriod, 0)          \
+	X(cuptiActivityGetNextRecord, 1)                                    \
+	X(cuptiActivityGetNumDroppedRecords, 1) X(cuptiGetResultString, 1)
+
+#define FN_PTR(name, req) __typeof__(&name) name;
+static struct { FNS(FN_PTR) } fn;
+#undef FN_PTR
+
+enum { CS_IDLE, CS_STARTING, CS_ACTIVE, CS_OFF };
+
+static const CUpti_ActivityKind kinds[] = {
+	CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
+	CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
+};
+#define NKINDS (sizeof(kinds) / sizeof(kinds[0]))
+#define NKINDS_REQUIRED 3 /* synchronisation records are a bonus */
+
+/* Prefixes of the API calls that start GPU work. */
+static const char *const runtime_prefix[] = { "cudaLaunch", "__cudaLaunch", "cudaGraphLaunch",
+					      "cudaMemcpy", "cudaMemset", 0 };
+static const char *const driver_prefix[] = { "cuLaunch", "cuGraphLaunch", "cuMemcpy",
+					     "cuMemset", 0 };
+
+struct api_stack {
+	uint32_t depth;
+	uint64_t start[API_DEPTH];
+};
+
+int cupti_pending;
+static int state;
+static int disabled;
+static int exited;
+static int stop_flusher;
+static uint32_t enabled_kinds; /* bit i: kinds[i] is on */
+static CUpti_SubscriberHandle sub;
+static uint8_t *pool[POOL];
+static const struct intern_entry *api_names[2][CBID_CAP];
+static __thread struct api_stack api_tls;
+static char lib_path[PATH_MAX];
+static char cand[PATH_MAX];
+static char text[TEXT_MAX];
+
+static const char *result_str(CUptiResult r)
+{
+	const char *s = 0;
+
+	if (!fn.cuptiGetResultString || fn.cuptiGetResultString(r, &s) != CUPTI_SUCCESS || !s)
+		return "unknown CUPTI error";
+	return s;
+}
+
+/* GPU_STATUS, and for a failure the one stderr line. */
+static void report(uint32_t status, const char *why)
+{
+	char line[TEXT_MAX + 96];
+	int n;
+
+	conn_gpu_status(shim.sock, status, why);
+	shim_log("GPU status %u: %s", status, why);
+	if (status == SHM_GPU_ACTIVE || status == SHM_GPU_DISABLED)
+		return;
+	n = snprintf(line, sizeof(line), "shimmer: GPU activity not traced: %s; API calls still are\n",
+		     why);
+	if (n > (int)sizeof(line) - 1)
+		n = (int)sizeof(line) - 1;
+	if (write(STDERR_FILENO, line, (size_t)n) < 0)
+		n = 0;
+}
+
+/* ---- finding and loading libcupti ---- */
+
+struct loaded {
+	char cupti[PATH_MAX];
+	char cudart[PATH_MAX];
+};
+
+static int scan_loaded(struct dl_phdr_info *info, size_t size, void *data)
+{
+	struct loaded *l = data;
+	const char *name = info->dlpi_name, *base;
+	size_t n;
+
+	(void)size;
+	if (!name || !name[0] || (n = strlen(name)) >= PATH_MAX)
+		return 0;
+	base = strrchr(name, '/');
+	base = base ? base + 1 : name;
+	if (!l->cupti[0] && !strncmp(base, "libcupti.so", 11))
+		memcpy(l->cupti, name, n + 1);
+	else if (!l->cudart[0] && !strncmp(base, "libcudart.so", 12))
+		memcpy(l->cudart, name, n + 1);
+	return 0;
+}
+
+/* dlopens cand if it exists; on success its path becomes lib_path. */
+static void *try_open(void)
+{
+	void *h;
+
+	if (access(cand, R_OK) < 0)
+		return 0;
+	h = dlopen(cand, RTLD_NOW | RTLD_LOCAL);
+	if (h) {
+		memcpy(lib_path, cand, sizeof(lib_path));
+		shim_log("CUPTI: %s", lib_path);
+	} else {
+		shim_log("CUPTI: %s: %s", cand, dlerror());
+	}
+	return h;
+}
+
+/* Tries dir/sub/libcupti.so.<major>, then dir/sub/libcupti.so. */
+static void *try_dir(const char *dir, int dlen, const char *sub_dir, const char *major)
+{
+	void *h;
+
+	if (major[0]) {
+		if (snprintf(cand, sizeof(cand), "%.*s%s/libcupti.so.%s", dlen, dir, sub_dir, major) <
+			    (int)sizeof(cand) &&
+		    (h = try_open()))
+			return h;
+	}
+	if (snprintf(cand, sizeof(cand), "%.*s%s/libcupti.so", dlen, dir, sub_dir) < (int)sizeof(cand))
+		return try_open();
+	return 0;
+}
+
+static void *load(void)
+{
+	static struct loaded l;
+	static const char *const subs[] = { "/extras/CUPTI/lib64", "/lib64",
+					    "/targets/x86_64-linux/lib" };
+	char major[16] = { 0 };
+	const char *homes[2] = { getenv("CUDA_HOME"), "/usr/local/cuda" }, *slash, *v;
+	void *h;
+	unsigned int i, j;
+	int dlen;
+
+	memset(&l, 0, sizeof(l));
+	dl_iterate_phdr(scan_loaded, &l);
+	if (l.cupti[0]) {
+		memcpy(cand, l.cupti, sizeof(cand));
+		if ((h = try_open()))
+			return h;
+	}
+	/* libcudart.so.13 -> libcupti.so.13: the runtime's own major. */
+	snprintf(major, sizeof(major), "%d", CUDART_VERSION / 1000);
+	if (l.cudart[0]) {
+		v = strstr(strrchr(l.cudart, '/') ? strrchr(l.cudart, '/') : l.cudart, ".so.");
+		if (v) {
+			for (i = 0; i + 1 < sizeof(major) && v[4 + i] >= '0' && v[4 + i] <= '9'; i++)
+				major[i] = v[4 + i];
+			major[i] = '\0';
+		}
+		slash = strrchr(l.cudart, '/');
+		dlen = slash ? (int)(slash - l.cudart) : 1;
+		if ((h = try_dir(slash ? l.cudart : ".", dlen, "", major)) ||
+		    (h = try_dir(slash ? l.cudart : ".", dlen, "/../../cuda_cupti/lib", major)))
+			return h;
+	}
+	for (i = 0; i < 2; i++) {
+		if (!homes[i] || !homes[i][0] || (i == 1 && homes[0] && !strcmp(homes[0], homes[1])))
+			continue;
+		for (j = 0; j < sizeof(subs) / sizeof(subs[0]); j++)
+			if ((h = try_dir(homes[i], (int)strlen(homes[i]), subs[j], major)))
+				return h;
+	}
+	snprintf(text, sizeof(text), "no libcupti found (looked beside %.300s and under %.300s%s/usr/local/cuda)",
+		 l.cudart[0] ? l.cudart : "libcudart", homes[0] ? homes[0] : "",
+		 homes[0] ? " and " : "");
+	return 0;
+}
+
+/* ---- activity records ---- */
+
+static void CUPTIAPI buf_request(uint8_t **buffer, size_t *size, size_t *max_records)
+{
+	uint8_t *b = 0;
+	void *m;
+	int i;
+
+	for (i = 0; i < POOL && !b; i++)
+		b = __atomic_exchange_n(&pool[i], (uint8_t *)0, __ATOMIC_ACQ_REL);
+	if (!b) {
+		m = mmap(0, BUF_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		b = m == MAP_FAILED ? 0 : m;
+	}
+	*buffer = b;
+	*size = b ? BUF_BYTES : 0;
+	*max_records = 0;
+}
+
+static void buf_release(uint8_t *b)
+{
+	uint8_t *none;
+	int i;
+
+	for (i = 0; i < POOL; i++) {
+		none = 0;
+		if (__atomic_compare_exchange_n(&pool[i], &none, b, 0, __ATOMIC_ACQ_REL,
+						__ATOMIC_RELAXED))
+			return;
+	}
+	munmap(b, BUF_BYTES);
+}
+
+/* The fields read below sit at the same offsets in every CONCURRENT_KERNEL
+ * record version from Kernel5 (CUDA 11.0) to Kernel10 (CUDA 13). */
+static void emit_kernel(struct shim_thread *t, const CUpti_ActivityKernel10 *k)
+{
+	struct shm_rec_kernel r = {
+		.hdr = { .type = SHM_REC_KERNEL, .size = sizeof(r) },
+		.start = k->start, .end = k->end, .correlation = k->correlationId,
+		.name_id = intern_str(k->name), .device = (int32_t)k->deviceId,
+		.context = k->contextId, .stream = k->streamId,
+		.registers = k->registersPerThread,
+		.static_smem = (uint32_t)k->staticSharedMemory,
+		.dynamic_smem = (uint32_t)k->dynamicSharedMemory,
+		.grid = { (uint32_t)k->gridX, (uint32_t)k->gridY, (uint32_t)k->gridZ },
+		.block = { (uint32_t)k->blockX, (uint32_t)k->blockY, (uint32_t)k->blockZ },
+		.graph_id = k->graphId,
+	};
+
+	thread_emit(t, &r, sizeof(r));
+}
+
+/* Memcpy5/6 and Memset3/4 share the fields read here. */
+static void emit_memcpy(struct shim_thread *t, const CUpti_ActivityMemcpy6 *m)
+{
+	struct shm_rec_memcpy r = {
+		.hdr = { .type = SHM_REC_MEMCPY, .size = sizeof(r) },
+		.start = m->start, .end = m->end, .bytes = m->bytes,
+		.correlation = m->correlationId, .device = (int32_t)m->deviceId,
+		.context = m->contextId, .stream = m->streamId, .copy_kind = m->copyKind,
+		.src_kind = m->srcKind, .dst_kind = m->dstKind,
+		.async = (m->flags & CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC) ? 1 : 0,
+	};
+
+	thread_emit(t, &r, sizeof(r));
+}
+
+static void emit_memset(struct shim_thread *t, const CUpti_ActivityMemset4 *m)
+{
+	struct shm_rec_memset r = {
+		.hdr = { .type = SHM_REC_MEMSET, .size = sizeof(r) },
+		.start = m->start, .end = m->end, .bytes = m->bytes,
+		.correlation = m->correlationId, .device = (int32_t)m->deviceId,
+		.context = m->contextId, .stream = m->streamId, .value = m->value,
+		.mem_kind = m->memoryKind,
+		.async = (m->flags & CUPTI_ACTIVITY_FLAG_MEMSET_ASYNC) ? 1 : 0,
+	};
+
+	thread_emit(t, &r, sizeof(r));
+}
+
+static void emit_sync(struct shim_thread *t, const CUpti_ActivitySynchronization2 *s)
+{
+	struct shm_rec_gpu_sync r = {
+		.hdr = { .type = SHM_REC_GPU_SYNC, .size = sizeof(r) },
+		.start = s->start, .end = s->end, .correlation = s->correlationId,
+		.type = (uint32_t)s->type, .context = s->contextId, .stream = s->streamId,
+		.event = s->cudaEventId,
+	};
+
+	thread_emit(t, &r, sizeof(r));
+}
+
+static void CUPTIAPI buf_complete(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size,
+				  size_t valid)
+{
+	struct shim_thread *t = &shim_tls;
+	CUpti_Activity *rec = 0;
+	size_t dropped = 0;
+	int saved = errno;
+
+	(void)size;
+	t->in_shim++;
+	/* Records of work done before a pause still belong to the trace. */
+	if (buffer && valid && __atomic_load_n(&shim.on, __ATOMIC_RELAXED) &&
+	    (t->state == TS_READY || thread_prepare(t) == 0)) {
+		while (fn.cuptiActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
+			switch (rec->kind) {
+			case CUPTI_ACTIVITY_KIND_KERNEL:
+			case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
+				emit_kernel(t, (const CUpti_ActivityKernel10 *)rec);
+				break;
+			case CUPTI_ACTIVITY_KIND_MEMCPY:
+				emit_memcpy(t, (const CUpti_ActivityMemcpy6 *)rec);
+				break;
+			case CUPTI_ACTIVITY_KIND_MEMSET:
+				emit_memset(t, (const CUpti_ActivityMemset4 *)rec);
+				break;
+			case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION:
+				emit_sync(t, (const CUpti_ActivitySynchronization2 *)rec);
+				break;
+			default:
+				break;
+			}
+		}
+		if (fn.cuptiActivityGetNumDroppedRecords(ctx, stream, &dropped) == CUPTI_SUCCESS &&
+		    dropped && t->ring.slot)
+			__atomic_fetch_add(&t->ring.slot->dropped, dropped, __ATOMIC_RELAXED);
+	}
+	if (buffer)
+		buf_release(buffer);
+	t->in_shim--;
+	errno = saved;
+}
+
+static uint64_t CUPTIAPI timestamp(void)
+{
+	return clock_now();
+}
+
+/* ---- API callbacks ---- */
+
+static uint32_t api_name(unsigned int dom, CUpti_CallbackId cbid, const char *name)
+{
+	const struct intern_entry *e = __atomic_load_n(&api_names[dom][cbid], __ATOMIC_ACQUIRE);
+
+	if (unlikely(!e) && name) {
+		e = intern_lookup(name, strlen(name));
+		__atomic_store_n(&api_names[dom][cbid], e, __ATOMIC_RELEASE);
+	}
+	return intern_id(e);
+}
+
+static void CUPTIAPI on_api(void *userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+			    const void *data)
+{
+	const CUpti_CallbackData *cb = data;
+	struct api_stack *a = &api_tls;
+	struct shim_thread *t;
+	struct shm_rec_api r;
+	int saved;
+
+	(void)userdata;
+	if ((domain != CUPTI_CB_DOMAIN_RUNTIME_API && domain != CUPTI_CB_DOMAIN_DRIVER_API) ||
+	    !cb || cbid >= CBID_CAP)
+		return;
+	if (cb->callbackSite == CUPTI_API_ENTER) {
+		if (a->depth < API_DEPTH)
+			a->start[a->depth] = clock_now();
+		a->depth++;
+		return;
+	}
+	if (!a->depth)
+		return; /* entered before the callback was enabled */
+	if (--a->depth >= API_DEPTH || !(t = shim_thread_traced()))
+		return;
+	saved = errno;
+	t->in_shim++;
+	r = (struct shm_rec_api){
+		.hdr = { .type = SHM_REC_API, .size = sizeof(r) },
+		.start = a->start[a->depth], .end = clock_now(), .correlation = cb->correlationId,
+		.domain = domain == CUPTI_CB_DOMAIN_RUNTIME_API ? SHM_API_RUNTIME : SHM_API_DRIVER,
+		.cbid = cbid,
+	};
+	r.name_id = api_name(domain == CUPTI_CB_DOMAIN_RUNTIME_API, cbid, cb->functionName);
+	thread_emit(t, &r, sizeof(r));
+	t->in_shim--;
+	errno = saved;
+}
+
+static int prefixed(const char *name, const char *const *prefix)
+{
+	for (; *prefix; prefix++)
+		if (!strncmp(name, *prefix, strlen(*prefix)))
+			return 1;
+	return 0;
+}
+
+/* Enables the callbacks of domain's work-starting calls; returns how many. */
+static unsigned int enable_domain(CUpti_CallbackDomain domain, uint32_t known,
+				  const char *const *prefix)
+{
+	const char *name;
+	unsigned int n = 0;
+	uint32_t cbid, misses = 0;
+
+	for (cbid = 1; cbid < CBID_CAP; cbid++) {
+		name = 0;
+		if (fn.cuptiGetCallbackName(domain, cbid, &name) != CUPTI_SUCCESS || !name) {
+			if (cbid >= known && ++misses >= CBID_SLACK)
+				break;
+			continue;
+		}
+		misses = 0;
+		if (prefixed(name, prefix) &&
+		    fn.cuptiEnableCallback(1, sub, domain, cbid) == CUPTI_SUCCESS)
+			n++;
+	}
+	return n;
+}
+
+/* ---- flushing ---- */
+
+static void *flusher(void *arg)
+{
+	struct timespec nap = { FLUSH_MS / 1000, (FLUSH_MS % 1000) * 1000000L };
+
+	(void)arg;
+	shim_tls.in_shim++; /* this thread is ours: never traced */
+	while (!__atomic_load_n(&stop_flusher, __ATOMIC_ACQUIRE)) {
+		nanosleep(&nap, 0);
+		if (__atomic_load_n(&state, __ATOMIC_ACQUIRE) == CS_ACTIVE &&
+		    !__atomic_load_n(&stop_flusher, __ATOMIC_ACQUIRE))
+			fn.cuptiActivityFlushAll(0);
+	}
+	return 0;
+}
+
+static int start_flusher(void)
+{
+	pthread_attr_t attr;
+	pthread_t tid;
+	sigset_t all, old;
+	int err;
+
+	if (fn.cuptiActivityFlushPeriod && fn.cuptiActivityFlushPeriod(FLUSH_MS) == CUPTI_SUCCESS)
+		return 0;
+	err = pthread_attr_init(&attr);
+	if (err)
+		return -err;
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	/* The application's signals are not for this thread. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	err = pthread_create(&tid, &attr, flusher, 0);
+	pthread_sigmask(SIG_SETMASK, &old, 0);
+	pthread_attr_destroy(&attr);
+	if (err)
+		return -err;
+	pthread_setname_np(tid, "shimmer-flush");
+	return 0;
+}
+
+static void at_exit(void)
+{
+	cupti_exit();
+}
+
+/* ---- start ---- */
+
+static void kinds_set(int on)
+{
+	unsigned int i;
+
+	for (i = 0; i < NKINDS; i++)
+		if (enabled_kinds & (1u << i))
+			(on ? fn.cuptiActivityEnable : fn.cuptiActivityDisable)(kinds[i]);
+}
+
+/* Everything after loading.  Returns the status; text says why. */
+static uint32_t begin(void *h)
+{
+	char other[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN + 1] = { 0 };
+	CUpti_SubscriberParams params = {
+		.structSize = CUpti_SubscriberParams_STRUCT_SIZE,
+		.subscriberName = "shimmer",
+		.oldSubscriberName = other,
+		.oldSubscriberSize = sizeof(other) - 1,
+	};
+	const char *step;
+	unsigned int i, ncb;
+	CUptiResult res;
+
+#define FN_SYM(name, req)                                                    \
+	fn.name = (__typeof__(fn.name))dlsym(h, #name);                       \
+	if ((req) && !fn.name) {                                             \
+		snprintf(text, sizeof(text), "%.400s lacks %s", lib_path, #name); \
+		return SHM_GPU_ERROR;                                        \
+	}
+	FNS(FN_SYM)
+#undef FN_SYM
+
+	res = fn.cuptiSubscribe_v2 ? fn.cuptiSubscribe_v2(&sub, on_api, 0, &params)
+				   : fn.cuptiSubscribe(&sub, on_api, 0);
+	if (res == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
+		snprintf(text, sizeof(text), "another CUPTI subscriber (%s) is active",
+			 other[0] ? other : "torch.profiler? Nsight?");
+		return SHM_GPU_BUSY;
+	}
+	if (res != CUPTI_SUCCESS) {
+		step = "cuptiSubscribe";
+		goto fail;
+	}
+	res = fn.cuptiActivityRegisterTimestampCallback(timestamp);
+	if (res != CUPTI_SUCCESS) {
+		step = "cuptiActivityRegisterTimestampCallback";
+		goto unsubscribe;
+	}
+	res = fn.cuptiActivityRegisterCallbacks(buf_request, buf_complete);
+	if (res != CUPTI_SUCCESS) {
+		step = "cuptiActivityRegisterCallbacks";
+		goto unsubscribe;
+	}
+	ncb = enable_domain(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_SIZE,
+			    runtime_prefix);
+	ncb += enable_domain(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_SIZE,
+			     driver_prefix);
+	shim_log("CUPTI: %u API callbacks enabled", ncb);
+	for (i = 0; i < NKINDS; i++) {
+		res = fn.cuptiActivityEnable(kinds[i]);
+		if (res == CUPTI_SUCCESS)
+			enabled_kinds |= 1u << i;
+		else if (i < NKINDS_REQUIRED) {
+			step = "cuptiActivityEnable";
+			goto disable;
+		}
+	}
+	if (start_flusher() < 0)
+		shim_log("CUPTI: no periodic flush; records come when buffers fill");
+	if (atexit(at_exit))
+		shim_log("CUPTI: atexit failed; flushing from the destructor");
+	snprintf(text, sizeof(text), "%.700s", lib_path);
+	return SHM_GPU_ACTIVE;
+disable:
+	kinds_set(0);
+	enabled_kinds = 0;
+unsubscribe:
+	fn.cuptiUnsubscribe(sub);
+fail:
+	snprintf(text, sizeof(text), "%s failed: %.200s (%.400s)", step, result_str(res), lib_path);
+	return SHM_GPU_ERROR;
+}
+
+static void start(void)
+{
+	struct shim_thread *t = &shim_tls;
+	int expect = CS_IDLE, saved = errno;
+	uint32_t status;
+	void *h;
+
+	if (!__atomic_compare_exchange_n(&state, &expect, CS_STARTING, 0, __ATOMIC_ACQ_REL,
+					 __ATOMIC_RELAXED))
+		return;
+	__atomic_store_n(&cupti_pending, 0, __ATOMIC_RELAXED);
+	t->in_shim++;
+	if (!__atomic_load_n(&shim.on, __ATOMIC_ACQUIRE)) {
+		__atomic_store_n(&state, CS_OFF, __ATOMIC_RELEASE);
+		goto out;
+	}
+	if (disabled) {
+		report(SHM_GPU_DISABLED, "SHIMMER_CUPTI=0");
+		__atomic_store_n(&state, CS_OFF, __ATOMIC_RELEASE);
+		goto out;
+	}
+	h = load();
+	status = h ? begin(h) : SHM_GPU_NO_CUPTI;
+	__atomic_store_n(&state, status == SHM_GPU_ACTIVE ? CS_ACTIVE : CS_OFF, __ATOMIC_RELEASE);
+	/* A pause that came first applies to the session it did not see. */
+	if (status == SHM_GPU_ACTIVE && __atomic_load_n(&shim.paused, __ATOMIC_ACQUIRE))
+		kinds_set(0);
+	report(status, text);
+out:
+	t->in_shim--;
+	errno = saved;
+}
+
+SHIM_EXPORT int InitializeInjection(void)
+{
+	start();
+	return 1;
+}
+
+void cupti_late(void)
+{
+	if (shim_tls.in_shim)
+		return;
+	start();
+}
+
+void cupti_setup(const char *self)
+{
+	const char *v = getenv("SHIMMER_CUPTI"), *inj = getenv("CUDA_INJECTION64_PATH");
+
+	disabled = v && !strcmp(v, "0");
+	if (!disabled && self && (!inj || !inj[0]))
+		setenv("CUDA_INJECTION64_PATH", self, 1);
+	__atomic_store_n(&cupti_pending, 1, __ATOMIC_RELEASE);
+}
+
+void cupti_pause(int pause)
+{
+	if (__atomic_load_n(&state, __ATOMIC_ACQUIRE) == CS_ACTIVE)
+		kinds_set(!pause);
+}
+
+void cupti_exit(void)
+{
+	struct shim_thread *t = &shim_tls;
+	void *h;
+	int saved = errno;
+
+	if (__atomic_load_n(&state, __ATOMIC_ACQUIRE) != CS_ACTIVE ||
+	    __atomic_exchange_n(&exited, 1, __ATOMIC_ACQ_REL))
+		return;
+	__atomic_store_n(&stop_flusher, 1, __ATOMIC_RELEASE);
+	t->in_shim++;
+	/* Only a libcupti that is still mapped can be called. */
+	h = dlopen(lib_path, RTLD_NOW | RTLD_NOLOAD);
+	if (h) {
+		fn.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+		dlclose(h);
+	}
+	t->in_shim--;
+	errno = saved;
+}
+
+void cupti_fork_child(void)
+{
+	state = CS_IDLE;
+	exited = 0;
+	stop_flusher = 0;
+	enabled_kinds = 0;
+	api_tls.depth = 0;
+	cupti_pending = 1;
+}

@@ -1,0 +1,50 @@
+/*
+ * GPU activity through CUPTI: kernels, copies, memsets and synchronisations
+ * as the GPU ran them (asynchronous activity buffers), and the runtime and
+ * driver calls that started them (callbacks), all on the host's record
+ * clock.
+ *
+ * CUPTI starts once per process, when CUDA does: the driver calls our
+ * InitializeInjection() at cuInit because cupti_setup() pointed
+ * CUDA_INJECTION64_PATH at the shim; when that variable names another
+ * library, the first intercepted CUDA runtime call starts it instead
+ * (cupti_check()).  libcupti is dlopen'd then, never linked: a process
+ * that never uses CUDA never loads it.  Whatever happens is reported once
+ * with SHM_MSG_GPU_STATUS; a failure also with one line on stderr.
+ */
+#ifndef SHIMMER_CUPTI_H
+#define SHIMMER_CUPTI_H
+
+#include "shim.h"
+
+/* Nonzero while a start is still owed to this process. */
+extern int cupti_pending;
+
+/* Constructor, tracing on: reads SHIMMER_CUPTI and sets
+ * CUDA_INJECTION64_PATH to self (the shim's absolute path) when unset. */
+void cupti_setup(const char *self);
+
+/* Starts CUPTI now if the driver did not; for the CUDA runtime hooks,
+ * after the real call (so cuInit, and any other tool's injection, ran). */
+void cupti_late(void);
+
+static inline void cupti_check(void)
+{
+	if (unlikely(__atomic_load_n(&cupti_pending, __ATOMIC_RELAXED)))
+		cupti_late();
+}
+
+/* shimmer_pause/resume: disable or re-enable the activity kinds. */
+void cupti_pause(int pause);
+
+/* At exit, before BYE: flush every buffer CUPTI holds.  Idempotent. */
+void cupti_exit(void);
+
+/* Fork child: the parent's CUPTI session is not ours; start again if the
+ * child uses CUDA. */
+void cupti_fork_child(void);
+
+/* The driver's entry point (CUDA_INJECTION64_PATH).  Returns 1. */
+int InitializeInjection(void);
+
+#endif /* SHIMMER_CUPTI_H */

@@ -1,0 +1,52 @@
+/*
+ * String interning: text -> a per-process id, announced to the collector
+ * with one STRING message before any record can carry the id.
+ *
+ * Lock-free lookups, no malloc: an open-addressing table and a text arena,
+ * both mmap'd once.  An entry is claimed with a CAS on its state, filled,
+ * then announced by whichever thread first needs its id; threads that find
+ * an entry mid-publication spin briefly.  Entries (and their ids) survive
+ * fork: the child starts a new epoch and re-announces an entry on its
+ * first use in that epoch, so a handle kept across fork (an NVTX domain)
+ * stays valid.
+ *
+ * All functions are thread-safe and never block for long (a full socket is
+ * retried for about a millisecond).  None is async-signal-safe.
+ */
+#ifndef SHIMMER_INTERN_H
+#define SHIMMER_INTERN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Longer strings are interned by their first INTERN_MAX_LEN bytes. */
+#define INTERN_MAX_LEN 8192u
+
+struct intern_entry;
+
+/*
+ * Maps the table on the first call and sends STRING messages on fd from
+ * now on.  Not thread-safe (constructor).  0 or -errno; until it succeeds
+ * every lookup yields id 0.
+ */
+int intern_init(int fd);
+
+/* Fork child, before any other thread exists: announce again on fd.  An
+ * entry the parent was filling when it forked is abandoned. */
+void intern_fork_child(int fd);
+
+/* The entry for s[0..len), created if new; NULL when the table or arena
+ * is full, or before intern_init.  The pointer is stable for the process's
+ * life and its children's. */
+const struct intern_entry *intern_lookup(const char *s, size_t len);
+
+/* The entry's id, announcing it first if this process has not; 0 when
+ * e is NULL or the announcement could not be sent (retried next time). */
+uint32_t intern_id(const struct intern_entry *e);
+
+/* The id of s (NUL-terminated) or s[0..len); 0 when it could not be
+ * announced.  With the table full a fresh id is announced on every call. */
+uint32_t intern_str(const char *s);
+uint32_t intern_mem(const char *s, size_t len);
+
+#endif /* SHIMMER_INTERN_H */
