@@ -26,6 +26,27 @@ void stats_add(struct stats *s, double x)
 	s->m2 += delta * (x - s->mean);
 }
 
+void stats_merge(struct stats *a, const struct stats *b)
+{
+	double n, delta;
+
+	if (b->n == 0)
+		return;
+	if (a->n == 0) {
+		*a = *b;
+		return;
+	}
+	n = (double)(a->n + b->n);
+	delta = b->mean - a->mean;
+	a->m2 += b->m2 + delta * delta * (double)a->n * (double)b->n / n;
+	a->mean += delta * (double)b->n / n;
+	a->n += b->n;
+	if (b->min < a->min)
+		a->min = b->min;
+	if (b->max > a->max)
+		a->max = b->max;
+}
+
 double stats_stddev(const struct stats *s)
 {
 	if (s->n < 2)

@@ -25,6 +25,10 @@ void stats_init(struct stats *s);
 /* Add one value. */
 void stats_add(struct stats *s, double x);
 
+/* Fold the values of b into a, as if each had been added to a (Chan's
+ * pairwise update). */
+void stats_merge(struct stats *a, const struct stats *b);
+
 /* Population standard deviation (divides by n); 0 when n < 2. */
 double stats_stddev(const struct stats *s);
 

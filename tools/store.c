@@ -1,8 +1,10 @@
 /*
- * store_open(); see store.h.  A store is recognised by its meta table's
- * schema_version, which every schema file since version 1 keeps.
+ * store_open() and the row readers; see store.h.  A store is recognised by
+ * its meta table's schema_version, which every schema file since version 1
+ * keeps.
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -62,4 +64,70 @@ out:
 	sqlite3_finalize(st);
 	sqlite3_close(db);
 	return err;
+}
+
+int store_prepare(sqlite3 *db, const char *sql, sqlite3_stmt **st)
+{
+	if (sqlite3_prepare_v2(db, sql, -1, st, NULL) == SQLITE_OK)
+		return 0;
+	cli_error("cannot read the store: %s", sqlite3_errmsg(db));
+	return -EIO;
+}
+
+int store_step(sqlite3 *db, sqlite3_stmt *st)
+{
+	int rc = sqlite3_step(st);
+
+	if (rc == SQLITE_ROW)
+		return 1;
+	if (rc == SQLITE_DONE)
+		return 0;
+	cli_error("cannot read the store: %s", sqlite3_errmsg(db));
+	return -EIO;
+}
+
+int store_each_row(sqlite3 *db, const char *sql,
+		   int (*row)(void *ctx, sqlite3_stmt *st), void *ctx)
+{
+	sqlite3_stmt *st = NULL;
+	int err, r;
+
+	err = store_prepare(db, sql, &st);
+	if (err)
+		goto out;
+	while ((r = store_step(db, st)) > 0) {
+		err = row(ctx, st);
+		if (err)
+			goto out;
+	}
+	err = r;
+out:
+	sqlite3_finalize(st);
+	return err;
+}
+
+int store_schema_version(sqlite3 *db)
+{
+	sqlite3_stmt *st = NULL;
+	int v = 0;
+
+	if (sqlite3_prepare_v2(db, "SELECT value FROM meta WHERE key = 'schema_version'", -1,
+			       &st, NULL) == SQLITE_OK &&
+	    sqlite3_step(st) == SQLITE_ROW)
+		v = sqlite3_column_int(st, 0);
+	sqlite3_finalize(st);
+	return v;
+}
+
+char *store_column_dup(sqlite3_stmt *st, int col, int *err)
+{
+	const char *t = (const char *)sqlite3_column_text(st, col);
+	char *d;
+
+	if (!t)
+		return NULL;
+	d = strdup(t);
+	if (!d)
+		*err = -ENOMEM;
+	return d;
 }

@@ -17,4 +17,26 @@
  */
 int store_open(const char *path, sqlite3 **db);
 
+/* ---- reading: each failure prints one "shimmer: error:" line ---- */
+
+/* Prepare sql on db.  Returns 0, or -EIO with *st NULL. */
+int store_prepare(sqlite3 *db, const char *sql, sqlite3_stmt **st);
+
+/* Step st: 1 for a row, 0 at the end, -EIO on error. */
+int store_step(sqlite3 *db, sqlite3_stmt *st);
+
+/*
+ * Run sql and hand each row to row(ctx, st), stopping at the first nonzero
+ * return, which is returned.  Returns 0 after the last row, or -EIO.
+ */
+int store_each_row(sqlite3 *db, const char *sql,
+		   int (*row)(void *ctx, sqlite3_stmt *st), void *ctx);
+
+/* strdup of text column col of st, NULL for NULL; sets *err to -ENOMEM
+ * when the copy fails. */
+char *store_column_dup(sqlite3_stmt *st, int col, int *err);
+
+/* The store's meta schema_version; 0 when it cannot be read. */
+int store_schema_version(sqlite3 *db);
+
 #endif /* SHIMMER_TOOLS_STORE_H */

@@ -13,6 +13,9 @@
  * from allocations' alloc side; free from allocations freed by free.  The
  * realloc family is timed on its allocation side only, since its free side
  * is the same call.
+ *
+ * The GPU tables are read and written by gpu.c; this file hands it each
+ * process's GPU status and synchronizing calls.
  */
 #include <errno.h>
 #include <math.h>
@@ -22,32 +25,14 @@
 
 #include "cli.h"
 #include "fmt.h"
+#include "gpu.h"
+#include "map.h"
 #include "stats.h"
 #include "store.h"
 #include "summary.h"
 
-struct key {
-	int64_t proc_id;
-	int64_t a; /* fn_id, or device */
-	int64_t b; /* 0, or index into summary.spaces */
-};
-
-/*
- * Open-addressing map from key to an item of item_size bytes that starts
- * with its struct key.  Items are dense (0..n-1) and start zeroed; a
- * pointer to one is valid until the next map_get.
- */
-struct map {
-	char *items;
-	size_t item_size;
-	size_t n;
-	size_t cap;
-	uint32_t *slots; /* item index + 1; 0 is empty */
-	size_t nslots;   /* power of two */
-};
-
 struct fn_item {
-	struct key key;
+	struct map_key key;
 	int64_t count; /* exact, from function_counts */
 	int64_t bytes;
 	struct stats st; /* durations of the timed calls */
@@ -55,7 +40,7 @@ struct fn_item {
 };
 
 struct peak_item {
-	struct key key;
+	struct map_key key;
 	double cur;
 	double peak;
 	int64_t at; /* record clock when peak was reached */
@@ -85,6 +70,8 @@ struct proc {
 	char *argv_json; /* a valid JSON array, or NULL */
 	char *mode;
 	char *end_reason;
+	char *gpu_status; /* NULL: CUDA never started, or a version 1 store */
+	char *gpu_detail;
 };
 
 struct drop {
@@ -113,173 +100,27 @@ struct summary {
 	struct fn_item **fn_list;
 	size_t nfn_list;
 	struct peak_item **peak_list;
+	struct gpu *gpu;
 };
-
-/* ---- map ------------------------------------------------------------ */
-
-static size_t key_hash(const struct key *k)
-{
-	uint64_t h = (uint64_t)k->proc_id;
-
-	h = h * 0x100000001b3u ^ (uint64_t)k->a;
-	h = h * 0x100000001b3u ^ (uint64_t)k->b;
-	/* splitmix64's finalizer spreads the small integers over all bits. */
-	h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9u;
-	h = (h ^ (h >> 27)) * 0x94d049bb133111ebu;
-	return (size_t)(h ^ (h >> 31));
-}
-
-static struct key *map_key(const struct map *m, size_t i)
-{
-	return (struct key *)(m->items + i * m->item_size);
-}
-
-static int map_rehash(struct map *m)
-{
-	size_t nslots = m->nslots ? m->nslots * 2 : 64;
-	uint32_t *slots = calloc(nslots, sizeof(*slots));
-
-	if (!slots)
-		return -ENOMEM;
-	for (size_t j = 0; j < m->n; j++) {
-		size_t i = key_hash(map_key(m, j)) & (nslots - 1);
-
-		while (slots[i])
-			i = (i + 1) & (nslots - 1);
-		slots[i] = (uint32_t)(j + 1);
-	}
-	free(m->slots);
-	m->slots = slots;
-	m->nslots = nslots;
-	return 0;
-}
-
-static void *map_get(struct map *m, const struct key *k)
-{
-	size_t mask, i;
-	char *item;
-
-	if ((m->n + 1) * 2 > m->nslots && map_rehash(m) < 0)
-		return NULL;
-	mask = m->nslots - 1;
-	for (i = key_hash(k) & mask; m->slots[i]; i = (i + 1) & mask) {
-		struct key *have = map_key(m, m->slots[i] - 1);
-
-		if (have->proc_id == k->proc_id && have->a == k->a && have->b == k->b)
-			return have;
-	}
-	if (m->n == m->cap) {
-		size_t cap = m->cap ? m->cap * 2 : 64;
-		char *items = realloc(m->items, cap * m->item_size);
-
-		if (!items)
-			return NULL;
-		m->items = items;
-		m->cap = cap;
-	}
-	item = m->items + m->n * m->item_size;
-	memset(item, 0, m->item_size);
-	memcpy(item, k, sizeof(*k));
-	m->slots[i] = (uint32_t)++m->n;
-	return item;
-}
-
-static void map_free(struct map *m)
-{
-	free(m->items);
-	free(m->slots);
-}
 
 /* ---- reading the store ------------------------------------------------ */
 
-static int prepare(struct summary *s, const char *sql, sqlite3_stmt **st)
-{
-	if (sqlite3_prepare_v2(s->db, sql, -1, st, NULL) == SQLITE_OK)
-		return 0;
-	cli_error("cannot read the store: %s", sqlite3_errmsg(s->db));
-	return -EIO;
-}
-
-/* 1 for a row, 0 at the end, -EIO (reported) on error. */
-static int step(struct summary *s, sqlite3_stmt *st)
-{
-	int rc = sqlite3_step(st);
-
-	if (rc == SQLITE_ROW)
-		return 1;
-	if (rc == SQLITE_DONE)
-		return 0;
-	cli_error("cannot read the store: %s", sqlite3_errmsg(s->db));
-	return -EIO;
-}
-
-/* strdup of a text column; *err = -ENOMEM when that fails. */
-static char *column_dup(sqlite3_stmt *st, int col, int *err)
-{
-	const char *t = (const char *)sqlite3_column_text(st, col);
-	char *d;
-
-	if (!t)
-		return NULL;
-	d = strdup(t);
-	if (!d)
-		*err = -ENOMEM;
-	return d;
-}
-
-static int grow(void *pp, size_t *cap, size_t n, size_t size)
-{
-	void **p = pp;
-	void *q;
-	size_t c;
-
-	if (n < *cap)
-		return 0;
-	c = *cap ? *cap * 2 : 16;
-	q = realloc(*p, c * size);
-	if (!q)
-		return -ENOMEM;
-	*p = q;
-	*cap = c;
-	return 0;
-}
-
-/* Run sql and hand each row to row(); stops at the first error. */
-static int each_row(struct summary *s, const char *sql,
-		    int (*row)(struct summary *s, sqlite3_stmt *st))
-{
-	sqlite3_stmt *st = NULL;
-	int err, r;
-
-	err = prepare(s, sql, &st);
-	if (err)
-		goto out;
-	while ((r = step(s, st)) > 0) {
-		err = row(s, st);
-		if (err)
-			goto out;
-	}
-	err = r;
-out:
-	sqlite3_finalize(st);
-	return err;
-}
-
 static const char names_sql[] = "SELECT fn_id, name, family FROM functions ORDER BY fn_id";
 
-static int name_row(struct summary *s, sqlite3_stmt *st)
+static int name_row(void *ctx, sqlite3_stmt *st)
 {
+	struct summary *s = ctx;
 	const char *family = (const char *)sqlite3_column_text(st, 2);
 	struct fn_name *f;
 	int err;
 
-	err = grow(&s->names, &s->names_cap, s->nnames, sizeof(*s->names));
+	err = array_grow(&s->names, &s->names_cap, s->nnames, sizeof(*s->names));
 	if (err)
 		return err;
 	f = &s->names[s->nnames++];
 	f->fn_id = sqlite3_column_int64(st, 0);
 	f->heap = family && strcmp(family, "heap") == 0;
-	f->name = column_dup(st, 1, &err);
+	f->name = store_column_dup(st, 1, &err);
 	if (f->name && strcmp(f->name, "free") == 0)
 		s->free_fn = f->fn_id;
 	return err;
@@ -302,23 +143,24 @@ static const struct fn_name *fn_lookup(const struct summary *s, int64_t fn_id)
 	return NULL;
 }
 
-/* argv is a JSON array; SQLite's JSON functions check and join it. */
-static const char procs_sql[] =
-	"SELECT proc_id, pid, ppid, rank, start_ns, end_ns, sample_bytes,"
-	" hostname, exe,"
-	" CASE WHEN json_valid(argv) AND json_type(argv) = 'array'"
-	"  THEN (SELECT group_concat(value, ' ') FROM json_each(processes.argv))"
-	"  ELSE argv END,"
-	" CASE WHEN json_valid(argv) AND json_type(argv) = 'array' THEN json(argv) END,"
-	" malloc_mode, end_reason"
-	" FROM processes ORDER BY proc_id";
+/* argv is a JSON array; SQLite's JSON functions check and join it.  Stores
+ * before schema version 2 have no GPU status columns. */
+#define PROCS_SQL(gpu_columns)                                                        \
+	"SELECT proc_id, pid, ppid, rank, start_ns, end_ns, sample_bytes,"                \
+	" hostname, exe,"                                                                 \
+	" CASE WHEN json_valid(argv) AND json_type(argv) = 'array'"                       \
+	"  THEN (SELECT group_concat(value, ' ') FROM json_each(processes.argv))"         \
+	"  ELSE argv END,"                                                                \
+	" CASE WHEN json_valid(argv) AND json_type(argv) = 'array' THEN json(argv) END,"  \
+	" malloc_mode, end_reason, " gpu_columns " FROM processes ORDER BY proc_id"
 
-static int proc_row(struct summary *s, sqlite3_stmt *st)
+static int proc_row(void *ctx, sqlite3_stmt *st)
 {
+	struct summary *s = ctx;
 	struct proc *p;
 	int err;
 
-	err = grow(&s->procs, &s->procs_cap, s->nprocs, sizeof(*s->procs));
+	err = array_grow(&s->procs, &s->procs_cap, s->nprocs, sizeof(*s->procs));
 	if (err)
 		return err;
 	p = &s->procs[s->nprocs++];
@@ -334,26 +176,29 @@ static int proc_row(struct summary *s, sqlite3_stmt *st)
 		.sample_bytes = sqlite3_column_int64(st, 6),
 		.has_sample_bytes = sqlite3_column_type(st, 6) != SQLITE_NULL,
 	};
-	p->host = column_dup(st, 7, &err);
-	p->exe = column_dup(st, 8, &err);
-	p->args = column_dup(st, 9, &err);
-	p->argv_json = column_dup(st, 10, &err);
-	p->mode = column_dup(st, 11, &err);
-	p->end_reason = column_dup(st, 12, &err);
+	p->host = store_column_dup(st, 7, &err);
+	p->exe = store_column_dup(st, 8, &err);
+	p->args = store_column_dup(st, 9, &err);
+	p->argv_json = store_column_dup(st, 10, &err);
+	p->mode = store_column_dup(st, 11, &err);
+	p->end_reason = store_column_dup(st, 12, &err);
+	p->gpu_status = store_column_dup(st, 13, &err);
+	p->gpu_detail = store_column_dup(st, 14, &err);
 	return err;
 }
 
 static struct fn_item *fn_get(struct summary *s, int64_t proc_id, int64_t fn_id)
 {
-	struct key k = { proc_id, fn_id, 0 };
+	struct map_key k = { proc_id, fn_id, 0 };
 
 	return map_get(&s->fns, &k);
 }
 
 static const char counts_sql[] = "SELECT proc_id, fn_id, count, bytes FROM function_counts";
 
-static int count_row(struct summary *s, sqlite3_stmt *st)
+static int count_row(void *ctx, sqlite3_stmt *st)
 {
+	struct summary *s = ctx;
 	struct fn_item *f = fn_get(s, sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1));
 
 	if (!f)
@@ -376,8 +221,9 @@ static int timed_add(struct summary *s, int64_t proc_id, int64_t fn_id, int64_t 
 
 static const char cuda_sql[] = "SELECT proc_id, fn_id, end_ns - start_ns FROM cuda_calls";
 
-static int cuda_row(struct summary *s, sqlite3_stmt *st)
+static int cuda_row(void *ctx, sqlite3_stmt *st)
 {
+	struct summary *s = ctx;
 	return timed_add(s, sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1),
 			 sqlite3_column_int64(st, 2));
 }
@@ -385,8 +231,9 @@ static int cuda_row(struct summary *s, sqlite3_stmt *st)
 static const char heap_sql[] = "SELECT proc_id, alloc_fn, alloc_end_ns - alloc_ns, free_fn,"
 			       " free_end_ns - free_ns FROM allocations";
 
-static int heap_row(struct summary *s, sqlite3_stmt *st)
+static int heap_row(void *ctx, sqlite3_stmt *st)
 {
+	struct summary *s = ctx;
 	int64_t proc_id = sqlite3_column_int64(st, 0);
 	int64_t fn = sqlite3_column_int64(st, 1);
 	const struct fn_name *f;
@@ -403,39 +250,16 @@ static int heap_row(struct summary *s, sqlite3_stmt *st)
 	return 0;
 }
 
-static int space_index(struct summary *s, const char *name, int64_t *idx)
-{
-	char **sp;
-	size_t i;
-
-	if (!name)
-		name = "";
-	for (i = 0; i < s->nspaces; i++) {
-		if (strcmp(s->spaces[i], name) == 0) {
-			*idx = (int64_t)i;
-			return 0;
-		}
-	}
-	sp = realloc(s->spaces, (s->nspaces + 1) * sizeof(*sp));
-	if (!sp)
-		return -ENOMEM;
-	s->spaces = sp;
-	sp[i] = strdup(name);
-	if (!sp[i])
-		return -ENOMEM;
-	s->nspaces++;
-	*idx = (int64_t)i;
-	return 0;
-}
-
 /* Columns of st: time, proc_id, space, device, weight. */
 static int peak_event(struct summary *s, sqlite3_stmt *st, double sign)
 {
-	struct key k = { sqlite3_column_int64(st, 1), sqlite3_column_int64(st, 3), 0 };
+	struct map_key k = { sqlite3_column_int64(st, 1), sqlite3_column_int64(st, 3), 0 };
+	const char *name;
 	struct peak_item *p;
 	int err;
 
-	err = space_index(s, (const char *)sqlite3_column_text(st, 2), &k.b);
+	name = (const char *)sqlite3_column_text(st, 2);
+	err = strlist_index(&s->spaces, &s->nspaces, name ? name : "", &k.b);
 	if (err)
 		return err;
 	p = map_get(&s->peaks, &k);
@@ -455,16 +279,16 @@ static int load_peaks(struct summary *s)
 	sqlite3_stmt *a = NULL, *f = NULL;
 	int err, ra, rf;
 
-	err = prepare(s, "SELECT alloc_ns, proc_id, space, device, weight"
+	err = store_prepare(s->db, "SELECT alloc_ns, proc_id, space, device, weight"
 			 " FROM allocations ORDER BY alloc_ns", &a);
 	if (err)
 		goto out;
-	err = prepare(s, "SELECT free_ns, proc_id, space, device, weight"
+	err = store_prepare(s->db, "SELECT free_ns, proc_id, space, device, weight"
 			 " FROM allocations WHERE free_ns IS NOT NULL ORDER BY free_ns", &f);
 	if (err)
 		goto out;
-	ra = step(s, a);
-	rf = step(s, f);
+	ra = store_step(s->db, a);
+	rf = store_step(s->db, f);
 	while (ra >= 0 && rf >= 0 && (ra > 0 || rf > 0)) {
 		int take_free = rf > 0 && (ra == 0 || sqlite3_column_int64(f, 0) <=
 							      sqlite3_column_int64(a, 0));
@@ -473,9 +297,9 @@ static int load_peaks(struct summary *s)
 		if (err)
 			goto out;
 		if (take_free)
-			rf = step(s, f);
+			rf = store_step(s->db, f);
 		else
-			ra = step(s, a);
+			ra = store_step(s->db, a);
 	}
 	err = ra < 0 || rf < 0 ? -EIO : 0;
 out:
@@ -488,18 +312,19 @@ static const char drops_sql[] = "SELECT proc_id, reason, sum(events) FROM drops"
 				" GROUP BY proc_id, reason HAVING sum(events) > 0"
 				" ORDER BY proc_id, reason";
 
-static int drop_row(struct summary *s, sqlite3_stmt *st)
+static int drop_row(void *ctx, sqlite3_stmt *st)
 {
+	struct summary *s = ctx;
 	struct drop *d;
 	int err;
 
-	err = grow(&s->drops, &s->drops_cap, s->ndrops, sizeof(*s->drops));
+	err = array_grow(&s->drops, &s->drops_cap, s->ndrops, sizeof(*s->drops));
 	if (err)
 		return err;
 	d = &s->drops[s->ndrops++];
 	d->proc_id = sqlite3_column_int64(st, 0);
 	d->events = sqlite3_column_int64(st, 2);
-	d->reason = column_dup(st, 1, &err);
+	d->reason = store_column_dup(st, 1, &err);
 	return err;
 }
 
@@ -618,14 +443,14 @@ static int sort_lists(struct summary *s)
 	if (!s->fn_list || !s->peak_list)
 		return -ENOMEM;
 	for (size_t i = 0; i < s->fns.n; i++) {
-		struct fn_item *f = (struct fn_item *)map_key(&s->fns, i);
+		struct fn_item *f = (struct fn_item *)map_item(&s->fns, i);
 
 		/* A counter row of zero calls is a function that was not called. */
 		if (fn_count(f) > 0)
 			s->fn_list[s->nfn_list++] = f;
 	}
 	for (size_t i = 0; i < s->peaks.n; i++)
-		s->peak_list[i] = (struct peak_item *)map_key(&s->peaks, i);
+		s->peak_list[i] = (struct peak_item *)map_item(&s->peaks, i);
 	sort_ctx = s;
 	qsort(s->fn_list, s->nfn_list, sizeof(*s->fn_list), cmp_fn);
 	qsort(s->peak_list, s->peaks.n, sizeof(*s->peak_list), cmp_peak);
@@ -670,6 +495,46 @@ static struct slice proc_slice(const struct summary *s, const struct proc *p, st
 	return sl;
 }
 
+/* Room for every synchronizing function gpu_is_sync_fn() names. */
+#define SYNC_MAX 8
+
+/*
+ * What the GPU writers need of p: its GPU status and the synchronizing
+ * calls among its functions (in the slice's order, by total time).  sync
+ * has room for SYNC_MAX entries; the names point into s.
+ */
+static struct gpu_proc gpu_proc_of(const struct summary *s, const struct proc *p,
+				   const struct slice *sl, struct gpu_sync_fn *sync)
+{
+	struct gpu_proc g = {
+		.proc_id = p->proc_id,
+		.pid = p->pid,
+		.rank = p->rank,
+		.has_rank = p->has_rank,
+		.wall_ns = proc_wall(p),
+		.status = p->gpu_status,
+		.detail = p->gpu_detail,
+		.sync = sync,
+	};
+
+	for (size_t i = 0; i < sl->nfns; i++) {
+		const struct fn_item *f = sl->fns[i];
+		const struct fn_name *n = fn_lookup(s, f->key.a);
+
+		if (!n || n->heap)
+			continue;
+		g.used_cuda = 1;
+		if (gpu_is_sync_fn(n->name) && g.nsync < SYNC_MAX)
+			sync[g.nsync++] = (struct gpu_sync_fn){
+				.name = n->name,
+				.count = fn_count(f),
+				.total_ns = fn_total(f),
+				.exact = fn_exact(f),
+			};
+	}
+	return g;
+}
+
 /* ---- table ------------------------------------------------------------- */
 
 static void peak_label(const struct summary *s, const struct peak_item *k, char *buf, size_t len)
@@ -690,6 +555,8 @@ static void table_proc(const struct summary *s, FILE *out, const struct proc *p,
 		       const struct slice *sl)
 {
 	char u[6][FMT_UNIT_MAX], name[32];
+	struct gpu_sync_fn sync[SYNC_MAX];
+	struct gpu_proc gpu;
 	double wall = proc_wall(p);
 	int64_t dropped = proc_dropped(s, p);
 	int estimated = 0;
@@ -752,6 +619,8 @@ static void table_proc(const struct summary *s, FILE *out, const struct proc *p,
 				     " tracing)\n");
 		fputc('\n', out);
 	}
+	gpu = gpu_proc_of(s, p, sl, sync);
+	gpu_table(s->gpu, out, &gpu);
 	if (sl->npeaks > 0) {
 		fprintf(out, "  %-28s %10s %12s\n", "Peak live memory", "Peak", "At");
 		for (size_t i = 0; i < sl->npeaks; i++) {
@@ -800,6 +669,8 @@ static void csv_write(const struct summary *s, FILE *out)
 		const struct proc *p = &s->procs[i];
 		struct slice sl = proc_slice(s, p, &c);
 		double wall = proc_wall(p);
+		struct gpu_sync_fn sync[SYNC_MAX];
+		struct gpu_proc gpu;
 
 		for (size_t j = 0; j < sl.nfns; j++) {
 			const struct fn_item *f = sl.fns[j];
@@ -822,6 +693,8 @@ static void csv_write(const struct summary *s, FILE *out)
 				fprintf(out, "%.6f", (double)f->sum / wall);
 			fprintf(out, ",%s,%lld\n", fn_kind(s, f), (long long)p->proc_id);
 		}
+		gpu = gpu_proc_of(s, p, &sl, sync);
+		gpu_csv(s->gpu, out, &gpu);
 	}
 }
 
@@ -839,6 +712,8 @@ static void json_proc(const struct summary *s, FILE *out, const struct proc *p,
 		      const struct slice *sl)
 {
 	double wall = proc_wall(p);
+	struct gpu_sync_fn sync[SYNC_MAX];
+	struct gpu_proc gpu;
 	char name[32];
 
 	fprintf(out, "{\"proc_id\":%lld,\"pid\":%lld,\"ppid\":%lld,\"rank\":", (long long)p->proc_id,
@@ -900,7 +775,10 @@ static void json_proc(const struct summary *s, FILE *out, const struct proc *p,
 		fmt_json(out, sl->drops[i].reason);
 		fprintf(out, ",\"events\":%lld}", (long long)sl->drops[i].events);
 	}
-	fputs("]}", out);
+	fputs("],", out);
+	gpu = gpu_proc_of(s, p, sl, sync);
+	gpu_json(s->gpu, out, &gpu);
+	fputc('}', out);
 }
 
 static void json_write(const struct summary *s, FILE *out)
@@ -934,6 +812,8 @@ static void summary_free(struct summary *s)
 		free(p->argv_json);
 		free(p->mode);
 		free(p->end_reason);
+		free(p->gpu_status);
+		free(p->gpu_detail);
 	}
 	free(s->procs);
 	map_free(&s->fns);
@@ -946,6 +826,7 @@ static void summary_free(struct summary *s)
 	free(s->drops);
 	free(s->fn_list);
 	free(s->peak_list);
+	gpu_free(s->gpu);
 }
 
 int summary_write(sqlite3 *db, FILE *out, enum summary_format fmt)
@@ -965,19 +846,24 @@ int summary_write(sqlite3 *db, FILE *out, enum summary_format fmt)
 		return -EIO;
 	}
 	/* names first: heap_row needs to know which functions are the heap's. */
-	err = each_row(&s, names_sql, name_row);
+	err = store_each_row(db, names_sql, name_row, &s);
 	if (!err)
-		err = each_row(&s, procs_sql, proc_row);
+		err = store_each_row(db, store_schema_version(db) >= 2
+					     ? PROCS_SQL("gpu_status, gpu_status_detail")
+					     : PROCS_SQL("NULL, NULL"),
+				     proc_row, &s);
 	if (!err)
-		err = each_row(&s, counts_sql, count_row);
+		err = store_each_row(db, counts_sql, count_row, &s);
 	if (!err)
-		err = each_row(&s, cuda_sql, cuda_row);
+		err = store_each_row(db, cuda_sql, cuda_row, &s);
 	if (!err)
-		err = each_row(&s, heap_sql, heap_row);
+		err = store_each_row(db, heap_sql, heap_row, &s);
 	if (!err)
 		err = load_peaks(&s);
 	if (!err)
-		err = each_row(&s, drops_sql, drop_row);
+		err = store_each_row(db, drops_sql, drop_row, &s);
+	if (!err)
+		err = gpu_load(db, &s.gpu);
 	if (!err)
 		err = sort_lists(&s);
 	if (err == -ENOMEM)
@@ -1044,14 +930,17 @@ static int summary_main(int argc, char **argv)
 
 const struct command summary_command = {
 	.name = "summary",
-	.brief = "per-process call statistics, peak memory and drops of a store",
+	.brief = "per-process call statistics, GPU activity, peak memory and drops of a store",
 	.usage =
 		"usage: shimmer summary DB [--format table|csv|json]\n"
 		"\n"
 		"For each traced process in the store DB: every intercepted function\n"
 		"that was called, with its exact count and bytes and the time statistics\n"
-		"of the calls that were timed (std dev is the population one); peak live\n"
-		"memory per device, pinned, managed and host heap; dropped events.\n"
+		"of the calls that were timed (std dev is the population one); whether\n"
+		"GPU activity was traced, kernels per name, copies per kind, memsets,\n"
+		"ranges, per-stream and per-device GPU busy time (overlaps counted once)\n"
+		"and CPU time blocked in synchronizing calls; peak live memory per\n"
+		"device, pinned, managed and host heap; dropped events.\n"
 		"Output goes to stdout; see docs/usage.md for the columns.\n"
 		"\n"
 		"  --format table   aligned tables in human units (default)\n"

@@ -1,8 +1,8 @@
 /*
  * `shimmer summary`: per process, the calls of every intercepted function
  * (exact counts and bytes, time statistics over the calls that were
- * timed), peak live memory per space and dropped events, as an aligned
- * table, CSV or JSON.  docs/usage.md describes the columns.
+ * timed), GPU activity (gpu.h), peak live memory per space and dropped
+ * events, as an aligned table, CSV or JSON.  docs/usage.md describes the columns.
  */
 #ifndef SHIMMER_TOOLS_SUMMARY_H
 #define SHIMMER_TOOLS_SUMMARY_H

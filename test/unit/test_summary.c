@@ -2,7 +2,9 @@
  * summary: a real store in a temporary file, made with the embedded schema
  * and filled from the arrays below; the CSV and JSON outputs are checked
  * against values this file computes from the same arrays in its own way
- * (two-pass statistics, a brute-force sweep for peaks).
+ * (two-pass statistics, a brute-force sweep for peaks, busy time as the
+ * measure of a union found by testing every elementary segment).  The
+ * JSON is read back through SQLite's JSON functions, an independent parser.
  */
 #include <errno.h>
 #include <math.h>
@@ -18,13 +20,15 @@
 #include <cmocka.h>
 #include <sqlite3.h>
 
+#include "tools/fmt.h"
 #include "tools/store.h"
 #include "tools/summary.h"
 
 extern const char shimmer_schema_sql[];
 
 enum { MALLOC = 1, FREE = 2, CALLOC = 3, REALLOC = 4, CUDA_MALLOC = 11, CUDA_FREE = 12,
-       CUDA_MEMCPY = 21, CUDA_LAUNCH = 22 };
+       CUDA_MEMCPY = 21, CUDA_LAUNCH = 22, STREAM_SYNC = 31, DEVICE_SYNC = 32,
+       EVENT_SYNC = 33 };
 
 static const struct {
 	int fn;
@@ -35,6 +39,9 @@ static const struct {
 	{ CALLOC, "calloc", "heap" },	     { REALLOC, "realloc", "heap" },
 	{ CUDA_MALLOC, "cudaMalloc", "cuda" }, { CUDA_FREE, "cudaFree", "cuda" },
 	{ CUDA_MEMCPY, "cudaMemcpy", "cuda" }, { CUDA_LAUNCH, "cudaLaunchKernel", "cuda" },
+	{ STREAM_SYNC, "cudaStreamSynchronize", "cuda" },
+	{ DEVICE_SYNC, "cudaDeviceSynchronize", "cuda" },
+	{ EVENT_SYNC, "cudaEventSynchronize", "cuda" },
 };
 
 #define NFNS (sizeof(fns) / sizeof(fns[0]))
@@ -47,10 +54,13 @@ static const struct proc {
 	int64_t start;
 	int64_t end; /* -1: NULL */
 	const char *argv;
+	const char *gpu_status, *gpu_detail;
 } procs[] = {
-	{ 1, 100, 0, "all", 1000000, 1001000000, "[\"train\",\"--lr=0.1\"]" },
-	{ 2, 200, -1, "sample", 5000, 2000005000, "[\"w\",\"a,b \\\"q\\\"\"]" },
-	{ 3, 300, 7, "off", 9000, -1, "[\"idle\"]" },
+	{ 1, 100, 0, "all", 1000000, 1001000000, "[\"train\",\"--lr=0.1\"]", "active",
+	  "CUPTI 12.4" },
+	{ 2, 200, -1, "sample", 5000, 2000005000, "[\"w\",\"a,b \\\"q\\\"\"]", "busy",
+	  "held by nsys" },
+	{ 3, 300, 7, "off", 9000, -1, "[\"idle\"]", NULL, NULL },
 };
 
 static const struct count {
@@ -61,7 +71,9 @@ static const struct count {
 	{ 1, 1, CALLOC, 1, 10 },       { 1, 1, REALLOC, 1, 50 },    { 1, 1, CUDA_MALLOC, 3, 4777 },
 	{ 1, 1, CUDA_FREE, 2, 0 },     { 1, 2, CUDA_MEMCPY, 4, 4096 }, { 1, 1, CUDA_LAUNCH, 0, 0 },
 	{ 2, 1, MALLOC, 100, 12345 },  { 2, 1, FREE, 50, 0 },       { 2, 1, CUDA_LAUNCH, 2, 0 },
-	{ 3, 1, CUDA_LAUNCH, 0, 0 },
+	{ 3, 1, CUDA_LAUNCH, 0, 0 },    { 1, 1, STREAM_SYNC, 2, 0 }, { 1, 2, DEVICE_SYNC, 1, 0 },
+	/* Three calls, one timed: an estimated total. */
+	{ 2, 1, STREAM_SYNC, 3, 0 },
 };
 
 static const struct call {
@@ -73,7 +85,63 @@ static const struct call {
 	{ 1, CUDA_MALLOC, 1000150, 5000 },  { 1, CUDA_MALLOC, 1000200, 7000 },
 	{ 1, CUDA_MALLOC, 1000300, 6000 },  { 1, CUDA_FREE, 1000250, 3000 },
 	{ 1, CUDA_FREE, 1000950, 3001 },    { 2, CUDA_LAUNCH, 6000, 10 },
-	{ 2, CUDA_LAUNCH, 7000, 20 },
+	{ 2, CUDA_LAUNCH, 7000, 20 },      { 1, STREAM_SYNC, 2000900, 1000 },
+	{ 1, STREAM_SYNC, 3002100, 3000 }, { 1, DEVICE_SYNC, 3100000, 50000 },
+	{ 2, STREAM_SYNC, 8000, 400 },
+};
+
+/* ---- GPU activity (schema 2) ---------------------------------------------- */
+
+static const struct string {
+	int proc, id;
+	const char *text, *demangled;
+} strings[] = {
+	{ 1, 1, "_Z4gemmPfS_", "gemm(float*, float*)" },
+	{ 1, 2, "relu_kernel", NULL },
+	/* Another mangling with the same demangled name: one row. */
+	{ 1, 3, "_Z4gemmPfS_i", "gemm(float*, float*)" },
+	{ 1, 4, "train", NULL },
+	{ 1, 5, "step", NULL },
+	{ 1, 6, "fwd", NULL },
+	{ 1, 7, "io", NULL },
+	{ 1, 8, "load", NULL },
+	{ 1, 9, "_Z1kILi2EEvPi", "void k<int, 2>(int*)" },
+};
+
+/* stream -1: NULL */
+static const struct kernel {
+	int proc, device, stream, name;
+	int64_t start, end;
+} kernels[] = {
+	{ 1, 0, 7, 1, 2000000, 2000100 }, { 1, 0, 7, 1, 2000200, 2000500 },
+	/* Overlaps both kernels on stream 7. */
+	{ 1, 0, 8, 2, 2000050, 2000300 }, { 1, 0, 8, 3, 2000600, 2000700 },
+	{ 1, 0, 8, 9, 2000700, 2000800 }, { 1, 1, 9, 2, 3000000, 3001000 },
+	{ 1, 1, -1, 9, 3000500, 3002000 },
+};
+
+static const struct copy {
+	int proc, device, stream;
+	const char *op, *kind;
+	int64_t bytes, start, end;
+} copies[] = {
+	{ 1, 0, 7, "memcpy", "HtoD", 1048576, 1900000, 1950000 },
+	{ 1, 0, 8, "memcpy", "HtoD", 2097152, 2000400, 2000900 },
+	{ 1, 0, 7, "memcpy", "DtoH", 4096, 2001000, 2001100 },
+	{ 1, 0, 7, "memset", NULL, 1000, 2001200, 2001210 },
+	{ 1, 1, 9, "memset", NULL, 64, 3000900, 3001100 },
+};
+
+/* end -1: still open; domain 0 is NVTX's default. */
+static const struct range {
+	int proc, domain, name;
+	int64_t start, end;
+	int depth;
+} ranges[] = {
+	{ 1, 0, 4, 1500000, 5000000, 0 }, { 1, 0, 5, 1600000, 2500000, 1 },
+	{ 1, 0, 5, 2600000, 3500000, 1 }, { 1, 0, 6, 1700000, 1800000, 2 },
+	{ 1, 0, 5, 4000000, -1, 1 },	  { 1, 7, 8, 1100000, 1400000, 0 },
+	{ 1, 7, 8, 6000000, -1, 0 },
 };
 
 /* alloc_dur / free_dur -1: not timed (NULL end); free_fn 0: still live. */
@@ -172,6 +240,8 @@ static void bind_proc(sqlite3_stmt *st, size_t i)
 	sqlite3_bind_int64(st, 6, p->start);
 	bind_opt(st, 7, p->end, p->end >= 0);
 	sqlite3_bind_text(st, 8, p->argv, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 9, p->gpu_status, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 10, p->gpu_detail, -1, SQLITE_STATIC);
 }
 
 static void bind_count(sqlite3_stmt *st, size_t i)
@@ -210,6 +280,55 @@ static void bind_alloc(sqlite3_stmt *st, size_t i)
 	bind_opt(st, 13, a->free_ns + a->free_dur, a->free_fn != 0 && a->free_dur >= 0);
 }
 
+static void bind_string(sqlite3_stmt *st, size_t i)
+{
+	sqlite3_bind_int(st, 1, strings[i].proc);
+	sqlite3_bind_int(st, 2, strings[i].id);
+	sqlite3_bind_text(st, 3, strings[i].text, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 4, strings[i].demangled, -1, SQLITE_STATIC);
+}
+
+static void bind_kernel(sqlite3_stmt *st, size_t i)
+{
+	const struct kernel *k = &kernels[i];
+
+	sqlite3_bind_int(st, 1, k->proc);
+	sqlite3_bind_int(st, 2, k->device);
+	bind_opt(st, 3, k->stream, k->stream >= 0);
+	sqlite3_bind_int64(st, 4, (int64_t)i);
+	sqlite3_bind_int(st, 5, k->name);
+	sqlite3_bind_int64(st, 6, k->start);
+	sqlite3_bind_int64(st, 7, k->end);
+}
+
+static void bind_copy(sqlite3_stmt *st, size_t i)
+{
+	const struct copy *c = &copies[i];
+
+	sqlite3_bind_int(st, 1, c->proc);
+	sqlite3_bind_text(st, 2, c->op, -1, SQLITE_STATIC);
+	sqlite3_bind_int(st, 3, c->device);
+	sqlite3_bind_int(st, 4, c->stream);
+	sqlite3_bind_int64(st, 5, (int64_t)i + 100);
+	sqlite3_bind_int64(st, 6, c->start);
+	sqlite3_bind_int64(st, 7, c->end);
+	sqlite3_bind_int64(st, 8, c->bytes);
+	sqlite3_bind_text(st, 9, c->kind, -1, SQLITE_STATIC);
+}
+
+static void bind_range(sqlite3_stmt *st, size_t i)
+{
+	const struct range *r = &ranges[i];
+
+	sqlite3_bind_int(st, 1, r->proc);
+	sqlite3_bind_text(st, 2, r->domain ? "startend" : "push", -1, SQLITE_STATIC);
+	sqlite3_bind_int(st, 3, r->domain);
+	sqlite3_bind_int(st, 4, r->name);
+	sqlite3_bind_int64(st, 5, r->start);
+	bind_opt(st, 6, r->end, r->end >= 0);
+	sqlite3_bind_int(st, 7, r->depth);
+}
+
 static void bind_drop(sqlite3_stmt *st, size_t i)
 {
 	sqlite3_bind_int(st, 1, drops[i].proc);
@@ -235,8 +354,9 @@ static int setup(void **state)
 	insert(f->db,
 	       "INSERT INTO processes (proc_id, pid, ppid, uid, hostname, exe, rank,"
 	       " malloc_mode, sample_bytes, lossless, start_wall_ns, start_ns, end_ns,"
-	       " end_reason, argv) VALUES (?1, ?2, 1, 0, 'node', '/bin/x', ?3, ?4, ?5, 0, 0,"
-	       " ?6, ?7, CASE WHEN ?7 IS NULL THEN NULL ELSE 'exit' END, ?8)",
+	       " end_reason, argv, gpu_status, gpu_status_detail) VALUES (?1, ?2, 1, 0, 'node',"
+	       " '/bin/x', ?3, ?4, ?5, 0, 0, ?6, ?7, CASE WHEN ?7 IS NULL THEN NULL ELSE 'exit'"
+	       " END, ?8, ?9, ?10)",
 	       bind_proc, N(procs));
 	insert(f->db, "INSERT INTO function_counts VALUES (?, ?, ?, ?, ?)", bind_count,
 	       N(counts));
@@ -251,6 +371,20 @@ static int setup(void **state)
 	       " CASE WHEN ?11 IS NULL THEN NULL ELSE 1 END, ?12, ?13)",
 	       bind_alloc, N(allocs));
 	insert(f->db, "INSERT INTO drops VALUES (?, ?, ?, ?)", bind_drop, N(drops));
+	insert(f->db, "INSERT INTO strings (proc_id, id, text, demangled) VALUES (?, ?, ?, ?)",
+	       bind_string, N(strings));
+	insert(f->db,
+	       "INSERT INTO kernels (proc_id, device, stream, correlation, name_id, start_ns,"
+	       " end_ns) VALUES (?, ?, ?, ?, ?, ?, ?)",
+	       bind_kernel, N(kernels));
+	insert(f->db,
+	       "INSERT INTO gpu_copies (proc_id, op, device, stream, correlation, start_ns,"
+	       " end_ns, bytes, copy_kind) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+	       bind_copy, N(copies));
+	insert(f->db,
+	       "INSERT INTO ranges (proc_id, tid, kind, domain_id, name_id, start_ns, end_ns,"
+	       " depth) VALUES (?1, 1, ?2, ?3, ?4, ?5, ?6, ?7)",
+	       bind_range, N(ranges));
 	exec(f->db, "COMMIT");
 	*state = f;
 	return 0;
@@ -299,11 +433,30 @@ static void add(struct expect *e, int64_t d, int64_t *durs)
 	durs[e->n++] = d;
 }
 
+/* Sum, min, max, mean and (two-pass) population std dev of durs[0..e->n). */
+static void finish(struct expect *e, const int64_t *durs)
+{
+	double ss = 0;
+
+	for (int64_t i = 0; i < e->n; i++) {
+		e->sum += durs[i];
+		if (i == 0 || durs[i] < e->min)
+			e->min = durs[i];
+		if (i == 0 || durs[i] > e->max)
+			e->max = durs[i];
+	}
+	if (e->n) {
+		e->mean = (double)e->sum / (double)e->n;
+		for (int64_t i = 0; i < e->n; i++)
+			ss += (durs[i] - e->mean) * (durs[i] - e->mean);
+		e->sd = sqrt(ss / (double)e->n);
+	}
+}
+
 static struct expect expected(int proc, int fn)
 {
 	struct expect e = { 0 };
 	int64_t durs[64];
-	double ss = 0;
 
 	for (size_t i = 0; i < N(counts); i++) {
 		if (counts[i].proc == proc && counts[i].fn == fn) {
@@ -324,19 +477,7 @@ static struct expect expected(int proc, int fn)
 		if (fn == FREE && a->free_fn == FREE && a->free_dur >= 0)
 			add(&e, a->free_dur, durs);
 	}
-	for (int64_t i = 0; i < e.n; i++) {
-		e.sum += durs[i];
-		if (i == 0 || durs[i] < e.min)
-			e.min = durs[i];
-		if (i == 0 || durs[i] > e.max)
-			e.max = durs[i];
-	}
-	if (e.n) {
-		e.mean = (double)e.sum / (double)e.n;
-		for (int64_t i = 0; i < e.n; i++)
-			ss += (durs[i] - e.mean) * (durs[i] - e.mean);
-		e.sd = sqrt(ss / (double)e.n);
-	}
+	finish(&e, durs);
 	return e;
 }
 
@@ -475,10 +616,14 @@ static void test_summary_csv_matches_rows(void **state)
 			check_row(csv, &procs[p], fns[i].fn, fns[i].name);
 		}
 	}
-	for (const char *c = csv; *c; c++)
-		rows += *c == '\n';
+	for (const char *line = strchr(csv, '\n') + 1; *line; line = strchr(line, '\n') + 1) {
+		char f[NCOLS][64];
+
+		assert_int_equal(split(line, f), NCOLS);
+		rows += !strcmp(f[C_KIND], "api") || !strcmp(f[C_KIND], "heap");
+	}
 	/* Functions counted zero times (cudaLaunchKernel in 1 and 3) are absent. */
-	assert_int_equal(rows - 1, want);
+	assert_int_equal(rows, want);
 	free(csv);
 }
 
@@ -597,6 +742,692 @@ static void test_summary_foreign_file_is_refused(void **state)
 	unlink(path);
 }
 
+/* ---- GPU: the expected values, from the arrays ------------------------- */
+
+static const char *string_of(int proc, int id, int demangled)
+{
+	for (size_t i = 0; i < N(strings); i++)
+		if (strings[i].proc == proc && strings[i].id == id)
+			return demangled && strings[i].demangled ? strings[i].demangled
+								 : strings[i].text;
+	return NULL;
+}
+
+static void range_label(const struct range *r, char *buf, size_t len)
+{
+	if (r->domain)
+		snprintf(buf, len, "%s:%s", string_of(r->proc, r->domain, 0),
+			 string_of(r->proc, r->name, 0));
+	else
+		snprintf(buf, len, "%s", string_of(r->proc, r->name, 0));
+}
+
+static const char *copy_label(const struct copy *c)
+{
+	return strcmp(c->op, "memset") == 0 ? "memset" : c->kind;
+}
+
+/* The GPU groups of proc: kernel names, copy kinds, range labels. */
+enum group { G_KERNEL, G_COPY, G_RANGE };
+
+static size_t group_labels(int proc, enum group g, char labels[][64])
+{
+	size_t n = 0, total = g == G_KERNEL ? N(kernels) : g == G_COPY ? N(copies) : N(ranges);
+
+	for (size_t i = 0; i < total; i++) {
+		char l[64];
+		size_t j;
+
+		if (g == G_KERNEL && kernels[i].proc == proc)
+			snprintf(l, sizeof(l), "%s", string_of(proc, kernels[i].name, 1));
+		else if (g == G_COPY && copies[i].proc == proc)
+			snprintf(l, sizeof(l), "%s", copy_label(&copies[i]));
+		else if (g == G_RANGE && ranges[i].proc == proc)
+			range_label(&ranges[i], l, sizeof(l));
+		else
+			continue;
+		for (j = 0; j < n && strcmp(labels[j], l); j++)
+			;
+		if (j == n)
+			snprintf(labels[n++], 64, "%s", l);
+	}
+	return n;
+}
+
+/* Durations of a group; bytes for copies, count = ranges opened. */
+static struct expect expect_group(int proc, enum group g, const char *label, int64_t *open)
+{
+	struct expect e = { 0 };
+	int64_t durs[64];
+
+	*open = 0;
+	for (size_t i = 0; g == G_KERNEL && i < N(kernels); i++)
+		if (kernels[i].proc == proc && !strcmp(string_of(proc, kernels[i].name, 1), label))
+			add(&e, kernels[i].end - kernels[i].start, durs);
+	for (size_t i = 0; g == G_COPY && i < N(copies); i++) {
+		if (copies[i].proc == proc && !strcmp(copy_label(&copies[i]), label)) {
+			add(&e, copies[i].end - copies[i].start, durs);
+			e.bytes += copies[i].bytes;
+		}
+	}
+	for (size_t i = 0; g == G_RANGE && i < N(ranges); i++) {
+		char l[64];
+
+		range_label(&ranges[i], l, sizeof(l));
+		if (ranges[i].proc != proc || strcmp(l, label))
+			continue;
+		if (ranges[i].end < 0)
+			(*open)++;
+		else
+			add(&e, ranges[i].end - ranges[i].start, durs);
+	}
+	finish(&e, durs);
+	e.count = e.n + *open;
+	return e;
+}
+
+static int64_t kernel_total(int proc)
+{
+	int64_t t = 0;
+
+	for (size_t i = 0; i < N(kernels); i++)
+		if (kernels[i].proc == proc)
+			t += kernels[i].end - kernels[i].start;
+	return t;
+}
+
+struct ivl {
+	int64_t s, e;
+};
+
+/*
+ * The measure of the union of v[0..n), the slow way: every segment between
+ * two consecutive endpoints counts when some interval covers it.
+ */
+static int64_t union_len(const struct ivl *v, size_t n)
+{
+	int64_t pts[128], total = 0;
+	size_t np = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		pts[np++] = v[i].s;
+		pts[np++] = v[i].e;
+	}
+	for (size_t i = 1; i < np; i++)
+		for (size_t j = i; j > 0 && pts[j - 1] > pts[j]; j--) {
+			int64_t t = pts[j];
+
+			pts[j] = pts[j - 1];
+			pts[j - 1] = t;
+		}
+	for (size_t j = 0; j + 1 < np; j++) {
+		int covered = 0;
+
+		for (size_t i = 0; i < n; i++)
+			covered |= v[i].s <= pts[j] && pts[j + 1] <= v[i].e;
+		if (covered)
+			total += pts[j + 1] - pts[j];
+	}
+	return total;
+}
+
+#define ANY_STREAM (-2)
+
+/* Busy time of proc's device (one stream, or ANY_STREAM), and the kernels
+ * and copies counted. */
+static int64_t expect_busy(int proc, int device, int stream, int64_t *nk, int64_t *nc)
+{
+	struct ivl v[64];
+	size_t n = 0;
+
+	*nk = *nc = 0;
+	for (size_t i = 0; i < N(kernels); i++) {
+		const struct kernel *k = &kernels[i];
+
+		if (k->proc == proc && k->device == device &&
+		    (stream == ANY_STREAM || k->stream == stream)) {
+			v[n++] = (struct ivl){ k->start, k->end };
+			++*nk;
+		}
+	}
+	for (size_t i = 0; i < N(copies); i++) {
+		const struct copy *c = &copies[i];
+
+		if (c->proc == proc && c->device == device &&
+		    (stream == ANY_STREAM || c->stream == stream)) {
+			v[n++] = (struct ivl){ c->start, c->end };
+			++*nc;
+		}
+	}
+	return union_len(v, n);
+}
+
+/* (device, stream) pairs of proc's GPU activity, distinct. */
+static size_t streams_of(int proc, int pairs[][2])
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < N(kernels) + N(copies); i++) {
+		int p = i < N(kernels) ? kernels[i].proc : copies[i - N(kernels)].proc;
+		int d = i < N(kernels) ? kernels[i].device : copies[i - N(kernels)].device;
+		int s = i < N(kernels) ? kernels[i].stream : copies[i - N(kernels)].stream;
+		size_t j;
+
+		if (p != proc)
+			continue;
+		for (j = 0; j < n && !(pairs[j][0] == d && pairs[j][1] == s); j++)
+			;
+		if (j == n) {
+			pairs[n][0] = d;
+			pairs[n++][1] = s;
+		}
+	}
+	return n;
+}
+
+static size_t devices_of(int proc, int *devs)
+{
+	int pairs[64][2];
+	size_t n = 0, ns = streams_of(proc, pairs);
+
+	for (size_t i = 0; i < ns; i++) {
+		size_t j;
+
+		for (j = 0; j < n && devs[j] != pairs[i][0]; j++)
+			;
+		if (j == n)
+			devs[n++] = pairs[i][0];
+	}
+	return n;
+}
+
+static int is_sync(int fn)
+{
+	return fn == STREAM_SYNC || fn == DEVICE_SYNC || fn == EVENT_SYNC || fn == CUDA_MEMCPY;
+}
+
+/* CPU time blocked in synchronizing calls; *exact: every call was timed. */
+static double expect_sync(int proc, int64_t *count, int *exact)
+{
+	double total = 0;
+
+	*count = 0;
+	*exact = 1;
+	for (size_t i = 0; i < NFNS; i++) {
+		struct expect e;
+
+		if (!is_sync(fns[i].fn))
+			continue;
+		e = expected(proc, fns[i].fn);
+		*count += e.count > e.n ? e.count : e.n;
+		if (e.n < e.count) {
+			*exact = 0;
+			total += e.mean * (double)e.count;
+		} else {
+			total += (double)e.sum;
+		}
+	}
+	return total;
+}
+
+static const struct proc *proc_of(int id)
+{
+	for (size_t i = 0; i < N(procs); i++)
+		if (procs[i].id == id)
+			return &procs[i];
+	fail();
+	return NULL;
+}
+
+/* ---- GPU: csv ---------------------------------------------------------- */
+
+static void check_csv_times(char f[][64], const struct expect *e, double wall)
+{
+	assert_int_equal(strtoll(f[C_TIMED], NULL, 10), e->n);
+	if (e->n == 0) {
+		assert_string_equal(f[C_TOTAL], "");
+		assert_string_equal(f[C_MEAN], "");
+		return;
+	}
+	assert_int_equal(strtoll(f[C_TOTAL], NULL, 10), e->sum);
+	check_near(f[C_MEAN], e->mean, 0.5 + 1e-9, "mean");
+	check_near(f[C_SD], e->sd, 0.5 + 1e-9, "stddev");
+	assert_int_equal(strtoll(f[C_MIN], NULL, 10), e->min);
+	assert_int_equal(strtoll(f[C_MAX], NULL, 10), e->max);
+	check_near(f[C_SHARE], (double)e->sum / wall, 1e-6, "wall share");
+}
+
+/* Every GPU row of proc; returns how many there should be. */
+static size_t check_gpu_csv(const char *csv, const struct proc *p)
+{
+	static const char *const kinds[] = { "kernel", "memcpy", "range" };
+	double wall = (double)(p->end - p->start);
+	char labels[32][64], f[NCOLS][64], event[64];
+	int pairs[64][2], devs[64];
+	size_t rows = 0, n;
+	int64_t count, open, nk, nc;
+	int exact;
+	double sync;
+
+	for (enum group g = G_KERNEL; g <= G_RANGE; g++) {
+		n = group_labels(p->id, g, labels);
+		rows += n;
+		for (size_t i = 0; i < n; i++) {
+			struct expect e = expect_group(p->id, g, labels[i], &open);
+			const char *kind = g == G_COPY && !strcmp(labels[i], "memset") ? "memset"
+											: kinds[g];
+
+			find_row(csv, p->pid, labels[i], f);
+			assert_string_equal(f[C_KIND], kind);
+			assert_int_equal(strtoll(f[C_COUNT], NULL, 10), e.count);
+			if (g == G_COPY)
+				assert_int_equal(strtoll(f[C_BYTES], NULL, 10), e.bytes);
+			else
+				assert_string_equal(f[C_BYTES], "");
+			check_csv_times(f, &e, wall);
+		}
+	}
+	n = streams_of(p->id, pairs);
+	rows += n;
+	for (size_t i = 0; i < n; i++) {
+		int64_t busy = expect_busy(p->id, pairs[i][0], pairs[i][1], &nk, &nc);
+
+		if (pairs[i][1] < 0)
+			snprintf(event, sizeof(event), "device %d stream ?", pairs[i][0]);
+		else
+			snprintf(event, sizeof(event), "device %d stream %d", pairs[i][0], pairs[i][1]);
+		find_row(csv, p->pid, event, f);
+		assert_string_equal(f[C_KIND], "stream");
+		assert_int_equal(strtoll(f[C_COUNT], NULL, 10), nk + nc);
+		assert_int_equal(strtoll(f[C_TOTAL], NULL, 10), busy);
+		check_near(f[C_SHARE], (double)busy / wall, 1e-6, "stream share");
+	}
+	n = devices_of(p->id, devs);
+	rows += n;
+	for (size_t i = 0; i < n; i++) {
+		int64_t busy = expect_busy(p->id, devs[i], ANY_STREAM, &nk, &nc);
+
+		snprintf(event, sizeof(event), "device %d", devs[i]);
+		find_row(csv, p->pid, event, f);
+		assert_string_equal(f[C_KIND], "gpu");
+		assert_int_equal(strtoll(f[C_COUNT], NULL, 10), nk + nc);
+		assert_int_equal(strtoll(f[C_TOTAL], NULL, 10), busy);
+		check_near(f[C_SHARE], (double)busy / wall, 1e-6, "busy share");
+	}
+	sync = expect_sync(p->id, &count, &exact);
+	if (count > 0) {
+		rows++;
+		find_row(csv, p->pid, "sync", f);
+		assert_string_equal(f[C_KIND], "gpu");
+		assert_int_equal(strtoll(f[C_COUNT], NULL, 10), count);
+		if (exact) {
+			check_near(f[C_TOTAL], sync, 0.5, "sync total");
+			check_near(f[C_SHARE], sync / wall, 1e-6, "sync share");
+		} else {
+			assert_string_equal(f[C_TOTAL], "");
+			assert_string_equal(f[C_SHARE], "");
+		}
+	}
+	if (p->gpu_status) {
+		snprintf(event, sizeof(event), "status:%s", p->gpu_status);
+		find_row(csv, p->pid, event, f);
+		assert_string_equal(f[C_KIND], "gpu");
+		rows++;
+	}
+	return rows;
+}
+
+static int is_gpu_kind(const char *k)
+{
+	static const char *const kinds[] = { "kernel", "memcpy", "memset", "range", "stream",
+					     "gpu" };
+
+	for (size_t i = 0; i < N(kinds); i++)
+		if (!strcmp(k, kinds[i]))
+			return 1;
+	return 0;
+}
+
+static void test_summary_gpu_csv(void **state)
+{
+	struct fixture *fx = *state;
+	char *csv = render(fx->db, SUMMARY_CSV);
+	size_t want = 0, rows = 0;
+
+	for (size_t i = 0; i < N(procs); i++)
+		if (procs[i].end >= 0)
+			want += check_gpu_csv(csv, &procs[i]);
+	/* Process 3 never used CUDA: no GPU rows at all. */
+	for (const char *line = strchr(csv, '\n') + 1; *line; line = strchr(line, '\n') + 1) {
+		char f[NCOLS][64];
+
+		assert_int_equal(split(line, f), NCOLS);
+		if (is_gpu_kind(f[C_KIND])) {
+			assert_int_not_equal(atoi(f[C_PID]), 300);
+			rows++;
+		}
+	}
+	assert_int_equal(rows, want);
+	free(csv);
+}
+
+/* ---- GPU: json ----------------------------------------------------------- */
+
+/*
+ * The first column of sql's first row as text (malloc'd), run with ?1 the
+ * JSON document, ?2 the process's pid and ?3 key; NULL for no row or NULL.
+ */
+static char *jq(sqlite3 *db, const char *json, const char *sql, int pid, const char *key)
+{
+	sqlite3_stmt *st;
+	char *v = NULL;
+
+	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
+		print_error("%s: %s\n", sql, sqlite3_errmsg(db));
+		fail();
+	}
+	sqlite3_bind_text(st, 1, json, -1, SQLITE_STATIC);
+	sqlite3_bind_int(st, 2, pid);
+	sqlite3_bind_text(st, 3, key, -1, SQLITE_STATIC);
+	if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL)
+		v = strdup((const char *)sqlite3_column_text(st, 0));
+	sqlite3_finalize(st);
+	return v;
+}
+
+/* Field `field` of the element of processes[pid=?2].gpu.<array> whose
+ * <match> is ?3. */
+static double jfield(sqlite3 *db, const char *json, int pid, const char *array,
+		     const char *match, const char *key, const char *field)
+{
+	char sql[512], *v;
+	double d;
+
+	snprintf(sql, sizeof(sql),
+		 "SELECT json_extract(e.value, '$.%s') FROM json_each(?1, '$.processes') p,"
+		 " json_each(p.value, '$.gpu.%s') e WHERE json_extract(p.value, '$.pid') = ?2"
+		 " AND CAST(json_extract(e.value, '$.%s') AS TEXT) = ?3",
+		 field, array, match);
+	v = jq(db, json, sql, pid, key);
+	if (!v) {
+		print_error("no %s.%s for %s in %s\n", array, field, key, json);
+		fail();
+	}
+	d = strtod(v, NULL);
+	free(v);
+	return d;
+}
+
+/* processes[pid].gpu<path> as text (malloc'd), NULL for JSON null. */
+static char *jproc(sqlite3 *db, const char *json, int pid, const char *path)
+{
+	char sql[256];
+
+	snprintf(sql, sizeof(sql),
+		 "SELECT json_extract(p.value, '$.gpu%s') FROM json_each(?1, '$.processes') p"
+		 " WHERE json_extract(p.value, '$.pid') = ?2 AND ?3 IS NULL",
+		 path);
+	return jq(db, json, sql, pid, NULL);
+}
+
+static double jproc_num(sqlite3 *db, const char *json, int pid, const char *path)
+{
+	char *v = jproc(db, json, pid, path);
+	double d;
+
+	assert_non_null(v);
+	d = strtod(v, NULL);
+	free(v);
+	return d;
+}
+
+static void check_json_group(sqlite3 *db, const char *json, const struct proc *p, enum group g)
+{
+	static const char *const arrays[] = { "kernels", "copies", "ranges" };
+	static const char *const keys[] = { "name", "kind", "name" };
+	double wall = (double)(p->end - p->start);
+	char labels[32][64];
+	size_t n = group_labels(p->id, g, labels);
+	const char *a = arrays[g], *k = keys[g];
+	int64_t open, open_all = 0;
+
+	{
+		char sql[256], *v;
+
+		snprintf(sql, sizeof(sql),
+			 "SELECT json_array_length(p.value, '$.gpu.%s') FROM json_each(?1,"
+			 " '$.processes') p WHERE json_extract(p.value, '$.pid') = ?2"
+			 " AND ?3 IS NULL", a);
+		v = jq(db, json, sql, p->pid, NULL);
+		assert_non_null(v);
+		assert_int_equal(atoi(v), n);
+		free(v);
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct expect e = expect_group(p->id, g, labels[i], &open);
+
+		open_all += open;
+		assert_int_equal(jfield(db, json, p->pid, a, k, labels[i], "count"), e.n);
+		assert_int_equal(jfield(db, json, p->pid, a, k, labels[i], "total_ns"), e.sum);
+		assert_true(fabs(jfield(db, json, p->pid, a, k, labels[i], "mean_ns") - e.mean) <
+			    1e-3);
+		assert_true(fabs(jfield(db, json, p->pid, a, k, labels[i], "stddev_ns") - e.sd) <
+			    1e-3);
+		assert_int_equal(jfield(db, json, p->pid, a, k, labels[i], "min_ns"), e.min);
+		assert_int_equal(jfield(db, json, p->pid, a, k, labels[i], "max_ns"), e.max);
+		if (g == G_KERNEL) {
+			assert_true(fabs(jfield(db, json, p->pid, a, k, labels[i], "kernel_share") -
+					 (double)e.sum / (double)kernel_total(p->id)) < 1e-6);
+			assert_true(fabs(jfield(db, json, p->pid, a, k, labels[i], "wall_share") -
+					 (double)e.sum / wall) < 1e-6);
+		} else if (g == G_COPY) {
+			assert_int_equal(jfield(db, json, p->pid, a, k, labels[i], "bytes"), e.bytes);
+			/* bytes per ns is GB/s (1e9 bytes per second). */
+			assert_true(fabs(jfield(db, json, p->pid, a, k, labels[i], "gb_per_s") -
+					 (double)e.bytes / (double)e.sum) < 1e-6);
+		} else {
+			assert_int_equal(jfield(db, json, p->pid, a, k, labels[i], "open"), open);
+		}
+	}
+	if (g == G_RANGE)
+		assert_int_equal(jproc_num(db, json, p->pid, ".open_ranges"), open_all);
+}
+
+static void test_summary_gpu_json(void **state)
+{
+	struct fixture *fx = *state;
+	char *json = render(fx->db, SUMMARY_JSON), *v;
+	const struct proc *p = proc_of(1), *busy = proc_of(2), *idle = proc_of(3);
+	double wall = (double)(p->end - p->start), sync;
+	int pairs[64][2], devs[64], exact;
+	int64_t nk, nc, count;
+	char key[16];
+
+	for (enum group g = G_KERNEL; g <= G_RANGE; g++)
+		check_json_group(fx->db, json, p, g);
+	assert_int_equal(jproc_num(fx->db, json, p->pid, ".kernel_total_ns"), kernel_total(p->id));
+	for (size_t i = 0, n = streams_of(p->id, pairs); i < n; i++) {
+		char sql[512];
+		int64_t b = expect_busy(p->id, pairs[i][0], pairs[i][1], &nk, &nc);
+
+		snprintf(sql, sizeof(sql),
+			 "SELECT json_extract(e.value, '$.busy_ns') || ' ' ||"
+			 " json_extract(e.value, '$.kernels') || ' ' || json_extract(e.value, '$.copies')"
+			 " FROM json_each(?1, '$.processes') p, json_each(p.value, '$.gpu.streams') e"
+			 " WHERE json_extract(p.value, '$.pid') = ?2 AND json_extract(e.value,"
+			 " '$.device') = %d AND coalesce(CAST(json_extract(e.value, '$.stream')"
+			 " AS TEXT), 'null') = ?3",
+			 pairs[i][0]);
+		if (pairs[i][1] < 0)
+			snprintf(key, sizeof(key), "null");
+		else
+			snprintf(key, sizeof(key), "%d", pairs[i][1]);
+		v = jq(fx->db, json, sql, p->pid, key);
+		assert_non_null(v);
+		{
+			char want[64];
+
+			snprintf(want, sizeof(want), "%lld %lld %lld", (long long)b, (long long)nk,
+				 (long long)nc);
+			assert_string_equal(v, want);
+		}
+		free(v);
+	}
+	for (size_t i = 0, n = devices_of(p->id, devs); i < n; i++) {
+		int64_t b = expect_busy(p->id, devs[i], ANY_STREAM, &nk, &nc);
+
+		snprintf(key, sizeof(key), "%d", devs[i]);
+		assert_int_equal(jfield(fx->db, json, p->pid, "devices", "device", key, "busy_ns"), b);
+		assert_true(fabs(jfield(fx->db, json, p->pid, "devices", "device", key,
+					"wall_share") - (double)b / wall) < 1e-6);
+	}
+	sync = expect_sync(p->id, &count, &exact);
+	assert_true(exact);
+	assert_true(fabs(jproc_num(fx->db, json, p->pid, ".sync.total_ns") - sync) <= 0.5);
+	assert_int_equal(jproc_num(fx->db, json, p->pid, ".sync.count"), count);
+	assert_true(fabs(jproc_num(fx->db, json, p->pid, ".sync.wall_share") - sync / wall) < 1e-6);
+	assert_true(fabs(jfield(fx->db, json, p->pid, "sync.functions", "event",
+				"cudaStreamSynchronize", "total_ns") -
+			 (double)expected(p->id, STREAM_SYNC).sum) <= 0.5);
+	v = jproc(fx->db, json, p->pid, ".traced");
+	assert_string_equal(v, "1");
+	free(v);
+	assert_null(jproc(fx->db, json, p->pid, ".not_traced_reason"));
+
+	/* Not traced: said so, with the reason and the detail. */
+	v = jproc(fx->db, json, busy->pid, ".traced");
+	assert_string_equal(v, "0");
+	free(v);
+	v = jproc(fx->db, json, busy->pid, ".not_traced_reason");
+	assert_string_equal(v, "another profiler owns CUPTI");
+	free(v);
+	v = jproc(fx->db, json, busy->pid, ".status_detail");
+	assert_string_equal(v, busy->gpu_detail);
+	free(v);
+	sync = expect_sync(busy->id, &count, &exact);
+	assert_false(exact);
+	v = jproc(fx->db, json, busy->pid, ".sync.estimated");
+	assert_string_equal(v, "1");
+	free(v);
+	assert_true(fabs(jproc_num(fx->db, json, busy->pid, ".sync.total_ns") - sync) <= 0.5);
+	assert_int_equal(jproc_num(fx->db, json, busy->pid, ".sync.count"), count);
+
+	/* Never used CUDA: nothing is missing, nothing to explain. */
+	assert_null(jproc(fx->db, json, idle->pid, ".status"));
+	assert_null(jproc(fx->db, json, idle->pid, ".not_traced_reason"));
+	free(json);
+}
+
+/* ---- GPU: table ----------------------------------------------------------- */
+
+static void want_in(const char *text, const char *want)
+{
+	if (strstr(text, want))
+		return;
+	print_error("missing '%s' in\n%s\n", want, text);
+	fail();
+}
+
+static void test_summary_gpu_table(void **state)
+{
+	struct fixture *fx = *state;
+	char *table = render(fx->db, SUMMARY_TABLE);
+	const struct proc *p = proc_of(1), *busy = proc_of(2);
+	double wall = (double)(p->end - p->start), sync;
+	char labels[32][64], want[256], u[2][FMT_UNIT_MAX];
+	int devs[64], exact;
+	int64_t open, nk, nc, count, open_all = 0;
+	size_t n;
+
+	snprintf(want, sizeof(want), "GPU activity: traced: %s\n", p->gpu_detail);
+	want_in(table, want);
+	snprintf(want, sizeof(want), "GPU activity: NOT traced: another profiler owns CUPTI: %s;",
+		 busy->gpu_detail);
+	want_in(table, want);
+	/* Each kernel's share of the kernel time, right before its name. */
+	n = group_labels(p->id, G_KERNEL, labels);
+	for (size_t i = 0; i < n; i++) {
+		struct expect e = expect_group(p->id, G_KERNEL, labels[i], &open);
+
+		snprintf(want, sizeof(want), " %.1f%%  %s\n",
+			 100.0 * (double)e.sum / (double)kernel_total(p->id), labels[i]);
+		want_in(table, want);
+	}
+	/* GB/s ends each copy line. */
+	n = group_labels(p->id, G_COPY, labels);
+	for (size_t i = 0; i < n; i++) {
+		struct expect e = expect_group(p->id, G_COPY, labels[i], &open);
+		const char *line;
+
+		snprintf(want, sizeof(want), "\n  %-10s ", labels[i]);
+		line = strstr(table, want);
+		assert_non_null(line);
+		snprintf(want, sizeof(want), " %.2f\n", (double)e.bytes / (double)e.sum);
+		assert_true(strstr(line + 1, want) == strchr(line + 1, '\n') - strlen(want) + 1);
+	}
+	n = group_labels(p->id, G_RANGE, labels);
+	for (size_t i = 0; i < n; i++) {
+		expect_group(p->id, G_RANGE, labels[i], &open);
+		open_all += open;
+	}
+	snprintf(want, sizeof(want), "%lld ranges were left open", (long long)open_all);
+	want_in(table, want);
+	for (size_t i = 0, nd = devices_of(p->id, devs); i < nd; i++) {
+		int64_t b = expect_busy(p->id, devs[i], ANY_STREAM, &nk, &nc);
+
+		snprintf(want, sizeof(want), "  %-8d %18s %10lld %10lld %11s %6.1f%%\n", devs[i],
+			 "all (GPU busy)", (long long)nk, (long long)nc,
+			 fmt_duration(u[0], FMT_UNIT_MAX, (double)b), 100.0 * (double)b / wall);
+		want_in(table, want);
+	}
+	sync = expect_sync(p->id, &count, &exact);
+	snprintf(want, sizeof(want), "CPU blocked in synchronizing calls: %s, %.1f%% of wall\n",
+		 fmt_duration(u[1], FMT_UNIT_MAX, sync), 100.0 * sync / wall);
+	want_in(table, want);
+	sync = expect_sync(busy->id, &count, &exact);
+	snprintf(want, sizeof(want), "CPU blocked in synchronizing calls: ~%s, ~%.1f%% of wall\n",
+		 fmt_duration(u[1], FMT_UNIT_MAX, sync),
+		 100.0 * sync / (double)(busy->end - busy->start));
+	want_in(table, want);
+	free(table);
+}
+
+/* A version 1 store (no GPU tables, no status columns) still summarises. */
+static void test_summary_schema_v1_store(void **state)
+{
+	char path[] = "/tmp/test_summary_v1.XXXXXX";
+	const char *v2 = strstr(shimmer_schema_sql, "-- shimmer store, schema version 2");
+	char *v1, *out;
+	sqlite3 *db;
+	int fd = mkstemp(path);
+
+	(void)state;
+	assert_true(fd >= 0);
+	close(fd);
+	/* The embedded schema is 001 then 002: keep 001. */
+	assert_non_null(v2);
+	v1 = strndup(shimmer_schema_sql, (size_t)(v2 - shimmer_schema_sql));
+	assert_non_null(v1);
+	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+	exec(db, v1);
+	exec(db, "INSERT INTO functions VALUES (1, 'cudaDeviceSynchronize', 'cuda');"
+		 "INSERT INTO processes (proc_id, pid, ppid, uid, malloc_mode, lossless,"
+		 " start_wall_ns, start_ns, end_ns) VALUES (1, 42, 1, 0, 'off', 0, 0, 0, 1000);"
+		 "INSERT INTO function_counts VALUES (1, 1, 1, 1, 0);"
+		 "INSERT INTO cuda_calls (proc_id, tid, fn_id, start_ns, end_ns, ret,"
+		 " per_thread_stream) VALUES (1, 1, 1, 100, 350, 0, 0)");
+	out = render(db, SUMMARY_TABLE);
+	want_in(out, "GPU activity: NOT traced: no GPU status was recorded");
+	want_in(out, "CPU blocked in synchronizing calls: 250 ns, 25.0% of wall\n");
+	free(out);
+	out = render(db, SUMMARY_CSV);
+	want_in(out, "\n42,,sync,1,,250,,,,,,0.250000,gpu,1\n");
+	free(out);
+	sqlite3_close(db);
+	unlink(path);
+	free(v1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -605,6 +1436,10 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_summary_json_peaks_and_drops, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_summary_table_warns_of_drops, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_summary_gpu_csv, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_summary_gpu_json, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_summary_gpu_table, setup, teardown),
+		cmocka_unit_test(test_summary_schema_v1_store),
 		cmocka_unit_test(test_summary_missing_store_is_not_created),
 		cmocka_unit_test(test_summary_foreign_file_is_refused),
 	};

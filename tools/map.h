@@ -1,0 +1,60 @@
+/*
+ * The readers' aggregation containers.  A map is an open-addressing hash
+ * table from a key of three integers (a process and two ids) to an item
+ * the caller lays out, starting with its struct map_key; the summaries
+ * stream millions of rows through one and keep only an item per group, so
+ * memory stays proportional to the groups, not the rows.  Not thread-safe.
+ */
+#ifndef SHIMMER_TOOLS_MAP_H
+#define SHIMMER_TOOLS_MAP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct map_key {
+	int64_t proc_id;
+	int64_t a;
+	int64_t b;
+};
+
+/*
+ * Items are dense (0..n-1) and start zeroed but for their key; a pointer
+ * to one is valid until the next map_get.  Initialise with
+ * { .item_size = sizeof(struct my_item) } and release with map_free().
+ */
+struct map {
+	char *items;
+	size_t item_size;
+	size_t n;
+	size_t cap;
+	uint32_t *slots; /* item index + 1; 0 is empty */
+	size_t nslots;   /* power of two */
+};
+
+/* The item of k, added when missing; NULL when out of memory. */
+void *map_get(struct map *m, const struct map_key *k);
+
+/* The item of k, or NULL when there is none; never adds. */
+void *map_find(const struct map *m, const struct map_key *k);
+
+/* Item i, 0 <= i < m->n. */
+void *map_item(const struct map *m, size_t i);
+
+/* Release the items and slots; m may be reused after re-initialising. */
+void map_free(struct map *m);
+
+/*
+ * Make room for one more element in the array *pp of n elements of size
+ * bytes with capacity *cap, doubling it.  Returns 0 or -ENOMEM (the array
+ * is left as it was).
+ */
+int array_grow(void *pp, size_t *cap, size_t n, size_t size);
+
+/*
+ * The index of name in the string list *v of *n entries, appending a copy
+ * when it is not there (a linear search: for a handful of names such as
+ * memory spaces or copy kinds).  Returns 0 or -ENOMEM.
+ */
+int strlist_index(char ***v, size_t *n, const char *name, int64_t *idx);
+
+#endif /* SHIMMER_TOOLS_MAP_H */
