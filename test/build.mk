@@ -13,22 +13,41 @@ $(FAKE_CUDART): $(FAKE_CUDART_OBJS) test/fake_cudart/libcudart.map
 	$(call msg,LD,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) -shared -o $@ $(FAKE_CUDART_OBJS) -Wl,-soname,libcudart.so.13 \
-		-Wl,--version-script=test/fake_cudart/libcudart.map -lpthread
+		-Wl,--version-script=test/fake_cudart/libcudart.map -ldl -lpthread
 	$(Q)ln -sf libcudart.so.13 $(FAKE_CUDART_DIR)/libcudart.so
 
-# $(call cuda_prog,OUTPUT,OBJECTS,RPATH): a program linked against the fake
-# runtime, found at run time through RPATH (relative to $ORIGIN).
+# The fake CUPTI lives next to the fake runtime, where the shim looks for it.
+FAKE_CUPTI := $(FAKE_CUDART_DIR)/libcupti.so.13
+$(FAKE_CUPTI): $(O)/obj/prog/test/fake_cupti/fake_cupti.o test/fake_cupti/libcupti.map
+	$(call msg,LD,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -shared -o $@ $< -Wl,-soname,libcupti.so.13 \
+		-Wl,--version-script=test/fake_cupti/libcupti.map -ldl -lpthread
+
+# $(call cuda_prog,OUTPUT,OBJECTS,RPATH[,LIBS]): a program linked against the
+# fake runtime, found at run time through RPATH (relative to $ORIGIN).
 define cuda_prog
 $(1): $(2) $(FAKE_CUDART)
 	$$(call msg,LD,$$@)
 	$$(Q)mkdir -p $$(@D)
 	$$(Q)$$(CC) -o $$@ $(2) -L$(FAKE_CUDART_DIR) -lcudart '-Wl,-rpath,$$$$ORIGIN/$(3)' \
-		-Wl,--enable-new-dtags -lpthread
+		-Wl,--enable-new-dtags $(4) -lpthread
 endef
 
 E2E_WL := $(O)/test/e2e/wl
 E2E_WL_OBJS := $(patsubst %,$(O)/obj/prog/test/e2e/%.o,wl wlog wl_cuda_plain wl_cuda_ptsz)
 $(eval $(call cuda_prog,$(E2E_WL),$(E2E_WL_OBJS),../fake_cudart))
+
+# The GPU workload: CUPTI through the fakes, NVTX (header-only, dlopens its
+# injection library).
+E2E_WL_GPU := $(O)/test/e2e/wl_gpu
+E2E_WL_GPU_OBJS := $(patsubst %,$(O)/obj/prog/test/e2e/%.o,wl_gpu wlog)
+$(eval $(call cuda_prog,$(E2E_WL_GPU),$(E2E_WL_GPU_OBJS),../fake_cudart,-ldl))
+
+# Marked up with include/shimmer.h (header only, nothing to link).
+E2E_WL_API := $(O)/test/e2e/wl_api
+E2E_WL_API_OBJS := $(patsubst %,$(O)/obj/prog/test/e2e/%.o,wl_api wlog)
+$(eval $(call cuda_prog,$(E2E_WL_API),$(E2E_WL_API_OBJS),../fake_cudart))
 
 HEAPDEMO := $(O)/examples/heapdemo
 $(eval $(call cuda_prog,$(HEAPDEMO),$(O)/obj/prog/examples/heapdemo.o,../test/fake_cudart))
@@ -39,4 +58,4 @@ $(E2E_BADCLIENT): $(O)/obj/test/e2e/badclient.o
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^
 
-TEST_PROGS += $(FAKE_CUDART) $(E2E_WL) $(E2E_BADCLIENT) $(HEAPDEMO)
+TEST_PROGS += $(FAKE_CUDART) $(FAKE_CUPTI) $(E2E_WL) $(E2E_WL_GPU) $(E2E_WL_API) $(E2E_BADCLIENT) $(HEAPDEMO)

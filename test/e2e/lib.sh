@@ -17,6 +17,8 @@ SHIM=$O/lib/libshimmer.so
 SHIMMERD=$O/bin/shimmerd
 SHIMMER=$O/bin/shimmer
 WL=$O/test/e2e/wl
+WL_GPU=$O/test/e2e/wl_gpu
+FAKE_CUPTI=$O/test/fake_cudart/libcupti.so.13
 BADCLIENT=$O/test/e2e/badclient
 SCRIPT=$(basename "$0" .sh)
 T=$(mktemp -d "${TMPDIR:-/tmp}/shimmer-e2e.XXXXXX")
@@ -129,8 +131,10 @@ CREATE TABLE C (seq INTEGER, pid INTEGER, tid INTEGER, fn TEXT, ret INTEGER, dev
 }
 
 # q SQL: runs SQL on the check database with the store attached as s.
+# SQLite's errors go to stdout too, so that a broken query fails the case
+# that expected no rows.
 q() {
-	sq "$CHECKDB" "ATTACH '$STORE' AS s;" "$@"
+	sq "$CHECKDB" "ATTACH '$STORE' AS s;" "$@" 2>&1
 }
 
 # The store's processes that belong to the log (by pid).
@@ -238,6 +242,56 @@ SELECT 'logged (pid,tid,fn,count,bytes), not stored:', * FROM
 	(SELECT * FROM exp_c EXCEPT SELECT * FROM got_c) LIMIT 10;
 SELECT 'stored (pid,tid,fn,count,bytes), not logged:', * FROM
 	(SELECT * FROM got_c EXCEPT SELECT * FROM exp_c) LIMIT 10;"
+}
+
+# load_gpu_log LOG: adds wl_gpu's lines (K, Y, S, R, M: see wl_gpu.c), each
+# with seq, to $CHECKDB (after load_log), and DM (name, demangled): each
+# logged kernel name as c++filt demangles it, NULL when it is not mangled.
+load_gpu_log() {
+	local log=$1 ty n d
+	sq "$CHECKDB" "
+CREATE TABLE K (seq INTEGER, pid INTEGER, tid INTEGER, name TEXT, domain TEXT, api TEXT,
+	gx INTEGER, gy INTEGER, gz INTEGER, bx INTEGER, by INTEGER, bz INTEGER,
+	stream INTEGER, smem INTEGER, t0 INTEGER, t1 INTEGER, range TEXT);
+CREATE TABLE Y (seq INTEGER, pid INTEGER, tid INTEGER, op TEXT, bytes INTEGER, kind TEXT,
+	value INTEGER, stream INTEGER, t0 INTEGER, t1 INTEGER);
+CREATE TABLE S (seq INTEGER, pid INTEGER, tid INTEGER, type TEXT, stream INTEGER,
+	t0 INTEGER, t1 INTEGER);
+CREATE TABLE R (seq INTEGER, pid INTEGER, tid INTEGER, kind TEXT, domain TEXT, name TEXT,
+	depth INTEGER, parent TEXT, t0 INTEGER, t1 INTEGER);
+CREATE TABLE M (seq INTEGER, pid INTEGER, tid INTEGER, domain TEXT, name TEXT, t0 INTEGER);
+CREATE TABLE DM (name TEXT, demangled TEXT);"
+	for ty in K Y S R M; do
+		awk -F, -v ty=$ty '$1 == ty { sub(/^[^,]*/, NR); print }' "$log" > "$T/$ty.csv"
+		sq "$CHECKDB" ".mode csv" ".import $T/$ty.csv $ty"
+	done
+	: > "$T/DM.tsv"
+	for n in $(sq "$CHECKDB" "SELECT DISTINCT name FROM K"); do
+		d=$(printf '%s\n' "$n" | c++filt)
+		[ "$d" = "$n" ] && d=
+		printf '%s\t%s\n' "$n" "$d" >> "$T/DM.tsv"
+	done
+	sq "$CHECKDB" ".mode tabs" ".import $T/DM.tsv DM" \
+		"UPDATE DM SET demangled = NULL WHERE demangled = '';"
+}
+
+# diff_ranges: rows differing between the logged ranges (R) and the stored
+# ones: thread, kind, domain ("-": NVTX's default), name, depth and the
+# parent's name ("-": none).
+diff_ranges() {
+	local cols="pid, tid, kind, domain, name, depth, parent"
+	q "
+CREATE TEMP VIEW exp_r AS SELECT $cols FROM main.R;
+CREATE TEMP VIEW got_r AS SELECT p.pid, r.tid, r.kind, coalesce(r.domain, '-') AS domain,
+	r.name, r.depth, coalesce((SELECT x.name FROM s.ranges_named x
+		WHERE x.id = r.parent_id), '-') AS parent
+	FROM s.ranges_named r JOIN s.processes p USING (proc_id) WHERE p.pid IN $PIDS;
+$(multiset_diff exp_r got_r "$cols")"
+}
+
+# gpu_status: the stored processes' (of the log) gpu_status, one per line.
+gpu_status() {
+	q "SELECT coalesce(gpu_status, 'NULL') FROM s.processes WHERE pid IN $PIDS ORDER BY proc_id;"
 }
 
 integrity() { sq "$1" "PRAGMA integrity_check;"; }

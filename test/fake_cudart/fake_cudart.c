@@ -16,14 +16,28 @@
  *    cudaErrorMemoryAllocation and sets the result to NULL;
  *  - launches only validate their arguments;
  *  - FAKE_CUDA_DELAY_NS=N makes every call take at least N nanoseconds, so a
- *    test can check that recorded durations are at least N.
+ *    test can check that recorded durations are at least N;
+ *  - like the driver at cuInit, the first call loads the library named by
+ *    CUDA_INJECTION64_PATH and calls its InitializeInjection();
+ *  - when the fake CUPTI (test/fake_cupti) is loaded, every call reaches it
+ *    as CUPTI callbacks of the entry point's real callback id, and launches,
+ *    copies, memsets and synchronizations as activity records spanning the
+ *    call's delay (the "GPU" runs the work synchronously).  Kernel names
+ *    come from fake_cuda_register_kernel(); fake_cu_launch_kernel() is a
+ *    driver-API launch (fake_gpu.h).
  *
  * Exported functions never call each other (each one would be seen by the
  * shim as an extra call); they share static helpers instead.  Thread-safe.
  */
 #include "fake_cudart.h"
+#include "fake_gpu.h"
 
+#include <cupti_activity.h>
+#include <generated_cuda_runtime_api_meta.h>
+
+#include <dlfcn.h>
 #include <errno.h>
+#include <sched.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -68,14 +82,76 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* Every entry point starts with BEGIN and returns through done(). */
-#define BEGIN uint64_t t0_ = delay_ns > 0 ? now_ns() : 0
-#define DONE(err) done(t0_, (err))
+/*
+ * Every entry point runs between call_begin() and call_end(): the first
+ * call of the process loads the profiler named by CUDA_INJECTION64_PATH
+ * (as the driver does at cuInit), then the fake CUPTI, when one attached
+ * itself, sees the call's API_ENTER and API_EXIT callbacks and, for work
+ * the GPU would do (op), an activity record that spans the call's delay.
+ */
+struct call {
+	uint64_t t0;
+	const struct fake_cupti_ops *cupti;
+	struct fake_cupti_call api;
+};
 
-static cudaError_t done(uint64_t t0, cudaError_t err)
+static const struct fake_cupti_ops *cupti_ops;
+static int inject_state; /* 0 not yet, 1 running, 2 done */
+static TLS int injecting;
+
+API void fake_cudart_attach_cupti(const struct fake_cupti_ops *ops)
 {
+	__atomic_store_n(&cupti_ops, ops, __ATOMIC_RELEASE);
+}
+
+static void inject(void)
+{
+	int expect = 0;
+	const char *path;
+
+	if (__atomic_load_n(&inject_state, __ATOMIC_ACQUIRE) == 2 || injecting)
+		return;
+	if (!__atomic_compare_exchange_n(&inject_state, &expect, 1, 0, __ATOMIC_ACQ_REL,
+					 __ATOMIC_ACQUIRE)) {
+		while (__atomic_load_n(&inject_state, __ATOMIC_ACQUIRE) != 2)
+			sched_yield();
+		return;
+	}
+	path = getenv("CUDA_INJECTION64_PATH");
+	if (path && *path) {
+		void *h = dlopen(path, RTLD_NOW);
+		int (*init)(void) = h ? (int (*)(void))dlsym(h, "InitializeInjection") : NULL;
+
+		if (init) {
+			injecting = 1;
+			init();
+			injecting = 0;
+		}
+	}
+	__atomic_store_n(&inject_state, 2, __ATOMIC_RELEASE);
+}
+
+static void call_begin(struct call *c, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+		       const char *symbol, const void *params)
+{
+	inject();
+	c->t0 = delay_ns > 0 ? now_ns() : 0;
+	c->cupti = __atomic_load_n(&cupti_ops, __ATOMIC_ACQUIRE);
+	c->api = (struct fake_cupti_call){ .domain = domain, .cbid = cbid, .symbol = symbol,
+					   .params = params };
+	if (c->cupti)
+		c->cupti->api_enter(&c->api);
+}
+
+/* Ends the call: waits out the delay (the GPU work, when op is given, runs
+ * during it), records op if the call succeeded, returns err. */
+static int call_end(struct call *c, int err, struct fake_gpu_op *op)
+{
+	uint64_t start = op && c->cupti ? c->cupti->timestamp() : 0;
+
 	if (delay_ns > 0) {
-		uint64_t until = t0 + (uint64_t)delay_ns;
+		/* GPU work lasts the whole delay, however long the callbacks took. */
+		uint64_t until = (op ? now_ns() : c->t0) + (uint64_t)delay_ns;
 		uint64_t t;
 
 		while ((t = now_ns()) < until) {
@@ -84,9 +160,32 @@ static cudaError_t done(uint64_t t0, cudaError_t err)
 			nanosleep(&ts, NULL);
 		}
 	}
-	if (err != cudaSuccess)
-		last_error = err;
+	if (op && c->cupti && err == 0) {
+		op->start = start;
+		op->end = c->cupti->timestamp();
+		op->correlation = c->api.correlation;
+		op->device = (uint32_t)cur_device;
+		op->context = (uint32_t)cur_device + 1;
+		c->cupti->record(op);
+	}
+	if (c->cupti) {
+		c->api.ret = err;
+		c->cupti->api_exit(&c->api);
+	}
+	if (err != 0)
+		last_error = (cudaError_t)err;
 	return err;
+}
+
+#define BEGIN(cbid) struct call c_; call_begin(&c_, CUPTI_CB_DOMAIN_RUNTIME_API, (cbid), NULL, NULL)
+#define DONE(err) ((cudaError_t)call_end(&c_, (err), NULL))
+#define DONE_OP(err, op) ((cudaError_t)call_end(&c_, (err), (op)))
+
+/* CUPTI's stream id for a stream: the fake's handles are small integers;
+ * the default stream is 7, as on a real device. */
+static uint32_t stream_id(cudaStream_t s)
+{
+	return s ? (uint32_t)(uintptr_t)s : 7;
 }
 
 static size_t slot_of(uintptr_t p)
@@ -205,25 +304,25 @@ static cudaError_t check_config(const cudaLaunchConfig_t *config, const void *fu
 
 API cudaError_t cudaMalloc(void **devPtr, size_t size)
 {
-	BEGIN;
+	BEGIN(RT(cudaMalloc_v3020));
 	return DONE(fake_alloc(devPtr, size));
 }
 
 API cudaError_t cudaFree(void *devPtr)
 {
-	BEGIN;
+	BEGIN(RT(cudaFree_v3020));
 	return DONE(fake_free(devPtr, cudaErrorInvalidDevicePointer));
 }
 
 API cudaError_t cudaMallocHost(void **ptr, size_t size)
 {
-	BEGIN;
+	BEGIN(RT(cudaMallocHost_v3020));
 	return DONE(fake_alloc(ptr, size));
 }
 
 API cudaError_t cudaHostAlloc(void **pHost, size_t size, unsigned int flags)
 {
-	BEGIN;
+	BEGIN(RT(cudaHostAlloc_v3020));
 	if (flags & ~0xfu)
 		return DONE(cudaErrorInvalidValue);
 	return DONE(fake_alloc(pHost, size));
@@ -231,13 +330,13 @@ API cudaError_t cudaHostAlloc(void **pHost, size_t size, unsigned int flags)
 
 API cudaError_t cudaFreeHost(void *ptr)
 {
-	BEGIN;
+	BEGIN(RT(cudaFreeHost_v3020));
 	return DONE(fake_free(ptr, cudaErrorInvalidValue));
 }
 
 API cudaError_t cudaMallocManaged(void **devPtr, size_t size, unsigned int flags)
 {
-	BEGIN;
+	BEGIN(RT(cudaMallocManaged_v6000));
 	if (flags != cudaMemAttachGlobal && flags != cudaMemAttachHost)
 		return DONE(cudaErrorInvalidValue);
 	return DONE(fake_alloc(devPtr, size));
@@ -248,7 +347,7 @@ API cudaError_t cudaMallocPitch(void **devPtr, size_t *pitch, size_t width, size
 	size_t p;
 	cudaError_t err;
 
-	BEGIN;
+	BEGIN(RT(cudaMallocPitch_v3020));
 	if (!pitch)
 		return DONE(cudaErrorInvalidValue);
 	p = (width + FAKE_PITCH_ALIGN - 1) / FAKE_PITCH_ALIGN * FAKE_PITCH_ALIGN;
@@ -260,21 +359,22 @@ API cudaError_t cudaMallocPitch(void **devPtr, size_t *pitch, size_t width, size
 	return DONE(err);
 }
 
-cudaError_t fake_malloc_async(void **devPtr, size_t size)
+cudaError_t fake_malloc_async(CUpti_CallbackId cbid, void **devPtr, size_t size)
 {
-	BEGIN;
+	BEGIN(cbid);
 	return DONE(fake_alloc(devPtr, size));
 }
 
-cudaError_t fake_free_async(void *devPtr)
+cudaError_t fake_free_async(CUpti_CallbackId cbid, void *devPtr)
 {
-	BEGIN;
+	BEGIN(cbid);
 	return DONE(fake_free(devPtr, cudaErrorInvalidValue));
 }
 
-cudaError_t fake_malloc_from_pool(void **ptr, size_t size, cudaMemPool_t pool)
+cudaError_t fake_malloc_from_pool(CUpti_CallbackId cbid, void **ptr, size_t size,
+				  cudaMemPool_t pool)
 {
-	BEGIN;
+	BEGIN(cbid);
 	if (!pool)
 		return DONE(cudaErrorInvalidValue);
 	return DONE(fake_alloc(ptr, size));
@@ -283,183 +383,320 @@ cudaError_t fake_malloc_from_pool(void **ptr, size_t size, cudaMemPool_t pool)
 API cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t s)
 {
 	(void)s;
-	return fake_malloc_async(devPtr, size);
+	return fake_malloc_async(RT(cudaMallocAsync_v11020), devPtr, size);
 }
-
 
 API cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t s)
 {
 	(void)s;
-	return fake_free_async(devPtr);
+	return fake_free_async(RT(cudaFreeAsync_v11020), devPtr);
 }
-
 
 API cudaError_t cudaMallocFromPoolAsync(void **ptr, size_t size, cudaMemPool_t pool, cudaStream_t s)
 {
 	(void)s;
-	return fake_malloc_from_pool(ptr, size, pool);
+	return fake_malloc_from_pool(RT(cudaMallocFromPoolAsync_v11020), ptr, size, pool);
 }
-
 
 /* ---- copies and sets ------------------------------------------------- */
 
-cudaError_t fake_memcpy_any(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind)
+/* The activity record of a copy: CUPTI's kind and memory kinds. */
+static void copy_op(struct fake_gpu_op *op, enum cudaMemcpyKind kind, size_t count,
+		    cudaStream_t s, int async)
 {
-	BEGIN;
-	return DONE(fake_copy(dst, src, count, kind));
+	static const uint8_t ck[] = {
+		[cudaMemcpyHostToHost] = CUPTI_ACTIVITY_MEMCPY_KIND_HTOH,
+		[cudaMemcpyHostToDevice] = CUPTI_ACTIVITY_MEMCPY_KIND_HTOD,
+		[cudaMemcpyDeviceToHost] = CUPTI_ACTIVITY_MEMCPY_KIND_DTOH,
+		[cudaMemcpyDeviceToDevice] = CUPTI_ACTIVITY_MEMCPY_KIND_DTOD,
+		[cudaMemcpyDefault] = CUPTI_ACTIVITY_MEMCPY_KIND_UNKNOWN,
+	};
+	int src_dev = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
+	int dst_dev = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
+
+	*op = (struct fake_gpu_op){
+		.kind = FAKE_OP_MEMCPY, .stream = stream_id(s), .bytes = count, .async = (uint8_t)async,
+		.copy_kind = (unsigned)kind <= cudaMemcpyDefault ? ck[kind] : 0,
+		.src_kind = src_dev ? CUPTI_ACTIVITY_MEMORY_KIND_DEVICE : CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE,
+		.dst_kind = dst_dev ? CUPTI_ACTIVITY_MEMORY_KIND_DEVICE : CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE,
+	};
+}
+
+cudaError_t fake_memcpy_any(CUpti_CallbackId cbid, void *dst, const void *src, size_t count,
+			    enum cudaMemcpyKind kind, cudaStream_t s, int async)
+{
+	struct fake_gpu_op op;
+
+	BEGIN(cbid);
+	copy_op(&op, kind, count, s, async);
+	return DONE_OP(fake_copy(dst, src, count, kind), &op);
 }
 
 API cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind)
 {
-	return fake_memcpy_any(dst, src, count, kind);
+	return fake_memcpy_any(RT(cudaMemcpy_v3020), dst, src, count, kind, NULL, 0);
 }
-
 
 API cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
 				cudaStream_t s)
 {
-	(void)s;
-	return fake_memcpy_any(dst, src, count, kind);
+	return fake_memcpy_any(RT(cudaMemcpyAsync_v3020), dst, src, count, kind, s, 1);
 }
-
 
 API cudaError_t cudaMemcpyPeerAsync(void *dst, int dstDevice, const void *src, int srcDevice,
 				    size_t count, cudaStream_t s)
 {
-	BEGIN;
-	(void)s;
+	struct fake_gpu_op op;
+
+	BEGIN(RT(cudaMemcpyPeerAsync_v4000));
+	copy_op(&op, cudaMemcpyDeviceToDevice, count, s, 1);
+	op.copy_kind = CUPTI_ACTIVITY_MEMCPY_KIND_PTOP;
 	if (dstDevice < 0 || dstDevice >= ndevices || srcDevice < 0 || srcDevice >= ndevices)
 		return DONE(cudaErrorInvalidDevice);
-	return DONE(fake_copy(dst, src, count, cudaMemcpyDeviceToDevice));
+	return DONE_OP(fake_copy(dst, src, count, cudaMemcpyDeviceToDevice), &op);
 }
 
-cudaError_t fake_memset_any(void *p, int value, size_t count)
+cudaError_t fake_memset_any(CUpti_CallbackId cbid, void *p, int value, size_t count,
+			    cudaStream_t s, int async)
 {
-	BEGIN;
-	return DONE(fake_set(p, value, count));
+	struct fake_gpu_op op = {
+		.kind = FAKE_OP_MEMSET, .stream = stream_id(s), .bytes = count,
+		.value = (uint32_t)value, .mem_kind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE,
+		.async = (uint8_t)async,
+	};
+
+	BEGIN(cbid);
+	return DONE_OP(fake_set(p, value, count), &op);
 }
 
 API cudaError_t cudaMemset(void *devPtr, int value, size_t count)
 {
-	return fake_memset_any(devPtr, value, count);
+	return fake_memset_any(RT(cudaMemset_v3020), devPtr, value, count, NULL, 0);
 }
-
 
 API cudaError_t cudaMemsetAsync(void *devPtr, int value, size_t count, cudaStream_t s)
 {
-	(void)s;
-	return fake_memset_any(devPtr, value, count);
+	return fake_memset_any(RT(cudaMemsetAsync_v3020), devPtr, value, count, s, 1);
 }
-
 
 /* ---- launches -------------------------------------------------------- */
 
-cudaError_t fake_launch_any(const void *func, dim3 grid, dim3 block)
+/* Kernel names the workload registered for its fake kernel functions. */
+#define MAX_KERNELS 64
+static struct {
+	const void *func;
+	const char *name;
+} kernels[MAX_KERNELS];
+static unsigned nkernels;
+static pthread_mutex_t kernels_lock = PTHREAD_MUTEX_INITIALIZER;
+
+API int fake_cuda_register_kernel(const void *func, const char *name)
 {
-	BEGIN;
-	return DONE(check_launch(func, grid, block));
+	int err = 0;
+
+	pthread_mutex_lock(&kernels_lock);
+	if (nkernels == MAX_KERNELS) {
+		err = -ENOSPC;
+	} else {
+		kernels[nkernels].func = func;
+		kernels[nkernels].name = name;
+		__atomic_store_n(&nkernels, nkernels + 1, __ATOMIC_RELEASE);
+	}
+	pthread_mutex_unlock(&kernels_lock);
+	return err;
 }
 
-cudaError_t fake_launch_config(const cudaLaunchConfig_t *config, const void *func)
+static const char *kernel_name(const void *func)
 {
-	BEGIN;
-	return DONE(check_config(config, func));
+	unsigned n = __atomic_load_n(&nkernels, __ATOMIC_ACQUIRE);
+
+	for (unsigned i = n; i-- > 0;)
+		if (kernels[i].func == func)
+			return kernels[i].name;
+	return "fake_kernel";
 }
 
-cudaError_t fake_graph_launch(cudaGraphExec_t exec)
+static void kernel_op(struct fake_gpu_op *op, const void *func, dim3 grid, dim3 block,
+		      size_t smem, cudaStream_t s)
 {
-	BEGIN;
+	*op = (struct fake_gpu_op){
+		.kind = FAKE_OP_KERNEL, .stream = stream_id(s), .name = kernel_name(func),
+		.grid = { (int32_t)grid.x, (int32_t)grid.y, (int32_t)grid.z },
+		.block = { (int32_t)block.x, (int32_t)block.y, (int32_t)block.z },
+		.dynamic_smem = (int32_t)smem, .registers = 32,
+	};
+}
+
+cudaError_t fake_launch_any(CUpti_CallbackId cbid, const void *func, dim3 grid, dim3 block,
+			    void **args, size_t smem, cudaStream_t s)
+{
+	/* The layout CUPTI passes for every <<<>>>-style launch. */
+	cudaLaunchKernel_v7000_params params = { func, grid, block, args, smem, s };
+	struct fake_gpu_op op;
+	struct call c_;
+
+	call_begin(&c_, CUPTI_CB_DOMAIN_RUNTIME_API, cbid, kernel_name(func), &params);
+	kernel_op(&op, func, grid, block, smem, s);
+	return DONE_OP(check_launch(func, grid, block), &op);
+}
+
+cudaError_t fake_launch_config(CUpti_CallbackId cbid, const cudaLaunchConfig_t *config,
+			       const void *func, void **args)
+{
+	cudaLaunchKernelExC_v11060_params params = { config, func, args };
+	struct fake_gpu_op op;
+	struct call c_;
+
+	call_begin(&c_, CUPTI_CB_DOMAIN_RUNTIME_API, cbid, kernel_name(func), &params);
+	if (!config)
+		return DONE(check_config(config, func));
+	kernel_op(&op, func, config->gridDim, config->blockDim, config->dynamicSmemBytes,
+		  config->stream);
+	return DONE_OP(check_config(config, func), &op);
+}
+
+cudaError_t fake_graph_launch(CUpti_CallbackId cbid, cudaGraphExec_t exec)
+{
+	BEGIN(cbid);
 	return DONE(exec ? cudaSuccess : cudaErrorInvalidValue);
 }
 
 API cudaError_t cudaLaunchKernel(const void *func, dim3 gridDim, dim3 blockDim, void **args,
 				 size_t sharedMem, cudaStream_t s)
 {
-	(void)args, (void)sharedMem, (void)s;
-	return fake_launch_any(func, gridDim, blockDim);
+	return fake_launch_any(RT(cudaLaunchKernel_v7000), func, gridDim, blockDim, args,
+			       sharedMem, s);
 }
-
 
 API cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim,
 				   void **args, size_t sharedMem, cudaStream_t s)
 {
-	(void)args, (void)sharedMem, (void)s;
-	return fake_launch_any(kernel, gridDim, blockDim);
+	return fake_launch_any(RT(__cudaLaunchKernel_v13000), kernel, gridDim, blockDim, args,
+			       sharedMem, s);
 }
 
 API cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim,
 					void **args, size_t sharedMem, cudaStream_t s)
 {
-	(void)args, (void)sharedMem, (void)s;
-	return fake_launch_any(kernel, gridDim, blockDim);
+	return fake_launch_any(RT(__cudaLaunchKernel_ptsz_v13000), kernel, gridDim, blockDim,
+			       args, sharedMem, s);
 }
 
 API cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t *config, const void *func, void **args)
 {
-	(void)args;
-	return fake_launch_config(config, func);
+	return fake_launch_config(RT(cudaLaunchKernelExC_v11060), config, func, args);
 }
-
 
 API cudaError_t cudaLaunchCooperativeKernel(const void *func, dim3 gridDim, dim3 blockDim,
 					    void **args, size_t sharedMem, cudaStream_t s)
 {
-	(void)args, (void)sharedMem, (void)s;
-	return fake_launch_any(func, gridDim, blockDim);
+	return fake_launch_any(RT(cudaLaunchCooperativeKernel_v9000), func, gridDim, blockDim,
+			       args, sharedMem, s);
 }
-
 
 API cudaError_t cudaGraphLaunch(cudaGraphExec_t graphExec, cudaStream_t s)
 {
 	(void)s;
-	return fake_graph_launch(graphExec);
+	return fake_graph_launch(RT(cudaGraphLaunch_v10000), graphExec);
 }
 
+/*
+ * A launch through the driver API, as cuBLAS, cuDNN and Triton make them:
+ * cuLaunchKernel's signature and CUPTI callback (driver domain), under a
+ * fake-only name (the fake has no libcuda; the shim does not interpose
+ * the driver).  f is a function registered with fake_cuda_register_kernel.
+ */
+API CUresult fake_cu_launch_kernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+				   unsigned int gridDimZ, unsigned int blockDimX,
+				   unsigned int blockDimY, unsigned int blockDimZ,
+				   unsigned int sharedMemBytes, CUstream hStream,
+				   void **kernelParams, void **extra)
+{
+	/* cuLaunchKernel_params of generated_cuda_meta.h (which does not build
+	 * outside NVIDIA's tree): the arguments in order. */
+	struct {
+		CUfunction f;
+		unsigned int gx, gy, gz, bx, by, bz, smem;
+		CUstream stream;
+		void **params, **extra;
+	} params = { f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY,
+					 blockDimZ, sharedMemBytes, hStream, kernelParams, extra };
+	dim3 grid = { gridDimX, gridDimY, gridDimZ }, block = { blockDimX, blockDimY, blockDimZ };
+	struct fake_gpu_op op;
+	struct call c;
+
+	call_begin(&c, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
+		   kernel_name(f), &params);
+	kernel_op(&op, f, grid, block, sharedMemBytes, (cudaStream_t)hStream);
+	return check_launch(f, grid, block) == cudaSuccess ?
+		       (CUresult)call_end(&c, CUDA_SUCCESS, &op) :
+		       (CUresult)call_end(&c, CUDA_ERROR_INVALID_VALUE, NULL);
+}
 
 /* ---- synchronization ------------------------------------------------- */
 
-cudaError_t fake_sync_any(void)
+static struct fake_gpu_op sync_op(CUpti_ActivitySynchronizationType type, uint32_t stream,
+				  uint32_t event)
 {
-	BEGIN;
-	return DONE(cudaSuccess);
+	return (struct fake_gpu_op){ .kind = FAKE_OP_SYNC, .sync_type = type, .stream = stream,
+				     .event = event };
 }
 
-cudaError_t fake_wait_event(cudaEvent_t event, unsigned int flags)
+cudaError_t fake_stream_sync(CUpti_CallbackId cbid, cudaStream_t s)
 {
-	BEGIN;
-	return DONE(!event || (flags & ~0x1u) ? cudaErrorInvalidResourceHandle : cudaSuccess);
+	struct fake_gpu_op op = sync_op(CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE,
+					stream_id(s), CUPTI_SYNCHRONIZATION_INVALID_VALUE);
+
+	BEGIN(cbid);
+	return DONE_OP(cudaSuccess, &op);
+}
+
+cudaError_t fake_wait_event(CUpti_CallbackId cbid, cudaStream_t s, cudaEvent_t event,
+			    unsigned int flags)
+{
+	struct fake_gpu_op op = sync_op(CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT,
+					stream_id(s), (uint32_t)(uintptr_t)event);
+
+	BEGIN(cbid);
+	return DONE_OP(!event || (flags & ~0x1u) ? cudaErrorInvalidResourceHandle : cudaSuccess,
+		       &op);
 }
 
 API cudaError_t cudaStreamSynchronize(cudaStream_t s)
 {
-	(void)s;
-	return fake_sync_any();
+	return fake_stream_sync(RT(cudaStreamSynchronize_v3020), s);
 }
-
 
 API cudaError_t cudaDeviceSynchronize(void)
 {
-	return fake_sync_any();
+	struct fake_gpu_op op = sync_op(CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE,
+					CUPTI_SYNCHRONIZATION_INVALID_VALUE,
+					CUPTI_SYNCHRONIZATION_INVALID_VALUE);
+
+	BEGIN(RT(cudaDeviceSynchronize_v3020));
+	return DONE_OP(cudaSuccess, &op);
 }
 
 API cudaError_t cudaEventSynchronize(cudaEvent_t event)
 {
-	BEGIN;
-	return DONE(event ? cudaSuccess : cudaErrorInvalidResourceHandle);
+	struct fake_gpu_op op = sync_op(CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE,
+					CUPTI_SYNCHRONIZATION_INVALID_VALUE,
+					(uint32_t)(uintptr_t)event);
+
+	BEGIN(RT(cudaEventSynchronize_v3020));
+	return DONE_OP(event ? cudaSuccess : cudaErrorInvalidResourceHandle, &op);
 }
 
 API cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t event, unsigned int flags)
 {
-	(void)s;
-	return fake_wait_event(event, flags);
+	return fake_wait_event(RT(cudaStreamWaitEvent_v3020), s, event, flags);
 }
-
 
 /* ---- device and errors ----------------------------------------------- */
 
 API cudaError_t cudaGetDevice(int *device)
 {
-	BEGIN;
+	BEGIN(RT(cudaGetDevice_v3020));
 	if (!device)
 		return DONE(cudaErrorInvalidValue);
 	*device = cur_device;
@@ -468,7 +705,7 @@ API cudaError_t cudaGetDevice(int *device)
 
 API cudaError_t cudaSetDevice(int device)
 {
-	BEGIN;
+	BEGIN(RT(cudaSetDevice_v3020));
 	if (device < 0 || device >= ndevices)
 		return DONE(cudaErrorInvalidDevice);
 	cur_device = device;

@@ -1,0 +1,694 @@
+/*
+ * A stand-in for libcupti.so.13, built from test sources, so the shim's
+ * CUPTI tracing can be tested on machines without a GPU.  It is installed
+ * next to the fake runtime (build/test/fake_cudart/), where the shim looks
+ * for CUPTI, and exports the real names with the real signatures (the CUPTI
+ * headers are included, so the compiler checks every definition).
+ *
+ * What the work is, the fake runtime says (fake_cupti.h): it calls
+ * api_enter/api_exit around each entry point and record() for the work the
+ * "GPU" did.  This file behaves like CUPTI where a client can tell:
+ *  - one subscriber at a time: a second cuptiSubscribe fails with
+ *    CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED, and so does the first
+ *    when FAKE_CUPTI_BUSY=1 (another profiler owns CUPTI);
+ *  - callbacks run only for the (domain, cbid) pairs enabled, on the
+ *    calling thread, with a fresh correlation id per call that the call's
+ *    activity records carry too; cuptiGetCallbackName knows the names of
+ *    the calls the fakes make and fails for other ids;
+ *  - activity records are written, laid out as the header's structs for
+ *    each kind (CUpti_ActivityKernel10, Memcpy6, Memset4,
+ *    Synchronization2), into buffers obtained from the client's
+ *    bufferRequested callback, and handed back through bufferCompleted when
+ *    a buffer fills (from the CUPTI worker thread), on cuptiActivityFlushAll
+ *    (on the caller's thread) and every flush period (worker thread);
+ *  - timestamps come from the registered timestamp callback, otherwise from
+ *    CLOCK_REALTIME (CUPTI's own clock is not the host's monotonic clock);
+ *  - records that found no buffer are counted as dropped.
+ * Differences: records are complete when written (the fake GPU is
+ * synchronous); only launches carry functionParams; no resource-domain
+ * callbacks; after fork the child starts with no pending records (the
+ * parent delivers them).
+ *
+ * Never uses malloc (its calls would show up in heap traces).  Thread-safe:
+ * one mutex guards the buffers and the subscriber; client callbacks run
+ * without it, except bufferRequested.
+ */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cupti.h>
+
+#include "fake_cupti.h"
+
+#define API __attribute__((visibility("default")))
+#define MAX_FULL 256 /* completed buffers waiting for delivery */
+
+struct buf {
+	uint8_t *p;
+	size_t size, used, nrec, max;
+};
+
+struct CUpti_Subscriber_st {
+	CUpti_CallbackFunc fn;
+	void *userdata;
+};
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
+static struct CUpti_Subscriber_st sub;
+static int subscribed;
+static uint8_t rt_on[CUPTI_RUNTIME_TRACE_CBID_SIZE];
+static uint8_t drv_on[CUPTI_DRIVER_TRACE_CBID_SIZE];
+static uint8_t kind_on[CUPTI_ACTIVITY_KIND_COUNT];
+static uint32_t next_corr;
+
+static CUpti_BuffersCallbackRequestFunc buf_req;
+static CUpti_BuffersCallbackCompleteFunc buf_done;
+static CUpti_TimestampCallbackFunc ts_fn;
+static struct buf cur;
+static struct buf full[MAX_FULL];
+static unsigned nfull;
+static uint64_t dropped;
+static uint32_t period_ms;
+static int worker_started;
+
+/* ---- names ----------------------------------------------------------- */
+
+struct cb_name {
+	CUpti_CallbackId cbid;
+	const char *name;
+};
+
+/* Runtime names carry no _vNNNN suffix, as CUPTI reports them. */
+#define RT(fn, v) { CUPTI_RUNTIME_TRACE_CBID_##fn##_##v, #fn }
+static const struct cb_name rt_names[] = {
+	RT(cudaMalloc, v3020), RT(cudaFree, v3020), RT(cudaMallocHost, v3020),
+	RT(cudaHostAlloc, v3020), RT(cudaFreeHost, v3020), RT(cudaMallocManaged, v6000),
+	RT(cudaMallocPitch, v3020), RT(cudaMallocAsync, v11020), RT(cudaMallocAsync_ptsz, v11020),
+	RT(cudaFreeAsync, v11020), RT(cudaFreeAsync_ptsz, v11020),
+	RT(cudaMallocFromPoolAsync, v11020), RT(cudaMallocFromPoolAsync_ptsz, v11020),
+	RT(cudaMemcpy, v3020), RT(cudaMemcpy_ptds, v7000), RT(cudaMemcpyAsync, v3020),
+	RT(cudaMemcpyAsync_ptsz, v7000), RT(cudaMemcpyPeerAsync, v4000),
+	RT(cudaMemset, v3020), RT(cudaMemset_ptds, v7000), RT(cudaMemsetAsync, v3020),
+	RT(cudaMemsetAsync_ptsz, v7000),
+	RT(cudaLaunchKernel, v7000), RT(cudaLaunchKernel_ptsz, v7000),
+	RT(__cudaLaunchKernel, v13000), RT(__cudaLaunchKernel_ptsz, v13000),
+	RT(cudaLaunchKernelExC, v11060), RT(cudaLaunchKernelExC_ptsz, v11060),
+	RT(cudaLaunchCooperativeKernel, v9000), RT(cudaLaunchCooperativeKernel_ptsz, v9000),
+	RT(cudaGraphLaunch, v10000), RT(cudaGraphLaunch_ptsz, v10000),
+	RT(cudaStreamSynchronize, v3020), RT(cudaStreamSynchronize_ptsz, v7000),
+	RT(cudaDeviceSynchronize, v3020), RT(cudaEventSynchronize, v3020),
+	RT(cudaStreamWaitEvent, v3020), RT(cudaStreamWaitEvent_ptsz, v7000),
+	RT(cudaGetDevice, v3020), RT(cudaSetDevice, v3020),
+};
+
+#define DRV(fn) { CUPTI_DRIVER_TRACE_CBID_##fn, #fn }
+static const struct cb_name drv_names[] = {
+	DRV(cuLaunchKernel), DRV(cuLaunchKernel_ptsz), DRV(cuLaunchKernelEx),
+	DRV(cuMemcpyHtoDAsync_v2), DRV(cuMemcpyDtoHAsync_v2), DRV(cuMemsetD8Async),
+};
+
+static const char *find_name(const struct cb_name *t, size_t n, CUpti_CallbackId cbid)
+{
+	for (size_t i = 0; i < n; i++)
+		if (t[i].cbid == cbid)
+			return t[i].name;
+	return NULL;
+}
+
+static const char *cb_name(CUpti_CallbackDomain domain, CUpti_CallbackId cbid)
+{
+	if (domain == CUPTI_CB_DOMAIN_RUNTIME_API)
+		return find_name(rt_names, sizeof(rt_names) / sizeof(rt_names[0]), cbid);
+	if (domain == CUPTI_CB_DOMAIN_DRIVER_API)
+		return find_name(drv_names, sizeof(drv_names) / sizeof(drv_names[0]), cbid);
+	return NULL;
+}
+
+API CUptiResult cuptiGetCallbackName(CUpti_CallbackDomain domain, uint32_t cbid, const char **name)
+{
+	const char *s = cb_name(domain, cbid);
+
+	if (!name || !s)
+		return CUPTI_ERROR_INVALID_PARAMETER;
+	*name = s;
+	return CUPTI_SUCCESS;
+}
+
+API CUptiResult cuptiGetResultString(CUptiResult result, const char **str)
+{
+	const char *s;
+
+	switch (result) {
+	case CUPTI_SUCCESS: s = "CUPTI_SUCCESS"; break;
+	case CUPTI_ERROR_INVALID_PARAMETER: s = "CUPTI_ERROR_INVALID_PARAMETER"; break;
+	case CUPTI_ERROR_INVALID_OPERATION: s = "CUPTI_ERROR_INVALID_OPERATION"; break;
+	case CUPTI_ERROR_MAX_LIMIT_REACHED: s = "CUPTI_ERROR_MAX_LIMIT_REACHED"; break;
+	case CUPTI_ERROR_NOT_INITIALIZED: s = "CUPTI_ERROR_NOT_INITIALIZED"; break;
+	case CUPTI_ERROR_INVALID_KIND: s = "CUPTI_ERROR_INVALID_KIND"; break;
+	case CUPTI_ERROR_NOT_SUPPORTED: s = "CUPTI_ERROR_NOT_SUPPORTED"; break;
+	case CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED:
+		s = "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED";
+		break;
+	case CUPTI_ERROR_UNKNOWN: s = "CUPTI_ERROR_UNKNOWN"; break;
+	default: s = NULL; break;
+	}
+	if (!str || !s)
+		return CUPTI_ERROR_INVALID_PARAMETER;
+	*str = s;
+	return CUPTI_SUCCESS;
+}
+
+API CUptiResult cuptiGetErrorMessage(CUptiResult result, const char **str)
+{
+	return cuptiGetResultString(result, str);
+}
+
+API CUptiResult cuptiGetVersion(uint32_t *version)
+{
+	if (!version)
+		return CUPTI_ERROR_INVALID_PARAMETER;
+	*version = CUPTI_API_VERSION;
+	return CUPTI_SUCCESS;
+}
+
+/* ---- subscriber and callbacks ---------------------------------------- */
+
+static CUptiResult subscribe(CUpti_SubscriberHandle *subscriber, CUpti_CallbackFunc callback,
+			     void *userdata, char *old, size_t oldsize)
+{
+	const char *busy = getenv("FAKE_CUPTI_BUSY");
+	CUptiResult r = CUPTI_SUCCESS;
+
+	if (!subscriber)
+		return CUPTI_ERROR_INVALID_PARAMETER;
+	pthread_mutex_lock(&lock);
+	if (subscribed || (busy && !strcmp(busy, "1"))) {
+		if (old && oldsize)
+			snprintf(old, oldsize, "%s", "CUPTI for fake-profiler");
+		r = CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
+	} else {
+		sub.fn = callback;
+		sub.userdata = userdata;
+		subscribed = 1;
+		*subscriber = &sub;
+	}
+	pthread_mutex_unlock(&lock);
+	return r;
+}
+
+API CUptiResult cuptiSubscribe(CUpti_SubscriberHandle *subscriber, CUpti_CallbackFunc callback,
+			       void *userdata)
+{
+	return subscribe(subscriber, callback, userdata, NULL, 0);
+}
+
+API CUptiResult cuptiSubscribe_v2(CUpti_SubscriberHandle *subscriber, CUpti_CallbackFunc callback,
+				  void *userdata, CUpti_SubscriberParams *params)
+{
+	if (params && params->structSize >= CUpti_SubscriberParams_STRUCT_SIZE)
+		return subscribe(subscriber, callback, userdata, params->oldSubscriberName,
+				 params->oldSubscriberSize);
+	return subscribe(subscriber, callback, userdata, NULL, 0);
+}
+
+API CUptiResult cuptiUnsubscribe(CUpti_SubscriberHandle subscriber)
+{
+	CUptiResult r = CUPTI_SUCCESS;
+
+	pthread_mutex_lock(&lock);
+	if (subscriber != &sub || !subscribed) {
+		r = CUPTI_ERROR_INVALID_PARAMETER;
+	} else {
+		subscribed = 0;
+		memset(rt_on, 0, sizeof(rt_on));
+		memset(drv_on, 0, sizeof(drv_on));
+	}
+	pthread_mutex_unlock(&lock);
+	return r;
+}
+
+static uint8_t *enable_slot(CUpti_CallbackDomain domain, CUpti_CallbackId cbid)
+{
+	if (domain == CUPTI_CB_DOMAIN_RUNTIME_API && cbid > 0 && cbid < CUPTI_RUNTIME_TRACE_CBID_SIZE)
+		return &rt_on[cbid];
+	if (domain == CUPTI_CB_DOMAIN_DRIVER_API && cbid > 0 && cbid < CUPTI_DRIVER_TRACE_CBID_SIZE)
+		return &drv_on[cbid];
+	return NULL;
+}
+
+API CUptiResult cuptiEnableCallback(uint32_t enable, CUpti_SubscriberHandle subscriber,
+				    CUpti_CallbackDomain domain, CUpti_CallbackId cbid)
+{
+	uint8_t *on;
+
+	if (subscriber != &sub || !subscribed)
+		return CUPTI_ERROR_INVALID_PARAMETER;
+	if (domain > CUPTI_CB_DOMAIN_INVALID && domain < CUPTI_CB_DOMAIN_SIZE &&
+	    domain != CUPTI_CB_DOMAIN_RUNTIME_API && domain != CUPTI_CB_DOMAIN_DRIVER_API)
+		return CUPTI_SUCCESS; /* accepted; the fake never issues them */
+	on = enable_slot(domain, cbid);
+	if (!on)
+		return CUPTI_ERROR_INVALID_PARAMETER;
+	__atomic_store_n(on, enable ? 1 : 0, __ATOMIC_RELAXED);
+	return CUPTI_SUCCESS;
+}
+
+API CUptiResult cuptiGetCallbackState(uint32_t *enable, CUpti_SubscriberHandle subscriber,
+				      CUpti_CallbackDomain domain, CUpti_CallbackId cbid)
+{
+	uint8_t *on = enable_slot(domain, cbid);
+
+	if (!enable || subscriber != &sub || !subscribed || !on)
+		return CUPTI_ERROR_INVALID_PARAMETER;
+	*enable = __atomic_load_n(on, __ATOMIC_RELAXED);
+	return CUPTI_SUCCESS;
+}
+
+API CUptiResult cuptiEnableDomain(uint32_t enable, CUpti_SubscriberHandle subscriber,
+				  CUpti_CallbackDomain domain)
+{
+	if (subscriber != &sub || !subscribed || domain <= CUPTI_CB_DOMAIN_INVALID ||
+	    domain >= CUPTI_CB_DOMAIN_SIZE)
+		return CUPTI_ERROR_INVALID_PARAMETER;
+	if (domain == CUPTI_CB_DOMAIN_RUNTIME_API)
+		memset(rt_on, enable ? 1 : 0, sizeof(rt_on));
+	else if (domain == CUPTI_CB_DOMAIN_DRIVER_API)
+		memset(drv_on, enable ? 1 : 0, sizeof(drv_on));
+	return CUPTI_SUCCESS;
+}
+
+API CUptiResult cuptiEnableAllDomains(uint32_t enable, CUpti_SubscriberHandle subscriber)
+{
+	CUptiResult r = cuptiEnableDomain(enable, subscriber, CUPTI_CB_DOMAIN_RUNTIME_API);
+
+	return r != CUPTI_SUCCESS ? r : cuptiEnableDomain(enable, subscriber, CUPTI_CB_DOMAIN_DRIVER_API);
+}
+
+/* ---- clock ------------------------------------------------------------ */
+
+static uint64_t timestamp(void)
+{
+	CUpti_TimestampCallbackFunc f = __atomic_load_n(&ts_fn, __ATOMIC_ACQUIRE);
+	struct timespec ts;
+
+	if (f)
+		return f();
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+API CUptiResult cuptiActivityRegisterTimestampCallback(CUpti_TimestampCallbackFunc funcTimestamp)
+{
+	if (!funcTimestamp)
+		return CUPTI_ERROR_INVALID_PARAMETER;
+	__atomic_store_n(&ts_fn, funcTimestamp, __ATOMIC_RELEASE);
+	return CUPTI_SUCCESS;
+}
+
+API CUptiResult cuptiGetTimestamp(uint64_t *ts)
+{
+	if (!ts)
+		return CUPTI_ERROR_INVALID_PARAMETER;
+	*ts = timestamp();
+	return CUPTI_SUCCESS;
+}
+
+/* ---- activity buffers ------------------------------------------------- */
+
+static size_t record_size(CUpti_ActivityKind kind)
+{
+	switch (kind) {
+	case CUPTI_ACTIVITY_KIND_KERNEL:
+	case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
+		return sizeof(CUpti_ActivityKernel10);
+	case CUPTI_ACTIVITY_KIND_MEMCPY: return sizeof(CUpti_ActivityMemcpy6);
+	case CUPTI_ACTIVITY_KIND_MEMSET: return sizeof(CUpti_ActivityMemset4);
+	case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: return sizeof(CUpti_ActivitySynchronization2);
+	default: return 0;
+	}
+}
+
+/* Hands the full buffers (and, if all, the current one) to the client. */
+static void deliver(int all)
+{
+	struct buf out[MAX_FULL + 1];
+	unsigned n;
+	CUpti_BuffersCallbackCompleteFunc done;
+
+	pthread_mutex_lock(&lock);
+	memcpy(out, full, nfull * sizeof(full[0]));
+	n = nfull;
+	nfull = 0;
+	if (all && cur.p) {
+		out[n++] = cur;
+		memset(&cur, 0, sizeof(cur));
+	}
+	done = buf_done;
+	pthread_mutex_unlock(&lock);
+	for (unsigned i = 0; i < n; i++)
+		done(NULL, 0, out[i].p, out[i].size, out[i].used);
+}
+
+static void *worker(void *arg)
+{
+	(void)arg;
+	for (;;) {
+		int all = 0;
+
+		pthread_mutex_lock(&lock);
+		if (period_ms) {
+			struct timespec until;
+
+			clock_gettime(CLOCK_REALTIME, &until);
+			until.tv_sec += period_ms / 1000;
+			until.tv_nsec += (long)(period_ms % 1000) * 1000000;
+			if (until.tv_nsec >= 1000000000) {
+				until.tv_sec++;
+				until.tv_nsec -= 1000000000;
+			}
+			while (!nfull && pthread_cond_timedwait(&wake, &lock, &until) == 0)
+				;
+			all = !nfull;
+		} else {
+			while (!nfull && !period_ms)
+				pthread_cond_wait(&wake, &lock);
+		}
+		pthread_mutex_unlock(&lock);
+		deliver(all);
+	}
+	return NULL;
+}
+
+static void child_after_fork(void)
+{
+	pthread_mutex_init(&lock, NULL);
+	pthread_cond_init(&wake, NULL);
+	memset(&cur, 0, sizeof(cur));
+	nfull = 0;
+	worker_started = 0;
+}
+
+/* With the lock held. */
+static void start_worker(void)
+{
+	pthread_t t;
+	sigset_t all, old;
+
+	if (worker_started)
+		return;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	if (pthread_create(&t, NULL, worker, NULL) == 0) {
+		pthread_detach(t);
+		worker_started = 1;
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+API CUptiResult cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc funcBufferRequested,
+					       CUpti_BuffersCallbackCompleteFunc funcBufferCompleted)
+{
+	if (!funcBufferRequested || !funcBufferCompleted)
+		return CUPTI_ERROR_INVALID_PARAMETER;
+	pthread_mutex_lock(&lock);
+	buf_req = funcBufferRequested;
+	buf_done = funcBufferCompleted;
+	start_worker();
+	pthread_mutex_unlock(&lock);
+	return CUPTI_SUCCESS;
+}
+
+API CUptiResult cuptiActivityEnable(CUpti_ActivityKind kind)
+{
+	if (kind <= CUPTI_ACTIVITY_KIND_INVALID || kind >= CUPTI_ACTIVITY_KIND_COUNT)
+		return CUPTI_ERROR_INVALID_KIND;
+	__atomic_store_n(&kind_on[kind], 1, __ATOMIC_RELEASE);
+	return CUPTI_SUCCESS;
+}
+
+API CUptiResult cuptiActivityDisable(CUpti_ActivityKind kind)
+{
+	if (kind <= CUPTI_ACTIVITY_KIND_INVALID || kind >= CUPTI_ACTIVITY_KIND_COUNT)
+		return CUPTI_ERROR_INVALID_KIND;
+	__atomic_store_n(&kind_on[kind], 0, __ATOMIC_RELEASE);
+	return CUPTI_SUCCESS;
+}
+
+API CUptiResult cuptiActivityFlushAll(uint32_t flag)
+{
+	(void)flag;
+	if (!buf_done)
+		return CUPTI_SUCCESS;
+	deliver(1);
+	return CUPTI_SUCCESS;
+}
+
+API CUptiResult cuptiActivityFlush(CUcontext context, uint32_t streamId, uint32_t flag)
+{
+	(void)context, (void)streamId;
+	return cuptiActivityFlushAll(flag);
+}
+
+API CUptiResult cuptiActivityFlushPeriod(uint32_t time)
+{
+	pthread_mutex_lock(&lock);
+	period_ms = time;
+	pthread_cond_broadcast(&wake);
+	pthread_mutex_unlock(&lock);
+	return CUPTI_SUCCESS;
+}
+
+API CUptiResult cuptiActivityGetNumDroppedRecords(CUcontext context, uint32_t streamId,
+						  size_t *n)
+{
+	(void)context, (void)streamId;
+	if (!n)
+		return CUPTI_ERROR_INVALID_PARAMETER;
+	pthread_mutex_lock(&lock);
+	*n = dropped;
+	dropped = 0;
+	pthread_mutex_unlock(&lock);
+	return CUPTI_SUCCESS;
+}
+
+API CUptiResult cuptiActivityGetNextRecord(uint8_t *buffer, size_t validBufferSizeBytes,
+					   CUpti_Activity **record)
+{
+	size_t off = 0, sz;
+
+	if (!buffer || !record)
+		return CUPTI_ERROR_INVALID_PARAMETER;
+	if (*record) {
+		sz = record_size((*record)->kind);
+		if (!sz)
+			return CUPTI_ERROR_INVALID_KIND;
+		off = (size_t)((uint8_t *)*record - buffer) + sz;
+	}
+	if (off + sizeof(CUpti_Activity) > validBufferSizeBytes)
+		return CUPTI_ERROR_MAX_LIMIT_REACHED;
+	sz = record_size(((CUpti_Activity *)(void *)(buffer + off))->kind);
+	if (!sz)
+		return CUPTI_ERROR_INVALID_KIND;
+	if (off + sz > validBufferSizeBytes)
+		return CUPTI_ERROR_MAX_LIMIT_REACHED;
+	*record = (CUpti_Activity *)(void *)(buffer + off);
+	return CUPTI_SUCCESS;
+}
+
+/* Appends one record of sz bytes; with the lock held.  0 when dropped. */
+static int append(const void *rec, size_t sz)
+{
+	if (cur.p && (cur.used + sz > cur.size || (cur.max && cur.nrec >= cur.max))) {
+		if (nfull == MAX_FULL)
+			return 0;
+		full[nfull++] = cur;
+		memset(&cur, 0, sizeof(cur));
+		pthread_cond_signal(&wake);
+	}
+	if (!cur.p) {
+		uint8_t *p = NULL;
+		size_t size = 0, max = 0, skip;
+
+		if (!buf_req)
+			return 0;
+		buf_req(&p, &size, &max);
+		if (!p)
+			return 0;
+		skip = (8 - (uintptr_t)p % 8) % 8; /* records are 8-aligned */
+		if (size < skip + sz) {
+			if (buf_done) { /* unusable: give it back empty */
+				pthread_mutex_unlock(&lock);
+				buf_done(NULL, 0, p, size, 0);
+				pthread_mutex_lock(&lock);
+			}
+			return 0;
+		}
+		cur = (struct buf){ p + skip, size - skip, 0, 0, max };
+	}
+	memcpy(cur.p + cur.used, rec, sz);
+	cur.used += sz;
+	cur.nrec++;
+	return 1;
+}
+
+static void emit(const void *rec, size_t sz)
+{
+	pthread_mutex_lock(&lock);
+	if (!append(rec, sz))
+		dropped++;
+	pthread_mutex_unlock(&lock);
+}
+
+/* ---- what the fake runtime calls (fake_cupti.h) ------------------------ */
+
+static int cb_enabled(CUpti_CallbackDomain domain, CUpti_CallbackId cbid)
+{
+	uint8_t *on = enable_slot(domain, cbid);
+
+	return on && __atomic_load_n(&subscribed, __ATOMIC_ACQUIRE) &&
+	       __atomic_load_n(on, __ATOMIC_RELAXED);
+}
+
+static void callback(struct fake_cupti_call *call, CUpti_ApiCallbackSite site)
+{
+	CUpti_CallbackData d = {
+		.callbackSite = site,
+		.functionName = cb_name(call->domain, call->cbid),
+		.functionParams = call->params,
+		.functionReturnValue = &call->ret,
+		.symbolName = call->symbol,
+		.context = NULL,
+		.contextUid = 1,
+		.correlationData = &call->correlation_data,
+		.correlationId = call->correlation,
+	};
+
+	if (cb_enabled(call->domain, call->cbid) && sub.fn)
+		sub.fn(sub.userdata, call->domain, call->cbid, &d);
+}
+
+static void op_api_enter(struct fake_cupti_call *call)
+{
+	call->correlation = __atomic_add_fetch(&next_corr, 1, __ATOMIC_RELAXED);
+	call->correlation_data = 0;
+	callback(call, CUPTI_API_ENTER);
+}
+
+static void op_api_exit(struct fake_cupti_call *call)
+{
+	callback(call, CUPTI_API_EXIT);
+}
+
+static int kind_enabled(CUpti_ActivityKind kind)
+{
+	return __atomic_load_n(&kind_on[kind], __ATOMIC_ACQUIRE);
+}
+
+/* The fields every GPU record kind shares, from op. */
+#define PLACE(r, op)                                                          \
+	((r).start = (op)->start, (r).end = (op)->end, (r).deviceId = (op)->device, \
+	 (r).contextId = (op)->context, (r).streamId = (op)->stream,           \
+	 (r).correlationId = (op)->correlation)
+
+static void op_record(const struct fake_gpu_op *op)
+{
+	switch (op->kind) {
+	case FAKE_OP_KERNEL: {
+		CUpti_ActivityKernel10 k;
+
+		memset(&k, 0, sizeof(k));
+		if (kind_enabled(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL))
+			k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+		else if (kind_enabled(CUPTI_ACTIVITY_KIND_KERNEL))
+			k.kind = CUPTI_ACTIVITY_KIND_KERNEL;
+		else
+			return;
+		k.registersPerThread = op->registers;
+		PLACE(k, op);
+		k.completed = op->end;
+		k.queued = op->start;
+		k.submitted = op->start;
+		k.gridX = op->grid[0], k.gridY = op->grid[1], k.gridZ = op->grid[2];
+		k.blockX = op->block[0], k.blockY = op->block[1], k.blockZ = op->block[2];
+		k.staticSharedMemory = op->static_smem;
+		k.dynamicSharedMemory = op->dynamic_smem;
+		k.gridId = (int64_t)op->correlation;
+		k.name = op->name; /* CUPTI keeps kernel names alive for the process */
+		k.launchType = CUPTI_ACTIVITY_LAUNCH_TYPE_REGULAR;
+		emit(&k, sizeof(k));
+		break;
+	}
+	case FAKE_OP_MEMCPY: {
+		CUpti_ActivityMemcpy6 m;
+
+		if (!kind_enabled(CUPTI_ACTIVITY_KIND_MEMCPY))
+			return;
+		memset(&m, 0, sizeof(m));
+		m.kind = CUPTI_ACTIVITY_KIND_MEMCPY;
+		m.copyKind = op->copy_kind;
+		m.srcKind = op->src_kind;
+		m.dstKind = op->dst_kind;
+		m.flags = op->async ? CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC : 0;
+		m.bytes = op->bytes;
+		PLACE(m, op);
+		m.copyCount = 1;
+		emit(&m, sizeof(m));
+		break;
+	}
+	case FAKE_OP_MEMSET: {
+		CUpti_ActivityMemset4 m;
+
+		if (!kind_enabled(CUPTI_ACTIVITY_KIND_MEMSET))
+			return;
+		memset(&m, 0, sizeof(m));
+		m.kind = CUPTI_ACTIVITY_KIND_MEMSET;
+		m.value = op->value;
+		m.bytes = op->bytes;
+		PLACE(m, op);
+		m.flags = op->async ? CUPTI_ACTIVITY_FLAG_MEMSET_ASYNC : 0;
+		m.memoryKind = op->mem_kind;
+		emit(&m, sizeof(m));
+		break;
+	}
+	case FAKE_OP_SYNC: {
+		CUpti_ActivitySynchronization2 s;
+
+		if (!kind_enabled(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION))
+			return;
+		memset(&s, 0, sizeof(s));
+		s.kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
+		s.type = (CUpti_ActivitySynchronizationType)op->sync_type;
+		s.start = op->start;
+		s.end = op->end;
+		s.correlationId = op->correlation;
+		s.contextId = op->context;
+		s.streamId = op->stream;
+		s.cudaEventId = op->event;
+		emit(&s, sizeof(s));
+		break;
+	}
+	}
+}
+
+static const struct fake_cupti_ops ops = {
+	.api_enter = op_api_enter,
+	.api_exit = op_api_exit,
+	.timestamp = timestamp,
+	.record = op_record,
+};
+
+__attribute__((constructor)) static void fake_cupti_init(void)
+{
+	void (*attach)(const struct fake_cupti_ops *) =
+		(void (*)(const struct fake_cupti_ops *))dlsym(RTLD_DEFAULT, "fake_cudart_attach_cupti");
+
+	pthread_atfork(NULL, NULL, child_after_fork);
+	if (attach)
+		attach(&ops);
+}
