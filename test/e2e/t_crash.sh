@@ -17,7 +17,8 @@ start_collector "$DB" || { not_ok "collector starts"; finish; }
 FAKE_CUDA_DELAY_NS=100000 traced "$WL" long 500 > "$T/long.out" 2> "$T/long.err" &
 wpid=$!
 for _ in $(seq 200); do
-	[ "$(grep -c '^C' "$WLOG" 2>/dev/null)" -ge 200 ] && break
+	n=$(grep -c '^C' "$WLOG" 2>/dev/null)
+	[ "${n:-0}" -ge 200 ] && break
 	sleep 0.05
 done
 kill -KILL "$CPID"
