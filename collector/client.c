@@ -1,7 +1,7 @@
 /*
  * A client's life: client_new() on accept, HELLO (validated, region mapped,
- * processes row), then any number of STRING/THREAD/KICK messages and drain
- * passes, then BYE and/or the socket closing, and client_end().
+ * processes row), then any number of STRING/THREAD/GPU_STATUS/KICK messages
+ * and drain passes, then BYE and/or the socket closing, and client_end().
  *
  * Region reading follows the ring protocol of common/wire.h.  The client
  * can write its region at any moment, so nothing is used where it lies:
@@ -41,8 +41,17 @@
 
 #define RECV_BATCH 64          /* messages per wake-up, for fairness */
 #define FDS_MAX 8              /* room to receive (and close) extra fds */
-#define STRINGS_MAX 65536u     /* interned strings per process */
-#define STRING_BYTES_MAX (16u << 20)
+#define RANGE_DEPTH_MAX 4096u  /* push ranges remembered per thread */
+
+/* libstdc++'s demangler (the Itanium C++ ABI's), declared here so that the
+ * collector stays C.  Returns a malloc'd string, or NULL with *status
+ * non-zero when name is not a mangled name. */
+extern char *__cxa_demangle(const char *name, char *buf, size_t *len, int *status);
+
+struct open_range {
+	int64_t id; /* ranges rowid */
+	uint32_t domain_id;
+};
 
 struct slot_state {
 	uint64_t tail;
@@ -51,12 +60,26 @@ struct slot_state {
 	uint64_t count[SHM_FN_COUNT];
 	uint64_t bytes[SHM_FN_COUNT];
 	int bad;
+	/* The owner's open push ranges, innermost last (at most
+	 * RANGE_DEPTH_MAX), and how many more are open beyond those; a new
+	 * owner (generation) starts with none. */
+	struct open_range *ranges;
+	uint32_t nranges, ranges_cap, ranges_lost;
 };
 
+/* Big enough for any record: the drain copies each one out whole. */
 union rec {
 	struct shm_rec_hdr h;
 	struct shm_rec_heap heap;
 	struct shm_rec_cuda cuda;
+	struct shm_rec_kernel kernel;
+	struct shm_rec_memcpy memcpy;
+	struct shm_rec_memset memset;
+	struct shm_rec_gpu_sync sync;
+	struct shm_rec_api api;
+	struct shm_rec_range range;
+	struct shm_rec_mark mark;
+	struct shm_rec_counter counter;
 };
 
 /* Where a pass stands in one slot: the next record, copied out. */
@@ -67,12 +90,6 @@ struct cursor {
 	uint64_t head, tail;
 	uint64_t key; /* when the next record's event took effect */
 	union rec rec;
-};
-
-struct istring {
-	uint32_t id;
-	uint32_t len;
-	char *text;
 };
 
 struct client {
@@ -97,8 +114,7 @@ struct client {
 	struct ptrmap heap_old, cuda_old; /* blocks displaced by a late free */
 	struct cursor *cursors;           /* nslots of them, for drain() */
 	struct cursor **frontier, **heap_of;
-	struct istring *strings;
-	size_t nstrings, string_bytes;
+	struct ptrmap startend; /* open START/END ranges: range id -> rowid */
 	int bye;
 	int exec_next; /* a later HELLO came from this pid: it exec'd */
 	uint64_t bye_ts;
@@ -357,64 +373,62 @@ out:
 
 /* ---- other messages ---- */
 
-static const struct istring *string_find(const struct client *c, uint32_t id)
-{
-	for (size_t i = 0; i < c->nstrings; i++)
-		if (c->strings[i].id == id)
-			return &c->strings[i];
-	return NULL;
-}
-
+/*
+ * Strings go to the store, not to memory: a process may define many (every
+ * kernel, every NVTX name), and the one thing the collector itself needs
+ * from them, a thread's name, the store finds with the THREAD row's insert.
+ * A STRING always precedes its use on the socket; records may refer to ids
+ * whose STRING is still in flight, so their ids are not checked.
+ */
 static int string_msg(struct client *c, const char *msg, size_t len)
 {
+	static char text[SHM_MSG_MAX + 1]; /* the text, NUL-terminated */
 	struct shm_msg_string m;
-	struct istring *s, *grown;
-	char *text;
+	char *demangled = NULL;
+	int status = -1, err;
 
+	if (len < sizeof(m))
+		return reject(c, "STRING of %zu bytes", len);
 	memcpy(&m, msg, sizeof(m));
 	if (len != sizeof(m) + (uint64_t)m.len || m.id == 0)
 		return reject(c, "malformed STRING (id %u, %u bytes)", m.id, m.len);
-	if (c->nstrings >= STRINGS_MAX || c->string_bytes + m.len > STRING_BYTES_MAX)
-		return reject(c, "more than %u strings or %u bytes of them",
-			      STRINGS_MAX, STRING_BYTES_MAX);
-	text = malloc(m.len + 1);
-	if (!text)
-		return -ENOMEM;
 	memcpy(text, msg + sizeof(m), m.len);
 	text[m.len] = 0;
-	s = (struct istring *)string_find(c, m.id);
-	if (!s) {
-		grown = realloc(c->strings, (c->nstrings + 1) * sizeof(*grown));
-		if (!grown) {
-			free(text);
-			return -ENOMEM;
-		}
-		c->strings = grown;
-		s = &c->strings[c->nstrings++];
-		s->id = m.id;
-		s->text = NULL;
-	}
-	free(s->text);
-	s->text = text;
-	s->len = m.len;
-	c->string_bytes += m.len;
-	return 0;
+	/* CUPTI gives kernel names mangled; readers want them as written. */
+	if (m.len > 2 && text[0] == '_' && text[1] == 'Z' && strlen(text) == m.len)
+		demangled = __cxa_demangle(text, NULL, NULL, &status);
+	err = store_string_add(c->co->store, c->proc_id, m.id, text, m.len,
+			       status == 0 ? demangled : NULL);
+	free(demangled);
+	return err;
 }
 
 static int thread_msg(struct client *c, const char *msg, size_t len)
 {
 	struct shm_msg_thread m;
-	const struct istring *name;
 
 	if (len != sizeof(m))
 		return reject(c, "THREAD of %zu bytes", len);
 	memcpy(&m, msg, sizeof(m));
 	if (m.slot >= c->nslots)
 		return reject(c, "THREAD names slot %u of %u", m.slot, c->nslots);
-	name = m.name_id ? string_find(c, m.name_id) : NULL;
-	return store_thread_add(c->co->store, c->proc_id, m.tid,
-				name ? name->text : NULL, name ? name->len : 0,
+	return store_thread_add(c->co->store, c->proc_id, m.tid, m.name_id,
 				to_ns(c, m.ts));
+}
+
+static int gpu_status_msg(struct client *c, const char *msg, size_t len)
+{
+	struct shm_msg_gpu_status m;
+
+	if (len < sizeof(m))
+		return reject(c, "GPU_STATUS of %zu bytes", len);
+	memcpy(&m, msg, sizeof(m));
+	if (len != sizeof(m) + (uint64_t)m.len)
+		return reject(c, "GPU_STATUS of %zu bytes with %u of text", len, m.len);
+	if (m.status < SHM_GPU_ACTIVE || m.status > SHM_GPU_DISABLED)
+		return reject(c, "GPU_STATUS status %u", m.status);
+	return store_process_gpu_status(c->co->store, c->proc_id, m.status,
+					msg + sizeof(m), m.len);
 }
 
 int client_message(struct client *c, const void *msg, size_t len,
@@ -458,6 +472,9 @@ int client_message(struct client *c, const void *msg, size_t len,
 		break;
 	case SHM_MSG_THREAD:
 		err = thread_msg(c, msg, len);
+		break;
+	case SHM_MSG_GPU_STATUS:
+		err = gpu_status_msg(c, msg, len);
 		break;
 	case SHM_MSG_KICK:
 		err = len == sizeof(h) ? client_drain(c) : reject(c, "KICK of %zu bytes", len);
@@ -662,6 +679,125 @@ static int cuda_event(struct client *c, uint32_t tid, const struct shm_rec_cuda 
 	return err;
 }
 
+/*
+ * Push ranges nest per thread, and a thread's records all sit in its own
+ * slot, so the slot keeps the stack (restarted for each new owner).  depth
+ * and parent count every open push range of the thread; a POP closes the
+ * innermost one of its own domain, as NVTX keeps one stack per domain (so
+ * NCCL's ranges interleaved with an application's still pair right).  A
+ * POP with nothing open in its domain is the application's (NVTX allows
+ * it) and changes nothing.  An application that pushes without popping
+ * would grow the stack without bound: past RANGE_DEPTH_MAX the rows are
+ * still stored, with their depth, but their ends are not tracked.
+ */
+static int range_push(struct client *c, struct cursor *cur, const struct shm_rec_range *r)
+{
+	struct slot_state *ss = &c->slots[cur->slot];
+	int64_t parent = ss->nranges ? ss->ranges[ss->nranges - 1].id : 0, id;
+	int err;
+
+	if (ss->nranges == ss->ranges_cap && ss->ranges_cap < RANGE_DEPTH_MAX) {
+		uint32_t cap = ss->ranges_cap ? ss->ranges_cap * 2 : 16;
+		struct open_range *grown = realloc(ss->ranges, cap * sizeof(*grown));
+
+		if (!grown)
+			return -ENOMEM;
+		ss->ranges = grown;
+		ss->ranges_cap = cap;
+	}
+	err = store_range_open(c->co->store, c->proc_id, cur->tid, "push", r, to_ns(c, r->ts),
+			       ss->nranges + ss->ranges_lost, parent, &id);
+	if (err)
+		return err;
+	if (ss->nranges < ss->ranges_cap && !ss->ranges_lost)
+		ss->ranges[ss->nranges++] = (struct open_range){ id, r->domain_id };
+	else
+		ss->ranges_lost++;
+	return 0;
+}
+
+static int range_pop(struct client *c, struct cursor *cur, const struct shm_rec_range *r)
+{
+	struct slot_state *ss = &c->slots[cur->slot];
+	uint32_t i = ss->nranges;
+	int64_t id;
+
+	if (ss->ranges_lost) {
+		ss->ranges_lost--;
+		return 0;
+	}
+	while (i && ss->ranges[i - 1].domain_id != r->domain_id)
+		i--;
+	if (!i)
+		return 0;
+	id = ss->ranges[i - 1].id;
+	memmove(&ss->ranges[i - 1], &ss->ranges[i], (ss->nranges - i) * sizeof(*ss->ranges));
+	ss->nranges--;
+	return store_range_close(c->co->store, id, to_ns(c, r->ts));
+}
+
+/* START/END pair by id across threads; the merge orders them by time, so
+ * an END meets its START unless the START was never sent.  An unknown or
+ * repeated END changes nothing. */
+static int range_event(struct client *c, struct cursor *cur, const struct shm_rec_range *r)
+{
+	int64_t id;
+	int err;
+
+	switch (r->op) {
+	case SHM_RANGE_PUSH:
+		return range_push(c, cur, r);
+	case SHM_RANGE_POP:
+		return range_pop(c, cur, r);
+	case SHM_RANGE_START:
+		err = store_range_open(c->co->store, c->proc_id, cur->tid, "startend", r,
+				       to_ns(c, r->ts), 0, 0, &id);
+		/* id 0 cannot be a key: such a range stays open. */
+		if (!err && r->id)
+			err = ptrmap_put(&c->startend, r->id, id, r->ts, NULL);
+		return err;
+	default: /* SHM_RANGE_END: cursor_peek() let no other op through */
+		id = r->id ? ptrmap_take(&c->startend, r->id, NULL) : 0;
+		return id ? store_range_close(c->co->store, id, to_ns(c, r->ts)) : 0;
+	}
+}
+
+/* One validated record to its rows. */
+static int record(struct client *c, struct cursor *cur)
+{
+	const union rec *r = &cur->rec;
+	struct store *st = c->co->store;
+
+	switch (r->h.type) {
+	case SHM_REC_HEAP:
+		return heap_event(c, cur->tid, &r->heap);
+	case SHM_REC_CUDA:
+		return cuda_event(c, cur->tid, &r->cuda);
+	case SHM_REC_KERNEL:
+		return store_kernel_add(st, c->proc_id, &r->kernel, to_ns(c, r->kernel.start),
+					to_ns(c, r->kernel.end));
+	case SHM_REC_MEMCPY:
+		return store_memcpy_add(st, c->proc_id, &r->memcpy, to_ns(c, r->memcpy.start),
+					to_ns(c, r->memcpy.end));
+	case SHM_REC_MEMSET:
+		return store_memset_add(st, c->proc_id, &r->memset, to_ns(c, r->memset.start),
+					to_ns(c, r->memset.end));
+	case SHM_REC_GPU_SYNC:
+		return store_gpu_sync_add(st, c->proc_id, &r->sync, to_ns(c, r->sync.start),
+					  to_ns(c, r->sync.end));
+	case SHM_REC_API:
+		return store_api_add(st, c->proc_id, cur->tid, &r->api, to_ns(c, r->api.start),
+				     to_ns(c, r->api.end));
+	case SHM_REC_RANGE:
+		return range_event(c, cur, &r->range);
+	case SHM_REC_MARK:
+		return store_mark_add(st, c->proc_id, cur->tid, &r->mark, to_ns(c, r->mark.ts));
+	default: /* SHM_REC_COUNTER: cursor_peek() let no other type through */
+		return store_counter_add(st, c->proc_id, cur->tid, &r->counter,
+					 to_ns(c, r->counter.ts));
+	}
+}
+
 /* A new owner (generation) restarts the baseline of the counters. */
 static void sync_owner(struct client *c, uint32_t i)
 {
@@ -671,6 +807,8 @@ static void sync_owner(struct client *c, uint32_t i)
 	if (gen == ss->generation)
 		return;
 	ss->generation = gen;
+	ss->nranges = 0;
+	ss->ranges_lost = 0;
 	ss->dropped = 0;
 	memset(ss->count, 0, sizeof(ss->count));
 	memset(ss->bytes, 0, sizeof(ss->bytes));
@@ -747,16 +885,65 @@ static int bad_slot(struct client *c, uint32_t i, int counted, const char *fmt, 
 }
 
 /* The instant that orders a record against other threads' records: when a
- * block became live for an allocation, when the call began otherwise. */
+ * block became live for an allocation, when the call or the GPU work began
+ * otherwise, the instant itself for ranges, marks and counters.  GPU
+ * records come late (CUPTI delivers them in batches) but stamped early:
+ * below the limit, so they never wait. */
 static uint64_t rec_key(const union rec *r)
 {
 	unsigned fnf = shm_fn_info[r->h.fn].flags;
 
-	if (r->h.type == SHM_REC_HEAP)
+	switch (r->h.type) {
+	case SHM_REC_HEAP:
 		return (fnf & SHM_FNF_FREE) ? r->heap.t_begin
 					    : live_ts(&r->h, r->heap.t_begin, r->heap.t_end);
-	return (fnf & SHM_FNF_ALLOC) ? live_ts(&r->h, r->cuda.t_begin, r->cuda.t_end)
-				     : r->cuda.t_begin;
+	case SHM_REC_CUDA:
+		return (fnf & SHM_FNF_ALLOC) ? live_ts(&r->h, r->cuda.t_begin, r->cuda.t_end)
+					     : r->cuda.t_begin;
+	case SHM_REC_KERNEL:
+		return r->kernel.start;
+	case SHM_REC_MEMCPY:
+		return r->memcpy.start;
+	case SHM_REC_MEMSET:
+		return r->memset.start;
+	case SHM_REC_GPU_SYNC:
+		return r->sync.start;
+	case SHM_REC_API:
+		return r->api.start;
+	case SHM_REC_RANGE:
+		return r->range.ts;
+	case SHM_REC_MARK:
+		return r->mark.ts;
+	default:
+		return r->counter.ts;
+	}
+}
+
+/* The size of each record type that carries no function (hdr.fn is
+ * SHM_FN_NONE); 0 for the others. */
+static const uint16_t plain_size[] = {
+	[SHM_REC_KERNEL] = sizeof(struct shm_rec_kernel),
+	[SHM_REC_MEMCPY] = sizeof(struct shm_rec_memcpy),
+	[SHM_REC_MEMSET] = sizeof(struct shm_rec_memset),
+	[SHM_REC_GPU_SYNC] = sizeof(struct shm_rec_gpu_sync),
+	[SHM_REC_API] = sizeof(struct shm_rec_api),
+	[SHM_REC_RANGE] = sizeof(struct shm_rec_range),
+	[SHM_REC_MARK] = sizeof(struct shm_rec_mark),
+	[SHM_REC_COUNTER] = sizeof(struct shm_rec_counter),
+};
+
+/* Whether a record of a type in plain_size[] is well formed. */
+static int plain_ok(const union rec *r)
+{
+	if (r->h.type >= sizeof(plain_size) / sizeof(plain_size[0]) ||
+	    !plain_size[r->h.type] || r->h.size != plain_size[r->h.type] ||
+	    r->h.fn != SHM_FN_NONE)
+		return 0;
+	if (r->h.type == SHM_REC_API)
+		return r->api.domain == SHM_API_RUNTIME || r->api.domain == SHM_API_DRIVER;
+	if (r->h.type == SHM_REC_RANGE)
+		return r->range.op >= SHM_RANGE_PUSH && r->range.op <= SHM_RANGE_END;
+	return 1;
 }
 
 /* Copies out and checks the record at cur->tail, skipping PAD.  Returns 1
@@ -791,7 +978,8 @@ static int cursor_peek(struct client *c, struct cursor *cur)
 				return -EBADMSG;
 			break;
 		default:
-			return -EBADMSG;
+			if (!plain_ok(r))
+				return -EBADMSG;
 		}
 		cur->key = rec_key(r);
 		return 1;
@@ -914,8 +1102,7 @@ static int drain(struct client *c, uint64_t limit)
 		struct cursor *cur = c->heap_of[0];
 		int r;
 
-		err = cur->rec.h.type == SHM_REC_HEAP ? heap_event(c, cur->tid, &cur->rec.heap)
-						      : cuda_event(c, cur->tid, &cur->rec.cuda);
+		err = record(c, cur);
 		if (err)
 			break;
 		cur->tail += cur->rec.h.size;
@@ -1054,10 +1241,10 @@ void client_free(struct client *c)
 		munmap(c->map, c->map_bytes);
 	if (c->fd >= 0)
 		close(c->fd);
-	for (size_t i = 0; i < c->nstrings; i++)
-		free(c->strings[i].text);
-	free(c->strings);
+	for (uint32_t i = 0; c->slots && i < c->nslots; i++)
+		free(c->slots[i].ranges);
 	free(c->slots);
+	ptrmap_free(&c->startend);
 	free(c->host);
 	ptrmap_free(&c->heap);
 	ptrmap_free(&c->cuda);

@@ -16,7 +16,9 @@
 
 #include "log.h"
 
-extern const char shimmer_schema_sql[];
+/* common/embed-sql: schema/NNN_*.sql, one string per file, NULL-terminated;
+ * element i takes a store from version i to i + 1. */
+extern const char *const shimmer_schema_steps[];
 
 enum {
 	ST_BEGIN,
@@ -31,6 +33,16 @@ enum {
 	ST_FREE,
 	ST_COUNT,
 	ST_DROP,
+	ST_STRING,
+	ST_GPU_STATUS,
+	ST_KERNEL,
+	ST_COPY,
+	ST_SYNC,
+	ST_API,
+	ST_RANGE,
+	ST_RANGE_END,
+	ST_MARK,
+	ST_COUNTER,
 	ST_N
 };
 
@@ -49,7 +61,8 @@ static const char *const sql[ST_N] = {
 			 "(SELECT max(proc_id) FROM processes WHERE pid = ?1 AND "
 			 "hostname = ?2) AND end_reason = 'disconnect' AND end_ns >= ?3",
 	[ST_THREAD] = "INSERT OR IGNORE INTO threads (proc_id, tid, name, first_ns) "
-		      "VALUES (?1, ?2, ?3, ?4)",
+		      "VALUES (?1, ?2, (SELECT text FROM strings WHERE proc_id = ?1 "
+		      "AND id = ?3), ?4)",
 	[ST_CUDA] = "INSERT INTO cuda_calls (proc_id, tid, fn_id, start_ns, end_ns, "
 		    "ret, device, ptr, bytes, stream, copy_kind, aux, aux2, "
 		    "grid_x, grid_y, grid_z, block_x, block_y, block_z, "
@@ -67,6 +80,31 @@ static const char *const sql[ST_N] = {
 	[ST_DROP] = "INSERT INTO drops (proc_id, tid, reason, events) "
 		    "VALUES (?1, ?2, ?3, ?4) ON CONFLICT (proc_id, tid, reason) "
 		    "DO UPDATE SET events = events + excluded.events",
+	[ST_STRING] = "INSERT OR REPLACE INTO strings (proc_id, id, text, demangled) "
+		      "VALUES (?1, ?2, ?3, ?4)",
+	[ST_GPU_STATUS] = "UPDATE processes SET gpu_status = ?2, gpu_status_detail = ?3 "
+			  "WHERE proc_id = ?1",
+	[ST_KERNEL] = "INSERT INTO kernels (proc_id, device, context, stream, "
+		      "correlation, name_id, start_ns, end_ns, grid_x, grid_y, grid_z, "
+		      "block_x, block_y, block_z, registers, static_smem, dynamic_smem, "
+		      "graph_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, "
+		      "?12, ?13, ?14, ?15, ?16, ?17, ?18)",
+	[ST_COPY] = "INSERT INTO gpu_copies (proc_id, op, device, context, stream, "
+		    "correlation, start_ns, end_ns, bytes, copy_kind, src_kind, dst_kind, "
+		    "async, value) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, "
+		    "?12, ?13, ?14)",
+	[ST_SYNC] = "INSERT INTO gpu_syncs (proc_id, type, context, stream, event, "
+		    "correlation, start_ns, end_ns) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+	[ST_API] = "INSERT INTO gpu_api (proc_id, tid, domain, name_id, cbid, "
+		   "correlation, start_ns, end_ns) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+	[ST_RANGE] = "INSERT INTO ranges (proc_id, tid, kind, domain_id, name_id, "
+		     "start_ns, depth, parent_id, color, category) "
+		     "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+	[ST_RANGE_END] = "UPDATE ranges SET end_ns = ?2 WHERE id = ?1",
+	[ST_MARK] = "INSERT INTO markers (proc_id, tid, domain_id, name_id, ts_ns) "
+		    "VALUES (?1, ?2, ?3, ?4, ?5)",
+	[ST_COUNTER] = "INSERT INTO counters (proc_id, tid, domain_id, name_id, ts_ns, "
+		       "value) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
 };
 
 struct store {
@@ -218,7 +256,7 @@ int store_process_exec(struct store *s, uint32_t pid, const char *host,
 }
 
 int store_thread_add(struct store *s, int64_t proc_id, uint32_t tid,
-		     const char *name, size_t name_len, int64_t first_ns)
+		     uint32_t name_id, int64_t first_ns)
 {
 	sqlite3_stmt *st = s->st[ST_THREAD];
 	int err = tx(s);
@@ -227,8 +265,45 @@ int store_thread_add(struct store *s, int64_t proc_id, uint32_t tid,
 		return err;
 	sqlite3_bind_int64(st, 1, proc_id);
 	sqlite3_bind_int64(st, 2, tid);
-	bind_text(st, 3, name, name_len);
+	sqlite3_bind_int64(st, 3, name_id);
 	sqlite3_bind_int64(st, 4, first_ns);
+	return step(s, st);
+}
+
+int store_string_add(struct store *s, int64_t proc_id, uint32_t id,
+		     const char *text, size_t len, const char *demangled)
+{
+	sqlite3_stmt *st = s->st[ST_STRING];
+	int err = tx(s);
+
+	if (err)
+		return err;
+	sqlite3_bind_int64(st, 1, proc_id);
+	sqlite3_bind_int64(st, 2, id);
+	/* Never NULL: an empty string is still a string. */
+	sqlite3_bind_text(st, 3, text ? text : "", (int)len, SQLITE_STATIC);
+	bind_text(st, 4, demangled, demangled ? strlen(demangled) : 0);
+	return step(s, st);
+}
+
+int store_process_gpu_status(struct store *s, int64_t proc_id, uint32_t status,
+			     const char *detail, size_t len)
+{
+	static const char *const names[] = {
+		[SHM_GPU_ACTIVE] = "active", [SHM_GPU_NO_CUPTI] = "no_cupti",
+		[SHM_GPU_BUSY] = "busy", [SHM_GPU_ERROR] = "error",
+		[SHM_GPU_DISABLED] = "disabled",
+	};
+	sqlite3_stmt *st = s->st[ST_GPU_STATUS];
+	int err = tx(s);
+
+	if (err)
+		return err;
+	sqlite3_bind_int64(st, 1, proc_id);
+	if (status >= sizeof(names) / sizeof(names[0]) || !names[status])
+		return -EINVAL;
+	sqlite3_bind_text(st, 2, names[status], -1, SQLITE_STATIC);
+	bind_text(st, 3, detail, len);
 	return step(s, st);
 }
 
@@ -321,6 +396,269 @@ int store_alloc_free(struct store *s, int64_t id, uint16_t fn, uint32_t tid,
 	return step(s, st);
 }
 
+/*
+ * CUPTI's enums, by value.  The values are CUPTI's ABI, so they are written
+ * here and the collector builds without the CUDA toolkit; where the toolkit
+ * is installed the build checks them against cupti_activity.h.  A value
+ * from a newer CUPTI that this table lacks is stored as 'unknown', never
+ * refused: the record is otherwise fine.
+ */
+static const char *const copy_kinds[] = {
+	[1] = "HtoD", [2] = "DtoH", [3] = "HtoA", [4] = "AtoH", [5] = "AtoA",
+	[6] = "AtoD", [7] = "DtoA", [8] = "DtoD", [9] = "HtoH", [10] = "PtoP",
+};
+static const char *const mem_kinds[] = {
+	[1] = "pageable", [2] = "pinned", [3] = "device", [4] = "array",
+	[5] = "managed", [6] = "device_static", [7] = "managed_static",
+};
+static const char *const sync_types[] = {
+	[1] = "event", [2] = "stream_wait_event", [3] = "stream", [4] = "context",
+};
+#define SYNC_INVALID 0xffffffffu /* CUPTI_SYNCHRONIZATION_INVALID_VALUE */
+
+#if defined(__has_include)
+#if __has_include(<cupti_activity.h>)
+#include <cupti_activity.h>
+_Static_assert(CUPTI_ACTIVITY_MEMCPY_KIND_HTOD == 1 && CUPTI_ACTIVITY_MEMCPY_KIND_DTOH == 2 &&
+	       CUPTI_ACTIVITY_MEMCPY_KIND_HTOA == 3 && CUPTI_ACTIVITY_MEMCPY_KIND_ATOH == 4 &&
+	       CUPTI_ACTIVITY_MEMCPY_KIND_ATOA == 5 && CUPTI_ACTIVITY_MEMCPY_KIND_ATOD == 6 &&
+	       CUPTI_ACTIVITY_MEMCPY_KIND_DTOA == 7 && CUPTI_ACTIVITY_MEMCPY_KIND_DTOD == 8 &&
+	       CUPTI_ACTIVITY_MEMCPY_KIND_HTOH == 9 && CUPTI_ACTIVITY_MEMCPY_KIND_PTOP == 10,
+	       "CUpti_ActivityMemcpyKind");
+_Static_assert(CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE == 1 && CUPTI_ACTIVITY_MEMORY_KIND_PINNED == 2 &&
+	       CUPTI_ACTIVITY_MEMORY_KIND_DEVICE == 3 && CUPTI_ACTIVITY_MEMORY_KIND_ARRAY == 4 &&
+	       CUPTI_ACTIVITY_MEMORY_KIND_MANAGED == 5 &&
+	       CUPTI_ACTIVITY_MEMORY_KIND_DEVICE_STATIC == 6 &&
+	       CUPTI_ACTIVITY_MEMORY_KIND_MANAGED_STATIC == 7, "CUpti_ActivityMemoryKind");
+_Static_assert(CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE == 1 &&
+	       CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT == 2 &&
+	       CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE == 3 &&
+	       CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE == 4 &&
+	       CUPTI_SYNCHRONIZATION_INVALID_VALUE == SYNC_INVALID,
+	       "CUpti_ActivitySynchronizationType");
+#endif
+#endif
+
+#define ENUM_NAME(table, v)                                                  \
+	((v) < sizeof(table) / sizeof(table[0]) && table[v] ? table[v] : "unknown")
+
+int store_kernel_add(struct store *s, int64_t proc_id, const struct shm_rec_kernel *r,
+		     int64_t start_ns, int64_t end_ns)
+{
+	sqlite3_stmt *st = s->st[ST_KERNEL];
+	int err = tx(s);
+
+	if (err)
+		return err;
+	sqlite3_bind_int64(st, 1, proc_id);
+	sqlite3_bind_int(st, 2, r->device);
+	sqlite3_bind_int64(st, 3, r->context);
+	sqlite3_bind_int64(st, 4, r->stream);
+	sqlite3_bind_int64(st, 5, r->correlation);
+	sqlite3_bind_int64(st, 6, r->name_id);
+	sqlite3_bind_int64(st, 7, start_ns);
+	sqlite3_bind_int64(st, 8, end_ns);
+	for (int i = 0; i < 3; i++) {
+		sqlite3_bind_int64(st, 9 + i, r->grid[i]);
+		sqlite3_bind_int64(st, 12 + i, r->block[i]);
+	}
+	sqlite3_bind_int64(st, 15, r->registers);
+	sqlite3_bind_int64(st, 16, r->static_smem);
+	sqlite3_bind_int64(st, 17, r->dynamic_smem);
+	if (r->graph_id)
+		sqlite3_bind_int64(st, 18, r->graph_id);
+	else
+		sqlite3_bind_null(st, 18);
+	return step(s, st);
+}
+
+/* The columns memcpy and memset rows share; the caller binds 10 to 14. */
+static void bind_copy(sqlite3_stmt *st, int64_t proc_id, const char *op, int32_t device,
+		      uint32_t context, uint32_t stream, uint32_t correlation,
+		      int64_t start_ns, int64_t end_ns, uint64_t bytes)
+{
+	sqlite3_bind_int64(st, 1, proc_id);
+	sqlite3_bind_text(st, 2, op, -1, SQLITE_STATIC);
+	sqlite3_bind_int(st, 3, device);
+	sqlite3_bind_int64(st, 4, context);
+	sqlite3_bind_int64(st, 5, stream);
+	sqlite3_bind_int64(st, 6, correlation);
+	sqlite3_bind_int64(st, 7, start_ns);
+	sqlite3_bind_int64(st, 8, end_ns);
+	sqlite3_bind_int64(st, 9, (int64_t)bytes);
+}
+
+int store_memcpy_add(struct store *s, int64_t proc_id, const struct shm_rec_memcpy *r,
+		     int64_t start_ns, int64_t end_ns)
+{
+	sqlite3_stmt *st = s->st[ST_COPY];
+	int err = tx(s);
+
+	if (err)
+		return err;
+	bind_copy(st, proc_id, "memcpy", r->device, r->context, r->stream, r->correlation,
+		  start_ns, end_ns, r->bytes);
+	sqlite3_bind_text(st, 10, ENUM_NAME(copy_kinds, r->copy_kind), -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 11, ENUM_NAME(mem_kinds, r->src_kind), -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 12, ENUM_NAME(mem_kinds, r->dst_kind), -1, SQLITE_STATIC);
+	sqlite3_bind_int(st, 13, !!r->async);
+	sqlite3_bind_null(st, 14);
+	return step(s, st);
+}
+
+int store_memset_add(struct store *s, int64_t proc_id, const struct shm_rec_memset *r,
+		     int64_t start_ns, int64_t end_ns)
+{
+	sqlite3_stmt *st = s->st[ST_COPY];
+	int err = tx(s);
+
+	if (err)
+		return err;
+	bind_copy(st, proc_id, "memset", r->device, r->context, r->stream, r->correlation,
+		  start_ns, end_ns, r->bytes);
+	sqlite3_bind_null(st, 10);
+	sqlite3_bind_null(st, 11);
+	sqlite3_bind_text(st, 12, ENUM_NAME(mem_kinds, r->mem_kind), -1, SQLITE_STATIC);
+	sqlite3_bind_int(st, 13, !!r->async);
+	sqlite3_bind_int64(st, 14, r->value);
+	return step(s, st);
+}
+
+int store_gpu_sync_add(struct store *s, int64_t proc_id, const struct shm_rec_gpu_sync *r,
+		       int64_t start_ns, int64_t end_ns)
+{
+	sqlite3_stmt *st = s->st[ST_SYNC];
+	int err = tx(s);
+
+	if (err)
+		return err;
+	sqlite3_bind_int64(st, 1, proc_id);
+	sqlite3_bind_text(st, 2, ENUM_NAME(sync_types, r->type), -1, SQLITE_STATIC);
+	if (r->context != SYNC_INVALID)
+		sqlite3_bind_int64(st, 3, r->context);
+	else
+		sqlite3_bind_null(st, 3);
+	if (r->stream != SYNC_INVALID)
+		sqlite3_bind_int64(st, 4, r->stream);
+	else
+		sqlite3_bind_null(st, 4);
+	/* CUPTI's event id is 32-bit; its "none" may arrive widened either way. */
+	if (r->event != SYNC_INVALID && r->event != UINT64_MAX)
+		sqlite3_bind_int64(st, 5, (int64_t)r->event);
+	else
+		sqlite3_bind_null(st, 5);
+	sqlite3_bind_int64(st, 6, r->correlation);
+	sqlite3_bind_int64(st, 7, start_ns);
+	sqlite3_bind_int64(st, 8, end_ns);
+	return step(s, st);
+}
+
+int store_api_add(struct store *s, int64_t proc_id, uint32_t tid,
+		  const struct shm_rec_api *r, int64_t start_ns, int64_t end_ns)
+{
+	sqlite3_stmt *st = s->st[ST_API];
+	int err = tx(s);
+
+	if (err)
+		return err;
+	sqlite3_bind_int64(st, 1, proc_id);
+	sqlite3_bind_int64(st, 2, tid);
+	sqlite3_bind_text(st, 3, r->domain == SHM_API_DRIVER ? "driver" : "runtime", -1,
+			  SQLITE_STATIC);
+	sqlite3_bind_int64(st, 4, r->name_id);
+	sqlite3_bind_int64(st, 5, r->cbid);
+	sqlite3_bind_int64(st, 6, r->correlation);
+	sqlite3_bind_int64(st, 7, start_ns);
+	sqlite3_bind_int64(st, 8, end_ns);
+	return step(s, st);
+}
+
+/* 0 means "none" on the wire for these. */
+static void bind_nonzero(sqlite3_stmt *st, int i, int64_t v)
+{
+	if (v)
+		sqlite3_bind_int64(st, i, v);
+	else
+		sqlite3_bind_null(st, i);
+}
+
+int store_range_open(struct store *s, int64_t proc_id, uint32_t tid, const char *kind,
+		     const struct shm_rec_range *r, int64_t ns, uint32_t depth,
+		     int64_t parent_id, int64_t *id)
+{
+	sqlite3_stmt *st = s->st[ST_RANGE];
+	int err = tx(s);
+
+	if (err)
+		return err;
+	sqlite3_bind_int64(st, 1, proc_id);
+	sqlite3_bind_int64(st, 2, tid);
+	sqlite3_bind_text(st, 3, kind, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 4, r->domain_id);
+	sqlite3_bind_int64(st, 5, r->name_id);
+	sqlite3_bind_int64(st, 6, ns);
+	sqlite3_bind_int64(st, 7, depth);
+	bind_nonzero(st, 8, parent_id);
+	bind_nonzero(st, 9, r->color);
+	bind_nonzero(st, 10, r->category);
+	err = step(s, st);
+	if (!err)
+		*id = sqlite3_last_insert_rowid(s->db);
+	return err;
+}
+
+int store_range_close(struct store *s, int64_t id, int64_t end_ns)
+{
+	sqlite3_stmt *st = s->st[ST_RANGE_END];
+	int err = tx(s);
+
+	if (err)
+		return err;
+	sqlite3_bind_int64(st, 1, id);
+	sqlite3_bind_int64(st, 2, end_ns);
+	return step(s, st);
+}
+
+/* The columns markers and counters share: who, what and when. */
+static void bind_instant(sqlite3_stmt *st, int64_t proc_id, uint32_t tid,
+			 uint32_t domain_id, uint32_t name_id, int64_t ns)
+{
+	sqlite3_bind_int64(st, 1, proc_id);
+	sqlite3_bind_int64(st, 2, tid);
+	sqlite3_bind_int64(st, 3, domain_id);
+	sqlite3_bind_int64(st, 4, name_id);
+	sqlite3_bind_int64(st, 5, ns);
+}
+
+int store_mark_add(struct store *s, int64_t proc_id, uint32_t tid,
+		   const struct shm_rec_mark *r, int64_t ns)
+{
+	sqlite3_stmt *st = s->st[ST_MARK];
+	int err = tx(s);
+
+	if (err)
+		return err;
+	bind_instant(st, proc_id, tid, r->domain_id, r->name_id, ns);
+	return step(s, st);
+}
+
+int store_counter_add(struct store *s, int64_t proc_id, uint32_t tid,
+		      const struct shm_rec_counter *r, int64_t ns)
+{
+	sqlite3_stmt *st = s->st[ST_COUNTER];
+	int err = tx(s);
+
+	if (err)
+		return err;
+	bind_instant(st, proc_id, tid, r->domain_id, r->name_id, ns);
+	/* SQLite would bind NaN as NULL itself; say so rather than rely on it. */
+	if (r->value == r->value)
+		sqlite3_bind_double(st, 6, r->value);
+	else
+		sqlite3_bind_null(st, 6);
+	return step(s, st);
+}
+
 int store_count_add(struct store *s, int64_t proc_id, uint32_t tid, uint16_t fn,
 		    uint64_t count, uint64_t bytes)
 {
@@ -383,41 +721,67 @@ static int schema_version(struct store *s, int *version)
 	return -EIO;
 }
 
-/* WAL, the schema and the functions table, in one transaction. */
-static int prepare_db(struct store *s)
+#define STRINGIFY_(x) #x
+#define STRINGIFY(x) STRINGIFY_(x)
+
+/* Whether the build embedded one schema file per version; a mismatch is a
+ * build defect, caught before any store is touched. */
+static int check_steps(void)
+{
+	int n = 0;
+
+	while (shimmer_schema_steps[n])
+		n++;
+	if (n == STORE_SCHEMA_VERSION)
+		return 0;
+	log_error("this shimmerd embeds %d schema files for schema version %d", n,
+		  STORE_SCHEMA_VERSION);
+	return -EPROTO;
+}
+
+/* A store newer than this daemon: its tables may mean what we cannot know. */
+static int check_version(struct store *s, int version)
+{
+	if (version <= STORE_SCHEMA_VERSION)
+		return 0;
+	log_error("%s has schema version %d, newer than this shimmerd's (%d): "
+		  "use a newer shimmerd or another --db", s->path, version,
+		  STORE_SCHEMA_VERSION);
+	return -EPROTO;
+}
+
+/* Applies schema files version + 1 .. STORE_SCHEMA_VERSION (the steps run
+ * once each: 002 adds columns, which cannot be added twice) and records
+ * the new version.  Inside the caller's transaction. */
+static int migrate(struct store *s, int version)
+{
+	sqlite3_stmt *st;
+	int rc = SQLITE_OK;
+
+	for (int v = version; rc == SQLITE_OK && v < STORE_SCHEMA_VERSION; v++)
+		rc = sqlite3_exec(s->db, shimmer_schema_steps[v], NULL, NULL, NULL);
+	/* Each file records its version too; this makes sure of it. */
+	if (rc == SQLITE_OK)
+		rc = sqlite3_prepare_v2(s->db, "INSERT OR REPLACE INTO meta (key, value) "
+					"VALUES ('schema_version', ?1)", -1, &st, NULL);
+	if (rc == SQLITE_OK) {
+		sqlite3_bind_text(st, 1, STRINGIFY(STORE_SCHEMA_VERSION), -1, SQLITE_STATIC);
+		rc = sqlite3_step(st);
+		sqlite3_finalize(st);
+		if (rc == SQLITE_DONE)
+			rc = SQLITE_OK;
+	}
+	return rc == SQLITE_OK ? 0 : fail(s, rc);
+}
+
+/* The functions table, from the wire format (it may have grown). */
+static int add_functions(struct store *s)
 {
 	sqlite3_stmt *st = NULL;
-	int version, rc, err;
+	int rc = sqlite3_prepare_v2(s->db, "INSERT OR REPLACE INTO functions "
+				    "(fn_id, name, family) VALUES (?1, ?2, ?3)",
+				    -1, &st, NULL);
 
-	err = schema_version(s, &version);
-	if (err)
-		return err;
-	if (version > STORE_SCHEMA_VERSION) {
-		log_error("%s has schema version %d, newer than this shimmerd's (%d): "
-			  "use a newer shimmerd or another --db", s->path, version,
-			  STORE_SCHEMA_VERSION);
-		return -EPROTO;
-	}
-	rc = sqlite3_prepare_v2(s->db, "PRAGMA journal_mode = WAL", -1, &st, NULL);
-	if (rc == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW &&
-	    strcmp((const char *)sqlite3_column_text(st, 0), "wal") != 0) {
-		log_error("cannot put %s in WAL mode (is it on a network file system?)",
-			  s->path);
-		sqlite3_finalize(st);
-		return -ENOTSUP;
-	}
-	sqlite3_finalize(st);
-	st = NULL;
-	if (rc == SQLITE_OK)
-		rc = sqlite3_exec(s->db, "PRAGMA synchronous = NORMAL; "
-				  "PRAGMA cache_size = -65536; "
-				  "PRAGMA busy_timeout = 5000; BEGIN", NULL, NULL, NULL);
-	if (rc == SQLITE_OK)
-		rc = sqlite3_exec(s->db, shimmer_schema_sql, NULL, NULL, NULL);
-	if (rc == SQLITE_OK)
-		rc = sqlite3_prepare_v2(s->db, "INSERT OR REPLACE INTO functions "
-					"(fn_id, name, family) VALUES (?1, ?2, ?3)",
-					-1, &st, NULL);
 	for (int fn = 1; rc == SQLITE_OK && fn < SHM_FN_COUNT; fn++) {
 		sqlite3_bind_int(st, 1, fn);
 		sqlite3_bind_text(st, 2, shm_fn_info[fn].name, -1, SQLITE_STATIC);
@@ -429,8 +793,53 @@ static int prepare_db(struct store *s)
 			rc = SQLITE_OK;
 	}
 	sqlite3_finalize(st);
+	return rc == SQLITE_OK ? 0 : fail(s, rc);
+}
+
+/* WAL, the schema migrations and the functions table, in one transaction. */
+static int prepare_db(struct store *s)
+{
+	sqlite3_stmt *st = NULL;
+	int version, rc, err;
+
+	/* Refuse a newer store before touching it (WAL mode is persistent). */
+	err = check_steps();
+	if (!err)
+		err = schema_version(s, &version);
+	if (!err)
+		err = check_version(s, version);
+	if (err)
+		return err;
+	rc = sqlite3_prepare_v2(s->db, "PRAGMA journal_mode = WAL", -1, &st, NULL);
+	if (rc == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW &&
+	    strcmp((const char *)sqlite3_column_text(st, 0), "wal") != 0) {
+		log_error("cannot put %s in WAL mode (is it on a network file system?)",
+			  s->path);
+		sqlite3_finalize(st);
+		return -ENOTSUP;
+	}
+	sqlite3_finalize(st);
+	/* IMMEDIATE takes the write lock now, and the version is read again
+	 * under it: two daemons opening one old store migrate it once. */
 	if (rc == SQLITE_OK)
-		rc = sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL);
+		rc = sqlite3_exec(s->db, "PRAGMA synchronous = NORMAL; "
+				  "PRAGMA cache_size = -65536; "
+				  "PRAGMA busy_timeout = 5000; BEGIN IMMEDIATE", NULL, NULL, NULL);
+	if (rc != SQLITE_OK)
+		return fail(s, rc);
+	err = schema_version(s, &version);
+	if (!err)
+		err = check_version(s, version);
+	if (!err)
+		err = migrate(s, version);
+	if (!err)
+		err = add_functions(s);
+	if (err) {
+		if (!sqlite3_get_autocommit(s->db))
+			sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+		return err;
+	}
+	rc = sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL);
 	for (int i = 0; rc == SQLITE_OK && i < ST_N; i++)
 		rc = sqlite3_prepare_v3(s->db, sql[i], -1, SQLITE_PREPARE_PERSISTENT,
 					&s->st[i], NULL);

@@ -19,14 +19,17 @@
 
 #include "wire.h"
 
-/* The schema_version that the schema files leave in meta. */
-#define STORE_SCHEMA_VERSION 1
+/* The schema_version that the schema files leave in meta: one per
+ * schema/NNN_*.sql file. */
+#define STORE_SCHEMA_VERSION 2
 
 struct store;
 
-/* Opens or creates the store at path and applies the embedded schema.
- * Refuses (-EPROTO, logged) a store of a newer schema.  NULL on error,
- * errno set. */
+/* Opens or creates the store at path and brings it to
+ * STORE_SCHEMA_VERSION: applies, in order and in one transaction, each
+ * embedded schema file numbered above the store's meta.schema_version (all
+ * of them for a new file).  Refuses (-EPROTO, logged) a store of a newer
+ * schema.  NULL on error, errno set. */
 struct store *store_open(const char *path);
 
 /* Commits the open batch, checkpoints and closes.  Returns the commit's
@@ -68,10 +71,19 @@ int store_process_find(struct store *s, uint32_t pid, const char *host,
 int store_process_exec(struct store *s, uint32_t pid, const char *host,
 		       size_t host_len, int64_t since_ns);
 
-/* Adds a threads row; a (proc_id, tid) already present is kept as it is.
- * name may be NULL. */
+/* Adds a threads row named by the process's string name_id (NULL when 0
+ * or not defined); a (proc_id, tid) already present is kept as it is. */
 int store_thread_add(struct store *s, int64_t proc_id, uint32_t tid,
-		     const char *name, size_t name_len, int64_t first_ns);
+		     uint32_t name_id, int64_t first_ns);
+
+/* Defines (or redefines) string id of a process.  demangled may be NULL. */
+int store_string_add(struct store *s, int64_t proc_id, uint32_t id,
+		     const char *text, size_t len, const char *demangled);
+
+/* Sets processes.gpu_status (enum shm_gpu_status, already validated) and
+ * gpu_status_detail. */
+int store_process_gpu_status(struct store *s, int64_t proc_id, uint32_t status,
+			     const char *detail, size_t len);
 
 /* ---- events ---- */
 
@@ -98,6 +110,39 @@ int store_alloc_add(struct store *s, const struct store_alloc *a, int64_t *id);
 /* Fills the free_* columns of allocations row id; end_ns < 0 stores NULL. */
 int store_alloc_free(struct store *s, int64_t id, uint16_t fn, uint32_t tid,
 		     int64_t ns, int64_t end_ns);
+
+/* GPU activity, one row each, from validated records with times already
+ * converted.  CUPTI's enums (copy, memory and synchronization kinds) become
+ * the text docs/schema.md lists, 'unknown' for values it does not. */
+int store_kernel_add(struct store *s, int64_t proc_id, const struct shm_rec_kernel *r,
+		     int64_t start_ns, int64_t end_ns);
+int store_memcpy_add(struct store *s, int64_t proc_id, const struct shm_rec_memcpy *r,
+		     int64_t start_ns, int64_t end_ns);
+int store_memset_add(struct store *s, int64_t proc_id, const struct shm_rec_memset *r,
+		     int64_t start_ns, int64_t end_ns);
+int store_gpu_sync_add(struct store *s, int64_t proc_id, const struct shm_rec_gpu_sync *r,
+		       int64_t start_ns, int64_t end_ns);
+
+/* A gpu_api row; r->domain must be a valid enum shm_api_domain. */
+int store_api_add(struct store *s, int64_t proc_id, uint32_t tid,
+		  const struct shm_rec_api *r, int64_t start_ns, int64_t end_ns);
+
+/* Inserts a ranges row (end_ns NULL) from a PUSH or START record; kind is
+ * "push" or "startend" (static); parent_id 0 stores NULL.  *id receives
+ * its rowid. */
+int store_range_open(struct store *s, int64_t proc_id, uint32_t tid, const char *kind,
+		     const struct shm_rec_range *r, int64_t ns, uint32_t depth,
+		     int64_t parent_id, int64_t *id);
+
+/* Sets end_ns of ranges row id. */
+int store_range_close(struct store *s, int64_t id, int64_t end_ns);
+
+int store_mark_add(struct store *s, int64_t proc_id, uint32_t tid,
+		   const struct shm_rec_mark *r, int64_t ns);
+
+/* A NaN value is stored as NULL. */
+int store_counter_add(struct store *s, int64_t proc_id, uint32_t tid,
+		      const struct shm_rec_counter *r, int64_t ns);
 
 /* ---- exact totals ---- */
 

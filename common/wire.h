@@ -298,6 +298,9 @@ enum shm_rec_type {
 	SHM_REC_RANGE = 9,    /* a range begins or ends (NVTX, shimmer.h) */
 	SHM_REC_MARK = 10,    /* an instant marker (NVTX, shimmer.h) */
 	SHM_REC_COUNTER = 11, /* a counter sample (shimmer.h) */
+	SHM_REC_STACK = 12,   /* a native call stack, sent once per process */
+	SHM_REC_PYSTACK = 13, /* Python frames, sent once per process */
+	SHM_REC_MODULE = 14,  /* a loaded object (at start and on dlopen) */
 };
 
 /* Record flags. */
@@ -326,6 +329,8 @@ struct shm_rec_heap {
 	uint64_t ptr;
 	uint64_t size;
 	uint64_t aux;
+	uint32_t stack_id;   /* native call stack (SHM_REC_STACK), 0 = none */
+	uint32_t pystack_id; /* Python frames (SHM_REC_PYSTACK), 0 = none */
 };
 
 /*
@@ -356,6 +361,9 @@ struct shm_rec_cuda {
 	uint32_t kind;
 	uint32_t grid[3];
 	uint32_t block[3];
+	uint32_t stack_id;   /* allocations and frees: as in shm_rec_heap */
+	uint32_t pystack_id;
+	uint32_t pad;
 };
 
 /*
@@ -489,7 +497,63 @@ struct shm_rec_counter {
 	double value;
 };
 
+/*
+ * Call stacks are interned in the shim: each distinct stack is sent once
+ * (in the ring of the thread that first saw it) and records refer to its
+ * id, so a hot call site costs a lookup, not a message.  Ids are per
+ * process and never reused; the collector keeps them unresolved (records
+ * may arrive before the stack they name).  Frames run innermost first.
+ * A pc is a return address as unwound (the caller's instruction after the
+ * call) except frame 0, the interposed function's caller.
+ */
+#define SHM_STACK_MAX 128u
+
+struct shm_rec_stack {
+	struct shm_rec_hdr hdr; /* size = sizeof(struct shm_rec_stack) + 8 * depth */
+	uint32_t stack_id;
+	uint32_t depth;
+	/* uint64_t pc[depth]; */
+};
+
+/* Python frames (file, function: interned strings; line), innermost first. */
+struct shm_pyframe {
+	uint32_t file_id;
+	uint32_t func_id;
+	uint32_t line;
+	uint32_t pad;
+};
+
+struct shm_rec_pystack {
+	struct shm_rec_hdr hdr; /* size = sizeof(struct shm_rec_pystack) + 16 * depth */
+	uint32_t stack_id;
+	uint32_t depth;
+	/* struct shm_pyframe frame[depth]; */
+};
+
+/*
+ * A loaded object, for offline symbolization: addresses in [lo, hi) belong
+ * to the file path_id, loaded with bias (its dlpi_addr: address - bias is
+ * the address in the file's own terms).  build_id: the GNU build-id note,
+ * build_id_len bytes of it (0 when the file has none).  unload is 1 when the
+ * object was removed (dlclose).
+ */
+struct shm_rec_module {
+	struct shm_rec_hdr hdr;
+	uint64_t ts;
+	uint64_t bias;
+	uint64_t lo;
+	uint64_t hi;
+	uint32_t path_id;
+	uint8_t build_id_len;
+	uint8_t unload;
+	uint8_t build_id[20];
+	uint8_t pad[2];
+};
+
 _Static_assert(sizeof(struct shm_rec_heap) % 8 == 0, "heap rec");
+_Static_assert(sizeof(struct shm_rec_stack) % 8 == 0, "stack rec");
+_Static_assert(sizeof(struct shm_rec_pystack) % 8 == 0, "pystack rec");
+_Static_assert(sizeof(struct shm_rec_module) % 8 == 0, "module rec");
 _Static_assert(sizeof(struct shm_rec_cuda) % 8 == 0, "cuda rec");
 _Static_assert(sizeof(struct shm_rec_kernel) % 8 == 0, "kernel rec");
 _Static_assert(sizeof(struct shm_rec_memcpy) % 8 == 0, "memcpy rec");

@@ -115,24 +115,27 @@ CREATE TABLE IF NOT EXISTS counters (
 	domain_id INTEGER NOT NULL,
 	name_id INTEGER NOT NULL,
 	ts_ns INTEGER NOT NULL,
-	value REAL NOT NULL
+	value REAL                     -- NULL when the sample was NaN (SQLite has no NaN)
 );
 
 -- Every kernel with its name, the API call and thread that launched it.
+-- Outer joins throughout: names come over the socket and records through
+-- the rings, so a kernel whose name never arrived (a process cut off) still
+-- appears, with name NULL.
 CREATE VIEW IF NOT EXISTS kernels_named AS
 SELECT k.*, coalesce(s.demangled, s.text) AS name, s.text AS mangled,
 	k.end_ns - k.start_ns AS dur_ns,
 	a.tid AS launch_tid, a.domain AS launch_domain, an.text AS launch_api,
 	a.start_ns AS launch_ns, a.id AS api_id
 FROM kernels k
-JOIN strings s ON s.proc_id = k.proc_id AND s.id = k.name_id
+LEFT JOIN strings s ON s.proc_id = k.proc_id AND s.id = k.name_id
 LEFT JOIN gpu_api a ON a.proc_id = k.proc_id AND a.correlation = k.correlation
 LEFT JOIN strings an ON an.proc_id = a.proc_id AND an.id = a.name_id;
 
 CREATE VIEW IF NOT EXISTS ranges_named AS
 SELECT r.*, s.text AS name, d.text AS domain, r.end_ns - r.start_ns AS dur_ns
 FROM ranges r
-JOIN strings s ON s.proc_id = r.proc_id AND s.id = r.name_id
+LEFT JOIN strings s ON s.proc_id = r.proc_id AND s.id = r.name_id
 LEFT JOIN strings d ON d.proc_id = r.proc_id AND d.id = r.domain_id;
 
 -- Each kernel with the innermost push range open on the launching thread

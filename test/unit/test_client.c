@@ -548,6 +548,468 @@ static void test_client_cuda_rows(void **state)
 	assert_int_equal(q_int(f, "SELECT count(*) FROM cuda_calls_named WHERE fn = 'cudaFree'"), 1);
 }
 
+/* STRING id = text. */
+static void send_string(struct client *c, uint32_t id, const char *text)
+{
+	unsigned char buf[512];
+	struct shm_msg_string m = { { SHM_MAGIC, SHM_WIRE_VERSION, SHM_MSG_STRING, 0, 0 },
+				    id, (uint32_t)strlen(text) };
+
+	m.hdr.len = (uint32_t)(sizeof(m) + m.len);
+	memcpy(buf, &m, sizeof(m));
+	memcpy(buf + sizeof(m), text, m.len);
+	assert_int_equal(client_message(c, buf, m.hdr.len, NULL, 0, 0), 0);
+}
+
+static int send_gpu_status(struct client *c, uint32_t status, const char *text, int extra)
+{
+	unsigned char buf[512];
+	struct shm_msg_gpu_status m = { { SHM_MAGIC, SHM_WIRE_VERSION, SHM_MSG_GPU_STATUS, 0, 0 },
+					status, (uint32_t)strlen(text) };
+
+	m.hdr.len = (uint32_t)(sizeof(m) + m.len + extra);
+	memcpy(buf, &m, sizeof(m));
+	memcpy(buf + sizeof(m), text, m.len + extra);
+	return client_message(c, buf, m.hdr.len, NULL, 0, 0);
+}
+
+#define GPU_HDR(type, rec) { (type), sizeof(rec), SHM_FN_NONE, 0 }
+
+static void push_range_in(struct region *r, uint32_t i, uint32_t op, uint64_t ts,
+			  uint64_t id, uint32_t name_id, uint32_t domain_id)
+{
+	struct shm_rec_range g = { .hdr = GPU_HDR(SHM_REC_RANGE, g), .ts = ts, .id = id,
+				   .op = op, .name_id = name_id, .domain_id = domain_id };
+
+	push(r, i, &g, sizeof(g));
+}
+
+static void push_range(struct region *r, uint32_t i, uint32_t op, uint64_t ts,
+		       uint64_t id, uint32_t name_id)
+{
+	push_range_in(r, i, op, ts, id, name_id, 0);
+}
+
+static void push_api(struct region *r, uint32_t i, uint64_t start, uint32_t correlation,
+		     uint32_t name_id, uint32_t domain)
+{
+	struct shm_rec_api a = { .hdr = GPU_HDR(SHM_REC_API, a), .start = start,
+				 .end = start + 5, .correlation = correlation,
+				 .name_id = name_id, .domain = domain, .cbid = 211 };
+
+	push(r, i, &a, sizeof(a));
+}
+
+static void push_kernel(struct region *r, uint32_t i, uint64_t start, uint32_t correlation,
+			uint32_t name_id)
+{
+	struct shm_rec_kernel k = {
+		.hdr = GPU_HDR(SHM_REC_KERNEL, k), .start = start, .end = start + 300,
+		.correlation = correlation, .name_id = name_id, .device = 1, .context = 2,
+		.stream = 7, .registers = 32, .static_smem = 1024, .dynamic_smem = 2048,
+		.grid = { 128, 4, 1 }, .block = { 256, 1, 1 },
+	};
+
+	push(r, i, &k, sizeof(k));
+}
+
+/* ---- strings and GPU status ---- */
+
+static void test_client_strings(void **state)
+{
+	struct fixture *f = *state;
+	char text[256];
+
+	assert_int_equal(connect_region(f, &f->r, 42, 1, SHM_MALLOC_OFF, SHM_CLOCK_MONOTONIC), 0);
+	send_string(f->c, 1, "_Z9vectorAddPKfS0_Pfi");
+	send_string(f->c, 2, "cuLaunchKernel");
+	send_string(f->c, 3, "_Zgarbage");
+	send_string(f->c, 4, "_ZN7cutlass6KernelINS_4gemm6kernel4GemmIfEEEEvNT_6ParamsE");
+	send_string(f->c, 5, "old");
+	send_string(f->c, 5, "");
+	assert_int_equal(q_int(f, "SELECT count(*) FROM strings WHERE proc_id = 1"), 5);
+	q_text(f, text, sizeof(text), "SELECT text || '|' || demangled FROM strings WHERE id = 1");
+	assert_string_equal(text, "_Z9vectorAddPKfS0_Pfi|vectorAdd(float const*, float const*, float*, int)");
+	q_text(f, text, sizeof(text), "SELECT demangled FROM strings WHERE id = 4");
+	assert_string_equal(text, "void cutlass::Kernel<cutlass::gemm::kernel::Gemm<float> >"
+				  "(cutlass::gemm::kernel::Gemm<float>::Params)");
+	/* not mangled, or not demangleable: NULL */
+	assert_int_equal(q_int(f, "SELECT count(*) FROM strings WHERE id IN (2, 3) AND "
+				  "demangled IS NULL"), 2);
+	q_text(f, text, sizeof(text), "SELECT text FROM strings WHERE id = 2");
+	assert_string_equal(text, "cuLaunchKernel");
+	/* redefined: the last text wins, an empty one is still text */
+	assert_int_equal(q_int(f, "SELECT length(text) FROM strings WHERE id = 5 AND "
+				  "text IS NOT NULL"), 0);
+}
+
+static void test_client_gpu_status(void **state)
+{
+	struct fixture *f = *state;
+	static const char *const names[] = { NULL, "active", "no_cupti", "busy", "error", "disabled" };
+	char text[128], want[128];
+
+	assert_int_equal(connect_region(f, &f->r, 42, 1, SHM_MALLOC_OFF, SHM_CLOCK_MONOTONIC), 0);
+	assert_int_equal(q_int(f, "SELECT count(*) FROM processes WHERE gpu_status IS NULL AND "
+				  "gpu_status_detail IS NULL"), 1);
+	for (uint32_t st = SHM_GPU_ACTIVE; st <= SHM_GPU_DISABLED; st++) {
+		snprintf(want, sizeof(want), "%s|detail %u", names[st], st);
+		snprintf(text, sizeof(text), "detail %u", st);
+		assert_int_equal(send_gpu_status(f->c, st, text, 0), 0);
+		q_text(f, text, sizeof(text),
+		       "SELECT gpu_status || '|' || gpu_status_detail FROM processes");
+		assert_string_equal(text, want);
+	}
+	/* an empty text is '' */
+	assert_int_equal(send_gpu_status(f->c, SHM_GPU_BUSY, "", 0), 0);
+	q_text(f, text, sizeof(text), "SELECT gpu_status || '|' || gpu_status_detail || '|' "
+				      "FROM processes");
+	assert_string_equal(text, "busy||");
+}
+
+static void test_client_reject_gpu_status(void **state)
+{
+	struct fixture *f = *state;
+	struct shm_msg_hdr h = { SHM_MAGIC, SHM_WIRE_VERSION, SHM_MSG_GPU_STATUS, sizeof(h), 0 };
+
+	assert_int_equal(connect_region(f, &f->r, 42, 1, SHM_MALLOC_OFF, SHM_CLOCK_MONOTONIC), 0);
+	assert_int_equal(send_gpu_status(f->c, SHM_GPU_ACTIVE, "/usr/lib/libcupti.so", 0), 0);
+	assert_int_equal(send_gpu_status(f->c, 0, "x", 0), -EBADMSG);
+	assert_int_equal(send_gpu_status(f->c, SHM_GPU_DISABLED + 1, "x", 0), -EBADMSG);
+	assert_int_equal(send_gpu_status(f->c, SHM_GPU_ERROR, "xy", 1), -EBADMSG); /* len != text */
+	assert_int_equal(client_message(f->c, &h, sizeof(h), NULL, 0, 0), -EBADMSG); /* short */
+	assert_int_equal(client_end(f->c, CLIENT_REJECTED, 1), 0);
+	assert_int_equal(q_int(f, "SELECT count(*) FROM processes WHERE gpu_status = 'active' "
+				  "AND end_reason = 'rejected'"), 1);
+}
+
+/* ---- GPU activity ---- */
+
+static void test_client_gpu_rows(void **state)
+{
+	struct fixture *f = *state;
+	struct shm_rec_memcpy mc = {
+		.hdr = GPU_HDR(SHM_REC_MEMCPY, mc), .start = 2000, .end = 2400, .bytes = 1 << 20,
+		.correlation = 12, .device = 0, .context = 2, .stream = 7,
+		.copy_kind = 1, .src_kind = 1, .dst_kind = 3, .async = 1,
+	};
+	struct shm_rec_memset ms = {
+		.hdr = GPU_HDR(SHM_REC_MEMSET, ms), .start = 3000, .end = 3100, .bytes = 4096,
+		.correlation = 13, .device = 1, .context = 2, .stream = 8, .value = 0xab,
+		.mem_kind = 5,
+	};
+	struct shm_rec_gpu_sync sy = {
+		.hdr = GPU_HDR(SHM_REC_GPU_SYNC, sy), .start = 4000, .end = 4500,
+		.correlation = 14, .type = 3, .context = 2, .stream = 7, .event = 0xffffffffu,
+	};
+	char text[256];
+
+	assert_int_equal(connect_region(f, &f->r, 42, 1, SHM_MALLOC_OFF, SHM_CLOCK_MONOTONIC), 0);
+	send_string(f->c, 1, "_Z9vectorAddPKfS0_Pfi");
+	send_string(f->c, 2, "cudaLaunchKernel");
+	send_string(f->c, 3, "cuLaunchKernelEx");
+	claim(&f->r, 0, 100); /* the launching thread */
+	claim(&f->r, 1, 101); /* CUPTI's buffer thread */
+	push_api(&f->r, 0, 1000, 11, 2, SHM_API_RUNTIME);
+	push_api(&f->r, 0, 1050, 15, 3, SHM_API_DRIVER);
+	/* GPU records come later, from another thread, with earlier times */
+	push_kernel(&f->r, 1, 1100, 11, 1);
+	push(&f->r, 1, &mc, sizeof(mc));
+	mc.start = 2500, mc.end = 2600, mc.copy_kind = 10, mc.src_kind = 3, mc.dst_kind = 99;
+	mc.async = 0, mc.device = 1;
+	push(&f->r, 1, &mc, sizeof(mc));
+	mc.start = 2700, mc.end = 2800, mc.copy_kind = 0, mc.src_kind = 0, mc.dst_kind = 7;
+	push(&f->r, 1, &mc, sizeof(mc));
+	push(&f->r, 1, &ms, sizeof(ms));
+	push(&f->r, 1, &sy, sizeof(sy));
+	sy.start = 5000, sy.end = 5500, sy.type = 1, sy.stream = 0xffffffffu, sy.event = 77;
+	push(&f->r, 1, &sy, sizeof(sy));
+	sy.start = 6000, sy.end = 6500, sy.type = 4, sy.event = UINT64_MAX, sy.context = 0xffffffffu;
+	push(&f->r, 1, &sy, sizeof(sy));
+	sy.start = 7000, sy.end = 7500, sy.type = 9;
+	push(&f->r, 1, &sy, sizeof(sy));
+	push_kernel(&f->r, 1, 8000, 15, 1);
+	assert_int_equal(client_drain(f->c), 0);
+
+	/* kernels: every column */
+	assert_int_equal(q_int(f, "SELECT count(*) FROM kernels WHERE proc_id = 1 AND device = 1 "
+				  "AND context = 2 AND stream = 7 AND correlation = 11 AND "
+				  "name_id = 1 AND start_ns = 1100 AND end_ns = 1400 AND "
+				  "grid_x = 128 AND grid_y = 4 AND grid_z = 1 AND block_x = 256 "
+				  "AND block_y = 1 AND block_z = 1 AND registers = 32 AND "
+				  "static_smem = 1024 AND dynamic_smem = 2048 AND graph_id IS NULL"), 1);
+	/* the API calls on the launching thread */
+	assert_int_equal(q_int(f, "SELECT count(*) FROM gpu_api WHERE proc_id = 1 AND tid = 100 "
+				  "AND domain = 'runtime' AND name_id = 2 AND cbid = 211 AND "
+				  "correlation = 11 AND start_ns = 1000 AND end_ns = 1005"), 1);
+	assert_int_equal(q_int(f, "SELECT count(*) FROM gpu_api WHERE tid = 100 AND "
+				  "domain = 'driver' AND correlation = 15"), 1);
+	/* kernels_named: demangled name, the launching call and thread */
+	q_text(f, text, sizeof(text), "SELECT name || '|' || mangled || '|' || dur_ns || '|' || "
+				      "launch_tid || '|' || launch_domain || '|' || launch_api || '|' "
+				      "|| launch_ns FROM kernels_named WHERE correlation = 11");
+	assert_string_equal(text, "vectorAdd(float const*, float const*, float*, int)|"
+				  "_Z9vectorAddPKfS0_Pfi|300|100|runtime|cudaLaunchKernel|1000");
+	q_text(f, text, sizeof(text), "SELECT launch_api FROM kernels_named WHERE correlation = 15");
+	assert_string_equal(text, "cuLaunchKernelEx");
+	/* copies: kinds as text, unknown values as 'unknown' */
+	q_text(f, text, sizeof(text), "SELECT group_concat(op || ',' || device || ',' || context || "
+				      "',' || stream || ',' || correlation || ',' || start_ns || ',' || "
+				      "end_ns || ',' || bytes || ',' || copy_kind || ',' || src_kind || "
+				      "',' || dst_kind || ',' || async || ',' || coalesce(value, 'N'), ';') "
+				      "FROM (SELECT * FROM gpu_copies WHERE op = 'memcpy' ORDER BY id)");
+	assert_string_equal(text, "memcpy,0,2,7,12,2000,2400,1048576,HtoD,pageable,device,1,N;"
+				  "memcpy,1,2,7,12,2500,2600,1048576,PtoP,device,unknown,0,N;"
+				  "memcpy,1,2,7,12,2700,2800,1048576,unknown,unknown,managed_static,0,N");
+	assert_int_equal(q_int(f, "SELECT count(*) FROM gpu_copies WHERE op = 'memset' AND "
+				  "device = 1 AND stream = 8 AND correlation = 13 AND start_ns = 3000 "
+				  "AND end_ns = 3100 AND bytes = 4096 AND copy_kind IS NULL AND "
+				  "src_kind IS NULL AND dst_kind = 'managed' AND async = 0 AND "
+				  "value = 171"), 1);
+	/* synchronizations: type as text, CUPTI's "invalid" as NULL */
+	q_text(f, text, sizeof(text), "SELECT group_concat(type || ',' || coalesce(context, 'N') || "
+				      "',' || coalesce(stream, 'N') || ',' || coalesce(event, 'N') || "
+				      "',' || correlation || ',' || start_ns || ',' || end_ns, ';') "
+				      "FROM (SELECT * FROM gpu_syncs ORDER BY id)");
+	assert_string_equal(text, "stream,2,7,N,14,4000,4500;event,2,N,77,14,5000,5500;"
+				  "context,N,N,N,14,6000,6500;unknown,N,N,N,14,7000,7500");
+}
+
+/* GPU records on the TSC clock are placed like host records. */
+static void test_client_gpu_tsc(void **state)
+{
+	struct fixture *f = *state;
+
+	assert_int_equal(connect_region(f, &f->r, 42, 1, SHM_MALLOC_OFF, SHM_CLOCK_TSC), 0);
+	claim(&f->r, 0, 1);
+	push_kernel(&f->r, 0, 5000000, 1, 1);
+	assert_int_equal(client_drain(f->c), 0);
+	assert_int_equal(q_int(f, "SELECT start_ns FROM kernels"), 3000);
+}
+
+/* ---- ranges, markers, counters ---- */
+
+static void test_client_push_pop(void **state)
+{
+	struct fixture *f = *state;
+	char text[512];
+
+	assert_int_equal(connect_region(f, &f->r, 42, 1, SHM_MALLOC_OFF, SHM_CLOCK_MONOTONIC), 0);
+	send_string(f->c, 1, "step");
+	send_string(f->c, 2, "forward");
+	send_string(f->c, 3, "backward");
+	send_string(f->c, 4, "matmul");
+	claim(&f->r, 0, 100);
+	claim(&f->r, 1, 200);
+	push_range(&f->r, 0, SHM_RANGE_POP, 50, 0, 0);   /* nothing open: ignored */
+	push_range(&f->r, 0, SHM_RANGE_PUSH, 100, 0, 1); /* step */
+	push_range(&f->r, 0, SHM_RANGE_PUSH, 110, 0, 2); /*   forward */
+	push_range(&f->r, 0, SHM_RANGE_PUSH, 120, 0, 4); /*     matmul */
+	push_range(&f->r, 0, SHM_RANGE_POP, 130, 0, 0);
+	push_range(&f->r, 0, SHM_RANGE_POP, 140, 0, 0);
+	push_range(&f->r, 0, SHM_RANGE_PUSH, 150, 0, 3); /*   backward */
+	/* another thread nests on its own, interleaved in time */
+	push_range(&f->r, 1, SHM_RANGE_PUSH, 115, 0, 4);
+	push_range(&f->r, 1, SHM_RANGE_POP, 135, 0, 0);
+	assert_int_equal(client_drain(f->c), 0);
+	push_range(&f->r, 0, SHM_RANGE_POP, 160, 0, 0);
+	push_range(&f->r, 0, SHM_RANGE_POP, 170, 0, 0);
+	push_range(&f->r, 0, SHM_RANGE_POP, 180, 0, 0); /* one too many: ignored */
+	push_range(&f->r, 0, SHM_RANGE_PUSH, 190, 0, 1); /* left open */
+	assert_int_equal(client_end(f->c, CLIENT_CLOSED, 1000), 0);
+
+	q_text(f, text, sizeof(text),
+	       "SELECT group_concat(x, ';') FROM (SELECT r.tid || ',' || r.kind || ',' || "
+	       "n.text || ',' || r.start_ns || ',' || coalesce(r.end_ns, 'open') || ',' || "
+	       "r.depth || ',' || coalesce(pn.text, '-') AS x FROM ranges r "
+	       "JOIN strings n ON n.id = r.name_id LEFT JOIN ranges p ON p.id = r.parent_id "
+	       "LEFT JOIN strings pn ON pn.id = p.name_id ORDER BY r.id)");
+	assert_string_equal(text, "100,push,step,100,170,0,-;"
+				  "100,push,forward,110,140,1,step;"
+				  "200,push,matmul,115,135,0,-;"
+				  "100,push,matmul,120,130,2,forward;"
+				  "100,push,backward,150,160,1,step;"
+				  "100,push,step,190,open,0,-");
+	assert_int_equal(q_int(f, "SELECT count(*) FROM ranges WHERE proc_id = 1 AND domain_id = 0 "
+				  "AND color IS NULL AND category IS NULL"), 6);
+	q_text(f, text, sizeof(text), "SELECT name || ',' || dur_ns FROM ranges_named WHERE "
+				      "depth = 2");
+	assert_string_equal(text, "matmul,10");
+}
+
+/* A slot's next owner starts with no open ranges, though its last owner
+ * left one open. */
+static void test_client_push_slot_reuse(void **state)
+{
+	struct fixture *f = *state;
+
+	assert_int_equal(connect_region(f, &f->r, 42, 1, SHM_MALLOC_OFF, SHM_CLOCK_MONOTONIC), 0);
+	claim(&f->r, 2, 300);
+	push_range(&f->r, 2, SHM_RANGE_PUSH, 100, 0, 1);
+	push_range(&f->r, 2, SHM_RANGE_PUSH, 110, 0, 1);
+	push_range(&f->r, 2, SHM_RANGE_POP, 120, 0, 0);
+	slot(&f->r, 2)->state = SHM_SLOT_RETIRED;
+	assert_int_equal(client_drain(f->c), 0);
+	assert_int_equal(slot(&f->r, 2)->state, SHM_SLOT_FREE);
+	claim(&f->r, 2, 301);
+	push_range(&f->r, 2, SHM_RANGE_POP, 200, 0, 0); /* not the old owner's */
+	push_range(&f->r, 2, SHM_RANGE_PUSH, 210, 0, 1);
+	assert_int_equal(client_drain(f->c), 0);
+	assert_int_equal(q_int(f, "SELECT count(*) FROM ranges WHERE tid = 300 AND depth = 0 "
+				  "AND end_ns IS NULL"), 1);
+	assert_int_equal(q_int(f, "SELECT count(*) FROM ranges WHERE tid = 301 AND depth = 0 "
+				  "AND parent_id IS NULL AND start_ns = 210"), 1);
+}
+
+/* NVTX keeps a stack per domain: a POP closes its own domain's innermost
+ * range, though another domain's range opened since is still open. */
+static void test_client_push_pop_domains(void **state)
+{
+	struct fixture *f = *state;
+	char text[256];
+
+	assert_int_equal(connect_region(f, &f->r, 42, 1, SHM_MALLOC_OFF, SHM_CLOCK_MONOTONIC), 0);
+	claim(&f->r, 0, 100);
+	push_range_in(&f->r, 0, SHM_RANGE_PUSH, 100, 0, 1, 0);  /* app */
+	push_range_in(&f->r, 0, SHM_RANGE_PUSH, 110, 0, 2, 9);  /* nccl, inside it */
+	push_range_in(&f->r, 0, SHM_RANGE_POP, 120, 0, 0, 0);   /* app ends first */
+	push_range_in(&f->r, 0, SHM_RANGE_POP, 130, 0, 0, 5);   /* nothing open there */
+	push_range_in(&f->r, 0, SHM_RANGE_PUSH, 140, 0, 3, 0);  /* inside nccl's */
+	push_range_in(&f->r, 0, SHM_RANGE_POP, 150, 0, 0, 9);
+	push_range_in(&f->r, 0, SHM_RANGE_POP, 160, 0, 0, 0);
+	assert_int_equal(client_drain(f->c), 0);
+	q_text(f, text, sizeof(text), "SELECT group_concat(x, ';') FROM (SELECT name_id || ',' || "
+				      "domain_id || ',' || end_ns || ',' || depth || ',' || "
+				      "coalesce(parent_id, 'N') AS x FROM ranges ORDER BY id)");
+	assert_string_equal(text, "1,0,120,0,N;2,9,150,1,1;3,0,160,1,2");
+}
+
+/* A thread that pushes without popping: past the tracked depth, rows are
+ * still stored with their depth, and the pops balance. */
+static void test_client_push_deep(void **state)
+{
+	struct fixture *f = *state;
+	const uint32_t n = 4100; /* above the collector's 4096 */
+	uint64_t t = 1;
+
+	assert_int_equal(connect_region(f, &f->r, 42, 1, SHM_MALLOC_OFF, SHM_CLOCK_MONOTONIC), 0);
+	claim(&f->r, 0, 100);
+	for (uint32_t i = 0; i < 2 * n + 1; i++) {
+		push_range(&f->r, 0, i < n ? SHM_RANGE_PUSH : SHM_RANGE_POP, t++, 0, 1);
+		if (i % 50 == 49)
+			assert_int_equal(client_drain(f->c), 0);
+	}
+	push_range(&f->r, 0, SHM_RANGE_PUSH, t++, 0, 1);
+	assert_int_equal(client_drain(f->c), 0);
+	assert_int_equal(q_int(f, "SELECT count(*) FROM ranges"), n + 1);
+	assert_int_equal(q_int(f, "SELECT max(depth) FROM ranges"), n - 1);
+	/* the 4096 tracked ones ended, innermost first */
+	assert_int_equal(q_int(f, "SELECT count(*) FROM ranges WHERE end_ns IS NOT NULL"), 4096);
+	assert_int_equal(q_int(f, "SELECT end_ns FROM ranges WHERE depth = 0"), 2 * n);
+	assert_int_equal(q_int(f, "SELECT count(*) FROM ranges WHERE depth = 4095 AND "
+				  "end_ns = %u", n + 4 + 1), 1);
+	/* everything was popped: the next push is outermost again */
+	assert_int_equal(q_int(f, "SELECT depth FROM ranges WHERE start_ns = %u", 2 * n + 2), 0);
+}
+
+static void test_client_start_end(void **state)
+{
+	struct fixture *f = *state;
+	struct shm_rec_range g = { .hdr = GPU_HDR(SHM_REC_RANGE, g), .ts = 100, .id = 77,
+				   .op = SHM_RANGE_START, .name_id = 1, .domain_id = 2,
+				   .color = 0xff00ff00u, .category = 3 };
+	char text[256];
+
+	assert_int_equal(connect_region(f, &f->r, 42, 1, SHM_MALLOC_OFF, SHM_CLOCK_MONOTONIC), 0);
+	send_string(f->c, 1, "load");
+	send_string(f->c, 2, "mydomain");
+	claim(&f->r, 0, 100);
+	claim(&f->r, 1, 200);
+	/* START on one thread, END on another, in a lower slot */
+	push(&f->r, 1, &g, sizeof(g));
+	push_range(&f->r, 0, SHM_RANGE_END, 300, 77, 0);
+	push_range(&f->r, 0, SHM_RANGE_END, 310, 77, 0); /* again: ignored */
+	push_range(&f->r, 0, SHM_RANGE_END, 320, 999, 0); /* unknown id: ignored */
+	/* open while a push range is open on the same thread: no nesting */
+	push_range(&f->r, 1, SHM_RANGE_PUSH, 400, 0, 1);
+	push_range(&f->r, 1, SHM_RANGE_START, 410, 78, 1); /* never ends */
+	assert_int_equal(client_drain(f->c), 0);
+	assert_int_equal(client_end(f->c, CLIENT_CLOSED, 1000), 0);
+	q_text(f, text, sizeof(text), "SELECT tid || ',' || kind || ',' || name || ',' || domain || "
+				      "',' || start_ns || ',' || end_ns || ',' || depth || ',' || "
+				      "coalesce(parent_id, 'N') || ',' || color || ',' || category "
+				      "FROM ranges_named WHERE start_ns = 100");
+	assert_string_equal(text, "200,startend,load,mydomain,100,300,0,N,4278255360,3");
+	assert_int_equal(q_int(f, "SELECT count(*) FROM ranges WHERE kind = 'startend' AND "
+				  "start_ns = 410 AND end_ns IS NULL AND depth = 0 AND "
+				  "parent_id IS NULL"), 1);
+	assert_int_equal(q_int(f, "SELECT count(*) FROM ranges"), 3);
+}
+
+static void test_client_marks_counters(void **state)
+{
+	struct fixture *f = *state;
+	struct shm_rec_mark m = { .hdr = GPU_HDR(SHM_REC_MARK, m), .ts = 100, .name_id = 1,
+				  .domain_id = 2 };
+	struct shm_rec_counter k = { .hdr = GPU_HDR(SHM_REC_COUNTER, k), .ts = 200,
+				     .name_id = 3, .domain_id = 2, .value = 0.125 };
+
+	assert_int_equal(connect_region(f, &f->r, 42, 1, SHM_MALLOC_OFF, SHM_CLOCK_MONOTONIC), 0);
+	claim(&f->r, 0, 100);
+	push(&f->r, 0, &m, sizeof(m));
+	push(&f->r, 0, &k, sizeof(k));
+	k.ts = 300, k.value = NAN;
+	push(&f->r, 0, &k, sizeof(k));
+	k.ts = 400, k.value = -1e300;
+	push(&f->r, 0, &k, sizeof(k));
+	assert_int_equal(client_drain(f->c), 0);
+	assert_int_equal(q_int(f, "SELECT count(*) FROM markers WHERE proc_id = 1 AND tid = 100 "
+				  "AND domain_id = 2 AND name_id = 1 AND ts_ns = 100"), 1);
+	assert_int_equal(q_int(f, "SELECT count(*) FROM counters WHERE proc_id = 1 AND tid = 100 "
+				  "AND domain_id = 2 AND name_id = 3 AND ts_ns = 200 AND "
+				  "value = 0.125"), 1);
+	/* NaN (a loss that diverged) is kept, as NULL */
+	assert_int_equal(q_int(f, "SELECT count(*) FROM counters WHERE ts_ns = 300 AND "
+				  "value IS NULL"), 1);
+	assert_int_equal(q_int(f, "SELECT count(*) FROM counters WHERE ts_ns = 400 AND "
+				  "value = -1e300"), 1);
+}
+
+/* A kernel belongs to the innermost push range open on its launching
+ * thread when it was launched. */
+static void test_client_kernels_in_ranges(void **state)
+{
+	struct fixture *f = *state;
+
+	assert_int_equal(connect_region(f, &f->r, 42, 1, SHM_MALLOC_OFF, SHM_CLOCK_MONOTONIC), 0);
+	send_string(f->c, 1, "_Z3fooi");
+	send_string(f->c, 2, "cudaLaunchKernel");
+	send_string(f->c, 3, "step");
+	send_string(f->c, 4, "forward");
+	claim(&f->r, 0, 100);
+	claim(&f->r, 1, 101);
+	push_range(&f->r, 0, SHM_RANGE_PUSH, 100, 0, 3);
+	push_api(&f->r, 0, 110, 1, 2, SHM_API_RUNTIME);
+	push_range(&f->r, 0, SHM_RANGE_PUSH, 120, 0, 4);
+	push_api(&f->r, 0, 130, 2, 2, SHM_API_RUNTIME);
+	push_range(&f->r, 0, SHM_RANGE_POP, 140, 0, 0);
+	push_range(&f->r, 0, SHM_RANGE_POP, 150, 0, 0);
+	push_api(&f->r, 0, 160, 3, 2, SHM_API_RUNTIME);
+	push_kernel(&f->r, 1, 115, 1, 1);
+	push_kernel(&f->r, 1, 135, 2, 1);
+	push_kernel(&f->r, 1, 165, 3, 1);
+	push_kernel(&f->r, 1, 175, 4, 9); /* no launch seen, no name: still listed */
+	assert_int_equal(client_drain(f->c), 0);
+	assert_int_equal(q_int(f, "SELECT r.name_id FROM kernels_in_ranges k JOIN ranges r ON "
+				  "r.id = k.range_id WHERE k.correlation = 1"), 3);
+	assert_int_equal(q_int(f, "SELECT r.name_id FROM kernels_in_ranges k JOIN ranges r ON "
+				  "r.id = k.range_id WHERE k.correlation = 2"), 4);
+	assert_int_equal(q_int(f, "SELECT count(*) FROM kernels_in_ranges WHERE correlation = 3 "
+				  "AND range_id IS NULL AND name = 'foo(int)'"), 1);
+	assert_int_equal(q_int(f, "SELECT count(*) FROM kernels_named WHERE correlation = 4 AND "
+				  "name IS NULL AND launch_tid IS NULL"), 1);
+}
+
 /* ---- time ---- */
 
 static void test_client_tsc_times(void **state)
@@ -757,9 +1219,81 @@ static void bad_fn_none(struct region *r)
 
 static void bad_type(struct region *r)
 {
-	struct shm_rec_heap h = { .hdr = { 9, sizeof(h), SHM_FN_MALLOC, 0 } };
+	struct shm_rec_heap h = { .hdr = { 99, sizeof(h), SHM_FN_MALLOC, 0 } };
 
 	write_raw(r, &h, sizeof(h));
+}
+
+static void bad_kernel_size(struct region *r)
+{
+	struct shm_rec_kernel k = { .hdr = { SHM_REC_KERNEL, sizeof(k) - 8, 0, 0 } };
+
+	write_raw(r, &k, sizeof(k) - 8);
+}
+
+static void bad_memcpy_size(struct region *r)
+{
+	struct shm_rec_memcpy m[2] = { { .hdr = { SHM_REC_MEMCPY, sizeof(m), 0, 0 } } };
+
+	write_raw(r, m, sizeof(m));
+}
+
+static void bad_gpu_fn(struct region *r)
+{
+	struct shm_rec_memset m = { .hdr = { SHM_REC_MEMSET, sizeof(m), SHM_FN_CUDA_MEMSET, 0 } };
+
+	write_raw(r, &m, sizeof(m));
+}
+
+static void bad_sync_size(struct region *r)
+{
+	struct shm_rec_gpu_sync g = { .hdr = { SHM_REC_GPU_SYNC, sizeof(g) + 8, 0, 0 } };
+	unsigned char buf[sizeof(g) + 8] = { 0 };
+
+	memcpy(buf, &g, sizeof(g));
+	write_raw(r, buf, sizeof(buf));
+}
+
+static void bad_api_domain(struct region *r)
+{
+	struct shm_rec_api a = { .hdr = { SHM_REC_API, sizeof(a), 0, 0 }, .domain = 3 };
+
+	write_raw(r, &a, sizeof(a));
+}
+
+static void bad_api_domain_zero(struct region *r)
+{
+	struct shm_rec_api a = { .hdr = { SHM_REC_API, sizeof(a), 0, 0 }, .domain = 0 };
+
+	write_raw(r, &a, sizeof(a));
+}
+
+static void bad_range_op(struct region *r)
+{
+	struct shm_rec_range g = { .hdr = { SHM_REC_RANGE, sizeof(g), 0, 0 }, .op = 5 };
+
+	write_raw(r, &g, sizeof(g));
+}
+
+static void bad_range_op_zero(struct region *r)
+{
+	struct shm_rec_range g = { .hdr = { SHM_REC_RANGE, sizeof(g), 0, 0 }, .op = 0 };
+
+	write_raw(r, &g, sizeof(g));
+}
+
+static void bad_mark_size(struct region *r)
+{
+	struct shm_rec_counter k = { .hdr = { SHM_REC_MARK, sizeof(k), 0, 0 } };
+
+	write_raw(r, &k, sizeof(k));
+}
+
+static void bad_counter_fn(struct region *r)
+{
+	struct shm_rec_counter k = { .hdr = { SHM_REC_COUNTER, sizeof(k), SHM_FN_MALLOC, 0 } };
+
+	write_raw(r, &k, sizeof(k));
 }
 
 static void bad_pad_middle(struct region *r)
@@ -794,6 +1328,16 @@ static void test_client_reject_fn_range(void **s) { expect_rejected(*s, bad_fn_r
 static void test_client_reject_fn_none(void **s) { expect_rejected(*s, bad_fn_none, 1, 2); }
 static void test_client_reject_type(void **s) { expect_rejected(*s, bad_type, 1, 2); }
 static void test_client_reject_pad_middle(void **s) { expect_rejected(*s, bad_pad_middle, 1, 2); }
+static void test_client_reject_kernel_size(void **s) { expect_rejected(*s, bad_kernel_size, 1, 2); }
+static void test_client_reject_memcpy_size(void **s) { expect_rejected(*s, bad_memcpy_size, 1, 2); }
+static void test_client_reject_gpu_fn(void **s) { expect_rejected(*s, bad_gpu_fn, 1, 2); }
+static void test_client_reject_sync_size(void **s) { expect_rejected(*s, bad_sync_size, 1, 2); }
+static void test_client_reject_api_domain(void **s) { expect_rejected(*s, bad_api_domain, 1, 2); }
+static void test_client_reject_api_domain_zero(void **s) { expect_rejected(*s, bad_api_domain_zero, 1, 2); }
+static void test_client_reject_range_op(void **s) { expect_rejected(*s, bad_range_op, 1, 2); }
+static void test_client_reject_range_op_zero(void **s) { expect_rejected(*s, bad_range_op_zero, 1, 2); }
+static void test_client_reject_mark_size(void **s) { expect_rejected(*s, bad_mark_size, 1, 2); }
+static void test_client_reject_counter_fn(void **s) { expect_rejected(*s, bad_counter_fn, 1, 2); }
 static void test_client_reject_head(void **s) { expect_rejected(*s, bad_head, 0, 1); }
 static void test_client_reject_state(void **s) { expect_rejected(*s, bad_state, 0, 1); }
 
@@ -808,14 +1352,14 @@ static void test_client_reject_hwm(void **state)
 static void test_client_pad_at_end_accepted(void **state)
 {
 	struct fixture *f = *state;
-	struct shm_rec_hdr pad = { SHM_REC_PAD, RING - 48, 0, 0 };
+	struct shm_rec_hdr pad = { SHM_REC_PAD, RING - sizeof(struct shm_rec_heap), 0, 0 };
 	unsigned char rec[RING] = { 0 };
 
 	assert_int_equal(connect_region(f, &f->r, 42, 1, SHM_MALLOC_ALL, SHM_CLOCK_MONOTONIC), 0);
 	claim(&f->r, 0, 10);
 	push_heap(&f->r, 0, SHM_FN_MALLOC, 0, 100, 0x1000, 16, 0);
 	memcpy(rec, &pad, sizeof(pad));
-	write_raw(&f->r, rec, RING - 48);
+	write_raw(&f->r, rec, RING - sizeof(struct shm_rec_heap));
 	assert_int_equal(client_drain(f->c), 0);
 	push_heap(&f->r, 0, SHM_FN_MALLOC, 0, 100, 0x2000, 16, 0);
 	assert_int_equal(client_drain(f->c), 0);
@@ -1023,6 +1567,18 @@ int main(void)
 		T(test_client_sample_release_only),
 		T(test_client_exec),
 		T(test_client_cuda_rows),
+		T(test_client_strings),
+		T(test_client_gpu_status),
+		T(test_client_reject_gpu_status),
+		T(test_client_gpu_rows),
+		T(test_client_gpu_tsc),
+		T(test_client_push_pop),
+		T(test_client_push_slot_reuse),
+		T(test_client_push_pop_domains),
+		T(test_client_push_deep),
+		T(test_client_start_end),
+		T(test_client_marks_counters),
+		T(test_client_kernels_in_ranges),
 		T(test_client_tsc_times),
 		T(test_client_thread_and_bye),
 		T(test_client_disconnect_and_shutdown),
@@ -1036,6 +1592,16 @@ int main(void)
 		T(test_client_reject_fn_none),
 		T(test_client_reject_type),
 		T(test_client_reject_pad_middle),
+		T(test_client_reject_kernel_size),
+		T(test_client_reject_memcpy_size),
+		T(test_client_reject_gpu_fn),
+		T(test_client_reject_sync_size),
+		T(test_client_reject_api_domain),
+		T(test_client_reject_api_domain_zero),
+		T(test_client_reject_range_op),
+		T(test_client_reject_range_op_zero),
+		T(test_client_reject_mark_size),
+		T(test_client_reject_counter_fn),
 		T(test_client_reject_head),
 		T(test_client_reject_state),
 		T(test_client_reject_hwm),

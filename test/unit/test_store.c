@@ -26,6 +26,9 @@
 #include "collector/store.h"
 #include "wire.h"
 
+extern const char shimmer_schema_sql[];
+extern const char *const shimmer_schema_steps[];
+
 struct fixture {
 	char dir[64], db[96];
 	int mounted;
@@ -132,6 +135,140 @@ static void test_store_refuses_newer_schema(void **state)
 	assert_int_equal(q_int(f->db, "SELECT value FROM meta WHERE key = 'schema_version'"), 99);
 }
 
+static void exec_sql(const char *path, const char *sql)
+{
+	sqlite3 *db;
+	char *msg = NULL;
+
+	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+	if (sqlite3_exec(db, sql, NULL, NULL, &msg) != SQLITE_OK)
+		fail_msg("%s", msg);
+	sqlite3_close(db);
+}
+
+/* The schema's definitions and the rows a store holds, as one text. */
+static void snapshot(const char *path, char *out, size_t n)
+{
+	q_text(path, "SELECT group_concat(x, ';') FROM (SELECT type || ' ' || name || ' ' || "
+		     "coalesce(sql, '') AS x FROM sqlite_master ORDER BY name)", out, n);
+	strncat(out, "|", n - strlen(out) - 1);
+	q_text(path, "SELECT (SELECT group_concat(key || '=' || value) FROM meta) || ',' || "
+		     "(SELECT count(*) FROM functions) || ',' || "
+		     "(SELECT group_concat(proc_id || ':' || pid) FROM processes) "
+		     "|| ',' || (SELECT count(*) FROM allocations)",
+	       out + strlen(out), n - strlen(out));
+}
+
+/* A store written by a version-1 shimmerd: schema/001 alone, with rows. */
+static void make_v1_store(const char *path)
+{
+	exec_sql(path, shimmer_schema_steps[0]);
+	exec_sql(path, "PRAGMA journal_mode = WAL; "
+		       "INSERT INTO functions VALUES (1, 'malloc', 'heap'); "
+		       "INSERT INTO processes (pid, ppid, uid, malloc_mode, lossless, "
+		       "start_wall_ns, start_ns, end_ns, end_reason) "
+		       "VALUES (77, 1, 0, 'all', 0, 5, 6, 7, 'exit'); "
+		       "INSERT INTO allocations (proc_id, space, device, ptr, size, sampled, "
+		       "weight, alloc_fn, alloc_tid, alloc_ns) "
+		       "VALUES (1, 'host', -1, 4096, 16, 0, 16, 1, 77, 6)");
+}
+
+static void test_store_migrates_v1(void **state)
+{
+	struct fixture *f = *state;
+	struct store *s;
+	struct store_proc p = { .pid = 78, .host = "h", .host_len = 1,
+				.rank = SHM_NO_RANK, .local_rank = SHM_NO_RANK,
+				.malloc_mode = "all", .sample_bytes = -1 };
+	struct shm_rec_kernel k = { .start = 10, .end = 20, .name_id = 1, .correlation = 5 };
+	static char before[16384], after[16384], fresh[16384];
+	int64_t proc_id;
+
+	make_v1_store(f->db);
+	assert_int_equal(q_int(f->db, "SELECT value FROM meta WHERE key = 'schema_version'"), 1);
+	assert_int_equal(q_int(f->db, "SELECT count(*) FROM sqlite_master WHERE name = 'kernels'"), 0);
+	s = store_open(f->db);
+	assert_non_null(s);
+	/* the new tables and columns take rows, beside the old rows */
+	assert_int_equal(store_process_add(s, &p, &proc_id), 0);
+	assert_int_equal(proc_id, 2);
+	assert_int_equal(store_process_gpu_status(s, proc_id, SHM_GPU_NO_CUPTI, "none", 4), 0);
+	assert_int_equal(store_string_add(s, proc_id, 1, "_Z3fooi", 7, "foo(int)"), 0);
+	assert_int_equal(store_kernel_add(s, proc_id, &k, 10, 20), 0);
+	assert_int_equal(store_close(s), 0);
+	assert_int_equal(q_int(f->db, "SELECT value FROM meta WHERE key = 'schema_version'"),
+			 STORE_SCHEMA_VERSION);
+	assert_int_equal(q_int(f->db, "SELECT count(*) FROM processes WHERE pid = 77 AND "
+				      "end_reason = 'exit' AND gpu_status IS NULL"), 1);
+	assert_int_equal(q_int(f->db, "SELECT count(*) FROM allocations WHERE proc_id = 1 AND "
+				      "size = 16"), 1);
+	assert_int_equal(q_int(f->db, "SELECT count(*) FROM processes WHERE pid = 78 AND "
+				      "gpu_status = 'no_cupti' AND gpu_status_detail = 'none'"), 1);
+	assert_int_equal(q_int(f->db, "SELECT count(*) FROM kernels_named WHERE "
+				      "name = 'foo(int)' AND dur_ns = 10"), 1);
+	assert_int_equal(q_int(f->db, "SELECT count(*) FROM functions"), SHM_FN_COUNT - 1);
+
+	/* reopening a current store changes nothing */
+	snapshot(f->db, before, sizeof(before));
+	s = store_open(f->db);
+	assert_non_null(s);
+	assert_int_equal(store_close(s), 0);
+	snapshot(f->db, after, sizeof(after));
+	assert_string_equal(before, after);
+
+	/* the migrated schema is the one a new store gets, to the letter */
+	*strchr(before, '|') = 0;
+	snprintf(f->db + strlen(f->db) - 4, 8, "n.db");
+	s = store_open(f->db);
+	assert_non_null(s);
+	assert_int_equal(store_close(s), 0);
+	snapshot(f->db, fresh, sizeof(fresh));
+	*strchr(fresh, '|') = 0;
+	assert_string_equal(before, fresh);
+}
+
+/* shimmer_schema_sql, run by itself (as readers' tests do), makes the
+ * schema that store_open() makes. */
+static void test_store_schema_sql_whole(void **state)
+{
+	struct fixture *f = *state;
+	static char a[16384], b[16384];
+	struct store *s = store_open(f->db);
+
+	assert_non_null(s);
+	assert_int_equal(store_close(s), 0);
+	snapshot(f->db, a, sizeof(a));
+	*strchr(a, '|') = 0;
+	snprintf(f->db + strlen(f->db) - 4, 8, "w.db");
+	exec_sql(f->db, shimmer_schema_sql);
+	snapshot(f->db, b, sizeof(b));
+	*strchr(b, '|') = 0;
+	assert_string_equal(a, b);
+	assert_int_equal(q_int(f->db, "SELECT value FROM meta WHERE key = 'schema_version'"),
+			 STORE_SCHEMA_VERSION);
+	assert_null(shimmer_schema_steps[STORE_SCHEMA_VERSION]);
+}
+
+/* A migration that fails leaves the store as it was: one transaction. */
+static void test_store_migration_atomic(void **state)
+{
+	struct fixture *f = *state;
+	char before[16384], after[16384];
+
+	make_v1_store(f->db);
+	/* a column 002 adds is already there: its ALTER TABLE fails */
+	exec_sql(f->db, "ALTER TABLE processes ADD COLUMN gpu_status_detail TEXT");
+	snapshot(f->db, before, sizeof(before));
+	errno = 0;
+	assert_null(store_open(f->db));
+	assert_int_equal(errno, EPROTO);
+	snapshot(f->db, after, sizeof(after));
+	assert_string_equal(before, after);
+	assert_int_equal(q_int(f->db, "SELECT count(*) FROM sqlite_master WHERE name IN "
+				      "('strings', 'kernels')"), 0);
+	assert_int_equal(q_int(f->db, "SELECT value FROM meta WHERE key = 'schema_version'"), 1);
+}
+
 static void test_store_refuses_non_database(void **state)
 {
 	struct fixture *f = *state;
@@ -167,8 +304,12 @@ static void test_store_batches(void **state)
 	assert_int_equal(store_count_add(s, proc_id, 5, SHM_FN_MALLOC, 4, 40), 0);
 	assert_int_equal(store_drop_add(s, proc_id, 5, "ring_full", 2), 0);
 	assert_int_equal(store_drop_add(s, proc_id, 5, "ring_full", 5), 0);
-	assert_int_equal(store_thread_add(s, proc_id, 5, "main", 4, 100), 0);
-	assert_int_equal(store_thread_add(s, proc_id, 5, "again", 5, 200), 0);
+	assert_int_equal(store_string_add(s, proc_id, 3, "main", 4, NULL), 0);
+	assert_int_equal(store_string_add(s, proc_id, 4, "again", 5, NULL), 0);
+	assert_int_equal(store_thread_add(s, proc_id, 5, 3, 100), 0);
+	assert_int_equal(store_thread_add(s, proc_id, 5, 4, 200), 0);
+	assert_int_equal(store_thread_add(s, proc_id, 6, 0, 300), 0);
+	assert_int_equal(store_thread_add(s, proc_id, 7, 99, 400), 0);
 	assert_int_equal(store_process_find(s, 5, "h", 1, &id), 0);
 	assert_int_equal(id, proc_id);
 	assert_int_equal(store_process_find(s, 5, "other", 5, &id), 0);
@@ -180,6 +321,8 @@ static void test_store_batches(void **state)
 	assert_int_equal(q_int(f->db, "SELECT count * 1000 + bytes FROM function_counts"), 7070);
 	assert_int_equal(q_int(f->db, "SELECT events FROM drops"), 7);
 	assert_int_equal(q_int(f->db, "SELECT first_ns FROM threads WHERE name = 'main'"), 100);
+	assert_int_equal(q_int(f->db, "SELECT count(*) FROM threads WHERE name IS NULL AND "
+				      "tid IN (6, 7)"), 2);
 	assert_int_equal(q_int(f->db, "SELECT end_ns FROM processes WHERE end_reason = 'exit'"), 999);
 	/* a clean close leaves no WAL behind */
 	assert_int_equal(q_int(f->db, "PRAGMA wal_checkpoint"), 0);
@@ -272,6 +415,9 @@ int main(void)
 		T(test_store_creates_schema),
 		T(test_store_refuses_newer_schema),
 		T(test_store_refuses_non_database),
+		T(test_store_migrates_v1),
+		T(test_store_schema_sql_whole),
+		T(test_store_migration_atomic),
 		T(test_store_batches),
 		T(test_store_disk_full),
 #undef T
