@@ -13,8 +13,8 @@
  * Hot paths:
  *  - the API callback, enabled only for the runtime and driver calls that
  *    start GPU work (chosen by name at start, so new ids are covered): a
- *    clock read at ENTER into a per-thread stack (a runtime launch nests a
- *    driver launch), one shm_rec_api at EXIT.  Function names are interned
+ *    clock read at the outermost ENTER (a runtime launch nests a driver
+ *    launch under the same correlation id), one shm_rec_api at its EXIT.  Function names are interned
  *    once per callback id.
  *  - buffer completion, on whatever thread CUPTI chooses: that thread
  *    claims a slot like any other and writes one record per activity.
@@ -47,7 +47,6 @@
 #define BUF_BYTES (8u << 20)
 #define POOL 4
 #define FLUSH_MS 100u
-#define API_DEPTH 8    /* nested API calls timed per thread */
 #define CBID_CAP 4096u /* callback ids we look at, per domain */
 #define CBID_SLACK 64u /* unnamed ids past the header's last before we stop */
 #define TEXT_MAX 768
@@ -82,9 +81,10 @@ static const char *const runtime_prefix[] = { "cudaLaunch", "__cudaLaunch", "cud
 static const char *const driver_prefix[] = { "cuLaunch", "cuGraphLaunch", "cuMemcpy",
 					     "cuMemset", 0 };
 
+/* API calls in progress on this thread; only the outermost is recorded. */
 struct api_stack {
-	uint32_t depth;
-	uint64_t start[API_DEPTH];
+	unsigned int depth;
+	uint64_t start;
 };
 
 int cupti_pending;
@@ -282,7 +282,7 @@ static void emit_kernel(struct shim_thread *t, const CUpti_ActivityKernel10 *k)
 		.graph_id = k->graphId,
 	};
 
-	thread_emit(t, &r, sizeof(r));
+	thread_emit_wait(t, &r, sizeof(r));
 }
 
 /* Memcpy5/6 and Memset3/4 share the fields read here. */
@@ -297,7 +297,7 @@ static void emit_memcpy(struct shim_thread *t, const CUpti_ActivityMemcpy6 *m)
 		.async = (m->flags & CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC) ? 1 : 0,
 	};
 
-	thread_emit(t, &r, sizeof(r));
+	thread_emit_wait(t, &r, sizeof(r));
 }
 
 static void emit_memset(struct shim_thread *t, const CUpti_ActivityMemset4 *m)
@@ -311,7 +311,7 @@ static void emit_memset(struct shim_thread *t, const CUpti_ActivityMemset4 *m)
 		.async = (m->flags & CUPTI_ACTIVITY_FLAG_MEMSET_ASYNC) ? 1 : 0,
 	};
 
-	thread_emit(t, &r, sizeof(r));
+	thread_emit_wait(t, &r, sizeof(r));
 }
 
 static void emit_sync(struct shim_thread *t, const CUpti_ActivitySynchronization2 *s)
@@ -323,7 +323,7 @@ static void emit_sync(struct shim_thread *t, const CUpti_ActivitySynchronization
 		.event = s->cudaEventId,
 	};
 
-	thread_emit(t, &r, sizeof(r));
+	thread_emit_wait(t, &r, sizeof(r));
 }
 
 static void CUPTIAPI buf_complete(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size,
@@ -400,20 +400,21 @@ static void CUPTIAPI on_api(void *userdata, CUpti_CallbackDomain domain, CUpti_C
 	    !cb || cbid >= CBID_CAP)
 		return;
 	if (cb->callbackSite == CUPTI_API_ENTER) {
-		if (a->depth < API_DEPTH)
-			a->start[a->depth] = clock_now();
-		a->depth++;
+		if (a->depth++ == 0)
+			a->start = clock_now();
 		return;
 	}
 	if (!a->depth)
 		return; /* entered before the callback was enabled */
-	if (--a->depth >= API_DEPTH || !(t = shim_thread_traced()))
+	/* A runtime launch calls the driver's, under the same correlation id:
+	 * only the outermost call is the one the application made. */
+	if (--a->depth || !(t = shim_thread_traced()))
 		return;
 	saved = errno;
 	t->in_shim++;
 	r = (struct shm_rec_api){
 		.hdr = { .type = SHM_REC_API, .size = sizeof(r) },
-		.start = a->start[a->depth], .end = clock_now(), .correlation = cb->correlationId,
+		.start = a->start, .end = clock_now(), .correlation = cb->correlationId,
 		.domain = domain == CUPTI_CB_DOMAIN_RUNTIME_API ? SHM_API_RUNTIME : SHM_API_DRIVER,
 		.cbid = cbid,
 	};

@@ -104,6 +104,11 @@ static inline void thread_count(struct shim_thread *t, unsigned int fn, uint64_t
  */
 void thread_emit(struct shim_thread *t, const void *rec, uint32_t len);
 
+/* thread_emit() that waits for room even without SHIMMER_LOSSLESS, unless
+ * the collector is gone: for threads of our own or CUPTI's, which deliver
+ * records in bursts and hold no application work up. */
+void thread_emit_wait(struct shim_thread *t, const void *rec, uint32_t len);
+
 /* Creates the key whose destructor retires a thread's slot.  0 or -errno. */
 int thread_init(void);
 

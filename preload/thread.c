@@ -118,7 +118,7 @@ out:
 	return dst;
 }
 
-void thread_emit(struct shim_thread *t, const void *rec, uint32_t len)
+static inline void emit(struct shim_thread *t, const void *rec, uint32_t len, int wait)
 {
 	struct shm_slot *s = t->ring.slot;
 	void *dst;
@@ -128,7 +128,7 @@ void thread_emit(struct shim_thread *t, const void *rec, uint32_t len)
 		return;
 	}
 	dst = ring_reserve(&t->ring, len);
-	if (unlikely(!dst) && shim.lossless)
+	if (unlikely(!dst) && wait)
 		dst = wait_room(t, len);
 	if (unlikely(!dst)) {
 		__atomic_store_n(&s->dropped, s->dropped + 1, __ATOMIC_RELAXED);
@@ -136,6 +136,16 @@ void thread_emit(struct shim_thread *t, const void *rec, uint32_t len)
 	}
 	memcpy(dst, rec, len);
 	ring_commit(&t->ring, len);
+}
+
+void thread_emit(struct shim_thread *t, const void *rec, uint32_t len)
+{
+	emit(t, rec, len, shim.lossless);
+}
+
+void thread_emit_wait(struct shim_thread *t, const void *rec, uint32_t len)
+{
+	emit(t, rec, len, 1);
 }
 
 void thread_fork_prepare(void)

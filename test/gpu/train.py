@@ -22,11 +22,15 @@ import torch.nn as nn
 def kernel_table(prof):
     """Per kernel name: [count, total ns], from torch.profiler's CUDA events."""
     table = {}
-    for ev in prof.events():
+    events = prof.events()
+    # CPU-side annotations (record_function, optimizer steps) also show up
+    # on the GPU timeline as user annotations: they are not kernels.
+    cpu_names = {ev.name for ev in events if ev.device_type != torch.autograd.DeviceType.CUDA}
+    for ev in events:
         if ev.device_type != torch.autograd.DeviceType.CUDA:
             continue
         name = ev.name
-        if name.startswith("Memcpy") or name.startswith("Memset"):
+        if name in cpu_names or name.startswith("Memcpy") or name.startswith("Memset"):
             continue
         row = table.setdefault(name, [0, 0])
         row[0] += 1
