@@ -2,6 +2,7 @@
 #
 #   heap_bench   malloc+free pairs, timed inside the loop (bare, shim, heaptrack)
 #   cuda_bench   CUDA runtime calls against the fake runtime from test/
+#   stack_bench  malloc+free pairs at the bottom of a 32-deep call chain
 #   e2e_driver   one shimmerd + N traced clients, wall and collector CPU time
 #
 # The workloads run under the shim, so they are built as $(O)/obj/prog/
@@ -12,9 +13,15 @@
 BENCH_CUDART_DIR := $(O)/test/fake_cudart
 BENCH_CUDART := $(BENCH_CUDART_DIR)/libcudart.so.13
 
-BENCH_PROGS += $(O)/bench/heap_bench $(O)/bench/e2e_driver
+BENCH_PROGS += $(O)/bench/heap_bench $(O)/bench/e2e_driver $(O)/bench/stack_bench
 
 $(O)/bench/heap_bench: $(O)/obj/prog/bench/heap_bench.o
+	$(call msg,LD,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^
+
+# stack_bench: a 32-deep call chain making sampled allocations (stacks on/off)
+$(O)/bench/stack_bench: $(O)/obj/prog/bench/stack_bench.o
 	$(call msg,LD,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^

@@ -20,6 +20,7 @@
 #include "cupti.h"
 #include "real.h"
 #include "shim.h"
+#include "stack.h"
 
 #define NO_RUNTIME cudaErrorInitializationError
 #define DEVICE_UNSET INT32_MIN
@@ -118,6 +119,10 @@ static void end(struct shim_thread *t, struct shm_rec_cuda *r)
 	}
 	if (r->ret != cudaSuccess)
 		r->hdr.flags |= SHM_F_FAILED;
+	else if ((shm_fn_info[r->hdr.fn].flags & SHM_FNF_ALLOC) && t->ring.slot) {
+		r->stack_id = stack_native(t);
+		r->pystack_id = stack_python(t);
+	}
 	thread_count(t, r->hdr.fn, r->bytes);
 	thread_emit(t, r, sizeof(*r));
 	t->in_shim--;

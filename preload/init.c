@@ -14,6 +14,9 @@
  *   SHIMMER_DEBUG=1          debug lines on stderr
  *   SHIMMER_CUPTI=0          no GPU activity (CUPTI); API-level hooks stay
  *   SHIMMER_NVTX=0           no NVTX ranges
+ *   SHIMMER_STACKS           on (default) | off: call stacks of CUDA
+ *                            allocations and of shipped heap allocations
+ *   SHIMMER_STACK_DEPTH      frames per stack (32, at most SHM_STACK_MAX)
  *
  * When tracing starts, CUDA_INJECTION64_PATH and NVTX_INJECTION64_PATH are
  * pointed at the shim unless already set, so CUDA and NVTX call us when
@@ -35,15 +38,18 @@
 #include "cupti.h"
 #include "heap.h"
 #include "intern.h"
+#include "modules.h"
 #include "nvtx.h"
 #include "real.h"
 #include "shim.h"
+#include "stack.h"
 
 #define DEFAULT_SOCKET "/run/shimmer/shimmer.sock"
 #define DEFAULT_SAMPLE_BYTES 524288u
 #define MAX_SAMPLE_BYTES (1ull << 40)
 #define DEFAULT_RING_KB 256u
 #define DEFAULT_SLOTS 256u
+#define DEFAULT_STACK_DEPTH 32u
 
 struct shim shim = { .sock = -1 };
 
@@ -107,7 +113,8 @@ static int32_t env_rank(const char *const *names)
 
 static void read_config(void)
 {
-	const char *m = getenv("SHIMMER_MALLOC");
+	const char *m = getenv("SHIMMER_MALLOC"), *st = getenv("SHIMMER_STACKS");
+	uint64_t depth = env_u64("SHIMMER_STACK_DEPTH", DEFAULT_STACK_DEPTH);
 	uint64_t ring = env_u64("SHIMMER_RING_KB", DEFAULT_RING_KB) * 1024;
 	uint64_t slots = env_u64("SHIMMER_MAX_THREADS", DEFAULT_SLOTS);
 	uint32_t r = SHM_RING_MIN_BYTES;
@@ -121,6 +128,11 @@ static void read_config(void)
 		shim.mode = SHM_MALLOC_OFF;
 	else if (m && *m && strcmp(m, "sample"))
 		shim_log("SHIMMER_MALLOC=%s unknown; using sample", m);
+	shim.stacks = !st || !*st || !strcmp(st, "on") || !strcmp(st, "1");
+	if (st && *st && strcmp(st, "on") && strcmp(st, "1") && strcmp(st, "off") &&
+	    strcmp(st, "0"))
+		shim_log("SHIMMER_STACKS=%s unknown; stacks off", st);
+	shim.stack_depth = (uint32_t)(depth < 1 ? 1 : depth > SHM_STACK_MAX ? SHM_STACK_MAX : depth);
 	shim.sample_bytes = env_u64("SHIMMER_SAMPLE_BYTES", DEFAULT_SAMPLE_BYTES);
 	if (!shim.sample_bytes || shim.sample_bytes > MAX_SAMPLE_BYTES)
 		shim.sample_bytes = DEFAULT_SAMPLE_BYTES;
@@ -239,8 +251,12 @@ static void fork_child(void)
 	thread_fork_child();
 	api_fork_child();
 	cupti_fork_child();
-	if (start(parent) == 0)
+	modules_fork_child();
+	stack_fork_child();
+	if (start(parent) == 0) {
 		enable();
+		modules_report();
+	}
 	shim_tls.in_shim--;
 }
 
@@ -275,7 +291,12 @@ __attribute__((constructor)) static void shim_init(void)
 	self = real_self_path();
 	cupti_setup(self);
 	nvtx_setup(self);
+	err = modules_init();
+	if (err < 0)
+		shim_log("module table: %s; no module reports", strerrordesc_np(-err));
+	stack_setup();
 	enable();
+	modules_report();
 out:
 	shim_tls.in_shim--;
 	errno = saved;

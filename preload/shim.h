@@ -34,6 +34,8 @@ struct shim {
 	int mode;          /* the configured SHIMMER_MALLOC */
 	int lossless;      /* SHIMMER_LOSSLESS=1 */
 	int debug;         /* SHIMMER_DEBUG=1 */
+	int stacks;        /* SHIMMER_STACKS=on: capture allocation stacks */
+	uint32_t stack_depth; /* SHIMMER_STACK_DEPTH, 1..SHM_STACK_MAX */
 	int sock;          /* control socket, -1 when none */
 	uint64_t sample_bytes;
 	uint32_t pid;
@@ -100,14 +102,19 @@ static inline void thread_count(struct shim_thread *t, unsigned int fn, uint64_t
  * Copies a record (len a multiple of 8) into the thread's ring.  When it is
  * full: counts a drop, or with SHIMMER_LOSSLESS=1 kicks the collector and
  * waits for room, dropping only if its heartbeat has stopped for ~5 s.
- * Preserves errno.
+ * Preserves errno.  0 when the record was written, -1 when it was dropped.
  */
-void thread_emit(struct shim_thread *t, const void *rec, uint32_t len);
+int thread_emit(struct shim_thread *t, const void *rec, uint32_t len);
 
 /* thread_emit() that waits for room even without SHIMMER_LOSSLESS, unless
  * the collector is gone: for threads of our own or CUPTI's, which deliver
  * records in bursts and hold no application work up. */
-void thread_emit_wait(struct shim_thread *t, const void *rec, uint32_t len);
+int thread_emit_wait(struct shim_thread *t, const void *rec, uint32_t len);
+
+/* The calling thread's state while tracing is on, also inside the shim
+ * (in_shim set): for reports the shim makes on its own account (modules).
+ * NULL when tracing is off or the thread is exiting or forking. */
+struct shim_thread *thread_self(void);
 
 /* Creates the key whose destructor retires a thread's slot.  0 or -errno. */
 int thread_init(void);

@@ -118,34 +118,46 @@ out:
 	return dst;
 }
 
-static inline void emit(struct shim_thread *t, const void *rec, uint32_t len, int wait)
+static inline int emit(struct shim_thread *t, const void *rec, uint32_t len, int wait)
 {
 	struct shm_slot *s = t->ring.slot;
 	void *dst;
 
 	if (unlikely(!s)) {
 		__atomic_fetch_add(&shim.region.hdr->dropped_no_slot, 1, __ATOMIC_RELAXED);
-		return;
+		return -1;
 	}
 	dst = ring_reserve(&t->ring, len);
 	if (unlikely(!dst) && wait)
 		dst = wait_room(t, len);
 	if (unlikely(!dst)) {
 		__atomic_store_n(&s->dropped, s->dropped + 1, __ATOMIC_RELAXED);
-		return;
+		return -1;
 	}
 	memcpy(dst, rec, len);
 	ring_commit(&t->ring, len);
+	return 0;
 }
 
-void thread_emit(struct shim_thread *t, const void *rec, uint32_t len)
+int thread_emit(struct shim_thread *t, const void *rec, uint32_t len)
 {
-	emit(t, rec, len, shim.lossless);
+	return emit(t, rec, len, shim.lossless);
 }
 
-void thread_emit_wait(struct shim_thread *t, const void *rec, uint32_t len)
+int thread_emit_wait(struct shim_thread *t, const void *rec, uint32_t len)
 {
-	emit(t, rec, len, 1);
+	return emit(t, rec, len, 1);
+}
+
+struct shim_thread *thread_self(void)
+{
+	struct shim_thread *t = &shim_tls;
+
+	if (!__atomic_load_n(&shim.on, __ATOMIC_ACQUIRE) || t->state == TS_FORKING)
+		return 0;
+	if (t->state != TS_READY && thread_prepare(t) < 0)
+		return 0;
+	return t;
 }
 
 void thread_fork_prepare(void)
