@@ -59,3 +59,24 @@ $(E2E_BADCLIENT): $(O)/obj/test/e2e/badclient.o
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^
 
 TEST_PROGS += $(FAKE_CUDART) $(FAKE_CUPTI) $(E2E_WL) $(E2E_WL_GPU) $(E2E_WL_API) $(E2E_BADCLIENT) $(HEAPDEMO)
+
+# Programs whose call sites the leak, peak and temporary reports must name
+# (issue 4): -O0 with frame pointers and full debug information, so that
+# every planted allocation keeps its own line, and the inlined one is an
+# inlined subroutine in DWARF.  Never sanitized, like the other prog objects.
+$(O)/obj/prog-O0/%.o: %.c
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(CPPFLAGS_BASE) -I$(CUDA_HOME)/include $(CPPFLAGS) \
+		$(filter-out -O%,$(CFLAGS_BASE)) -O0 -g -fPIC $(EXTRA_CFLAGS) -MMD -MP -c $< -o $@
+
+E2E_LEAKY := $(O)/test/e2e/leaky
+E2E_LEAKY_OBJS := $(patsubst %,$(O)/obj/prog-O0/test/e2e/%.o,leaky leaky_lib) \
+	$(O)/obj/prog/test/e2e/wlog.o
+$(eval $(call cuda_prog,$(E2E_LEAKY),$(E2E_LEAKY_OBJS),../fake_cudart))
+
+E2E_LEAKSTEP := $(O)/test/e2e/leakstep
+E2E_LEAKSTEP_OBJS := $(O)/obj/prog-O0/test/e2e/leakstep.o $(O)/obj/prog/test/e2e/wlog.o
+$(eval $(call cuda_prog,$(E2E_LEAKSTEP),$(E2E_LEAKSTEP_OBJS),../fake_cudart))
+
+TEST_PROGS += $(E2E_LEAKY) $(E2E_LEAKSTEP)

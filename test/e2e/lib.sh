@@ -295,3 +295,69 @@ gpu_status() {
 }
 
 integrity() { sq "$1" "PRAGMA integrity_check;"; }
+
+# ---- issue 4: call sites (leaky.c, leakstep.c) ----
+
+LEAKY=$O/test/e2e/leaky
+LEAKSTEP=$O/test/e2e/leakstep
+
+# import_csv DB TABLE FILE: FILE (RFC 4180, with a header line) as TABLE,
+# its columns named by the header, every value TEXT.
+import_csv() {
+	sq "$1" "DROP TABLE IF EXISTS $2;" ".import --csv '$3' $2"
+}
+
+# has_column DB TABLE COLUMN: true when TABLE has COLUMN.
+has_column() {
+	[ "$(sq "$1" "SELECT count(*) FROM pragma_table_info('$2') WHERE name = '$3';")" = 1 ]
+}
+
+# load_sites LOG DB: leaky's lines (leaky.h: KIND,pid,func,file,line,bytes,
+# space,fn) as table site in DB, with dev, the memory label the reports
+# write (docs/usage.md): host (the heap), cuda:0 (device), pinned, managed:0
+# (leaky uses device 0).
+load_sites() {
+	sq "$2" "DROP TABLE IF EXISTS site;
+CREATE TABLE site (seq INTEGER, kind TEXT, pid INTEGER, func TEXT, file TEXT, line INTEGER,
+	bytes INTEGER, space TEXT, fn TEXT, dev TEXT);"
+	awk -F, '$1 == "L" || $1 == "K" || $1 == "X" { print NR "," $0 ",-" }' "$1" > "$T/site.csv"
+	sq "$2" ".mode csv" ".import $T/site.csv site" \
+		"UPDATE site SET dev = CASE space WHEN 'host' THEN 'host' WHEN 'device' THEN 'cuda:0'
+		WHEN 'pinned' THEN 'pinned' ELSE 'managed:0' END;"
+}
+
+# site_rows REPORT KIND: SQL for a view of the rows of table REPORT (a
+# report's csv: pid, device, count, bytes, frame) that belong to the
+# program's own code, as (site, dev, count, bytes): site is "func@file:line"
+# when frame names a call site of KIND in table site ("func (file:line)",
+# the file as a basename or a path ending in it), else the frame itself.
+# A row belongs to the program when it is in a logged pid and its frame
+# names one of leaky's files or starts with one of its functions.
+site_rows() {
+	local r=$1 kind=$2
+	echo "CREATE TEMP VIEW own_$r AS SELECT CAST(r.pid AS INTEGER) AS pid, r.device AS dev,
+	CAST(r.count AS INTEGER) AS count, CAST(r.bytes AS INTEGER) AS bytes, r.frame,
+	coalesce((SELECT e.func || '@' || e.file || ':' || e.line FROM site e
+		WHERE e.kind = '$kind' AND (r.frame = e.func || ' (' || e.file || ':' || e.line || ')'
+		OR r.frame GLOB e.func || ' (*/' || e.file || ':' || e.line || ')') LIMIT 1),
+		r.frame) AS site
+	FROM $r r WHERE CAST(r.pid AS INTEGER) IN (SELECT pid FROM site)
+	AND (r.frame GLOB '*leaky.c:*' OR r.frame GLOB '*leaky_lib.c:*'
+		OR r.frame GLOB '*leaky.h:*' OR r.frame GLOB 'main *' OR r.frame GLOB 'leak_*'
+		OR r.frame GLOB 'lib_*' OR r.frame GLOB 'peak_hold *' OR r.frame GLOB 'temporaries *'
+		OR r.frame GLOB 'kept_then_freed *' OR r.frame GLOB 'must*' OR r.frame GLOB 'note *'
+		OR r.frame GLOB 'touch *');"
+}
+
+# site_diff REPORT KIND WHERE [GOT_WHERE]: SQL listing the differences
+# between the logged blocks of KIND and the program's own rows of REPORT
+# (site_rows), both restricted to WHERE (on dev), the rows also to
+# GOT_WHERE, by call site and device, as (site, dev, count, bytes).
+site_diff() {
+	echo "$(site_rows "$1" "$2")
+CREATE TEMP VIEW exp AS SELECT func || '@' || file || ':' || line AS site, dev,
+	count(*) AS count, sum(bytes) AS bytes FROM site WHERE kind = '$2' AND ($3)
+	GROUP BY func, file, line, dev;
+CREATE TEMP VIEW got AS SELECT site, dev, count, bytes FROM own_$1 WHERE ($3) AND (${4:-1});
+$(multiset_diff exp got "site, dev, count, bytes")"
+}

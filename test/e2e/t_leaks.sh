@@ -1,0 +1,168 @@
+#!/bin/bash
+# t_leaks: shimmer leaks, peak and temporary against leaky's planted call
+# sites (leaky.c).  leaky logs every block it leaks (L), holds at its peak
+# (K) and frees right away (X), each with the function, file and line of
+# the allocating call; the reports, read after the process has exited,
+# must name exactly those sites with those counts and bytes:
+#
+#  - SHIMMER_MALLOC=all: every leaked block is known, host and CUDA, so the
+#    program's own rows of `leaks --format csv` are exactly the planted
+#    sites (nothing else of leaky's code), with exact counts and bytes;
+#  - the default sample mode: the CUDA sites are the same and exact, and
+#    host rows, if any were sampled, are labelled as estimates;
+#  - `peak`: at the peak of device 0 and of the host heap, the program's
+#    live blocks are exactly the K blocks (by construction, see leaky.c);
+#  - `temporary`: the X site, with every one of its blocks;
+#  - the store copied to another directory (and read from another working
+#    directory) gives the same report, frames resolved.
+. "$(dirname "$0")/lib.sh"
+
+need "$SHIM" "$SHIMMERD" "$SHIMMER" "$LEAKY"
+
+# leaks_run MODE: runs leaky under the shim into $T/MODE.db, its log in
+# $T/MODE.log, and loads the log into $T/MODE.check.
+leaks_run() {
+	local mode=$1 rc
+	WLOG=$T/$mode.log
+	start_collector "$T/$mode.db" || { not_ok "$mode: collector"; finish; }
+	# A sample every 4 KiB on average: in sample mode some of leaky's
+	# ~59 KB of host leaks are sampled, so host rows are there to check.
+	SHIMMER_MALLOC=$mode SHIMMER_SAMPLE_BYTES=4096 traced "$LEAKY" 2> "$T/$mode.err"
+	rc=$?
+	stop_collector || not_ok "$mode: collector exit status"
+	check "$mode: leaky ran" "exit $rc, stderr $(head -3 "$T/$mode.err")" test "$rc" = 0
+	load_sites "$WLOG" "$T/$mode.check"
+}
+
+# report CMD DB OUT [OPTION...]: `shimmer CMD DB --format csv OPTION...`
+# into OUT; 0 when it exits 0 with a header line.
+report() {
+	local cmd=$1 db=$2 out=$3
+	shift 3
+	"$SHIMMER" "$cmd" "$db" --format csv "$@" > "$out" 2> "$out.err" && [ -s "$out" ]
+}
+
+# csv_case CASE CMD DB CHECKDB TABLE [OPTION...]: runs the report, imports
+# it as TABLE; not ok (and false) when the report fails or lacks a column a
+# report of call sites has (pid, device, count, bytes, frame).
+csv_case() {
+	local name=$1 cmd=$2 db=$3 cdb=$4 tab=$5 c
+	shift 5
+	if ! report "$cmd" "$db" "$T/$tab.csv" "$@"; then
+		not_ok "$name" "shimmer $cmd failed: $(head -3 "$T/$tab.csv.err")"
+		return 1
+	fi
+	import_csv "$cdb" "$tab" "$T/$tab.csv"
+	for c in pid device count bytes frame; do
+		if ! has_column "$cdb" "$tab" "$c"; then
+			not_ok "$name" "shimmer $cmd --format csv has no column $c; header: $(head -1 "$T/$tab.csv")"
+			return 1
+		fi
+	done
+}
+
+# ---- all mode ----
+
+leaks_run all
+C=$T/all.check
+if csv_case "all: leaks csv" leaks "$T/all.db" "$C" leaks; then
+	ok "all: leaks csv"
+	expect_empty "all: leaks name exactly the planted sites, exact counts and bytes" "$(sq "$C" "
+$(site_diff leaks L 1)" 2>&1)"
+	# The whole process: CUDA memory is only leaky's, so every CUDA row
+	# is a planted one.
+	expect_empty "all: no CUDA leak but the planted ones" "$(sq "$C" "
+$(site_rows leaks L)
+SELECT 'unplanted CUDA row:', pid, device, count, bytes, frame FROM leaks
+	WHERE device <> 'host' AND CAST(pid AS INTEGER) IN (SELECT pid FROM site)
+	AND frame NOT IN (SELECT frame FROM own_leaks WHERE site <> frame);
+SELECT 'planted CUDA bytes', (SELECT sum(bytes) FROM site WHERE kind = 'L' AND dev <> 'host'),
+	'reported', (SELECT sum(CAST(bytes AS INTEGER)) FROM leaks WHERE device <> 'host')
+	WHERE (SELECT sum(bytes) FROM site WHERE kind = 'L' AND dev <> 'host') IS NOT
+	(SELECT sum(CAST(bytes AS INTEGER)) FROM leaks WHERE device <> 'host');" 2>&1)"
+	if has_column "$C" leaks space; then
+		expect_empty "all: leaks space column" "$(sq "$C" "
+$(site_rows leaks L)
+SELECT 'site', site, 'logged space', (SELECT group_concat(DISTINCT e.space) FROM site e
+	WHERE e.kind = 'L' AND e.func || '@' || e.file || ':' || e.line = o.site),
+	'reported', l.space FROM own_leaks o JOIN leaks l ON l.frame = o.frame
+	AND l.device = o.dev WHERE l.space NOT IN (SELECT e.space FROM site e WHERE e.kind = 'L'
+	AND e.func || '@' || e.file || ':' || e.line = o.site);" 2>&1)"
+	fi
+fi
+
+if csv_case "all: peak csv" peak "$T/all.db" "$C" peak; then
+	ok "all: peak csv"
+	# Pinned and managed memory peak elsewhere (at the leaks): not K.
+	expect_empty "all: peak holds exactly leaky's K blocks (host heap and cuda:0)" "$(sq "$C" "
+$(site_diff peak K "dev IN ('host', 'cuda:0')")
+SELECT 'cuda:0 peak_bytes', peak_bytes, 'K bytes', (SELECT sum(bytes) FROM site
+	WHERE kind = 'K' AND dev = 'cuda:0') FROM peak WHERE device = 'cuda:0'
+	AND CAST(peak_bytes AS INTEGER) IS NOT (SELECT sum(bytes) FROM site
+	WHERE kind = 'K' AND dev = 'cuda:0');
+SELECT 'host peak_bytes', peak_bytes, '< K bytes', (SELECT sum(bytes) FROM site
+	WHERE kind = 'K' AND dev = 'host') FROM peak WHERE device = 'host'
+	AND CAST(peak_bytes AS INTEGER) < (SELECT sum(bytes) FROM site
+	WHERE kind = 'K' AND dev = 'host');" 2>&1)"
+fi
+
+# Temporary means freed within --max-lifetime-ms.  X blocks are freed
+# right after their malloc; a limit of a minute keeps the case free of
+# timing (a preempted thread) without letting in a block that is never
+# freed.
+if csv_case "all: temporary csv" temporary "$T/all.db" "$C" temp --max-lifetime-ms 60000; then
+	ok "all: temporary csv"
+	# Only the X site is required: leaky's other blocks live across other
+	# calls (K, the kept ones) or never die (L), and L must not be here.
+	expect_empty "all: temporary names the X site with all its blocks, no leak site" "$(sq "$C" "
+$(site_diff temp X 1 "site <> frame")
+SELECT 'leak site reported as temporary:', frame FROM own_temp WHERE EXISTS (
+	SELECT 1 FROM site e WHERE e.kind = 'L' AND (frame = e.func || ' (' || e.file || ':' || e.line || ')'
+	OR frame GLOB e.func || ' (*/' || e.file || ':' || e.line || ')'));" 2>&1)"
+fi
+
+# The store moved to another directory (with a WAL file, if the collector
+# left one), read from another working directory.
+mkdir -p "$T/moved/deeper"
+for f in "$T/all.db" "$T/all.db-wal"; do
+	[ -e "$f" ] && mv "$f" "$T/moved/deeper/copy.db${f#"$T/all.db"}"
+done
+if (cd "$T/moved" && "$SHIMMER" leaks deeper/copy.db --format csv > "$T/moved.csv" 2> "$T/moved.err"); then
+	check "moved store: the same leaks report" \
+		"diff (original < > moved): $(diff "$T/leaks.csv" "$T/moved.csv" | head -10)" \
+		cmp -s "$T/leaks.csv" "$T/moved.csv"
+	import_csv "$C" moved "$T/moved.csv"
+	expect_empty "moved store: planted sites resolved" "$(sq "$C" "
+$(site_diff moved L 1)" 2>&1)"
+else
+	not_ok "moved store: the same leaks report" "$(head -3 "$T/moved.err")"
+fi
+
+# ---- sample mode (the default) ----
+
+leaks_run sample
+C=$T/sample.check
+if csv_case "sample: leaks csv" leaks "$T/sample.db" "$C" leaks; then
+	ok "sample: leaks csv"
+	expect_empty "sample: CUDA sites exact" "$(sq "$C" "
+$(site_diff leaks L "dev <> 'host'")" 2>&1)"
+	# How a row says it is an estimate: an `estimated` column (1/true) or
+	# an `exact` one (0/false), whichever the report has.
+	if has_column "$C" leaks estimated; then
+		est="estimated IN ('1', 'true', 'yes')"
+	elif has_column "$C" leaks exact; then
+		est="exact IN ('0', 'false', 'no')"
+	else
+		est=
+	fi
+	if [ -z "$est" ]; then
+		not_ok "sample: host rows labelled estimates, CUDA rows exact" \
+			"no estimated/exact column; header: $(head -1 "$T/leaks.csv")"
+	else
+		expect_empty "sample: host rows labelled estimates, CUDA rows exact" "$(sq "$C" "
+SELECT 'host row not an estimate:', frame FROM leaks WHERE device = 'host' AND NOT ($est);
+SELECT 'CUDA row an estimate:', frame FROM leaks WHERE device <> 'host' AND ($est);" 2>&1)"
+	fi
+fi
+
+finish
