@@ -11,6 +11,9 @@
 static const struct command *const commands[] = {
 	&run_command,
 	&summary_command,
+	&leaks_command,
+	&peak_command,
+	&temporary_command,
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))

@@ -1,0 +1,46 @@
+/*
+ * `shimmer leaks`: memory still allocated at exit, by process, memory
+ * (host heap, cuda:N, ...) and call site (sites.h), and for each such
+ * group a least-squares fit of its live bytes over the training steps (or
+ * over time when the process has no steps) that flags steady growth.
+ * docs/usage.md describes the columns.
+ */
+#ifndef SHIMMER_TOOLS_LEAKS_H
+#define SHIMMER_TOOLS_LEAKS_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include <sqlite3.h>
+
+#include "sites.h"
+
+/* Defaults, documented in docs/usage.md. */
+#define LEAKS_THRESHOLD_PER_STEP (1024.0 * 1024.0) /* bytes per step */
+#define LEAKS_THRESHOLD_PER_S (1024.0 * 1024.0)    /* bytes per second, time fits */
+#define LEAKS_WARMUP_FRACTION 0.2                  /* of the points, skipped */
+#define LEAKS_MIN_R2 0.8                           /* below: not steady growth */
+#define LEAKS_MIN_POINTS 3                         /* fewer: no verdict */
+#define LEAKS_TIME_POINTS 100                      /* samples of a time fit */
+
+struct leaks_opts {
+	enum mem_format fmt;
+	double threshold_per_step; /* bytes */
+	double threshold_per_s;    /* bytes */
+	const char *steps;         /* range name; NULL: the most frequent at depth 0 */
+	int64_t warmup_steps;      /* -1: LEAKS_WARMUP_FRACTION of the points */
+	int64_t pid;               /* -1: every process */
+	int all_allocations;       /* folded: every allocation, not only the live */
+};
+
+/* Initialise o with the defaults. */
+void leaks_opts_init(struct leaks_opts *o);
+
+/*
+ * Write the report on db to out.  One scan of allocations; memory is
+ * proportional to call sites x fit points.  Returns 0, -EIO or -EINVAL
+ * after printing one "shimmer: error:" line, or -ENOMEM.
+ */
+int leaks_write(sqlite3 *db, FILE *out, const struct leaks_opts *o);
+
+#endif /* SHIMMER_TOOLS_LEAKS_H */

@@ -1,0 +1,546 @@
+/*
+ * Call sites, folded stacks, processes and labels; see sites.h.
+ *
+ * Strings are interned in open-addressing tables (FNV-1a), so that rows
+ * can be grouped by small integers; equal strings always get one index,
+ * which the comparison on every probe guarantees.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "sites.h"
+#include "store.h"
+#include "symbolize.h"
+
+struct stack_item {
+	struct map_key key;
+	int64_t site;
+	int64_t folded;
+};
+
+/* ---- interned strings --------------------------------------------------- */
+
+static uint64_t fnv(const char *s)
+{
+	uint64_t h = 1469598103934665603ull;
+
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211ull;
+	return h;
+}
+
+static int strtab_rehash(struct strtab *t)
+{
+	size_t ns = t->nslots ? t->nslots * 2 : 64;
+	uint32_t *slots = calloc(ns, sizeof(*slots));
+
+	if (!slots)
+		return -ENOMEM;
+	for (size_t i = 0; i < t->n; i++) {
+		size_t j = fnv(t->v[i]) & (ns - 1);
+
+		while (slots[j])
+			j = (j + 1) & (ns - 1);
+		slots[j] = (uint32_t)i + 1;
+	}
+	free(t->slots);
+	t->slots = slots;
+	t->nslots = ns;
+	return 0;
+}
+
+int strtab_index(struct strtab *t, const char *str, int64_t *idx)
+{
+	size_t j;
+	int err;
+
+	if ((t->n + 1) * 2 > t->nslots && (err = strtab_rehash(t)))
+		return err;
+	for (j = fnv(str) & (t->nslots - 1); t->slots[j]; j = (j + 1) & (t->nslots - 1))
+		if (strcmp(t->v[t->slots[j] - 1], str) == 0) {
+			*idx = t->slots[j] - 1;
+			return 0;
+		}
+	err = array_grow(&t->v, &t->cap, t->n, sizeof(*t->v));
+	if (err)
+		return err;
+	t->v[t->n] = strdup(str);
+	if (!t->v[t->n])
+		return -ENOMEM;
+	t->slots[j] = (uint32_t)++t->n;
+	*idx = (int64_t)t->n - 1;
+	return 0;
+}
+
+static void strtab_free(struct strtab *t)
+{
+	for (size_t i = 0; i < t->n; i++)
+		free(t->v[i]);
+	free(t->v);
+	free(t->slots);
+	memset(t, 0, sizeof(*t));
+}
+
+/* A growing string for building names and stacks. */
+struct buf {
+	char *s;
+	size_t n, cap;
+	int oom;
+};
+
+static void buf_add(struct buf *b, const char *s, size_t len)
+{
+	if (b->oom)
+		return;
+	if (b->n + len + 1 > b->cap) {
+		size_t cap = (b->n + len + 1) * 2;
+		char *p = realloc(b->s, cap);
+
+		if (!p) {
+			b->oom = 1;
+			return;
+		}
+		b->s = p;
+		b->cap = cap;
+	}
+	memcpy(b->s + b->n, s, len);
+	b->n += len;
+	b->s[b->n] = 0;
+}
+
+static void buf_puts(struct buf *b, const char *s)
+{
+	buf_add(b, s, strlen(s));
+}
+
+static void buf_printf(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void buf_printf(struct buf *b, const char *fmt, ...)
+{
+	char tmp[64];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(tmp, sizeof(tmp), fmt, ap);
+	va_end(ap);
+	buf_puts(b, tmp);
+}
+
+/* ---- processes and labels ------------------------------------------------ */
+
+static const char *base_name(const char *path)
+{
+	const char *p = path ? strrchr(path, '/') : NULL;
+
+	return p ? p + 1 : path ? path : "?";
+}
+
+static const char procs_sql[] =
+	"SELECT proc_id, pid, start_ns, coalesce(end_ns, (SELECT max(coalesce(max(free_ns), 0),"
+	" coalesce(max(alloc_ns), 0)) FROM allocations a WHERE a.proc_id = p.proc_id), start_ns),"
+	" malloc_mode = 'sample', exe FROM processes p WHERE ?1 < 0 OR pid = ?1 ORDER BY proc_id";
+
+int sites_open(struct sites *s, sqlite3 *db, int64_t pid)
+{
+	sqlite3_stmt *st = NULL;
+	int err, r, v;
+
+	memset(s, 0, sizeof(*s));
+	s->db = db;
+	s->stacks.item_size = sizeof(struct stack_item);
+	v = store_schema_version(db);
+	if (v < 3) {
+		cli_error("the store has no call stacks (schema version %d; 3 or later needed)", v);
+		return -EINVAL;
+	}
+	s->sym = symbolizer_new(db);
+	if (!s->sym)
+		return -ENOMEM;
+	err = store_prepare(db, "SELECT pc FROM stack_frames WHERE proc_id = ? AND stack_id = ?"
+			    " ORDER BY level", &s->frames_st);
+	if (!err)
+		err = store_prepare(db, "SELECT fs.text, fn.text, f.line FROM python_frames f"
+				    " LEFT JOIN strings fs ON fs.proc_id = f.proc_id AND fs.id = f.file_id"
+				    " LEFT JOIN strings fn ON fn.proc_id = f.proc_id AND fn.id = f.func_id"
+				    " WHERE f.proc_id = ? AND f.pystack_id = ? ORDER BY f.level",
+				    &s->py_st);
+	if (!err)
+		err = store_prepare(db, procs_sql, &st);
+	if (err)
+		goto out;
+	sqlite3_bind_int64(st, 1, pid);
+	while ((r = store_step(db, st)) > 0) {
+		struct site_proc *p;
+
+		err = array_grow(&s->procs, &s->procs_cap, s->nprocs, sizeof(*s->procs));
+		if (err)
+			goto out;
+		p = &s->procs[s->nprocs++];
+		*p = (struct site_proc){
+			.proc_id = sqlite3_column_int64(st, 0),
+			.pid = sqlite3_column_int64(st, 1),
+			.start_ns = sqlite3_column_int64(st, 2),
+			.end_ns = sqlite3_column_int64(st, 3),
+			.sampled = sqlite3_column_int(st, 4),
+		};
+		p->exe = store_column_dup(st, 5, &err);
+		if (err)
+			goto out;
+	}
+	err = r;
+	if (!err && pid >= 0 && s->nprocs == 0)
+		cli_warn("no process with pid %lld in the store", (long long)pid);
+out:
+	sqlite3_finalize(st);
+	return err;
+}
+
+void sites_close(struct sites *s)
+{
+	symbolizer_free(s->sym);
+	map_free(&s->stacks);
+	strtab_free(&s->names);
+	strtab_free(&s->folded);
+	strtab_free(&s->labels);
+	for (size_t i = 0; i < s->nprocs; i++)
+		free(s->procs[i].exe);
+	free(s->procs);
+	sqlite3_finalize(s->frames_st);
+	sqlite3_finalize(s->py_st);
+	memset(s, 0, sizeof(*s));
+}
+
+const struct site_proc *sites_proc(const struct sites *s, int64_t proc_id)
+{
+	size_t lo = 0, hi = s->nprocs;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (s->procs[mid].proc_id == proc_id)
+			return &s->procs[mid];
+		if (s->procs[mid].proc_id < proc_id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
+int sites_label(struct sites *s, const char *space, int64_t device, int64_t *label)
+{
+	char buf[48];
+
+	if (!space || strcmp(space, "host") == 0)
+		return strtab_index(&s->labels, "host", label);
+	if (strcmp(space, "device") == 0)
+		snprintf(buf, sizeof(buf), "cuda:%lld", (long long)device);
+	else if (strcmp(space, "managed") == 0)
+		snprintf(buf, sizeof(buf), "managed:%lld", (long long)device);
+	else
+		snprintf(buf, sizeof(buf), "%.40s", space);
+	return strtab_index(&s->labels, buf, label);
+}
+
+int sites_estimated(const struct sites *s, const struct site_proc *p, int64_t label)
+{
+	return p && p->sampled && strcmp(s->labels.v[label], "host") == 0;
+}
+
+double sites_count(double w, int64_t size)
+{
+	return size > 0 ? w / (double)size : 1.0;
+}
+
+int sites_result(int err)
+{
+	if (err == -ENOMEM)
+		cli_error("out of memory");
+	return err < 0 ? CLI_EXIT_ERROR : CLI_EXIT_OK;
+}
+
+long long sites_round(double bytes)
+{
+	return llround(bytes);
+}
+
+/* ---- call sites ---------------------------------------------------------- */
+
+static const char *const alloc_fns[] = {
+	"malloc", "calloc", "realloc", "reallocarray", "free", "posix_memalign",
+	"aligned_alloc", "memalign", "valloc", "pvalloc", "__libc_malloc", "__libc_calloc",
+	"__libc_realloc", "__libc_memalign", "_int_malloc", "_int_realloc", "_int_memalign",
+	"tcache_init", "malloc_hook_ini", "__libc_valloc", "__libc_pvalloc",
+};
+
+/* A frame of the allocator, the CUDA libraries or shimmer itself. */
+static int allocator_frame(const struct sym_frame *f)
+{
+	const char *mod = f->module ? base_name(f->module) : "";
+
+	if (strncmp(mod, "libshimmer", 10) == 0 || strncmp(mod, "libcudart", 9) == 0 ||
+	    strncmp(mod, "libcuda.", 8) == 0 || strncmp(mod, "libcuda-", 8) == 0)
+		return 1;
+	if (!f->function)
+		return 0;
+	if (strncmp(f->function, "operator new", 12) == 0)
+		return 1;
+	for (size_t i = 0; i < sizeof(alloc_fns) / sizeof(alloc_fns[0]); i++)
+		if (strcmp(f->function, alloc_fns[i]) == 0)
+			return 1;
+	return 0;
+}
+
+static void render_native(struct buf *b, const struct sym_frame *f)
+{
+	if (f->function) {
+		buf_puts(b, f->function);
+		if (f->file && f->line > 0)
+			buf_printf(b, " (%s:%d)", base_name(f->file), f->line);
+		else if (f->file)
+			buf_printf(b, " (%s)", base_name(f->file));
+		else
+			buf_printf(b, " (%s)", base_name(f->module));
+	} else if (f->module) {
+		buf_puts(b, base_name(f->module));
+		buf_printf(b, "+0x%llx", (unsigned long long)f->offset);
+		if (f->status != SYM_OK)
+			buf_printf(b, " [%s]", sym_status_name(f->status));
+	} else {
+		buf_printf(b, "0x%llx", (unsigned long long)f->offset);
+	}
+}
+
+/* Frames, innermost first, as rendered strings in one buffer separated by NULs. */
+struct frame_list {
+	struct buf text;
+	size_t *start;
+	size_t n, cap;
+};
+
+static int frame_push(struct frame_list *l)
+{
+	int err = array_grow(&l->start, &l->cap, l->n, sizeof(*l->start));
+
+	if (err)
+		return err;
+	if (l->n)
+		buf_add(&l->text, "", 1); /* the NUL ending the previous frame */
+	l->start[l->n++] = l->text.n;
+	return l->text.oom ? -ENOMEM : 0;
+}
+
+static int native_frames(struct sites *s, int64_t proc_id, int64_t stack_id,
+			 struct frame_list *l)
+{
+	sqlite3_stmt *st = s->frames_st;
+	int skipping = 1, r, err = 0;
+
+	sqlite3_reset(st);
+	sqlite3_bind_int64(st, 1, proc_id);
+	sqlite3_bind_int64(st, 2, stack_id);
+	while ((r = store_step(s->db, st)) > 0) {
+		const struct sym_frame *f;
+		int n = symbolize_pc(s->sym, proc_id, (uint64_t)sqlite3_column_int64(st, 0), 1, &f);
+
+		if (n < 0)
+			return n;
+		for (int i = 0; i < n; i++) {
+			/* Only the allocator's frames below the caller go. */
+			if (skipping && allocator_frame(&f[i]))
+				continue;
+			skipping = 0;
+			err = frame_push(l);
+			if (err)
+				return err;
+			render_native(&l->text, &f[i]);
+		}
+	}
+	return r < 0 ? r : l->text.oom ? -ENOMEM : 0;
+}
+
+static int python_frames(struct sites *s, int64_t proc_id, int64_t pystack_id,
+			 struct frame_list *l)
+{
+	sqlite3_stmt *st = s->py_st;
+	int r, err;
+
+	sqlite3_reset(st);
+	sqlite3_bind_int64(st, 1, proc_id);
+	sqlite3_bind_int64(st, 2, pystack_id);
+	while ((r = store_step(s->db, st)) > 0) {
+		const char *file = (const char *)sqlite3_column_text(st, 0);
+		const char *fn = (const char *)sqlite3_column_text(st, 1);
+
+		err = frame_push(l);
+		if (err)
+			return err;
+		buf_puts(&l->text, fn ? fn : "?");
+		buf_printf(&l->text, " (%s:%d)", base_name(file), sqlite3_column_int(st, 2));
+	}
+	return r < 0 ? r : l->text.oom ? -ENOMEM : 0;
+}
+
+static int resolve_stack(struct sites *s, struct stack_item *it, int64_t proc_id,
+			 int64_t stack_id, int64_t pystack_id, int python)
+{
+	struct frame_list l = { 0 };
+	struct buf fold = { 0 };
+	int err;
+
+	if (python)
+		err = python_frames(s, proc_id, pystack_id, &l);
+	else
+		err = stack_id >= 0 ? native_frames(s, proc_id, stack_id, &l) : 0;
+	if (err)
+		goto out;
+	if (l.n == 0) {
+		err = strtab_index(&s->names, "(no stack)", &it->site);
+		if (!err)
+			err = strtab_index(&s->folded, "(no stack)", &it->folded);
+		goto out;
+	}
+	err = strtab_index(&s->names, l.text.s + l.start[0], &it->site);
+	if (err)
+		goto out;
+	for (size_t i = l.n; i-- > 0;) {
+		/* ';' separates frames in the folded format. */
+		for (char *c = l.text.s + l.start[i]; *c; c++)
+			if (*c == ';')
+				*c = ':';
+		buf_puts(&fold, l.text.s + l.start[i]);
+		if (i)
+			buf_puts(&fold, ";");
+	}
+	err = fold.oom ? -ENOMEM : strtab_index(&s->folded, fold.s, &it->folded);
+out:
+	free(l.text.s);
+	free(l.start);
+	free(fold.s);
+	return err;
+}
+
+int sites_of(struct sites *s, int64_t proc_id, const char *space, int64_t stack_id,
+	     int64_t pystack_id, int64_t *site, int64_t *folded)
+{
+	int python = pystack_id >= 0 && space && strcmp(space, "host") != 0;
+	/* A native site depends on the stack alone. */
+	struct map_key k = { proc_id, stack_id, python ? pystack_id * 2 + 1 : -1 };
+	struct stack_item *it = map_find(&s->stacks, &k);
+	int err;
+
+	if (!it) {
+		struct stack_item tmp = { .key = k };
+
+		err = resolve_stack(s, &tmp, proc_id, stack_id, pystack_id, python);
+		if (err)
+			return err;
+		it = map_get(&s->stacks, &k);
+		if (!it)
+			return -ENOMEM;
+		it->site = tmp.site;
+		it->folded = tmp.folded;
+	}
+	*site = it->site;
+	*folded = it->folded;
+	return 0;
+}
+
+int sites_row(struct sites *s, sqlite3_stmt *st, int col, struct map_key *k, int64_t *folded)
+{
+	const char *space = (const char *)sqlite3_column_text(st, col + 1);
+	int err;
+
+	k->proc_id = sqlite3_column_int64(st, col);
+	err = sites_label(s, space, sqlite3_column_int64(st, col + 2), &k->a);
+	if (err)
+		return err;
+	return sites_of(s, k->proc_id, space,
+			sqlite3_column_type(st, col + 3) == SQLITE_NULL ? -1
+									 : sqlite3_column_int64(st, col + 3),
+			sqlite3_column_type(st, col + 4) == SQLITE_NULL ? -1
+									 : sqlite3_column_int64(st, col + 4),
+			&k->b, folded);
+}
+
+int sites_cmp_key(const struct sites *s, const struct map_key *a, const struct map_key *b)
+{
+	if (a->proc_id != b->proc_id)
+		return a->proc_id < b->proc_id ? -1 : 1;
+	return strcmp(s->labels.v[a->a], s->labels.v[b->a]);
+}
+
+/* ---- options and headings ---------------------------------------------- */
+
+static const char *opt_value(const struct command *cmd, int argc, char **argv, int *i,
+			     const char *name)
+{
+	size_t n = strlen(name);
+
+	if (strcmp(argv[*i], name) == 0) {
+		if (*i + 1 == argc) {
+			cli_usage_error(cmd, "%s needs a value", name);
+			return NULL;
+		}
+		return argv[++*i];
+	}
+	if (strncmp(argv[*i], name, n) == 0 && argv[*i][n] == '=')
+		return argv[*i] + n + 1;
+	return "";
+}
+
+int sites_format_opt(const struct command *cmd, int argc, char **argv, int *i,
+		     enum mem_format *fmt, int folded_ok)
+{
+	const char *v;
+
+	if (strncmp(argv[*i], "--format", 8) || (argv[*i][8] && argv[*i][8] != '='))
+		return 0;
+	v = opt_value(cmd, argc, argv, i, "--format");
+	if (!v)
+		return -1;
+	if (strcmp(v, "table") == 0)
+		*fmt = MEM_TABLE;
+	else if (strcmp(v, "csv") == 0)
+		*fmt = MEM_CSV;
+	else if (strcmp(v, "json") == 0)
+		*fmt = MEM_JSON;
+	else if (folded_ok && strcmp(v, "folded") == 0)
+		*fmt = MEM_FOLDED;
+	else {
+		cli_usage_error(cmd, "unknown format '%s'", v);
+		return -1;
+	}
+	return 1;
+}
+
+int sites_number_opt(const struct command *cmd, int argc, char **argv, int *i,
+		     const char *name, double *value)
+{
+	size_t n = strlen(name);
+	const char *v;
+	char *end;
+
+	if (strncmp(argv[*i], name, n) || (argv[*i][n] && argv[*i][n] != '='))
+		return 0;
+	v = opt_value(cmd, argc, argv, i, name);
+	if (!v)
+		return -1;
+	errno = 0;
+	*value = strtod(v, &end);
+	if (!*v || *end || errno || !isfinite(*value) || *value < 0) {
+		cli_usage_error(cmd, "%s wants a number >= 0, not '%s'", name, v);
+		return -1;
+	}
+	return 1;
+}
+
+void sites_heading(FILE *out, const struct site_proc *p)
+{
+	fprintf(out, "pid %lld (proc %lld) %s\n", (long long)p->pid, (long long)p->proc_id,
+		p->exe ? p->exe : "");
+}
