@@ -117,6 +117,38 @@ if "kernels" in tables:
         "/".join(str(inr.get(n, 0)) for n in ("forward", "backward", "optimizer")), "> 0 each",
         all(inr.get(n, 0) > 0 for n in ("forward", "backward", "optimizer")))
 
+# Issue 4: leak regression and peak against PyTorch's own view.
+def leak_rows(keep):
+    try:
+        return list(csv.DictReader(open(f"{out}/leaks_{keep}.csv")))
+    except OSError:
+        return []
+
+
+for keep in ("graph", "item"):
+    torch_view = last_json(f"{out}/leak_{keep}.json")
+    if not torch_view:
+        continue
+    rows = [r for r in leak_rows(keep) if r["device"].startswith("cuda:")]
+    growing = [r for r in rows if r["verdict"] == "growing"]
+    slope = sum(float(r["slope_bytes_per_step"] or 0) for r in rows)
+    if keep == "graph":
+        row("graph kept: device memory flagged growing", len(growing), "> 0", len(growing) > 0)
+        want = torch_view["reserved_slope"]
+        row("slope B/step vs reserved slope (5%)", int(slope), int(want),
+            want > 0 and abs(slope - want) <= 0.05 * want)
+        row("  ... vs allocated slope (retained, 15%)", int(slope), int(torch_view["allocated_slope"]),
+            abs(slope - torch_view["allocated_slope"]) <= 0.15 * torch_view["allocated_slope"])
+        top = max(growing, key=lambda r: float(r["slope_bytes_per_step"] or 0), default={})
+        row("top growing site is the script's line", top.get("frame", "-")[:40], "leak.py:NN",
+            "leak.py:" in top.get("frame", ""))
+    else:
+        row("item kept: nothing flagged growing", len(growing), 0, not growing)
+    peaks = [r for r in csv.DictReader(open(f"{out}/peak_{keep}.csv")) if r["device"] == "cuda:0"]
+    peak = int(peaks[0]["peak_bytes"]) if peaks else 0
+    row(f"{keep}: cuda:0 peak == max_memory_reserved", peak, torch_view["max_memory_reserved"],
+        peak == torch_view["max_memory_reserved"])
+
 print(f"\nloop: bare {bare.get('loop_s')} s, shimmer {traced.get('loop_s')} s, "
       f"torch.profiler {last_json(out + '/prof.json').get('loop_s')} s (one run each; see bench/gpu-overhead)")
 print("gpu: ALL PASS" if not failed else f"gpu: {len(failed)} FAILED: " + "; ".join(failed))
