@@ -67,7 +67,8 @@ struct slot_state {
 	uint32_t nranges, ranges_cap, ranges_lost;
 };
 
-/* Big enough for any record: the drain copies each one out whole. */
+/* Big enough for any record, the largest being a stack of SHM_STACK_MAX
+ * frames: the drain copies each one out whole. */
 union rec {
 	struct shm_rec_hdr h;
 	struct shm_rec_heap heap;
@@ -80,6 +81,15 @@ union rec {
 	struct shm_rec_range range;
 	struct shm_rec_mark mark;
 	struct shm_rec_counter counter;
+	struct shm_rec_module module;
+	struct {
+		struct shm_rec_stack h;
+		uint64_t pc[SHM_STACK_MAX];
+	} stack;
+	struct {
+		struct shm_rec_pystack h;
+		struct shm_pyframe frame[SHM_STACK_MAX];
+	} pystack;
 };
 
 /* Where a pass stands in one slot: the next record, copied out. */
@@ -88,7 +98,7 @@ struct cursor {
 	uint32_t tid;
 	uint32_t state;
 	uint64_t head, tail;
-	uint64_t key; /* when the next record's event took effect */
+	uint64_t key; /* when the next record's event took effect (rec_key()) */
 	union rec rec;
 };
 
@@ -617,6 +627,7 @@ static int heap_event(struct client *c, uint32_t tid, const struct shm_rec_heap 
 			.ptr = r->ptr, .size = r->size, .sampled = sampled,
 			.weight = size, .fn = r->hdr.fn, .tid = tid,
 			.ns = ns, .end_ns = end_ns,
+			.stack_id = r->stack_id, .pystack_id = r->pystack_id,
 		};
 		int64_t id;
 
@@ -660,6 +671,7 @@ static int cuda_event(struct client *c, uint32_t tid, const struct shm_rec_cuda 
 			.device = r->device, .ptr = r->ptr, .size = r->bytes,
 			.weight = (double)r->bytes, .fn = r->hdr.fn, .tid = tid,
 			.ns = ns, .end_ns = timed ? end_ns : -1,
+			.stack_id = r->stack_id, .pystack_id = r->pystack_id,
 		};
 		int64_t id;
 
@@ -792,6 +804,14 @@ static int record(struct client *c, struct cursor *cur)
 		return range_event(c, cur, &r->range);
 	case SHM_REC_MARK:
 		return store_mark_add(st, c->proc_id, cur->tid, &r->mark, to_ns(c, r->mark.ts));
+	case SHM_REC_STACK:
+		return store_stack_add(st, c->proc_id, r->stack.h.stack_id, r->stack.pc,
+				       r->stack.h.depth);
+	case SHM_REC_PYSTACK:
+		return store_pystack_add(st, c->proc_id, r->pystack.h.stack_id,
+					 r->pystack.frame, r->pystack.h.depth);
+	case SHM_REC_MODULE:
+		return store_module_add(st, c->proc_id, &r->module, to_ns(c, r->module.ts));
 	default: /* SHM_REC_COUNTER: cursor_peek() let no other type through */
 		return store_counter_add(st, c->proc_id, cur->tid, &r->counter,
 					 to_ns(c, r->counter.ts));
@@ -886,10 +906,14 @@ static int bad_slot(struct client *c, uint32_t i, int counted, const char *fmt, 
 
 /* The instant that orders a record against other threads' records: when a
  * block became live for an allocation, when the call or the GPU work began
- * otherwise, the instant itself for ranges, marks and counters.  GPU
- * records come late (CUPTI delivers them in batches) but stamped early:
- * below the limit, so they never wait. */
-static uint64_t rec_key(const union rec *r)
+ * otherwise, the instant itself for ranges, marks, counters and modules.
+ * GPU records come late (CUPTI delivers them in batches) but stamped early:
+ * below the limit, so they never wait.  Stacks have no time: they take
+ * prev, the key of the record before them in their ring in this pass (0
+ * first in a pass), so they keep their place in the ring's order and never
+ * wait (prev was merged, so it is within the limit); their ids stay
+ * unresolved in the store, so nothing depends on where they land. */
+static uint64_t rec_key(const union rec *r, uint64_t prev)
 {
 	unsigned fnf = shm_fn_info[r->h.fn].flags;
 
@@ -914,6 +938,11 @@ static uint64_t rec_key(const union rec *r)
 		return r->range.ts;
 	case SHM_REC_MARK:
 		return r->mark.ts;
+	case SHM_REC_MODULE:
+		return r->module.ts;
+	case SHM_REC_STACK:
+	case SHM_REC_PYSTACK:
+		return prev;
 	default:
 		return r->counter.ts;
 	}
@@ -930,6 +959,7 @@ static const uint16_t plain_size[] = {
 	[SHM_REC_RANGE] = sizeof(struct shm_rec_range),
 	[SHM_REC_MARK] = sizeof(struct shm_rec_mark),
 	[SHM_REC_COUNTER] = sizeof(struct shm_rec_counter),
+	[SHM_REC_MODULE] = sizeof(struct shm_rec_module),
 };
 
 /* Whether a record of a type in plain_size[] is well formed. */
@@ -943,32 +973,63 @@ static int plain_ok(const union rec *r)
 		return r->api.domain == SHM_API_RUNTIME || r->api.domain == SHM_API_DRIVER;
 	if (r->h.type == SHM_REC_RANGE)
 		return r->range.op >= SHM_RANGE_PUSH && r->range.op <= SHM_RANGE_END;
+	if (r->h.type == SHM_REC_MODULE)
+		return r->module.build_id_len <= sizeof(r->module.build_id) &&
+		       r->module.unload <= 1 && r->module.lo <= r->module.hi;
 	return 1;
 }
 
+/* Whether a stack record (STACK or PYSTACK) is well formed: a non-zero id
+ * and exactly the size its depth needs.  The header and the fixed part
+ * share one layout in both types. */
+static int stack_ok(const union rec *r)
+{
+	size_t fixed = sizeof(struct shm_rec_stack);
+	size_t frame = r->h.type == SHM_REC_STACK ? sizeof(r->stack.pc[0])
+						  : sizeof(r->pystack.frame[0]);
+
+	_Static_assert(sizeof(struct shm_rec_stack) == sizeof(struct shm_rec_pystack) &&
+		       offsetof(struct shm_rec_stack, stack_id) ==
+		       offsetof(struct shm_rec_pystack, stack_id) &&
+		       offsetof(struct shm_rec_stack, depth) ==
+		       offsetof(struct shm_rec_pystack, depth), "stack headers");
+	return r->h.fn == SHM_FN_NONE && r->h.size >= fixed && r->stack.h.stack_id &&
+	       r->stack.h.depth <= SHM_STACK_MAX &&
+	       r->h.size == fixed + frame * r->stack.h.depth;
+}
+
 /* Copies out and checks the record at cur->tail, skipping PAD.  Returns 1
- * when a record is ready, 0 at head, -EBADMSG for a malformed record. */
+ * when a record is ready, 0 at head, -EBADMSG for a malformed record.
+ * The header is copied and checked first, then only the record's own
+ * bytes follow it (most records are far smaller than a stack). */
 static int cursor_peek(struct client *c, struct cursor *cur)
 {
 	const unsigned char *ring = (const unsigned char *)slot_at(c, cur->slot) + SHM_SLOT_CTL_BYTES;
+	uint64_t prev = cur->key;
 
 	while (cur->tail != cur->head) {
 		size_t pos = cur->tail & (c->ring_bytes - 1);
 		size_t avail = cur->head - cur->tail, room = c->ring_bytes - pos;
-		size_t n = sizeof(cur->rec) < avail ? sizeof(cur->rec) : avail;
 		union rec *r = &cur->rec;
 		const struct shm_fn_info *fi;
 
-		memcpy(r, ring + pos, n < room ? n : room);
+		if (avail < sizeof(r->h))
+			return -EBADMSG;
+		memcpy(&r->h, ring + pos, sizeof(r->h));
 		if (r->h.size < 8 || r->h.size % 8 || r->h.size > avail || r->h.size > room)
 			return -EBADMSG;
-		fi = r->h.fn < SHM_FN_COUNT ? &shm_fn_info[r->h.fn] : &shm_fn_info[0];
-		switch (r->h.type) {
-		case SHM_REC_PAD:
+		if (r->h.type == SHM_REC_PAD) {
 			if (pos + r->h.size != c->ring_bytes)
 				return -EBADMSG;
 			cur->tail += r->h.size;
 			continue;
+		}
+		if (r->h.size > sizeof(*r))
+			return -EBADMSG;
+		memcpy((unsigned char *)r + sizeof(r->h), ring + pos + sizeof(r->h),
+		       r->h.size - sizeof(r->h));
+		fi = r->h.fn < SHM_FN_COUNT ? &shm_fn_info[r->h.fn] : &shm_fn_info[0];
+		switch (r->h.type) {
 		case SHM_REC_HEAP:
 			if (r->h.size != sizeof(r->heap) || fi->family != SHM_FAMILY_HEAP)
 				return -EBADMSG;
@@ -977,11 +1038,16 @@ static int cursor_peek(struct client *c, struct cursor *cur)
 			if (r->h.size != sizeof(r->cuda) || fi->family != SHM_FAMILY_CUDA)
 				return -EBADMSG;
 			break;
+		case SHM_REC_STACK:
+		case SHM_REC_PYSTACK:
+			if (!stack_ok(r))
+				return -EBADMSG;
+			break;
 		default:
 			if (!plain_ok(r))
 				return -EBADMSG;
 		}
-		cur->key = rec_key(r);
+		cur->key = rec_key(r, prev);
 		return 1;
 	}
 	return 0;
@@ -1032,6 +1098,7 @@ static int cursor_open(struct client *c, struct cursor *cur, uint32_t i)
 	cur->head = __atomic_load_n(&sl->head, __ATOMIC_ACQUIRE);
 	cur->tid = __atomic_load_n(&sl->tid, __ATOMIC_RELAXED);
 	cur->tail = c->slots[i].tail;
+	cur->key = 0; /* what a stack first in this pass takes (rec_key()) */
 	sync_owner(c, i);
 	if (cur->head - cur->tail > c->ring_bytes || (cur->head - cur->tail) % 8)
 		return bad_slot(c, i, 0, "head %llu is not within a ring of tail %llu",

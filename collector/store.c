@@ -1,11 +1,23 @@
 /*
  * Ingestion speed comes from: one open transaction per batch, statements
- * prepared once and reset after each step, exactly one statement per
- * event, no secondary index to maintain, static text bound without a copy,
- * and a page cache large enough that a batch rarely spills.  Durability
- * comes from WAL with synchronous=NORMAL: a committed batch survives the
- * daemon's death; a power cut may lose the last commits but never corrupts
- * the file.
+ * prepared once and reset after each step, no secondary index to
+ * maintain, static text bound without a copy, a modest page cache (8 MiB:
+ * rows are appended, so the hot pages are few; a 64 MiB cache measured
+ * slower, its growth costing mallocs and page faults), and a WAL
+ * checkpointed in large steps.
+ * Durability comes from WAL with synchronous=NORMAL: a committed batch
+ * survives the daemon's death; a power cut may lose the last commits but
+ * never corrupts the file.
+ *
+ * Allocation rows, most of the volume, are held back until the batch
+ * ends (struct pending): a block freed within its batch (most blocks in
+ * an allocation-heavy program) is then written once, complete, instead of
+ * inserted and updated, and the rows go in ALLOC_ROWS to a statement.  A
+ * batch begins with BEGIN IMMEDIATE and reads max(allocations.id): holding
+ * the write lock, it can hand out the next ids itself, so an id returned
+ * by store_alloc_add() is the row's final rowid whether the row is still
+ * pending or not.  At most PEND_MAX rows wait; beyond that they are
+ * written early (their frees then UPDATE, as for rows of earlier batches).
  */
 #include "store.h"
 
@@ -20,9 +32,14 @@
  * element i takes a store from version i to i + 1. */
 extern const char *const shimmer_schema_steps[];
 
+#define ALLOC_ROWS 32         /* allocations rows per multi-row INSERT */
+#define ALLOC_COLS 18         /* bound values per allocations row */
+#define PEND_MAX (1u << 16)   /* allocations rows held back, at most */
+
 enum {
 	ST_BEGIN,
 	ST_COMMIT,
+	ST_ALLOC_MAX,
 	ST_PROC,
 	ST_PROC_END,
 	ST_PROC_FIND,
@@ -43,12 +60,26 @@ enum {
 	ST_RANGE_END,
 	ST_MARK,
 	ST_COUNTER,
+	ST_STACK_HAS,
+	ST_STACK,
+	ST_PYSTACK_HAS,
+	ST_PYSTACK,
+	ST_MODULE,
+	ST_MODULE_END,
+	ST_ALLOC_N, /* ALLOC_ROWS rows of ST_ALLOC's columns, built in prepare_db() */
 	ST_N
 };
 
+#define ALLOC_COLUMNS                                                        \
+	"id, proc_id, space, device, ptr, size, sampled, weight, alloc_fn, "   \
+	"alloc_tid, alloc_ns, alloc_end_ns, free_fn, free_tid, free_ns, "      \
+	"free_end_ns, stack_id, pystack_id"
+
 static const char *const sql[ST_N] = {
-	[ST_BEGIN] = "BEGIN",
+	/* IMMEDIATE: the batch hands out allocations ids (see above). */
+	[ST_BEGIN] = "BEGIN IMMEDIATE",
 	[ST_COMMIT] = "COMMIT",
+	[ST_ALLOC_MAX] = "SELECT coalesce(max(id), 0) FROM allocations",
 	[ST_PROC] = "INSERT INTO processes (pid, ppid, parent_proc_id, uid, "
 		    "hostname, exe, argv, rank, local_rank, malloc_mode, "
 		    "sample_bytes, lossless, start_wall_ns, start_ns) "
@@ -68,9 +99,8 @@ static const char *const sql[ST_N] = {
 		    "grid_x, grid_y, grid_z, block_x, block_y, block_z, "
 		    "per_thread_stream) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, "
 		    "?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)",
-	[ST_ALLOC] = "INSERT INTO allocations (proc_id, space, device, ptr, size, "
-		     "sampled, weight, alloc_fn, alloc_tid, alloc_ns, alloc_end_ns) "
-		     "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+	[ST_ALLOC] = "INSERT INTO allocations (" ALLOC_COLUMNS ") VALUES "
+		     "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
 	[ST_FREE] = "UPDATE allocations SET free_fn = ?2, free_tid = ?3, "
 		    "free_ns = ?4, free_end_ns = ?5 WHERE id = ?1",
 	[ST_COUNT] = "INSERT INTO function_counts (proc_id, tid, fn_id, count, bytes) "
@@ -105,12 +135,39 @@ static const char *const sql[ST_N] = {
 		    "VALUES (?1, ?2, ?3, ?4, ?5)",
 	[ST_COUNTER] = "INSERT INTO counters (proc_id, tid, domain_id, name_id, ts_ns, "
 		       "value) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+	[ST_STACK_HAS] = "SELECT 1 FROM stack_frames WHERE proc_id = ?1 AND stack_id = ?2 "
+			 "LIMIT 1",
+	[ST_STACK] = "INSERT OR IGNORE INTO stack_frames (proc_id, stack_id, level, pc) "
+		     "VALUES (?1, ?2, ?3, ?4)",
+	[ST_PYSTACK_HAS] = "SELECT 1 FROM python_frames WHERE proc_id = ?1 AND "
+			   "pystack_id = ?2 LIMIT 1",
+	[ST_PYSTACK] = "INSERT OR IGNORE INTO python_frames (proc_id, pystack_id, level, "
+		       "file_id, func_id, line) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+	[ST_MODULE] = "INSERT INTO modules (proc_id, path_id, bias, lo, hi, build_id, "
+		      "loaded_ns) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+	[ST_MODULE_END] = "UPDATE modules SET unloaded_ns = ?4 WHERE id = "
+			  "(SELECT max(id) FROM modules WHERE proc_id = ?1 AND "
+			  "path_id = ?2 AND lo = ?3 AND unloaded_ns IS NULL)",
+};
+
+/* An allocations row not yet written, with its free if one came. */
+struct pending {
+	struct store_alloc a;
+	int freed;
+	uint16_t free_fn;
+	uint32_t free_tid;
+	int64_t free_ns, free_end_ns;
 };
 
 struct store {
 	sqlite3 *db;
 	sqlite3_stmt *st[ST_N];
 	int in_tx;
+	/* Rows pend_base .. pend_base + npend - 1 wait in pend; next_id is
+	 * the id the next allocations row gets (valid inside a batch). */
+	struct pending *pend;
+	uint32_t npend, pend_cap;
+	int64_t pend_base, next_id;
 	int broken; /* 0 or the negative errno every call now returns */
 	char *path;
 };
@@ -127,6 +184,7 @@ static int fail(struct store *s, int rc)
 	if (!sqlite3_get_autocommit(s->db))
 		sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
 	s->in_tx = 0;
+	s->npend = 0;
 	s->broken = err;
 	return err;
 }
@@ -139,17 +197,98 @@ static int step(struct store *s, sqlite3_stmt *st)
 	return rc == SQLITE_DONE || rc == SQLITE_ROW ? 0 : fail(s, rc);
 }
 
-/* Every write calls this first: it joins the batch or opens one. */
+/* Every write calls this first: it joins the batch or opens one, and then
+ * learns the next allocations id under the write lock. */
 static int tx(struct store *s)
 {
-	int err;
+	sqlite3_stmt *st = s->st[ST_ALLOC_MAX];
+	int err, rc;
 
 	if (s->broken || s->in_tx)
 		return s->broken;
 	err = step(s, s->st[ST_BEGIN]);
-	if (!err)
-		s->in_tx = 1;
-	return err;
+	if (err)
+		return err;
+	s->in_tx = 1;
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW)
+		s->next_id = sqlite3_column_int64(st, 0) + 1;
+	sqlite3_reset(st);
+	if (rc != SQLITE_ROW)
+		return fail(s, rc);
+	s->pend_base = s->next_id;
+	s->npend = 0;
+	return 0;
+}
+
+/* 0 means "none" on the wire for these. */
+static void bind_nonzero(sqlite3_stmt *st, int i, int64_t v)
+{
+	if (v)
+		sqlite3_bind_int64(st, i, v);
+	else
+		sqlite3_bind_null(st, i);
+}
+
+/* Binds pending row p as the row whose first value is ?base. */
+static void bind_alloc(sqlite3_stmt *st, int base, int64_t id, const struct pending *p)
+{
+	const struct store_alloc *a = &p->a;
+
+	sqlite3_bind_int64(st, base, id);
+	sqlite3_bind_int64(st, base + 1, a->proc_id);
+	sqlite3_bind_text(st, base + 2, a->space, -1, SQLITE_STATIC);
+	sqlite3_bind_int(st, base + 3, a->device);
+	sqlite3_bind_int64(st, base + 4, (int64_t)a->ptr);
+	sqlite3_bind_int64(st, base + 5, (int64_t)a->size);
+	sqlite3_bind_int(st, base + 6, a->sampled);
+	sqlite3_bind_double(st, base + 7, a->weight);
+	sqlite3_bind_int(st, base + 8, a->fn);
+	sqlite3_bind_int64(st, base + 9, a->tid);
+	sqlite3_bind_int64(st, base + 10, a->ns);
+	if (a->end_ns >= 0)
+		sqlite3_bind_int64(st, base + 11, a->end_ns);
+	else
+		sqlite3_bind_null(st, base + 11);
+	if (p->freed) {
+		sqlite3_bind_int(st, base + 12, p->free_fn);
+		sqlite3_bind_int64(st, base + 13, p->free_tid);
+		sqlite3_bind_int64(st, base + 14, p->free_ns);
+	} else {
+		sqlite3_bind_null(st, base + 12);
+		sqlite3_bind_null(st, base + 13);
+		sqlite3_bind_null(st, base + 14);
+	}
+	if (p->freed && p->free_end_ns >= 0)
+		sqlite3_bind_int64(st, base + 15, p->free_end_ns);
+	else
+		sqlite3_bind_null(st, base + 15);
+	bind_nonzero(st, base + 16, a->stack_id);
+	bind_nonzero(st, base + 17, a->pystack_id);
+}
+
+/* Writes the pending allocations rows, in id order: ALLOC_ROWS at a time,
+ * then the rest one by one. */
+static int flush_pending(struct store *s)
+{
+	uint32_t i = 0;
+	int err = 0;
+
+	for (; !err && s->npend - i >= ALLOC_ROWS; i += ALLOC_ROWS) {
+		for (uint32_t k = 0; k < ALLOC_ROWS; k++)
+			bind_alloc(s->st[ST_ALLOC_N], 1 + (int)k * ALLOC_COLS,
+				   s->pend_base + i + k, &s->pend[i + k]);
+		err = step(s, s->st[ST_ALLOC_N]);
+	}
+	for (; !err && i < s->npend; i++) {
+		bind_alloc(s->st[ST_ALLOC], 1, s->pend_base + i, &s->pend[i]);
+		err = step(s, s->st[ST_ALLOC]);
+	}
+	if (err)
+		return err;
+	s->npend = 0;
+	s->pend_base = s->next_id;
+	return 0;
 }
 
 int store_commit(struct store *s)
@@ -158,7 +297,9 @@ int store_commit(struct store *s)
 
 	if (s->broken || !s->in_tx)
 		return s->broken;
-	err = step(s, s->st[ST_COMMIT]);
+	err = flush_pending(s);
+	if (!err)
+		err = step(s, s->st[ST_COMMIT]);
 	if (!err)
 		s->in_tx = 0;
 	return err;
@@ -352,29 +493,24 @@ int store_cuda_add(struct store *s, int64_t proc_id, uint32_t tid,
 
 int store_alloc_add(struct store *s, const struct store_alloc *a, int64_t *id)
 {
-	sqlite3_stmt *st = s->st[ST_ALLOC];
 	int err = tx(s);
 
 	if (err)
 		return err;
-	sqlite3_bind_int64(st, 1, a->proc_id);
-	sqlite3_bind_text(st, 2, a->space, -1, SQLITE_STATIC);
-	sqlite3_bind_int(st, 3, a->device);
-	sqlite3_bind_int64(st, 4, (int64_t)a->ptr);
-	sqlite3_bind_int64(st, 5, (int64_t)a->size);
-	sqlite3_bind_int(st, 6, a->sampled);
-	sqlite3_bind_double(st, 7, a->weight);
-	sqlite3_bind_int(st, 8, a->fn);
-	sqlite3_bind_int64(st, 9, a->tid);
-	sqlite3_bind_int64(st, 10, a->ns);
-	if (a->end_ns >= 0)
-		sqlite3_bind_int64(st, 11, a->end_ns);
-	else
-		sqlite3_bind_null(st, 11);
-	err = step(s, st);
-	if (!err)
-		*id = sqlite3_last_insert_rowid(s->db);
-	return err;
+	if (s->npend == PEND_MAX && (err = flush_pending(s)))
+		return err;
+	if (s->npend == s->pend_cap) {
+		uint32_t cap = s->pend_cap ? s->pend_cap * 2 : 1024;
+		struct pending *grown = realloc(s->pend, cap * sizeof(*grown));
+
+		if (!grown)
+			return -ENOMEM;
+		s->pend = grown;
+		s->pend_cap = cap;
+	}
+	s->pend[s->npend++] = (struct pending){ .a = *a };
+	*id = s->next_id++;
+	return 0;
 }
 
 int store_alloc_free(struct store *s, int64_t id, uint16_t fn, uint32_t tid,
@@ -385,6 +521,16 @@ int store_alloc_free(struct store *s, int64_t id, uint16_t fn, uint32_t tid,
 
 	if (err)
 		return err;
+	if (id >= s->pend_base && id - s->pend_base < s->npend) {
+		struct pending *p = &s->pend[id - s->pend_base];
+
+		p->freed = 1;
+		p->free_fn = fn;
+		p->free_tid = tid;
+		p->free_ns = ns;
+		p->free_end_ns = end_ns;
+		return 0;
+	}
 	sqlite3_bind_int64(st, 1, id);
 	sqlite3_bind_int(st, 2, fn);
 	sqlite3_bind_int64(st, 3, tid);
@@ -573,15 +719,6 @@ int store_api_add(struct store *s, int64_t proc_id, uint32_t tid,
 	return step(s, st);
 }
 
-/* 0 means "none" on the wire for these. */
-static void bind_nonzero(sqlite3_stmt *st, int i, int64_t v)
-{
-	if (v)
-		sqlite3_bind_int64(st, i, v);
-	else
-		sqlite3_bind_null(st, i);
-}
-
 int store_range_open(struct store *s, int64_t proc_id, uint32_t tid, const char *kind,
 		     const struct shm_rec_range *r, int64_t ns, uint32_t depth,
 		     int64_t parent_id, int64_t *id)
@@ -656,6 +793,92 @@ int store_counter_add(struct store *s, int64_t proc_id, uint32_t tid,
 		sqlite3_bind_double(st, 6, r->value);
 	else
 		sqlite3_bind_null(st, 6);
+	return step(s, st);
+}
+
+/* Opens the batch and, unless stack id of the process already has
+ * frames (statement `has`; *known is then 1), binds proc_id and the id as
+ * ?1 and ?2 of the frame statement st. */
+static int stack_begin(struct store *s, sqlite3_stmt *has, sqlite3_stmt *st,
+		       int64_t proc_id, uint32_t stack_id, int *known)
+{
+	int rc, err = tx(s);
+
+	*known = 0;
+	if (err)
+		return err;
+	sqlite3_bind_int64(has, 1, proc_id);
+	sqlite3_bind_int64(has, 2, stack_id);
+	rc = sqlite3_step(has);
+	sqlite3_reset(has);
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+		return fail(s, rc);
+	*known = rc == SQLITE_ROW;
+	sqlite3_bind_int64(st, 1, proc_id);
+	sqlite3_bind_int64(st, 2, stack_id);
+	return 0;
+}
+
+int store_stack_add(struct store *s, int64_t proc_id, uint32_t stack_id,
+		    const uint64_t *pc, uint32_t depth)
+{
+	sqlite3_stmt *st = s->st[ST_STACK];
+	int known, err = stack_begin(s, s->st[ST_STACK_HAS], st, proc_id, stack_id, &known);
+
+	for (uint32_t i = 0; !err && !known && i < depth; i++) {
+		sqlite3_bind_int64(st, 3, i);
+		sqlite3_bind_int64(st, 4, (int64_t)pc[i]);
+		err = step(s, st);
+	}
+	return err;
+}
+
+int store_pystack_add(struct store *s, int64_t proc_id, uint32_t stack_id,
+		      const struct shm_pyframe *frames, uint32_t depth)
+{
+	sqlite3_stmt *st = s->st[ST_PYSTACK];
+	int known, err = stack_begin(s, s->st[ST_PYSTACK_HAS], st, proc_id, stack_id, &known);
+
+	for (uint32_t i = 0; !err && !known && i < depth; i++) {
+		sqlite3_bind_int64(st, 3, i);
+		sqlite3_bind_int64(st, 4, frames[i].file_id);
+		sqlite3_bind_int64(st, 5, frames[i].func_id);
+		sqlite3_bind_int64(st, 6, frames[i].line);
+		err = step(s, st);
+	}
+	return err;
+}
+
+int store_module_add(struct store *s, int64_t proc_id, const struct shm_rec_module *r,
+		     int64_t ns)
+{
+	static const char hex[] = "0123456789abcdef";
+	char id[2 * sizeof(r->build_id)];
+	sqlite3_stmt *st = s->st[r->unload ? ST_MODULE_END : ST_MODULE];
+	size_t n = r->build_id_len < sizeof(r->build_id) ? r->build_id_len : sizeof(r->build_id);
+	int err = tx(s);
+
+	if (err)
+		return err;
+	sqlite3_bind_int64(st, 1, proc_id);
+	sqlite3_bind_int64(st, 2, r->path_id);
+	if (r->unload) {
+		sqlite3_bind_int64(st, 3, (int64_t)r->lo);
+		sqlite3_bind_int64(st, 4, ns);
+		return step(s, st);
+	}
+	for (size_t i = 0; i < n; i++) {
+		id[2 * i] = hex[r->build_id[i] >> 4];
+		id[2 * i + 1] = hex[r->build_id[i] & 0xf];
+	}
+	sqlite3_bind_int64(st, 3, (int64_t)r->bias);
+	sqlite3_bind_int64(st, 4, (int64_t)r->lo);
+	sqlite3_bind_int64(st, 5, (int64_t)r->hi);
+	if (n)
+		sqlite3_bind_text(st, 6, id, (int)(2 * n), SQLITE_TRANSIENT);
+	else
+		sqlite3_bind_null(st, 6);
+	sqlite3_bind_int64(st, 7, ns);
 	return step(s, st);
 }
 
@@ -796,10 +1019,31 @@ static int add_functions(struct store *s)
 	return rc == SQLITE_OK ? 0 : fail(s, rc);
 }
 
-/* WAL, the schema migrations and the functions table, in one transaction. */
+/* ST_ALLOC_N's text: ST_ALLOC's with ALLOC_ROWS rows of values. */
+static char *alloc_n_text(void)
+{
+	static const char row[] = ", (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+	size_t head = strlen(sql[ST_ALLOC]);
+	char *text = malloc(head + (ALLOC_ROWS - 1) * (sizeof(row) - 1) + 1);
+	char *p = text;
+
+	_Static_assert(sizeof(row) - 1 == 2 + 3 * ALLOC_COLS, "one ? per column");
+	if (!text)
+		return NULL;
+	memcpy(p, sql[ST_ALLOC], head);
+	p += head;
+	for (int i = 1; i < ALLOC_ROWS; i++, p += sizeof(row) - 1)
+		memcpy(p, row, sizeof(row) - 1);
+	*p = 0;
+	return text;
+}
+
+/* WAL, the schema migrations and the functions table, in one transaction;
+ * then the statements. */
 static int prepare_db(struct store *s)
 {
 	sqlite3_stmt *st = NULL;
+	char *alloc_n_sql;
 	int version, rc, err;
 
 	/* Refuse a newer store before touching it (WAL mode is persistent). */
@@ -823,7 +1067,8 @@ static int prepare_db(struct store *s)
 	 * under it: two daemons opening one old store migrate it once. */
 	if (rc == SQLITE_OK)
 		rc = sqlite3_exec(s->db, "PRAGMA synchronous = NORMAL; "
-				  "PRAGMA cache_size = -65536; "
+				  "PRAGMA cache_size = -8192; "
+				  "PRAGMA wal_autocheckpoint = 16384; "
 				  "PRAGMA busy_timeout = 5000; BEGIN IMMEDIATE", NULL, NULL, NULL);
 	if (rc != SQLITE_OK)
 		return fail(s, rc);
@@ -840,9 +1085,13 @@ static int prepare_db(struct store *s)
 		return err;
 	}
 	rc = sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL);
+	alloc_n_sql = alloc_n_text();
+	if (!alloc_n_sql)
+		return -ENOMEM;
 	for (int i = 0; rc == SQLITE_OK && i < ST_N; i++)
-		rc = sqlite3_prepare_v3(s->db, sql[i], -1, SQLITE_PREPARE_PERSISTENT,
-					&s->st[i], NULL);
+		rc = sqlite3_prepare_v3(s->db, i == ST_ALLOC_N ? alloc_n_sql : sql[i], -1,
+					SQLITE_PREPARE_PERSISTENT, &s->st[i], NULL);
+	free(alloc_n_sql);
 	if (rc == SQLITE_OK)
 		return 0;
 	return fail(s, rc);
@@ -888,6 +1137,7 @@ int store_close(struct store *s)
 		sqlite3_wal_checkpoint_v2(s->db, NULL, SQLITE_CHECKPOINT_TRUNCATE,
 					  NULL, NULL);
 	sqlite3_close(s->db);
+	free(s->pend);
 	free(s->path);
 	free(s);
 	return err;

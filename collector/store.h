@@ -1,9 +1,16 @@
 /*
  * The SQLite store (schema/, documented in docs/schema.md): one
  * connection in WAL mode, written in batches.  Every write joins the open
- * transaction (begun on demand); store_commit() ends it.  The daemon
- * commits at least every 100 ms and whenever a client ends, so a crash
- * of the daemon loses at most the open batch.
+ * transaction (begun on demand, holding the write lock); store_commit()
+ * ends it.  The daemon commits at least every 100 ms and whenever a client
+ * ends, so a crash of the daemon loses at most the open batch.
+ *
+ * Allocation rows are the bulk of the data and most blocks die young, so
+ * a new allocations row waits in memory until the batch ends (or the
+ * pending buffer fills): a free of a pending row completes it there, and
+ * the pair costs one INSERT instead of an INSERT and an UPDATE.  The row's
+ * id is fixed when it is added (the batch holds the write lock, so no
+ * other writer can take it), so callers never see the difference.
  *
  * Errors: functions return 0 or a negative errno.  A failed write (full
  * disk, I/O error, anything SQLite refuses) has already been logged as one
@@ -102,12 +109,15 @@ struct store_alloc {
 	uint32_t tid;
 	int64_t ns;
 	int64_t end_ns; /* < 0: NULL (untimed) */
+	uint32_t stack_id, pystack_id; /* 0: NULL */
 };
 
-/* Inserts an allocations row; *id receives its rowid. */
+/* Adds an allocations row to the batch; *id receives its rowid, final
+ * from now on.  The row reaches the file with the batch's other rows. */
 int store_alloc_add(struct store *s, const struct store_alloc *a, int64_t *id);
 
-/* Fills the free_* columns of allocations row id; end_ns < 0 stores NULL. */
+/* Fills the free_* columns of allocations row id (pending or stored);
+ * end_ns < 0 stores NULL. */
 int store_alloc_free(struct store *s, int64_t id, uint16_t fn, uint32_t tid,
 		     int64_t ns, int64_t end_ns);
 
@@ -143,6 +153,23 @@ int store_mark_add(struct store *s, int64_t proc_id, uint32_t tid,
 /* A NaN value is stored as NULL. */
 int store_counter_add(struct store *s, int64_t proc_id, uint32_t tid,
 		      const struct shm_rec_counter *r, int64_t ns);
+
+/* ---- stacks and modules ---- */
+
+/* Stores a native stack's frames (pc[0] innermost) as stack_frames rows.
+ * A stack id the process already stored keeps its first frames. */
+int store_stack_add(struct store *s, int64_t proc_id, uint32_t stack_id,
+		    const uint64_t *pc, uint32_t depth);
+
+/* The same for Python frames (python_frames). */
+int store_pystack_add(struct store *s, int64_t proc_id, uint32_t stack_id,
+		      const struct shm_pyframe *frames, uint32_t depth);
+
+/* A validated module record: a modules row (build_id as lowercase hex,
+ * NULL when build_id_len is 0) or, for an unload, unloaded_ns = ns on the
+ * latest still-loaded row of the process with the same path_id and lo. */
+int store_module_add(struct store *s, int64_t proc_id, const struct shm_rec_module *r,
+		     int64_t ns);
 
 /* ---- exact totals ---- */
 

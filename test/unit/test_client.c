@@ -131,6 +131,70 @@ static struct shm_rec_cuda cuda_rec(uint16_t fn, uint64_t t, int32_t ret, uint64
 	};
 }
 
+/* A heap record naming stacks. */
+static void push_heap_stacks(struct region *r, uint32_t i, uint16_t fn, uint64_t t,
+			     uint64_t ptr, uint64_t size, uint32_t stack_id, uint32_t pystack_id)
+{
+	struct shm_rec_heap h = {
+		.hdr = { SHM_REC_HEAP, sizeof(h), fn, SHM_F_TIMED },
+		.t_begin = t, .t_end = t + 7, .ptr = ptr, .size = size,
+		.stack_id = stack_id, .pystack_id = pystack_id,
+	};
+
+	push(r, i, &h, sizeof(h));
+}
+
+/* A STACK record of depth frames, pc[k] = base + k. */
+static void push_stack(struct region *r, uint32_t i, uint32_t id, uint32_t depth, uint64_t base)
+{
+	unsigned char buf[sizeof(struct shm_rec_stack) + 8 * SHM_STACK_MAX];
+	struct shm_rec_stack h = {
+		.hdr = { SHM_REC_STACK, (uint16_t)(sizeof(h) + 8 * depth), 0, 0 },
+		.stack_id = id, .depth = depth,
+	};
+
+	memcpy(buf, &h, sizeof(h));
+	for (uint32_t k = 0; k < depth; k++) {
+		uint64_t pc = base + k;
+
+		memcpy(buf + sizeof(h) + 8 * k, &pc, 8);
+	}
+	push(r, i, buf, h.hdr.size);
+}
+
+/* A PYSTACK record: frame k is (file, func + k, line k + 1). */
+static void push_pystack(struct region *r, uint32_t i, uint32_t id, uint32_t depth,
+			 uint32_t file, uint32_t func)
+{
+	unsigned char buf[sizeof(struct shm_rec_pystack) + 16 * SHM_STACK_MAX];
+	struct shm_rec_pystack h = {
+		.hdr = { SHM_REC_PYSTACK, (uint16_t)(sizeof(h) + 16 * depth), 0, 0 },
+		.stack_id = id, .depth = depth,
+	};
+
+	memcpy(buf, &h, sizeof(h));
+	for (uint32_t k = 0; k < depth; k++) {
+		struct shm_pyframe fr = { file, func + k, k + 1, 0 };
+
+		memcpy(buf + sizeof(h) + 16 * k, &fr, sizeof(fr));
+	}
+	push(r, i, buf, h.hdr.size);
+}
+
+static struct shm_rec_module module_rec(uint64_t ts, uint32_t path_id, uint64_t lo,
+					uint8_t build_id_len, uint8_t unload)
+{
+	struct shm_rec_module m = {
+		.hdr = { SHM_REC_MODULE, sizeof(m), 0, 0 },
+		.ts = ts, .bias = lo - 0x1000, .lo = lo, .hi = lo + 0x5000,
+		.path_id = path_id, .build_id_len = build_id_len, .unload = unload,
+	};
+
+	for (size_t k = 0; k < build_id_len && k < sizeof(m.build_id); k++)
+		m.build_id[k] = (uint8_t)(0xa0 + k);
+	return m;
+}
+
 /* HELLO for region r; text is exe, argv (NUL-separated), host. */
 static size_t hello_make(void *buf, const struct region *r, uint32_t pid, uint32_t ppid,
 			 uint32_t mode, uint32_t clock, const char *exe,
@@ -224,6 +288,22 @@ static void q_text(struct fixture *f, char *out, size_t n, const char *sql)
 		snprintf(out, n, "%s", (const char *)sqlite3_column_text(st, 0));
 	sqlite3_finalize(st);
 	sqlite3_close(db);
+}
+
+/* Like q_int(), without committing first: what another reader sees now. */
+static sqlite3_int64 q_seen(struct fixture *f, const char *sql)
+{
+	sqlite3 *db;
+	sqlite3_stmt *st;
+	sqlite3_int64 v = -999;
+
+	assert_int_equal(sqlite3_open(f->db, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
+	if (sqlite3_step(st) == SQLITE_ROW)
+		v = sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	sqlite3_close(db);
+	return v;
 }
 
 /* ---- fixture ---- */
@@ -463,6 +543,213 @@ static void test_client_sample_release_only(void **state)
 	assert_int_equal(q_int(f, "SELECT count(*) FROM allocations"), 1);
 	assert_int_equal(q_int(f, "SELECT free_fn FROM allocations WHERE ptr = 4096"),
 			 SHM_FN_REALLOC);
+}
+
+/* ---- allocation rows held until the batch ends ---- */
+
+/* Freed in its batch: one complete row, written at the commit. */
+static void test_client_pending_freed_in_batch(void **state)
+{
+	struct fixture *f = *state;
+
+	assert_int_equal(connect_region(f, &f->r, 42, 1, SHM_MALLOC_ALL, SHM_CLOCK_MONOTONIC), 0);
+	assert_int_equal(store_commit(f->co.store), 0);
+	claim(&f->r, 0, 10);
+	push_heap(&f->r, 0, SHM_FN_MALLOC, SHM_F_TIMED, 100, 0x1000, 16, 0);
+	push_heap(&f->r, 0, SHM_FN_FREE, SHM_F_TIMED, 200, 0x1000, 0, 0);
+	assert_int_equal(client_drain(f->c), 0);
+	assert_int_equal(q_seen(f, "SELECT count(*) FROM allocations"), 0);
+	assert_int_equal(q_int(f, "SELECT count(*) FROM allocations WHERE id = 1 AND "
+				  "alloc_ns = 100 AND alloc_end_ns = 107 AND free_fn = %d AND "
+				  "free_tid = 10 AND free_ns = 200 AND free_end_ns = 207",
+			       SHM_FN_FREE), 1);
+	assert_int_equal(q_int(f, "SELECT count(*) FROM allocations"), 1);
+}
+
+/* Freed in a later batch: the stored row is updated. */
+static void test_client_pending_freed_later(void **state)
+{
+	struct fixture *f = *state;
+
+	assert_int_equal(connect_region(f, &f->r, 42, 1, SHM_MALLOC_ALL, SHM_CLOCK_MONOTONIC), 0);
+	claim(&f->r, 0, 10);
+	push_heap(&f->r, 0, SHM_FN_MALLOC, 0, 100, 0x1000, 16, 0);
+	assert_int_equal(client_drain(f->c), 0);
+	assert_int_equal(store_commit(f->co.store), 0);
+	assert_int_equal(q_seen(f, "SELECT count(*) FROM allocations WHERE free_ns IS NULL"), 1);
+	push_heap(&f->r, 0, SHM_FN_FREE, 0, 200, 0x1000, 0, 0);
+	assert_int_equal(client_drain(f->c), 0);
+	assert_int_equal(q_int(f, "SELECT count(*) FROM allocations WHERE free_ns = 200 AND "
+				  "free_end_ns IS NULL"), 1);
+	assert_int_equal(q_int(f, "SELECT count(*) FROM allocations"), 1);
+}
+
+/* A client that ends with rows pending: client_end() commits them. */
+static void test_client_pending_at_end(void **state)
+{
+	struct fixture *f = *state;
+
+	assert_int_equal(connect_region(f, &f->r, 42, 1, SHM_MALLOC_ALL, SHM_CLOCK_MONOTONIC), 0);
+	claim(&f->r, 0, 10);
+	push_heap(&f->r, 0, SHM_FN_MALLOC, 0, 100, 0x1000, 16, 0);
+	push_heap(&f->r, 0, SHM_FN_MALLOC, 0, 110, 0x2000, 32, 0);
+	push_heap(&f->r, 0, SHM_FN_FREE, 0, 120, 0x1000, 0, 0);
+	assert_int_equal(client_drain(f->c), 0);
+	assert_int_equal(client_end(f->c, CLIENT_CLOSED, 1000), 0);
+	assert_int_equal(q_seen(f, "SELECT count(*) FROM allocations"), 2);
+	assert_int_equal(q_seen(f, "SELECT free_ns FROM allocations WHERE ptr = 4096"), 120);
+	assert_int_equal(q_seen(f, "SELECT count(*) FROM allocations WHERE ptr = 8192 AND "
+				   "free_ns IS NULL"), 1);
+}
+
+/* realloc moves a pending block: the old row is completed in memory, the
+ * new one is freed after a commit by UPDATE. */
+static void test_client_pending_realloc(void **state)
+{
+	struct fixture *f = *state;
+
+	assert_int_equal(connect_region(f, &f->r, 42, 1, SHM_MALLOC_ALL, SHM_CLOCK_MONOTONIC), 0);
+	claim(&f->r, 0, 10);
+	push_heap(&f->r, 0, SHM_FN_MALLOC, 0, 100, 0x1000, 16, 0);
+	push_heap(&f->r, 0, SHM_FN_REALLOC, 0, 110, 0x2000, 64, 0x1000);
+	push_heap(&f->r, 0, SHM_FN_REALLOC, 0, 120, 0x2000, 128, 0x2000); /* in place */
+	assert_int_equal(client_drain(f->c), 0);
+	assert_int_equal(store_commit(f->co.store), 0);
+	push_heap(&f->r, 0, SHM_FN_FREE, 0, 130, 0x2000, 0, 0);
+	assert_int_equal(client_drain(f->c), 0);
+	assert_int_equal(q_int(f, "SELECT count(*) FROM allocations"), 3);
+	assert_int_equal(q_int(f, "SELECT free_ns * 100 + free_fn FROM allocations WHERE "
+				  "ptr = 4096"), 110 * 100 + SHM_FN_REALLOC);
+	assert_int_equal(q_int(f, "SELECT free_ns FROM allocations WHERE size = 64"), 120);
+	assert_int_equal(q_int(f, "SELECT free_ns * 100 + free_fn FROM allocations WHERE "
+				  "size = 128"), 130 * 100 + SHM_FN_FREE);
+}
+
+/* Displaced blocks, one stored and one pending: a late free ends the
+ * stored (displaced) one, a later free the pending one. */
+static void test_client_pending_displaced(void **state)
+{
+	struct fixture *f = *state;
+
+	assert_int_equal(connect_region(f, &f->r, 42, 1, SHM_MALLOC_ALL, SHM_CLOCK_MONOTONIC), 0);
+	claim(&f->r, 0, 10);
+	claim(&f->r, 1, 11);
+	push_heap(&f->r, 0, SHM_FN_MALLOC, SHM_F_TIMED, 100, 0x1000, 16, 0);
+	assert_int_equal(client_drain(f->c), 0);
+	assert_int_equal(store_commit(f->co.store), 0);
+	push_heap(&f->r, 0, SHM_FN_MALLOC, SHM_F_TIMED, 300, 0x1000, 32, 0);
+	assert_int_equal(client_drain(f->c), 0);
+	push_heap(&f->r, 1, SHM_FN_FREE, SHM_F_TIMED, 200, 0x1000, 0, 0);
+	push_heap(&f->r, 1, SHM_FN_FREE, SHM_F_TIMED, 400, 0x1000, 0, 0);
+	assert_int_equal(client_drain(f->c), 0);
+	assert_int_equal(q_int(f, "SELECT free_ns FROM allocations WHERE size = 16"), 200);
+	assert_int_equal(q_int(f, "SELECT free_ns FROM allocations WHERE size = 32"), 400);
+	/* both pending: the same pairing */
+	push_heap(&f->r, 0, SHM_FN_MALLOC, SHM_F_TIMED, 500, 0x2000, 48, 0);
+	push_heap(&f->r, 0, SHM_FN_MALLOC, SHM_F_TIMED, 700, 0x2000, 64, 0);
+	assert_int_equal(client_drain(f->c), 0);
+	push_heap(&f->r, 1, SHM_FN_FREE, SHM_F_TIMED, 600, 0x2000, 0, 0);
+	push_heap(&f->r, 1, SHM_FN_FREE, SHM_F_TIMED, 800, 0x2000, 0, 0);
+	assert_int_equal(client_drain(f->c), 0);
+	assert_int_equal(q_int(f, "SELECT free_ns FROM allocations WHERE size = 48"), 600);
+	assert_int_equal(q_int(f, "SELECT free_ns FROM allocations WHERE size = 64"), 800);
+	assert_int_equal(q_int(f, "SELECT count(*) FROM allocations"), 4);
+}
+
+/* ---- stacks and modules ---- */
+
+static void test_client_stack_rows(void **state)
+{
+	struct fixture *f = *state;
+	struct shm_rec_cuda r;
+	char text[256];
+
+	assert_int_equal(connect_region(f, &f->r, 42, 1, SHM_MALLOC_ALL, SHM_CLOCK_MONOTONIC), 0);
+	claim(&f->r, 0, 10);
+	claim(&f->r, 1, 11);
+	/* a record may name a stack sent later, or by another thread */
+	push_heap_stacks(&f->r, 0, SHM_FN_MALLOC, 100, 0x1000, 16, 5, 2);
+	push_heap_stacks(&f->r, 0, SHM_FN_MALLOC, 110, 0x2000, 16, 0, 0);
+	push_stack(&f->r, 1, 5, 3, 0x400100);
+	push_pystack(&f->r, 1, 2, 2, 30, 40);
+	push_stack(&f->r, 1, 5, 4, 0x500000);  /* repeated id: the first stays */
+	push_pystack(&f->r, 1, 2, 1, 99, 99);
+	push_stack(&f->r, 0, 6, 0, 0);         /* empty: no rows */
+	r = cuda_rec(SHM_FN_CUDA_MALLOC, 120, 0, 0x7f0000000000, 4096);
+	r.stack_id = 6;
+	r.pystack_id = 0;
+	push(&f->r, 0, &r, sizeof(r));
+	assert_int_equal(client_drain(f->c), 0);
+	assert_int_equal(q_int(f, "SELECT count(*) FROM stack_frames"), 3);
+	q_text(f, text, sizeof(text), "SELECT group_concat(proc_id || ':' || stack_id || ':' || "
+	       "level || ':' || pc, ' ') FROM (SELECT * FROM stack_frames ORDER BY level)");
+	assert_string_equal(text, "1:5:0:4194560 1:5:1:4194561 1:5:2:4194562");
+	q_text(f, text, sizeof(text), "SELECT group_concat(proc_id || ':' || pystack_id || ':' || "
+	       "level || ':' || file_id || ':' || func_id || ':' || line, ' ') FROM "
+	       "(SELECT * FROM python_frames ORDER BY level)");
+	assert_string_equal(text, "1:2:0:30:40:1 1:2:1:30:41:2");
+	assert_int_equal(q_int(f, "SELECT stack_id * 100 + pystack_id FROM allocations "
+				  "WHERE ptr = 4096"), 502);
+	assert_int_equal(q_int(f, "SELECT count(*) FROM allocations WHERE ptr = 8192 AND "
+				  "stack_id IS NULL AND pystack_id IS NULL"), 1);
+	assert_int_equal(q_int(f, "SELECT count(*) FROM allocations WHERE space = 'device' AND "
+				  "stack_id = 6 AND pystack_id IS NULL"), 1);
+}
+
+/* The largest records: SHM_STACK_MAX frames of each kind. */
+static void test_client_stack_max(void **state)
+{
+	struct fixture *f = *state;
+
+	assert_int_equal(connect_region(f, &f->r, 42, 1, SHM_MALLOC_ALL, SHM_CLOCK_MONOTONIC), 0);
+	claim(&f->r, 0, 10);
+	push_stack(&f->r, 0, 1, SHM_STACK_MAX, 1000);
+	assert_int_equal(client_drain(f->c), 0);
+	push_pystack(&f->r, 0, 1, SHM_STACK_MAX, 7, 100);
+	assert_int_equal(client_drain(f->c), 0);
+	assert_int_equal(q_int(f, "SELECT count(*) FROM stack_frames"), SHM_STACK_MAX);
+	assert_int_equal(q_int(f, "SELECT pc FROM stack_frames WHERE level = %u",
+			       SHM_STACK_MAX - 1), 1000 + SHM_STACK_MAX - 1);
+	assert_int_equal(q_int(f, "SELECT count(*) FROM python_frames"), SHM_STACK_MAX);
+	assert_int_equal(q_int(f, "SELECT func_id * 1000 + line FROM python_frames WHERE "
+				  "level = %u", SHM_STACK_MAX - 1),
+			 (100 + SHM_STACK_MAX - 1) * 1000 + SHM_STACK_MAX);
+}
+
+static void test_client_module_rows(void **state)
+{
+	struct fixture *f = *state;
+	struct shm_rec_module m;
+	char text[128];
+
+	assert_int_equal(connect_region(f, &f->r, 42, 1, SHM_MALLOC_ALL, SHM_CLOCK_MONOTONIC), 0);
+	claim(&f->r, 0, 10);
+	m = module_rec(100, 7, 0x10000, 20, 0);
+	push(&f->r, 0, &m, sizeof(m));
+	m = module_rec(110, 8, 0x40000, 0, 0);
+	push(&f->r, 0, &m, sizeof(m));
+	m = module_rec(200, 7, 0x10000, 0, 1);   /* unload */
+	push(&f->r, 0, &m, sizeof(m));
+	m = module_rec(300, 7, 0x10000, 3, 0);   /* loaded again */
+	push(&f->r, 0, &m, sizeof(m));
+	m = module_rec(400, 7, 0x10000, 0, 1);
+	push(&f->r, 0, &m, sizeof(m));
+	m = module_rec(450, 7, 0x10000, 0, 1);   /* nothing loaded there: no change */
+	push(&f->r, 0, &m, sizeof(m));
+	m = module_rec(500, 8, 0x50000, 0, 1);   /* no such lo: no change */
+	push(&f->r, 0, &m, sizeof(m));
+	assert_int_equal(client_drain(f->c), 0);
+	assert_int_equal(q_int(f, "SELECT count(*) FROM modules"), 3);
+	q_text(f, text, sizeof(text), "SELECT group_concat(proc_id || ':' || path_id || ':' || "
+	       "bias || ':' || lo || ':' || hi || ':' || loaded_ns || ':' || "
+	       "coalesce(unloaded_ns, 'null'), ' ') FROM (SELECT * FROM modules ORDER BY id)");
+	assert_string_equal(text, "1:7:61440:65536:86016:100:200 1:8:258048:262144:282624:110:null "
+			    "1:7:61440:65536:86016:300:400");
+	q_text(f, text, sizeof(text), "SELECT build_id FROM modules WHERE id = 1");
+	assert_string_equal(text, "a0a1a2a3a4a5a6a7a8a9aaabacadaeafb0b1b2b3");
+	q_text(f, text, sizeof(text), "SELECT build_id FROM modules WHERE id = 3");
+	assert_string_equal(text, "a0a1a2");
+	assert_int_equal(q_int(f, "SELECT build_id IS NULL FROM modules WHERE id = 2"), 1);
 }
 
 /* exec: the same pid says HELLO again, before or after its old socket
@@ -1305,6 +1592,91 @@ static void bad_pad_middle(struct region *r)
 	write_raw(r, zero, sizeof(zero));
 }
 
+/* A STACK or PYSTACK record of size bytes (zero frames) claiming depth. */
+static void write_stack(struct region *r, uint16_t type, uint16_t fn, uint32_t id,
+			uint32_t depth, size_t size)
+{
+	unsigned char buf[sizeof(struct shm_rec_pystack) + 16 * (SHM_STACK_MAX + 1)] = { 0 };
+	struct shm_rec_stack h = { .hdr = { type, (uint16_t)size, fn, 0 },
+				   .stack_id = id, .depth = depth };
+
+	assert_true(size >= sizeof(h) && size <= sizeof(buf));
+	memcpy(buf, &h, sizeof(h));
+	write_raw(r, buf, size);
+}
+
+#define STACK_BYTES(frame, depth) (sizeof(struct shm_rec_stack) + (frame) * (depth))
+
+static void bad_stack_depth(struct region *r)
+{
+	write_stack(r, SHM_REC_STACK, 0, 1, SHM_STACK_MAX + 1, STACK_BYTES(8, SHM_STACK_MAX + 1));
+}
+
+static void bad_stack_size(struct region *r)
+{
+	write_stack(r, SHM_REC_STACK, 0, 1, 2, STACK_BYTES(8, 3));
+}
+
+static void bad_stack_short(struct region *r)
+{
+	struct shm_rec_hdr h = { SHM_REC_STACK, 8, 0, 0 };
+
+	write_raw(r, &h, sizeof(h));
+}
+
+static void bad_stack_id(struct region *r)
+{
+	write_stack(r, SHM_REC_STACK, 0, 0, 1, STACK_BYTES(8, 1));
+}
+
+static void bad_stack_fn(struct region *r)
+{
+	write_stack(r, SHM_REC_STACK, SHM_FN_MALLOC, 1, 1, STACK_BYTES(8, 1));
+}
+
+/* A pystack's depth in a stack's size: 8 bytes a frame instead of 16. */
+static void bad_pystack_size(struct region *r)
+{
+	write_stack(r, SHM_REC_PYSTACK, 0, 1, 2, STACK_BYTES(8, 2));
+}
+
+/* Larger than any valid record. */
+static void bad_pystack_depth(struct region *r)
+{
+	write_stack(r, SHM_REC_PYSTACK, 0, 1, SHM_STACK_MAX + 1,
+		    STACK_BYTES(16, SHM_STACK_MAX + 1));
+}
+
+static void bad_module_build_id(struct region *r)
+{
+	struct shm_rec_module m = module_rec(1, 1, 0x1000, 21, 0);
+
+	write_raw(r, &m, sizeof(m));
+}
+
+static void bad_module_unload(struct region *r)
+{
+	struct shm_rec_module m = module_rec(1, 1, 0x1000, 0, 2);
+
+	write_raw(r, &m, sizeof(m));
+}
+
+static void bad_module_range(struct region *r)
+{
+	struct shm_rec_module m = module_rec(1, 1, 0x1000, 0, 0);
+
+	m.hi = m.lo - 1;
+	write_raw(r, &m, sizeof(m));
+}
+
+static void bad_module_size(struct region *r)
+{
+	struct shm_rec_module m[2] = { module_rec(1, 1, 0x1000, 0, 0) };
+
+	m[0].hdr.size = sizeof(m);
+	write_raw(r, m, sizeof(m));
+}
+
 static void bad_head(struct region *r)
 {
 	slot(r, 0)->head += r->ring + 8;
@@ -1338,6 +1710,17 @@ static void test_client_reject_range_op(void **s) { expect_rejected(*s, bad_rang
 static void test_client_reject_range_op_zero(void **s) { expect_rejected(*s, bad_range_op_zero, 1, 2); }
 static void test_client_reject_mark_size(void **s) { expect_rejected(*s, bad_mark_size, 1, 2); }
 static void test_client_reject_counter_fn(void **s) { expect_rejected(*s, bad_counter_fn, 1, 2); }
+static void test_client_reject_stack_depth(void **s) { expect_rejected(*s, bad_stack_depth, 1, 2); }
+static void test_client_reject_stack_size(void **s) { expect_rejected(*s, bad_stack_size, 1, 2); }
+static void test_client_reject_stack_short(void **s) { expect_rejected(*s, bad_stack_short, 1, 2); }
+static void test_client_reject_stack_id(void **s) { expect_rejected(*s, bad_stack_id, 1, 2); }
+static void test_client_reject_stack_fn(void **s) { expect_rejected(*s, bad_stack_fn, 1, 2); }
+static void test_client_reject_pystack_size(void **s) { expect_rejected(*s, bad_pystack_size, 1, 2); }
+static void test_client_reject_pystack_depth(void **s) { expect_rejected(*s, bad_pystack_depth, 1, 2); }
+static void test_client_reject_module_build_id(void **s) { expect_rejected(*s, bad_module_build_id, 1, 2); }
+static void test_client_reject_module_unload(void **s) { expect_rejected(*s, bad_module_unload, 1, 2); }
+static void test_client_reject_module_range(void **s) { expect_rejected(*s, bad_module_range, 1, 2); }
+static void test_client_reject_module_size(void **s) { expect_rejected(*s, bad_module_size, 1, 2); }
 static void test_client_reject_head(void **s) { expect_rejected(*s, bad_head, 0, 1); }
 static void test_client_reject_state(void **s) { expect_rejected(*s, bad_state, 0, 1); }
 
@@ -1565,6 +1948,14 @@ int main(void)
 		T(test_client_late_free_displaced),
 		T(test_client_future_records_wait),
 		T(test_client_sample_release_only),
+		T(test_client_pending_freed_in_batch),
+		T(test_client_pending_freed_later),
+		T(test_client_pending_at_end),
+		T(test_client_pending_realloc),
+		T(test_client_pending_displaced),
+		T(test_client_stack_rows),
+		T(test_client_stack_max),
+		T(test_client_module_rows),
 		T(test_client_exec),
 		T(test_client_cuda_rows),
 		T(test_client_strings),
@@ -1602,6 +1993,17 @@ int main(void)
 		T(test_client_reject_range_op_zero),
 		T(test_client_reject_mark_size),
 		T(test_client_reject_counter_fn),
+		T(test_client_reject_stack_depth),
+		T(test_client_reject_stack_size),
+		T(test_client_reject_stack_short),
+		T(test_client_reject_stack_id),
+		T(test_client_reject_stack_fn),
+		T(test_client_reject_pystack_size),
+		T(test_client_reject_pystack_depth),
+		T(test_client_reject_module_build_id),
+		T(test_client_reject_module_unload),
+		T(test_client_reject_module_range),
+		T(test_client_reject_module_size),
 		T(test_client_reject_head),
 		T(test_client_reject_state),
 		T(test_client_reject_hwm),

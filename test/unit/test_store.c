@@ -328,6 +328,64 @@ static void test_store_batches(void **state)
 	assert_int_equal(q_int(f->db, "PRAGMA wal_checkpoint"), 0);
 }
 
+/* Allocation rows wait for the commit; their ids are final when added,
+ * also when another writer took ids between batches, and frees of pending
+ * rows (here more than one multi-row INSERT's worth) complete them. */
+static void test_store_pending_allocs(void **state)
+{
+	struct fixture *f = *state;
+	struct store *s = store_open(f->db);
+	struct store_proc p = { .pid = 5, .host = "h", .host_len = 1,
+				.rank = SHM_NO_RANK, .local_rank = SHM_NO_RANK,
+				.malloc_mode = "all", .sample_bytes = -1 };
+	struct store_alloc a = { .space = "host", .device = -1, .size = 8, .weight = 8,
+				 .fn = SHM_FN_MALLOC, .tid = 5, .end_ns = -1 };
+	int64_t proc_id, id, first = 0;
+	sqlite3 *other;
+
+	assert_int_equal(store_process_add(s, &p, &proc_id), 0);
+	a.proc_id = proc_id;
+	for (int i = 0; i < 100; i++) {
+		a.ptr = (uint64_t)i + 1;
+		a.ns = i;
+		a.stack_id = (uint32_t)i % 3;
+		assert_int_equal(store_alloc_add(s, &a, &id), 0);
+		if (!i)
+			first = id;
+		assert_int_equal(id, first + i);
+		if (i % 2)
+			assert_int_equal(store_alloc_free(s, id, SHM_FN_FREE, 6, 1000 + i,
+							  i % 4 == 1 ? -1 : 2000 + i), 0);
+	}
+	assert_int_equal(q_int(f->db, "SELECT count(*) FROM allocations"), 0);
+	assert_int_equal(store_commit(s), 0);
+	assert_int_equal(q_int(f->db, "SELECT count(*) FROM allocations"), 100);
+	assert_int_equal(q_int(f->db, "SELECT sum(id - ptr) FROM allocations"), 100 * (first - 1));
+	assert_int_equal(q_int(f->db, "SELECT count(*) FROM allocations WHERE free_ns = 1000 + "
+				      "alloc_ns AND free_fn = 2 AND free_tid = 6"), 50);
+	assert_int_equal(q_int(f->db, "SELECT count(*) FROM allocations WHERE free_end_ns = "
+				      "2000 + alloc_ns"), 25);
+	assert_int_equal(q_int(f->db, "SELECT count(*) FROM allocations WHERE free_ns IS NULL AND "
+				      "free_fn IS NULL AND free_tid IS NULL AND free_end_ns IS NULL"), 50);
+	assert_int_equal(q_int(f->db, "SELECT count(*) FROM allocations WHERE stack_id IS NULL"), 34);
+	assert_int_equal(q_int(f->db, "SELECT count(*) FROM allocations WHERE pystack_id IS NULL"), 100);
+	/* another writer between batches: the next batch's ids follow its row */
+	assert_int_equal(sqlite3_open(f->db, &other), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(other, "INSERT INTO allocations (id, proc_id, space, device, "
+				      "ptr, size, sampled, weight, alloc_fn, alloc_tid, alloc_ns) "
+				      "VALUES (1000, 1, 'host', -1, 1, 1, 0, 1, 1, 1, 1)",
+				      NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(other);
+	a.ptr = 0x999;
+	assert_int_equal(store_alloc_add(s, &a, &id), 0);
+	assert_int_equal(id, 1001);
+	/* a row of an earlier batch is updated */
+	assert_int_equal(store_alloc_free(s, first, SHM_FN_FREE, 7, 77, -1), 0);
+	assert_int_equal(store_close(s), 0);
+	assert_int_equal(q_int(f->db, "SELECT ptr FROM allocations WHERE id = 1001"), 0x999);
+	assert_int_equal(q_int(f->db, "SELECT free_ns FROM allocations WHERE ptr = 1"), 77);
+}
+
 /* A small file system: a tmpfs when we may mount one, else a file size
  * limit on this process. */
 static void make_disk_small(struct fixture *f)
@@ -419,6 +477,7 @@ int main(void)
 		T(test_store_schema_sql_whole),
 		T(test_store_migration_atomic),
 		T(test_store_batches),
+		T(test_store_pending_allocs),
 		T(test_store_disk_full),
 #undef T
 	};
