@@ -221,7 +221,8 @@ static int load_proc(struct symbolizer *s, struct sym_proc *p)
 	for (size_t i = 0; i < p->nmods; i++)
 		if (dms[i])
 			p->mods[i].status = check_build_id(dms[i], want[i]);
-	qsort(p->mods, p->nmods, sizeof(*p->mods), cmp_module);
+	if (p->nmods)
+		qsort(p->mods, p->nmods, sizeof(*p->mods), cmp_module);
 out:
 	for (size_t i = 0; want && i < p->nmods; i++)
 		free(want[i]);
