@@ -367,6 +367,18 @@ static const char *fn_kind(const struct summary *s, const struct fn_item *f)
 	return n && n->heap ? "heap" : "api";
 }
 
+/*
+ * Whether mean x count estimates the total.  In sample mode the timed heap
+ * calls are the byte-sampled ones, biased towards large blocks (slower to
+ * allocate and free), so their mean says nothing of the other calls: no
+ * total.  `all` mode times a steady 1 in 8, an unbiased subset.
+ */
+static int fn_estimable(const struct summary *s, const struct proc *p, const struct fn_item *f)
+{
+	return fn_exact(f) || !p->mode || strcmp(p->mode, "sample") != 0 ||
+	       strcmp(fn_kind(s, f), "heap") != 0;
+}
+
 /* Wall time of p in ns, or -1 while unknown (the process never ended). */
 static double proc_wall(const struct proc *p)
 {
@@ -559,7 +571,7 @@ static void table_proc(const struct summary *s, FILE *out, const struct proc *p,
 	struct gpu_proc gpu;
 	double wall = proc_wall(p);
 	int64_t dropped = proc_dropped(s, p);
-	int estimated = 0;
+	int estimated = 0, biased = 0;
 
 	fprintf(out, "Process %lld", (long long)p->pid);
 	if (p->has_rank)
@@ -599,14 +611,18 @@ static void table_proc(const struct summary *s, FILE *out, const struct proc *p,
 					"-");
 				continue;
 			}
-			estimated |= !exact;
-			snprintf(total, sizeof(total), "%s%s", exact ? "" : "~",
-				 fmt_duration(u[0], FMT_UNIT_MAX, fn_total(f)));
-			if (wall > 0)
-				snprintf(share, sizeof(share), "%s%.1f%%", exact ? "" : "~",
-					 100.0 * fn_total(f) / wall);
-			else
-				snprintf(share, sizeof(share), "-");
+			snprintf(total, sizeof(total), "-");
+			snprintf(share, sizeof(share), "-");
+			if (!fn_estimable(s, p, f)) {
+				biased = 1;
+			} else {
+				estimated |= !exact;
+				snprintf(total, sizeof(total), "%s%s", exact ? "" : "~",
+					 fmt_duration(u[0], FMT_UNIT_MAX, fn_total(f)));
+				if (wall > 0)
+					snprintf(share, sizeof(share), "%s%.1f%%", exact ? "" : "~",
+						 100.0 * fn_total(f) / wall);
+			}
 			fprintf(out, " %11s %10s %10s %10s %10s %7s\n", total,
 				fmt_duration(u[1], FMT_UNIT_MAX, f->st.mean),
 				fmt_duration(u[2], FMT_UNIT_MAX, stats_stddev(&f->st)),
@@ -615,8 +631,12 @@ static void table_proc(const struct summary *s, FILE *out, const struct proc *p,
 		}
 		if (estimated)
 			fprintf(out, "\n  ~ estimated as mean x count: only the Timed calls were timed"
-				     " (sampled heap calls, or frees of blocks allocated before"
-				     " tracing)\n");
+				     " (one heap call in 8 in `all` mode, or frees of blocks"
+				     " allocated before tracing)\n");
+		if (biased)
+			fprintf(out, "%s  - no total: in sample mode only sampled heap calls are timed,"
+				     " and sampling favours large blocks; their mean is not that of"
+				     " all calls\n", estimated ? "" : "\n");
 		fputc('\n', out);
 	}
 	gpu = gpu_proc_of(s, p, sl, sync);
@@ -751,9 +771,14 @@ static void json_proc(const struct summary *s, FILE *out, const struct proc *p,
 			fprintf(out, "%.0Lf", f->sum);
 		else
 			fputs("null", out);
-		fprintf(out, ",\"total_ns_estimated\":%.0f,\"mean_ns\":%.3f,\"stddev_ns\":%.3f,"
+		fputs(",\"total_ns_estimated\":", out);
+		if (fn_estimable(s, p, f))
+			fprintf(out, "%.0f", fn_total(f));
+		else
+			fputs("null", out);
+		fprintf(out, ",\"mean_ns\":%.3f,\"stddev_ns\":%.3f,"
 			     "\"min_ns\":%.0f,\"max_ns\":%.0f,\"wall_share\":",
-			fn_total(f), f->st.mean, stats_stddev(&f->st), f->st.min, f->st.max);
+			f->st.mean, stats_stddev(&f->st), f->st.min, f->st.max);
 		if (fn_exact(f) && wall > 0)
 			fprintf(out, "%.6f}", (double)f->sum / wall);
 		else
