@@ -1,19 +1,76 @@
 /*
- * Python frames.  States: UNKNOWN (resolve on the next call), ABSENT (no
- * runtime: checked again only after a module report found new objects,
- * py_recheck), PRESENT (all functions resolved).  Resolution may race
- * between threads; each writes the same pointers.
+ * Python frames, read the way an out-of-process profiler reads them, but
+ * from inside the thread: no GIL, no C API call that allocates or touches
+ * a reference count.  The calling thread is inside one of our hooks, that
+ * is, in C code; only it pushes and pops its own interpreter frames, so its
+ * frame chain, the code objects the frames hold (strong references) and
+ * their names cannot change while we walk.  This is what makes the walk
+ * work where PyTorch releases the GIL around op dispatch and the caching
+ * allocator calls cudaMalloc with its own mutex held: taking the GIL there
+ * could deadlock, and the C API without it is unsafe.
  *
- * Per frame: PyFrame_GetCode and PyFrame_GetBack return new references
- * (released with Py_DecRef), PyEval_GetFrame a borrowed one.  The code
- * cache maps a code object's address to its interned file and function;
- * an address reused by another code object after the first is freed would
- * show the old names (accepted: code objects of running functions live
- * long, and the cost of checking is another attribute lookup).
+ * States: UNKNOWN (resolve on the next call), ABSENT (no runtime, or a
+ * version whose layout we do not know: checked again only after a module
+ * report found new objects, py_recheck), PRESENT (functions resolved and a
+ * layout chosen).  Resolution may race between threads; each writes the
+ * same values before publishing the state with release order.
+ *
+ * Functions used, none of which needs the GIL or allocates:
+ * Py_IsInitialized (reads the runtime's flag; also guards the next call,
+ * whose thread-specific key exists only once the runtime is up),
+ * PyGILState_GetThisThreadState (pthread_getspecific of that key) and
+ * PyCode_Addr2Line (walks the code's line table; 3.11 may use the code's
+ * line array instead, read-only too).  Py_GetVersion picks the layout once.
+ *
+ * Layouts (x86-64 and other LP64 targets, default build; offsets checked
+ * with offsetof against the internal headers of 3.11.7, 3.12.1 and
+ * 3.13.0; "instr" is prev_instr in 3.11/3.12, instr_ptr in 3.13, and in
+ * all three the instruction index is (instr - co_code_adaptive) code
+ * units of 2 bytes, as _PyInterpreterFrame_LASTI computes it):
+ *
+ *                                      3.11   3.12   3.13
+ *   PyThreadState.cframe                 56     56      -
+ *   PyThreadState.current_frame           -      -     72
+ *   _PyCFrame.current_frame               8      0      -
+ *   _PyInterpreterFrame.f_code           32      0      0  (f_executable)
+ *   _PyInterpreterFrame.previous         48      8      8
+ *   _PyInterpreterFrame.instr            56     56     56
+ *   _PyInterpreterFrame.owner (char)     69     70     70
+ *   PyCodeObject.ob_size (code units)    16     16     16
+ *   PyCodeObject.co_filename            112    112    112
+ *   PyCodeObject.co_qualname            128    128    128
+ *   PyCodeObject._co_firsttraceable     168    176    184
+ *   PyCodeObject.co_code_adaptive       184    192    200
+ *   sizeof(PyASCIIObject)                48     40     40
+ *   PyCompactUnicodeObject.utf8_length   48     40     40
+ *   PyCompactUnicodeObject.utf8          56     48     48
+ *   sizeof(PyCompactUnicodeObject)       72     56     56
+ *
+ * PyASCIIObject: length at 16, state at 32 (kind bits 2..4, compact bit 5,
+ * ascii bit 6) in all three.  Frame owners: 1 generator, 3 C stack (3.12,
+ * 3.13: the interpreter's entry shims).  Frames are skipped as CPython's
+ * own tracebacks skip them (_PyFrame_IsIncomplete): owned by the C stack,
+ * or not owned by a generator with instr before the first traceable
+ * instruction.  Free-threaded builds (3.13t) and any other version are
+ * treated as having no frames.
+ *
+ * Validation: every pointer is non-NULL and 8-byte aligned, a frame's code
+ * must have the type PyCode_Type and a name the type PyUnicode_Type (this
+ * also catches an object header laid out otherwise), the instruction index
+ * must fall inside the code, and the walk stops after a bounded number of
+ * frames, skipped ones included.
+ *
+ * The code cache maps a code object's address to its interned file and
+ * function.  Threads now fill it concurrently, so each slot is a small
+ * seqlock: a writer that cannot take a slot at once does not cache, a
+ * reader that sees it changing interns the names itself.  An address
+ * reused by another code object after the first is freed would show the
+ * old names (accepted: code objects of running functions live long).
  */
 #include <dlfcn.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "intern.h"
@@ -23,22 +80,71 @@
 #define PY_ABSENT 1
 #define PY_PRESENT 2
 #define CACHE_SLOTS 4096u /* power of two */
+#define SKIP_MAX 64u      /* skipped frames allowed beyond max */
+#define NAME_MAX_UTF8 512u
+
+#define ST_KIND(s) (((s) >> 2) & 7u)
+#define ST_COMPACT 0x20u
+#define ST_ASCII 0x40u
+
+/* Byte offsets into the interpreter's structs for one version. */
+struct py_layout {
+	uint16_t ts_frame;   /* PyThreadState: cframe, or current_frame */
+	int16_t cf_frame;    /* _PyCFrame.current_frame; -1: no _PyCFrame */
+	uint16_t fr_code;
+	uint16_t fr_prev;
+	uint16_t fr_instr;
+	uint16_t fr_owner;
+	int16_t owner_cstack; /* -1: none in this version */
+	uint16_t co_firsttraceable;
+	uint16_t co_code;
+	uint16_t str_ascii;   /* sizeof(PyASCIIObject) */
+	uint16_t str_utf8len;
+	uint16_t str_utf8;
+	uint16_t str_compact; /* sizeof(PyCompactUnicodeObject) */
+};
+
+static const struct py_layout layout_311 = {
+	.ts_frame = 56, .cf_frame = 8, .fr_code = 32, .fr_prev = 48,
+	.fr_instr = 56, .fr_owner = 69, .owner_cstack = -1,
+	.co_firsttraceable = 168, .co_code = 184, .str_ascii = 48,
+	.str_utf8len = 48, .str_utf8 = 56, .str_compact = 72,
+};
+
+static const struct py_layout layout_312 = {
+	.ts_frame = 56, .cf_frame = 0, .fr_code = 0, .fr_prev = 8,
+	.fr_instr = 56, .fr_owner = 70, .owner_cstack = 3,
+	.co_firsttraceable = 176, .co_code = 192, .str_ascii = 40,
+	.str_utf8len = 40, .str_utf8 = 48, .str_compact = 56,
+};
+
+static const struct py_layout layout_313 = {
+	.ts_frame = 72, .cf_frame = -1, .fr_code = 0, .fr_prev = 8,
+	.fr_instr = 56, .fr_owner = 70, .owner_cstack = 3,
+	.co_firsttraceable = 184, .co_code = 200, .str_ascii = 40,
+	.str_utf8len = 40, .str_utf8 = 48, .str_compact = 56,
+};
+
+/* Offsets common to the three versions. */
+#define OB_TYPE 8
+#define OB_SIZE 16
+#define CO_FILENAME 112
+#define CO_QUALNAME 128
+#define STR_LENGTH 16
+#define STR_STATE 32
+#define OWNER_GENERATOR 1
 
 struct py_api {
 	int (*is_initialized)(void);
-	int (*gil_check)(void);
-	void *(*get_frame)(void);
-	void *(*frame_back)(void *);
-	void *(*frame_code)(void *);
-	int (*frame_line)(void *);
-	void *(*getattr)(void *, const char *);
-	const char *(*utf8)(void *);
-	void (*decref)(void *);
-	void *(*err_occurred)(void);
-	void (*err_clear)(void);
+	void *(*this_tstate)(void);
+	int (*addr2line)(void *, int);
+	const void *code_type;
+	const void *str_type;
+	const struct py_layout *l;
 };
 
 struct code_names {
+	unsigned seq; /* odd while a writer fills the slot */
 	const void *code;
 	uint32_t file_id;
 	uint32_t func_id;
@@ -55,20 +161,43 @@ static struct code_names cache[CACHE_SLOTS];
 			return PY_ABSENT;                                     \
 	} while (0)
 
+/* The layout for Py_GetVersion()'s text, NULL if unknown. */
+static const struct py_layout *pick_layout(const char *v)
+{
+	int major = 0, minor = 0;
+
+	if (!v || sscanf(v, "%d.%d", &major, &minor) != 2 || major != 3)
+		return NULL;
+	if (strstr(v, "free-threading"))
+		return NULL; /* another object header */
+	if (sizeof(void *) != 8)
+		return NULL;
+	switch (minor) {
+	case 11:
+		return &layout_311;
+	case 12:
+		return &layout_312;
+	case 13:
+		return &layout_313;
+	default:
+		return NULL;
+	}
+}
+
 static int resolve(void)
 {
+	const char *(*version)(void);
+
 	RESOLVE(is_initialized, "Py_IsInitialized");
-	RESOLVE(gil_check, "PyGILState_Check");
-	RESOLVE(get_frame, "PyEval_GetFrame");
-	RESOLVE(frame_back, "PyFrame_GetBack");
-	RESOLVE(frame_code, "PyFrame_GetCode");
-	RESOLVE(frame_line, "PyFrame_GetLineNumber");
-	RESOLVE(getattr, "PyObject_GetAttrString");
-	RESOLVE(utf8, "PyUnicode_AsUTF8");
-	RESOLVE(decref, "Py_DecRef");
-	RESOLVE(err_occurred, "PyErr_Occurred");
-	RESOLVE(err_clear, "PyErr_Clear");
-	return PY_PRESENT;
+	RESOLVE(this_tstate, "PyGILState_GetThisThreadState");
+	RESOLVE(addr2line, "PyCode_Addr2Line");
+	RESOLVE(code_type, "PyCode_Type");
+	RESOLVE(str_type, "PyUnicode_Type");
+	*(void **)&version = dlsym(RTLD_DEFAULT, "Py_GetVersion");
+	if (!version)
+		return PY_ABSENT;
+	py.l = pick_layout(version());
+	return py.l ? PY_PRESENT : PY_ABSENT;
 }
 
 void py_recheck(void)
@@ -79,45 +208,170 @@ void py_recheck(void)
 				    __ATOMIC_RELAXED);
 }
 
-/* The interned text of code.attr, 0 if unavailable. */
-static uint32_t attr_id(void *code, const char *attr)
+static inline int bad_ptr(const void *p)
 {
-	void *o = py.getattr(code, attr);
-	const char *s;
-	uint32_t id = 0;
-
-	if (!o) {
-		py.err_clear();
-		return 0;
-	}
-	s = py.utf8(o);
-	if (s)
-		id = intern_str(s);
-	else
-		py.err_clear();
-	py.decref(o);
-	return id;
+	return !p || ((uintptr_t)p & 7u);
 }
 
-static void names(void *code, struct shm_pyframe *f)
+static inline const void *load_ptr(const void *base, unsigned off)
+{
+	const void *p;
+
+	memcpy(&p, (const char *)base + off, sizeof(p));
+	return p;
+}
+
+static inline int64_t load_i64(const void *base, unsigned off)
+{
+	int64_t v;
+
+	memcpy(&v, (const char *)base + off, sizeof(v));
+	return v;
+}
+
+static inline uint32_t load_u32(const void *base, unsigned off)
+{
+	uint32_t v;
+
+	memcpy(&v, (const char *)base + off, sizeof(v));
+	return v;
+}
+
+/* Appends code point c as UTF-8 to buf[*n..cap); false when full. */
+static int put_utf8(char *buf, size_t *n, size_t cap, uint32_t c)
+{
+	char t[4];
+	size_t k;
+
+	if (c < 0x80) {
+		t[0] = (char)c;
+		k = 1;
+	} else if (c < 0x800) {
+		t[0] = (char)(0xc0 | (c >> 6));
+		t[1] = (char)(0x80 | (c & 0x3f));
+		k = 2;
+	} else if (c < 0x10000) {
+		t[0] = (char)(0xe0 | (c >> 12));
+		t[1] = (char)(0x80 | ((c >> 6) & 0x3f));
+		t[2] = (char)(0x80 | (c & 0x3f));
+		k = 3;
+	} else {
+		t[0] = (char)(0xf0 | ((c >> 18) & 0x07));
+		t[1] = (char)(0x80 | ((c >> 12) & 0x3f));
+		t[2] = (char)(0x80 | ((c >> 6) & 0x3f));
+		t[3] = (char)(0x80 | (c & 0x3f));
+		k = 4;
+	}
+	if (*n + k > cap)
+		return 0;
+	memcpy(buf + *n, t, k);
+	*n += k;
+	return 1;
+}
+
+/*
+ * The interned text of a str object, 0 if it is not a compact str.  ASCII
+ * data follows the PyASCIIObject; other compact strings carry a cached
+ * UTF-8 copy when one was made, else we encode their 1-, 2- or 4-byte code
+ * points ourselves (bounded, truncated at a character boundary).
+ */
+static uint32_t str_id(const void *s)
+{
+	const struct py_layout *l = py.l;
+	char buf[NAME_MAX_UTF8];
+	const unsigned char *d;
+	const char *u;
+	uint32_t st, kind, c;
+	int64_t len, i;
+	size_t n = 0;
+
+	if (bad_ptr(s) || load_ptr(s, OB_TYPE) != py.str_type)
+		return 0;
+	st = load_u32(s, STR_STATE);
+	len = load_i64(s, STR_LENGTH);
+	if (!(st & ST_COMPACT) || len < 0)
+		return 0;
+	if (st & ST_ASCII)
+		return intern_mem((const char *)s + l->str_ascii, (size_t)len);
+	u = load_ptr(s, l->str_utf8);
+	if (u) {
+		len = load_i64(s, l->str_utf8len);
+		return len >= 0 ? intern_mem(u, (size_t)len) : 0;
+	}
+	kind = ST_KIND(st);
+	d = (const unsigned char *)s + l->str_compact;
+	for (i = 0; i < len; i++) {
+		if (kind == 1)
+			c = d[i];
+		else if (kind == 2)
+			c = (uint32_t)d[2 * i] | (uint32_t)d[2 * i + 1] << 8;
+		else if (kind == 4)
+			memcpy(&c, d + 4 * i, 4);
+		else
+			return 0;
+		if (!put_utf8(buf, &n, sizeof(buf), c))
+			break;
+	}
+	return intern_mem(buf, n);
+}
+
+static void names(const void *code, struct shm_pyframe *f)
 {
 	struct code_names *c = &cache[((uintptr_t)code >> 4) & (CACHE_SLOTS - 1)];
+	unsigned s1, s2;
+	const void *k;
+	uint32_t file, func;
 
-	if (c->code != code || !c->file_id) {
-		c->code = code;
-		c->file_id = attr_id(code, "co_filename");
-		c->func_id = attr_id(code, "co_name");
+	s1 = __atomic_load_n(&c->seq, __ATOMIC_ACQUIRE);
+	k = __atomic_load_n(&c->code, __ATOMIC_RELAXED);
+	file = __atomic_load_n(&c->file_id, __ATOMIC_RELAXED);
+	func = __atomic_load_n(&c->func_id, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	s2 = __atomic_load_n(&c->seq, __ATOMIC_RELAXED);
+	if (!(s1 & 1) && s1 == s2 && k == code && file) {
+		f->file_id = file;
+		f->func_id = func;
+		return;
 	}
-	f->file_id = c->file_id;
-	f->func_id = c->func_id;
+	f->file_id = str_id(load_ptr(code, CO_FILENAME));
+	f->func_id = str_id(load_ptr(code, CO_QUALNAME));
+	if (!f->file_id || (s1 & 1) ||
+	    !__atomic_compare_exchange_n(&c->seq, &s1, s1 + 1, 0,
+					 __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+		return;
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	__atomic_store_n(&c->code, code, __ATOMIC_RELAXED);
+	__atomic_store_n(&c->file_id, f->file_id, __ATOMIC_RELAXED);
+	__atomic_store_n(&c->func_id, f->func_id, __ATOMIC_RELAXED);
+	__atomic_store_n(&c->seq, s1 + 2, __ATOMIC_RELEASE);
+}
+
+/* This thread's innermost interpreter frame, NULL if none. */
+static const void *top_frame(void)
+{
+	const struct py_layout *l = py.l;
+	const void *ts, *p;
+
+	if (!py.is_initialized())
+		return NULL;
+	ts = py.this_tstate();
+	if (bad_ptr(ts))
+		return NULL;
+	p = load_ptr(ts, l->ts_frame);
+	if (l->cf_frame >= 0 && !bad_ptr(p))
+		p = load_ptr(p, (unsigned)l->cf_frame);
+	return bad_ptr(p) ? NULL : p;
 }
 
 uint32_t py_frames(struct shm_pyframe *out, uint32_t max)
 {
 	int s = __atomic_load_n(&state, __ATOMIC_ACQUIRE);
-	void *f, *back, *code;
-	uint32_t n = 0;
-	int own = 0;
+	const struct py_layout *l;
+	const void *f, *code;
+	uintptr_t instr, first;
+	uint32_t n = 0, walked = 0;
+	int64_t units, lasti;
+	char owner;
 
 	if (__builtin_expect(s == PY_ABSENT, 1))
 		return 0;
@@ -127,22 +381,30 @@ uint32_t py_frames(struct shm_pyframe *out, uint32_t max)
 		if (s != PY_PRESENT)
 			return 0;
 	}
-	if (!py.is_initialized() || !py.gil_check() || py.err_occurred())
-		return 0;
-	for (f = py.get_frame(); f && n < max; f = back, own = 1) {
-		code = py.frame_code(f);
+	l = py.l;
+	for (f = top_frame(); f && n < max && walked < max + SKIP_MAX;
+	     f = load_ptr(f, l->fr_prev), walked++) {
+		if (bad_ptr(f))
+			break;
+		owner = *((const char *)f + l->fr_owner);
+		if (owner == l->owner_cstack)
+			continue;
+		code = load_ptr(f, l->fr_code);
+		if (bad_ptr(code) || load_ptr(code, OB_TYPE) != py.code_type)
+			continue;
+		instr = (uintptr_t)load_ptr(f, l->fr_instr);
+		first = (uintptr_t)code + l->co_code;
+		units = load_i64(code, OB_SIZE);
+		lasti = (int64_t)(instr - first) / 2;
+		if (owner != OWNER_GENERATOR &&
+		    lasti < (int64_t)(int32_t)load_u32(code, l->co_firsttraceable))
+			continue;
+		if (lasti < 0 || lasti >= units)
+			lasti = -1; /* PyCode_Addr2Line: the first line */
 		memset(&out[n], 0, sizeof(out[n]));
-		out[n].line = (uint32_t)py.frame_line(f);
-		if (code) {
-			names(code, &out[n]);
-			py.decref(code);
-		}
+		out[n].line = (uint32_t)py.addr2line((void *)code, (int)(lasti * 2));
+		names(code, &out[n]);
 		n++;
-		back = py.frame_back(f);
-		if (own)
-			py.decref(f);
 	}
-	if (own && f)
-		py.decref(f);
 	return n;
 }

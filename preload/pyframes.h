@@ -1,10 +1,10 @@
 /*
- * Python frames of the calling thread, read through the interpreter's own
- * C API (resolved with dlsym, never linked): only in a process where
- * Py_IsInitialized exists and is true, and only on a thread that holds the
- * GIL, so the frames are stable while we read them.  File and function
- * names are interned once per code object (a cache keyed by the code
- * object's address, guarded by the GIL).
+ * Python frames of the calling thread, read from the interpreter's structs
+ * by version-specific offsets (CPython 3.11, 3.12 and 3.13, default
+ * build): with or without the GIL, since only this thread changes its own
+ * frames and it is inside our hook.  No call allocates or touches a
+ * reference count.  File and qualified function names are interned once
+ * per code object (a cache keyed by the code object's address).
  */
 #ifndef SHIMMER_PYFRAMES_H
 #define SHIMMER_PYFRAMES_H
@@ -15,8 +15,9 @@
 
 /*
  * Fills out[0..max) with the thread's frames, innermost first; returns how
- * many (0: no Python, no GIL, or an exception pending that we must not
- * disturb).  Call with the re-entry guard set: the C API allocates.
+ * many (0: no Python runtime, an unsupported version, or a thread without
+ * a Python thread state).  Thread-safe; not async-signal-safe (interning
+ * may send).  Call with the re-entry guard set, as for any interning.
  * Costs one load when the process has no Python runtime.
  */
 uint32_t py_frames(struct shm_pyframe *out, uint32_t max);
