@@ -320,7 +320,21 @@ struct frame_list {
 	struct buf text;
 	size_t *start;
 	size_t n, cap;
+	size_t site; /* the frame that is the call site (innermost of the user's code) */
+	int has_site;
 };
+
+/*
+ * Python code that is not the user's: the standard library and installed
+ * packages (PyTorch's own nn.Module code, for one).  The call site of a
+ * Python stack is its innermost frame outside them, so a leak in a training
+ * script points at the script's line, not at torch/nn/modules/linear.py.
+ */
+static int python_library_file(const char *file)
+{
+	return !file || strstr(file, "/site-packages/") || strstr(file, "/dist-packages/") ||
+	       strstr(file, "/lib/python3") || strncmp(file, "<frozen ", 8) == 0;
+}
 
 static int frame_push(struct frame_list *l)
 {
@@ -379,6 +393,10 @@ static int python_frames(struct sites *s, int64_t proc_id, int64_t pystack_id,
 		err = frame_push(l);
 		if (err)
 			return err;
+		if (!l->has_site && !python_library_file(file)) {
+			l->site = l->n - 1;
+			l->has_site = 1;
+		}
 		buf_puts(&l->text, fn ? fn : "?");
 		buf_printf(&l->text, " (%s:%d)", base_name(file), sqlite3_column_int(st, 2));
 	}
@@ -404,7 +422,7 @@ static int resolve_stack(struct sites *s, struct stack_item *it, int64_t proc_id
 			err = strtab_index(&s->folded, "(no stack)", &it->folded);
 		goto out;
 	}
-	err = strtab_index(&s->names, l.text.s + l.start[0], &it->site);
+	err = strtab_index(&s->names, l.text.s + l.start[l.has_site ? l.site : 0], &it->site);
 	if (err)
 		goto out;
 	for (size_t i = l.n; i-- > 0;) {

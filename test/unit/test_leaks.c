@@ -50,21 +50,25 @@ static void exec(sqlite3 *db, const char *fmt, ...)
 static const char stacks_sql[] =
 	"INSERT INTO strings VALUES (%d, 1, '/gone/app', NULL), (%d, 2, '/gone/libcudart.so.12', NULL),"
 	" (%d, 3, 'train.py', NULL), (%d, 4, 'step', NULL), (%d, 5, 'main.py', NULL),"
-	" (%d, 6, '<module>', NULL), (%d, 7, 'step', NULL), (%d, 8, 'fwd', NULL), (%d, 9, 'init', NULL);"
+	" (%d, 6, '<module>', NULL), (%d, 7, 'step', NULL), (%d, 8, 'fwd', NULL), (%d, 9, 'init', NULL),"
+	" (%d, 10, '/usr/lib/python3/dist-packages/torch/nn/modules/linear.py', NULL),"
+	" (%d, 11, 'Linear.forward', NULL);"
 	"INSERT INTO modules (proc_id, path_id, bias, lo, hi, build_id, loaded_ns) VALUES"
 	" (%d, 1, 4194304, 4194304, 5242880, 'ab', 0), (%d, 2, 139637976727552, 139637976727552,"
 	" 139637977776128, NULL, 0);"
 	"INSERT INTO stack_frames VALUES (%d, 1, 0, 139637976731648), (%d, 1, 1, 4198964),"
 	" (%d, 1, 2, 4202496), (%d, 2, 0, 4199680), (%d, 3, 0, 2457);"
-	"INSERT INTO python_frames VALUES (%d, 1, 0, 3, 4, 42), (%d, 1, 1, 5, 6, 7);";
+	"INSERT INTO python_frames VALUES (%d, 1, 0, 10, 11, 125), (%d, 1, 1, 3, 4, 42),"
+	" (%d, 1, 2, 5, 6, 7);";
 
-/* What those stacks are called. */
+/* What those stacks are called: the Python stack's innermost frame is in an
+ * installed package (torch), so its call site is the script's frame below. */
 #define SITE_A "app+0x1234 [file gone]"
 #define FOLD_A "app+0x2000 [file gone];app+0x1234 [file gone]"
 #define SITE_B "app+0x1500 [file gone]"
 #define SITE_C "0x999"
 #define SITE_PY "step (train.py:42)"
-#define FOLD_PY "<module> (main.py:7);step (train.py:42)"
+#define FOLD_PY "<module> (main.py:7);step (train.py:42);Linear.forward (linear.py:125)"
 
 static void add_proc(sqlite3 *db, int id, int pid, const char *mode, int64_t start, int64_t end)
 {
@@ -72,7 +76,8 @@ static void add_proc(sqlite3 *db, int id, int pid, const char *mode, int64_t sta
 		 " lossless, start_wall_ns, start_ns, end_ns) VALUES (%d, %d, 1, 0, '/gone/app', %Q,"
 		 " %s, 0, 0, %lld, %lld)", id, pid, mode, strcmp(mode, "sample") ? "NULL" : "4096",
 	     (long long)start, (long long)end);
-	exec(db, stacks_sql, id, id, id, id, id, id, id, id, id, id, id, id, id, id, id, id, id, id);
+	exec(db, stacks_sql, id, id, id, id, id, id, id, id, id, id, id, id, id, id, id, id, id, id, id,
+	     id, id);
 }
 
 struct alloc {
