@@ -94,13 +94,16 @@ demo:
 	$(Q)O=$(O) test/demo
 
 install: all
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/share/shimmer/schema
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include \
+		$(DESTDIR)$(PREFIX)/share/shimmer/schema
 	install -m 755 $(SHIMMERD) $(SHIMMER) $(DESTDIR)$(PREFIX)/bin/
 	install -m 755 $(LIB) $(DESTDIR)$(PREFIX)/lib/
+	install -m 644 include/shimmer.h $(DESTDIR)$(PREFIX)/include/
 	install -m 644 schema/*.sql $(DESTDIR)$(PREFIX)/share/shimmer/schema/
 
 uninstall:
-	rm -f $(DESTDIR)$(PREFIX)/bin/shimmerd $(DESTDIR)$(PREFIX)/bin/shimmer $(DESTDIR)$(PREFIX)/lib/libshimmer.so
+	rm -f $(DESTDIR)$(PREFIX)/bin/shimmerd $(DESTDIR)$(PREFIX)/bin/shimmer $(DESTDIR)$(PREFIX)/lib/libshimmer.so \
+		$(DESTDIR)$(PREFIX)/include/shimmer.h
 	rm -rf $(DESTDIR)$(PREFIX)/share/shimmer
 
 clean:
