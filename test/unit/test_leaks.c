@@ -21,6 +21,8 @@
 #include <cmocka.h>
 #include <sqlite3.h>
 
+#include "sqlexec.h"
+
 #include "tools/leaks.h"
 
 extern const char shimmer_schema_sql[];
@@ -31,20 +33,6 @@ struct fixture {
 	char path[64];
 	sqlite3 *db;
 };
-
-static void exec(sqlite3 *db, const char *fmt, ...)
-{
-	char *sql;
-	va_list ap;
-
-	va_start(ap, fmt);
-	sql = sqlite3_vmprintf(fmt, ap);
-	va_end(ap);
-	assert_non_null(sql);
-	if (sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK)
-		fail_msg("%s: %s", sql, sqlite3_errmsg(db));
-	sqlite3_free(sql);
-}
 
 /* Stacks of every process: A enters through libcudart, B and C are plain. */
 static const char stacks_sql[] =

@@ -23,6 +23,8 @@
 #include <cmocka.h>
 #include <sqlite3.h>
 
+#include "sqlexec.h"
+
 #include "tools/symbolize.h"
 
 extern const char shimmer_schema_sql[];
@@ -109,20 +111,6 @@ struct fixture {
 	struct self self;
 	struct symbolizer *sym;
 };
-
-static void exec(sqlite3 *db, const char *fmt, ...)
-{
-	char *sql;
-	va_list ap;
-
-	va_start(ap, fmt);
-	sql = sqlite3_vmprintf(fmt, ap);
-	va_end(ap);
-	assert_non_null(sql);
-	if (sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK)
-		fail_msg("%s: %s", sql, sqlite3_errmsg(db));
-	sqlite3_free(sql);
-}
 
 /* Process 1: this program as it is; 2: with another build-id; 3: its file
  * gone. */
