@@ -96,6 +96,14 @@ if "kernels" in tables:
         print(f"   {dev * 100:6.2f}%  shimmer {a} ns  torch {b} ns  {n[:90]}")
     for n in count_bad[:8]:
         print(f"   count: shimmer {ours.get(n, [0])[0]} torch {theirs.get(n, [0])[0]}  {n[:90]}")
+    try:
+        again = json.load(open(f"{out}/torchprof2.json"))
+        self_worst = max((abs(again.get(n, [0, 0])[1] - v[1]) / v[1], n)
+                         for n, v in theirs.items() if v[1])
+        print(f"   for scale, torch.profiler against itself (a second run): worst "
+              f"{self_worst[0] * 100:.2f}%  {self_worst[1][:70]}")
+    except (OSError, ValueError):
+        pass
     tot_ours = sum(v[1] for v in ours.values())
     tot_theirs = sum(v[1] for v in theirs.values())
     print(f"   total kernel GPU time: shimmer {tot_ours / 1e6:.3f} ms, torch.profiler {tot_theirs / 1e6:.3f} ms")
