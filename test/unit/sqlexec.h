@@ -1,7 +1,9 @@
 /*
- * exec(): runs SQL formatted like sqlite3_mprintf() (%q, %Q, %lld, ...) on
- * a test's store, failing the test with the statement and SQLite's message
- * when it does not succeed.  For unit tests that build real stores.
+ * For unit tests that build real stores: store_create() makes a store of
+ * the current schema in a new temporary file, store_remove() closes and
+ * deletes it; exec() runs SQL formatted like sqlite3_mprintf() (%q, %Q,
+ * %lld, ...), failing the test with the statement and SQLite's message
+ * when it does not succeed.
  */
 #ifndef SHIMMER_TEST_SQLEXEC_H
 #define SHIMMER_TEST_SQLEXEC_H
@@ -10,6 +12,8 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 #include <sqlite3.h>
@@ -26,6 +30,27 @@ static inline void exec(sqlite3 *db, const char *fmt, ...)
 	if (sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK)
 		fail_msg("%s: %s", sql, sqlite3_errmsg(db));
 	sqlite3_free(sql);
+}
+
+extern const char shimmer_schema_sql[];
+
+/* path: a mkstemp() template, rewritten to the file's name. */
+static inline sqlite3 *store_create(char *path)
+{
+	sqlite3 *db = NULL;
+	int fd = mkstemp(path);
+
+	assert_true(fd >= 0);
+	close(fd);
+	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+	exec(db, "%s", shimmer_schema_sql);
+	return db;
+}
+
+static inline void store_remove(sqlite3 *db, const char *path)
+{
+	sqlite3_close(db);
+	unlink(path);
 }
 
 #endif

@@ -25,8 +25,6 @@
 
 #include "tools/leaks.h"
 
-extern const char shimmer_schema_sql[];
-
 #define MIB (1024.0 * 1024.0)
 
 struct fixture {
@@ -115,15 +113,10 @@ static const struct alloc grouping[] = {
 static int setup(void **state)
 {
 	struct fixture *f = calloc(1, sizeof(*f));
-	int fd;
 
 	assert_non_null(f);
 	strcpy(f->path, "/tmp/test_leaks.XXXXXX");
-	fd = mkstemp(f->path);
-	assert_true(fd >= 0);
-	close(fd);
-	assert_int_equal(sqlite3_open(f->path, &f->db), SQLITE_OK);
-	exec(f->db, "%s", shimmer_schema_sql);
+	f->db = store_create(f->path);
 	*state = f;
 	return 0;
 }
@@ -132,8 +125,7 @@ static int teardown(void **state)
 {
 	struct fixture *f = *state;
 
-	sqlite3_close(f->db);
-	unlink(f->path);
+	store_remove(f->db, f->path);
 	free(f);
 	return 0;
 }

@@ -23,8 +23,6 @@
 
 #include "tools/peak.h"
 
-extern const char shimmer_schema_sql[];
-
 #define NALLOCS 300
 #define START 5000
 
@@ -51,15 +49,10 @@ static uint64_t rnd(uint64_t n)
 static int setup(void **state)
 {
 	struct fixture *f = calloc(1, sizeof(*f));
-	int fd;
 
 	assert_non_null(f);
 	strcpy(f->path, "/tmp/test_peak.XXXXXX");
-	fd = mkstemp(f->path);
-	assert_true(fd >= 0);
-	close(fd);
-	assert_int_equal(sqlite3_open(f->path, &f->db), SQLITE_OK);
-	exec(f->db, "%s", shimmer_schema_sql);
+	f->db = store_create(f->path);
 	exec(f->db, "INSERT INTO processes (proc_id, pid, ppid, uid, exe, malloc_mode, lossless,"
 		    " start_wall_ns, start_ns, end_ns) VALUES (1, 77, 1, 0, 'w', 'all', 0, 0, %d, NULL)",
 	     START);
@@ -93,8 +86,7 @@ static int teardown(void **state)
 {
 	struct fixture *f = *state;
 
-	sqlite3_close(f->db);
-	unlink(f->path);
+	store_remove(f->db, f->path);
 	free(f);
 	return 0;
 }

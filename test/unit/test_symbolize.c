@@ -27,8 +27,6 @@
 
 #include "tools/symbolize.h"
 
-extern const char shimmer_schema_sql[];
-
 /* ---- the code symbolized ------------------------------------------------- */
 
 __attribute__((noinline)) static void *probe(void)
@@ -118,7 +116,6 @@ static int setup(void **state)
 {
 	struct fixture *f = calloc(1, sizeof(*f));
 	ssize_t n;
-	int fd;
 
 	assert_non_null(f);
 	dl_iterate_phdr(phdr_cb, &f->self);
@@ -126,11 +123,7 @@ static int setup(void **state)
 	n = readlink("/proc/self/exe", f->self.path, sizeof(f->self.path) - 1);
 	assert_true(n > 0);
 	strcpy(f->path, "/tmp/test_symbolize.XXXXXX");
-	fd = mkstemp(f->path);
-	assert_true(fd >= 0);
-	close(fd);
-	assert_int_equal(sqlite3_open(f->path, &f->db), SQLITE_OK);
-	exec(f->db, "%s", shimmer_schema_sql);
+	f->db = store_create(f->path);
 	for (int p = 1; p <= 3; p++) {
 		exec(f->db, "INSERT INTO strings VALUES (%d, 1, %Q, NULL)", p,
 		     p == 3 ? "/nonexistent/shimmer-test" : f->self.path);
@@ -150,8 +143,7 @@ static int teardown(void **state)
 	struct fixture *f = *state;
 
 	symbolizer_free(f->sym);
-	sqlite3_close(f->db);
-	unlink(f->path);
+	store_remove(f->db, f->path);
 	free(f);
 	return 0;
 }

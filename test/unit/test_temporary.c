@@ -22,8 +22,6 @@
 
 #include "tools/temporary.h"
 
-extern const char shimmer_schema_sql[];
-
 struct fixture {
 	char path[64];
 	sqlite3 *db;
@@ -50,15 +48,10 @@ static const struct alloc {
 static int setup(void **state)
 {
 	struct fixture *f = calloc(1, sizeof(*f));
-	int fd;
 
 	assert_non_null(f);
 	strcpy(f->path, "/tmp/test_temporary.XXXXXX");
-	fd = mkstemp(f->path);
-	assert_true(fd >= 0);
-	close(fd);
-	assert_int_equal(sqlite3_open(f->path, &f->db), SQLITE_OK);
-	exec(f->db, "%s", shimmer_schema_sql);
+	f->db = store_create(f->path);
 	for (int p = 1; p <= 2; p++) {
 		exec(f->db, "INSERT INTO processes (proc_id, pid, ppid, uid, exe, malloc_mode, lossless,"
 			    " start_wall_ns, start_ns, end_ns) VALUES (%d, %d, 1, 0, 'w', %Q, 0, 0, 0,"
@@ -86,8 +79,7 @@ static int teardown(void **state)
 {
 	struct fixture *f = *state;
 
-	sqlite3_close(f->db);
-	unlink(f->path);
+	store_remove(f->db, f->path);
 	free(f);
 	return 0;
 }
