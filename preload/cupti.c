@@ -92,6 +92,7 @@ static int state;
 static int disabled;
 static int exited;
 static int stop_flusher;
+static uint64_t cupti_dropped; /* records CUPTI lost, not yet counted in a slot */
 static uint32_t enabled_kinds; /* bit i: kinds[i] is on */
 static CUpti_SubscriberHandle sub;
 static uint8_t *pool[POOL];
@@ -326,18 +327,15 @@ static void emit_sync(struct shim_thread *t, const CUpti_ActivitySynchronization
 	thread_emit_wait(t, &r, sizeof(r));
 }
 
-static void CUPTIAPI buf_complete(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size,
-				  size_t valid)
+/* Turns one completed buffer into records in this thread's ring, waiting
+ * for room, then recycles the buffer. */
+static void buf_convert(uint8_t *buffer, size_t valid)
 {
 	struct shim_thread *t = &shim_tls;
 	CUpti_Activity *rec = 0;
-	size_t dropped = 0;
-	int saved = errno;
 
-	(void)size;
-	t->in_shim++;
 	/* Records of work done before a pause still belong to the trace. */
-	if (buffer && valid && __atomic_load_n(&shim.on, __ATOMIC_RELAXED) &&
+	if (__atomic_load_n(&shim.on, __ATOMIC_RELAXED) &&
 	    (t->state == TS_READY || thread_prepare(t) == 0)) {
 		while (fn.cuptiActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
 			switch (rec->kind) {
@@ -358,12 +356,76 @@ static void CUPTIAPI buf_complete(CUcontext ctx, uint32_t stream, uint8_t *buffe
 				break;
 			}
 		}
-		if (fn.cuptiActivityGetNumDroppedRecords(ctx, stream, &dropped) == CUPTI_SUCCESS &&
-		    dropped && t->ring.slot)
-			__atomic_fetch_add(&t->ring.slot->dropped, dropped, __ATOMIC_RELAXED);
 	}
-	if (buffer)
+	buf_release(buffer);
+}
+
+/*
+ * Completed buffers wait here for the converter thread.  Converting in
+ * CUPTI's own callback would hold CUPTI up whenever our ring is full (we
+ * wait for the collector there), and CUPTI may hold locks the launching
+ * threads need.  A slot is claimed with QUEUE_BUSY, filled, then published.
+ */
+#define QUEUE 64
+#define QUEUE_BUSY ((uint8_t *)1)
+static uint8_t *queue_buf[QUEUE];
+static size_t queue_valid[QUEUE];
+static int converter_up;
+static int converter_busy; /* converting: exit waits for it to finish */
+
+static int queue_put(uint8_t *buffer, size_t valid)
+{
+	for (int i = 0; i < QUEUE; i++) {
+		uint8_t *none = 0;
+
+		if (__atomic_compare_exchange_n(&queue_buf[i], &none, QUEUE_BUSY, 0,
+						__ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+			queue_valid[i] = valid;
+			__atomic_store_n(&queue_buf[i], buffer, __ATOMIC_RELEASE);
+			return 0;
+		}
+	}
+	return -1;
+}
+
+/* Converts every queued buffer; returns how many. */
+static int queue_drain(void)
+{
+	int n = 0;
+
+	for (int i = 0; i < QUEUE; i++) {
+		uint8_t *b = __atomic_load_n(&queue_buf[i], __ATOMIC_ACQUIRE);
+		size_t valid;
+
+		if (!b || b == QUEUE_BUSY)
+			continue;
+		valid = queue_valid[i];
+		if (!__atomic_compare_exchange_n(&queue_buf[i], &b, (uint8_t *)0, 0,
+						 __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+			continue;
+		buf_convert(b, valid);
+		n++;
+	}
+	return n;
+}
+
+static void CUPTIAPI buf_complete(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size,
+				  size_t valid)
+{
+	struct shim_thread *t = &shim_tls;
+	size_t dropped = 0;
+	int saved = errno;
+
+	(void)size;
+	t->in_shim++;
+	if (fn.cuptiActivityGetNumDroppedRecords(ctx, stream, &dropped) == CUPTI_SUCCESS &&
+	    dropped)
+		__atomic_fetch_add(&cupti_dropped, dropped, __ATOMIC_RELAXED);
+	if (buffer && !valid)
 		buf_release(buffer);
+	else if (buffer && (!__atomic_load_n(&converter_up, __ATOMIC_ACQUIRE) ||
+			    __atomic_load_n(&exited, __ATOMIC_ACQUIRE) || queue_put(buffer, valid) < 0))
+		buf_convert(buffer, valid);
 	t->in_shim--;
 	errno = saved;
 }
@@ -472,15 +534,41 @@ static void *flusher(void *arg)
 	return 0;
 }
 
-static int start_flusher(void)
+/* The converter: our own thread, so waiting for ring room stalls nobody
+ * else.  Counts CUPTI's dropped records into its slot. */
+static void *converter(void *arg)
+{
+	struct timespec nap = { 0, 2000000 };
+	struct shim_thread *t = &shim_tls;
+	uint64_t d;
+
+	(void)arg;
+	for (;;) {
+		int n;
+
+		__atomic_store_n(&converter_busy, 1, __ATOMIC_SEQ_CST);
+		if (__atomic_load_n(&exited, __ATOMIC_SEQ_CST)) {
+			__atomic_store_n(&converter_busy, 0, __ATOMIC_RELEASE);
+			break;
+		}
+		n = queue_drain();
+		__atomic_store_n(&converter_busy, 0, __ATOMIC_RELEASE);
+		if (!n)
+			nanosleep(&nap, 0);
+		d = __atomic_exchange_n(&cupti_dropped, 0, __ATOMIC_ACQ_REL);
+		if (d && t->ring.slot)
+			__atomic_fetch_add(&t->ring.slot->dropped, d, __ATOMIC_RELAXED);
+	}
+	return 0;
+}
+
+static int start_thread(void *(*fn_)(void *), const char *name)
 {
 	pthread_attr_t attr;
 	pthread_t tid;
 	sigset_t all, old;
 	int err;
 
-	if (fn.cuptiActivityFlushPeriod && fn.cuptiActivityFlushPeriod(FLUSH_MS) == CUPTI_SUCCESS)
-		return 0;
 	err = pthread_attr_init(&attr);
 	if (err)
 		return -err;
@@ -488,13 +576,20 @@ static int start_flusher(void)
 	/* The application's signals are not for this thread. */
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	err = pthread_create(&tid, &attr, flusher, 0);
+	err = pthread_create(&tid, &attr, fn_, 0);
 	pthread_sigmask(SIG_SETMASK, &old, 0);
 	pthread_attr_destroy(&attr);
 	if (err)
 		return -err;
-	pthread_setname_np(tid, "shimmer-flush");
+	pthread_setname_np(tid, name);
 	return 0;
+}
+
+static int start_flusher(void)
+{
+	if (fn.cuptiActivityFlushPeriod && fn.cuptiActivityFlushPeriod(FLUSH_MS) == CUPTI_SUCCESS)
+		return 0;
+	return start_thread(flusher, "shimmer-flush");
 }
 
 static void at_exit(void)
@@ -573,6 +668,8 @@ static uint32_t begin(void *h)
 	}
 	if (start_flusher() < 0)
 		shim_log("CUPTI: no periodic flush; records come when buffers fill");
+	if (start_thread(converter, "shimmer-cupti") == 0)
+		__atomic_store_n(&converter_up, 1, __ATOMIC_RELEASE);
 	if (atexit(at_exit))
 		shim_log("CUPTI: atexit failed; flushing from the destructor");
 	snprintf(text, sizeof(text), "%.700s", lib_path);
@@ -666,12 +763,28 @@ void cupti_exit(void)
 		fn.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
 		dlclose(h);
 	}
+	/* The converter stops at `exited`; let it finish the buffer in hand
+	 * (bounded: an exit must not hang), then convert what is left. */
+	for (int i = 0; i < 2000 && __atomic_load_n(&converter_busy, __ATOMIC_SEQ_CST); i++) {
+		struct timespec ms = { 0, 1000000 };
+
+		nanosleep(&ms, 0);
+	}
+	queue_drain();
+	if (t->ring.slot)
+		__atomic_fetch_add(&t->ring.slot->dropped,
+				   __atomic_exchange_n(&cupti_dropped, 0, __ATOMIC_ACQ_REL),
+				   __ATOMIC_RELAXED);
 	t->in_shim--;
 	errno = saved;
 }
 
 void cupti_fork_child(void)
 {
+	/* The parent's queued buffers and converter thread are not ours. */
+	memset(queue_buf, 0, sizeof(queue_buf));
+	converter_up = 0;
+	cupti_dropped = 0;
 	state = CS_IDLE;
 	exited = 0;
 	stop_flusher = 0;
