@@ -233,11 +233,6 @@ static inline void thread_drop(struct shim_thread *t)
 }
 
 /*
- * Performs a traced call: mode is SAMPLE or ALL; sampled says the sampler
- * chose this allocation.  Ships the record when the mode or the sampled set
- * says so.
- */
-/*
  * In `all` mode every call is shipped with its start time, but only one in
  * ALL_TIMED_EVERY per thread also reads the clock when it returns: a TSC
  * read costs about as much as glibc's whole malloc, and a steady 1-in-N
@@ -247,6 +242,11 @@ static inline void thread_drop(struct shim_thread *t)
 #define ALL_TIMED_EVERY 8u
 static __thread unsigned all_tick __attribute__((tls_model("initial-exec")));
 
+/*
+ * Performs a traced call: mode is SAMPLE or ALL; sampled says the sampler
+ * chose this allocation.  Ships the record when the mode or the sampled set
+ * says so.
+ */
 static void *traced(struct shim_thread *t, struct call *c, int mode, int sampled)
 {
 	struct shm_rec_heap r = {
@@ -310,6 +310,13 @@ static void *traced(struct shim_thread *t, struct call *c, int mode, int sampled
 	}
 	if (mode == SHM_MALLOC_SAMPLE && !sampled && !released)
 		goto out;
+	/* A record the full ring would drop is dropped here, before its stack
+	 * is unwound for nothing (an overloaded collector must not make every
+	 * call slower still); with SHIMMER_LOSSLESS=1 thread_emit() waits. */
+	if (unlikely(!shim.lossless && !ring_fits(&t->ring, sizeof(r)))) {
+		thread_drop(t);
+		goto out;
+	}
 	/* Every shipped allocation carries its stack: in `all` mode that
 	 * makes leaks exact, in sample mode it costs one capture per sample. */
 	if (!failed && (shm_fn_info[c->fn].flags & SHM_FNF_ALLOC) &&

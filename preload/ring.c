@@ -19,12 +19,18 @@ void ring_attach(struct ring_prod *p, struct shm_slot *slot, uint8_t *data,
 	p->tail = __atomic_load_n(&slot->tail, __ATOMIC_ACQUIRE);
 }
 
-void *ring_reserve(struct ring_prod *p, uint32_t len)
+/* The PAD a record of len bytes needs before it: the rest of the ring when
+ * the record does not fit there, else 0. */
+static uint32_t pad_for(const struct ring_prod *p, uint32_t len)
 {
-	uint32_t pos = (uint32_t)p->head & (p->bytes - 1);
-	uint32_t room = p->bytes - pos;
-	uint32_t pad = room < len ? room : 0;
-	struct shm_rec_hdr *h;
+	uint32_t room = p->bytes - ((uint32_t)p->head & (p->bytes - 1));
+
+	return room < len ? room : 0;
+}
+
+int ring_fits(struct ring_prod *p, uint32_t len)
+{
+	uint32_t pad = pad_for(p, len);
 
 	/* A consumer bug may put tail past head: the difference then looks
 	 * huge and we report full rather than overwrite. */
@@ -33,6 +39,17 @@ void *ring_reserve(struct ring_prod *p, uint32_t len)
 		if (p->head + pad + len - p->tail > p->bytes)
 			return 0;
 	}
+	return 1;
+}
+
+void *ring_reserve(struct ring_prod *p, uint32_t len)
+{
+	uint32_t pos = (uint32_t)p->head & (p->bytes - 1);
+	uint32_t pad = pad_for(p, len);
+	struct shm_rec_hdr *h;
+
+	if (!ring_fits(p, len))
+		return 0;
 	if (pad) {
 		h = (struct shm_rec_hdr *)(p->data + pos);
 		*h = (struct shm_rec_hdr){ .type = SHM_REC_PAD, .size = (uint16_t)pad };

@@ -26,6 +26,10 @@ struct ring_prod {
 void ring_attach(struct ring_prod *p, struct shm_slot *slot, uint8_t *data,
 		 uint32_t bytes);
 
+/* Whether a record of len bytes would be reserved now.  The consumer only
+ * frees room, so a yes holds until this producer writes again. */
+int ring_fits(struct ring_prod *p, uint32_t len);
+
 /*
  * Returns where a record of len bytes (a multiple of 8, at most 65528) may
  * be written, after padding to the ring's end if it would not fit there;

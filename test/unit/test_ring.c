@@ -164,6 +164,30 @@ static void test_ring_full_refuses(void **state)
 	free(m);
 }
 
+/* ring_fits() answers what ring_reserve() would do, padding included,
+ * and writes nothing. */
+static void test_ring_fits_predicts_reserve(void **state)
+{
+	struct ring_mem *m = ring_new(RING);
+	struct ring_prod p;
+	struct consumed c = { 0 };
+
+	(void)state;
+	/* 8 bytes left, at the end: 8 fit there; 16 need the pad too. */
+	assert_int_equal(fill(&p, m, 56), 73);
+	assert_true(ring_fits(&p, 8));
+	assert_false(ring_fits(&p, 16));
+	assert_int_equal(m->slot.head, 73 * 56);
+	consume(&m->slot, m->data, RING, &c);
+	/* Emptied: 16 fit after the pad. */
+	assert_true(ring_fits(&p, 16));
+	assert_int_equal(m->slot.head, 73 * 56);
+	/* After the pad, a record as large as the ring no longer fits. */
+	assert_false(ring_fits(&p, RING));
+	assert_non_null(ring_reserve(&p, 16));
+	free(m);
+}
+
 static void test_ring_rejects_bogus_tail(void **state)
 {
 	struct ring_mem *m = ring_new(RING);
@@ -231,6 +255,7 @@ int main(void)
 		cmocka_unit_test(test_ring_fill),
 		cmocka_unit_test(test_ring_wrap_pad),
 		cmocka_unit_test(test_ring_full_refuses),
+		cmocka_unit_test(test_ring_fits_predicts_reserve),
 		cmocka_unit_test(test_ring_rejects_bogus_tail),
 		cmocka_unit_test(test_ring_stream_threads),
 	};
