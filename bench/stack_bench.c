@@ -8,18 +8,33 @@
  * stack is the same every time, so this is the hot-site cost: unwinding
  * plus an interning lookup (the STACK record is written once).
  *
- *   stack_bench [-n PAIRS] [-w WARMUP] [-d DEPTH]
+ * Each sampled pair ships two heap records, far faster than a collector
+ * stores them, and the shim drops a record its full ring would drop before
+ * unwinding its stack: timed in one stretch, most pairs would time the drop
+ * path, not a capture.  -b splits the timed loop into bursts of BURST
+ * pairs, each after an untimed pause of PAUSE_US microseconds; bursts that
+ * fit in the ring, with pauses long enough for the collector to drain it,
+ * capture every stack (run-bench checks the store for drops).
  *
- * Output, one line on stdout:
- *   stack_bench pairs=N depth=D ns_per_pair=X cpu_ns_per_pair=Y
+ * -u FRAMES times, at the same place, libunwind's unw_backtrace of FRAMES
+ * frames instead of the pairs (run it without the shim): the part of a
+ * capture that is libunwind's own.
+ *
+ *   stack_bench [-n PAIRS] [-w WARMUP] [-d DEPTH] [-b BURST -p PAUSE_US] [-u FRAMES]
+ *
+ * Output, one line on stdout (with -u, a pair is one unw_backtrace call):
+ *   stack_bench pairs=N depth=D ns_per_pair=X cpu_ns_per_pair=Y [unw_frames=F]
  */
+#include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
 
-static unsigned long pairs = 200000, warmup = 20000;
+static unsigned long pairs = 200000, warmup = 20000, burst, pause_us;
+static int unw_frames;
+static int (*unw_bt)(void **, int);
 static volatile uintptr_t sink;
 
 static uint64_t now_ns(clockid_t clk)
@@ -32,9 +47,16 @@ static uint64_t now_ns(clockid_t clk)
 
 static void loop(unsigned long n)
 {
-	for (unsigned long i = 0; i < n; i++) {
-		char *p = malloc(64 + (i & 63));
+	void *pc[256];
 
+	for (unsigned long i = 0; i < n; i++) {
+		char *p;
+
+		if (unw_bt) {
+			sink += (uintptr_t)unw_bt(pc, unw_frames);
+			continue;
+		}
+		p = malloc(64 + (i & 63));
 		p[0] = (char)i;
 		sink += (uintptr_t)p;
 		free(p);
@@ -44,7 +66,9 @@ static void loop(unsigned long n)
 /* Not a tail call, not inlined: each level is a real frame. */
 __attribute__((noinline)) static int chain(int depth, uint64_t *wall, uint64_t *cpu)
 {
+	struct timespec nap;
 	uint64_t w0, c0;
+	unsigned long done, n;
 	int r;
 
 	if (depth > 1) {
@@ -53,11 +77,19 @@ __attribute__((noinline)) static int chain(int depth, uint64_t *wall, uint64_t *
 		return r + 1;
 	}
 	loop(warmup);
-	w0 = now_ns(CLOCK_MONOTONIC);
-	c0 = now_ns(CLOCK_THREAD_CPUTIME_ID);
-	loop(pairs);
-	*cpu = now_ns(CLOCK_THREAD_CPUTIME_ID) - c0;
-	*wall = now_ns(CLOCK_MONOTONIC) - w0;
+	nap.tv_sec = (time_t)(pause_us / 1000000u);
+	nap.tv_nsec = (long)(pause_us % 1000000u) * 1000;
+	for (done = 0; done < pairs; done += n) {
+		n = burst && burst < pairs - done ? burst : pairs - done;
+		/* The first burst too: the warm-up's records are in the ring. */
+		if (pause_us)
+			nanosleep(&nap, 0);
+		w0 = now_ns(CLOCK_MONOTONIC);
+		c0 = now_ns(CLOCK_THREAD_CPUTIME_ID);
+		loop(n);
+		*cpu += now_ns(CLOCK_THREAD_CPUTIME_ID) - c0;
+		*wall += now_ns(CLOCK_MONOTONIC) - w0;
+	}
 	return 1;
 }
 
@@ -65,8 +97,9 @@ int main(int argc, char **argv)
 {
 	uint64_t wall = 0, cpu = 0;
 	int depth = 32, c;
+	void *lib;
 
-	while ((c = getopt(argc, argv, "n:w:d:")) != -1) {
+	while ((c = getopt(argc, argv, "n:w:d:b:p:u:")) != -1) {
 		switch (c) {
 		case 'n':
 			pairs = strtoul(optarg, 0, 10);
@@ -77,19 +110,40 @@ int main(int argc, char **argv)
 		case 'd':
 			depth = atoi(optarg);
 			break;
+		case 'b':
+			burst = strtoul(optarg, 0, 10);
+			break;
+		case 'p':
+			pause_us = strtoul(optarg, 0, 10);
+			break;
+		case 'u':
+			unw_frames = atoi(optarg);
+			break;
 		default:
-			fprintf(stderr, "usage: stack_bench [-n PAIRS] [-w WARMUP] [-d DEPTH]\n");
+			fprintf(stderr, "usage: stack_bench [-n PAIRS] [-w WARMUP] [-d DEPTH] "
+					"[-b BURST -p PAUSE_US] [-u FRAMES]\n");
 			return 2;
 		}
 	}
-	if (!pairs || depth < 1) {
-		fprintf(stderr, "stack_bench: -n and -d must be positive\n");
+	if (!pairs || depth < 1 || unw_frames < 0 || unw_frames > 256) {
+		fprintf(stderr, "stack_bench: -n and -d must be positive, -u at most 256\n");
 		return 2;
+	}
+	if (unw_frames) {
+		lib = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
+		unw_bt = lib ? (int (*)(void **, int))dlsym(lib, "unw_backtrace") : 0;
+		if (!unw_bt) {
+			fprintf(stderr, "stack_bench: no unw_backtrace in libunwind.so.8\n");
+			return 1;
+		}
 	}
 	/* main and libc's start frames sit above the chain: the shim's
 	 * default depth of 32 is reached inside the chain. */
 	chain(depth, &wall, &cpu);
-	printf("stack_bench pairs=%lu depth=%d ns_per_pair=%.2f cpu_ns_per_pair=%.2f\n", pairs,
-	       depth, (double)wall / (double)pairs, (double)cpu / (double)pairs);
+	printf("stack_bench pairs=%lu depth=%d ns_per_pair=%.2f cpu_ns_per_pair=%.2f", pairs, depth,
+	       (double)wall / (double)pairs, (double)cpu / (double)pairs);
+	if (unw_frames)
+		printf(" unw_frames=%d", unw_frames);
+	printf("\n");
 	return 0;
 }
