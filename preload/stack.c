@@ -1,8 +1,17 @@
 /*
  * Stack capture and interning.  Cost per captured stack: unw_backtrace
- * over depth + a few shim frames (cached per return address by libunwind
+ * over depth + STACK_SKIP frames (cached per return address by libunwind
  * after the first time), a hash of the pcs, one probe and compare in the
- * table.  A new stack also writes its record.
+ * table.  A new stack also writes its record.  The pcs are hashed and
+ * compared where libunwind wrote them, not copied.
+ *
+ * libunwind's caching policy is left at its default: unw_backtrace's
+ * cache of return addresses is per thread whatever the policy, and a
+ * capture of known addresses takes no lock and makes no system call.  The
+ * policy governs the DWARF cache of a return address's first unwind, which
+ * masks signals around its lock (and around dl_iterate_phdr, whatever the
+ * policy); and Debian 12's libunwind 1.6.2, built without per-thread
+ * caches, turns UNW_CACHE_PER_THREAD into UNW_CACHE_GLOBAL anyway.
  *
  * The tables are process-wide (stacktab.h); the emit callback writes the
  * record into the capturing thread's ring.
@@ -17,10 +26,6 @@
 #include "stack.h"
 #include "stacktab.h"
 
-/* Shim frames above the caller: the capture, the hook's out-of-line part
- * (traced, end) and the hook.  Each extra frame unwound costs ~10 ns, so
- * no margin: more shim frames only make the stack shorter. */
-#define SKIP_MAX 3u
 #define NATIVE_CAP (1u << 16)
 #define NATIVE_WORDS (8u << 20) /* 64 MiB of pcs, reserved, not committed */
 #define PY_CAP (1u << 14)
@@ -33,16 +38,17 @@ struct stack_rec {
 
 _Static_assert(sizeof(struct shm_rec_stack) == sizeof(struct shm_rec_pystack), "stack hdrs");
 _Static_assert(sizeof(struct shm_pyframe) == 2 * sizeof(uint64_t), "pyframe words");
+_Static_assert(sizeof(void *) == sizeof(uint64_t), "pcs are words");
 
 struct emit_ctx {
 	struct shim_thread *t;
 	uint16_t type;
 };
 
-static int (*unw_bt)(void **, int);
+int (*stack_unw_bt)(void **, int);
+
 static uintptr_t self_lo, self_hi;
 static struct stacktab native, python;
-static int on;
 
 static int emit(void *arg, uint32_t id, const uint64_t *w, uint32_t n)
 {
@@ -61,25 +67,25 @@ static int emit(void *arg, uint32_t id, const uint64_t *w, uint32_t n)
 
 void stack_setup(void)
 {
+	int (*bt)(void **, int);
 	void *lib;
 
 	if (!shim.stacks)
 		return;
 	lib = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
-	unw_bt = lib ? (int (*)(void **, int))dlsym(lib, "unw_backtrace") : 0;
-	if (!unw_bt || modules_span_of((const void *)stack_setup, &self_lo, &self_hi) < 0 ||
+	bt = lib ? (int (*)(void **, int))dlsym(lib, "unw_backtrace") : 0;
+	if (!bt || modules_span_of((const void *)stack_setup, &self_lo, &self_hi) < 0 ||
 	    stacktab_init(&native, NATIVE_CAP, NATIVE_WORDS) < 0) {
 		static const char line[] = "shimmer: libunwind not available; no call stacks\n";
 
 		if (write(STDERR_FILENO, line, sizeof(line) - 1) < 0)
-			unw_bt = 0;
-		unw_bt = 0;
+			shim.stacks = 0;
 		shim.stacks = 0;
 		return;
 	}
 	if (stacktab_init(&python, PY_CAP, PY_WORDS) < 0)
 		shim_log("python stack table: no memory; no Python frames");
-	on = 1;
+	stack_unw_bt = bt;
 }
 
 void stack_fork_child(void)
@@ -88,33 +94,22 @@ void stack_fork_child(void)
 	stacktab_fork_child(&python);
 }
 
-static inline int in_self(const void *pc)
+static inline int in_self(uint64_t pc)
 {
-	return (uintptr_t)pc - self_lo < self_hi - self_lo;
+	return pc - self_lo < self_hi - self_lo;
 }
 
-uint32_t stack_native(struct shim_thread *t)
+uint32_t stack_intern(struct shim_thread *t, const uint64_t *pc, int n)
 {
-	void *pc[SHM_STACK_MAX + SKIP_MAX];
-	uint64_t w[SHM_STACK_MAX];
 	struct emit_ctx c = { .t = t, .type = SHM_REC_STACK };
-	uint32_t depth = shim.stack_depth, k = 0, id;
-	int n, i, saved;
+	int i;
 
-	if (!on)
-		return 0;
-	saved = errno;
-	t->in_shim++;
-	modules_check();
-	n = unw_bt(pc, (int)(depth + SKIP_MAX));
 	for (i = 0; i < n && in_self(pc[i]); i++)
 		;
-	for (; i < n && k < depth; i++)
-		w[k++] = (uintptr_t)pc[i];
-	id = k ? stacktab_id(&native, w, k, emit, &c) : 0;
-	t->in_shim--;
-	errno = saved;
-	return id;
+	n -= i;
+	if (n > (int)shim.stack_depth)
+		n = (int)shim.stack_depth;
+	return n > 0 ? stacktab_id(&native, pc + i, (uint32_t)n, emit, &c) : 0;
 }
 
 uint32_t stack_python(struct shim_thread *t)
@@ -124,7 +119,7 @@ uint32_t stack_python(struct shim_thread *t)
 	uint32_t n, id = 0;
 	int saved;
 
-	if (!on || !python.tab)
+	if (!stack_unw_bt || !python.tab)
 		return 0;
 	saved = errno;
 	t->in_shim++;
