@@ -44,8 +44,8 @@
 #include "cupti.h"
 #include "intern.h"
 
-#define BUF_BYTES (8u << 20)
-#define POOL 4
+#define BUF_BYTES (4u << 20)
+#define POOL 8
 #define FLUSH_MS 100u
 #define CBID_CAP 4096u /* callback ids we look at, per domain */
 #define CBID_SLACK 64u /* unnamed ids past the header's last before we stop */
@@ -58,6 +58,7 @@
 	X(cuptiActivityEnable, 1) X(cuptiActivityDisable, 1)                \
 	X(cuptiActivityRegisterCallbacks, 1)                                \
 	X(cuptiActivityRegisterTimestampCallback, 1)                        \
+	X(cuptiActivitySetAttribute, 0)                                     \
 	X(cuptiActivityFlushAll, 1) X(cuptiActivityFlushPeriod, 0)          \
 	X(cuptiActivityGetNextRecord, 1)                                    \
 	X(cuptiActivityGetNumDroppedRecords, 1) X(cuptiGetResultString, 1)
@@ -235,24 +236,41 @@ static void *load(void)
 
 /* ---- activity records ---- */
 
+/*
+ * CUPTI clears each buffer it is given before filling it, on the thread
+ * that needs it - a launching thread - unless told that buffers come
+ * zeroed (CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER).  With a buffer
+ * per thread and a flush every FLUSH_MS that is a clear of BUF_BYTES, and
+ * its page faults, on every launching thread at every flush.  So we say
+ * they come zeroed and keep that true: the pool is stocked by the
+ * converter thread with pages faulted in (buf_stock), a used buffer is
+ * cleared there after conversion (buf_release), and only an empty pool
+ * falls back to a fresh mapping (zero pages) in the caller.
+ */
+static uint8_t *buf_map(int populate)
+{
+	void *m = mmap(0, BUF_BYTES, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | (populate ? MAP_POPULATE : 0), -1, 0);
+
+	return m == MAP_FAILED ? 0 : m;
+}
+
 static void CUPTIAPI buf_request(uint8_t **buffer, size_t *size, size_t *max_records)
 {
 	uint8_t *b = 0;
-	void *m;
 	int i;
 
 	for (i = 0; i < POOL && !b; i++)
 		b = __atomic_exchange_n(&pool[i], (uint8_t *)0, __ATOMIC_ACQ_REL);
-	if (!b) {
-		m = mmap(0, BUF_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-		b = m == MAP_FAILED ? 0 : m;
-	}
+	if (!b)
+		b = buf_map(0);
 	*buffer = b;
 	*size = b ? BUF_BYTES : 0;
 	*max_records = 0;
 }
 
-static void buf_release(uint8_t *b)
+/* Into the pool if there is room, else unmapped; 0 if pooled. */
+static int buf_pool(uint8_t *b)
 {
 	uint8_t *none;
 	int i;
@@ -261,9 +279,31 @@ static void buf_release(uint8_t *b)
 		none = 0;
 		if (__atomic_compare_exchange_n(&pool[i], &none, b, 0, __ATOMIC_ACQ_REL,
 						__ATOMIC_RELAXED))
-			return;
+			return 0;
 	}
 	munmap(b, BUF_BYTES);
+	return -1;
+}
+
+/* CUPTI writes records from the buffer's start: `used` bytes of it. */
+static void buf_release(uint8_t *b, size_t used)
+{
+	memset(b, 0, used < BUF_BYTES ? used : BUF_BYTES);
+	buf_pool(b);
+}
+
+/* Tops the pool up to half full with faulted-in buffers (converter
+ * thread); the other half is room for the buffers it recycles. */
+static void buf_stock(void)
+{
+	uint8_t *b;
+	int i, have = 0;
+
+	for (i = 0; i < POOL; i++)
+		have += __atomic_load_n(&pool[i], __ATOMIC_ACQUIRE) != 0;
+	for (; have < POOL / 2; have++)
+		if (!(b = buf_map(1)) || buf_pool(b))
+			break;
 }
 
 /* The fields read below sit at the same offsets in every CONCURRENT_KERNEL
@@ -357,7 +397,7 @@ static void buf_convert(uint8_t *buffer, size_t valid)
 			}
 		}
 	}
-	buf_release(buffer);
+	buf_release(buffer, valid);
 }
 
 /*
@@ -422,7 +462,7 @@ static void CUPTIAPI buf_complete(CUcontext ctx, uint32_t stream, uint8_t *buffe
 	    dropped)
 		__atomic_fetch_add(&cupti_dropped, dropped, __ATOMIC_RELAXED);
 	if (buffer && !valid)
-		buf_release(buffer);
+		buf_release(buffer, 0);
 	else if (buffer && (!__atomic_load_n(&converter_up, __ATOMIC_ACQUIRE) ||
 			    __atomic_load_n(&exited, __ATOMIC_ACQUIRE) || queue_put(buffer, valid) < 0))
 		buf_convert(buffer, valid);
@@ -553,6 +593,7 @@ static void *converter(void *arg)
 		}
 		n = queue_drain();
 		__atomic_store_n(&converter_busy, 0, __ATOMIC_RELEASE);
+		buf_stock();
 		if (!n)
 			nanosleep(&nap, 0);
 		d = __atomic_exchange_n(&cupti_dropped, 0, __ATOMIC_ACQ_REL);
@@ -646,6 +687,15 @@ static uint32_t begin(void *h)
 	if (res != CUPTI_SUCCESS) {
 		step = "cuptiActivityRegisterTimestampCallback";
 		goto unsubscribe;
+	}
+	if (fn.cuptiActivitySetAttribute) {
+		uint8_t zeroed = 1;
+		size_t len = sizeof(zeroed);
+
+		/* Not fatal: an older CUPTI clears the buffers itself. */
+		if (fn.cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER, &len,
+						 &zeroed) != CUPTI_SUCCESS)
+			shim_log("CUPTI: buffers will be cleared by CUPTI");
 	}
 	res = fn.cuptiActivityRegisterCallbacks(buf_request, buf_complete);
 	if (res != CUPTI_SUCCESS) {

@@ -117,13 +117,17 @@ fi
 
 # --- (b) exit right after launching: the flush at exit keeps every kernel --
 # Once through the driver's injection hook, once without it (the shim starts
-# CUPTI at the first CUDA call).
-for how in injected first-call; do
+# CUPTI at the first CUDA call), and once paced over several flush periods,
+# so that buffers the shim recycled are handed to CUPTI again: the fake
+# aborts if one of them is not all zero, as the shim promised.
+for how in injected first-call paced; do
 	DB=$T/short-$how.db
 	WLOG=$T/short-$how.log
 	start_collector "$DB" || { not_ok "short ($how): collector"; continue; }
 	if [ $how = injected ]; then
 		CUDA_INJECTION64_PATH=$SHIM traced "$WL_GPU" short 25 > /dev/null 2>&1
+	elif [ $how = paced ]; then
+		CUDA_INJECTION64_PATH=$SHIM traced "$WL_GPU" short 30 25000 > /dev/null 2>&1
 	else
 		traced "$WL_GPU" short 25 > /dev/null 2>&1
 	fi

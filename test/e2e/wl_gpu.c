@@ -8,7 +8,8 @@
  *
  *   wl_gpu kernels    main thread and two workers: launches (runtime and
  *                     driver API), copies, memsets, syncs
- *   wl_gpu short N    N launches, then returns from main at once
+ *   wl_gpu short N [US]  N launches (US microseconds apart), then returns
+ *                     from main at once
  *   wl_gpu nvtx       nested push/pop, a domain with a registered string,
  *                     start/end across threads, a mark; kernels inside
  *
@@ -227,8 +228,10 @@ static int mode_kernels(void)
 	return 0;
 }
 
-static int mode_short(unsigned n)
+static int mode_short(unsigned n, unsigned pause_us)
 {
+	struct timespec pause = { pause_us / 1000000, (long)(pause_us % 1000000) * 1000 };
+
 	const void *mm = (const void *)(uintptr_t)k_matmul;
 
 	log_proc();
@@ -242,6 +245,8 @@ static int mode_short(unsigned n)
 			abort();
 		l.t1 = now();
 		log_kernel(&l);
+		if (pause_us)
+			nanosleep(&pause, NULL);
 	}
 	return 0;
 }
@@ -375,10 +380,10 @@ int main(int argc, char **argv)
 	wlog_open();
 	if (!strcmp(mode, "kernels"))
 		return mode_kernels();
-	if (!strcmp(mode, "short") && argc == 3)
-		return mode_short((unsigned)atoi(argv[2]));
+	if (!strcmp(mode, "short") && (argc == 3 || argc == 4))
+		return mode_short((unsigned)atoi(argv[2]), argc == 4 ? (unsigned)atoi(argv[3]) : 0);
 	if (!strcmp(mode, "nvtx"))
 		return mode_nvtx();
-	wlog_puts(2, "usage: wl_gpu kernels|short N|nvtx\n");
+	wlog_puts(2, "usage: wl_gpu kernels|short N [US]|nvtx\n");
 	return 2;
 }

@@ -23,7 +23,11 @@
  *    (on the caller's thread) and every flush period (worker thread);
  *  - timestamps come from the registered timestamp callback, otherwise from
  *    CLOCK_REALTIME (CUPTI's own clock is not the host's monotonic clock);
- *  - records that found no buffer are counted as dropped.
+ *  - records that found no buffer are counted as dropped;
+ *  - a buffer is cleared before use, unless the client set
+ *    CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER: then a buffer that is
+ *    not all zero breaks that promise, and the fake aborts the process
+ *    (real CUPTI would leave stale bytes in its records).
  * Differences: records are complete when written (the fake GPU is
  * synchronous); only launches carry functionParams; no resource-domain
  * callbacks; after fork the child starts with no pending records (the
@@ -40,6 +44,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cupti.h>
 
@@ -321,6 +326,38 @@ API CUptiResult cuptiGetTimestamp(uint64_t *ts)
 
 /* ---- activity buffers ------------------------------------------------- */
 
+static int zeroed_out; /* the client hands over zeroed buffers */
+
+API CUptiResult cuptiActivitySetAttribute(CUpti_ActivityAttribute attr, size_t *valueSize,
+					  void *value)
+{
+	if (!valueSize || !value)
+		return CUPTI_ERROR_INVALID_PARAMETER;
+	if (attr != CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER)
+		return CUPTI_ERROR_NOT_SUPPORTED;
+	if (*valueSize != sizeof(uint8_t))
+		return CUPTI_ERROR_INVALID_PARAMETER;
+	__atomic_store_n(&zeroed_out, *(uint8_t *)value != 0, __ATOMIC_RELEASE);
+	return CUPTI_SUCCESS;
+}
+
+static int all_zero(const uint8_t *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i])
+			return 0;
+	return 1;
+}
+
+static void broken_promise(void)
+{
+	static const char msg[] = "fake_cupti: a buffer promised zeroed is not\n";
+
+	if (write(2, msg, sizeof(msg) - 1) < 0)
+		abort();
+	abort();
+}
+
 static size_t record_size(CUpti_ActivityKind kind)
 {
 	switch (kind) {
@@ -520,6 +557,10 @@ static int append(const void *rec, size_t sz)
 		buf_req(&p, &size, &max);
 		if (!p)
 			return 0;
+		if (!__atomic_load_n(&zeroed_out, __ATOMIC_ACQUIRE))
+			memset(p, 0, size);
+		else if (!all_zero(p, size))
+			broken_promise();
 		skip = (8 - (uintptr_t)p % 8) % 8; /* records are 8-aligned */
 		if (size < skip + sz) {
 			if (buf_done) { /* unusable: give it back empty */
