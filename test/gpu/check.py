@@ -5,6 +5,7 @@ Prints one row per check and exits non-zero if any fails.
 """
 import csv
 import json
+import os
 import sqlite3
 import sys
 
@@ -25,6 +26,96 @@ def last_json(path):
         return {}
     return json.loads(lines[-1]) if lines else {}
 
+
+def step_kernels(db):
+    """Per kernel name [count, total ns] of the kernels launched inside the
+    NVTX "step" ranges, i.e. the steps the torch.profiler run profiled."""
+    ours = {}
+    for name, n, ns in db.execute("""
+        select k.name, count(*), sum(k.dur_ns) from kernels_named k
+        where exists (select 1 from ranges_named r where r.name = 'step'
+                      and r.proc_id = k.proc_id
+                      and k.launch_ns between r.start_ns and r.end_ns)
+        group by k.name"""):
+        ours[name] = [n, ns]
+    return ours
+
+
+def load(path):
+    try:
+        return json.load(open(path))
+    except (OSError, ValueError):
+        return {}
+
+
+def deviation(a, b):
+    return abs(a - b) / b if b else (0.0 if a == 0 else 1.0)
+
+
+def compare_kernels(db, prefix, label, time_verdict):
+    """Kernel names, counts and GPU time per name against torch.profiler's
+    run of the same loop (a separate process), and torch.profiler against a
+    second run of itself for scale."""
+    ours, theirs = step_kernels(db), load(f"{out}/{prefix}torchprof.json")
+    again = load(f"{out}/{prefix}torchprof2.json")
+    names = sorted(set(ours) | set(theirs), key=lambda n: -(theirs.get(n, [0, 0])[1]))
+    count_bad = [n for n in names if ours.get(n, [0])[0] != theirs.get(n, [0])[0]]
+    row(f"{label}: kernel names", len(ours), len(theirs), len(ours) == len(theirs) > 0)
+    row(f"{label}: kernel counts equal per name", len(names) - len(count_bad), len(names),
+        bool(names) and not count_bad)
+    for n in count_bad[:8]:
+        print(f"   count: shimmer {ours.get(n, [0])[0]} torch {theirs.get(n, [0])[0]}  {n[:90]}")
+    time_bad = [(n, ours.get(n, [0, 0])[1], theirs.get(n, [0, 0])[1]) for n in names]
+    time_bad = [(n, a, b, deviation(a, b)) for n, a, b in time_bad if deviation(a, b) > 0.05]
+    worst = max((deviation(ours.get(n, [0, 0])[1], theirs.get(n, [0, 0])[1]) for n in names),
+                default=0.0)
+    self_worst = max(((deviation(again.get(n, [0, 0])[1], v[1]), n)
+                      for n, v in theirs.items() if v[1]), default=(0.0, "-"))
+    if time_verdict:
+        row(f"{label}: GPU time per name within 5%", len(names) - len(time_bad), len(names),
+            bool(names) and not time_bad)
+    else:
+        print(f"   {label}, GPU time per name within 5% of torch.profiler's: "
+              f"{len(names) - len(time_bad)}/{len(names)} names (information: the probe below times one kernel in fixed conditions)")
+    print(f"   worst per-name deviation {worst * 100:.2f}%; torch.profiler against a second "
+          f"run of itself: worst {self_worst[0] * 100:.2f}% ({self_worst[1][:50]})")
+    for n, a, b, dev in time_bad[:8]:
+        print(f"   {dev * 100:6.2f}%  shimmer {a} ns  torch {b} ns  {n[:90]}")
+    tot_ours = sum(v[1] for v in ours.values())
+    tot_theirs = sum(v[1] for v in theirs.values())
+    print(f"   total kernel GPU time: shimmer {tot_ours / 1e6:.3f} ms, "
+          f"torch.profiler {tot_theirs / 1e6:.3f} ms")
+
+
+def gap_rows():
+    """The same kernel in the same conditions, timed by both tools."""
+    try:
+        import gap_probe
+        ours, theirs, n_ours, n_theirs, n = gap_probe.medians_of(
+            [f"{out}/gap1.db", f"{out}/gap2.db"], [f"{out}/gap_prof1.json", f"{out}/gap_prof2.json"])
+    except (OSError, ValueError, ImportError, sqlite3.Error) as e:
+        row("probe: foreach_sqrt per case within 5%", "error", str(e)[:14], False)
+        return
+    row("probe: kernels seen (shimmer/torch/launched)", f"{n_ours}/{n_theirs}", n,
+        n_ours == n_theirs == n)
+    try:
+        ncu = gap_probe.ncu_medians(f"{out}/gap_ncu.csv", gap_probe.CASES * gap_probe.REPS)
+    except (OSError, ValueError, KeyError) as e:
+        row("probe: shimmer tracks ncu (offset spread)", "no ncu", str(e)[:14], False)
+        return
+    # ncu times each kernel alone with its own fixed overhead: a tool that is
+    # right differs from it by one offset in every case.
+    def spread(tool):
+        off = [ncu[c] - tool[c] for c in gap_probe.CASES]
+        return max(off) - min(off), off
+    sp_ours, off_ours = spread(ours)
+    sp_theirs, off_theirs = spread(theirs)
+    row("probe: shimmer tracks ncu (offset spread ns)", f"{sp_ours:.0f}", "<= 1000",
+        sp_ours <= 1000)
+    print(f"   {'case':<12} {'ncu':>8} {'shimmer':>8} {'torch':>8}   ncu-shimmer ncu-torch (ns)")
+    for c, a, b in zip(gap_probe.CASES, off_ours, off_theirs):
+        print(f"   {c:<12} {ncu[c]:>8.0f} {ours[c]:>8.0f} {theirs[c]:>8.0f}   {a:>11.0f} {b:>9.0f}")
+    print(f"   torch.profiler's offset spread: {sp_theirs:.0f} ns")
 
 print(open(f"{out}/gpu.txt").read().strip())
 bare, traced = last_json(f"{out}/bare.json"), last_json(f"{out}/traced.json")
@@ -61,52 +152,14 @@ tables = {r[0] for r in q("select name from sqlite_master")}
 if "kernels" in tables:
     status = q("select group_concat(distinct gpu_status) from processes where gpu_status is not null")[0][0]
     row("gpu_status", status, "active", status == "active")
-    # Kernels launched inside the NVTX "step" ranges, i.e. the steps the
-    # torch.profiler run profiled.
-    ours = {}
-    for name, n, ns in q("""
-        select k.name, count(*), sum(k.dur_ns) from kernels_named k
-        where exists (select 1 from ranges_named r where r.name = 'step'
-                      and r.proc_id = k.proc_id
-                      and k.launch_ns between r.start_ns and r.end_ns)
-        group by k.name"""):
-        ours[name] = [n, ns]
     unlinked = q("select count(*) from kernels_named where launch_ns is null")[0][0]
     total_k = q("select count(*) from kernels")[0][0]
     row("kernels linked to their launching call", total_k - unlinked, total_k, unlinked == 0)
-    try:
-        theirs = json.load(open(f"{out}/torchprof.json"))
-    except OSError:
-        theirs = {}
-    names = sorted(set(ours) | set(theirs), key=lambda n: -(theirs.get(n, [0, 0])[1]))
-    count_bad = [n for n in names if ours.get(n, [0])[0] != theirs.get(n, [0])[0]]
-    row("kernel names (shimmer vs torch.profiler)", len(ours), len(theirs), len(ours) == len(theirs))
-    row("kernel counts equal per name", len(names) - len(count_bad), len(names), not count_bad)
-    time_bad = []
-    worst = 0.0
-    for n in names:
-        a, b = ours.get(n, [0, 0])[1], theirs.get(n, [0, 0])[1]
-        dev = abs(a - b) / b if b else (0.0 if a == 0 else 1.0)
-        worst = max(worst, dev)
-        if dev > 0.05:
-            time_bad.append((n, a, b, dev))
-    row("GPU time per name within 5%", len(names) - len(time_bad), len(names), not time_bad)
-    print(f"   worst per-name GPU time deviation: {worst * 100:.2f}%")
-    for n, a, b, dev in time_bad[:8]:
-        print(f"   {dev * 100:6.2f}%  shimmer {a} ns  torch {b} ns  {n[:90]}")
-    for n in count_bad[:8]:
-        print(f"   count: shimmer {ours.get(n, [0])[0]} torch {theirs.get(n, [0])[0]}  {n[:90]}")
-    try:
-        again = json.load(open(f"{out}/torchprof2.json"))
-        self_worst = max((abs(again.get(n, [0, 0])[1] - v[1]) / v[1], n)
-                         for n, v in theirs.items() if v[1])
-        print(f"   for scale, torch.profiler against itself (a second run): worst "
-              f"{self_worst[0] * 100:.2f}%  {self_worst[1][:70]}")
-    except (OSError, ValueError):
-        pass
-    tot_ours = sum(v[1] for v in ours.values())
-    tot_theirs = sum(v[1] for v in theirs.values())
-    print(f"   total kernel GPU time: shimmer {tot_ours / 1e6:.3f} ms, torch.profiler {tot_theirs / 1e6:.3f} ms")
+    compare_kernels(db, "", "launch-bound loop", time_verdict=False)
+    big_db = f"{out}/big.db"
+    if os.path.exists(big_db):
+        compare_kernels(sqlite3.connect(big_db), "big_", "GPU-bound loop", time_verdict=True)
+    gap_rows()
 
     steps = traced.get("steps", 0) + traced.get("warmup", 0)
     nest = q("""select r.name, count(*), min(r.depth), max(r.depth),
