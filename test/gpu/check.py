@@ -94,7 +94,7 @@ def gap_rows():
         ours, theirs, n_ours, n_theirs, n = gap_probe.medians_of(
             [f"{out}/gap1.db", f"{out}/gap2.db"], [f"{out}/gap_prof1.json", f"{out}/gap_prof2.json"])
     except (OSError, ValueError, ImportError, sqlite3.Error) as e:
-        row("probe: foreach_sqrt per case within 5%", "error", str(e)[:14], False)
+        row("probe: kernels seen (shimmer/torch/launched)", "error", str(e)[:14], False)
         return
     row("probe: kernels seen (shimmer/torch/launched)", f"{n_ours}/{n_theirs}", n,
         n_ours == n_theirs == n)

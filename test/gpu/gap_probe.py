@@ -1,10 +1,11 @@
-"""Does a kernel's GPU time depend on how long the GPU sat idle before it?
+"""One kernel in fixed conditions, for comparing the tools that time it.
 
-Launches torch._foreach_sqrt over the small transformer's parameters (the
-kernel that torch.profiler and shimmer disagree on in train.py) after
-controlled idle gaps, and once queued behind a busy kernel.  Run it under
-`shimmer run` and under torch.profiler (--profile FILE); then
-`gap_probe.py --report DB PROF` prints the median kernel time per case for both.
+Launches torch._foreach_sqrt over the small transformer's parameters (AdamW's
+kernel that torch.profiler and shimmer once disagreed on in train.py) queued
+behind a busy matmul, after a GPU sleep kernel, and after set idle gaps.  Run
+it under `shimmer run`, under torch.profiler (--profile FILE) and under ncu;
+test/gpu/check.py compares the three per case (medians_of, ncu_medians), and
+`gap_probe.py --report DB PROF` prints shimmer's and torch.profiler's.
 """
 import argparse
 import json
@@ -17,7 +18,7 @@ SLEEP_CYCLES = 200000  # torch.cuda._sleep: a GPU spin of ~0.1 ms that leaves th
 REPS = 40
 
 
-def run(profile, events):
+def run(profile):
     import torch
     import torch.nn as nn
     torch.manual_seed(0)
@@ -31,7 +32,7 @@ def run(profile, events):
     if profile:
         prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA])
         prof.__enter__()
-    order, timed = [], []
+    order = []
     for _ in range(REPS):
         for case in CASES:
             torch.cuda.synchronize()
@@ -43,14 +44,7 @@ def run(profile, events):
                 until = time.perf_counter_ns() + int(case[5:-2]) * 1000
                 while time.perf_counter_ns() < until:
                     pass
-            if events and case in ("queued", "after_sleep"):
-                ev = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                ev[0].record()
-                torch._foreach_sqrt(sq)
-                ev[1].record()
-                timed.append((case, ev))
-            else:
-                torch._foreach_sqrt(sq)
+            torch._foreach_sqrt(sq)
             order.append(case)
     torch.cuda.synchronize()
     if prof is not None:
@@ -59,11 +53,7 @@ def run(profile, events):
                       for ev in prof.events()
                       if ev.device_type == torch.autograd.DeviceType.CUDA and "Sqrt" in ev.name)
         json.dump({"order": order, "ns": [d for _, d in durs]}, open(profile, "w"))
-    ev_ns = {}
-    for case, ev in timed:
-        ev_ns.setdefault(case, []).append(ev[0].elapsed_time(ev[1]) * 1e6)
-    print(json.dumps({"order": order, "events_ns": {c: statistics.median(v)
-                                                     for c, v in ev_ns.items()}}), flush=True)
+    print(json.dumps({"order": order}), flush=True)
 
 
 def medians(order, ns):
@@ -121,10 +111,8 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--profile", metavar="FILE")
     ap.add_argument("--report", nargs=2, metavar=("DB", "PROF"))
-    ap.add_argument("--events", action="store_true",
-                    help="also time the queued cases with CUDA events (a bare run)")
     args = ap.parse_args()
     if args.report:
         report(*args.report)
     else:
-        run(args.profile, args.events)
+        run(args.profile)
