@@ -20,11 +20,11 @@
 #include <cmocka.h>
 #include <sqlite3.h>
 
+#include "sqlexec.h"
+
 #include "tools/fmt.h"
 #include "tools/store.h"
 #include "tools/summary.h"
-
-extern const char shimmer_schema_sql[];
 
 enum { MALLOC = 1, FREE = 2, CALLOC = 3, REALLOC = 4, CUDA_MALLOC = 11, CUDA_FREE = 12,
        CUDA_MEMCPY = 21, CUDA_LAUNCH = 22, STREAM_SYNC = 31, DEVICE_SYNC = 32,
@@ -190,16 +190,6 @@ struct fixture {
 	sqlite3 *db;
 };
 
-static void exec(sqlite3 *db, const char *sql)
-{
-	char *msg = NULL;
-
-	if (sqlite3_exec(db, sql, NULL, NULL, &msg) != SQLITE_OK) {
-		print_error("%s: %s\n", sql, msg);
-		fail();
-	}
-}
-
 static void bind_opt(sqlite3_stmt *st, int col, int64_t v, int present)
 {
 	if (present)
@@ -340,15 +330,10 @@ static void bind_drop(sqlite3_stmt *st, size_t i)
 static int setup(void **state)
 {
 	struct fixture *f = calloc(1, sizeof(*f));
-	int fd;
 
 	assert_non_null(f);
-	snprintf(f->path, sizeof(f->path), "/tmp/test_summary.XXXXXX");
-	fd = mkstemp(f->path);
-	assert_true(fd >= 0);
-	close(fd);
-	assert_int_equal(sqlite3_open(f->path, &f->db), SQLITE_OK);
-	exec(f->db, shimmer_schema_sql);
+	strcpy(f->path, "/tmp/test_summary.XXXXXX");
+	f->db = store_create(f->path);
 	exec(f->db, "BEGIN");
 	insert(f->db, "INSERT INTO functions VALUES (?, ?, ?)", bind_fn, NFNS);
 	insert(f->db,
@@ -394,8 +379,7 @@ static int teardown(void **state)
 {
 	struct fixture *f = *state;
 
-	sqlite3_close(f->db);
-	unlink(f->path);
+	store_remove(f->db, f->path);
 	free(f);
 	return 0;
 }
@@ -1432,7 +1416,7 @@ static void test_summary_schema_v1_store(void **state)
 	v1 = strndup(shimmer_schema_sql, (size_t)(v2 - shimmer_schema_sql));
 	assert_non_null(v1);
 	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
-	exec(db, v1);
+	exec(db, "%s", v1);
 	exec(db, "INSERT INTO functions VALUES (1, 'cudaDeviceSynchronize', 'cuda');"
 		 "INSERT INTO processes (proc_id, pid, ppid, uid, malloc_mode, lossless,"
 		 " start_wall_ns, start_ns, end_ns) VALUES (1, 42, 1, 0, 'off', 0, 0, 0, 1000);"
@@ -1446,8 +1430,7 @@ static void test_summary_schema_v1_store(void **state)
 	out = render(db, SUMMARY_CSV);
 	want_in(out, "\n42,,sync,1,,250,,,,,,0.250000,gpu,1\n");
 	free(out);
-	sqlite3_close(db);
-	unlink(path);
+	store_remove(db, path);
 	free(v1);
 }
 
