@@ -3,7 +3,9 @@
  * the current schema in a new temporary file, store_remove() closes and
  * deletes it; exec() runs SQL formatted like sqlite3_mprintf() (%q, %Q,
  * %lld, ...), failing the test with the statement and SQLite's message
- * when it does not succeed.
+ * when it does not succeed.  struct store_fixture is the cmocka state of
+ * tests that need one such store: store_fixture_new() in their setup,
+ * store_fixture_teardown() as their teardown.
  */
 #ifndef SHIMMER_TEST_SQLEXEC_H
 #define SHIMMER_TEST_SQLEXEC_H
@@ -13,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -51,6 +54,32 @@ static inline void store_remove(sqlite3 *db, const char *path)
 {
 	sqlite3_close(db);
 	unlink(path);
+}
+
+struct store_fixture {
+	char path[64];
+	sqlite3 *db;
+};
+
+/* tmpl: a mkstemp() template such as "/tmp/test_foo.XXXXXX". */
+static inline struct store_fixture *store_fixture_new(const char *tmpl)
+{
+	struct store_fixture *f = calloc(1, sizeof(*f));
+
+	assert_non_null(f);
+	assert_true(strlen(tmpl) < sizeof(f->path));
+	strcpy(f->path, tmpl);
+	f->db = store_create(f->path);
+	return f;
+}
+
+static inline int store_fixture_teardown(void **state)
+{
+	struct store_fixture *f = *state;
+
+	store_remove(f->db, f->path);
+	free(f);
+	return 0;
 }
 
 #endif

@@ -185,11 +185,6 @@ static const struct drop {
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 
-struct fixture {
-	char path[64];
-	sqlite3 *db;
-};
-
 static void bind_opt(sqlite3_stmt *st, int col, int64_t v, int present)
 {
 	if (present)
@@ -329,11 +324,8 @@ static void bind_drop(sqlite3_stmt *st, size_t i)
 
 static int setup(void **state)
 {
-	struct fixture *f = calloc(1, sizeof(*f));
+	struct store_fixture *f = store_fixture_new("/tmp/test_summary.XXXXXX");
 
-	assert_non_null(f);
-	strcpy(f->path, "/tmp/test_summary.XXXXXX");
-	f->db = store_create(f->path);
 	exec(f->db, "BEGIN");
 	insert(f->db, "INSERT INTO functions VALUES (?, ?, ?)", bind_fn, NFNS);
 	insert(f->db,
@@ -372,15 +364,6 @@ static int setup(void **state)
 	       bind_range, N(ranges));
 	exec(f->db, "COMMIT");
 	*state = f;
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	struct fixture *f = *state;
-
-	store_remove(f->db, f->path);
-	free(f);
 	return 0;
 }
 
@@ -584,7 +567,7 @@ static void check_row(const char *csv, const struct proc *p, int fn, const char 
 
 static void test_summary_csv_matches_rows(void **state)
 {
-	struct fixture *fx = *state;
+	struct store_fixture *fx = *state;
 	char *csv = render(fx->db, SUMMARY_CSV);
 	size_t rows = 0, want = 0;
 
@@ -613,7 +596,7 @@ static void test_summary_csv_matches_rows(void **state)
 
 static void test_summary_estimated_when_sampled(void **state)
 {
-	struct fixture *fx = *state;
+	struct store_fixture *fx = *state;
 	char *csv = render(fx->db, SUMMARY_CSV), *table = render(fx->db, SUMMARY_TABLE);
 	struct expect e = expected(2, MALLOC);
 	char f[NCOLS][64];
@@ -673,7 +656,7 @@ static void check_peak(const char *json, const struct proc *p, const char *space
 
 static void test_summary_json_peaks_and_drops(void **state)
 {
-	struct fixture *fx = *state;
+	struct store_fixture *fx = *state;
 	char *json = render(fx->db, SUMMARY_JSON);
 	sqlite3_stmt *st;
 	char want[128];
@@ -709,7 +692,7 @@ static void test_summary_json_peaks_and_drops(void **state)
 
 static void test_summary_table_warns_of_drops(void **state)
 {
-	struct fixture *fx = *state;
+	struct store_fixture *fx = *state;
 	char *table = render(fx->db, SUMMARY_TABLE);
 	char want[64];
 	int64_t dropped = 0;
@@ -1097,7 +1080,7 @@ static int is_gpu_kind(const char *k)
 
 static void test_summary_gpu_csv(void **state)
 {
-	struct fixture *fx = *state;
+	struct store_fixture *fx = *state;
 	char *csv = render(fx->db, SUMMARY_CSV);
 	size_t want = 0, rows = 0;
 
@@ -1242,7 +1225,7 @@ static void check_json_group(sqlite3 *db, const char *json, const struct proc *p
 
 static void test_summary_gpu_json(void **state)
 {
-	struct fixture *fx = *state;
+	struct store_fixture *fx = *state;
 	char *json = render(fx->db, SUMMARY_JSON), *v;
 	const struct proc *p = proc_of(1), *busy = proc_of(2), *idle = proc_of(3);
 	double wall = (double)(p->end - p->start), sync;
@@ -1337,7 +1320,7 @@ static void want_in(const char *text, const char *want)
 
 static void test_summary_gpu_table(void **state)
 {
-	struct fixture *fx = *state;
+	struct store_fixture *fx = *state;
 	char *table = render(fx->db, SUMMARY_TABLE);
 	const struct proc *p = proc_of(1), *busy = proc_of(2);
 	double wall = (double)(p->end - p->start), sync;
@@ -1437,17 +1420,18 @@ static void test_summary_schema_v1_store(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_summary_csv_matches_rows, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_summary_estimated_when_sampled, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(test_summary_json_peaks_and_drops, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_summary_table_warns_of_drops, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_summary_gpu_csv, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_summary_gpu_json, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_summary_gpu_table, setup, teardown),
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, store_fixture_teardown)
+		T(test_summary_csv_matches_rows),
+		T(test_summary_estimated_when_sampled),
+		T(test_summary_json_peaks_and_drops),
+		T(test_summary_table_warns_of_drops),
+		T(test_summary_gpu_csv),
+		T(test_summary_gpu_json),
+		T(test_summary_gpu_table),
 		cmocka_unit_test(test_summary_schema_v1_store),
 		cmocka_unit_test(test_summary_missing_store_is_not_created),
 		cmocka_unit_test(test_summary_foreign_file_is_refused),
+#undef T
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
