@@ -88,7 +88,7 @@ static void test_store_creates_schema(void **state)
 	assert_int_equal(query_int(f->db, "SELECT count(*) FROM functions"), SHM_FN_COUNT - 1);
 	/* no secondary index slows ingestion */
 	assert_int_equal(query_int(f->db, "SELECT count(*) FROM sqlite_master WHERE type = 'index' "
-				      "AND sql IS NOT NULL"), 0);
+					  "AND sql IS NOT NULL"), 0);
 }
 
 static void test_store_refuses_newer_schema(void **state)
@@ -99,7 +99,7 @@ static void test_store_refuses_newer_schema(void **state)
 	assert_non_null(s);
 	assert_int_equal(store_close(s), 0);
 	assert_int_equal(query_int(f->db, "UPDATE meta SET value = '99' WHERE key = 'schema_version' "
-				      "RETURNING 1"), 1);
+					  "RETURNING 1"), 1);
 	errno = 0;
 	assert_null(store_open(f->db));
 	assert_int_equal(errno, EPROTO);
@@ -121,12 +121,12 @@ static void exec_sql(const char *path, const char *sql)
 static void snapshot(const char *path, char *out, size_t n)
 {
 	query_text(path, "SELECT group_concat(x, ';') FROM (SELECT type || ' ' || name || ' ' || "
-		     "coalesce(sql, '') AS x FROM sqlite_master ORDER BY name)", out, n);
+			 "coalesce(sql, '') AS x FROM sqlite_master ORDER BY name)", out, n);
 	strncat(out, "|", n - strlen(out) - 1);
 	query_text(path, "SELECT (SELECT group_concat(key || '=' || value) FROM meta) || ',' || "
-		     "(SELECT count(*) FROM functions) || ',' || "
-		     "(SELECT group_concat(proc_id || ':' || pid) FROM processes) "
-		     "|| ',' || (SELECT count(*) FROM allocations)",
+			 "(SELECT count(*) FROM functions) || ',' || "
+			 "(SELECT group_concat(proc_id || ':' || pid) FROM processes) "
+			 "|| ',' || (SELECT count(*) FROM allocations)",
 	       out + strlen(out), n - strlen(out));
 }
 
@@ -170,13 +170,13 @@ static void test_store_migrates_v1(void **state)
 	assert_int_equal(query_int(f->db, "SELECT value FROM meta WHERE key = 'schema_version'"),
 			 STORE_SCHEMA_VERSION);
 	assert_int_equal(query_int(f->db, "SELECT count(*) FROM processes WHERE pid = 77 AND "
-				      "end_reason = 'exit' AND gpu_status IS NULL"), 1);
+					  "end_reason = 'exit' AND gpu_status IS NULL"), 1);
 	assert_int_equal(query_int(f->db, "SELECT count(*) FROM allocations WHERE proc_id = 1 AND "
-				      "size = 16"), 1);
+					  "size = 16"), 1);
 	assert_int_equal(query_int(f->db, "SELECT count(*) FROM processes WHERE pid = 78 AND "
-				      "gpu_status = 'no_cupti' AND gpu_status_detail = 'none'"), 1);
+					  "gpu_status = 'no_cupti' AND gpu_status_detail = 'none'"), 1);
 	assert_int_equal(query_int(f->db, "SELECT count(*) FROM kernels_named WHERE "
-				      "name = 'foo(int)' AND dur_ns = 10"), 1);
+					  "name = 'foo(int)' AND dur_ns = 10"), 1);
 	assert_int_equal(query_int(f->db, "SELECT count(*) FROM functions"), SHM_FN_COUNT - 1);
 
 	/* reopening a current store changes nothing */
@@ -236,7 +236,7 @@ static void test_store_migration_atomic(void **state)
 	snapshot(f->db, after, sizeof(after));
 	assert_string_equal(before, after);
 	assert_int_equal(query_int(f->db, "SELECT count(*) FROM sqlite_master WHERE name IN "
-				      "('strings', 'kernels')"), 0);
+					  "('strings', 'kernels')"), 0);
 	assert_int_equal(query_int(f->db, "SELECT value FROM meta WHERE key = 'schema_version'"), 1);
 }
 
@@ -288,12 +288,12 @@ static void test_store_batches(void **state)
 	assert_int_equal(store_process_end(s, proc_id, 999, "exit"), 0);
 	assert_int_equal(store_close(s), 0);
 	assert_int_equal(query_int(f->db, "SELECT free_tid * 1000 + free_end_ns FROM allocations "
-				      "WHERE free_fn = 2 AND free_ns = 20"), 6025);
+					  "WHERE free_fn = 2 AND free_ns = 20"), 6025);
 	assert_int_equal(query_int(f->db, "SELECT count * 1000 + bytes FROM function_counts"), 7070);
 	assert_int_equal(query_int(f->db, "SELECT events FROM drops"), 7);
 	assert_int_equal(query_int(f->db, "SELECT first_ns FROM threads WHERE name = 'main'"), 100);
 	assert_int_equal(query_int(f->db, "SELECT count(*) FROM threads WHERE name IS NULL AND "
-				      "tid IN (6, 7)"), 2);
+					  "tid IN (6, 7)"), 2);
 	assert_int_equal(query_int(f->db, "SELECT end_ns FROM processes WHERE end_reason = 'exit'"), 999);
 	/* a clean close leaves no WAL behind */
 	assert_int_equal(query_int(f->db, "PRAGMA wal_checkpoint"), 0);
@@ -333,13 +333,14 @@ static void test_store_pending_allocs(void **state)
 	assert_int_equal(query_int(f->db, "SELECT count(*) FROM allocations"), 100);
 	assert_int_equal(query_int(f->db, "SELECT sum(id - ptr) FROM allocations"), 100 * (first - 1));
 	assert_int_equal(query_int(f->db, "SELECT count(*) FROM allocations WHERE free_ns = 1000 + "
-				      "alloc_ns AND free_fn = 2 AND free_tid = 6"), 50);
+					  "alloc_ns AND free_fn = 2 AND free_tid = 6"), 50);
 	assert_int_equal(query_int(f->db, "SELECT count(*) FROM allocations WHERE free_end_ns = "
-				      "2000 + alloc_ns"), 25);
+					  "2000 + alloc_ns"), 25);
 	assert_int_equal(query_int(f->db, "SELECT count(*) FROM allocations WHERE free_ns IS NULL AND "
-				      "free_fn IS NULL AND free_tid IS NULL AND free_end_ns IS NULL"), 50);
+					  "free_fn IS NULL AND free_tid IS NULL AND free_end_ns IS NULL"), 50);
 	assert_int_equal(query_int(f->db, "SELECT count(*) FROM allocations WHERE stack_id IS NULL"), 34);
-	assert_int_equal(query_int(f->db, "SELECT count(*) FROM allocations WHERE pystack_id IS NULL"), 100);
+	assert_int_equal(query_int(f->db, "SELECT count(*) FROM allocations WHERE pystack_id IS NULL"),
+			 100);
 	/* another writer between batches: the next batch's ids follow its row */
 	assert_int_equal(sqlite3_open(f->db, &other), SQLITE_OK);
 	assert_int_equal(sqlite3_exec(other, "INSERT INTO allocations (id, proc_id, space, device, "
