@@ -294,7 +294,12 @@ gpu_status() {
 	q "SELECT coalesce(gpu_status, 'NULL') FROM s.processes WHERE pid IN $PIDS ORDER BY proc_id;"
 }
 
-integrity() { sq "$1" "PRAGMA integrity_check;"; }
+# check_integrity CASE DB: ok when SQLite's integrity_check of DB says ok.
+check_integrity() {
+	local res
+	res=$(sq "$2" "PRAGMA integrity_check;" 2>&1)
+	check "$1" "integrity_check: $(printf '%s\n' "$res" | head -5)" [ "$res" = ok ]
+}
 
 # ---- issue 4: call sites (leaky.c, leakstep.c) ----
 

@@ -32,8 +32,7 @@ check "collector killed: program's stdout intact" "stdout: $(cat "$T/long.out")"
 	[ "$(cat "$T/long.out")" = done ]
 check "collector killed: it was killed mid-run" "log had $lines_at_kill of $(grep -c '^C' "$WLOG") calls" \
 	[ "$lines_at_kill" -lt "$(grep -c '^C' "$WLOG")" ]
-res=$(integrity "$DB" 2>&1)
-check "collector killed: store passes integrity_check" "$res" [ "$res" = ok ]
+check_integrity "collector killed: store passes integrity_check" "$DB"
 
 # -- traced process killed --------------------------------------------------
 DB=$T/selfkill.db
@@ -73,6 +72,5 @@ load_log "$T/block-at-stop.log" "$T/shutdown-check.db" "$DB"
 expect_empty "shutdown: process and threads, end_reason shutdown" "$(diff_procs shutdown)"
 expect_empty "shutdown: CUDA calls drained" "$(diff_cuda)"
 expect_empty "shutdown: allocations drained" "$(diff_allocs)"
-res=$(integrity "$DB" 2>&1)
-check "shutdown: store passes integrity_check" "$res" [ "$res" = ok ]
+check_integrity "shutdown: store passes integrity_check" "$DB"
 finish

@@ -94,7 +94,7 @@ CREATE TEMP VIEW got_s AS SELECT p.pid, g.type,
 	FROM s.gpu_syncs g JOIN s.processes p USING (proc_id) WHERE p.pid IN $PIDS;
 $(multiset_diff exp_s got_s "pid, type, stream")")"
 
-check "kernels: store integrity" "integrity_check failed" [ "$(integrity "$DB")" = ok ]
+check_integrity "kernels: store integrity" "$DB"
 
 # --- (f) shimmer summary lists the kernels with the log's counts -----------
 "$SHIMMER" summary "$DB" --format csv > "$T/summary.csv" 2> "$T/summary.err"

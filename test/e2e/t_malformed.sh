@@ -42,6 +42,5 @@ expect_empty "good client: processes and threads" "$(diff_procs exit)"
 expect_empty "good client: CUDA calls" "$(diff_cuda)"
 expect_empty "good client: allocations" "$(diff_allocs)"
 expect_empty "good client: function_counts" "$(diff_counts)"
-res=$(integrity "$DB" 2>&1)
-check "store passes integrity_check" "$res" [ "$res" = ok ]
+check_integrity "store passes integrity_check" "$DB"
 finish

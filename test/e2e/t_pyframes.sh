@@ -6,7 +6,7 @@
 # it expects innermost first (qualified function and the line of each
 # call, from inspect).  The store's python_frames_named must show them, for
 # every CPython among 3.11, 3.12 and 3.13 found here (on PATH or under
-# pyenv's root; one not installed is skipped, said with a "#" line): the
+# pyenv's root; one not installed is a SKIP case, counted as skipped): the
 # main thread, a thread started by threading, a generator's frame and a
 # non-ASCII name.
 . "$(dirname "$0")/lib.sh"
@@ -84,7 +84,7 @@ for v in 3.11 3.12 3.13; do
 		py=
 	done
 	if [ -z "$py" ]; then
-		echo "# python$v not found: skipped"
+		echo "ok - $SCRIPT: python$v # SKIP python$v not found"
 		continue
 	fi
 	DB=$T/py$v.db

@@ -27,5 +27,5 @@ expect_empty "CUDA durations >= FAKE_CUDA_DELAY_NS" "$(q "
 SELECT 'too short:', fn, dur_ns FROM s.cuda_calls_named
 WHERE pid IN $PIDS AND dur_ns < $DELAY LIMIT 10;")"
 expect_empty "no drops" "$(q "SELECT 'dropped:', * FROM s.drops WHERE events > 0;")"
-check "integrity_check" "$(integrity "$DB")" [ "$(integrity "$DB")" = ok ]
+check_integrity "integrity_check" "$DB"
 finish

@@ -3,7 +3,11 @@
  * the current schema in a new temporary file, store_remove() closes and
  * deletes it; exec() runs SQL formatted like sqlite3_mprintf() (%q, %Q,
  * %lld, ...), failing the test with the statement and SQLite's message
- * when it does not succeed.
+ * when it does not succeed.  struct store_fixture is the cmocka state of
+ * tests that need one such store: store_fixture_new() in their setup,
+ * store_fixture_teardown() as their teardown.  query_int() and
+ * query_text() read one value from a store through a connection of their
+ * own, as another reader sees it.
  */
 #ifndef SHIMMER_TEST_SQLEXEC_H
 #define SHIMMER_TEST_SQLEXEC_H
@@ -12,7 +16,9 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -51,6 +57,66 @@ static inline void store_remove(sqlite3 *db, const char *path)
 {
 	sqlite3_close(db);
 	unlink(path);
+}
+
+/* The first column of the first row of sql, run on a new connection to the
+ * store at path: -999 when there is no row, -1000 when it is NULL. */
+static inline sqlite3_int64 query_int(const char *path, const char *sql)
+{
+	sqlite3 *db;
+	sqlite3_stmt *st;
+	sqlite3_int64 v = -999;
+
+	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+		fail_msg("%s: %s", sql, sqlite3_errmsg(db));
+	if (sqlite3_step(st) == SQLITE_ROW)
+		v = sqlite3_column_type(st, 0) == SQLITE_NULL ? -1000 : sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	sqlite3_close(db);
+	return v;
+}
+
+/* The same value as text in out[n]: "" when there is no row or it is NULL. */
+static inline void query_text(const char *path, const char *sql, char *out, size_t n)
+{
+	sqlite3 *db;
+	sqlite3_stmt *st;
+
+	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+		fail_msg("%s: %s", sql, sqlite3_errmsg(db));
+	out[0] = 0;
+	if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
+		snprintf(out, n, "%s", (const char *)sqlite3_column_text(st, 0));
+	sqlite3_finalize(st);
+	sqlite3_close(db);
+}
+
+struct store_fixture {
+	char path[64];
+	sqlite3 *db;
+};
+
+/* tmpl: a mkstemp() template such as "/tmp/test_foo.XXXXXX". */
+static inline struct store_fixture *store_fixture_new(const char *tmpl)
+{
+	struct store_fixture *f = calloc(1, sizeof(*f));
+
+	assert_non_null(f);
+	assert_true(strlen(tmpl) < sizeof(f->path));
+	strcpy(f->path, tmpl);
+	f->db = store_create(f->path);
+	return f;
+}
+
+static inline int store_fixture_teardown(void **state)
+{
+	struct store_fixture *f = *state;
+
+	store_remove(f->db, f->path);
+	free(f);
+	return 0;
 }
 
 #endif

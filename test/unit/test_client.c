@@ -20,6 +20,8 @@
 #include <cmocka.h>
 #include <sqlite3.h>
 
+#include "sqlexec.h"
+
 #include "collector/client.h"
 #include "collector/log.h"
 #include "wire.h"
@@ -256,54 +258,25 @@ static void send_simple(struct client *c, uint16_t type, size_t len, uint64_t ts
 static sqlite3_int64 q_int(struct fixture *f, const char *fmt, ...)
 {
 	char sql[512];
-	sqlite3 *db;
-	sqlite3_stmt *st;
-	sqlite3_int64 v = -999;
 	va_list ap;
 
 	va_start(ap, fmt);
 	vsnprintf(sql, sizeof(sql), fmt, ap);
 	va_end(ap);
 	assert_int_equal(store_commit(f->co.store), 0);
-	assert_int_equal(sqlite3_open(f->db, &db), SQLITE_OK);
-	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
-		fail_msg("%s: %s", sql, sqlite3_errmsg(db));
-	if (sqlite3_step(st) == SQLITE_ROW)
-		v = sqlite3_column_type(st, 0) == SQLITE_NULL ? -1000 : sqlite3_column_int64(st, 0);
-	sqlite3_finalize(st);
-	sqlite3_close(db);
-	return v;
+	return query_int(f->db, sql);
 }
 
 static void q_text(struct fixture *f, char *out, size_t n, const char *sql)
 {
-	sqlite3 *db;
-	sqlite3_stmt *st;
-
 	assert_int_equal(store_commit(f->co.store), 0);
-	assert_int_equal(sqlite3_open(f->db, &db), SQLITE_OK);
-	assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
-	out[0] = 0;
-	if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
-		snprintf(out, n, "%s", (const char *)sqlite3_column_text(st, 0));
-	sqlite3_finalize(st);
-	sqlite3_close(db);
+	query_text(f->db, sql, out, n);
 }
 
 /* Like q_int(), without committing first: what another reader sees now. */
 static sqlite3_int64 q_seen(struct fixture *f, const char *sql)
 {
-	sqlite3 *db;
-	sqlite3_stmt *st;
-	sqlite3_int64 v = -999;
-
-	assert_int_equal(sqlite3_open(f->db, &db), SQLITE_OK);
-	assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
-	if (sqlite3_step(st) == SQLITE_ROW)
-		v = sqlite3_column_int64(st, 0);
-	sqlite3_finalize(st);
-	sqlite3_close(db);
-	return v;
+	return query_int(f->db, sql);
 }
 
 /* ---- fixture ---- */

@@ -27,11 +27,6 @@
 
 #define MIB (1024.0 * 1024.0)
 
-struct fixture {
-	char path[64];
-	sqlite3 *db;
-};
-
 /* Stacks of every process: A enters through libcudart, B and C are plain. */
 static const char stacks_sql[] =
 	"INSERT INTO strings VALUES (%d, 1, '/gone/app', NULL), (%d, 2, '/gone/libcudart.so.12', NULL),"
@@ -112,21 +107,7 @@ static const struct alloc grouping[] = {
 
 static int setup(void **state)
 {
-	struct fixture *f = calloc(1, sizeof(*f));
-
-	assert_non_null(f);
-	strcpy(f->path, "/tmp/test_leaks.XXXXXX");
-	f->db = store_create(f->path);
-	*state = f;
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	struct fixture *f = *state;
-
-	store_remove(f->db, f->path);
-	free(f);
+	*state = store_fixture_new("/tmp/test_leaks.XXXXXX");
 	return 0;
 }
 
@@ -187,7 +168,7 @@ static int find_row(char *csv, int pid, const char *label, const char *site, cha
 
 static void test_leaks_groups_by_site_and_device(void **state)
 {
-	struct fixture *f = *state;
+	struct store_fixture *f = *state;
 	struct leaks_opts o;
 	char *csv, *field[NF];
 
@@ -344,7 +325,7 @@ static void check_fit(char *csv, const struct alloc *v, size_t n, const char *la
 
 static void test_leaks_regression_flags_steady_growth(void **state)
 {
-	struct fixture *f = *state;
+	struct store_fixture *f = *state;
 	struct alloc *v = calloc(NSTEPS * 3, sizeof(*v));
 	struct leaks_opts o;
 	size_t n;
@@ -382,7 +363,7 @@ static void test_leaks_regression_flags_steady_growth(void **state)
 
 static void test_leaks_table_and_json(void **state)
 {
-	struct fixture *f = *state;
+	struct store_fixture *f = *state;
 	struct alloc *v = calloc(NSTEPS * 3, sizeof(*v));
 	struct leaks_opts o;
 	sqlite3_stmt *st;
@@ -413,7 +394,7 @@ static void test_leaks_table_and_json(void **state)
 
 static void test_leaks_needs_stacks(void **state)
 {
-	struct fixture *f = *state;
+	struct store_fixture *f = *state;
 	struct leaks_opts o;
 	FILE *out = fopen("/dev/null", "w");
 
@@ -426,11 +407,12 @@ static void test_leaks_needs_stacks(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_leaks_groups_by_site_and_device, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_leaks_regression_flags_steady_growth, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(test_leaks_table_and_json, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_leaks_needs_stacks, setup, teardown),
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, store_fixture_teardown)
+		T(test_leaks_groups_by_site_and_device),
+		T(test_leaks_regression_flags_steady_growth),
+		T(test_leaks_table_and_json),
+		T(test_leaks_needs_stacks),
+#undef T
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

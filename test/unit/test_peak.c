@@ -26,11 +26,6 @@
 #define NALLOCS 300
 #define START 5000
 
-struct fixture {
-	char path[64];
-	sqlite3 *db;
-};
-
 struct alloc {
 	int device; /* -1 host */
 	int stack;  /* 1..4; stack s is the single pc 0x1000 * s + 1, in no module */
@@ -48,11 +43,8 @@ static uint64_t rnd(uint64_t n)
 
 static int setup(void **state)
 {
-	struct fixture *f = calloc(1, sizeof(*f));
+	struct store_fixture *f = store_fixture_new("/tmp/test_peak.XXXXXX");
 
-	assert_non_null(f);
-	strcpy(f->path, "/tmp/test_peak.XXXXXX");
-	f->db = store_create(f->path);
 	exec(f->db, "INSERT INTO processes (proc_id, pid, ppid, uid, exe, malloc_mode, lossless,"
 		    " start_wall_ns, start_ns, end_ns) VALUES (1, 77, 1, 0, 'w', 'all', 0, 0, %d, NULL)",
 	     START);
@@ -82,15 +74,6 @@ static int setup(void **state)
 	return 0;
 }
 
-static int teardown(void **state)
-{
-	struct fixture *f = *state;
-
-	store_remove(f->db, f->path);
-	free(f);
-	return 0;
-}
-
 static int live_at(const struct alloc *a, int64_t t)
 {
 	return a->at <= t && (!a->freed || a->freed > t);
@@ -108,7 +91,7 @@ static char *run(sqlite3 *db, enum mem_format fmt)
 	return buf;
 }
 
-static void check_peaks(struct fixture *f)
+static void check_peaks(struct store_fixture *f)
 {
 	char *csv = run(f->db, MEM_CSV), *folded = run(f->db, MEM_FOLDED);
 
@@ -162,7 +145,7 @@ static void test_peak_sites_at_the_peak(void **state)
  * many events per bucket: the same peaks. */
 static void test_peak_events_outside_the_lifetime(void **state)
 {
-	struct fixture *f = *state;
+	struct store_fixture *f = *state;
 
 	exec(f->db, "UPDATE processes SET start_ns = %d, end_ns = %d", START, START + 700);
 	check_peaks(f);
@@ -172,7 +155,7 @@ static void test_peak_events_outside_the_lifetime(void **state)
 
 static void test_peak_json_reads_back(void **state)
 {
-	struct fixture *f = *state;
+	struct store_fixture *f = *state;
 	char *json = run(f->db, MEM_JSON);
 	sqlite3_stmt *st;
 
@@ -194,9 +177,11 @@ static void test_peak_json_reads_back(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_peak_sites_at_the_peak, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_peak_events_outside_the_lifetime, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_peak_json_reads_back, setup, teardown),
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, store_fixture_teardown)
+		T(test_peak_sites_at_the_peak),
+		T(test_peak_events_outside_the_lifetime),
+		T(test_peak_json_reads_back),
+#undef T
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -153,23 +153,25 @@ static void test_stacktab_full_table(void **state)
 	struct stacktab st;
 	struct seen *s = calloc(1, sizeof(*s));
 	uint64_t w[DEPTH_MAX];
-	uint32_t k, n, got = 0, first;
+	uint32_t k, n, id, got = 0, first = 0;
 
 	(void)state;
 	/* 16 entries: filling stops at 12. */
 	assert_int_equal(stacktab_init(&st, 16, 4096), 0);
 	for (k = 0; k < 20; k++) {
 		n = make_stack(k, w);
-		if (stacktab_id(&st, w, n, record, s))
-			got++;
+		id = stacktab_id(&st, w, n, record, s);
+		if (k == 0)
+			first = id;
+		got += id != 0;
 	}
 	assert_int_equal(got, 12);
 	assert_int_equal(stacktab_full(&st), 8);
 	assert_int_equal(s->total, 12);
-	/* Known stacks are still found, without a new record. */
-	n = make_stack(0, w);
-	first = stacktab_id(&st, w, n, record, s);
+	/* Known stacks are still found, under their id, without a new record. */
 	assert_int_not_equal(first, 0);
+	n = make_stack(0, w);
+	assert_int_equal(stacktab_id(&st, w, n, record, s), first);
 	assert_int_equal(s->total, 12);
 	stacktab_fini(&st);
 	free(s);

@@ -22,47 +22,18 @@
 #include <cmocka.h>
 #include <sqlite3.h>
 
+#include "sqlexec.h"
+
 #include "collector/log.h"
 #include "collector/store.h"
 #include "wire.h"
 
-extern const char shimmer_schema_sql[];
 extern const char *const shimmer_schema_steps[];
 
 struct fixture {
 	char dir[64], db[96];
 	int mounted;
 };
-
-static sqlite3_int64 q_int(const char *path, const char *sql)
-{
-	sqlite3 *db;
-	sqlite3_stmt *st;
-	sqlite3_int64 v = -999;
-
-	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
-	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
-		fail_msg("%s: %s", sql, sqlite3_errmsg(db));
-	if (sqlite3_step(st) == SQLITE_ROW)
-		v = sqlite3_column_int64(st, 0);
-	sqlite3_finalize(st);
-	sqlite3_close(db);
-	return v;
-}
-
-static void q_text(const char *path, const char *sql, char *out, size_t n)
-{
-	sqlite3 *db;
-	sqlite3_stmt *st;
-
-	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
-	assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
-	out[0] = 0;
-	if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
-		snprintf(out, n, "%s", (const char *)sqlite3_column_text(st, 0));
-	sqlite3_finalize(st);
-	sqlite3_close(db);
-}
 
 static int setup(void **state)
 {
@@ -97,15 +68,15 @@ static void test_store_creates_schema(void **state)
 
 	assert_non_null(s);
 	assert_int_equal(store_close(s), 0);
-	assert_int_equal(q_int(f->db, "SELECT value FROM meta WHERE key = 'schema_version'"),
+	assert_int_equal(query_int(f->db, "SELECT value FROM meta WHERE key = 'schema_version'"),
 			 STORE_SCHEMA_VERSION);
-	q_text(f->db, "PRAGMA journal_mode", text, sizeof(text));
+	query_text(f->db, "PRAGMA journal_mode", text, sizeof(text));
 	assert_string_equal(text, "wal");
-	assert_int_equal(q_int(f->db, "SELECT count(*) FROM functions"), SHM_FN_COUNT - 1);
+	assert_int_equal(query_int(f->db, "SELECT count(*) FROM functions"), SHM_FN_COUNT - 1);
 	for (int fn = 1; fn < SHM_FN_COUNT; fn++) {
 		snprintf(sql, sizeof(sql), "SELECT name || ' ' || family FROM functions "
 			 "WHERE fn_id = %d", fn);
-		q_text(f->db, sql, text, sizeof(text));
+		query_text(f->db, sql, text, sizeof(text));
 		assert_memory_equal(text, shm_fn_info[fn].name, strlen(shm_fn_info[fn].name));
 		assert_string_equal(text + strlen(shm_fn_info[fn].name) + 1,
 				    shm_fn_info[fn].family == SHM_FAMILY_HEAP ? "heap" : "cuda");
@@ -114,10 +85,10 @@ static void test_store_creates_schema(void **state)
 	s = store_open(f->db);
 	assert_non_null(s);
 	assert_int_equal(store_close(s), 0);
-	assert_int_equal(q_int(f->db, "SELECT count(*) FROM functions"), SHM_FN_COUNT - 1);
+	assert_int_equal(query_int(f->db, "SELECT count(*) FROM functions"), SHM_FN_COUNT - 1);
 	/* no secondary index slows ingestion */
-	assert_int_equal(q_int(f->db, "SELECT count(*) FROM sqlite_master WHERE type = 'index' "
-				      "AND sql IS NOT NULL"), 0);
+	assert_int_equal(query_int(f->db, "SELECT count(*) FROM sqlite_master WHERE type = 'index' "
+					  "AND sql IS NOT NULL"), 0);
 }
 
 static void test_store_refuses_newer_schema(void **state)
@@ -127,12 +98,12 @@ static void test_store_refuses_newer_schema(void **state)
 
 	assert_non_null(s);
 	assert_int_equal(store_close(s), 0);
-	assert_int_equal(q_int(f->db, "UPDATE meta SET value = '99' WHERE key = 'schema_version' "
-				      "RETURNING 1"), 1);
+	assert_int_equal(query_int(f->db, "UPDATE meta SET value = '99' WHERE key = 'schema_version' "
+					  "RETURNING 1"), 1);
 	errno = 0;
 	assert_null(store_open(f->db));
 	assert_int_equal(errno, EPROTO);
-	assert_int_equal(q_int(f->db, "SELECT value FROM meta WHERE key = 'schema_version'"), 99);
+	assert_int_equal(query_int(f->db, "SELECT value FROM meta WHERE key = 'schema_version'"), 99);
 }
 
 static void exec_sql(const char *path, const char *sql)
@@ -149,13 +120,13 @@ static void exec_sql(const char *path, const char *sql)
 /* The schema's definitions and the rows a store holds, as one text. */
 static void snapshot(const char *path, char *out, size_t n)
 {
-	q_text(path, "SELECT group_concat(x, ';') FROM (SELECT type || ' ' || name || ' ' || "
-		     "coalesce(sql, '') AS x FROM sqlite_master ORDER BY name)", out, n);
+	query_text(path, "SELECT group_concat(x, ';') FROM (SELECT type || ' ' || name || ' ' || "
+			 "coalesce(sql, '') AS x FROM sqlite_master ORDER BY name)", out, n);
 	strncat(out, "|", n - strlen(out) - 1);
-	q_text(path, "SELECT (SELECT group_concat(key || '=' || value) FROM meta) || ',' || "
-		     "(SELECT count(*) FROM functions) || ',' || "
-		     "(SELECT group_concat(proc_id || ':' || pid) FROM processes) "
-		     "|| ',' || (SELECT count(*) FROM allocations)",
+	query_text(path, "SELECT (SELECT group_concat(key || '=' || value) FROM meta) || ',' || "
+			 "(SELECT count(*) FROM functions) || ',' || "
+			 "(SELECT group_concat(proc_id || ':' || pid) FROM processes) "
+			 "|| ',' || (SELECT count(*) FROM allocations)",
 	       out + strlen(out), n - strlen(out));
 }
 
@@ -185,8 +156,8 @@ static void test_store_migrates_v1(void **state)
 	int64_t proc_id;
 
 	make_v1_store(f->db);
-	assert_int_equal(q_int(f->db, "SELECT value FROM meta WHERE key = 'schema_version'"), 1);
-	assert_int_equal(q_int(f->db, "SELECT count(*) FROM sqlite_master WHERE name = 'kernels'"), 0);
+	assert_int_equal(query_int(f->db, "SELECT value FROM meta WHERE key = 'schema_version'"), 1);
+	assert_int_equal(query_int(f->db, "SELECT count(*) FROM sqlite_master WHERE name = 'kernels'"), 0);
 	s = store_open(f->db);
 	assert_non_null(s);
 	/* the new tables and columns take rows, beside the old rows */
@@ -196,17 +167,17 @@ static void test_store_migrates_v1(void **state)
 	assert_int_equal(store_string_add(s, proc_id, 1, "_Z3fooi", 7, "foo(int)"), 0);
 	assert_int_equal(store_kernel_add(s, proc_id, &k, 10, 20), 0);
 	assert_int_equal(store_close(s), 0);
-	assert_int_equal(q_int(f->db, "SELECT value FROM meta WHERE key = 'schema_version'"),
+	assert_int_equal(query_int(f->db, "SELECT value FROM meta WHERE key = 'schema_version'"),
 			 STORE_SCHEMA_VERSION);
-	assert_int_equal(q_int(f->db, "SELECT count(*) FROM processes WHERE pid = 77 AND "
-				      "end_reason = 'exit' AND gpu_status IS NULL"), 1);
-	assert_int_equal(q_int(f->db, "SELECT count(*) FROM allocations WHERE proc_id = 1 AND "
-				      "size = 16"), 1);
-	assert_int_equal(q_int(f->db, "SELECT count(*) FROM processes WHERE pid = 78 AND "
-				      "gpu_status = 'no_cupti' AND gpu_status_detail = 'none'"), 1);
-	assert_int_equal(q_int(f->db, "SELECT count(*) FROM kernels_named WHERE "
-				      "name = 'foo(int)' AND dur_ns = 10"), 1);
-	assert_int_equal(q_int(f->db, "SELECT count(*) FROM functions"), SHM_FN_COUNT - 1);
+	assert_int_equal(query_int(f->db, "SELECT count(*) FROM processes WHERE pid = 77 AND "
+					  "end_reason = 'exit' AND gpu_status IS NULL"), 1);
+	assert_int_equal(query_int(f->db, "SELECT count(*) FROM allocations WHERE proc_id = 1 AND "
+					  "size = 16"), 1);
+	assert_int_equal(query_int(f->db, "SELECT count(*) FROM processes WHERE pid = 78 AND "
+					  "gpu_status = 'no_cupti' AND gpu_status_detail = 'none'"), 1);
+	assert_int_equal(query_int(f->db, "SELECT count(*) FROM kernels_named WHERE "
+					  "name = 'foo(int)' AND dur_ns = 10"), 1);
+	assert_int_equal(query_int(f->db, "SELECT count(*) FROM functions"), SHM_FN_COUNT - 1);
 
 	/* reopening a current store changes nothing */
 	snapshot(f->db, before, sizeof(before));
@@ -244,7 +215,7 @@ static void test_store_schema_sql_whole(void **state)
 	snapshot(f->db, b, sizeof(b));
 	*strchr(b, '|') = 0;
 	assert_string_equal(a, b);
-	assert_int_equal(q_int(f->db, "SELECT value FROM meta WHERE key = 'schema_version'"),
+	assert_int_equal(query_int(f->db, "SELECT value FROM meta WHERE key = 'schema_version'"),
 			 STORE_SCHEMA_VERSION);
 	assert_null(shimmer_schema_steps[STORE_SCHEMA_VERSION]);
 }
@@ -264,9 +235,9 @@ static void test_store_migration_atomic(void **state)
 	assert_int_equal(errno, EPROTO);
 	snapshot(f->db, after, sizeof(after));
 	assert_string_equal(before, after);
-	assert_int_equal(q_int(f->db, "SELECT count(*) FROM sqlite_master WHERE name IN "
-				      "('strings', 'kernels')"), 0);
-	assert_int_equal(q_int(f->db, "SELECT value FROM meta WHERE key = 'schema_version'"), 1);
+	assert_int_equal(query_int(f->db, "SELECT count(*) FROM sqlite_master WHERE name IN "
+					  "('strings', 'kernels')"), 0);
+	assert_int_equal(query_int(f->db, "SELECT value FROM meta WHERE key = 'schema_version'"), 1);
 }
 
 static void test_store_refuses_non_database(void **state)
@@ -296,9 +267,9 @@ static void test_store_batches(void **state)
 	a.proc_id = proc_id;
 	assert_int_equal(store_alloc_add(s, &a, &id), 0);
 	/* not committed: another connection does not see it */
-	assert_int_equal(q_int(f->db, "SELECT count(*) FROM allocations"), 0);
+	assert_int_equal(query_int(f->db, "SELECT count(*) FROM allocations"), 0);
 	assert_int_equal(store_commit(s), 0);
-	assert_int_equal(q_int(f->db, "SELECT count(*) FROM allocations"), 1);
+	assert_int_equal(query_int(f->db, "SELECT count(*) FROM allocations"), 1);
 	assert_int_equal(store_alloc_free(s, id, SHM_FN_FREE, 6, 20, 25), 0);
 	assert_int_equal(store_count_add(s, proc_id, 5, SHM_FN_MALLOC, 3, 30), 0);
 	assert_int_equal(store_count_add(s, proc_id, 5, SHM_FN_MALLOC, 4, 40), 0);
@@ -316,16 +287,16 @@ static void test_store_batches(void **state)
 	assert_int_equal(id, 0);
 	assert_int_equal(store_process_end(s, proc_id, 999, "exit"), 0);
 	assert_int_equal(store_close(s), 0);
-	assert_int_equal(q_int(f->db, "SELECT free_tid * 1000 + free_end_ns FROM allocations "
-				      "WHERE free_fn = 2 AND free_ns = 20"), 6025);
-	assert_int_equal(q_int(f->db, "SELECT count * 1000 + bytes FROM function_counts"), 7070);
-	assert_int_equal(q_int(f->db, "SELECT events FROM drops"), 7);
-	assert_int_equal(q_int(f->db, "SELECT first_ns FROM threads WHERE name = 'main'"), 100);
-	assert_int_equal(q_int(f->db, "SELECT count(*) FROM threads WHERE name IS NULL AND "
-				      "tid IN (6, 7)"), 2);
-	assert_int_equal(q_int(f->db, "SELECT end_ns FROM processes WHERE end_reason = 'exit'"), 999);
+	assert_int_equal(query_int(f->db, "SELECT free_tid * 1000 + free_end_ns FROM allocations "
+					  "WHERE free_fn = 2 AND free_ns = 20"), 6025);
+	assert_int_equal(query_int(f->db, "SELECT count * 1000 + bytes FROM function_counts"), 7070);
+	assert_int_equal(query_int(f->db, "SELECT events FROM drops"), 7);
+	assert_int_equal(query_int(f->db, "SELECT first_ns FROM threads WHERE name = 'main'"), 100);
+	assert_int_equal(query_int(f->db, "SELECT count(*) FROM threads WHERE name IS NULL AND "
+					  "tid IN (6, 7)"), 2);
+	assert_int_equal(query_int(f->db, "SELECT end_ns FROM processes WHERE end_reason = 'exit'"), 999);
 	/* a clean close leaves no WAL behind */
-	assert_int_equal(q_int(f->db, "PRAGMA wal_checkpoint"), 0);
+	assert_int_equal(query_int(f->db, "PRAGMA wal_checkpoint"), 0);
 }
 
 /* Allocation rows wait for the commit; their ids are final when added,
@@ -357,18 +328,19 @@ static void test_store_pending_allocs(void **state)
 			assert_int_equal(store_alloc_free(s, id, SHM_FN_FREE, 6, 1000 + i,
 							  i % 4 == 1 ? -1 : 2000 + i), 0);
 	}
-	assert_int_equal(q_int(f->db, "SELECT count(*) FROM allocations"), 0);
+	assert_int_equal(query_int(f->db, "SELECT count(*) FROM allocations"), 0);
 	assert_int_equal(store_commit(s), 0);
-	assert_int_equal(q_int(f->db, "SELECT count(*) FROM allocations"), 100);
-	assert_int_equal(q_int(f->db, "SELECT sum(id - ptr) FROM allocations"), 100 * (first - 1));
-	assert_int_equal(q_int(f->db, "SELECT count(*) FROM allocations WHERE free_ns = 1000 + "
-				      "alloc_ns AND free_fn = 2 AND free_tid = 6"), 50);
-	assert_int_equal(q_int(f->db, "SELECT count(*) FROM allocations WHERE free_end_ns = "
-				      "2000 + alloc_ns"), 25);
-	assert_int_equal(q_int(f->db, "SELECT count(*) FROM allocations WHERE free_ns IS NULL AND "
-				      "free_fn IS NULL AND free_tid IS NULL AND free_end_ns IS NULL"), 50);
-	assert_int_equal(q_int(f->db, "SELECT count(*) FROM allocations WHERE stack_id IS NULL"), 34);
-	assert_int_equal(q_int(f->db, "SELECT count(*) FROM allocations WHERE pystack_id IS NULL"), 100);
+	assert_int_equal(query_int(f->db, "SELECT count(*) FROM allocations"), 100);
+	assert_int_equal(query_int(f->db, "SELECT sum(id - ptr) FROM allocations"), 100 * (first - 1));
+	assert_int_equal(query_int(f->db, "SELECT count(*) FROM allocations WHERE free_ns = 1000 + "
+					  "alloc_ns AND free_fn = 2 AND free_tid = 6"), 50);
+	assert_int_equal(query_int(f->db, "SELECT count(*) FROM allocations WHERE free_end_ns = "
+					  "2000 + alloc_ns"), 25);
+	assert_int_equal(query_int(f->db, "SELECT count(*) FROM allocations WHERE free_ns IS NULL AND "
+					  "free_fn IS NULL AND free_tid IS NULL AND free_end_ns IS NULL"), 50);
+	assert_int_equal(query_int(f->db, "SELECT count(*) FROM allocations WHERE stack_id IS NULL"), 34);
+	assert_int_equal(query_int(f->db, "SELECT count(*) FROM allocations WHERE pystack_id IS NULL"),
+			 100);
 	/* another writer between batches: the next batch's ids follow its row */
 	assert_int_equal(sqlite3_open(f->db, &other), SQLITE_OK);
 	assert_int_equal(sqlite3_exec(other, "INSERT INTO allocations (id, proc_id, space, device, "
@@ -382,8 +354,8 @@ static void test_store_pending_allocs(void **state)
 	/* a row of an earlier batch is updated */
 	assert_int_equal(store_alloc_free(s, first, SHM_FN_FREE, 7, 77, -1), 0);
 	assert_int_equal(store_close(s), 0);
-	assert_int_equal(q_int(f->db, "SELECT ptr FROM allocations WHERE id = 1001"), 0x999);
-	assert_int_equal(q_int(f->db, "SELECT free_ns FROM allocations WHERE ptr = 1"), 77);
+	assert_int_equal(query_int(f->db, "SELECT ptr FROM allocations WHERE id = 1001"), 0x999);
+	assert_int_equal(query_int(f->db, "SELECT free_ns FROM allocations WHERE ptr = 1"), 77);
 }
 
 /* A small file system: a tmpfs when we may mount one, else a file size
@@ -460,10 +432,10 @@ static void test_store_disk_full(void **state)
 	if (err == -ENOSPC)
 		assert_non_null(strstr(line, "database or disk is full"));
 	/* consistent, and holding exactly the committed batches */
-	q_text(f->db, "PRAGMA integrity_check", text, sizeof(text));
+	query_text(f->db, "PRAGMA integrity_check", text, sizeof(text));
 	assert_string_equal(text, "ok");
-	assert_int_equal(q_int(f->db, "SELECT count(*) FROM allocations"), committed);
-	assert_int_equal(q_int(f->db, "SELECT count(*) FROM processes"), 1);
+	assert_int_equal(query_int(f->db, "SELECT count(*) FROM allocations"), committed);
+	assert_int_equal(query_int(f->db, "SELECT count(*) FROM processes"), 1);
 }
 
 int main(void)

@@ -20,11 +20,11 @@
 #include <cmocka.h>
 #include <sqlite3.h>
 
+#include "sqlexec.h"
+
 #include "tools/fmt.h"
 #include "tools/store.h"
 #include "tools/summary.h"
-
-extern const char shimmer_schema_sql[];
 
 enum { MALLOC = 1, FREE = 2, CALLOC = 3, REALLOC = 4, CUDA_MALLOC = 11, CUDA_FREE = 12,
        CUDA_MEMCPY = 21, CUDA_LAUNCH = 22, STREAM_SYNC = 31, DEVICE_SYNC = 32,
@@ -185,21 +185,6 @@ static const struct drop {
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 
-struct fixture {
-	char path[64];
-	sqlite3 *db;
-};
-
-static void exec(sqlite3 *db, const char *sql)
-{
-	char *msg = NULL;
-
-	if (sqlite3_exec(db, sql, NULL, NULL, &msg) != SQLITE_OK) {
-		print_error("%s: %s\n", sql, msg);
-		fail();
-	}
-}
-
 static void bind_opt(sqlite3_stmt *st, int col, int64_t v, int present)
 {
 	if (present)
@@ -339,16 +324,8 @@ static void bind_drop(sqlite3_stmt *st, size_t i)
 
 static int setup(void **state)
 {
-	struct fixture *f = calloc(1, sizeof(*f));
-	int fd;
+	struct store_fixture *f = store_fixture_new("/tmp/test_summary.XXXXXX");
 
-	assert_non_null(f);
-	snprintf(f->path, sizeof(f->path), "/tmp/test_summary.XXXXXX");
-	fd = mkstemp(f->path);
-	assert_true(fd >= 0);
-	close(fd);
-	assert_int_equal(sqlite3_open(f->path, &f->db), SQLITE_OK);
-	exec(f->db, shimmer_schema_sql);
 	exec(f->db, "BEGIN");
 	insert(f->db, "INSERT INTO functions VALUES (?, ?, ?)", bind_fn, NFNS);
 	insert(f->db,
@@ -387,16 +364,6 @@ static int setup(void **state)
 	       bind_range, N(ranges));
 	exec(f->db, "COMMIT");
 	*state = f;
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	struct fixture *f = *state;
-
-	sqlite3_close(f->db);
-	unlink(f->path);
-	free(f);
 	return 0;
 }
 
@@ -600,7 +567,7 @@ static void check_row(const char *csv, const struct proc *p, int fn, const char 
 
 static void test_summary_csv_matches_rows(void **state)
 {
-	struct fixture *fx = *state;
+	struct store_fixture *fx = *state;
 	char *csv = render(fx->db, SUMMARY_CSV);
 	size_t rows = 0, want = 0;
 
@@ -629,7 +596,7 @@ static void test_summary_csv_matches_rows(void **state)
 
 static void test_summary_estimated_when_sampled(void **state)
 {
-	struct fixture *fx = *state;
+	struct store_fixture *fx = *state;
 	char *csv = render(fx->db, SUMMARY_CSV), *table = render(fx->db, SUMMARY_TABLE);
 	struct expect e = expected(2, MALLOC);
 	char f[NCOLS][64];
@@ -689,7 +656,7 @@ static void check_peak(const char *json, const struct proc *p, const char *space
 
 static void test_summary_json_peaks_and_drops(void **state)
 {
-	struct fixture *fx = *state;
+	struct store_fixture *fx = *state;
 	char *json = render(fx->db, SUMMARY_JSON);
 	sqlite3_stmt *st;
 	char want[128];
@@ -725,7 +692,7 @@ static void test_summary_json_peaks_and_drops(void **state)
 
 static void test_summary_table_warns_of_drops(void **state)
 {
-	struct fixture *fx = *state;
+	struct store_fixture *fx = *state;
 	char *table = render(fx->db, SUMMARY_TABLE);
 	char want[64];
 	int64_t dropped = 0;
@@ -1113,7 +1080,7 @@ static int is_gpu_kind(const char *k)
 
 static void test_summary_gpu_csv(void **state)
 {
-	struct fixture *fx = *state;
+	struct store_fixture *fx = *state;
 	char *csv = render(fx->db, SUMMARY_CSV);
 	size_t want = 0, rows = 0;
 
@@ -1258,7 +1225,7 @@ static void check_json_group(sqlite3 *db, const char *json, const struct proc *p
 
 static void test_summary_gpu_json(void **state)
 {
-	struct fixture *fx = *state;
+	struct store_fixture *fx = *state;
 	char *json = render(fx->db, SUMMARY_JSON), *v;
 	const struct proc *p = proc_of(1), *busy = proc_of(2), *idle = proc_of(3);
 	double wall = (double)(p->end - p->start), sync;
@@ -1353,7 +1320,7 @@ static void want_in(const char *text, const char *want)
 
 static void test_summary_gpu_table(void **state)
 {
-	struct fixture *fx = *state;
+	struct store_fixture *fx = *state;
 	char *table = render(fx->db, SUMMARY_TABLE);
 	const struct proc *p = proc_of(1), *busy = proc_of(2);
 	double wall = (double)(p->end - p->start), sync;
@@ -1432,7 +1399,7 @@ static void test_summary_schema_v1_store(void **state)
 	v1 = strndup(shimmer_schema_sql, (size_t)(v2 - shimmer_schema_sql));
 	assert_non_null(v1);
 	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
-	exec(db, v1);
+	exec(db, "%s", v1);
 	exec(db, "INSERT INTO functions VALUES (1, 'cudaDeviceSynchronize', 'cuda');"
 		 "INSERT INTO processes (proc_id, pid, ppid, uid, malloc_mode, lossless,"
 		 " start_wall_ns, start_ns, end_ns) VALUES (1, 42, 1, 0, 'off', 0, 0, 0, 1000);"
@@ -1446,25 +1413,25 @@ static void test_summary_schema_v1_store(void **state)
 	out = render(db, SUMMARY_CSV);
 	want_in(out, "\n42,,sync,1,,250,,,,,,0.250000,gpu,1\n");
 	free(out);
-	sqlite3_close(db);
-	unlink(path);
+	store_remove(db, path);
 	free(v1);
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_summary_csv_matches_rows, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_summary_estimated_when_sampled, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(test_summary_json_peaks_and_drops, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_summary_table_warns_of_drops, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_summary_gpu_csv, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_summary_gpu_json, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_summary_gpu_table, setup, teardown),
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, store_fixture_teardown)
+		T(test_summary_csv_matches_rows),
+		T(test_summary_estimated_when_sampled),
+		T(test_summary_json_peaks_and_drops),
+		T(test_summary_table_warns_of_drops),
+		T(test_summary_gpu_csv),
+		T(test_summary_gpu_json),
+		T(test_summary_gpu_table),
 		cmocka_unit_test(test_summary_schema_v1_store),
 		cmocka_unit_test(test_summary_missing_store_is_not_created),
 		cmocka_unit_test(test_summary_foreign_file_is_refused),
+#undef T
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

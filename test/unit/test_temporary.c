@@ -22,11 +22,6 @@
 
 #include "tools/temporary.h"
 
-struct fixture {
-	char path[64];
-	sqlite3 *db;
-};
-
 static const struct alloc {
 	int proc, stack;
 	const char *space;
@@ -47,11 +42,8 @@ static const struct alloc {
 
 static int setup(void **state)
 {
-	struct fixture *f = calloc(1, sizeof(*f));
+	struct store_fixture *f = store_fixture_new("/tmp/test_temporary.XXXXXX");
 
-	assert_non_null(f);
-	strcpy(f->path, "/tmp/test_temporary.XXXXXX");
-	f->db = store_create(f->path);
 	for (int p = 1; p <= 2; p++) {
 		exec(f->db, "INSERT INTO processes (proc_id, pid, ppid, uid, exe, malloc_mode, lossless,"
 			    " start_wall_ns, start_ns, end_ns) VALUES (%d, %d, 1, 0, 'w', %Q, 0, 0, 0,"
@@ -72,15 +64,6 @@ static int setup(void **state)
 		     a->weight != (double)a->size, a->weight, freed, a->stack);
 	}
 	*state = f;
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	struct fixture *f = *state;
-
-	store_remove(f->db, f->path);
-	free(f);
 	return 0;
 }
 
@@ -160,7 +143,7 @@ static void check(const char *csv, int64_t max_ns)
 
 static void test_temporary_counts_bytes_and_median(void **state)
 {
-	struct fixture *f = *state;
+	struct store_fixture *f = *state;
 	const int64_t limits[] = { 1000000, 1000001, 600, 0 };
 
 	for (size_t i = 0; i < sizeof(limits) / sizeof(limits[0]); i++) {
@@ -173,7 +156,7 @@ static void test_temporary_counts_bytes_and_median(void **state)
 
 static void test_temporary_json(void **state)
 {
-	struct fixture *f = *state;
+	struct store_fixture *f = *state;
 	char *json = run(f->db, MEM_JSON, 1000000);
 	sqlite3_stmt *st;
 
@@ -192,9 +175,10 @@ static void test_temporary_json(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_temporary_counts_bytes_and_median, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(test_temporary_json, setup, teardown),
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, store_fixture_teardown)
+		T(test_temporary_counts_bytes_and_median),
+		T(test_temporary_json),
+#undef T
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
