@@ -25,6 +25,10 @@ check "kernels: workload exits 0" "exit status $rc; stderr: $(head -5 "$T/kernel
 	[ "$rc" = 0 ]
 load_log "$WLOG" "$T/kernels.check.db" "$DB"
 load_gpu_log "$WLOG"
+# the diffs below compare against this log: it must hold each kind
+logged=$(q "SELECT (SELECT count(*) FROM main.K) > 0 AND (SELECT count(*) FROM main.Y) > 0
+	AND (SELECT count(*) FROM main.S) > 0")
+check "kernels: log has kernels, copies and syncs" "log: $logged" [ "$logged" = 1 ]
 
 st=$(gpu_status)
 check "kernels: gpu_status active" "gpu_status: $st" [ "$st" = active ]
@@ -137,7 +141,8 @@ for how in injected first-call paced; do
 	load_gpu_log "$WLOG"
 	st=$(gpu_status)
 	expect_empty "short ($how): all kernels of a process that exits at once" "$( [ $rc = 0 ] ||
-		echo "exit status $rc"; [ "$st" = active ] || echo "gpu_status $st"; q "
+		echo "exit status $rc"; [ "$st" = active ] || echo "gpu_status $st"
+		[ "$(q 'SELECT count(*) FROM main.K')" -gt 0 ] || echo "log has no kernels"; q "
 CREATE TEMP VIEW exp_k AS SELECT pid, tid, name, gx FROM main.K;
 CREATE TEMP VIEW got_k AS SELECT p.pid, coalesce(k.launch_tid, -1) AS tid, k.mangled AS name,
 	k.grid_x AS gx FROM s.kernels_named k JOIN s.processes p USING (proc_id)
