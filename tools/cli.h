@@ -45,4 +45,23 @@ int cli_help(const struct command *cmd);
 /* True when arg is "-h" or "--help". */
 int cli_is_help(const char *arg);
 
+/*
+ * Options with a value, given as "NAME VALUE" or "NAME=VALUE".  Each returns
+ * 1 when argv[*i] is the option name (advancing *i past a separate value),
+ * 0 when it is not, and -1 after printing a usage error for cmd.
+ */
+
+/* Any string; *value points into argv. */
+int cli_string_opt(const struct command *cmd, int argc, char **argv, int *i,
+		   const char *name, const char **value);
+
+/* A finite number >= 0. */
+int cli_number_opt(const struct command *cmd, int argc, char **argv, int *i,
+		   const char *name, double *value);
+
+/* "--format": *fmt is the index of the value in names, a NULL-terminated
+ * list of the formats cmd writes. */
+int cli_format_opt(const struct command *cmd, int argc, char **argv, int *i,
+		   const char *const *names, int *fmt);
+
 #endif /* SHIMMER_TOOLS_CLI_H */

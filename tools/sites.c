@@ -492,70 +492,7 @@ int sites_cmp_key(const struct sites *s, const struct map_key *a, const struct m
 	return strcmp(s->labels.v[a->a], s->labels.v[b->a]);
 }
 
-/* ---- options and headings ---------------------------------------------- */
-
-static const char *opt_value(const struct command *cmd, int argc, char **argv, int *i,
-			     const char *name)
-{
-	size_t n = strlen(name);
-
-	if (strcmp(argv[*i], name) == 0) {
-		if (*i + 1 == argc) {
-			cli_usage_error(cmd, "%s needs a value", name);
-			return NULL;
-		}
-		return argv[++*i];
-	}
-	if (strncmp(argv[*i], name, n) == 0 && argv[*i][n] == '=')
-		return argv[*i] + n + 1;
-	return "";
-}
-
-int sites_format_opt(const struct command *cmd, int argc, char **argv, int *i,
-		     enum mem_format *fmt, int folded_ok)
-{
-	const char *v;
-
-	if (strncmp(argv[*i], "--format", 8) || (argv[*i][8] && argv[*i][8] != '='))
-		return 0;
-	v = opt_value(cmd, argc, argv, i, "--format");
-	if (!v)
-		return -1;
-	if (strcmp(v, "table") == 0)
-		*fmt = MEM_TABLE;
-	else if (strcmp(v, "csv") == 0)
-		*fmt = MEM_CSV;
-	else if (strcmp(v, "json") == 0)
-		*fmt = MEM_JSON;
-	else if (folded_ok && strcmp(v, "folded") == 0)
-		*fmt = MEM_FOLDED;
-	else {
-		cli_usage_error(cmd, "unknown format '%s'", v);
-		return -1;
-	}
-	return 1;
-}
-
-int sites_number_opt(const struct command *cmd, int argc, char **argv, int *i,
-		     const char *name, double *value)
-{
-	size_t n = strlen(name);
-	const char *v;
-	char *end;
-
-	if (strncmp(argv[*i], name, n) || (argv[*i][n] && argv[*i][n] != '='))
-		return 0;
-	v = opt_value(cmd, argc, argv, i, name);
-	if (!v)
-		return -1;
-	errno = 0;
-	*value = strtod(v, &end);
-	if (!*v || *end || errno || !isfinite(*value) || *value < 0) {
-		cli_usage_error(cmd, "%s wants a number >= 0, not '%s'", name, v);
-		return -1;
-	}
-	return 1;
-}
+/* ---- headings ---------------------------------------------------------- */
 
 void sites_heading(FILE *out, const struct site_proc *p)
 {

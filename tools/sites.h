@@ -113,19 +113,6 @@ int sites_result(int err);
 /* Bytes as an integer for folded lines and CSV (weights may be fractional). */
 long long sites_round(double bytes);
 
-/*
- * Parse "--format X" style options shared by the memory commands: returns
- * 1 when argv[*i] was one (advancing *i past its value), 0 when not, -1
- * after a usage error was printed for cmd.
- */
-struct command;
-int sites_format_opt(const struct command *cmd, int argc, char **argv, int *i,
-		     enum mem_format *fmt, int folded_ok);
-
-/* Parse a number option's value; -1 after printing a usage error. */
-int sites_number_opt(const struct command *cmd, int argc, char **argv, int *i,
-		     const char *name, double *value);
-
 /* Write "pid P (proc N) exe" as a table heading. */
 void sites_heading(FILE *out, const struct site_proc *p);
 

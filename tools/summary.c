@@ -912,22 +912,24 @@ out:
 	return err;
 }
 
+static const char *const summary_formats[] = {
+	[SUMMARY_TABLE] = "table", [SUMMARY_CSV] = "csv", [SUMMARY_JSON] = "json", NULL,
+};
+
 static int summary_main(int argc, char **argv)
 {
-	enum summary_format fmt = SUMMARY_TABLE;
-	const char *path = NULL, *f = NULL;
+	int fmt = SUMMARY_TABLE;
+	const char *path = NULL;
 	sqlite3 *db = NULL;
-	int rc;
+	int r, rc;
 
 	for (int i = 1; i < argc; i++) {
 		if (cli_is_help(argv[i]))
 			return cli_help(&summary_command);
-		if (strcmp(argv[i], "--format") == 0) {
-			if (++i == argc)
-				return cli_usage_error(&summary_command, "--format needs a value");
-			f = argv[i];
-		} else if (strncmp(argv[i], "--format=", 9) == 0) {
-			f = argv[i] + 9;
+		if ((r = cli_format_opt(&summary_command, argc, argv, &i, summary_formats,
+					&fmt)) != 0) {
+			if (r < 0)
+				return CLI_EXIT_USAGE;
 		} else if (argv[i][0] == '-' && argv[i][1]) {
 			return cli_usage_error(&summary_command, "unknown option '%s'", argv[i]);
 		} else if (path) {
@@ -938,14 +940,6 @@ static int summary_main(int argc, char **argv)
 	}
 	if (!path)
 		return cli_usage_error(&summary_command, "no store given");
-	if (f && strcmp(f, "table") == 0)
-		fmt = SUMMARY_TABLE;
-	else if (f && strcmp(f, "csv") == 0)
-		fmt = SUMMARY_CSV;
-	else if (f && strcmp(f, "json") == 0)
-		fmt = SUMMARY_JSON;
-	else if (f)
-		return cli_usage_error(&summary_command, "unknown format '%s'", f);
 	if (store_open(path, &db) < 0)
 		return CLI_EXIT_ERROR;
 	rc = summary_write(db, stdout, fmt) < 0 ? CLI_EXIT_ERROR : CLI_EXIT_OK;
