@@ -111,6 +111,23 @@ int cli_number_opt(const struct command *cmd, int argc, char **argv, int *i,
 	return 1;
 }
 
+int cli_int_opt(const struct command *cmd, int argc, char **argv, int *i,
+		const char *name, int64_t *value)
+{
+	double v;
+	int r = cli_number_opt(cmd, argc, argv, i, name, &v);
+
+	if (r <= 0)
+		return r;
+	/* 2^63 itself does not fit: the cast would be undefined. */
+	if (v != floor(v) || v >= 9223372036854775808.0) {
+		cli_usage_error(cmd, "%s wants an integer", name);
+		return -1;
+	}
+	*value = (int64_t)v;
+	return 1;
+}
+
 int cli_format_opt(const struct command *cmd, int argc, char **argv, int *i,
 		   const char *const *names, int *fmt)
 {

@@ -9,6 +9,8 @@
 #ifndef SHIMMER_TOOLS_CLI_H
 #define SHIMMER_TOOLS_CLI_H
 
+#include <stdint.h>
+
 /* Exit codes of every subcommand except `run`, which passes its program's on. */
 enum {
 	CLI_EXIT_OK = 0,
@@ -58,6 +60,10 @@ int cli_string_opt(const struct command *cmd, int argc, char **argv, int *i,
 /* A finite number >= 0. */
 int cli_number_opt(const struct command *cmd, int argc, char **argv, int *i,
 		   const char *name, double *value);
+
+/* An integer >= 0. */
+int cli_int_opt(const struct command *cmd, int argc, char **argv, int *i,
+		const char *name, int64_t *value);
 
 /* "--format": *fmt is the index of the value in names, a NULL-terminated
  * list of the formats cmd writes. */

@@ -614,17 +614,13 @@ static int leaks_main(int argc, char **argv)
 			if (r < 0)
 				return CLI_EXIT_USAGE;
 			o.threshold_per_s = v * 1024 * 1024;
-		} else if ((r = cli_number_opt(&leaks_command, argc, argv, &i, "--warmup-steps",
-						 &v)) != 0) {
-			if (r < 0 || v != floor(v))
-				return r < 0 ? CLI_EXIT_USAGE
-					     : cli_usage_error(&leaks_command, "--warmup-steps wants an integer");
-			o.warmup_steps = (int64_t)v;
-		} else if ((r = cli_number_opt(&leaks_command, argc, argv, &i, "--pid", &v)) != 0) {
-			if (r < 0 || v != floor(v))
-				return r < 0 ? CLI_EXIT_USAGE
-					     : cli_usage_error(&leaks_command, "--pid wants an integer");
-			o.pid = (int64_t)v;
+		} else if ((r = cli_int_opt(&leaks_command, argc, argv, &i, "--warmup-steps",
+					    &o.warmup_steps)) != 0) {
+			if (r < 0)
+				return CLI_EXIT_USAGE;
+		} else if ((r = cli_int_opt(&leaks_command, argc, argv, &i, "--pid", &o.pid)) != 0) {
+			if (r < 0)
+				return CLI_EXIT_USAGE;
 		} else if ((r = cli_string_opt(&leaks_command, argc, argv, &i, "--steps",
 					       &o.steps)) != 0) {
 			if (r < 0)

@@ -426,17 +426,15 @@ static int peak_main(int argc, char **argv)
 	const char *path = NULL;
 	int64_t pid = -1;
 	sqlite3 *db;
-	double v;
 	int r, rc;
 
 	for (int i = 1; i < argc; i++) {
 		if ((r = cli_format_opt(&peak_command, argc, argv, &i, peak_formats, &fmt)) != 0) {
 			if (r < 0)
 				return CLI_EXIT_USAGE;
-		} else if ((r = cli_number_opt(&peak_command, argc, argv, &i, "--pid", &v)) != 0) {
+		} else if ((r = cli_int_opt(&peak_command, argc, argv, &i, "--pid", &pid)) != 0) {
 			if (r < 0)
 				return CLI_EXIT_USAGE;
-			pid = (int64_t)v;
 		} else if (argv[i][0] == '-' && argv[i][1]) {
 			return cli_usage_error(&peak_command, "unknown option '%s'", argv[i]);
 		} else if (path) {

@@ -222,10 +222,9 @@ static int temporary_main(int argc, char **argv)
 		if ((r = cli_format_opt(&temporary_command, argc, argv, &i, temporary_formats, &fmt)) != 0) {
 			if (r < 0)
 				return CLI_EXIT_USAGE;
-		} else if ((r = cli_number_opt(&temporary_command, argc, argv, &i, "--pid", &v)) != 0) {
+		} else if ((r = cli_int_opt(&temporary_command, argc, argv, &i, "--pid", &pid)) != 0) {
 			if (r < 0)
 				return CLI_EXIT_USAGE;
-			pid = (int64_t)v;
 		} else if ((r = cli_number_opt(&temporary_command, argc, argv, &i,
 						 "--max-lifetime-ms", &v)) != 0) {
 			if (r < 0)
