@@ -82,6 +82,16 @@ static const char *opt_value(const struct command *cmd, int argc, char **argv, i
 	return argv[++*i];
 }
 
+int cli_store_arg(const struct command *cmd, const char *arg, const char **path)
+{
+	if (arg[0] == '-' && arg[1])
+		return cli_usage_error(cmd, "unknown option '%s'", arg);
+	if (*path)
+		return cli_usage_error(cmd, "more than one store given");
+	*path = arg;
+	return 0;
+}
+
 int cli_string_opt(const struct command *cmd, int argc, char **argv, int *i,
 		   const char *name, const char **value)
 {

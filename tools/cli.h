@@ -48,6 +48,13 @@ int cli_help(const struct command *cmd);
 int cli_is_help(const char *arg);
 
 /*
+ * The argument arg, which is no option cmd knows: the store when *path is
+ * still NULL.  Returns 0 after setting *path, or CLI_EXIT_USAGE after
+ * printing why arg is wrong (an unknown option, a second store).
+ */
+int cli_store_arg(const struct command *cmd, const char *arg, const char **path);
+
+/*
  * Options with a value, given as "NAME VALUE" or "NAME=VALUE".  Each returns
  * 1 when argv[*i] is the option name (advancing *i past a separate value),
  * 0 when it is not, and -1 after printing a usage error for cmd.

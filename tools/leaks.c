@@ -627,12 +627,8 @@ static int leaks_main(int argc, char **argv)
 				return CLI_EXIT_USAGE;
 		} else if (strcmp(argv[i], "--all-allocations") == 0) {
 			o.all_allocations = 1;
-		} else if (argv[i][0] == '-' && argv[i][1]) {
-			return cli_usage_error(&leaks_command, "unknown option '%s'", argv[i]);
-		} else if (path) {
-			return cli_usage_error(&leaks_command, "more than one store given");
-		} else {
-			path = argv[i];
+		} else if ((rc = cli_store_arg(&leaks_command, argv[i], &path)) != 0) {
+			return rc;
 		}
 	}
 	if (!path)

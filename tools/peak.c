@@ -435,12 +435,8 @@ static int peak_main(int argc, char **argv)
 		} else if ((r = cli_int_opt(&peak_command, argc, argv, &i, "--pid", &pid)) != 0) {
 			if (r < 0)
 				return CLI_EXIT_USAGE;
-		} else if (argv[i][0] == '-' && argv[i][1]) {
-			return cli_usage_error(&peak_command, "unknown option '%s'", argv[i]);
-		} else if (path) {
-			return cli_usage_error(&peak_command, "more than one store given");
-		} else {
-			path = argv[i];
+		} else if ((rc = cli_store_arg(&peak_command, argv[i], &path)) != 0) {
+			return rc;
 		}
 	}
 	if (!path)

@@ -930,12 +930,8 @@ static int summary_main(int argc, char **argv)
 					&fmt)) != 0) {
 			if (r < 0)
 				return CLI_EXIT_USAGE;
-		} else if (argv[i][0] == '-' && argv[i][1]) {
-			return cli_usage_error(&summary_command, "unknown option '%s'", argv[i]);
-		} else if (path) {
-			return cli_usage_error(&summary_command, "more than one store given");
-		} else {
-			path = argv[i];
+		} else if ((rc = cli_store_arg(&summary_command, argv[i], &path)) != 0) {
+			return rc;
 		}
 	}
 	if (!path)

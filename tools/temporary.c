@@ -230,12 +230,8 @@ static int temporary_main(int argc, char **argv)
 			if (r < 0)
 				return CLI_EXIT_USAGE;
 			ms = v;
-		} else if (argv[i][0] == '-' && argv[i][1]) {
-			return cli_usage_error(&temporary_command, "unknown option '%s'", argv[i]);
-		} else if (path) {
-			return cli_usage_error(&temporary_command, "more than one store given");
-		} else {
-			path = argv[i];
+		} else if ((rc = cli_store_arg(&temporary_command, argv[i], &path)) != 0) {
+			return rc;
 		}
 	}
 	if (!path)
