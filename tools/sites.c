@@ -1,9 +1,8 @@
 /*
  * Call sites, folded stacks, processes and labels; see sites.h.
  *
- * Strings are interned in open-addressing tables (FNV-1a), so that rows
- * can be grouped by small integers; equal strings always get one index,
- * which the comparison on every probe guarantees.
+ * Sites, folded stacks and labels are interned (struct strtab), so that
+ * rows can be grouped by small integers.
  */
 #include <errno.h>
 #include <math.h>
@@ -23,67 +22,6 @@ struct stack_item {
 };
 
 /* ---- interned strings --------------------------------------------------- */
-
-static uint64_t fnv(const char *s)
-{
-	uint64_t h = 1469598103934665603ull;
-
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 1099511628211ull;
-	return h;
-}
-
-static int strtab_rehash(struct strtab *t)
-{
-	size_t ns = t->nslots ? t->nslots * 2 : 64;
-	uint32_t *slots = calloc(ns, sizeof(*slots));
-
-	if (!slots)
-		return -ENOMEM;
-	for (size_t i = 0; i < t->n; i++) {
-		size_t j = fnv(t->v[i]) & (ns - 1);
-
-		while (slots[j])
-			j = (j + 1) & (ns - 1);
-		slots[j] = (uint32_t)i + 1;
-	}
-	free(t->slots);
-	t->slots = slots;
-	t->nslots = ns;
-	return 0;
-}
-
-int strtab_index(struct strtab *t, const char *str, int64_t *idx)
-{
-	size_t j;
-	int err;
-
-	if ((t->n + 1) * 2 > t->nslots && (err = strtab_rehash(t)))
-		return err;
-	for (j = fnv(str) & (t->nslots - 1); t->slots[j]; j = (j + 1) & (t->nslots - 1))
-		if (strcmp(t->v[t->slots[j] - 1], str) == 0) {
-			*idx = t->slots[j] - 1;
-			return 0;
-		}
-	err = array_grow(&t->v, &t->cap, t->n, sizeof(*t->v));
-	if (err)
-		return err;
-	t->v[t->n] = strdup(str);
-	if (!t->v[t->n])
-		return -ENOMEM;
-	t->slots[j] = (uint32_t)++t->n;
-	*idx = (int64_t)t->n - 1;
-	return 0;
-}
-
-static void strtab_free(struct strtab *t)
-{
-	for (size_t i = 0; i < t->n; i++)
-		free(t->v[i]);
-	free(t->v);
-	free(t->slots);
-	memset(t, 0, sizeof(*t));
-}
 
 /* A growing string for building names and stacks. */
 struct buf {

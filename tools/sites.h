@@ -45,13 +45,6 @@ struct site_proc {
 	char *exe;
 };
 
-struct strtab {
-	char **v;
-	size_t n, cap;
-	uint32_t *slots; /* index + 1, 0 empty */
-	size_t nslots;
-};
-
 struct sites {
 	sqlite3 *db;
 	struct symbolizer *sym;
@@ -100,9 +93,6 @@ int sites_label(struct sites *s, const char *space, int64_t device, int64_t *lab
 
 /* True when rows of label in p are weighted samples, i.e. estimates. */
 int sites_estimated(const struct sites *s, const struct site_proc *p, int64_t label);
-
-/* Index of str in t, added when missing.  Returns 0 or -ENOMEM. */
-int strtab_index(struct strtab *t, const char *str, int64_t *idx);
 
 /* Allocations a row of weight w and size bytes stands for: 1 when exact. */
 double sites_count(double w, int64_t size);

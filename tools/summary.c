@@ -91,8 +91,7 @@ struct summary {
 	size_t procs_cap;
 	struct map fns;
 	struct map peaks;
-	char **spaces;
-	size_t nspaces;
+	struct strtab spaces;
 	struct drop *drops; /* sorted by proc_id */
 	size_t ndrops;
 	size_t drops_cap;
@@ -259,7 +258,7 @@ static int peak_event(struct summary *s, sqlite3_stmt *st, double sign)
 	int err;
 
 	name = (const char *)sqlite3_column_text(st, 2);
-	err = strlist_index(&s->spaces, &s->nspaces, name ? name : "", &k.b);
+	err = strtab_index(&s->spaces, name ? name : "", &k.b);
 	if (err)
 		return err;
 	p = map_get(&s->peaks, &k);
@@ -388,7 +387,7 @@ static double proc_wall(const struct proc *p)
 static int peak_estimated(const struct summary *s, const struct proc *p,
 			  const struct peak_item *k)
 {
-	return strcmp(s->spaces[k->key.b], "host") == 0 && p->mode &&
+	return strcmp(s->spaces.v[k->key.b], "host") == 0 && p->mode &&
 	       strcmp(p->mode, "sample") == 0;
 }
 
@@ -437,7 +436,7 @@ static int cmp_peak(const void *x, const void *y)
 {
 	const struct peak_item *a = *(struct peak_item *const *)x;
 	const struct peak_item *b = *(struct peak_item *const *)y;
-	const char *sa = sort_ctx->spaces[a->key.b], *sb = sort_ctx->spaces[b->key.b];
+	const char *sa = sort_ctx->spaces.v[a->key.b], *sb = sort_ctx->spaces.v[b->key.b];
 
 	if (a->key.proc_id != b->key.proc_id)
 		return a->key.proc_id < b->key.proc_id ? -1 : 1;
@@ -551,7 +550,7 @@ static struct gpu_proc gpu_proc_of(const struct summary *s, const struct proc *p
 
 static void peak_label(const struct summary *s, const struct peak_item *k, char *buf, size_t len)
 {
-	const char *sp = s->spaces[k->key.b];
+	const char *sp = s->spaces.v[k->key.b];
 
 	if (strcmp(sp, "host") == 0)
 		snprintf(buf, len, "host heap");
@@ -789,7 +788,7 @@ static void json_proc(const struct summary *s, FILE *out, const struct proc *p,
 		const struct peak_item *k = sl->peaks[i];
 
 		fprintf(out, "%s{\"space\":", i ? "," : "");
-		fmt_json(out, s->spaces[k->key.b]);
+		fmt_json(out, s->spaces.v[k->key.b]);
 		fprintf(out, ",\"device\":%lld,\"peak_bytes\":%.0f,\"at_ns\":%lld,\"estimated\":%s}",
 			(long long)k->key.a, k->peak, (long long)(k->at - p->start_ns),
 			peak_estimated(s, p, k) ? "true" : "false");
@@ -843,9 +842,7 @@ static void summary_free(struct summary *s)
 	free(s->procs);
 	map_free(&s->fns);
 	map_free(&s->peaks);
-	for (size_t i = 0; i < s->nspaces; i++)
-		free(s->spaces[i]);
-	free(s->spaces);
+	strtab_free(&s->spaces);
 	for (size_t i = 0; i < s->ndrops; i++)
 		free(s->drops[i].reason);
 	free(s->drops);
