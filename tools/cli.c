@@ -1,8 +1,11 @@
 /*
- * Error and help printing shared by the subcommands; see cli.h.
+ * Error, help and option parsing shared by the subcommands; see cli.h.
  */
+#include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -54,4 +57,103 @@ int cli_help(const struct command *cmd)
 int cli_is_help(const char *arg)
 {
 	return strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0;
+}
+
+/* Whether arg is option name, alone or with "=VALUE". */
+static int is_opt(const char *arg, const char *name)
+{
+	size_t n = strlen(name);
+
+	return strncmp(arg, name, n) == 0 && (!arg[n] || arg[n] == '=');
+}
+
+/* The value of option name, which argv[*i] is; NULL after a usage error. */
+static const char *opt_value(const struct command *cmd, int argc, char **argv, int *i,
+			     const char *name)
+{
+	size_t n = strlen(name);
+
+	if (argv[*i][n] == '=')
+		return argv[*i] + n + 1;
+	if (*i + 1 == argc) {
+		cli_usage_error(cmd, "%s needs a value", name);
+		return NULL;
+	}
+	return argv[++*i];
+}
+
+int cli_store_arg(const struct command *cmd, const char *arg, const char **path)
+{
+	if (arg[0] == '-' && arg[1])
+		return cli_usage_error(cmd, "unknown option '%s'", arg);
+	if (*path)
+		return cli_usage_error(cmd, "more than one store given");
+	*path = arg;
+	return 0;
+}
+
+int cli_string_opt(const struct command *cmd, int argc, char **argv, int *i,
+		   const char *name, const char **value)
+{
+	if (!is_opt(argv[*i], name))
+		return 0;
+	*value = opt_value(cmd, argc, argv, i, name);
+	return *value ? 1 : -1;
+}
+
+int cli_number_opt(const struct command *cmd, int argc, char **argv, int *i,
+		   const char *name, double *value)
+{
+	const char *v;
+	char *end;
+
+	if (!is_opt(argv[*i], name))
+		return 0;
+	v = opt_value(cmd, argc, argv, i, name);
+	if (!v)
+		return -1;
+	errno = 0;
+	*value = strtod(v, &end);
+	if (!*v || *end || errno || !isfinite(*value) || *value < 0) {
+		cli_usage_error(cmd, "%s wants a number >= 0, not '%s'", name, v);
+		return -1;
+	}
+	return 1;
+}
+
+int cli_int_opt(const struct command *cmd, int argc, char **argv, int *i,
+		const char *name, int64_t *value)
+{
+	double v;
+	int r = cli_number_opt(cmd, argc, argv, i, name, &v);
+
+	if (r <= 0)
+		return r;
+	/* 2^63 itself does not fit: the cast would be undefined. */
+	if (v != floor(v) || v >= 9223372036854775808.0) {
+		cli_usage_error(cmd, "%s wants an integer", name);
+		return -1;
+	}
+	*value = (int64_t)v;
+	return 1;
+}
+
+int cli_format_opt(const struct command *cmd, int argc, char **argv, int *i,
+		   const char *const *names, int *fmt)
+{
+	const char *v;
+
+	if (!is_opt(argv[*i], "--format"))
+		return 0;
+	v = opt_value(cmd, argc, argv, i, "--format");
+	if (!v)
+		return -1;
+	for (int f = 0; names[f]; f++) {
+		if (strcmp(v, names[f]) == 0) {
+			*fmt = f;
+			return 1;
+		}
+	}
+	cli_usage_error(cmd, "unknown format '%s'", v);
+	return -1;
 }

@@ -9,6 +9,8 @@
 #ifndef SHIMMER_TOOLS_CLI_H
 #define SHIMMER_TOOLS_CLI_H
 
+#include <stdint.h>
+
 /* Exit codes of every subcommand except `run`, which passes its program's on. */
 enum {
 	CLI_EXIT_OK = 0,
@@ -44,5 +46,35 @@ int cli_help(const struct command *cmd);
 
 /* True when arg is "-h" or "--help". */
 int cli_is_help(const char *arg);
+
+/*
+ * The argument arg, which is no option cmd knows: the store when *path is
+ * still NULL.  Returns 0 after setting *path, or CLI_EXIT_USAGE after
+ * printing why arg is wrong (an unknown option, a second store).
+ */
+int cli_store_arg(const struct command *cmd, const char *arg, const char **path);
+
+/*
+ * Options with a value, given as "NAME VALUE" or "NAME=VALUE".  Each returns
+ * 1 when argv[*i] is the option name (advancing *i past a separate value),
+ * 0 when it is not, and -1 after printing a usage error for cmd.
+ */
+
+/* Any string; *value points into argv. */
+int cli_string_opt(const struct command *cmd, int argc, char **argv, int *i,
+		   const char *name, const char **value);
+
+/* A finite number >= 0. */
+int cli_number_opt(const struct command *cmd, int argc, char **argv, int *i,
+		   const char *name, double *value);
+
+/* An integer >= 0. */
+int cli_int_opt(const struct command *cmd, int argc, char **argv, int *i,
+		const char *name, int64_t *value);
+
+/* "--format": *fmt is the index of the value in names, a NULL-terminated
+ * list of the formats cmd writes. */
+int cli_format_opt(const struct command *cmd, int argc, char **argv, int *i,
+		   const char *const *names, int *fmt);
 
 #endif /* SHIMMER_TOOLS_CLI_H */

@@ -80,8 +80,7 @@ struct gpu {
 	struct map ranges;
 	struct map streams;
 	struct map devs;
-	char **kinds; /* copy kind labels, indexed by copies' key.a */
-	size_t nkinds;
+	struct strtab kinds; /* copy kind labels, indexed by copies' key.a */
 	struct span *spans;
 	size_t nspans;
 	size_t spans_cap;
@@ -191,7 +190,7 @@ static int copy_row(void *ctx, sqlite3_stmt *st)
 		kind = "memset";
 	else if (!kind)
 		kind = "unknown";
-	err = strlist_index(&g->kinds, &g->nkinds, kind, &k.a);
+	err = strtab_index(&g->kinds, kind, &k.a);
 	if (err)
 		return err;
 	a = map_get(&g->copies, &k);
@@ -444,7 +443,7 @@ static int make_list(struct gpu *g, struct map *m, int (*label)(struct gpu *, st
 			if (err)
 				return err;
 		} else {
-			a->label = g->kinds[a->key.a];
+			a->label = g->kinds.v[a->key.a];
 		}
 		l->v[i] = a;
 	}
@@ -566,9 +565,7 @@ void gpu_free(struct gpu *g)
 	free_aggs(&g->ranges);
 	map_free(&g->streams);
 	map_free(&g->devs);
-	for (size_t i = 0; i < g->nkinds; i++)
-		free(g->kinds[i]);
-	free(g->kinds);
+	strtab_free(&g->kinds);
 	free(g->spans);
 	free(g->kernel_list.v);
 	free(g->copy_list.v);

@@ -585,54 +585,50 @@ const struct command leaks_command = {
 	.main = leaks_main,
 };
 
+static const char *const leaks_formats[] = {
+	[MEM_TABLE] = "table", [MEM_CSV] = "csv", [MEM_JSON] = "json", [MEM_FOLDED] = "folded",
+	NULL,
+};
+
 static int leaks_main(int argc, char **argv)
 {
 	struct leaks_opts o;
 	const char *path = NULL;
 	sqlite3 *db;
 	double v;
-	int r, rc;
+	int f, r, rc;
 
 	leaks_opts_init(&o);
 	for (int i = 1; i < argc; i++) {
-		if ((r = sites_format_opt(&leaks_command, argc, argv, &i, &o.fmt, 1)) != 0) {
+		if ((r = cli_format_opt(&leaks_command, argc, argv, &i, leaks_formats, &f)) != 0) {
 			if (r < 0)
 				return CLI_EXIT_USAGE;
-		} else if ((r = sites_number_opt(&leaks_command, argc, argv, &i,
+			o.fmt = f;
+		} else if ((r = cli_number_opt(&leaks_command, argc, argv, &i,
 						 "--threshold-mb-per-step", &v)) != 0) {
 			if (r < 0)
 				return CLI_EXIT_USAGE;
 			o.threshold_per_step = v * 1024 * 1024;
-		} else if ((r = sites_number_opt(&leaks_command, argc, argv, &i,
+		} else if ((r = cli_number_opt(&leaks_command, argc, argv, &i,
 						 "--threshold-mb-per-s", &v)) != 0) {
 			if (r < 0)
 				return CLI_EXIT_USAGE;
 			o.threshold_per_s = v * 1024 * 1024;
-		} else if ((r = sites_number_opt(&leaks_command, argc, argv, &i, "--warmup-steps",
-						 &v)) != 0) {
-			if (r < 0 || v != floor(v))
-				return r < 0 ? CLI_EXIT_USAGE
-					     : cli_usage_error(&leaks_command, "--warmup-steps wants an integer");
-			o.warmup_steps = (int64_t)v;
-		} else if ((r = sites_number_opt(&leaks_command, argc, argv, &i, "--pid", &v)) != 0) {
-			if (r < 0 || v != floor(v))
-				return r < 0 ? CLI_EXIT_USAGE
-					     : cli_usage_error(&leaks_command, "--pid wants an integer");
-			o.pid = (int64_t)v;
-		} else if (strcmp(argv[i], "--steps") == 0) {
-			if (++i == argc)
-				return cli_usage_error(&leaks_command, "--steps needs a value");
-			o.steps = argv[i];
-		} else if (strncmp(argv[i], "--steps=", 8) == 0) {
-			o.steps = argv[i] + 8;
+		} else if ((r = cli_int_opt(&leaks_command, argc, argv, &i, "--warmup-steps",
+					    &o.warmup_steps)) != 0) {
+			if (r < 0)
+				return CLI_EXIT_USAGE;
+		} else if ((r = cli_int_opt(&leaks_command, argc, argv, &i, "--pid", &o.pid)) != 0) {
+			if (r < 0)
+				return CLI_EXIT_USAGE;
+		} else if ((r = cli_string_opt(&leaks_command, argc, argv, &i, "--steps",
+					       &o.steps)) != 0) {
+			if (r < 0)
+				return CLI_EXIT_USAGE;
 		} else if (strcmp(argv[i], "--all-allocations") == 0) {
 			o.all_allocations = 1;
-		} else if (argv[i][0] == '-' && argv[i][1]) {
-			return cli_usage_error(&leaks_command, "unknown option '%s'", argv[i]);
-		} else if (path) {
-			return cli_usage_error(&leaks_command, "more than one store given");
-		} else {
-			path = argv[i];
+		} else if ((rc = cli_store_arg(&leaks_command, argv[i], &path)) != 0) {
+			return rc;
 		}
 	}
 	if (!path)

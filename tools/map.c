@@ -1,7 +1,9 @@
 /*
- * map and array_grow; see map.h.  Linear probing over a slot array kept at
- * most half full; the slots index the dense item array, so growing the
- * items never moves a slot and iteration is a plain loop over 0..n-1.
+ * map, array_grow and strtab; see map.h.  Linear probing over a slot array
+ * kept at most half full; the slots index the dense item array, so growing
+ * the items never moves a slot and iteration is a plain loop over 0..n-1.
+ * strtab is the same scheme over strings (FNV-1a); equal strings always
+ * get one index, which the comparison on every probe guarantees.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -117,25 +119,63 @@ int array_grow(void *pp, size_t *cap, size_t n, size_t size)
 	return 0;
 }
 
-int strlist_index(char ***v, size_t *n, const char *name, int64_t *idx)
+static uint64_t fnv(const char *s)
 {
-	char **l;
-	size_t i;
+	uint64_t h = 1469598103934665603ull;
 
-	for (i = 0; i < *n; i++) {
-		if (strcmp((*v)[i], name) == 0) {
-			*idx = (int64_t)i;
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211ull;
+	return h;
+}
+
+static int strtab_rehash(struct strtab *t)
+{
+	size_t ns = t->nslots ? t->nslots * 2 : 64;
+	uint32_t *slots = calloc(ns, sizeof(*slots));
+
+	if (!slots)
+		return -ENOMEM;
+	for (size_t i = 0; i < t->n; i++) {
+		size_t j = fnv(t->v[i]) & (ns - 1);
+
+		while (slots[j])
+			j = (j + 1) & (ns - 1);
+		slots[j] = (uint32_t)i + 1;
+	}
+	free(t->slots);
+	t->slots = slots;
+	t->nslots = ns;
+	return 0;
+}
+
+int strtab_index(struct strtab *t, const char *str, int64_t *idx)
+{
+	size_t j;
+	int err;
+
+	if ((t->n + 1) * 2 > t->nslots && (err = strtab_rehash(t)))
+		return err;
+	for (j = fnv(str) & (t->nslots - 1); t->slots[j]; j = (j + 1) & (t->nslots - 1))
+		if (strcmp(t->v[t->slots[j] - 1], str) == 0) {
+			*idx = t->slots[j] - 1;
 			return 0;
 		}
-	}
-	l = realloc(*v, (*n + 1) * sizeof(*l));
-	if (!l)
+	err = array_grow(&t->v, &t->cap, t->n, sizeof(*t->v));
+	if (err)
+		return err;
+	t->v[t->n] = strdup(str);
+	if (!t->v[t->n])
 		return -ENOMEM;
-	*v = l;
-	l[i] = strdup(name);
-	if (!l[i])
-		return -ENOMEM;
-	++*n;
-	*idx = (int64_t)i;
+	t->slots[j] = (uint32_t)++t->n;
+	*idx = (int64_t)t->n - 1;
 	return 0;
+}
+
+void strtab_free(struct strtab *t)
+{
+	for (size_t i = 0; i < t->n; i++)
+		free(t->v[i]);
+	free(t->v);
+	free(t->slots);
+	memset(t, 0, sizeof(*t));
 }

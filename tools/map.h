@@ -51,10 +51,20 @@ void map_free(struct map *m);
 int array_grow(void *pp, size_t *cap, size_t n, size_t size);
 
 /*
- * The index of name in the string list *v of *n entries, appending a copy
- * when it is not there (a linear search: for a handful of names such as
- * memory spaces or copy kinds).  Returns 0 or -ENOMEM.
+ * Interned strings, numbered densely from 0 in order of arrival: v[i] is
+ * string i.  Initialise with { 0 } and release with strtab_free().
  */
-int strlist_index(char ***v, size_t *n, const char *name, int64_t *idx);
+struct strtab {
+	char **v;
+	size_t n, cap;
+	uint32_t *slots; /* index + 1, 0 empty */
+	size_t nslots;
+};
+
+/* Index of str in t, added when missing.  Returns 0 or -ENOMEM. */
+int strtab_index(struct strtab *t, const char *str, int64_t *idx);
+
+/* Release t's strings; t may be reused. */
+void strtab_free(struct strtab *t);
 
 #endif /* SHIMMER_TOOLS_MAP_H */

@@ -415,29 +415,28 @@ const struct command peak_command = {
 	.main = peak_main,
 };
 
+static const char *const peak_formats[] = {
+	[MEM_TABLE] = "table", [MEM_CSV] = "csv", [MEM_JSON] = "json", [MEM_FOLDED] = "folded",
+	NULL,
+};
+
 static int peak_main(int argc, char **argv)
 {
-	enum mem_format fmt = MEM_TABLE;
+	int fmt = MEM_TABLE;
 	const char *path = NULL;
 	int64_t pid = -1;
 	sqlite3 *db;
-	double v;
 	int r, rc;
 
 	for (int i = 1; i < argc; i++) {
-		if ((r = sites_format_opt(&peak_command, argc, argv, &i, &fmt, 1)) != 0) {
+		if ((r = cli_format_opt(&peak_command, argc, argv, &i, peak_formats, &fmt)) != 0) {
 			if (r < 0)
 				return CLI_EXIT_USAGE;
-		} else if ((r = sites_number_opt(&peak_command, argc, argv, &i, "--pid", &v)) != 0) {
+		} else if ((r = cli_int_opt(&peak_command, argc, argv, &i, "--pid", &pid)) != 0) {
 			if (r < 0)
 				return CLI_EXIT_USAGE;
-			pid = (int64_t)v;
-		} else if (argv[i][0] == '-' && argv[i][1]) {
-			return cli_usage_error(&peak_command, "unknown option '%s'", argv[i]);
-		} else if (path) {
-			return cli_usage_error(&peak_command, "more than one store given");
-		} else {
-			path = argv[i];
+		} else if ((rc = cli_store_arg(&peak_command, argv[i], &path)) != 0) {
+			return rc;
 		}
 	}
 	if (!path)

@@ -1,9 +1,8 @@
 /*
  * Call sites, folded stacks, processes and labels; see sites.h.
  *
- * Strings are interned in open-addressing tables (FNV-1a), so that rows
- * can be grouped by small integers; equal strings always get one index,
- * which the comparison on every probe guarantees.
+ * Sites, folded stacks and labels are interned (struct strtab), so that
+ * rows can be grouped by small integers.
  */
 #include <errno.h>
 #include <math.h>
@@ -23,67 +22,6 @@ struct stack_item {
 };
 
 /* ---- interned strings --------------------------------------------------- */
-
-static uint64_t fnv(const char *s)
-{
-	uint64_t h = 1469598103934665603ull;
-
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 1099511628211ull;
-	return h;
-}
-
-static int strtab_rehash(struct strtab *t)
-{
-	size_t ns = t->nslots ? t->nslots * 2 : 64;
-	uint32_t *slots = calloc(ns, sizeof(*slots));
-
-	if (!slots)
-		return -ENOMEM;
-	for (size_t i = 0; i < t->n; i++) {
-		size_t j = fnv(t->v[i]) & (ns - 1);
-
-		while (slots[j])
-			j = (j + 1) & (ns - 1);
-		slots[j] = (uint32_t)i + 1;
-	}
-	free(t->slots);
-	t->slots = slots;
-	t->nslots = ns;
-	return 0;
-}
-
-int strtab_index(struct strtab *t, const char *str, int64_t *idx)
-{
-	size_t j;
-	int err;
-
-	if ((t->n + 1) * 2 > t->nslots && (err = strtab_rehash(t)))
-		return err;
-	for (j = fnv(str) & (t->nslots - 1); t->slots[j]; j = (j + 1) & (t->nslots - 1))
-		if (strcmp(t->v[t->slots[j] - 1], str) == 0) {
-			*idx = t->slots[j] - 1;
-			return 0;
-		}
-	err = array_grow(&t->v, &t->cap, t->n, sizeof(*t->v));
-	if (err)
-		return err;
-	t->v[t->n] = strdup(str);
-	if (!t->v[t->n])
-		return -ENOMEM;
-	t->slots[j] = (uint32_t)++t->n;
-	*idx = (int64_t)t->n - 1;
-	return 0;
-}
-
-static void strtab_free(struct strtab *t)
-{
-	for (size_t i = 0; i < t->n; i++)
-		free(t->v[i]);
-	free(t->v);
-	free(t->slots);
-	memset(t, 0, sizeof(*t));
-}
 
 /* A growing string for building names and stacks. */
 struct buf {
@@ -492,70 +430,7 @@ int sites_cmp_key(const struct sites *s, const struct map_key *a, const struct m
 	return strcmp(s->labels.v[a->a], s->labels.v[b->a]);
 }
 
-/* ---- options and headings ---------------------------------------------- */
-
-static const char *opt_value(const struct command *cmd, int argc, char **argv, int *i,
-			     const char *name)
-{
-	size_t n = strlen(name);
-
-	if (strcmp(argv[*i], name) == 0) {
-		if (*i + 1 == argc) {
-			cli_usage_error(cmd, "%s needs a value", name);
-			return NULL;
-		}
-		return argv[++*i];
-	}
-	if (strncmp(argv[*i], name, n) == 0 && argv[*i][n] == '=')
-		return argv[*i] + n + 1;
-	return "";
-}
-
-int sites_format_opt(const struct command *cmd, int argc, char **argv, int *i,
-		     enum mem_format *fmt, int folded_ok)
-{
-	const char *v;
-
-	if (strncmp(argv[*i], "--format", 8) || (argv[*i][8] && argv[*i][8] != '='))
-		return 0;
-	v = opt_value(cmd, argc, argv, i, "--format");
-	if (!v)
-		return -1;
-	if (strcmp(v, "table") == 0)
-		*fmt = MEM_TABLE;
-	else if (strcmp(v, "csv") == 0)
-		*fmt = MEM_CSV;
-	else if (strcmp(v, "json") == 0)
-		*fmt = MEM_JSON;
-	else if (folded_ok && strcmp(v, "folded") == 0)
-		*fmt = MEM_FOLDED;
-	else {
-		cli_usage_error(cmd, "unknown format '%s'", v);
-		return -1;
-	}
-	return 1;
-}
-
-int sites_number_opt(const struct command *cmd, int argc, char **argv, int *i,
-		     const char *name, double *value)
-{
-	size_t n = strlen(name);
-	const char *v;
-	char *end;
-
-	if (strncmp(argv[*i], name, n) || (argv[*i][n] && argv[*i][n] != '='))
-		return 0;
-	v = opt_value(cmd, argc, argv, i, name);
-	if (!v)
-		return -1;
-	errno = 0;
-	*value = strtod(v, &end);
-	if (!*v || *end || errno || !isfinite(*value) || *value < 0) {
-		cli_usage_error(cmd, "%s wants a number >= 0, not '%s'", name, v);
-		return -1;
-	}
-	return 1;
-}
+/* ---- headings ---------------------------------------------------------- */
 
 void sites_heading(FILE *out, const struct site_proc *p)
 {

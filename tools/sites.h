@@ -45,13 +45,6 @@ struct site_proc {
 	char *exe;
 };
 
-struct strtab {
-	char **v;
-	size_t n, cap;
-	uint32_t *slots; /* index + 1, 0 empty */
-	size_t nslots;
-};
-
 struct sites {
 	sqlite3 *db;
 	struct symbolizer *sym;
@@ -101,9 +94,6 @@ int sites_label(struct sites *s, const char *space, int64_t device, int64_t *lab
 /* True when rows of label in p are weighted samples, i.e. estimates. */
 int sites_estimated(const struct sites *s, const struct site_proc *p, int64_t label);
 
-/* Index of str in t, added when missing.  Returns 0 or -ENOMEM. */
-int strtab_index(struct strtab *t, const char *str, int64_t *idx);
-
 /* Allocations a row of weight w and size bytes stands for: 1 when exact. */
 double sites_count(double w, int64_t size);
 
@@ -112,19 +102,6 @@ int sites_result(int err);
 
 /* Bytes as an integer for folded lines and CSV (weights may be fractional). */
 long long sites_round(double bytes);
-
-/*
- * Parse "--format X" style options shared by the memory commands: returns
- * 1 when argv[*i] was one (advancing *i past its value), 0 when not, -1
- * after a usage error was printed for cmd.
- */
-struct command;
-int sites_format_opt(const struct command *cmd, int argc, char **argv, int *i,
-		     enum mem_format *fmt, int folded_ok);
-
-/* Parse a number option's value; -1 after printing a usage error. */
-int sites_number_opt(const struct command *cmd, int argc, char **argv, int *i,
-		     const char *name, double *value);
 
 /* Write "pid P (proc N) exe" as a table heading. */
 void sites_heading(FILE *out, const struct site_proc *p);

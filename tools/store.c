@@ -14,7 +14,6 @@
 int store_open(const char *path, sqlite3 **out)
 {
 	sqlite3 *db = NULL;
-	sqlite3_stmt *st = NULL;
 	struct stat sb;
 	int err, rc;
 
@@ -46,22 +45,19 @@ int store_open(const char *path, sqlite3 **out)
 	/* Readers scan millions of rows: map the file instead of copying each
 	 * page through read(). */
 	sqlite3_exec(db, "PRAGMA mmap_size = 1099511627776", NULL, NULL, NULL);
-	rc = sqlite3_prepare_v2(db, "SELECT value FROM meta WHERE key = 'schema_version'",
-				-1, &st, NULL);
-	if (rc == SQLITE_OK)
-		rc = sqlite3_step(st);
-	if (rc != SQLITE_ROW || sqlite3_column_int(st, 0) < 1) {
+	if (store_schema_version(db) < 1) {
+		/* A file that is no database, or has no meta table, leaves
+		 * SQLite's reason in db's error. */
 		err = -EINVAL;
 		cli_error("%s is not a shimmer store (%s)", path,
-			  rc == SQLITE_ROW || rc == SQLITE_DONE ? "no schema version"
-								: sqlite3_errmsg(db));
+			  sqlite3_errcode(db) == SQLITE_OK ? "no schema version"
+							   : sqlite3_errmsg(db));
 		goto out;
 	}
 	err = 0;
 	*out = db;
 	db = NULL;
 out:
-	sqlite3_finalize(st);
 	sqlite3_close(db);
 	return err;
 }

@@ -91,8 +91,7 @@ struct summary {
 	size_t procs_cap;
 	struct map fns;
 	struct map peaks;
-	char **spaces;
-	size_t nspaces;
+	struct strtab spaces;
 	struct drop *drops; /* sorted by proc_id */
 	size_t ndrops;
 	size_t drops_cap;
@@ -259,7 +258,7 @@ static int peak_event(struct summary *s, sqlite3_stmt *st, double sign)
 	int err;
 
 	name = (const char *)sqlite3_column_text(st, 2);
-	err = strlist_index(&s->spaces, &s->nspaces, name ? name : "", &k.b);
+	err = strtab_index(&s->spaces, name ? name : "", &k.b);
 	if (err)
 		return err;
 	p = map_get(&s->peaks, &k);
@@ -388,7 +387,7 @@ static double proc_wall(const struct proc *p)
 static int peak_estimated(const struct summary *s, const struct proc *p,
 			  const struct peak_item *k)
 {
-	return strcmp(s->spaces[k->key.b], "host") == 0 && p->mode &&
+	return strcmp(s->spaces.v[k->key.b], "host") == 0 && p->mode &&
 	       strcmp(p->mode, "sample") == 0;
 }
 
@@ -437,7 +436,7 @@ static int cmp_peak(const void *x, const void *y)
 {
 	const struct peak_item *a = *(struct peak_item *const *)x;
 	const struct peak_item *b = *(struct peak_item *const *)y;
-	const char *sa = sort_ctx->spaces[a->key.b], *sb = sort_ctx->spaces[b->key.b];
+	const char *sa = sort_ctx->spaces.v[a->key.b], *sb = sort_ctx->spaces.v[b->key.b];
 
 	if (a->key.proc_id != b->key.proc_id)
 		return a->key.proc_id < b->key.proc_id ? -1 : 1;
@@ -551,7 +550,7 @@ static struct gpu_proc gpu_proc_of(const struct summary *s, const struct proc *p
 
 static void peak_label(const struct summary *s, const struct peak_item *k, char *buf, size_t len)
 {
-	const char *sp = s->spaces[k->key.b];
+	const char *sp = s->spaces.v[k->key.b];
 
 	if (strcmp(sp, "host") == 0)
 		snprintf(buf, len, "host heap");
@@ -789,7 +788,7 @@ static void json_proc(const struct summary *s, FILE *out, const struct proc *p,
 		const struct peak_item *k = sl->peaks[i];
 
 		fprintf(out, "%s{\"space\":", i ? "," : "");
-		fmt_json(out, s->spaces[k->key.b]);
+		fmt_json(out, s->spaces.v[k->key.b]);
 		fprintf(out, ",\"device\":%lld,\"peak_bytes\":%.0f,\"at_ns\":%lld,\"estimated\":%s}",
 			(long long)k->key.a, k->peak, (long long)(k->at - p->start_ns),
 			peak_estimated(s, p, k) ? "true" : "false");
@@ -843,9 +842,7 @@ static void summary_free(struct summary *s)
 	free(s->procs);
 	map_free(&s->fns);
 	map_free(&s->peaks);
-	for (size_t i = 0; i < s->nspaces; i++)
-		free(s->spaces[i]);
-	free(s->spaces);
+	strtab_free(&s->spaces);
 	for (size_t i = 0; i < s->ndrops; i++)
 		free(s->drops[i].reason);
 	free(s->drops);
@@ -912,40 +909,30 @@ out:
 	return err;
 }
 
+static const char *const summary_formats[] = {
+	[SUMMARY_TABLE] = "table", [SUMMARY_CSV] = "csv", [SUMMARY_JSON] = "json", NULL,
+};
+
 static int summary_main(int argc, char **argv)
 {
-	enum summary_format fmt = SUMMARY_TABLE;
-	const char *path = NULL, *f = NULL;
+	int fmt = SUMMARY_TABLE;
+	const char *path = NULL;
 	sqlite3 *db = NULL;
-	int rc;
+	int r, rc;
 
 	for (int i = 1; i < argc; i++) {
 		if (cli_is_help(argv[i]))
 			return cli_help(&summary_command);
-		if (strcmp(argv[i], "--format") == 0) {
-			if (++i == argc)
-				return cli_usage_error(&summary_command, "--format needs a value");
-			f = argv[i];
-		} else if (strncmp(argv[i], "--format=", 9) == 0) {
-			f = argv[i] + 9;
-		} else if (argv[i][0] == '-' && argv[i][1]) {
-			return cli_usage_error(&summary_command, "unknown option '%s'", argv[i]);
-		} else if (path) {
-			return cli_usage_error(&summary_command, "more than one store given");
-		} else {
-			path = argv[i];
+		if ((r = cli_format_opt(&summary_command, argc, argv, &i, summary_formats,
+					&fmt)) != 0) {
+			if (r < 0)
+				return CLI_EXIT_USAGE;
+		} else if ((rc = cli_store_arg(&summary_command, argv[i], &path)) != 0) {
+			return rc;
 		}
 	}
 	if (!path)
 		return cli_usage_error(&summary_command, "no store given");
-	if (f && strcmp(f, "table") == 0)
-		fmt = SUMMARY_TABLE;
-	else if (f && strcmp(f, "csv") == 0)
-		fmt = SUMMARY_CSV;
-	else if (f && strcmp(f, "json") == 0)
-		fmt = SUMMARY_JSON;
-	else if (f)
-		return cli_usage_error(&summary_command, "unknown format '%s'", f);
 	if (store_open(path, &db) < 0)
 		return CLI_EXIT_ERROR;
 	rc = summary_write(db, stdout, fmt) < 0 ? CLI_EXIT_ERROR : CLI_EXIT_OK;

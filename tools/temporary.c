@@ -205,9 +205,13 @@ const struct command temporary_command = {
 	.main = temporary_main,
 };
 
+static const char *const temporary_formats[] = {
+	[MEM_TABLE] = "table", [MEM_CSV] = "csv", [MEM_JSON] = "json", NULL,
+};
+
 static int temporary_main(int argc, char **argv)
 {
-	enum mem_format fmt = MEM_TABLE;
+	int fmt = MEM_TABLE;
 	double ms = TEMPORARY_MAX_LIFETIME_MS, v;
 	const char *path = NULL;
 	int64_t pid = -1;
@@ -215,24 +219,19 @@ static int temporary_main(int argc, char **argv)
 	int r, rc;
 
 	for (int i = 1; i < argc; i++) {
-		if ((r = sites_format_opt(&temporary_command, argc, argv, &i, &fmt, 0)) != 0) {
+		if ((r = cli_format_opt(&temporary_command, argc, argv, &i, temporary_formats, &fmt)) != 0) {
 			if (r < 0)
 				return CLI_EXIT_USAGE;
-		} else if ((r = sites_number_opt(&temporary_command, argc, argv, &i, "--pid", &v)) != 0) {
+		} else if ((r = cli_int_opt(&temporary_command, argc, argv, &i, "--pid", &pid)) != 0) {
 			if (r < 0)
 				return CLI_EXIT_USAGE;
-			pid = (int64_t)v;
-		} else if ((r = sites_number_opt(&temporary_command, argc, argv, &i,
+		} else if ((r = cli_number_opt(&temporary_command, argc, argv, &i,
 						 "--max-lifetime-ms", &v)) != 0) {
 			if (r < 0)
 				return CLI_EXIT_USAGE;
 			ms = v;
-		} else if (argv[i][0] == '-' && argv[i][1]) {
-			return cli_usage_error(&temporary_command, "unknown option '%s'", argv[i]);
-		} else if (path) {
-			return cli_usage_error(&temporary_command, "more than one store given");
-		} else {
-			path = argv[i];
+		} else if ((rc = cli_store_arg(&temporary_command, argv[i], &path)) != 0) {
+			return rc;
 		}
 	}
 	if (!path)
