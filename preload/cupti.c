@@ -574,13 +574,19 @@ static void *flusher(void *arg)
 	return 0;
 }
 
+/* Moves the records CUPTI reported lost into t's slot; while t has none
+ * they stay pending for a later call. */
+static void count_cupti_dropped(struct shim_thread *t)
+{
+	if (t->ring.slot && __atomic_load_n(&cupti_dropped, __ATOMIC_RELAXED))
+		thread_drop(t, __atomic_exchange_n(&cupti_dropped, 0, __ATOMIC_ACQ_REL));
+}
+
 /* The converter: our own thread, so waiting for ring room stalls nobody
  * else.  Counts CUPTI's dropped records into its slot. */
 static void *converter(void *arg)
 {
 	struct timespec nap = { 0, 2000000 };
-	struct shim_thread *t = &shim_tls;
-	uint64_t d;
 
 	(void)arg;
 	for (;;) {
@@ -596,9 +602,7 @@ static void *converter(void *arg)
 		buf_stock();
 		if (!n)
 			nanosleep(&nap, 0);
-		d = __atomic_exchange_n(&cupti_dropped, 0, __ATOMIC_ACQ_REL);
-		if (d && t->ring.slot)
-			__atomic_fetch_add(&t->ring.slot->dropped, d, __ATOMIC_RELAXED);
+		count_cupti_dropped(&shim_tls);
 	}
 	return 0;
 }
@@ -821,10 +825,7 @@ void cupti_exit(void)
 		nanosleep(&ms, 0);
 	}
 	queue_drain();
-	if (t->ring.slot)
-		__atomic_fetch_add(&t->ring.slot->dropped,
-				   __atomic_exchange_n(&cupti_dropped, 0, __ATOMIC_ACQ_REL),
-				   __ATOMIC_RELAXED);
+	count_cupti_dropped(t);
 	t->in_shim--;
 	errno = saved;
 }

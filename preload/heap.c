@@ -225,13 +225,6 @@ void heap_fork_child(void)
 		sampled_clear(&heap_set);
 }
 
-static inline void thread_drop(struct shim_thread *t)
-{
-	struct shm_slot *s = t->ring.slot;
-
-	__atomic_store_n(&s->dropped, s->dropped + 1, __ATOMIC_RELAXED);
-}
-
 /*
  * In `all` mode every call is shipped with its start time, but only one in
  * ALL_TIMED_EVERY per thread also reads the clock when it returns: a TSC
@@ -303,7 +296,7 @@ static void *traced(struct shim_thread *t, struct call *c, int mode, int sampled
 		if (p && sampled_insert(&heap_set, p) < 0) {
 			/* Better a counted loss than a block whose free we
 			 * could never report. */
-			thread_drop(t);
+			thread_drop(t, 1);
 			r.hdr.flags &= (uint16_t)~SHM_F_SAMPLED;
 			sampled = 0;
 		}
@@ -314,7 +307,7 @@ static void *traced(struct shim_thread *t, struct call *c, int mode, int sampled
 	 * is unwound for nothing (an overloaded collector must not make every
 	 * call slower still); with SHIMMER_LOSSLESS=1 thread_emit() waits. */
 	if (unlikely(!shim.lossless && !ring_fits(&t->ring, sizeof(r)))) {
-		thread_drop(t);
+		thread_drop(t, 1);
 		goto out;
 	}
 	/* Every shipped allocation carries its stack: in `all` mode that

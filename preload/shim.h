@@ -98,6 +98,15 @@ static inline void thread_count(struct shim_thread *t, unsigned int fn, uint64_t
 	}
 }
 
+/* Counts n records lost in the thread's own slot, which it must have: the
+ * owner is the only writer of `dropped`. */
+static inline void thread_drop(struct shim_thread *t, uint64_t n)
+{
+	struct shm_slot *s = t->ring.slot;
+
+	__atomic_store_n(&s->dropped, s->dropped + n, __ATOMIC_RELAXED);
+}
+
 /*
  * Copies a record (len a multiple of 8) into the thread's ring.  When it is
  * full: counts a drop, or with SHIMMER_LOSSLESS=1 kicks the collector and
