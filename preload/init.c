@@ -209,8 +209,6 @@ static int start(uint32_t ppid)
 	return 0;
 fail:
 	region_destroy(&shim.region);
-	shim.region.nslots = nslots;
-	shim.region.ring_bytes = ring_bytes;
 	close(shim.sock);
 	shim.sock = -1;
 	return err;
@@ -237,13 +235,10 @@ static void disable(void)
 static void fork_child(void)
 {
 	uint32_t parent = shim.pid;
-	uint32_t nslots = shim.region.nslots, ring_bytes = shim.region.ring_bytes;
 
 	shim_tls.in_shim++;
 	disable();
 	region_destroy(&shim.region);
-	shim.region.nslots = nslots;
-	shim.region.ring_bytes = ring_bytes;
 	close(shim.sock);
 	shim.sock = -1;
 	intern_fork_child(-1);
