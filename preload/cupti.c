@@ -115,19 +115,10 @@ static const char *result_str(CUptiResult r)
 /* GPU_STATUS, and for a failure the one stderr line. */
 static void report(uint32_t status, const char *why)
 {
-	char line[TEXT_MAX + 96];
-	int n;
-
 	conn_gpu_status(shim.sock, status, why);
 	shim_log("GPU status %u: %s", status, why);
-	if (status == SHM_GPU_ACTIVE || status == SHM_GPU_DISABLED)
-		return;
-	n = snprintf(line, sizeof(line), "shimmer: GPU activity not traced: %s; API calls still are\n",
-		     why);
-	if (n > (int)sizeof(line) - 1)
-		n = (int)sizeof(line) - 1;
-	if (write(STDERR_FILENO, line, (size_t)n) < 0)
-		n = 0;
+	if (status != SHM_GPU_ACTIVE && status != SHM_GPU_DISABLED)
+		shim_warn("GPU activity not traced: %s; API calls still are", why);
 }
 
 /* ---- finding and loading libcupti ---- */

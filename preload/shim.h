@@ -134,7 +134,12 @@ void thread_fork_parent(void);
 /* In the child: forget the parent's slot; the next traced call claims one. */
 void thread_fork_child(void);
 
-/* A debug line on stderr when SHIMMER_DEBUG=1; never allocates. */
+/* A debug line on stderr when SHIMMER_DEBUG=1; never allocates, preserves
+ * errno. */
 void shim_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* The one stderr line ("shimmer: ...") that says what a failure turned
+ * off, whatever SHIMMER_DEBUG says; never allocates, preserves errno. */
+void shim_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 #endif /* SHIMMER_SHIM_H */
