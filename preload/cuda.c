@@ -6,7 +6,8 @@
  *
  * We never link libcudart: each real function is looked up on first use
  * and cached.  After the real call, cupti_check() starts CUPTI if the
- * driver's injection hook has not (one predictable branch once started).  With no runtime loaded at all a hook returns
+ * driver's injection hook has not (one predictable branch once started).
+ * With no runtime loaded at all a hook returns
  * cudaErrorInitializationError, which is what the runtime itself reports
  * when it cannot start.
  */
@@ -245,10 +246,12 @@ HOOK_PT(cudaMemsetAsync, _ptsz, CUDA_MEMSET_ASYNC,
 
 /* ---- launches ---- */
 
-/* cudaLaunchKernel and cudaLaunchCooperativeKernel share their shape. */
-#define LAUNCH_PARAMS                                                        \
-	(const void *func, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem, \
+/* cudaLaunchKernel and cudaLaunchCooperativeKernel share their shape;
+ * __cudaLaunchKernel takes a cudaKernel_t where they take a function. */
+#define LAUNCH_PARAMS_OF(func_type)                                          \
+	(func_type func, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem, \
 	 cudaStream_t stream)
+#define LAUNCH_PARAMS LAUNCH_PARAMS_OF(const void *)
 #define LAUNCH_ARGS (func, gridDim, blockDim, args, sharedMem, stream)
 #define LAUNCH_FILL                                                          \
 	r.aux = (uintptr_t)func;                                             \
@@ -258,14 +261,8 @@ HOOK_PT(cudaMemsetAsync, _ptsz, CUDA_MEMSET_ASYNC,
 
 HOOK_PT(cudaLaunchKernel, _ptsz, CUDA_LAUNCH_KERNEL, LAUNCH_PARAMS, LAUNCH_ARGS, LAUNCH_FILL)
 
-HOOK_PT(__cudaLaunchKernel, _ptsz, CUDA_LAUNCH_KERNEL_STUB,
-	(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem,
-	 cudaStream_t stream),
-	(kernel, gridDim, blockDim, args, sharedMem, stream),
-	r.aux = (uintptr_t)kernel;
-	r.bytes = sharedMem;
-	r.stream = (uintptr_t)stream;
-	set_dims(&r, gridDim, blockDim))
+HOOK_PT(__cudaLaunchKernel, _ptsz, CUDA_LAUNCH_KERNEL_STUB, LAUNCH_PARAMS_OF(cudaKernel_t),
+	LAUNCH_ARGS, LAUNCH_FILL)
 
 HOOK_PT(cudaLaunchKernelExC, _ptsz, CUDA_LAUNCH_KERNEL_EXC,
 	(const cudaLaunchConfig_t *config, const void *func, void **args),

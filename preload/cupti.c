@@ -27,7 +27,6 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
-#include <link.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -43,6 +42,7 @@
 #include "conn.h"
 #include "cupti.h"
 #include "intern.h"
+#include "real.h"
 
 #define BUF_BYTES (4u << 20)
 #define POOL 8
@@ -115,45 +115,13 @@ static const char *result_str(CUptiResult r)
 /* GPU_STATUS, and for a failure the one stderr line. */
 static void report(uint32_t status, const char *why)
 {
-	char line[TEXT_MAX + 96];
-	int n;
-
 	conn_gpu_status(shim.sock, status, why);
 	shim_log("GPU status %u: %s", status, why);
-	if (status == SHM_GPU_ACTIVE || status == SHM_GPU_DISABLED)
-		return;
-	n = snprintf(line, sizeof(line), "shimmer: GPU activity not traced: %s; API calls still are\n",
-		     why);
-	if (n > (int)sizeof(line) - 1)
-		n = (int)sizeof(line) - 1;
-	if (write(STDERR_FILENO, line, (size_t)n) < 0)
-		n = 0;
+	if (status != SHM_GPU_ACTIVE && status != SHM_GPU_DISABLED)
+		shim_warn("GPU activity not traced: %s; API calls still are", why);
 }
 
 /* ---- finding and loading libcupti ---- */
-
-struct loaded {
-	char cupti[PATH_MAX];
-	char cudart[PATH_MAX];
-};
-
-static int scan_loaded(struct dl_phdr_info *info, size_t size, void *data)
-{
-	struct loaded *l = data;
-	const char *name = info->dlpi_name, *base;
-	size_t n;
-
-	(void)size;
-	if (!name || !name[0] || (n = strlen(name)) >= PATH_MAX)
-		return 0;
-	base = strrchr(name, '/');
-	base = base ? base + 1 : name;
-	if (!l->cupti[0] && !strncmp(base, "libcupti.so", 11))
-		memcpy(l->cupti, name, n + 1);
-	else if (!l->cudart[0] && !strncmp(base, "libcudart.so", 12))
-		memcpy(l->cudart, name, n + 1);
-	return 0;
-}
 
 /* dlopens cand if it exists; on success its path becomes lib_path. */
 static void *try_open(void)
@@ -190,7 +158,7 @@ static void *try_dir(const char *dir, int dlen, const char *sub_dir, const char 
 
 static void *load(void)
 {
-	static struct loaded l;
+	static char cudart[PATH_MAX];
 	static const char *const subs[] = { "/extras/CUPTI/lib64", "/lib64",
 					    "/targets/x86_64-linux/lib" };
 	char major[16] = { 0 };
@@ -199,26 +167,23 @@ static void *load(void)
 	unsigned int i, j;
 	int dlen;
 
-	memset(&l, 0, sizeof(l));
-	dl_iterate_phdr(scan_loaded, &l);
-	if (l.cupti[0]) {
-		memcpy(cand, l.cupti, sizeof(cand));
-		if ((h = try_open()))
-			return h;
-	}
+	if (real_loaded("libcupti.so", cand) == 0 && (h = try_open()))
+		return h;
+	if (real_loaded("libcudart.so", cudart) < 0)
+		cudart[0] = '\0';
 	/* libcudart.so.13 -> libcupti.so.13: the runtime's own major. */
 	snprintf(major, sizeof(major), "%d", CUDART_VERSION / 1000);
-	if (l.cudart[0]) {
-		v = strstr(strrchr(l.cudart, '/') ? strrchr(l.cudart, '/') : l.cudart, ".so.");
+	if (cudart[0]) {
+		slash = strrchr(cudart, '/');
+		v = strstr(slash ? slash : cudart, ".so.");
 		if (v) {
 			for (i = 0; i + 1 < sizeof(major) && v[4 + i] >= '0' && v[4 + i] <= '9'; i++)
 				major[i] = v[4 + i];
 			major[i] = '\0';
 		}
-		slash = strrchr(l.cudart, '/');
-		dlen = slash ? (int)(slash - l.cudart) : 1;
-		if ((h = try_dir(slash ? l.cudart : ".", dlen, "", major)) ||
-		    (h = try_dir(slash ? l.cudart : ".", dlen, "/../../cuda_cupti/lib", major)))
+		dlen = slash ? (int)(slash - cudart) : 1;
+		if ((h = try_dir(slash ? cudart : ".", dlen, "", major)) ||
+		    (h = try_dir(slash ? cudart : ".", dlen, "/../../cuda_cupti/lib", major)))
 			return h;
 	}
 	for (i = 0; i < 2; i++) {
@@ -229,7 +194,7 @@ static void *load(void)
 				return h;
 	}
 	snprintf(text, sizeof(text), "no libcupti found (looked beside %.300s and under %.300s%s/usr/local/cuda)",
-		 l.cudart[0] ? l.cudart : "libcudart", homes[0] ? homes[0] : "",
+		 cudart[0] ? cudart : "libcudart", homes[0] ? homes[0] : "",
 		 homes[0] ? " and " : "");
 	return 0;
 }
@@ -574,13 +539,19 @@ static void *flusher(void *arg)
 	return 0;
 }
 
+/* Moves the records CUPTI reported lost into t's slot; while t has none
+ * they stay pending for a later call. */
+static void count_cupti_dropped(struct shim_thread *t)
+{
+	if (t->ring.slot && __atomic_load_n(&cupti_dropped, __ATOMIC_RELAXED))
+		thread_drop(t, __atomic_exchange_n(&cupti_dropped, 0, __ATOMIC_ACQ_REL));
+}
+
 /* The converter: our own thread, so waiting for ring room stalls nobody
  * else.  Counts CUPTI's dropped records into its slot. */
 static void *converter(void *arg)
 {
 	struct timespec nap = { 0, 2000000 };
-	struct shim_thread *t = &shim_tls;
-	uint64_t d;
 
 	(void)arg;
 	for (;;) {
@@ -596,9 +567,7 @@ static void *converter(void *arg)
 		buf_stock();
 		if (!n)
 			nanosleep(&nap, 0);
-		d = __atomic_exchange_n(&cupti_dropped, 0, __ATOMIC_ACQ_REL);
-		if (d && t->ring.slot)
-			__atomic_fetch_add(&t->ring.slot->dropped, d, __ATOMIC_RELAXED);
+		count_cupti_dropped(&shim_tls);
 	}
 	return 0;
 }
@@ -821,10 +790,7 @@ void cupti_exit(void)
 		nanosleep(&ms, 0);
 	}
 	queue_drain();
-	if (t->ring.slot)
-		__atomic_fetch_add(&t->ring.slot->dropped,
-				   __atomic_exchange_n(&cupti_dropped, 0, __ATOMIC_ACQ_REL),
-				   __ATOMIC_RELAXED);
+	count_cupti_dropped(t);
 	t->in_shim--;
 	errno = saved;
 }

@@ -5,7 +5,8 @@
  * relaxed counter stores in the thread's slot, the sampler's compare and
  * subtract (allocations) or one filter load (frees), then a tail call to
  * the real function.  Everything else - sampling, `all` mode, unclaimed
- * threads, the bootstrap - is out of line in traced() and slow().
+ * threads, the bootstrap - is out of line in traced() and slow(), reached
+ * through fast_traced() and slow_of().
  *
  * Bootstrap: dlsym allocates (calloc for its error state) while we look up
  * the real malloc.  Those requests, and any made before heap_boot()
@@ -86,16 +87,22 @@ static void *arena_alloc(size_t n, size_t align)
 	return arena + off;
 }
 
-static uint64_t call_bytes(const struct call *c)
+/* calloc's and reallocarray's request, SIZE_MAX when it overflows. */
+static inline uint64_t product(size_t n, size_t m)
 {
 	size_t b;
 
+	return __builtin_mul_overflow(n, m, &b) ? SIZE_MAX : b;
+}
+
+static uint64_t call_bytes(const struct call *c)
+{
 	switch (c->fn) {
 	case SHM_FN_FREE:
 		return 0;
 	case SHM_FN_CALLOC:
 	case SHM_FN_REALLOCARRAY:
-		return __builtin_mul_overflow(c->n, c->m, &b) ? SIZE_MAX : b;
+		return product(c->n, c->m);
 	default:
 		return c->n;
 	}
@@ -225,13 +232,6 @@ void heap_fork_child(void)
 		sampled_clear(&heap_set);
 }
 
-static inline void thread_drop(struct shim_thread *t)
-{
-	struct shm_slot *s = t->ring.slot;
-
-	__atomic_store_n(&s->dropped, s->dropped + 1, __ATOMIC_RELAXED);
-}
-
 /*
  * In `all` mode every call is shipped with its start time, but only one in
  * ALL_TIMED_EVERY per thread also reads the clock when it returns: a TSC
@@ -303,7 +303,7 @@ static void *traced(struct shim_thread *t, struct call *c, int mode, int sampled
 		if (p && sampled_insert(&heap_set, p) < 0) {
 			/* Better a counted loss than a block whose free we
 			 * could never report. */
-			thread_drop(t);
+			thread_drop(t, 1);
 			r.hdr.flags &= (uint16_t)~SHM_F_SAMPLED;
 			sampled = 0;
 		}
@@ -314,7 +314,7 @@ static void *traced(struct shim_thread *t, struct call *c, int mode, int sampled
 	 * is unwound for nothing (an overloaded collector must not make every
 	 * call slower still); with SHIMMER_LOSSLESS=1 thread_emit() waits. */
 	if (unlikely(!shim.lossless && !ring_fits(&t->ring, sizeof(r)))) {
-		thread_drop(t);
+		thread_drop(t, 1);
 		goto out;
 	}
 	/* Every shipped allocation carries its stack: in `all` mode that
@@ -362,23 +362,42 @@ static inline int fast_alloc(struct shim_thread *t, unsigned int fn, uint64_t n)
 	return !sampler_take(&t->sampler, n);
 }
 
+/*
+ * The hooks' way out of the fast path.  The call is built here rather than
+ * in the hook: its address escapes, so built there it would cost every
+ * call a stack frame and the stores that fill it, and the real function
+ * could not be tail-called.
+ */
+static __attribute__((noinline)) void *fast_traced(unsigned int fn, void *old, size_t n,
+						     size_t m, int sampled)
+{
+	struct call c = { .fn = fn, .old = old, .n = n, .m = m };
+
+	return traced(&shim_tls, &c, SHM_MALLOC_SAMPLE, sampled);
+}
+
+static __attribute__((noinline)) void *slow_of(unsigned int fn, void *old, size_t n, size_t m)
+{
+	struct call c = { .fn = fn, .old = old, .n = n, .m = m };
+
+	return slow(&c);
+}
+
 SHIM_EXPORT void *malloc(size_t n)
 {
 	struct shim_thread *t = &shim_tls;
-	struct call c = { .fn = SHM_FN_MALLOC, .n = n };
 
 	if (fast(t)) {
 		if (likely(fast_alloc(t, SHM_FN_MALLOC, n)))
 			return real.malloc(n);
-		return traced(t, &c, SHM_MALLOC_SAMPLE, 1);
+		return fast_traced(SHM_FN_MALLOC, 0, n, 0, 1);
 	}
-	return slow(&c);
+	return slow_of(SHM_FN_MALLOC, 0, n, 0);
 }
 
 SHIM_EXPORT void free(void *p)
 {
 	struct shim_thread *t = &shim_tls;
-	struct call c = { .fn = SHM_FN_FREE, .old = p };
 
 	if (fast(t)) {
 		thread_count(t, SHM_FN_FREE, 0);
@@ -386,53 +405,49 @@ SHIM_EXPORT void free(void *p)
 			real.free(p);
 			return;
 		}
-		traced(t, &c, SHM_MALLOC_SAMPLE, 0);
+		fast_traced(SHM_FN_FREE, p, 0, 0, 0);
 		return;
 	}
-	slow(&c);
+	slow_of(SHM_FN_FREE, p, 0, 0);
 }
 
 SHIM_EXPORT void *calloc(size_t n, size_t m)
 {
 	struct shim_thread *t = &shim_tls;
-	struct call c = { .fn = SHM_FN_CALLOC, .n = n, .m = m };
 
 	if (fast(t)) {
-		if (likely(fast_alloc(t, SHM_FN_CALLOC, call_bytes(&c))))
+		if (likely(fast_alloc(t, SHM_FN_CALLOC, product(n, m))))
 			return real.calloc(n, m);
-		return traced(t, &c, SHM_MALLOC_SAMPLE, 1);
+		return fast_traced(SHM_FN_CALLOC, 0, n, m, 1);
 	}
-	return slow(&c);
+	return slow_of(SHM_FN_CALLOC, 0, n, m);
 }
 
-static inline void *realloc_common(struct call *c)
+static inline void *realloc_common(unsigned int fn, void *old, size_t n, size_t m)
 {
 	struct shim_thread *t = &shim_tls;
+	uint64_t bytes = fn == SHM_FN_REALLOC ? n : product(n, m);
 	int s;
 
 	if (fast(t)) {
-		thread_count(t, c->fn, call_bytes(c));
-		s = sampler_take(&t->sampler, call_bytes(c));
-		if (likely(!s && !sampled_maybe(&heap_set, c->old) && !in_arena(c->old)))
-			return c->fn == SHM_FN_REALLOC ? real.realloc(c->old, c->n)
-						       : real.reallocarray(c->old, c->n, c->m);
-		return traced(t, c, SHM_MALLOC_SAMPLE, s);
+		thread_count(t, fn, bytes);
+		s = sampler_take(&t->sampler, bytes);
+		if (likely(!s && !sampled_maybe(&heap_set, old) && !in_arena(old)))
+			return fn == SHM_FN_REALLOC ? real.realloc(old, n)
+						    : real.reallocarray(old, n, m);
+		return fast_traced(fn, old, n, m, s);
 	}
-	return slow(c);
+	return slow_of(fn, old, n, m);
 }
 
 SHIM_EXPORT void *realloc(void *old, size_t n)
 {
-	struct call c = { .fn = SHM_FN_REALLOC, .old = old, .n = n };
-
-	return realloc_common(&c);
+	return realloc_common(SHM_FN_REALLOC, old, n, 0);
 }
 
 SHIM_EXPORT void *reallocarray(void *old, size_t n, size_t m)
 {
-	struct call c = { .fn = SHM_FN_REALLOCARRAY, .old = old, .n = n, .m = m };
-
-	return realloc_common(&c);
+	return realloc_common(SHM_FN_REALLOCARRAY, old, n, m);
 }
 
 /* The aligned and page-sized allocators are rare: they take the generic

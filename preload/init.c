@@ -55,25 +55,43 @@ struct shim shim = { .sock = -1 };
 
 static int clock_kind;
 
-void shim_log(const char *fmt, ...)
+/* One line on stderr: prefix, the formatted text, a newline.  A stack
+ * buffer and one write(2): no stdio, no malloc inside the host. */
+static void say(const char *prefix, const char *fmt, va_list ap)
 {
-	char buf[512];
-	va_list ap;
-	int n, saved;
+	char buf[1024];
+	int n, saved = errno;
 
-	if (!shim.debug)
-		return;
-	saved = errno;
-	n = snprintf(buf, sizeof(buf), "shimmer[%d]: ", (int)getpid());
-	va_start(ap, fmt);
+	n = snprintf(buf, sizeof(buf), "%s: ", prefix);
 	n += vsnprintf(buf + n, sizeof(buf) - (size_t)n - 1, fmt, ap);
-	va_end(ap);
 	if (n > (int)sizeof(buf) - 2)
 		n = (int)sizeof(buf) - 2;
 	buf[n++] = '\n';
 	if (write(STDERR_FILENO, buf, (size_t)n) < 0)
-		errno = saved;
+		n = 0; /* nowhere to report it */
 	errno = saved;
+}
+
+void shim_log(const char *fmt, ...)
+{
+	char prefix[32];
+	va_list ap;
+
+	if (!shim.debug)
+		return;
+	snprintf(prefix, sizeof(prefix), "shimmer[%d]", (int)getpid());
+	va_start(ap, fmt);
+	say(prefix, fmt, ap);
+	va_end(ap);
+}
+
+void shim_warn(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	say("shimmer", fmt, ap);
+	va_end(ap);
 }
 
 static int env_flag(const char *name)
@@ -160,13 +178,8 @@ static int start(uint32_t ppid)
 	shim.pid = (uint32_t)getpid();
 	shim.sock = conn_open(path);
 	if (shim.sock < 0) {
-		char line[512];
-		int n = snprintf(line, sizeof(line),
-				 "shimmer: collector not reached at %s (%s); not tracing\n", path,
-				 strerrordesc_np(-shim.sock));
-
-		if (write(STDERR_FILENO, line, n < (int)sizeof(line) ? (size_t)n : sizeof(line)) < 0)
-			n = 0;
+		shim_warn("collector not reached at %s (%s); not tracing", path,
+			  strerrordesc_np(-shim.sock));
 		err = shim.sock;
 		shim.sock = -1;
 		return err;
@@ -209,8 +222,6 @@ static int start(uint32_t ppid)
 	return 0;
 fail:
 	region_destroy(&shim.region);
-	shim.region.nslots = nslots;
-	shim.region.ring_bytes = ring_bytes;
 	close(shim.sock);
 	shim.sock = -1;
 	return err;
@@ -237,13 +248,10 @@ static void disable(void)
 static void fork_child(void)
 {
 	uint32_t parent = shim.pid;
-	uint32_t nslots = shim.region.nslots, ring_bytes = shim.region.ring_bytes;
 
 	shim_tls.in_shim++;
 	disable();
 	region_destroy(&shim.region);
-	shim.region.nslots = nslots;
-	shim.region.ring_bytes = ring_bytes;
 	close(shim.sock);
 	shim.sock = -1;
 	intern_fork_child(-1);

@@ -8,6 +8,7 @@
  * loader's lock.
  */
 #include <dlfcn.h>
+#include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <link.h>
@@ -22,8 +23,15 @@ void *real_next(const char *name)
 	return dlsym(RTLD_NEXT, name);
 }
 
-static int find_cudart(struct dl_phdr_info *info, size_t size, void *data)
+struct loaded_q {
+	const char *prefix;
+	size_t len;
+	char *path;
+};
+
+static int find_loaded(struct dl_phdr_info *info, size_t size, void *data)
 {
+	struct loaded_q *q = data;
 	const char *base;
 	size_t n;
 
@@ -33,10 +41,17 @@ static int find_cudart(struct dl_phdr_info *info, size_t size, void *data)
 	base = strrchr(info->dlpi_name, '/');
 	base = base ? base + 1 : info->dlpi_name;
 	n = strlen(info->dlpi_name);
-	if (strncmp(base, "libcudart.so", 12) || n >= PATH_MAX)
+	if (strncmp(base, q->prefix, q->len) || n >= PATH_MAX)
 		return 0;
-	memcpy(data, info->dlpi_name, n + 1);
+	memcpy(q->path, info->dlpi_name, n + 1);
 	return 1;
+}
+
+int real_loaded(const char *prefix, char *path)
+{
+	struct loaded_q q = { .prefix = prefix, .len = strlen(prefix), .path = path };
+
+	return dl_iterate_phdr(find_loaded, &q) ? 0 : -ENOENT;
 }
 
 void *real_cuda(const char *name)
@@ -49,7 +64,7 @@ void *real_cuda(const char *name)
 		return fn;
 	h = __atomic_load_n(&cudart, __ATOMIC_ACQUIRE);
 	if (!h) {
-		if (!dl_iterate_phdr(find_cudart, path))
+		if (real_loaded("libcudart.so", path) < 0)
 			return 0;
 		h = dlopen(path, RTLD_NOLOAD | RTLD_LAZY);
 		if (!h)

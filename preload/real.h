@@ -16,6 +16,11 @@ void *real_next(const char *name);
  */
 void *real_cuda(const char *name);
 
+/* Copies into path (PATH_MAX bytes) the name of the first loaded object
+ * whose file name starts with prefix ("libcudart.so").  0 or -ENOENT.
+ * Takes the loader's lock; does not allocate. */
+int real_loaded(const char *prefix, char *path);
+
 /* The shim's own absolute path, for the injection variables; NULL if
  * unknown.  Computed on the first call (the constructor's). */
 const char *real_self_path(void);

@@ -18,7 +18,7 @@ int region_create(struct region *r, uint32_t nslots, uint32_t ring_bytes)
 	void *map;
 	int fd, err;
 
-	*r = (struct region){ .fd = -1 };
+	*r = (struct region){ .fd = -1, .nslots = nslots, .ring_bytes = ring_bytes };
 	fd = memfd_create("shimmer", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (fd < 0)
 		return -errno;
@@ -34,8 +34,6 @@ int region_create(struct region *r, uint32_t nslots, uint32_t ring_bytes)
 	r->hdr = map;
 	r->bytes = bytes;
 	r->fd = fd;
-	r->nslots = nslots;
-	r->ring_bytes = ring_bytes;
 	r->hdr->magic = SHM_MAGIC;
 	r->hdr->version = SHM_WIRE_VERSION;
 	r->hdr->nslots = nslots;
@@ -43,7 +41,9 @@ int region_create(struct region *r, uint32_t nslots, uint32_t ring_bytes)
 	if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
 		err = -errno;
 		munmap(map, bytes);
-		*r = (struct region){ .fd = -1 };
+		r->hdr = 0;
+		r->bytes = 0;
+		r->fd = -1;
 		goto out;
 	}
 	return 0;
@@ -58,7 +58,9 @@ void region_destroy(struct region *r)
 		munmap(r->hdr, r->bytes);
 	if (r->fd >= 0)
 		close(r->fd);
-	*r = (struct region){ .fd = -1 };
+	r->hdr = 0;
+	r->bytes = 0;
+	r->fd = -1;
 }
 
 int region_claim(struct region *r, uint32_t hint, uint32_t tid)

@@ -21,10 +21,13 @@ struct region {
 	uint32_t ring_bytes;
 };
 
-/* Creates, maps, fills and seals a region.  Returns 0 or -errno. */
+/* Creates, maps, fills and seals a region.  Returns 0 or -errno; r keeps
+ * nslots and ring_bytes either way. */
 int region_create(struct region *r, uint32_t nslots, uint32_t ring_bytes);
 
-/* Unmaps and closes what is left; safe on a zeroed or destroyed region. */
+/* Unmaps and closes what is left; safe on a zeroed or destroyed region.
+ * Keeps nslots and ring_bytes, the geometry the next region_create() is
+ * given (a start that failed, a fork child). */
 void region_destroy(struct region *r);
 
 static inline struct shm_slot *region_slot(const struct region *r, uint32_t idx)

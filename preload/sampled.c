@@ -19,11 +19,6 @@
 #define TOMB 1u
 #define PROBES 64u
 
-static uint8_t *filter_cell(const struct sampled *s, uint64_t h)
-{
-	return &s->filter[(h >> 40) & s->filter_mask];
-}
-
 static void filter_inc(uint8_t *c)
 {
 	uint8_t v = __atomic_load_n(c, __ATOMIC_RELAXED);
@@ -94,7 +89,7 @@ int sampled_insert(struct sampled *s, const void *p)
 	uint64_t h = sampled_hash(key);
 	uint32_t i;
 
-	filter_inc(filter_cell(s, h));
+	filter_inc(sampled_filter(s, h));
 	for (i = 0; i < s->probes; i++) {
 		uint64_t *cell = &s->keys[(h + i) & s->key_mask];
 		uint64_t v = __atomic_load_n(cell, __ATOMIC_RELAXED);
@@ -105,7 +100,7 @@ int sampled_insert(struct sampled *s, const void *p)
 				return 0;
 		}
 	}
-	filter_dec(filter_cell(s, h));
+	filter_dec(sampled_filter(s, h));
 	__atomic_fetch_add(&s->full, 1, __ATOMIC_RELAXED);
 	return -ENOSPC;
 }
@@ -136,7 +131,7 @@ int sampled_remove(struct sampled *s, const void *p)
 	if (!cell || !__atomic_compare_exchange_n(cell, &v, TOMB, 0, __ATOMIC_RELAXED,
 						  __ATOMIC_RELAXED))
 		return 0;
-	filter_dec(filter_cell(s, h));
+	filter_dec(sampled_filter(s, h));
 	return 1;
 }
 

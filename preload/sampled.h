@@ -44,13 +44,18 @@ static inline uint64_t sampled_hash(uint64_t p)
 	return p;
 }
 
+/* The filter counter that stands for the addresses of hash h. */
+static inline uint8_t *sampled_filter(const struct sampled *s, uint64_t h)
+{
+	return &s->filter[(h >> 40) & s->filter_mask];
+}
+
 /* 0 when p is certainly not in the set; 1 when it may be. */
 static inline int sampled_maybe(const struct sampled *s, const void *p)
 {
 	uint64_t h = sampled_hash((uint64_t)(uintptr_t)p);
 
-	return __atomic_load_n(&s->filter[(h >> 40) & s->filter_mask],
-			       __ATOMIC_RELAXED) != 0;
+	return __atomic_load_n(sampled_filter(s, h), __ATOMIC_RELAXED) != 0;
 }
 
 /* Adds p (not 0, not 1, not already present).  Returns 0 or -ENOSPC. */

@@ -98,6 +98,15 @@ static inline void thread_count(struct shim_thread *t, unsigned int fn, uint64_t
 	}
 }
 
+/* Counts n records lost in the thread's own slot, which it must have: the
+ * owner is the only writer of `dropped`. */
+static inline void thread_drop(struct shim_thread *t, uint64_t n)
+{
+	struct shm_slot *s = t->ring.slot;
+
+	__atomic_store_n(&s->dropped, s->dropped + n, __ATOMIC_RELAXED);
+}
+
 /*
  * Copies a record (len a multiple of 8) into the thread's ring.  When it is
  * full: counts a drop, or with SHIMMER_LOSSLESS=1 kicks the collector and
@@ -125,7 +134,12 @@ void thread_fork_parent(void);
 /* In the child: forget the parent's slot; the next traced call claims one. */
 void thread_fork_child(void);
 
-/* A debug line on stderr when SHIMMER_DEBUG=1; never allocates. */
+/* A debug line on stderr when SHIMMER_DEBUG=1; never allocates, preserves
+ * errno. */
 void shim_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* The one stderr line ("shimmer: ...") that says what a failure turned
+ * off, whatever SHIMMER_DEBUG says; never allocates, preserves errno. */
+void shim_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 #endif /* SHIMMER_SHIM_H */

@@ -19,7 +19,6 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "modules.h"
 #include "pyframes.h"
@@ -76,10 +75,7 @@ void stack_setup(void)
 	bt = lib ? (int (*)(void **, int))dlsym(lib, "unw_backtrace") : 0;
 	if (!bt || modules_span_of((const void *)stack_setup, &self_lo, &self_hi) < 0 ||
 	    stacktab_init(&native, NATIVE_CAP, NATIVE_WORDS) < 0) {
-		static const char line[] = "shimmer: libunwind not available; no call stacks\n";
-
-		if (write(STDERR_FILENO, line, sizeof(line) - 1) < 0)
-			shim.stacks = 0;
+		shim_warn("libunwind not available; no call stacks");
 		shim.stacks = 0;
 		return;
 	}

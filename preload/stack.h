@@ -29,7 +29,9 @@
 
 /* Shim frames above the interposed function's caller when stack_native()
  * is inlined into the hook's out-of-line part: that part (traced, end) and
- * the hook.  No margin: more shim frames only make the stack shorter. */
+ * the frame that called it (the CUDA hook; heap.c's fast_traced, which the
+ * malloc-family hooks tail-call).  No margin: more shim frames only make
+ * the stack shorter. */
 #define STACK_SKIP 2u
 
 /* For stack_native(): set by stack_setup(), read-only after it. */

@@ -120,10 +120,9 @@ out:
 
 static inline int emit(struct shim_thread *t, const void *rec, uint32_t len, int wait)
 {
-	struct shm_slot *s = t->ring.slot;
 	void *dst;
 
-	if (unlikely(!s)) {
+	if (unlikely(!t->ring.slot)) {
 		__atomic_fetch_add(&shim.region.hdr->dropped_no_slot, 1, __ATOMIC_RELAXED);
 		return -1;
 	}
@@ -131,7 +130,7 @@ static inline int emit(struct shim_thread *t, const void *rec, uint32_t len, int
 	if (unlikely(!dst) && wait)
 		dst = wait_room(t, len);
 	if (unlikely(!dst)) {
-		__atomic_store_n(&s->dropped, s->dropped + 1, __ATOMIC_RELAXED);
+		thread_drop(t, 1);
 		return -1;
 	}
 	memcpy(dst, rec, len);
