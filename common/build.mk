@@ -1,7 +1,7 @@
 # common/: the wire format (a header only) and the schema, embedded into the
-# collector as C strings so the daemon needs no data files at run time: the
-# whole schema (shimmer_schema_sql, for a new database) and each file alone
-# (shimmer_schema_steps, to migrate an older store).
+# collector as C strings so the daemon needs no data files at run time: each
+# file alone (shimmer_schema_steps), run in order for a new database and
+# from its version on for an older store.
 
 SCHEMA_SQL := $(sort $(wildcard schema/*.sql))
 SCHEMA_GEN := $(O)/gen/schema_sql.c
@@ -9,7 +9,7 @@ SCHEMA_GEN := $(O)/gen/schema_sql.c
 $(SCHEMA_GEN): $(SCHEMA_SQL) common/embed-sql
 	$(call msg,GEN,$@)
 	$(Q)mkdir -p $(@D)
-	$(Q)common/embed-sql shimmer_schema_sql shimmer_schema_steps $(SCHEMA_SQL) > $@
+	$(Q)common/embed-sql shimmer_schema_steps $(SCHEMA_SQL) > $@
 
 # Objects for unit tests and other non-shim programs that take a shim module:
 # sanitized like the rest of the test binary, position-independent.

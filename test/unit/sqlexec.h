@@ -38,7 +38,7 @@ static inline void exec(sqlite3 *db, const char *fmt, ...)
 	sqlite3_free(sql);
 }
 
-extern const char shimmer_schema_sql[];
+extern const char *const shimmer_schema_steps[];
 
 /* path: a mkstemp() template, rewritten to the file's name. */
 static inline sqlite3 *store_create(char *path)
@@ -49,7 +49,8 @@ static inline sqlite3 *store_create(char *path)
 	assert_true(fd >= 0);
 	close(fd);
 	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
-	exec(db, "%s", shimmer_schema_sql);
+	for (int v = 0; shimmer_schema_steps[v]; v++)
+		exec(db, "%s", shimmer_schema_steps[v]);
 	return db;
 }
 

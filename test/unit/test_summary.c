@@ -1386,20 +1386,15 @@ static void test_summary_gpu_table(void **state)
 static void test_summary_schema_v1_store(void **state)
 {
 	char path[] = "/tmp/test_summary_v1.XXXXXX";
-	const char *v2 = strstr(shimmer_schema_sql, "-- shimmer store, schema version 2");
-	char *v1, *out;
+	char *out;
 	sqlite3 *db;
 	int fd = mkstemp(path);
 
 	(void)state;
 	assert_true(fd >= 0);
 	close(fd);
-	/* The embedded schema is 001 then 002: keep 001. */
-	assert_non_null(v2);
-	v1 = strndup(shimmer_schema_sql, (size_t)(v2 - shimmer_schema_sql));
-	assert_non_null(v1);
 	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
-	exec(db, "%s", v1);
+	exec(db, "%s", shimmer_schema_steps[0]); /* schema 001 alone */
 	exec(db, "INSERT INTO functions VALUES (1, 'cudaDeviceSynchronize', 'cuda');"
 		 "INSERT INTO processes (proc_id, pid, ppid, uid, malloc_mode, lossless,"
 		 " start_wall_ns, start_ns, end_ns) VALUES (1, 42, 1, 0, 'off', 0, 0, 0, 1000);"
@@ -1414,7 +1409,6 @@ static void test_summary_schema_v1_store(void **state)
 	want_in(out, "\n42,,sync,1,,250,,,,,,0.250000,gpu,1\n");
 	free(out);
 	store_remove(db, path);
-	free(v1);
 }
 
 int main(void)
