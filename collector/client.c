@@ -37,6 +37,7 @@
 
 #include "log.h"
 #include "ptrmap.h"
+#include "utf8.h"
 #include "wire.h"
 
 #define RECV_BATCH 64          /* messages per wake-up, for fairness */
@@ -167,39 +168,6 @@ static struct shm_slot *slot_at(const struct client *c, uint32_t i)
 }
 
 /* ---- HELLO ---- */
-
-/* Length of the valid UTF-8 sequence at s (n bytes left), 0 if invalid. */
-static size_t utf8_len(const unsigned char *s, size_t n)
-{
-	size_t len;
-	unsigned lo = 0x80, hi = 0xbf;
-
-	if (s[0] < 0x80)
-		return 1;
-	if (s[0] >= 0xc2 && s[0] <= 0xdf)
-		len = 2;
-	else if (s[0] >= 0xe0 && s[0] <= 0xef)
-		len = 3;
-	else if (s[0] >= 0xf0 && s[0] <= 0xf4)
-		len = 4;
-	else
-		return 0;
-	/* Overlong forms, surrogates and code points above U+10FFFF. */
-	if (s[0] == 0xe0)
-		lo = 0xa0;
-	else if (s[0] == 0xed)
-		hi = 0x9f;
-	else if (s[0] == 0xf0)
-		lo = 0x90;
-	else if (s[0] == 0xf4)
-		hi = 0x8f;
-	if (len > n || s[1] < lo || s[1] > hi)
-		return 0;
-	for (size_t i = 2; i < len; i++)
-		if (s[i] < 0x80 || s[i] > 0xbf)
-			return 0;
-	return len;
-}
 
 /* argv (elements separated by NUL) as a JSON array of strings; bytes that
  * are not UTF-8 become U+FFFD.  The caller frees *out. */

@@ -1,4 +1,4 @@
-# common/: the wire format (a header only) and the schema, embedded into the
+# common/: the wire format and the UTF-8 check (headers), and the schema, embedded into the
 # collector as C strings so the daemon needs no data files at run time: each
 # file alone (shimmer_schema_steps), run in order for a new database and
 # from its version on for an older store.

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "fmt.h"
+#include "utf8.h"
 
 char *fmt_duration(char *buf, size_t len, double ns)
 {
@@ -56,46 +57,19 @@ void fmt_csv(FILE *out, const char *s)
 	fputc('"', out);
 }
 
-/* Length of the valid UTF-8 sequence at s, or 0 when it is not one. */
-static size_t utf8_len(const unsigned char *s)
-{
-	size_t n, i;
-	unsigned cp;
-
-	if (s[0] < 0x80)
-		return 1;
-	if (s[0] >= 0xc2 && s[0] <= 0xdf)
-		n = 2, cp = s[0] & 0x1f;
-	else if (s[0] >= 0xe0 && s[0] <= 0xef)
-		n = 3, cp = s[0] & 0x0f;
-	else if (s[0] >= 0xf0 && s[0] <= 0xf4)
-		n = 4, cp = s[0] & 0x07;
-	else
-		return 0;
-	for (i = 1; i < n; i++) {
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-		cp = cp << 6 | (s[i] & 0x3f);
-	}
-	/* Overlong forms, surrogates and code points past U+10FFFF. */
-	if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
-	    (cp >= 0xd800 && cp <= 0xdfff))
-		return 0;
-	return n;
-}
-
 void fmt_json(FILE *out, const char *s)
 {
-	const unsigned char *p = (const unsigned char *)s;
+	const unsigned char *p = (const unsigned char *)s, *end;
 
 	if (!s) {
 		fputs("null", out);
 		return;
 	}
+	end = p + strlen(s);
 	fputc('"', out);
 	while (*p) {
 		/* Paths and argv are bytes, JSON is UTF-8: mark what is not. */
-		size_t n = utf8_len(p);
+		size_t n = utf8_len(p, (size_t)(end - p));
 
 		if (n == 0) {
 			fputs("\\ufffd", out);
