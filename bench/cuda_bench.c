@@ -25,13 +25,7 @@
 
 #include <cuda_runtime_api.h>
 
-static uint64_t now_ns(clockid_t clk)
-{
-	struct timespec ts;
-
-	clock_gettime(clk, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
+#include "clock_ns.h"
 
 static void check(cudaError_t e, const char *what)
 {
@@ -84,11 +78,11 @@ static void run(const char *name, void (*fn)(uint64_t), uint64_t n)
 	if (only && strcmp(only, name) != 0)
 		return;
 	fn(n / 10);
-	c0 = now_ns(CLOCK_THREAD_CPUTIME_ID);
-	t0 = now_ns(CLOCK_MONOTONIC);
+	c0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+	t0 = clock_ns(CLOCK_MONOTONIC);
 	fn(n);
-	t1 = now_ns(CLOCK_MONOTONIC);
-	c1 = now_ns(CLOCK_THREAD_CPUTIME_ID);
+	t1 = clock_ns(CLOCK_MONOTONIC);
+	c1 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
 	printf("cuda_bench op=%s calls=%llu ns_per_call=%.2f cpu_ns_per_call=%.2f\n", name,
 	       (unsigned long long)n, (double)(t1 - t0) / (double)n,
 	       (double)(c1 - c0) / (double)n);

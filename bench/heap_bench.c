@@ -36,6 +36,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock_ns.h"
+
 #define LIVE 64u
 #define NSIZES 64u
 
@@ -44,14 +46,6 @@ static size_t sizes[NSIZES];
 
 /* The e2e workload's sizes: primes no libc start-up path asks for. */
 static const size_t e2e_sizes[] = { 601, 607, 613, 617, 619, 631, 641, 643 };
-
-static uint64_t now_ns(clockid_t clk)
-{
-	struct timespec ts;
-
-	clock_gettime(clk, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 static void make_sizes(int e2e)
 {
@@ -133,11 +127,11 @@ int main(int argc, char **argv)
 
 			nanosleep(&nap, NULL);
 		}
-		c0 = now_ns(CLOCK_THREAD_CPUTIME_ID);
-		t0 = now_ns(CLOCK_MONOTONIC);
+		c0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+		t0 = clock_ns(CLOCK_MONOTONIC);
 		churn(warmup + done, warmup + done + n);
-		t1 = now_ns(CLOCK_MONOTONIC);
-		c1 = now_ns(CLOCK_THREAD_CPUTIME_ID);
+		t1 = clock_ns(CLOCK_MONOTONIC);
+		c1 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
 		wall += t1 - t0;
 		cpu += c1 - c0;
 	}

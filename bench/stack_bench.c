@@ -32,18 +32,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock_ns.h"
+
 static unsigned long pairs = 200000, warmup = 20000, burst, pause_us;
 static int unw_frames;
 static int (*unw_bt)(void **, int);
 static volatile uintptr_t sink;
-
-static uint64_t now_ns(clockid_t clk)
-{
-	struct timespec ts;
-
-	clock_gettime(clk, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 static void loop(unsigned long n)
 {
@@ -84,11 +78,11 @@ __attribute__((noinline)) static int chain(int depth, uint64_t *wall, uint64_t *
 		/* The first burst too: the warm-up's records are in the ring. */
 		if (pause_us)
 			nanosleep(&nap, 0);
-		w0 = now_ns(CLOCK_MONOTONIC);
-		c0 = now_ns(CLOCK_THREAD_CPUTIME_ID);
+		w0 = clock_ns(CLOCK_MONOTONIC);
+		c0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
 		loop(n);
-		*cpu += now_ns(CLOCK_THREAD_CPUTIME_ID) - c0;
-		*wall += now_ns(CLOCK_MONOTONIC) - w0;
+		*cpu += clock_ns(CLOCK_THREAD_CPUTIME_ID) - c0;
+		*wall += clock_ns(CLOCK_MONOTONIC) - w0;
 	}
 	return 1;
 }

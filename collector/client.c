@@ -35,6 +35,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock_ns.h"
 #include "log.h"
 #include "ptrmap.h"
 #include "utf8.h"
@@ -1162,12 +1163,9 @@ static int drain(struct client *c, uint64_t limit)
 /* Now, in the client's record clock. */
 static uint64_t record_now(const struct client *c)
 {
-	struct timespec ts;
-
 	if (c->clock == SHM_CLOCK_TSC)
 		return __builtin_ia32_rdtsc();
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	return clock_ns(CLOCK_MONOTONIC);
 }
 
 int client_drain(struct client *c)

@@ -14,16 +14,10 @@
 #include <time.h>
 #include <x86intrin.h>
 
+#include "clock_ns.h"
+
 #define SAMPLE_TRIES 8
 #define CALIBRATE_NS 10000000L
-
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 void clock_sample(uint64_t *tsc, uint64_t *ns)
 {
@@ -31,7 +25,7 @@ void clock_sample(uint64_t *tsc, uint64_t *ns)
 
 	for (int i = 0; i < SAMPLE_TRIES; i++) {
 		uint64_t t0 = __rdtsc();
-		uint64_t n = mono_ns();
+		uint64_t n = clock_ns(CLOCK_MONOTONIC);
 		uint64_t t1 = __rdtsc();
 
 		if (t1 - t0 < best) {

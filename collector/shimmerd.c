@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "client.h"
+#include "clock_ns.h"
 #include "log.h"
 
 #define TICK_NS 5000000L
@@ -46,10 +47,7 @@ static char tag_listen, tag_signal, tag_timer;
 
 static int64_t now_ns(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+	return (int64_t)clock_ns(CLOCK_MONOTONIC);
 }
 
 static void usage(FILE *f)

@@ -13,19 +13,12 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "clock_ns.h"
+
 extern int clock_use_tsc;
 
 /* Chooses the clock; returns SHM_CLOCK_TSC or SHM_CLOCK_MONOTONIC. */
 int clock_init(void);
-
-/* CLOCK_MONOTONIC or CLOCK_REALTIME in nanoseconds. */
-static inline uint64_t clock_ns(clockid_t id)
-{
-	struct timespec ts;
-
-	clock_gettime(id, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 static inline uint64_t clock_now(void)
 {

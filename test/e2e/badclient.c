@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock_ns.h"
 #include "wire.h"
 
 #define RING_BYTES 4096u
@@ -34,14 +35,6 @@ static int fail(const char *what)
 {
 	fprintf(stderr, "badclient: %s: %s\n", what, errno ? strerror(errno) : "failed");
 	return 1;
-}
-
-static uint64_t clock_ns(clockid_t id)
-{
-	struct timespec ts;
-
-	clock_gettime(id, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 static void hdr(struct shm_msg_hdr *h, uint16_t type, uint32_t len)

@@ -15,15 +15,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock_ns.h"
 #include "include/shimmer.h"
 #include "wlog.h"
 
 static uint64_t now(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	return clock_ns(CLOCK_MONOTONIC);
 }
 
 static void counter(const char *name, double v, int logged)

@@ -45,6 +45,8 @@
 #include <sys/mman.h>
 #include <time.h>
 
+#include "clock_ns.h"
+
 #define TLS __thread __attribute__((tls_model("initial-exec")))
 
 #define FAKE_DEVICE_BYTES ((size_t)64 << 30)
@@ -72,14 +74,6 @@ __attribute__((constructor)) static void fake_init(void)
 	s = getenv("FAKE_CUDA_DEVICES");
 	if (s && atoi(s) > 0)
 		ndevices = atoi(s);
-}
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 /*
@@ -135,7 +129,7 @@ static void call_begin(struct call *c, CUpti_CallbackDomain domain, CUpti_Callba
 		       const char *symbol, const void *params)
 {
 	inject();
-	c->t0 = delay_ns > 0 ? now_ns() : 0;
+	c->t0 = delay_ns > 0 ? clock_ns(CLOCK_MONOTONIC) : 0;
 	c->cupti = __atomic_load_n(&cupti_ops, __ATOMIC_ACQUIRE);
 	c->api = (struct fake_cupti_call){ .domain = domain, .cbid = cbid, .symbol = symbol,
 					   .params = params };
@@ -151,10 +145,10 @@ static int call_end(struct call *c, int err, struct fake_gpu_op *op)
 
 	if (delay_ns > 0) {
 		/* GPU work lasts the whole delay, however long the callbacks took. */
-		uint64_t until = (op ? now_ns() : c->t0) + (uint64_t)delay_ns;
+		uint64_t until = (op ? clock_ns(CLOCK_MONOTONIC) : c->t0) + (uint64_t)delay_ns;
 		uint64_t t;
 
-		while ((t = now_ns()) < until) {
+		while ((t = clock_ns(CLOCK_MONOTONIC)) < until) {
 			struct timespec ts = { 0, (long)(until - t) };
 
 			nanosleep(&ts, NULL);

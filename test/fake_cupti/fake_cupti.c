@@ -48,6 +48,7 @@
 
 #include <cupti.h>
 
+#include "clock_ns.h"
 #include "fake_cupti.h"
 
 #define API __attribute__((visibility("default")))
@@ -300,12 +301,8 @@ API CUptiResult cuptiEnableAllDomains(uint32_t enable, CUpti_SubscriberHandle su
 static uint64_t timestamp(void)
 {
 	CUpti_TimestampCallbackFunc f = __atomic_load_n(&ts_fn, __ATOMIC_ACQUIRE);
-	struct timespec ts;
 
-	if (f)
-		return f();
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	return f ? f() : clock_ns(CLOCK_REALTIME);
 }
 
 API CUptiResult cuptiActivityRegisterTimestampCallback(CUpti_TimestampCallbackFunc funcTimestamp)
