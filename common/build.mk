@@ -1,7 +1,7 @@
-# common/: the wire format and the UTF-8 check (headers), and the schema, embedded into the
-# collector as C strings so the daemon needs no data files at run time: each
-# file alone (shimmer_schema_steps), run in order for a new database and
-# from its version on for an older store.
+# common/: headers shared by the programs (wire format, UTF-8 check, clock),
+# and the schema, embedded into the collector as C strings so the daemon
+# needs no data files at run time: each file alone (shimmer_schema_steps),
+# run in order for a new database and from its version on for an older store.
 
 SCHEMA_SQL := $(sort $(wildcard schema/*.sql))
 SCHEMA_GEN := $(O)/gen/schema_sql.c
