@@ -2,13 +2,18 @@
 PyTorch ops that launch one kernel each, so the CPU's launch path is all
 that is timed.  Prints one JSON line: median ns per op of each loop.
 
-  python3 bench/gpu_ops.py [--ops N] [--chunks K] [--profile]
+  python3 bench/gpu_ops.py [--ops N] [--chunks K] [--profile | --ab]
 
 --profile runs the loops under torch.profiler with CUDA activities, for
-comparison with the same loops under `shimmer run`.
+comparison with the same loops under `shimmer run`.  --ab (under `shimmer
+run`) alternates chunks recorded and paused through shimmer_pause() and
+shimmer_resume(), and prints for each loop also "LOOP@paused": the cost of
+recording split off inside one process, immune to the speed differences
+between processes (the paused chunks still pay the hooks' branch).
 """
 import argparse
 import contextlib
+import ctypes
 import json
 import statistics
 import time
@@ -21,7 +26,11 @@ def main():
     ap.add_argument("--ops", type=int, default=2000)
     ap.add_argument("--chunks", type=int, default=15)
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--ab", action="store_true")
     args = ap.parse_args()
+    shim = ctypes.CDLL(None)
+    if args.ab and not hasattr(shim, "shimmer_pause"):
+        ap.error("--ab needs the shim (run it under shimmer run)")
     dev = torch.device("cuda")
     a = torch.ones(1024, device=dev)
     b = torch.ones(1024, device=dev)
@@ -47,14 +56,27 @@ def main():
             for _ in range(args.ops):  # warm up
                 op()
             torch.cuda.synchronize()
-            per = []
-            for _ in range(args.chunks):
+            per = {name: [], name + "@paused": []}
+            for i in range(args.chunks * (2 if args.ab else 1)):
+                key = name
+                if args.ab:
+                    # alternate which comes first, so drift weighs on both
+                    paused = (i % 2) ^ ((i // 2) % 2)
+                    (shim.shimmer_pause if paused else shim.shimmer_resume)()
+                    key += "@paused" if paused else ""
+                    for _ in range(args.ops // 10):
+                        op()
+                    torch.cuda.synchronize()
                 t0 = time.perf_counter_ns()
                 for _ in range(args.ops):
                     op()
                 torch.cuda.synchronize()
-                per.append((time.perf_counter_ns() - t0) / args.ops)
-            res[name] = round(statistics.median(per), 1)
+                per[key].append((time.perf_counter_ns() - t0) / args.ops)
+            if args.ab:
+                shim.shimmer_resume()
+            for key, v in per.items():
+                if v:
+                    res[key] = round(statistics.median(v), 1)
     print(json.dumps(res), flush=True)
 
 

@@ -13,11 +13,11 @@ need "$SHIM" "$SHIMMERD" "$WL_GPU" "$WL" "$FAKE_CUPTI"
 DELAY=2000000 # FAKE_CUDA_DELAY_NS: each kernel runs at least this long
 TOL=500000    # clock comparisons with the workload's own CLOCK_MONOTONIC
 
-# --- (a) kernels, copies, syncs -------------------------------------------
+# --- (a) kernels, copies, syncs (SHIMMER_GPU_SYNC=1) -----------------------
 DB=$T/kernels.db
 WLOG=$T/kernels.log
 start_collector "$DB" || { not_ok "kernels: collector"; finish; }
-CUDA_INJECTION64_PATH=$SHIM FAKE_CUDA_DELAY_NS=$DELAY traced "$WL_GPU" kernels \
+SHIMMER_GPU_SYNC=1 CUDA_INJECTION64_PATH=$SHIM FAKE_CUDA_DELAY_NS=$DELAY traced "$WL_GPU" kernels \
 	> "$T/kernels.out" 2> "$T/kernels.err"
 rc=$?
 stop_collector || not_ok "kernels: collector exit status"
@@ -118,6 +118,25 @@ CREATE TEMP VIEW got_sum AS SELECT event, CAST(count AS INTEGER) AS n FROM main.
 SELECT 'logged, not in summary:', * FROM (SELECT * FROM exp_sum EXCEPT SELECT * FROM got_sum);
 SELECT 'in summary, not logged:', * FROM (SELECT * FROM got_sum EXCEPT SELECT * FROM exp_sum);")"
 fi
+
+# --- (a2) by default, no synchronization records; everything else stays --
+DB=$T/nosync.db
+WLOG=$T/nosync.log
+start_collector "$DB" || { not_ok "no sync records: collector"; finish; }
+CUDA_INJECTION64_PATH=$SHIM traced "$WL_GPU" kernels > /dev/null 2>&1
+rc=$?
+stop_collector || not_ok "no sync records: collector exit status"
+load_log "$WLOG" "$T/nosync.check.db" "$DB"
+load_gpu_log "$WLOG"
+bad=$(q "
+SELECT 'log has no syncs' WHERE (SELECT count(*) FROM main.S) = 0;
+SELECT 'gpu_syncs rows', count(*) FROM s.gpu_syncs HAVING count(*) > 0;
+SELECT 'kernels stored', (SELECT count(*) FROM s.kernels), 'logged', (SELECT count(*) FROM main.K)
+	WHERE (SELECT count(*) FROM s.kernels) <> (SELECT count(*) FROM main.K);
+SELECT 'copies stored', (SELECT count(*) FROM s.gpu_copies), 'logged', (SELECT count(*) FROM main.Y)
+	WHERE (SELECT count(*) FROM s.gpu_copies) <> (SELECT count(*) FROM main.Y);")
+[ $rc = 0 ] || bad="exit status $rc $bad"
+expect_empty "no sync records by default; kernels and copies complete" "$bad"
 
 # --- (b) exit right after launching: the flush at exit keeps every kernel --
 # Once through the driver's injection hook, once without it (the shim starts
