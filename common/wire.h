@@ -301,6 +301,7 @@ enum shm_rec_type {
 	SHM_REC_STACK = 12,   /* a native call stack, sent once per process */
 	SHM_REC_PYSTACK = 13, /* Python frames, sent once per process */
 	SHM_REC_MODULE = 14,  /* a loaded object (at start and on dlopen) */
+	SHM_REC_GPU_WINDOW = 15, /* GPU sampling: a window in which CUPTI recorded */
 };
 
 /* Record flags. */
@@ -550,6 +551,22 @@ struct shm_rec_module {
 	uint8_t pad[2];
 };
 
+/*
+ * GPU sampling (SHIMMER_GPU=sample, the default): CUPTI records kernels,
+ * copies and the API calls that launched them only inside windows, one
+ * record per window, sent when it closes.  Recording was on from start to
+ * end (host times, record clock); work launched outside every window is
+ * absent from the trace.  since: when sampling began in this process (the
+ * first window's start; the same in every record of a process), so that
+ * the traced share of [since, process end] scales counts to estimates.
+ */
+struct shm_rec_gpu_window {
+	struct shm_rec_hdr hdr;
+	uint64_t start;
+	uint64_t end;
+	uint64_t since;
+};
+
 _Static_assert(sizeof(struct shm_rec_heap) % 8 == 0, "heap rec");
 _Static_assert(sizeof(struct shm_rec_stack) % 8 == 0, "stack rec");
 _Static_assert(sizeof(struct shm_rec_pystack) % 8 == 0, "pystack rec");
@@ -563,5 +580,6 @@ _Static_assert(sizeof(struct shm_rec_api) % 8 == 0, "api rec");
 _Static_assert(sizeof(struct shm_rec_range) % 8 == 0, "range rec");
 _Static_assert(sizeof(struct shm_rec_mark) % 8 == 0, "mark rec");
 _Static_assert(sizeof(struct shm_rec_counter) % 8 == 0, "counter rec");
+_Static_assert(sizeof(struct shm_rec_gpu_window) % 8 == 0, "gpu window rec");
 
 #endif /* SHIMMER_WIRE_H */
