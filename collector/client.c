@@ -84,6 +84,7 @@ union rec {
 	struct shm_rec_mark mark;
 	struct shm_rec_counter counter;
 	struct shm_rec_module module;
+	struct shm_rec_gpu_window window;
 	struct {
 		struct shm_rec_stack h;
 		uint64_t pc[SHM_STACK_MAX];
@@ -132,6 +133,7 @@ struct client {
 	uint64_t bye_ts;
 	int rejected;
 	int ended;
+	int gpu_sampled; /* processes.gpu_sampled_since_ns is stored */
 };
 
 /* Logs why the client is rejected (only the first reason) and returns the
@@ -743,6 +745,20 @@ static int range_event(struct client *c, struct cursor *cur, const struct shm_re
 	}
 }
 
+/* Every window record repeats since, so the first one to arrive sets it
+ * (even if an earlier window was dropped) and the rest need no UPDATE. */
+static int gpu_window(struct client *c, const struct shm_rec_gpu_window *r)
+{
+	int err = store_gpu_window_add(c->co->store, c->proc_id, to_ns(c, r->start),
+				       to_ns(c, r->end));
+
+	if (!err && !c->gpu_sampled) {
+		err = store_process_gpu_sampled(c->co->store, c->proc_id, to_ns(c, r->since));
+		c->gpu_sampled = !err;
+	}
+	return err;
+}
+
 /* One validated record to its rows. */
 static int record(struct client *c, struct cursor *cur)
 {
@@ -781,6 +797,8 @@ static int record(struct client *c, struct cursor *cur)
 					 r->pystack.frame, r->pystack.h.depth);
 	case SHM_REC_MODULE:
 		return store_module_add(st, c->proc_id, &r->module, to_ns(c, r->module.ts));
+	case SHM_REC_GPU_WINDOW:
+		return gpu_window(c, &r->window);
 	default: /* SHM_REC_COUNTER: cursor_peek() let no other type through */
 		return store_counter_add(st, c->proc_id, cur->tid, &r->counter,
 					 to_ns(c, r->counter.ts));
@@ -874,10 +892,11 @@ static int bad_slot(struct client *c, uint32_t i, int counted, const char *fmt, 
 }
 
 /* The instant that orders a record against other threads' records: when a
- * block became live for an allocation, when the call or the GPU work began
- * otherwise, the instant itself for ranges, marks, counters and modules.
- * GPU records come late (CUPTI delivers them in batches) but stamped early:
- * below the limit, so they never wait.  Stacks have no time: they take
+ * block became live for an allocation, when the call, the GPU work or the
+ * GPU sampling window began otherwise, the instant itself for ranges,
+ * marks, counters and modules.  GPU records come late (CUPTI delivers them
+ * in batches; a window is sent when it closes) but stamped early: below
+ * the limit, so they never wait.  Stacks have no time: they take
  * prev, the key of the record before them in their ring in this pass (0
  * first in a pass), so they keep their place in the ring's order and never
  * wait (prev was merged, so it is within the limit); their ids stay
@@ -909,6 +928,8 @@ static uint64_t rec_key(const union rec *r, uint64_t prev)
 		return r->mark.ts;
 	case SHM_REC_MODULE:
 		return r->module.ts;
+	case SHM_REC_GPU_WINDOW:
+		return r->window.start;
 	case SHM_REC_STACK:
 	case SHM_REC_PYSTACK:
 		return prev;
@@ -929,6 +950,7 @@ static const uint16_t plain_size[] = {
 	[SHM_REC_MARK] = sizeof(struct shm_rec_mark),
 	[SHM_REC_COUNTER] = sizeof(struct shm_rec_counter),
 	[SHM_REC_MODULE] = sizeof(struct shm_rec_module),
+	[SHM_REC_GPU_WINDOW] = sizeof(struct shm_rec_gpu_window),
 };
 
 /* Whether a record of a type in plain_size[] is well formed. */
@@ -945,6 +967,8 @@ static int plain_ok(const union rec *r)
 	if (r->h.type == SHM_REC_MODULE)
 		return r->module.build_id_len <= sizeof(r->module.build_id) &&
 		       r->module.unload <= 1 && r->module.lo <= r->module.hi;
+	if (r->h.type == SHM_REC_GPU_WINDOW)
+		return r->window.since <= r->window.start && r->window.start <= r->window.end;
 	return 1;
 }
 

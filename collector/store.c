@@ -52,6 +52,7 @@ enum {
 	ST_DROP,
 	ST_STRING,
 	ST_GPU_STATUS,
+	ST_GPU_SAMPLED,
 	ST_KERNEL,
 	ST_COPY,
 	ST_SYNC,
@@ -66,6 +67,7 @@ enum {
 	ST_PYSTACK,
 	ST_MODULE,
 	ST_MODULE_END,
+	ST_GPU_WINDOW,
 	ST_ALLOC_N, /* ALLOC_ROWS rows of ST_ALLOC's columns, built in prepare_db() */
 	ST_N
 };
@@ -114,6 +116,9 @@ static const char *const sql[ST_N] = {
 		      "VALUES (?1, ?2, ?3, ?4)",
 	[ST_GPU_STATUS] = "UPDATE processes SET gpu_status = ?2, gpu_status_detail = ?3 "
 			  "WHERE proc_id = ?1",
+	/* The first since stays, whatever later records say. */
+	[ST_GPU_SAMPLED] = "UPDATE processes SET gpu_sampled_since_ns = ?2 "
+			   "WHERE proc_id = ?1 AND gpu_sampled_since_ns IS NULL",
 	[ST_KERNEL] = "INSERT INTO kernels (proc_id, device, context, stream, "
 		      "correlation, name_id, start_ns, end_ns, grid_x, grid_y, grid_z, "
 		      "block_x, block_y, block_z, registers, static_smem, dynamic_smem, "
@@ -148,6 +153,8 @@ static const char *const sql[ST_N] = {
 	[ST_MODULE_END] = "UPDATE modules SET unloaded_ns = ?4 WHERE id = "
 			  "(SELECT max(id) FROM modules WHERE proc_id = ?1 AND "
 			  "path_id = ?2 AND lo = ?3 AND unloaded_ns IS NULL)",
+	[ST_GPU_WINDOW] = "INSERT INTO gpu_windows (proc_id, start_ns, end_ns) "
+			  "VALUES (?1, ?2, ?3)",
 };
 
 /* An allocations row not yet written, with its free if one came. */
@@ -445,6 +452,18 @@ int store_process_gpu_status(struct store *s, int64_t proc_id, uint32_t status,
 		return -EINVAL;
 	sqlite3_bind_text(st, 2, names[status], -1, SQLITE_STATIC);
 	bind_text(st, 3, detail, len);
+	return step(s, st);
+}
+
+int store_process_gpu_sampled(struct store *s, int64_t proc_id, int64_t since_ns)
+{
+	sqlite3_stmt *st = s->st[ST_GPU_SAMPLED];
+	int err = tx(s);
+
+	if (err)
+		return err;
+	sqlite3_bind_int64(st, 1, proc_id);
+	sqlite3_bind_int64(st, 2, since_ns);
 	return step(s, st);
 }
 
@@ -753,6 +772,20 @@ int store_range_close(struct store *s, int64_t id, int64_t end_ns)
 		return err;
 	sqlite3_bind_int64(st, 1, id);
 	sqlite3_bind_int64(st, 2, end_ns);
+	return step(s, st);
+}
+
+int store_gpu_window_add(struct store *s, int64_t proc_id, int64_t start_ns,
+			 int64_t end_ns)
+{
+	sqlite3_stmt *st = s->st[ST_GPU_WINDOW];
+	int err = tx(s);
+
+	if (err)
+		return err;
+	sqlite3_bind_int64(st, 1, proc_id);
+	sqlite3_bind_int64(st, 2, start_ns);
+	sqlite3_bind_int64(st, 3, end_ns);
 	return step(s, st);
 }
 

@@ -92,6 +92,10 @@ int store_string_add(struct store *s, int64_t proc_id, uint32_t id,
 int store_process_gpu_status(struct store *s, int64_t proc_id, uint32_t status,
 			     const char *detail, size_t len);
 
+/* Sets processes.gpu_sampled_since_ns unless the process already has it:
+ * the first value stays. */
+int store_process_gpu_sampled(struct store *s, int64_t proc_id, int64_t since_ns);
+
 /* ---- events ---- */
 
 /* One cuda_calls row from a validated record, times already converted. */
@@ -132,6 +136,10 @@ int store_memset_add(struct store *s, int64_t proc_id, const struct shm_rec_mems
 		     int64_t start_ns, int64_t end_ns);
 int store_gpu_sync_add(struct store *s, int64_t proc_id, const struct shm_rec_gpu_sync *r,
 		       int64_t start_ns, int64_t end_ns);
+
+/* A gpu_windows row: CUPTI recorded from start_ns to end_ns (converted). */
+int store_gpu_window_add(struct store *s, int64_t proc_id, int64_t start_ns,
+			 int64_t end_ns);
 
 /* A gpu_api row; r->domain must be a valid enum shm_api_domain. */
 int store_api_add(struct store *s, int64_t proc_id, uint32_t tid,

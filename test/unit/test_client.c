@@ -873,6 +873,15 @@ static void push_kernel(struct region *r, uint32_t i, uint64_t start, uint32_t c
 	push(r, i, &k, sizeof(k));
 }
 
+static void push_window(struct region *r, uint32_t i, uint64_t start, uint64_t end,
+			uint64_t since)
+{
+	struct shm_rec_gpu_window w = { .hdr = GPU_HDR(SHM_REC_GPU_WINDOW, w), .start = start,
+					.end = end, .since = since };
+
+	push(r, i, &w, sizeof(w));
+}
+
 /* ---- strings and GPU status ---- */
 
 static void test_client_strings(void **state)
@@ -1045,6 +1054,111 @@ static void test_client_gpu_tsc(void **state)
 	push_kernel(&f->r, 0, 5000000, 1, 1);
 	assert_int_equal(client_drain(f->c), 0);
 	assert_int_equal(q_int(f, "SELECT start_ns FROM kernels"), 3000);
+}
+
+/* ---- GPU sampling windows ---- */
+
+static void test_client_gpu_windows(void **state)
+{
+	struct fixture *f = *state;
+	char text[256];
+	sqlite3 *db;
+
+	assert_int_equal(connect_region(f, &f->r, 42, 1, SHM_MALLOC_OFF, SHM_CLOCK_MONOTONIC), 0);
+	assert_int_equal(q_int(f, "SELECT gpu_sampled_since_ns FROM processes"), -1000);
+	claim(&f->r, 0, 100);
+	claim(&f->r, 1, 101);
+	/* since may equal start, and a window may be empty */
+	push_window(&f->r, 1, 7000, 7000, 7000);
+	push_window(&f->r, 0, 2000, 2600, 2000);
+	assert_int_equal(client_drain(f->c), 0);
+	q_text(f, text, sizeof(text), "SELECT group_concat(proc_id || ',' || start_ns || ',' || "
+				      "end_ns, ';') FROM (SELECT * FROM gpu_windows ORDER BY id)");
+	/* merged by start, whatever ring they came from */
+	assert_string_equal(text, "1,2000,2600;1,7000,7000");
+	assert_int_equal(q_int(f, "SELECT gpu_sampled_since_ns FROM processes"), 2000);
+
+	/* a later record's since changes nothing */
+	push_window(&f->r, 0, 9000, 9500, 8000);
+	assert_int_equal(client_drain(f->c), 0);
+	assert_int_equal(q_int(f, "SELECT count(*) FROM gpu_windows WHERE start_ns = 9000 AND "
+				  "end_ns = 9500"), 1);
+	assert_int_equal(q_int(f, "SELECT gpu_sampled_since_ns FROM processes"), 2000);
+
+	/* and the client no longer asks: a value cleared behind its back stays
+	 * cleared (one UPDATE per process, not one per window) */
+	assert_int_equal(sqlite3_open(f->db, &db), SQLITE_OK);
+	exec(db, "UPDATE processes SET gpu_sampled_since_ns = NULL");
+	sqlite3_close(db);
+	push_window(&f->r, 0, 11000, 11200, 2000);
+	assert_int_equal(client_drain(f->c), 0);
+	assert_int_equal(q_int(f, "SELECT count(*) FROM gpu_windows"), 4);
+	assert_int_equal(q_int(f, "SELECT gpu_sampled_since_ns FROM processes"), -1000);
+}
+
+/* Windows on the TSC clock are placed like every other record. */
+static void test_client_gpu_windows_tsc(void **state)
+{
+	struct fixture *f = *state;
+
+	/* the fixture's clock: 2000 ticks per ns, anchored at (3e6 ticks,
+	 * 2000 ns) */
+	assert_int_equal(connect_region(f, &f->r, 42, 1, SHM_MALLOC_OFF, SHM_CLOCK_TSC), 0);
+	claim(&f->r, 0, 1);
+	push_window(&f->r, 0, 5000000, 7000000, 3000000);
+	assert_int_equal(client_drain(f->c), 0);
+	assert_int_equal(q_int(f, "SELECT start_ns FROM gpu_windows"), 3000);
+	assert_int_equal(q_int(f, "SELECT end_ns FROM gpu_windows"), 4000);
+	assert_int_equal(q_int(f, "SELECT gpu_sampled_since_ns FROM processes"), 2000);
+}
+
+/* Every row of gpu_sampling but traced_share, a double, checked apart. */
+#define VIEW_ROWS "SELECT group_concat(proc_id || '|' || since_ns || '|' || until_ns || " \
+		  "'|' || span_ns || '|' || windows || '|' || traced_ns, ';') FROM gpu_sampling"
+
+/* gpu_sampling over a live process (it ends with its last window), then
+ * over the ended one (it ends with the process). */
+static void test_client_gpu_sampling_view(void **state)
+{
+	static const uint64_t win[][2] = { { 10000, 10400 }, { 30000, 30250 }, { 52000, 52100 } };
+	const size_t n = sizeof(win) / sizeof(win[0]);
+	const int64_t since = 10000, bye = 90000;
+	struct fixture *f = *state;
+	struct client *c1 = f->c, *c2 = client_new(&f->co, -1);
+	struct region r2;
+	char text[256], want[256];
+	int64_t traced = 0, until;
+
+	assert_int_equal(connect_region(f, &f->r, 42, 1, SHM_MALLOC_OFF, SHM_CLOCK_MONOTONIC), 0);
+	claim(&f->r, 0, 100);
+	for (size_t i = 0; i < n; i++) {
+		push_window(&f->r, 0, win[i][0], win[i][1], (uint64_t)since);
+		traced += (int64_t)(win[i][1] - win[i][0]);
+	}
+	assert_int_equal(client_drain(f->c), 0);
+	/* a process that was not sampled is not in the view */
+	region_make(&r2, 1, RING);
+	f->c = c2;
+	assert_int_equal(connect_region(f, &r2, 43, 1, SHM_MALLOC_OFF, SHM_CLOCK_MONOTONIC), 0);
+	f->c = c1;
+
+	until = (int64_t)win[n - 1][1];
+	snprintf(want, sizeof(want), "1|%lld|%lld|%lld|%zu|%lld", (long long)since,
+		 (long long)until, (long long)(until - since), n, (long long)traced);
+	q_text(f, text, sizeof(text), VIEW_ROWS);
+	assert_string_equal(text, want);
+	assert_int_equal(q_int(f, "SELECT abs(traced_share - %.17g) < 1e-15 FROM gpu_sampling",
+			       (double)traced / (double)(until - since)), 1);
+
+	send_simple(f->c, SHM_MSG_BYE, sizeof(struct shm_msg_bye), (uint64_t)bye);
+	assert_int_equal(client_end(f->c, CLIENT_CLOSED, 999999), 0);
+	snprintf(want, sizeof(want), "1|%lld|%lld|%lld|%zu|%lld", (long long)since,
+		 (long long)bye, (long long)(bye - since), n, (long long)traced);
+	q_text(f, text, sizeof(text), VIEW_ROWS);
+	assert_string_equal(text, want);
+	assert_int_equal(q_int(f, "SELECT abs(traced_share - %.17g) < 1e-15 FROM gpu_sampling",
+			       (double)traced / (double)(bye - since)), 1);
+	region_drop(&r2);
 }
 
 /* ---- ranges, markers, counters ---- */
@@ -1650,6 +1764,38 @@ static void bad_module_size(struct region *r)
 	write_raw(r, m, sizeof(m));
 }
 
+static void bad_window_order(struct region *r)
+{
+	struct shm_rec_gpu_window w = { .hdr = { SHM_REC_GPU_WINDOW, sizeof(w), 0, 0 },
+					.start = 500, .end = 499, .since = 100 };
+
+	write_raw(r, &w, sizeof(w));
+}
+
+static void bad_window_since(struct region *r)
+{
+	struct shm_rec_gpu_window w = { .hdr = { SHM_REC_GPU_WINDOW, sizeof(w), 0, 0 },
+					.start = 500, .end = 600, .since = 501 };
+
+	write_raw(r, &w, sizeof(w));
+}
+
+static void bad_window_size(struct region *r)
+{
+	struct shm_rec_gpu_window w[2] = { { .hdr = { SHM_REC_GPU_WINDOW, sizeof(w), 0, 0 },
+					     .start = 500, .end = 600, .since = 100 } };
+
+	write_raw(r, w, sizeof(w));
+}
+
+static void bad_window_fn(struct region *r)
+{
+	struct shm_rec_gpu_window w = { .hdr = { SHM_REC_GPU_WINDOW, sizeof(w), SHM_FN_MALLOC, 0 },
+					.start = 500, .end = 600, .since = 100 };
+
+	write_raw(r, &w, sizeof(w));
+}
+
 static void bad_head(struct region *r)
 {
 	slot(r, 0)->head += r->ring + 8;
@@ -1694,6 +1840,10 @@ static void test_client_reject_module_build_id(void **s) { expect_rejected(*s, b
 static void test_client_reject_module_unload(void **s) { expect_rejected(*s, bad_module_unload, 1, 2); }
 static void test_client_reject_module_range(void **s) { expect_rejected(*s, bad_module_range, 1, 2); }
 static void test_client_reject_module_size(void **s) { expect_rejected(*s, bad_module_size, 1, 2); }
+static void test_client_reject_window_order(void **s) { expect_rejected(*s, bad_window_order, 1, 2); }
+static void test_client_reject_window_since(void **s) { expect_rejected(*s, bad_window_since, 1, 2); }
+static void test_client_reject_window_size(void **s) { expect_rejected(*s, bad_window_size, 1, 2); }
+static void test_client_reject_window_fn(void **s) { expect_rejected(*s, bad_window_fn, 1, 2); }
 static void test_client_reject_head(void **s) { expect_rejected(*s, bad_head, 0, 1); }
 static void test_client_reject_state(void **s) { expect_rejected(*s, bad_state, 0, 1); }
 
@@ -1936,6 +2086,9 @@ int main(void)
 		T(test_client_reject_gpu_status),
 		T(test_client_gpu_rows),
 		T(test_client_gpu_tsc),
+		T(test_client_gpu_windows),
+		T(test_client_gpu_windows_tsc),
+		T(test_client_gpu_sampling_view),
 		T(test_client_push_pop),
 		T(test_client_push_slot_reuse),
 		T(test_client_push_pop_domains),
@@ -1977,6 +2130,10 @@ int main(void)
 		T(test_client_reject_module_unload),
 		T(test_client_reject_module_range),
 		T(test_client_reject_module_size),
+		T(test_client_reject_window_order),
+		T(test_client_reject_window_since),
+		T(test_client_reject_window_size),
+		T(test_client_reject_window_fn),
 		T(test_client_reject_head),
 		T(test_client_reject_state),
 		T(test_client_reject_hwm),
