@@ -10,7 +10,7 @@
  * before any activity kind is enabled, so every GPU record is on the host's
  * record clock; without it nothing is enabled at all.
  *
- * Hot paths:
+ * Hot paths (under sampling, only inside a window; see "sampling"):
  *  - the API callback, enabled only for the runtime and driver calls that
  *    start GPU work (chosen by name at start, so new ids are covered): a
  *    clock read at the outermost ENTER (a runtime launch nests a driver
@@ -50,6 +50,9 @@
 #define CBID_CAP 4096u /* callback ids we look at, per domain */
 #define CBID_SLACK 64u /* unnamed ids past the header's last before we stop */
 #define TEXT_MAX 768
+#define CB_MAX 512     /* API callbacks we enable, at most */
+#define GRACE_MS 5     /* callbacks come before a window's kinds and outlive them by this */
+#define NAP_MAX_MS 50u /* the sampler looks at `exited` at least this often */
 
 /* X(name, required) */
 #define FNS(X)                                                              \
@@ -87,9 +90,11 @@ static const char *const runtime_prefix[] = { "cudaLaunch", "__cudaLaunch", "cud
 static const char *const driver_prefix[] = { "cuLaunch", "cuGraphLaunch", "cuMemcpy",
 					     "cuMemset", 0 };
 
-/* API calls in progress on this thread; only the outermost is recorded. */
+/* API calls in progress on this thread; only the outermost is recorded.
+ * gen: the sampling window they were entered in (see "sampling"). */
 struct api_stack {
 	unsigned int depth;
+	unsigned int gen;
 	uint64_t start;
 };
 
@@ -98,10 +103,16 @@ static int state;
 static int disabled;
 static int sync_records; /* SHIMMER_GPU_SYNC=1 */
 static int exited;
+/* Sampling (SHIMMER_GPU=sample, the default); see "sampling" below. */
+static int sampling = 1;
+static uint64_t window_ns = 20 * 1000000ull, period_ns = 2000 * 1000000ull;
+static unsigned int win_gen; /* bumped as each window opens */
 static int stop_flusher;
 static uint64_t cupti_dropped; /* records CUPTI lost, not yet counted in a slot */
 static uint32_t enabled_kinds; /* bit i: kinds[i] is on */
 static CUpti_SubscriberHandle sub;
+static struct { uint16_t domain, cbid; } cbs[CB_MAX]; /* the callbacks enabled */
+static unsigned int ncbs;
 static uint8_t *pool[POOL];
 static const struct intern_entry *api_names[2][CBID_CAP];
 static __thread struct api_stack api_tls;
@@ -466,12 +477,19 @@ static void CUPTIAPI on_api(void *userdata, CUpti_CallbackDomain domain, CUpti_C
 	struct api_stack *a = &api_tls;
 	struct shim_thread *t;
 	struct shm_rec_api r;
+	unsigned int gen;
 	int saved;
 
 	(void)userdata;
 	if ((domain != CUPTI_CB_DOMAIN_RUNTIME_API && domain != CUPTI_CB_DOMAIN_DRIVER_API) ||
 	    !cb || cbid >= CBID_CAP)
 		return;
+	gen = __atomic_load_n(&win_gen, __ATOMIC_RELAXED);
+	if (unlikely(a->gen != gen)) {
+		/* an ENTER of an earlier window whose EXIT was never seen */
+		a->gen = gen;
+		a->depth = 0;
+	}
 	if (cb->callbackSite == CUPTI_API_ENTER) {
 		if (a->depth++ == 0)
 			a->start = clock_now();
@@ -521,9 +539,12 @@ static unsigned int enable_domain(CUpti_CallbackDomain domain, uint32_t known,
 			continue;
 		}
 		misses = 0;
-		if (prefixed(name, prefix) &&
-		    fn.cuptiEnableCallback(1, sub, domain, cbid) == CUPTI_SUCCESS)
+		if (ncbs < CB_MAX && prefixed(name, prefix) &&
+		    fn.cuptiEnableCallback(1, sub, domain, cbid) == CUPTI_SUCCESS) {
+			cbs[ncbs].domain = (uint16_t)domain;
+			cbs[ncbs++].cbid = (uint16_t)cbid;
 			n++;
+		}
 	}
 	return n;
 }
@@ -624,6 +645,154 @@ static void kinds_set(int on)
 			(on ? fn.cuptiActivityEnable : fn.cuptiActivityDisable)(kinds[i]);
 }
 
+/* ---- sampling ---- */
+
+/*
+ * Under SHIMMER_GPU=sample CUPTI records only inside windows: window_ns at a
+ * random point of every period_ns (the first window opens with CUPTI), so
+ * that launches outside them pay neither the activity kinds (about 0.5 us a
+ * kernel on an H200) nor the API callbacks.  The random point keeps a loop
+ * whose step divides the period from being sampled at one phase only.  A
+ * window turns callbacks on GRACE_MS before the kinds and off GRACE_MS
+ * after them, so a recorded kernel's launching call is recorded too unless
+ * that call outlasts the grace; win_gen tells a thread that an ENTER it saw
+ * belongs to an earlier window (a blocking copy may span a close).  Each window
+ * closes with one SHM_REC_GPU_WINDOW, which the estimates depend on: it is
+ * written even when the ring is full (thread_emit_wait).
+ */
+static pthread_mutex_t win_lock = PTHREAD_MUTEX_INITIALIZER;
+static int win_open;
+static uint64_t win_start;      /* record clock */
+static uint64_t win_start_mono; /* CLOCK_MONOTONIC, for the schedule */
+static uint64_t win_since;      /* record clock: the first window's start */
+static uint64_t win_rand;
+
+static void callbacks_set(int on)
+{
+	for (unsigned int i = 0; i < ncbs; i++)
+		fn.cuptiEnableCallback((uint32_t)on, sub, (CUpti_CallbackDomain)cbs[i].domain,
+				       cbs[i].cbid);
+}
+
+static void window_emit(uint64_t start, uint64_t end)
+{
+	struct shim_thread *t = &shim_tls;
+	struct shm_rec_gpu_window r = {
+		.hdr = { .type = SHM_REC_GPU_WINDOW, .size = sizeof(r) },
+		.start = start, .end = end, .since = win_since,
+	};
+
+	if (__atomic_load_n(&shim.on, __ATOMIC_RELAXED) &&
+	    (t->state == TS_READY || thread_prepare(t) == 0))
+		thread_emit_wait(t, &r, sizeof(r));
+}
+
+static void grace(void)
+{
+	struct timespec ms = { 0, GRACE_MS * 1000000L };
+
+	nanosleep(&ms, 0);
+}
+
+/* With win_lock held.  The grace lets calls that began with the callbacks
+ * off end before anything they launch can be recorded. */
+static void window_open(void)
+{
+	__atomic_add_fetch(&win_gen, 1, __ATOMIC_RELAXED);
+	callbacks_set(1);
+	grace();
+	win_start_mono = clock_ns(CLOCK_MONOTONIC);
+	win_start = clock_now();
+	kinds_set(1);
+	win_open = 1;
+}
+
+/* With win_lock held.  with_grace: let calls in flight reach their EXIT. */
+static void window_close(int with_grace)
+{
+	uint64_t end;
+
+	kinds_set(0);
+	end = clock_now();
+	win_open = 0;
+	if (with_grace)
+		grace();
+	callbacks_set(0);
+	window_emit(win_start, end);
+}
+
+/* Sleeps until CLOCK_MONOTONIC reaches `when`; nonzero once exiting. */
+static int sleep_until(uint64_t when)
+{
+	for (;;) {
+		uint64_t now = clock_ns(CLOCK_MONOTONIC), nap;
+		struct timespec ts;
+
+		if (__atomic_load_n(&exited, __ATOMIC_ACQUIRE))
+			return 1;
+		if (now >= when)
+			return 0;
+		nap = when - now;
+		if (nap > NAP_MAX_MS * 1000000ull)
+			nap = NAP_MAX_MS * 1000000ull;
+		ts.tv_sec = (time_t)(nap / 1000000000ull);
+		ts.tv_nsec = (long)(nap % 1000000000ull);
+		nanosleep(&ts, 0);
+	}
+}
+
+/* xorshift64: our own, so the application's rand() sequence is untouched. */
+static uint64_t next_rand(void)
+{
+	win_rand ^= win_rand << 13;
+	win_rand ^= win_rand >> 7;
+	win_rand ^= win_rand << 17;
+	return win_rand;
+}
+
+static void *sampler(void *arg)
+{
+	uint64_t period = win_start_mono, now;
+
+	(void)arg;
+	shim_tls.in_shim++; /* this thread is ours: never traced */
+	for (;;) {
+		if (sleep_until(win_start_mono + window_ns))
+			break;
+		pthread_mutex_lock(&win_lock);
+		if (win_open)
+			window_close(1);
+		pthread_mutex_unlock(&win_lock);
+		now = clock_ns(CLOCK_MONOTONIC);
+		do /* a period we slept through (suspended) is skipped */
+			period += period_ns;
+		while (period + period_ns <= now);
+		if (sleep_until(period + next_rand() % (period_ns - window_ns + 1)))
+			break;
+		pthread_mutex_lock(&win_lock);
+		if (!__atomic_load_n(&exited, __ATOMIC_ACQUIRE) &&
+		    !__atomic_load_n(&shim.paused, __ATOMIC_ACQUIRE))
+			window_open();
+		else
+			win_start_mono = clock_ns(CLOCK_MONOTONIC); /* no window: go on */
+		pthread_mutex_unlock(&win_lock);
+	}
+	return 0;
+}
+
+/* The first window is the one begin() opened: the kinds and callbacks are
+ * on already.  Without the sampler thread the trace stays whole. */
+static void sampling_start(void)
+{
+	win_rand = win_start ^ ((uint64_t)getpid() << 32) ^ 0x9e3779b97f4a7c15ull;
+	win_open = 1;
+	if (start_thread(sampler, "shimmer-gpuwin") < 0) {
+		win_open = 0;
+		sampling = 0;
+		shim_log("CUPTI: no sampler thread; recording every kernel");
+	}
+}
+
 /* Everything after loading.  Returns the status; text says why. */
 static uint32_t begin(void *h)
 {
@@ -677,6 +846,9 @@ static uint32_t begin(void *h)
 		step = "cuptiActivityRegisterCallbacks";
 		goto unsubscribe;
 	}
+	/* The first window (if sampling) starts before anything can record. */
+	win_since = win_start = clock_now();
+	win_start_mono = clock_ns(CLOCK_MONOTONIC);
 	ncb = enable_domain(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_SIZE,
 			    runtime_prefix);
 	ncb += enable_domain(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_SIZE,
@@ -695,6 +867,8 @@ static uint32_t begin(void *h)
 	}
 	if (start_flusher() < 0)
 		shim_log("CUPTI: no periodic flush; records come when buffers fill");
+	if (sampling)
+		sampling_start();
 	if (start_thread(converter, "shimmer-cupti") == 0)
 		__atomic_store_n(&converter_up, 1, __ATOMIC_RELEASE);
 	if (atexit(at_exit))
@@ -735,10 +909,10 @@ static void start(void)
 	h = load();
 	status = h ? begin(h) : SHM_GPU_NO_CUPTI;
 	__atomic_store_n(&state, status == SHM_GPU_ACTIVE ? CS_ACTIVE : CS_OFF, __ATOMIC_RELEASE);
+	report(status, text);
 	/* A pause that came first applies to the session it did not see. */
 	if (status == SHM_GPU_ACTIVE && __atomic_load_n(&shim.paused, __ATOMIC_ACQUIRE))
-		kinds_set(0);
-	report(status, text);
+		cupti_pause(1);
 out:
 	t->in_shim--;
 	errno = saved;
@@ -757,6 +931,40 @@ void cupti_late(void)
 	start();
 }
 
+static uint64_t env_ms(const char *name, uint64_t def)
+{
+	const char *v = getenv(name);
+	char *end;
+	unsigned long long n;
+
+	if (!v || !*v)
+		return def;
+	errno = 0;
+	n = strtoull(v, &end, 10);
+	if (errno || *end || !n || n > 86400000ull) {
+		shim_log("%s=%s: not a number of milliseconds; using %llu", name, v,
+			 (unsigned long long)(def / 1000000));
+		return def;
+	}
+	return n * 1000000ull;
+}
+
+/* SHIMMER_GPU, SHIMMER_GPU_WINDOW_MS, SHIMMER_GPU_PERIOD_MS. */
+static void sampling_setup(void)
+{
+	const char *v = getenv("SHIMMER_GPU");
+
+	sampling = !v || !*v || strcmp(v, "all");
+	if (v && *v && strcmp(v, "all") && strcmp(v, "sample"))
+		shim_log("SHIMMER_GPU=%s unknown; using sample", v);
+	window_ns = env_ms("SHIMMER_GPU_WINDOW_MS", window_ns);
+	period_ns = env_ms("SHIMMER_GPU_PERIOD_MS", period_ns);
+	if (sampling && window_ns >= period_ns) {
+		shim_log("GPU window not shorter than its period; recording every kernel");
+		sampling = 0;
+	}
+}
+
 void cupti_setup(const char *self)
 {
 	const char *v = getenv("SHIMMER_CUPTI"), *inj = getenv("CUDA_INJECTION64_PATH");
@@ -764,6 +972,7 @@ void cupti_setup(const char *self)
 
 	disabled = v && !strcmp(v, "0");
 	sync_records = sync && !strcmp(sync, "1");
+	sampling_setup();
 	if (!disabled && self && (!inj || !inj[0]))
 		setenv("CUDA_INJECTION64_PATH", self, 1);
 	__atomic_store_n(&cupti_pending, 1, __ATOMIC_RELEASE);
@@ -771,8 +980,20 @@ void cupti_setup(const char *self)
 
 void cupti_pause(int pause)
 {
-	if (__atomic_load_n(&state, __ATOMIC_ACQUIRE) == CS_ACTIVE)
+	if (__atomic_load_n(&state, __ATOMIC_ACQUIRE) != CS_ACTIVE)
+		return;
+	if (!sampling) {
 		kinds_set(!pause);
+		return;
+	}
+	/* Sampling: a pause ends the window; the sampler opens none while
+	 * paused, and after a resume the next one as scheduled. */
+	if (pause) {
+		pthread_mutex_lock(&win_lock);
+		if (win_open)
+			window_close(0);
+		pthread_mutex_unlock(&win_lock);
+	}
 }
 
 void cupti_exit(void)
@@ -786,6 +1007,12 @@ void cupti_exit(void)
 		return;
 	__atomic_store_n(&stop_flusher, 1, __ATOMIC_RELEASE);
 	t->in_shim++;
+	if (sampling) {
+		pthread_mutex_lock(&win_lock);
+		if (win_open)
+			window_close(0);
+		pthread_mutex_unlock(&win_lock);
+	}
 	/* Only a libcupti that is still mapped can be called. */
 	h = dlopen(lib_path, RTLD_NOW | RTLD_NOLOAD);
 	if (h) {
@@ -815,6 +1042,9 @@ void cupti_fork_child(void)
 	exited = 0;
 	stop_flusher = 0;
 	enabled_kinds = 0;
+	ncbs = 0;
+	win_open = 0;
+	pthread_mutex_init(&win_lock, 0); /* the parent's sampler may have held it */
 	api_tls.depth = 0;
 	cupti_pending = 1;
 }

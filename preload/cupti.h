@@ -1,8 +1,9 @@
 /*
- * GPU activity through CUPTI: kernels, copies, memsets and synchronisations
- * as the GPU ran them (asynchronous activity buffers), and the runtime and
- * driver calls that started them (callbacks), all on the host's record
- * clock.
+ * GPU activity through CUPTI: kernels, copies, memsets (and, on request,
+ * synchronisations) as the GPU ran them (asynchronous activity buffers),
+ * and the runtime and driver calls that started them (callbacks), all on
+ * the host's record clock; by default only inside sampling windows, each
+ * reported with SHM_REC_GPU_WINDOW when it closes.
  *
  * CUPTI starts once per process, when CUDA does: the driver calls our
  * InitializeInjection() at cuInit because cupti_setup() pointed
@@ -20,7 +21,8 @@
 /* Nonzero while a start is still owed to this process. */
 extern int cupti_pending;
 
-/* Constructor, tracing on: reads SHIMMER_CUPTI and sets
+/* Constructor, tracing on: reads SHIMMER_CUPTI, SHIMMER_GPU_SYNC,
+ * SHIMMER_GPU and its window and period, and sets
  * CUDA_INJECTION64_PATH to self (the shim's absolute path) when unset. */
 void cupti_setup(const char *self);
 
@@ -34,7 +36,9 @@ static inline void cupti_check(void)
 		cupti_late();
 }
 
-/* shimmer_pause/resume: disable or re-enable the activity kinds. */
+/* shimmer_pause/resume.  Recording every kernel (SHIMMER_GPU=all): disable
+ * or re-enable the activity kinds.  Sampling: a pause closes the open
+ * window, and no window opens until the next period after a resume. */
 void cupti_pause(int pause);
 
 /* At exit, before BYE: flush every buffer CUPTI holds.  Idempotent. */

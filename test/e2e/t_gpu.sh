@@ -8,6 +8,10 @@
 # API-level CUDA calls stay complete.
 . "$(dirname "$0")/lib.sh"
 
+# These checks need every kernel: GPU sampling (the default) is
+# t_gpu_sample's.
+export SHIMMER_GPU=all
+
 need "$SHIM" "$SHIMMERD" "$WL_GPU" "$WL" "$FAKE_CUPTI"
 
 DELAY=2000000 # FAKE_CUDA_DELAY_NS: each kernel runs at least this long

@@ -6,6 +6,10 @@
 # each kernel in the innermost push range open when it was launched.
 . "$(dirname "$0")/lib.sh"
 
+# These checks need every kernel: GPU sampling (the default) is
+# t_gpu_sample's.
+export SHIMMER_GPU=all
+
 need "$SHIM" "$SHIMMERD" "$WL_GPU" "$FAKE_CUPTI"
 
 TOL=500000 # clock comparisons with the workload's own CLOCK_MONOTONIC

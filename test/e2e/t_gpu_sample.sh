@@ -1,0 +1,131 @@
+#!/bin/bash
+# t_gpu_sample: GPU sampling (SHIMMER_GPU=sample, the default) through the
+# fake runtime and the fake CUPTI.  wl_gpu short launches one kernel every
+# few ms, each with its own grid; the store must hold the windows, every
+# kernel launched well inside a window (linked to its call), none launched
+# outside every window, and a count that scales back to what was launched.
+. "$(dirname "$0")/lib.sh"
+
+need "$SHIM" "$SHIMMERD" "$WL_GPU" "$FAKE_CUPTI"
+
+N=250          # launches
+GAP_US=5000    # between launches
+DELAY=2000000  # each launch lasts this long (the fake GPU is synchronous):
+	       # some window opens or closes in the middle of one
+WIN_MS=50
+PERIOD_MS=250
+EDGE=2000000   # ns: a launch this far inside a window must be recorded
+TOL=500000     # clock comparisons with the workload's own CLOCK_MONOTONIC
+
+# --- (a) windows, and what they hold --------------------------------------
+DB=$T/sample.db
+WLOG=$T/sample.log
+start_collector "$DB" || { not_ok "sample: collector"; finish; }
+SHIMMER_GPU_WINDOW_MS=$WIN_MS SHIMMER_GPU_PERIOD_MS=$PERIOD_MS CUDA_INJECTION64_PATH=$SHIM \
+	FAKE_CUDA_DELAY_NS=$DELAY traced "$WL_GPU" short $N $GAP_US > /dev/null 2> "$T/sample.err"
+rc=$?
+stop_collector || not_ok "sample: collector exit status"
+check "sample: workload exits 0" "exit status $rc: $(head -3 "$T/sample.err")" [ "$rc" = 0 ]
+load_log "$WLOG" "$T/sample.check.db" "$DB"
+load_gpu_log "$WLOG"
+
+# One window of 50 ms per 250 ms period (20%); the last may be cut short by
+# the exit.
+P=${PERIOD_MS}000000
+expect_empty "sample: windows as configured" "$(q "
+SELECT 'processes sampled', count(*) FROM s.gpu_sampling HAVING count(*) <> 1;
+SELECT 'windows', windows, 'in a span of', span_ns FROM s.gpu_sampling
+	WHERE span_ns < 1000000000 OR windows NOT BETWEEN span_ns / $P AND span_ns / $P + 1;
+SELECT 'traced_share', traced_share FROM s.gpu_sampling
+	WHERE traced_share NOT BETWEEN 0.15 AND 0.22;
+SELECT 'window of', end_ns - start_ns, 'ns' FROM s.gpu_windows
+	WHERE start_ns < (SELECT max(start_ns) FROM s.gpu_windows)
+	AND end_ns - start_ns NOT BETWEEN ${WIN_MS}000000 AND ${WIN_MS}000000 + 20000000;
+SELECT 'first window starts at', w.start_ns, 'since', g.since_ns FROM s.gpu_windows w
+	JOIN s.gpu_sampling g USING (proc_id) WHERE w.start_ns < g.since_ns
+	OR w.id = (SELECT min(id) FROM s.gpu_windows) AND w.start_ns <> g.since_ns;
+SELECT 'overlapping windows', a.id, b.id FROM s.gpu_windows a JOIN s.gpu_windows b
+	ON a.proc_id = b.proc_id AND a.id < b.id AND b.start_ns < a.end_ns;")"
+
+expect_empty "sample: every launch well inside a window is stored, linked" "$(q "
+SELECT 'missing launch gx', x.gx, 't0', x.t0 FROM main.K x JOIN s.processes p ON p.pid = x.pid
+	JOIN s.gpu_windows w ON w.proc_id = p.proc_id
+	WHERE x.t0 >= w.start_ns + $EDGE AND x.t1 <= w.end_ns - $EDGE
+	AND NOT EXISTS (SELECT 1 FROM s.kernels_named k WHERE k.proc_id = p.proc_id
+		AND k.grid_x = x.gx AND k.launch_tid = x.tid) LIMIT 5;
+SELECT 'windows hold no logged launch' WHERE NOT EXISTS (SELECT 1 FROM main.K x
+	JOIN s.processes p ON p.pid = x.pid JOIN s.gpu_windows w ON w.proc_id = p.proc_id
+	WHERE x.t0 >= w.start_ns + $EDGE AND x.t1 <= w.end_ns - $EDGE);")"
+
+expect_empty "sample: no kernel launched outside every window" "$(q "
+SELECT 'kernel gx', k.grid_x, 'launched', x.t0, 'outside the windows' FROM s.kernels k
+	JOIN s.processes p USING (proc_id) JOIN main.K x ON x.pid = p.pid AND x.gx = k.grid_x
+	WHERE NOT EXISTS (SELECT 1 FROM s.gpu_windows w WHERE w.proc_id = k.proc_id
+		AND x.t1 >= w.start_ns - $TOL AND x.t0 <= w.end_ns + $TOL) LIMIT 5;
+SELECT 'unlinked kernels', count(*) FROM s.kernels_named WHERE launch_ns IS NULL
+	HAVING count(*) > 0;")"
+
+# Launches are evenly spread, so kernels / traced_share estimates N; a
+# window holds 5 or 6 of them.
+est=$(q "SELECT CAST(round((SELECT count(*) FROM s.kernels) / traced_share) AS INTEGER)
+	FROM s.gpu_sampling")
+ok=0
+[ -n "$est" ] && [ "$est" -ge $((N * 8 / 10)) ] && [ "$est" -le $((N * 12 / 10)) ] && ok=1
+check "sample: kernels / traced_share estimates the $N launches (+-20%)" "estimate $est" \
+	[ $ok = 1 ]
+check_integrity "sample: store integrity" "$DB"
+
+# --- (b) calls longer than the grace: a close misses their EXIT ----------
+# Back-to-back launches of about 24 ms (the fake runtime's delay, in the
+# runtime and again in the driver): most closes fall inside one and outlast
+# its 5 ms grace, so that call's ENTER is never matched.  The thread must
+# still record the calls it makes in every later window (each window's
+# first 40 ms always hold the start of a call that ends before the
+# callbacks go off).
+DB=$T/long.db
+WLOG=$T/long.log
+start_collector "$DB" || { not_ok "long calls: collector"; finish; }
+SHIMMER_GPU_WINDOW_MS=60 SHIMMER_GPU_PERIOD_MS=150 CUDA_INJECTION64_PATH=$SHIM \
+	FAKE_CUDA_DELAY_NS=12000000 traced "$WL_GPU" short 100 > /dev/null 2>&1
+rc=$?
+stop_collector || not_ok "long calls: collector exit status"
+bad=$(sq "$DB" "
+SELECT 'windows', count(*) FROM gpu_windows HAVING count(*) < 5;
+SELECT 'window from', w.start_ns, 'without a launch call recorded' FROM gpu_windows w
+	WHERE NOT EXISTS (SELECT 1 FROM gpu_api a WHERE a.proc_id = w.proc_id
+		AND a.start_ns BETWEEN w.start_ns - 5000000 AND w.end_ns)
+	AND w.end_ns - w.start_ns >= 60000000;")
+[ $rc = 0 ] || bad="exit status $rc $bad"
+expect_empty "long calls: every window still records the calls made in it" "$bad"
+
+# --- (c) the default samples; SHIMMER_GPU=all does not ---------------------
+for how in default all; do
+	DB=$T/$how.db
+	WLOG=$T/$how.log
+	start_collector "$DB" || { not_ok "$how: collector"; continue; }
+	if [ $how = all ]; then
+		SHIMMER_GPU=all CUDA_INJECTION64_PATH=$SHIM traced "$WL_GPU" short 20 > /dev/null 2>&1
+	else
+		CUDA_INJECTION64_PATH=$SHIM traced "$WL_GPU" short 20 > /dev/null 2>&1
+	fi
+	rc=$?
+	stop_collector || not_ok "$how: collector exit status"
+	load_log "$WLOG" "$T/$how.check.db" "$DB"
+	load_gpu_log "$WLOG"
+	sampled=$(q "SELECT count(*) FROM s.processes WHERE gpu_sampled_since_ns IS NOT NULL")
+	stored=$(q "SELECT count(*) FROM s.kernels")
+	windows=$(q "SELECT count(*) FROM s.gpu_windows")
+	got="exit $rc, sampled $sampled, windows $windows"
+	if [ $how = all ]; then
+		check "all: not sampled, every kernel" "$got, kernels $stored" \
+			[ "$got, kernels $stored" = "exit 0, sampled 0, windows 0, kernels 20" ]
+	else
+		# The first window opens with CUPTI and closes at exit at the
+		# latest: a run this short records its first launches at least.
+		[ "$stored" -gt 0 ] && got="$got, kernels recorded"
+		check "default: sampled, one window, kernels recorded" "$got, kernels $stored" \
+			[ "$got" = "exit 0, sampled 1, windows 1, kernels recorded" ]
+	fi
+done
+
+finish
