@@ -9,7 +9,9 @@ comparison with the same loops under `shimmer run`.  --ab (under `shimmer
 run`) alternates chunks recorded and paused through shimmer_pause() and
 shimmer_resume(), and prints for each loop also "LOOP@paused": the cost of
 recording split off inside one process, immune to the speed differences
-between processes (the paused chunks still pay the hooks' branch).
+between processes (the paused chunks still pay the hooks' branch).  Run it
+with SHIMMER_GPU=all: under GPU sampling a resume opens no window, so the
+recorded chunks would mostly go unrecorded.
 """
 import argparse
 import contextlib
