@@ -912,7 +912,8 @@ static void table_sampling(FILE *out, const struct view *v)
 			s->windows == 1 ? "" : "s",
 			fmt_duration(u, FMT_UNIT_MAX, (double)s->traced_ns));
 	if (s->span_ns > 0)
-		fprintf(out, " of %s", fmt_duration(u, FMT_UNIT_MAX, (double)s->span_ns));
+		fprintf(out, " %s %s", s->windows ? "of" : "in",
+			fmt_duration(u, FMT_UNIT_MAX, (double)s->span_ns));
 	if (estimable(s))
 		fprintf(out, " (%.2f%%); kernel and copy counts and totals are estimates (~)",
 			100.0 * s->share);
