@@ -799,8 +799,9 @@ static void table_kernels(FILE *out, const struct view *v)
 static void table_copies(FILE *out, const struct view *v)
 {
 	char u[FMT_UNIT_MAX], rate[32], count[32], bytes[FMT_UNIT_MAX + 1];
+	int bw = v->samp ? 11 : 10; /* room for the ~ of "~512.00 MiB" */
 
-	fprintf(out, "  %-10s %10s %10s %11s %10s %10s %10s %10s %10s\n", "GPU copies", "Count",
+	fprintf(out, "  %-10s %10s %*s %11s %10s %10s %10s %10s %10s\n", "GPU copies", "Count", bw,
 		"Bytes", "Total", "Mean", "Std dev", "Min", "Max", "GB/s");
 	for (size_t i = 0; i < v->ncopies; i++) {
 		const struct agg *a = v->copies[i];
@@ -812,7 +813,7 @@ static void table_copies(FILE *out, const struct view *v)
 		count_str(count, sizeof(count), v, (double)a->st.n);
 		snprintf(bytes, sizeof(bytes), "%s%s", mark(v),
 			 fmt_bytes(u, FMT_UNIT_MAX, (double)a->bytes * v->scale));
-		fprintf(out, "  %-10s %10s %10s", a->label, count, bytes);
+		fprintf(out, "  %-10s %10s %*s", a->label, count, bw, bytes);
 		table_times(out, a, v);
 		fprintf(out, " %10s\n", rate);
 	}

@@ -1605,7 +1605,8 @@ static void test_summary_sampled_table(void **state)
 		assert_string_equal(c[0], "~30");
 		assert_string_equal(total, "~30.00 ms");
 	}
-	/* Copies: count, bytes and total scaled, GB/s as recorded. */
+	/* Copies: count, bytes (a column one wider for the ~) and total scaled, GB/s as
+	 * recorded. */
 	{
 		char bytes[FMT_UNIT_MAX + 1], total[FMT_UNIT_MAX + 1];
 
@@ -1614,7 +1615,7 @@ static void test_summary_sampled_table(void **state)
 			 fmt_bytes(u[0], FMT_UNIT_MAX, (double)e.copy_bytes * e.scale));
 		snprintf(total, sizeof(total), "~%s",
 			 fmt_duration(u[1], FMT_UNIT_MAX, (double)e.copy_sum * e.scale));
-		snprintf(want, sizeof(want), "  %-10s %10s %10s %11s %10s", "HtoD", c[1], bytes, total,
+		snprintf(want, sizeof(want), "  %-10s %10s %11s %11s %10s", "HtoD", c[1], bytes, total,
 			 fmt_duration(u[2], FMT_UNIT_MAX, (double)e.copy_sum / (double)e.copy_n));
 		want_in(sec, want);
 		snprintf(want, sizeof(want), " %10.2f\n", (double)e.copy_bytes / (double)e.copy_sum);
