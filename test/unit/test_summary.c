@@ -1415,20 +1415,23 @@ static void test_summary_schema_v1_store(void **state)
 
 /*
  * A store of its own: a process sampled in 4 windows of 250 ms over 10 s
- * (a traced share of 10%), one sampled process that traced no window, and
- * one recorded whole.  The estimates are checked against the figures
- * computed here from the arrays: recorded x span / traced.
+ * (a traced share of 10%), one sampled process that traced no window, one
+ * still running with no window and so no span (a NULL traced share) but a
+ * kernel all the same, and one recorded whole.  The estimates are checked
+ * against the figures computed here from the arrays: recorded x span /
+ * traced.
  */
-enum { S_PROC = 10, S_EMPTY = 11, S_WHOLE = 12 };
+enum { S_PROC = 10, S_EMPTY = 11, S_WHOLE = 12, S_NOSPAN = 13 };
 
 static const struct sproc {
 	int id, pid;
-	int64_t end;
+	int64_t end;   /* -1: NULL */
 	int64_t since; /* -1: not sampled */
 } sprocs[] = {
 	{ S_PROC, 1000, 10000000000, 0 },
 	{ S_EMPTY, 1100, 5000000000, 0 },
 	{ S_WHOLE, 1200, 10000000000, -1 },
+	{ S_NOSPAN, 1300, -1, 1000 },
 };
 
 static const struct ivl swindows[] = {
@@ -1443,6 +1446,7 @@ static const struct kernel skernels[] = {
 	/* Overlaps the last gemm on another stream: busy time counts it once. */
 	{ S_PROC, 0, 8, 2, 6000500000, 6003500000 },
 	{ S_WHOLE, 0, 7, 1, 1000000000, 1002000000 },
+	{ S_NOSPAN, 0, 7, 1, 1000000000, 1002000000 },
 };
 
 static const struct copy scopies[] = {
@@ -1464,8 +1468,8 @@ static int setup_sampled(void **state)
 		     "INSERT INTO processes (proc_id, pid, ppid, uid, hostname, exe, malloc_mode,"
 		     " lossless, start_wall_ns, start_ns, end_ns, end_reason, gpu_status,"
 		     " gpu_sampled_since_ns) VALUES (%d, %d, 1, 0, 'node', '/bin/x', 'off', 0, 0, 0,"
-		     " %lld, 'exit', 'active', %s)",
-		     p->id, p->pid, (long long)p->end, p->since < 0 ? "NULL" : "0");
+		     " nullif(%lld, -1), 'exit', 'active', nullif(%lld, -1))",
+		     p->id, p->pid, (long long)p->end, (long long)p->since);
 		exec(f->db, "INSERT INTO strings (proc_id, id, text, demangled) VALUES"
 			    " (%d, 1, '_Z4gemmPfS_', %Q), (%d, 2, 'relu_kernel', NULL)",
 		     p->id, GEMM, p->id);
@@ -1653,6 +1657,16 @@ static void test_summary_sampled_table(void **state)
 		 fmt_duration(u[0], FMT_UNIT_MAX, (double)sprocs[1].end));
 	want_in(sec, want);
 	free(sec);
+
+	/* No span either: nothing to scale by, what was recorded is shown as such. */
+	sec = section(table, 1300);
+	want_in(sec, "  GPU activity sampled: no window was traced; no traced share to estimate"
+		     " from: kernel and copy counts and totals (~) are only what was recorded;"
+		     " SHIMMER_GPU=all records every kernel\n");
+	want_in(sec, "GPU kernels: ~2.00 ms in all\n");
+	snprintf(want, sizeof(want), "  %10s %11s ", "~1", "~2.00 ms");
+	want_in(sec, want);
+	free(sec);
 	free(table);
 }
 
@@ -1710,6 +1724,10 @@ static void test_summary_sampled_csv(void **state)
 
 	/* No window: zero traced, a zero share, not a division by it. */
 	want_in(csv, "\n1100,,windows,0,,0,,,,,,0,sampling,11\n");
+	/* No span: no share, and the recorded kernel as recorded. */
+	want_in(csv, "\n1300,,windows,0,,0,,,,,,,sampling,13\n");
+	want_in(csv, "\n1300,,span,,,,,,,,,,sampling,13\n");
+	want_in(csv, "\n1300,,\"" GEMM "\",1,,2000000,2000000,0,2000000,2000000,1,,kernel,13\n");
 	free(csv);
 }
 
@@ -1772,6 +1790,14 @@ static void test_summary_sampled_json(void **state)
 	want_json_num(fx->db, json, 1100, ".sampling.windows", 0, 0);
 	want_json_num(fx->db, json, 1100, ".sampling.traced_ns", 0, 0);
 	want_json_num(fx->db, json, 1100, ".sampling.traced_share", 0, 0);
+	/* No span: null, and the recorded kernel as recorded. */
+	assert_null(jproc(fx->db, json, 1300, ".sampling.span_ns"));
+	assert_null(jproc(fx->db, json, 1300, ".sampling.traced_share"));
+	want_json_num(fx->db, json, 1300, ".sampling.windows", 0, 0);
+	want_json_num(fx->db, json, 1300, ".kernels[0].count", 1, 0);
+	want_json_num(fx->db, json, 1300, ".kernels[0].total_ns", 2e6, 0);
+	want_json_num(fx->db, json, 1300, ".kernels[0].estimated", 1, 0);
+	assert_null(jproc(fx->db, json, 1300, ".kernels[0].wall_share"));
 	free(json);
 }
 
