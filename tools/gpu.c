@@ -14,6 +14,13 @@
  * Every interval is kept (24 bytes each) and sorted once by (device,
  * start); one sweep then merges overlapping intervals per device and, as
  * each stream's intervals are a subsequence of that order, per stream.
+ *
+ * A process whose GPU activity was sampled (schema 4: a row in the
+ * gpu_sampling view) has kernels and copies only for work launched inside
+ * its windows.  Its counts, bytes, totals and busy times are written
+ * scaled by 1 / traced_share and marked as estimates; means, extremes and
+ * shares of the kernel time are ratios of the sample and are written as
+ * recorded; a share of time is taken of the traced time, not of the wall.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -60,6 +67,15 @@ struct dev_item {
 	int64_t busy;
 };
 
+/* A sampled process, from the gpu_sampling view. */
+struct samp_item {
+	struct map_key key; /* process, 0, 0 */
+	int64_t windows;
+	int64_t traced_ns;
+	int64_t span_ns;
+	double share; /* traced_ns / span_ns; 0 when the view has NULL */
+};
+
 struct span {
 	int64_t start;
 	int64_t end;
@@ -80,6 +96,7 @@ struct gpu {
 	struct map ranges;
 	struct map streams;
 	struct map devs;
+	struct map sampling;
 	struct strtab kinds; /* copy kind labels, indexed by copies' key.a */
 	struct span *spans;
 	size_t nspans;
@@ -217,6 +234,21 @@ static int range_row(void *ctx, sqlite3_stmt *st)
 		a->open++;
 	else
 		agg_add(a, sqlite3_column_int64(st, 4) - sqlite3_column_int64(st, 3));
+	return 0;
+}
+
+static int sampling_row(void *ctx, sqlite3_stmt *st)
+{
+	struct gpu *g = ctx;
+	struct map_key k = { sqlite3_column_int64(st, 0), 0, 0 };
+	struct samp_item *s = map_get(&g->sampling, &k);
+
+	if (!s)
+		return -ENOMEM;
+	s->windows = sqlite3_column_int64(st, 1);
+	s->traced_ns = sqlite3_column_int64(st, 2);
+	s->span_ns = sqlite3_column_int64(st, 3);
+	s->share = sqlite3_column_double(st, 4); /* NULL reads as 0 */
 	return 0;
 }
 
@@ -509,6 +541,7 @@ int gpu_load(sqlite3 *db, struct gpu **out)
 	g->ranges.item_size = sizeof(struct agg);
 	g->streams.item_size = sizeof(struct stream_item);
 	g->devs.item_size = sizeof(struct dev_item);
+	g->sampling.item_size = sizeof(struct samp_item);
 	err = 0;
 	/* Version 1 stores have no GPU tables: nothing to report. */
 	if (store_schema_version(db) >= 2) {
@@ -521,6 +554,9 @@ int gpu_load(sqlite3 *db, struct gpu **out)
 		if (!err)
 			err = store_each_row(db, ranges_sql, range_row, g);
 	}
+	if (!err && store_schema_version(db) >= 4)
+		err = store_each_row(db, "SELECT proc_id, windows, traced_ns, span_ns, traced_share"
+					 " FROM gpu_sampling", sampling_row, g);
 	if (err)
 		goto out;
 	sweep(g);
@@ -565,6 +601,7 @@ void gpu_free(struct gpu *g)
 	free_aggs(&g->ranges);
 	map_free(&g->streams);
 	map_free(&g->devs);
+	map_free(&g->sampling);
 	strtab_free(&g->kinds);
 	free(g->spans);
 	free(g->kernel_list.v);
@@ -607,12 +644,30 @@ struct view {
 	double sync_total;
 	int64_t sync_count;
 	int sync_exact;
+	const struct samp_item *samp; /* NULL: GPU activity recorded whole */
+	double scale;                 /* recorded count or total -> estimate */
+	double whole;                 /* what a time share is of: wall or traced time */
 };
+
+/* Whether s traced some share of its span, which makes estimates possible. */
+static int estimable(const struct samp_item *s)
+{
+	return s->windows > 0 && s->share > 0;
+}
 
 static struct view proc_view(const struct gpu *g, const struct gpu_proc *p)
 {
-	struct view v = { .sync_exact = 1 };
+	struct map_key sk = { p->proc_id, 0, 0 };
+	struct view v = { .sync_exact = 1, .scale = 1, .whole = p->wall_ns };
 	size_t i;
+
+	v.samp = map_find(&g->sampling, &sk);
+	if (v.samp) {
+		v.whole = (double)v.samp->traced_ns;
+		/* Nothing to scale by: the figures stay as recorded. */
+		if (estimable(v.samp))
+			v.scale = 1.0 / v.samp->share;
+	}
 
 	i = proc_run((void *const *)g->kernel_list.v, g->kernel_list.n, p->proc_id, &v.nkernels);
 	v.kernels = g->kernel_list.v + i;
@@ -690,16 +745,31 @@ static void pct(char *buf, size_t len, double part, double whole)
 	pct_mark(buf, len, part, whole, 0);
 }
 
-/* Total, mean, std dev, min and max of a's durations, 11+10+10+10+10 wide. */
-static void table_times(FILE *out, const struct agg *a)
+/* "~" before a figure that v estimates; "" when v is NULL (never sampled). */
+static const char *mark(const struct view *v)
 {
-	char u[5][FMT_UNIT_MAX];
+	return v && v->samp ? "~" : "";
+}
+
+/* n recorded kernels or copies as v gives them: "3", or "~30" when sampled. */
+static void count_str(char *buf, size_t len, const struct view *v, double n)
+{
+	snprintf(buf, len, "%s%.0f", mark(v), n * v->scale);
+}
+
+/* Total, mean, std dev, min and max of a's durations, 11+10+10+10+10 wide;
+ * the total as v estimates it (v NULL: ranges, never sampled). */
+static void table_times(FILE *out, const struct agg *a, const struct view *v)
+{
+	char u[5][FMT_UNIT_MAX], total[FMT_UNIT_MAX + 1];
 
 	if (a->st.n == 0) {
 		fprintf(out, " %11s %10s %10s %10s %10s", "-", "-", "-", "-", "-");
 		return;
 	}
-	fprintf(out, " %11s %10s %10s %10s %10s", fmt_duration(u[0], FMT_UNIT_MAX, (double)a->sum),
+	snprintf(total, sizeof(total), "%s%s", mark(v),
+		 fmt_duration(u[0], FMT_UNIT_MAX, (double)a->sum * (v ? v->scale : 1.0)));
+	fprintf(out, " %11s %10s %10s %10s %10s", total,
 		fmt_duration(u[1], FMT_UNIT_MAX, a->st.mean),
 		fmt_duration(u[2], FMT_UNIT_MAX, stats_stddev(&a->st)),
 		fmt_duration(u[3], FMT_UNIT_MAX, a->st.min),
@@ -708,18 +778,19 @@ static void table_times(FILE *out, const struct agg *a)
 
 static void table_kernels(FILE *out, const struct view *v)
 {
-	char u[FMT_UNIT_MAX], share[16];
+	char u[FMT_UNIT_MAX], share[16], count[32];
 
-	fprintf(out, "  GPU kernels: %s in all\n",
-		fmt_duration(u, FMT_UNIT_MAX, (double)v->kernel_total));
+	fprintf(out, "  GPU kernels: %s%s in all\n", mark(v),
+		fmt_duration(u, FMT_UNIT_MAX, (double)v->kernel_total * v->scale));
 	fprintf(out, "  %10s %11s %10s %10s %10s %10s %7s  %s\n", "Count", "Total", "Mean",
 		"Std dev", "Min", "Max", "Share", "Kernel");
 	for (size_t i = 0; i < v->nkernels; i++) {
 		const struct agg *a = v->kernels[i];
 
 		pct(share, sizeof(share), (double)a->sum, (double)v->kernel_total);
-		fprintf(out, "  %10llu", (unsigned long long)a->st.n);
-		table_times(out, a);
+		count_str(count, sizeof(count), v, (double)a->st.n);
+		fprintf(out, "  %10s", count);
+		table_times(out, a, v);
 		fprintf(out, " %7s  %s\n", share, a->label);
 	}
 	fputc('\n', out);
@@ -727,9 +798,10 @@ static void table_kernels(FILE *out, const struct view *v)
 
 static void table_copies(FILE *out, const struct view *v)
 {
-	char u[FMT_UNIT_MAX], rate[32];
+	char u[FMT_UNIT_MAX], rate[32], count[32], bytes[FMT_UNIT_MAX + 1];
+	int bw = v->samp ? 11 : 10; /* room for the ~ of "~512.00 MiB" */
 
-	fprintf(out, "  %-10s %10s %10s %11s %10s %10s %10s %10s %10s\n", "GPU copies", "Count",
+	fprintf(out, "  %-10s %10s %*s %11s %10s %10s %10s %10s %10s\n", "GPU copies", "Count", bw,
 		"Bytes", "Total", "Mean", "Std dev", "Min", "Max", "GB/s");
 	for (size_t i = 0; i < v->ncopies; i++) {
 		const struct agg *a = v->copies[i];
@@ -738,9 +810,11 @@ static void table_copies(FILE *out, const struct view *v)
 			snprintf(rate, sizeof(rate), "%.2f", (double)a->bytes / (double)a->sum);
 		else
 			snprintf(rate, sizeof(rate), "-");
-		fprintf(out, "  %-10s %10llu %10s", a->label, (unsigned long long)a->st.n,
-			fmt_bytes(u, FMT_UNIT_MAX, (double)a->bytes));
-		table_times(out, a);
+		count_str(count, sizeof(count), v, (double)a->st.n);
+		snprintf(bytes, sizeof(bytes), "%s%s", mark(v),
+			 fmt_bytes(u, FMT_UNIT_MAX, (double)a->bytes * v->scale));
+		fprintf(out, "  %-10s %10s %*s", a->label, count, bw, bytes);
+		table_times(out, a, v);
 		fprintf(out, " %10s\n", rate);
 	}
 	fputc('\n', out);
@@ -755,7 +829,7 @@ static void table_ranges(FILE *out, const struct view *v)
 		const struct agg *a = v->ranges[i];
 
 		fprintf(out, "  %10llu %6lld", (unsigned long long)a->st.n, (long long)a->open);
-		table_times(out, a);
+		table_times(out, a, NULL);
 		fprintf(out, "  %s\n", a->label);
 	}
 	if (v->open_ranges > 0)
@@ -764,9 +838,24 @@ static void table_ranges(FILE *out, const struct view *v)
 	fputc('\n', out);
 }
 
-static void table_busy(FILE *out, const struct gpu_proc *p, const struct view *v)
+/* One line of the busy table. */
+static void busy_line(FILE *out, const struct view *v, int64_t dev, const char *stream,
+		      int64_t kernels, int64_t copies, int64_t busy)
 {
-	char u[FMT_UNIT_MAX], share[16], stream[24];
+	char u[FMT_UNIT_MAX], share[16], nk[32], nc[32], total[FMT_UNIT_MAX + 1];
+
+	count_str(nk, sizeof(nk), v, (double)kernels);
+	count_str(nc, sizeof(nc), v, (double)copies);
+	snprintf(total, sizeof(total), "%s%s", mark(v),
+		 fmt_duration(u, FMT_UNIT_MAX, (double)busy * v->scale));
+	pct_mark(share, sizeof(share), (double)busy, v->whole, v->samp != NULL);
+	fprintf(out, "  %-8lld %18s %10s %10s %11s %7s\n", (long long)dev, stream, nk, nc, total,
+		share);
+}
+
+static void table_busy(FILE *out, const struct view *v)
+{
+	char stream[24];
 
 	fprintf(out, "  %-8s %18s %10s %10s %11s %7s\n", "Device", "Stream", "Kernels", "Copies",
 		"Busy", "Wall%");
@@ -777,29 +866,24 @@ static void table_busy(FILE *out, const struct gpu_proc *p, const struct view *v
 			snprintf(stream, sizeof(stream), "?");
 		else
 			snprintf(stream, sizeof(stream), "%lld", (long long)s->key.b);
-		pct(share, sizeof(share), (double)s->busy, p->wall_ns);
-		fprintf(out, "  %-8lld %18s %10lld %10lld %11s %7s\n", (long long)s->key.a, stream,
-			(long long)s->kernels, (long long)s->copies,
-			fmt_duration(u, FMT_UNIT_MAX, (double)s->busy), share);
+		busy_line(out, v, s->key.a, stream, s->kernels, s->copies, s->busy);
 	}
 	for (size_t i = 0; i < v->ndevs; i++) {
 		const struct dev_item *d = v->devs[i];
 
-		pct(share, sizeof(share), (double)d->busy, p->wall_ns);
-		fprintf(out, "  %-8lld %18s %10lld %10lld %11s %7s\n", (long long)d->key.a,
-			"all (GPU busy)", (long long)d->kernels, (long long)d->copies,
-			fmt_duration(u, FMT_UNIT_MAX, (double)d->busy), share);
+		busy_line(out, v, d->key.a, "all (GPU busy)", d->kernels, d->copies, d->busy);
 	}
-	fprintf(out, "  GPU busy: kernels, copies and memsets, overlaps counted once\n\n");
+	fprintf(out, "  GPU busy: kernels, copies and memsets, overlaps counted once%s\n\n",
+		v->samp ? "; Wall%: share of the traced time" : "");
 }
 
 static void table_sync(FILE *out, const struct gpu_proc *p, const struct view *v)
 {
 	char u[FMT_UNIT_MAX], share[16];
-	const char *mark = v->sync_exact ? "" : "~";
+	const char *sync_mark = v->sync_exact ? "" : "~";
 
 	pct_mark(share, sizeof(share), v->sync_total, p->wall_ns, !v->sync_exact);
-	fprintf(out, "  CPU blocked in synchronizing calls: %s%s, %s of wall\n", mark,
+	fprintf(out, "  CPU blocked in synchronizing calls: %s%s, %s of wall\n", sync_mark,
 		fmt_duration(u, FMT_UNIT_MAX, v->sync_total), share);
 	fprintf(out, "  %-28s %10s %11s %7s\n", "Function", "Count", "Total", "Wall%");
 	for (size_t i = 0; i < p->nsync; i++) {
@@ -814,6 +898,32 @@ static void table_sync(FILE *out, const struct gpu_proc *p, const struct view *v
 	fputc('\n', out);
 }
 
+/* How much of a sampled process was traced, and what that makes of the
+ * figures below it. */
+static void table_sampling(FILE *out, const struct view *v)
+{
+	const struct samp_item *s = v->samp;
+	char u[FMT_UNIT_MAX];
+
+	fputs("  GPU activity sampled: ", out);
+	if (s->windows == 0)
+		fputs("no window was traced", out);
+	else
+		fprintf(out, "%lld window%s, %s traced", (long long)s->windows,
+			s->windows == 1 ? "" : "s",
+			fmt_duration(u, FMT_UNIT_MAX, (double)s->traced_ns));
+	if (s->span_ns > 0)
+		fprintf(out, " %s %s", s->windows ? "of" : "in",
+			fmt_duration(u, FMT_UNIT_MAX, (double)s->span_ns));
+	if (estimable(s))
+		fprintf(out, " (%.2f%%); kernel and copy counts and totals are estimates (~)",
+			100.0 * s->share);
+	else
+		fputs("; no traced share to estimate from: kernel and copy counts and totals (~)"
+		      " are only what was recorded", out);
+	fputs("; SHIMMER_GPU=all records every kernel\n", out);
+}
+
 void gpu_table(const struct gpu *g, FILE *out, const struct gpu_proc *p)
 {
 	struct view v = proc_view(g, p);
@@ -823,11 +933,15 @@ void gpu_table(const struct gpu *g, FILE *out, const struct gpu_proc *p)
 		return;
 	if (why)
 		fprintf(out, "  GPU activity: NOT traced: %s%s%s; kernels, copies and GPU busy time"
-			     " are unknown, not zero\n\n",
+			     " are unknown, not zero\n",
 			why, p->detail ? ": " : "", p->detail ? p->detail : "");
 	else
-		fprintf(out, "  GPU activity: traced%s%s%s\n\n", v.nkernels ? "" : "; no kernels ran",
+		fprintf(out, "  GPU activity: traced%s%s%s\n",
+			v.nkernels ? "" : v.samp ? "; no kernels ran in a window" : "; no kernels ran",
 			p->detail ? ": " : "", p->detail ? p->detail : "");
+	if (v.samp)
+		table_sampling(out, &v);
+	fputc('\n', out);
 	if (v.nkernels)
 		table_kernels(out, &v);
 	if (v.ncopies)
@@ -835,7 +949,7 @@ void gpu_table(const struct gpu *g, FILE *out, const struct gpu_proc *p)
 	if (v.nranges)
 		table_ranges(out, &v);
 	if (v.ndevs)
-		table_busy(out, p, &v);
+		table_busy(out, &v);
 	if (p->nsync)
 		table_sync(out, p, &v);
 }
@@ -859,34 +973,57 @@ static void csv_share(FILE *out, double part, double wall)
 		fprintf(out, "%.6f", part / wall);
 }
 
-/* A kernel, copy or range row; count is st.n but for ranges (open too). */
-static void csv_agg(FILE *out, const struct gpu_proc *p, const struct agg *a, const char *kind,
-		    int with_bytes)
+/* A kernel, copy or range row; count is st.n but for ranges (open too).
+ * Count, bytes and total as v estimates them, the share of v's whole (v
+ * NULL: a range, never sampled); timed is what was recorded. */
+static void csv_agg(FILE *out, const struct gpu_proc *p, const struct view *v,
+		    const struct agg *a, const char *kind, int with_bytes)
 {
+	double scale = v ? v->scale : 1.0;
+
 	csv_head(out, p, a->label);
-	fprintf(out, "%lld,", (long long)(a->st.n + (uint64_t)a->open));
+	fprintf(out, "%.0f,", (double)(a->st.n + (uint64_t)a->open) * scale);
 	if (with_bytes)
-		fprintf(out, "%lld", (long long)a->bytes);
+		fprintf(out, "%.0f", (double)a->bytes * scale);
 	fputc(',', out);
 	if (a->st.n > 0)
-		fprintf(out, "%lld,%.0f,%.0f,%.0f,%.0f,", (long long)a->sum, a->st.mean,
+		fprintf(out, "%.0f,%.0f,%.0f,%.0f,%.0f,", (double)a->sum * scale, a->st.mean,
 			stats_stddev(&a->st), a->st.min, a->st.max);
 	else
 		fputs(",,,,,", out);
 	fprintf(out, "%llu,", (unsigned long long)a->st.n);
 	if (a->st.n > 0)
-		csv_share(out, (double)a->sum, p->wall_ns);
+		csv_share(out, (double)a->sum, v ? v->whole : p->wall_ns);
 	fprintf(out, ",%s,%lld\n", kind, (long long)p->proc_id);
 }
 
-/* A stream or gpu row: a count, a total and its wall share. */
-static void csv_busy(FILE *out, const struct gpu_proc *p, const char *event, const char *kind,
-		     int64_t count, int64_t busy)
+/* A stream or gpu row: a count, a total and its share, as v estimates them. */
+static void csv_busy(FILE *out, const struct gpu_proc *p, const struct view *v,
+		     const char *event, const char *kind, int64_t count, int64_t busy)
 {
 	csv_head(out, p, event);
-	fprintf(out, "%lld,,%lld,,,,,,", (long long)count, (long long)busy);
-	csv_share(out, (double)busy, p->wall_ns);
+	fprintf(out, "%.0f,,%.0f,,,,,,", (double)count * v->scale, (double)busy * v->scale);
+	csv_share(out, (double)busy, v->whole);
 	fprintf(out, ",%s,%lld\n", kind, (long long)p->proc_id);
+}
+
+/* A sampled process's rows: its windows (count, traced time, traced share)
+ * and the span they sample (its share of the wall). */
+static void csv_sampling(FILE *out, const struct gpu_proc *p, const struct samp_item *s)
+{
+	csv_head(out, p, "windows");
+	fprintf(out, "%lld,,%lld,,,,,,", (long long)s->windows, (long long)s->traced_ns);
+	if (s->span_ns > 0)
+		fprintf(out, "%.9g", s->share);
+	fprintf(out, ",sampling,%lld\n", (long long)p->proc_id);
+	csv_head(out, p, "span");
+	fputs(",,", out);
+	if (s->span_ns > 0)
+		fprintf(out, "%lld", (long long)s->span_ns);
+	fputs(",,,,,,", out);
+	if (s->span_ns > 0)
+		csv_share(out, (double)s->span_ns, p->wall_ns);
+	fprintf(out, ",sampling,%lld\n", (long long)p->proc_id);
 }
 
 void gpu_csv(const struct gpu *g, FILE *out, const struct gpu_proc *p)
@@ -899,16 +1036,18 @@ void gpu_csv(const struct gpu *g, FILE *out, const struct gpu_proc *p)
 	snprintf(event, sizeof(event), "status:%s", p->status ? p->status : "none");
 	csv_head(out, p, event);
 	fprintf(out, ",,,,,,,,,gpu,%lld\n", (long long)p->proc_id);
+	if (v.samp)
+		csv_sampling(out, p, v.samp);
 	for (size_t i = 0; i < v.nkernels; i++)
-		csv_agg(out, p, v.kernels[i], "kernel", 0);
+		csv_agg(out, p, &v, v.kernels[i], "kernel", 0);
 	for (size_t i = 0; i < v.ncopies; i++) {
 		const struct agg *a = v.copies[i];
 		int memset = strcmp(a->label, "memset") == 0;
 
-		csv_agg(out, p, a, memset ? "memset" : "memcpy", 1);
+		csv_agg(out, p, &v, a, memset ? "memset" : "memcpy", 1);
 	}
 	for (size_t i = 0; i < v.nranges; i++)
-		csv_agg(out, p, v.ranges[i], "range", 0);
+		csv_agg(out, p, NULL, v.ranges[i], "range", 0);
 	for (size_t i = 0; i < v.nstreams; i++) {
 		const struct stream_item *s = v.streams[i];
 
@@ -917,13 +1056,13 @@ void gpu_csv(const struct gpu *g, FILE *out, const struct gpu_proc *p)
 		else
 			snprintf(event, sizeof(event), "device %lld stream %lld",
 				 (long long)s->key.a, (long long)s->key.b);
-		csv_busy(out, p, event, "stream", s->kernels + s->copies, s->busy);
+		csv_busy(out, p, &v, event, "stream", s->kernels + s->copies, s->busy);
 	}
 	for (size_t i = 0; i < v.ndevs; i++) {
 		const struct dev_item *d = v.devs[i];
 
 		snprintf(event, sizeof(event), "device %lld", (long long)d->key.a);
-		csv_busy(out, p, event, "gpu", d->kernels + d->copies, d->busy);
+		csv_busy(out, p, &v, event, "gpu", d->kernels + d->copies, d->busy);
 	}
 	if (p->nsync) {
 		csv_head(out, p, "sync");
@@ -947,21 +1086,35 @@ static void json_share(FILE *out, double part, double whole)
 		fputs("null", out);
 }
 
-/* "count":...,"total_ns":...,...,"max_ns":... of a (closed ranges only). */
-static void json_times(FILE *out, const struct agg *a)
+/* "estimated":true, when v estimates the figures that follow. */
+static void json_estimated(FILE *out, const struct view *v)
 {
-	fprintf(out, "\"count\":%llu,", (unsigned long long)a->st.n);
+	if (v && v->samp)
+		fputs("\"estimated\":true,", out);
+}
+
+/* "count":...,"total_ns":...,...,"max_ns":... of a (closed ranges only);
+ * count and total as v estimates them (v NULL: a range, never sampled). */
+static void json_times(FILE *out, const struct agg *a, const struct view *v)
+{
+	double scale = v ? v->scale : 1.0;
+
+	json_estimated(out, v);
+	/* How many the mean and extremes are of: the recorded ones. */
+	if (v && v->samp)
+		fprintf(out, "\"timed\":%llu,", (unsigned long long)a->st.n);
+	fprintf(out, "\"count\":%.0f,", (double)a->st.n * scale);
 	if (a->st.n == 0) {
 		fputs("\"total_ns\":0,\"mean_ns\":null,\"stddev_ns\":null,\"min_ns\":null,"
 		      "\"max_ns\":null", out);
 		return;
 	}
-	fprintf(out, "\"total_ns\":%lld,\"mean_ns\":%.3f,\"stddev_ns\":%.3f,\"min_ns\":%.0f,"
+	fprintf(out, "\"total_ns\":%.0f,\"mean_ns\":%.3f,\"stddev_ns\":%.3f,\"min_ns\":%.0f,"
 		     "\"max_ns\":%.0f",
-		(long long)a->sum, a->st.mean, stats_stddev(&a->st), a->st.min, a->st.max);
+		(double)a->sum * scale, a->st.mean, stats_stddev(&a->st), a->st.min, a->st.max);
 }
 
-static void json_kernels(FILE *out, const struct gpu_proc *p, const struct view *v)
+static void json_kernels(FILE *out, const struct view *v)
 {
 	fputs(",\"kernels\":[", out);
 	for (size_t i = 0; i < v->nkernels; i++) {
@@ -970,11 +1123,11 @@ static void json_kernels(FILE *out, const struct gpu_proc *p, const struct view 
 		fprintf(out, "%s{\"name\":", i ? "," : "");
 		fmt_json(out, a->label);
 		fputc(',', out);
-		json_times(out, a);
+		json_times(out, a, v);
 		fputs(",\"kernel_share\":", out);
 		json_share(out, (double)a->sum, (double)v->kernel_total);
 		fputs(",\"wall_share\":", out);
-		json_share(out, (double)a->sum, p->wall_ns);
+		json_share(out, (double)a->sum, v->whole);
 		fputc('}', out);
 	}
 	fputc(']', out);
@@ -988,8 +1141,8 @@ static void json_copies(FILE *out, const struct view *v)
 
 		fprintf(out, "%s{\"kind\":", i ? "," : "");
 		fmt_json(out, a->label);
-		fprintf(out, ",\"bytes\":%lld,", (long long)a->bytes);
-		json_times(out, a);
+		fprintf(out, ",\"bytes\":%.0f,", (double)a->bytes * v->scale);
+		json_times(out, a, v);
 		fputs(",\"gb_per_s\":", out);
 		json_share(out, (double)a->bytes, (double)a->sum);
 		fputc('}', out);
@@ -1006,13 +1159,24 @@ static void json_ranges(FILE *out, const struct view *v)
 		fprintf(out, "%s{\"name\":", i ? "," : "");
 		fmt_json(out, a->label);
 		fprintf(out, ",\"open\":%lld,", (long long)a->open);
-		json_times(out, a);
+		json_times(out, a, NULL);
 		fputc('}', out);
 	}
 	fputc(']', out);
 }
 
-static void json_busy(FILE *out, const struct gpu_proc *p, const struct view *v)
+/* ,"kernels":...,"copies":...,"busy_ns":...,"wall_share":... as v estimates them. */
+static void json_busy_figures(FILE *out, const struct view *v, int64_t kernels, int64_t copies,
+			      int64_t busy)
+{
+	fputc(',', out);
+	json_estimated(out, v);
+	fprintf(out, "\"kernels\":%.0f,\"copies\":%.0f,\"busy_ns\":%.0f,\"wall_share\":",
+		(double)kernels * v->scale, (double)copies * v->scale, (double)busy * v->scale);
+	json_share(out, (double)busy, v->whole);
+}
+
+static void json_busy(FILE *out, const struct view *v)
 {
 	fputs(",\"streams\":[", out);
 	for (size_t i = 0; i < v->nstreams; i++) {
@@ -1023,23 +1187,29 @@ static void json_busy(FILE *out, const struct gpu_proc *p, const struct view *v)
 			fputs("null", out);
 		else
 			fprintf(out, "%lld", (long long)s->key.b);
-		fprintf(out, ",\"kernels\":%lld,\"copies\":%lld,\"busy_ns\":%lld,\"wall_share\":",
-			(long long)s->kernels, (long long)s->copies, (long long)s->busy);
-		json_share(out, (double)s->busy, p->wall_ns);
+		json_busy_figures(out, v, s->kernels, s->copies, s->busy);
 		fputc('}', out);
 	}
 	fputs("],\"devices\":[", out);
 	for (size_t i = 0; i < v->ndevs; i++) {
 		const struct dev_item *d = v->devs[i];
 
-		fprintf(out, "%s{\"device\":%lld,\"kernels\":%lld,\"copies\":%lld,\"busy_ns\":%lld,"
-			     "\"wall_share\":",
-			i ? "," : "", (long long)d->key.a, (long long)d->kernels,
-			(long long)d->copies, (long long)d->busy);
-		json_share(out, (double)d->busy, p->wall_ns);
+		fprintf(out, "%s{\"device\":%lld", i ? "," : "", (long long)d->key.a);
+		json_busy_figures(out, v, d->kernels, d->copies, d->busy);
 		fputc('}', out);
 	}
 	fputc(']', out);
+}
+
+/* ,"sampling":{...} of a sampled process; null where the view has NULL. */
+static void json_sampling(FILE *out, const struct samp_item *s)
+{
+	fprintf(out, ",\"sampling\":{\"windows\":%lld,\"traced_ns\":%lld,\"span_ns\":",
+		(long long)s->windows, (long long)s->traced_ns);
+	if (s->span_ns > 0)
+		fprintf(out, "%lld,\"traced_share\":%.9g}", (long long)s->span_ns, s->share);
+	else
+		fputs("null,\"traced_share\":null}", out);
 }
 
 static void json_sync(FILE *out, const struct gpu_proc *p, const struct view *v)
@@ -1072,11 +1242,13 @@ void gpu_json(const struct gpu *g, FILE *out, const struct gpu_proc *p)
 	fprintf(out, ",\"traced\":%s,\"not_traced_reason\":", traced(p) ? "true" : "false");
 	/* A process that never touched CUDA has nothing missing to explain. */
 	fmt_json(out, gpu_relevant(p, &v) ? not_traced_reason(p) : NULL);
-	fprintf(out, ",\"kernel_total_ns\":%lld", (long long)v.kernel_total);
-	json_kernels(out, p, &v);
+	if (v.samp)
+		json_sampling(out, v.samp);
+	fprintf(out, ",\"kernel_total_ns\":%.0f", (double)v.kernel_total * v.scale);
+	json_kernels(out, &v);
 	json_copies(out, &v);
 	json_ranges(out, &v);
-	json_busy(out, p, &v);
+	json_busy(out, &v);
 	json_sync(out, p, &v);
 	fputc('}', out);
 }

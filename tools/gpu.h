@@ -4,7 +4,9 @@
  * NVTX ranges, per-stream and per-device busy time (the union of the
  * intervals, overlaps counted once), and the CPU time blocked in
  * synchronizing calls; written as table sections, CSV rows or a JSON
- * member.  docs/usage.md describes the output.
+ * member.  For a process whose GPU activity was sampled (schema 4), the
+ * kernel, copy and busy counts and totals are estimates for the whole
+ * process, marked as such.  docs/usage.md describes the output.
  */
 #ifndef SHIMMER_TOOLS_GPU_H
 #define SHIMMER_TOOLS_GPU_H
@@ -47,8 +49,9 @@ int gpu_is_sync_fn(const char *name);
 
 /*
  * Read the GPU tables of db into *out, one scan of each (and one sort of
- * the kernel and copy intervals for the busy times).  A store older than
- * schema version 2 gives an empty result.  Returns 0, -EIO after printing
+ * the kernel and copy intervals for the busy times), and the gpu_sampling
+ * view from schema version 4 on.  A store older than schema version 2
+ * gives an empty result.  Returns 0, -EIO after printing
  * one "shimmer: error:" line, or -ENOMEM.  Release with gpu_free().
  */
 int gpu_load(sqlite3 *db, struct gpu **out);

@@ -1411,6 +1411,396 @@ static void test_summary_schema_v1_store(void **state)
 	store_remove(db, path);
 }
 
+/* ---- GPU sampling (schema 4) ------------------------------------------------ */
+
+/*
+ * A store of its own: a process sampled in 4 windows of 250 ms over 10 s
+ * (a traced share of 10%), one sampled process that traced no window, one
+ * still running with no window and so no span (a NULL traced share) but a
+ * kernel all the same, and one recorded whole.  The estimates are checked
+ * against the figures computed here from the arrays: recorded x span /
+ * traced.
+ */
+enum { S_PROC = 10, S_EMPTY = 11, S_WHOLE = 12, S_NOSPAN = 13 };
+
+static const struct sproc {
+	int id, pid;
+	int64_t end;   /* -1: NULL */
+	int64_t since; /* -1: not sampled */
+} sprocs[] = {
+	{ S_PROC, 1000, 10000000000, 0 },
+	{ S_EMPTY, 1100, 5000000000, 0 },
+	{ S_WHOLE, 1200, 10000000000, -1 },
+	{ S_NOSPAN, 1300, -1, 1000 },
+};
+
+static const struct ivl swindows[] = {
+	{ 1000000000, 1250000000 }, { 3500000000, 3750000000 },
+	{ 6000000000, 6250000000 }, { 8500000000, 8750000000 },
+};
+
+static const struct kernel skernels[] = {
+	{ S_PROC, 0, 7, 1, 1000000000, 1001000000 },
+	{ S_PROC, 0, 7, 1, 3500000000, 3501000000 },
+	{ S_PROC, 0, 7, 1, 6000000000, 6001000000 },
+	/* Overlaps the last gemm on another stream: busy time counts it once. */
+	{ S_PROC, 0, 8, 2, 6000500000, 6003500000 },
+	{ S_WHOLE, 0, 7, 1, 1000000000, 1002000000 },
+	{ S_NOSPAN, 0, 7, 1, 1000000000, 1002000000 },
+};
+
+static const struct copy scopies[] = {
+	{ S_PROC, 0, 7, "memcpy", "HtoD", 1048576, 1100000000, 1100500000 },
+	{ S_PROC, 0, 7, "memcpy", "HtoD", 1048576, 8500000000, 8500500000 },
+};
+
+#define GEMM "gemm(float*, float*)"
+
+static int setup_sampled(void **state)
+{
+	struct store_fixture *f = store_fixture_new("/tmp/test_summary_sampled.XXXXXX");
+
+	exec(f->db, "BEGIN");
+	for (size_t i = 0; i < N(sprocs); i++) {
+		const struct sproc *p = &sprocs[i];
+
+		exec(f->db,
+		     "INSERT INTO processes (proc_id, pid, ppid, uid, hostname, exe, malloc_mode,"
+		     " lossless, start_wall_ns, start_ns, end_ns, end_reason, gpu_status,"
+		     " gpu_sampled_since_ns) VALUES (%d, %d, 1, 0, 'node', '/bin/x', 'off', 0, 0, 0,"
+		     " nullif(%lld, -1), 'exit', 'active', nullif(%lld, -1))",
+		     p->id, p->pid, (long long)p->end, (long long)p->since);
+		exec(f->db, "INSERT INTO strings (proc_id, id, text, demangled) VALUES"
+			    " (%d, 1, '_Z4gemmPfS_', %Q), (%d, 2, 'relu_kernel', NULL)",
+		     p->id, GEMM, p->id);
+	}
+	for (size_t i = 0; i < N(swindows); i++)
+		exec(f->db, "INSERT INTO gpu_windows (proc_id, start_ns, end_ns) VALUES (%d, %lld, %lld)",
+		     S_PROC, (long long)swindows[i].s, (long long)swindows[i].e);
+	for (size_t i = 0; i < N(skernels); i++) {
+		const struct kernel *k = &skernels[i];
+
+		exec(f->db,
+		     "INSERT INTO kernels (proc_id, device, stream, correlation, name_id, start_ns,"
+		     " end_ns) VALUES (%d, %d, %d, %d, %d, %lld, %lld)",
+		     k->proc, k->device, k->stream, (int)i, k->name, (long long)k->start,
+		     (long long)k->end);
+	}
+	for (size_t i = 0; i < N(scopies); i++) {
+		const struct copy *c = &scopies[i];
+
+		exec(f->db,
+		     "INSERT INTO gpu_copies (proc_id, op, device, stream, correlation, start_ns,"
+		     " end_ns, bytes, copy_kind) VALUES (%d, %Q, %d, %d, %d, %lld, %lld, %lld, %Q)",
+		     c->proc, c->op, c->device, c->stream, (int)i + 100, (long long)c->start,
+		     (long long)c->end, (long long)c->bytes, c->kind);
+	}
+	exec(f->db, "COMMIT");
+	*state = f;
+	return 0;
+}
+
+/* What the arrays say of S_PROC, computed without the store. */
+struct sexpect {
+	int64_t traced, span;
+	double scale;         /* span / traced */
+	int64_t gemm_n, gemm_sum, relu_n, relu_sum;
+	int64_t copy_n, copy_bytes, copy_sum;
+	int64_t dev_n, dev_busy; /* device 0, all streams */
+	int64_t s7_n, s7_busy;   /* device 0 stream 7 */
+};
+
+static struct sexpect sampled_expect(void)
+{
+	struct sexpect e = { 0 };
+	struct ivl all[16], s7[16];
+	size_t na = 0, n7 = 0;
+	int64_t last = 0;
+
+	for (size_t i = 0; i < N(swindows); i++) {
+		e.traced += swindows[i].e - swindows[i].s;
+		if (swindows[i].e > last)
+			last = swindows[i].e;
+	}
+	e.span = (sprocs[0].end > last ? sprocs[0].end : last) - sprocs[0].since;
+	e.scale = (double)e.span / (double)e.traced;
+	for (size_t i = 0; i < N(skernels); i++) {
+		const struct kernel *k = &skernels[i];
+
+		if (k->proc != S_PROC)
+			continue;
+		if (k->name == 1)
+			e.gemm_n++, e.gemm_sum += k->end - k->start;
+		else
+			e.relu_n++, e.relu_sum += k->end - k->start;
+		all[na++] = (struct ivl){ k->start, k->end };
+		if (k->stream == 7)
+			s7[n7++] = (struct ivl){ k->start, k->end };
+	}
+	for (size_t i = 0; i < N(scopies); i++) {
+		const struct copy *c = &scopies[i];
+
+		e.copy_n++, e.copy_bytes += c->bytes, e.copy_sum += c->end - c->start;
+		all[na++] = (struct ivl){ c->start, c->end };
+		if (c->stream == 7)
+			s7[n7++] = (struct ivl){ c->start, c->end };
+	}
+	e.dev_n = (int64_t)na;
+	e.dev_busy = union_len(all, na);
+	e.s7_n = (int64_t)n7;
+	e.s7_busy = union_len(s7, n7);
+	return e;
+}
+
+/* The text of pid's process section (up to the next "Process "), malloc'd. */
+static char *section(const char *table, int pid)
+{
+	char head[32];
+	const char *a, *b;
+
+	snprintf(head, sizeof(head), "Process %d ", pid);
+	a = strstr(table, head);
+	assert_non_null(a);
+	b = strstr(a + 1, "\nProcess ");
+	return strndup(a, b ? (size_t)(b - a) : strlen(a));
+}
+
+static void want_no_nan(const char *text)
+{
+	if (strstr(text, "nan") || strstr(text, "inf"))
+		fail_msg("nan or inf in\n%s", text);
+}
+
+static void test_summary_sampled_table(void **state)
+{
+	struct store_fixture *fx = *state;
+	char *table = render(fx->db, SUMMARY_TABLE), *sec;
+	struct sexpect e = sampled_expect();
+	char want[512], u[5][FMT_UNIT_MAX], c[3][32];
+
+	/* The fixture is the case of the brief: 10% traced, so a factor of 10. */
+	assert_true(fabs(e.scale - 10.0) < 1e-12);
+	want_no_nan(table);
+	sec = section(table, 1000);
+	snprintf(want, sizeof(want),
+		 "  GPU activity: traced\n"
+		 "  GPU activity sampled: %d windows, %s traced of %s (%.2f%%); kernel and copy"
+		 " counts and totals are estimates (~); SHIMMER_GPU=all records every kernel\n\n",
+		 (int)N(swindows), fmt_duration(u[0], FMT_UNIT_MAX, (double)e.traced),
+		 fmt_duration(u[1], FMT_UNIT_MAX, (double)e.span),
+		 100.0 * (double)e.traced / (double)e.span);
+	want_in(sec, want);
+	snprintf(want, sizeof(want), "GPU kernels: ~%s in all\n",
+		 fmt_duration(u[0], FMT_UNIT_MAX, (double)(e.gemm_sum + e.relu_sum) * e.scale));
+	want_in(sec, want);
+	/* Count and total scaled; mean, std dev, min, max and share as recorded. */
+	snprintf(c[0], sizeof(c[0]), "~%.0f", (double)e.gemm_n * e.scale);
+	{
+		char total[FMT_UNIT_MAX + 1];
+
+		snprintf(total, sizeof(total), "~%s",
+			 fmt_duration(u[0], FMT_UNIT_MAX, (double)e.gemm_sum * e.scale));
+		snprintf(want, sizeof(want), "  %10s %11s %10s %10s %10s %10s %6.1f%%  %s\n", c[0],
+			 total, fmt_duration(u[1], FMT_UNIT_MAX, (double)e.gemm_sum / (double)e.gemm_n),
+			 fmt_duration(u[2], FMT_UNIT_MAX, 0), fmt_duration(u[3], FMT_UNIT_MAX, 1e6),
+			 fmt_duration(u[4], FMT_UNIT_MAX, 1e6),
+			 100.0 * (double)e.gemm_sum / (double)(e.gemm_sum + e.relu_sum), GEMM);
+		want_in(sec, want);
+		assert_string_equal(c[0], "~30");
+		assert_string_equal(total, "~30.00 ms");
+	}
+	/* Copies: count, bytes (a column one wider for the ~) and total scaled, GB/s as
+	 * recorded. */
+	{
+		char bytes[FMT_UNIT_MAX + 1], total[FMT_UNIT_MAX + 1];
+
+		snprintf(c[1], sizeof(c[1]), "~%.0f", (double)e.copy_n * e.scale);
+		snprintf(bytes, sizeof(bytes), "~%s",
+			 fmt_bytes(u[0], FMT_UNIT_MAX, (double)e.copy_bytes * e.scale));
+		snprintf(total, sizeof(total), "~%s",
+			 fmt_duration(u[1], FMT_UNIT_MAX, (double)e.copy_sum * e.scale));
+		snprintf(want, sizeof(want), "  %-10s %10s %11s %11s %10s", "HtoD", c[1], bytes, total,
+			 fmt_duration(u[2], FMT_UNIT_MAX, (double)e.copy_sum / (double)e.copy_n));
+		want_in(sec, want);
+		snprintf(want, sizeof(want), " %10.2f\n", (double)e.copy_bytes / (double)e.copy_sum);
+		want_in(sec, want);
+	}
+	/* Busy: counts and time scaled, the share of the traced time, all marked. */
+	{
+		char total[FMT_UNIT_MAX + 1], share[16];
+
+		snprintf(c[2], sizeof(c[2]), "~%.0f", (double)(e.dev_n - e.copy_n) * e.scale);
+		snprintf(c[1], sizeof(c[1]), "~%.0f", (double)e.copy_n * e.scale);
+		snprintf(total, sizeof(total), "~%s",
+			 fmt_duration(u[0], FMT_UNIT_MAX, (double)e.dev_busy * e.scale));
+		snprintf(share, sizeof(share), "~%.1f%%", 100.0 * (double)e.dev_busy / (double)e.traced);
+		snprintf(want, sizeof(want), "  %-8d %18s %10s %10s %11s %7s\n", 0, "all (GPU busy)", c[2],
+			 c[1], total, share);
+		want_in(sec, want);
+	}
+	free(sec);
+
+	/* Recorded whole beside it: nothing scaled, nothing marked. */
+	sec = section(table, 1200);
+	want_in(sec, "  GPU activity: traced\n\n  GPU kernels: 2.00 ms in all\n");
+	assert_null(strstr(sec, "~"));
+	assert_null(strstr(sec, "sampled"));
+	free(sec);
+
+	/* No window: said so, and no estimate from nothing. */
+	sec = section(table, 1100);
+	snprintf(want, sizeof(want),
+		 "  GPU activity: traced; no kernels ran in a window\n"
+		 "  GPU activity sampled: no window was traced in %s; no traced share to estimate"
+		 " from: kernel and copy counts and totals (~) are only what was recorded;"
+		 " SHIMMER_GPU=all records every kernel\n",
+		 fmt_duration(u[0], FMT_UNIT_MAX, (double)sprocs[1].end));
+	want_in(sec, want);
+	free(sec);
+
+	/* No span either: nothing to scale by, what was recorded is shown as such. */
+	sec = section(table, 1300);
+	want_in(sec, "  GPU activity sampled: no window was traced; no traced share to estimate"
+		     " from: kernel and copy counts and totals (~) are only what was recorded;"
+		     " SHIMMER_GPU=all records every kernel\n");
+	want_in(sec, "GPU kernels: ~2.00 ms in all\n");
+	snprintf(want, sizeof(want), "  %10s %11s ", "~1", "~2.00 ms");
+	want_in(sec, want);
+	free(sec);
+	free(table);
+}
+
+static void test_summary_sampled_csv(void **state)
+{
+	struct store_fixture *fx = *state;
+	char *csv = render(fx->db, SUMMARY_CSV);
+	struct sexpect e = sampled_expect();
+	char f[NCOLS][64];
+
+	want_no_nan(csv);
+	find_row(csv, 1000, "windows", f);
+	assert_string_equal(f[C_KIND], "sampling");
+	assert_int_equal(strtoll(f[C_COUNT], NULL, 10), N(swindows));
+	assert_int_equal(strtoll(f[C_TOTAL], NULL, 10), e.traced);
+	check_near(f[C_SHARE], (double)e.traced / (double)e.span, 1e-9, "traced share");
+	find_row(csv, 1000, "span", f);
+	assert_string_equal(f[C_KIND], "sampling");
+	assert_int_equal(strtoll(f[C_TOTAL], NULL, 10), e.span);
+	check_near(f[C_SHARE], (double)e.span / (double)sprocs[0].end, 1e-6, "span share");
+
+	/* Kernels: count and total scaled, timed = recorded, the rest as recorded. */
+	find_row(csv, 1000, GEMM, f);
+	assert_string_equal(f[C_KIND], "kernel");
+	assert_int_equal(strtoll(f[C_COUNT], NULL, 10), llround((double)e.gemm_n * e.scale));
+	assert_int_equal(strtoll(f[C_COUNT], NULL, 10), 30);
+	assert_int_equal(strtoll(f[C_TOTAL], NULL, 10), llround((double)e.gemm_sum * e.scale));
+	assert_int_equal(strtoll(f[C_TOTAL], NULL, 10), 30000000);
+	assert_int_equal(strtoll(f[C_TIMED], NULL, 10), e.gemm_n);
+	check_near(f[C_MEAN], (double)e.gemm_sum / (double)e.gemm_n, 0.5, "mean");
+	assert_int_equal(strtoll(f[C_MIN], NULL, 10), 1000000);
+	assert_int_equal(strtoll(f[C_MAX], NULL, 10), 1000000);
+	check_near(f[C_SHARE], (double)e.gemm_sum / (double)e.traced, 1e-6, "kernel share");
+	find_row(csv, 1000, "HtoD", f);
+	assert_int_equal(strtoll(f[C_COUNT], NULL, 10), llround((double)e.copy_n * e.scale));
+	assert_int_equal(strtoll(f[C_BYTES], NULL, 10), llround((double)e.copy_bytes * e.scale));
+	assert_int_equal(strtoll(f[C_TOTAL], NULL, 10), llround((double)e.copy_sum * e.scale));
+	assert_int_equal(strtoll(f[C_TIMED], NULL, 10), e.copy_n);
+	find_row(csv, 1000, "device 0", f);
+	assert_string_equal(f[C_KIND], "gpu");
+	assert_int_equal(strtoll(f[C_COUNT], NULL, 10), llround((double)e.dev_n * e.scale));
+	assert_int_equal(strtoll(f[C_TOTAL], NULL, 10), llround((double)e.dev_busy * e.scale));
+	check_near(f[C_SHARE], (double)e.dev_busy / (double)e.traced, 1e-6, "busy share");
+	find_row(csv, 1000, "device 0 stream 7", f);
+	assert_int_equal(strtoll(f[C_COUNT], NULL, 10), llround((double)e.s7_n * e.scale));
+	assert_int_equal(strtoll(f[C_TOTAL], NULL, 10), llround((double)e.s7_busy * e.scale));
+
+	/* Recorded whole: as recorded, and no sampling rows. */
+	find_row(csv, 1200, GEMM, f);
+	assert_int_equal(strtoll(f[C_COUNT], NULL, 10), 1);
+	assert_int_equal(strtoll(f[C_TOTAL], NULL, 10), 2000000);
+	check_near(f[C_SHARE], 2e6 / (double)sprocs[2].end, 1e-6, "unsampled share");
+	assert_null(strstr(csv, "\n1200,,windows,"));
+	assert_null(strstr(csv, "\n1200,,span,"));
+
+	/* No window: zero traced, a zero share, not a division by it. */
+	want_in(csv, "\n1100,,windows,0,,0,,,,,,0,sampling,11\n");
+	/* No span: no share, and the recorded kernel as recorded. */
+	want_in(csv, "\n1300,,windows,0,,0,,,,,,,sampling,13\n");
+	want_in(csv, "\n1300,,span,,,,,,,,,,sampling,13\n");
+	want_in(csv, "\n1300,,\"" GEMM "\",1,,2000000,2000000,0,2000000,2000000,1,,kernel,13\n");
+	free(csv);
+}
+
+/* processes[pid].gpu<path> as a number, or fail. */
+static void want_json_num(sqlite3 *db, const char *json, int pid, const char *path, double want,
+			  double tol)
+{
+	double got = jproc_num(db, json, pid, path);
+
+	if (fabs(got - want) > tol)
+		fail_msg("pid %d %s: got %f, want %f", pid, path, got, want);
+}
+
+static void test_summary_sampled_json(void **state)
+{
+	struct store_fixture *fx = *state;
+	char *json = render(fx->db, SUMMARY_JSON), *v;
+	struct sexpect e = sampled_expect();
+
+	want_no_nan(json);
+	v = jq(fx->db, json, "SELECT json_valid(?1) WHERE ?2 AND ?3 IS NULL", 1, NULL);
+	assert_string_equal(v, "1");
+	free(v);
+	want_json_num(fx->db, json, 1000, ".sampling.windows", (double)N(swindows), 0);
+	want_json_num(fx->db, json, 1000, ".sampling.traced_ns", (double)e.traced, 0);
+	want_json_num(fx->db, json, 1000, ".sampling.span_ns", (double)e.span, 0);
+	want_json_num(fx->db, json, 1000, ".sampling.traced_share",
+		      (double)e.traced / (double)e.span, 1e-9);
+	want_json_num(fx->db, json, 1000, ".kernel_total_ns",
+		      (double)(e.gemm_sum + e.relu_sum) * e.scale, 0.5);
+	assert_int_equal(jfield(fx->db, json, 1000, "kernels", "name", GEMM, "estimated"), 1);
+	assert_int_equal(jfield(fx->db, json, 1000, "kernels", "name", GEMM, "count"), 30);
+	assert_int_equal(jfield(fx->db, json, 1000, "kernels", "name", GEMM, "timed"), e.gemm_n);
+	assert_int_equal(jfield(fx->db, json, 1000, "kernels", "name", GEMM, "total_ns"),
+			 llround((double)e.gemm_sum * e.scale));
+	assert_true(fabs(jfield(fx->db, json, 1000, "kernels", "name", GEMM, "mean_ns") - 1e6) <
+		    1e-3);
+	assert_true(fabs(jfield(fx->db, json, 1000, "kernels", "name", GEMM, "kernel_share") -
+			 (double)e.gemm_sum / (double)(e.gemm_sum + e.relu_sum)) < 1e-6);
+	assert_true(fabs(jfield(fx->db, json, 1000, "kernels", "name", GEMM, "wall_share") -
+			 (double)e.gemm_sum / (double)e.traced) < 1e-6);
+	assert_int_equal(jfield(fx->db, json, 1000, "copies", "kind", "HtoD", "estimated"), 1);
+	assert_int_equal(jfield(fx->db, json, 1000, "copies", "kind", "HtoD", "bytes"),
+			 llround((double)e.copy_bytes * e.scale));
+	assert_true(fabs(jfield(fx->db, json, 1000, "copies", "kind", "HtoD", "gb_per_s") -
+			 (double)e.copy_bytes / (double)e.copy_sum) < 1e-6);
+	assert_int_equal(jfield(fx->db, json, 1000, "devices", "device", "0", "estimated"), 1);
+	assert_int_equal(jfield(fx->db, json, 1000, "devices", "device", "0", "busy_ns"),
+			 llround((double)e.dev_busy * e.scale));
+	assert_true(fabs(jfield(fx->db, json, 1000, "devices", "device", "0", "wall_share") -
+			 (double)e.dev_busy / (double)e.traced) < 1e-6);
+
+	/* Recorded whole: no sampling object, nothing estimated. */
+	assert_null(jproc(fx->db, json, 1200, ".sampling"));
+	assert_null(jproc(fx->db, json, 1200, ".kernels[0].estimated"));
+	assert_null(jproc(fx->db, json, 1200, ".devices[0].estimated"));
+	want_json_num(fx->db, json, 1200, ".kernels[0].total_ns", 2e6, 0);
+
+	/* No window: zero traced, a zero share. */
+	want_json_num(fx->db, json, 1100, ".sampling.windows", 0, 0);
+	want_json_num(fx->db, json, 1100, ".sampling.traced_ns", 0, 0);
+	want_json_num(fx->db, json, 1100, ".sampling.traced_share", 0, 0);
+	/* No span: null, and the recorded kernel as recorded. */
+	assert_null(jproc(fx->db, json, 1300, ".sampling.span_ns"));
+	assert_null(jproc(fx->db, json, 1300, ".sampling.traced_share"));
+	want_json_num(fx->db, json, 1300, ".sampling.windows", 0, 0);
+	want_json_num(fx->db, json, 1300, ".kernels[0].count", 1, 0);
+	want_json_num(fx->db, json, 1300, ".kernels[0].total_ns", 2e6, 0);
+	want_json_num(fx->db, json, 1300, ".kernels[0].estimated", 1, 0);
+	assert_null(jproc(fx->db, json, 1300, ".kernels[0].wall_share"));
+	free(json);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1422,6 +1812,12 @@ int main(void)
 		T(test_summary_gpu_csv),
 		T(test_summary_gpu_json),
 		T(test_summary_gpu_table),
+		cmocka_unit_test_setup_teardown(test_summary_sampled_table, setup_sampled,
+						store_fixture_teardown),
+		cmocka_unit_test_setup_teardown(test_summary_sampled_csv, setup_sampled,
+						store_fixture_teardown),
+		cmocka_unit_test_setup_teardown(test_summary_sampled_json, setup_sampled,
+						store_fixture_teardown),
 		cmocka_unit_test(test_summary_schema_v1_store),
 		cmocka_unit_test(test_summary_missing_store_is_not_created),
 		cmocka_unit_test(test_summary_foreign_file_is_refused),
