@@ -600,6 +600,8 @@ static int leaks_main(int argc, char **argv)
 
 	leaks_opts_init(&o);
 	for (int i = 1; i < argc; i++) {
+		if (cli_is_help(argv[i]))
+			return cli_help(&leaks_command);
 		if ((r = cli_format_opt(&leaks_command, argc, argv, &i, leaks_formats, &f)) != 0) {
 			if (r < 0)
 				return CLI_EXIT_USAGE;

@@ -429,6 +429,8 @@ static int peak_main(int argc, char **argv)
 	int r, rc;
 
 	for (int i = 1; i < argc; i++) {
+		if (cli_is_help(argv[i]))
+			return cli_help(&peak_command);
 		if ((r = cli_format_opt(&peak_command, argc, argv, &i, peak_formats, &fmt)) != 0) {
 			if (r < 0)
 				return CLI_EXIT_USAGE;

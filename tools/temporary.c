@@ -219,6 +219,8 @@ static int temporary_main(int argc, char **argv)
 	int r, rc;
 
 	for (int i = 1; i < argc; i++) {
+		if (cli_is_help(argv[i]))
+			return cli_help(&temporary_command);
 		if ((r = cli_format_opt(&temporary_command, argc, argv, &i, temporary_formats, &fmt)) != 0) {
 			if (r < 0)
 				return CLI_EXIT_USAGE;
