@@ -23,7 +23,10 @@
  *    (on the caller's thread) and every flush period (worker thread);
  *  - timestamps come from the registered timestamp callback, otherwise from
  *    CLOCK_REALTIME (CUPTI's own clock is not the host's monotonic clock);
- *  - records that found no buffer are counted as dropped;
+ *  - records that found no buffer are counted as dropped, and so is every
+ *    N-th record (counting every kind, in the order written) when
+ *    FAKE_CUPTI_DROP_EVERY=N (N > 0): CUPTI losing records at will, for
+ *    tests of how a client counts them;
  *  - a buffer is cleared before use, unless the client set
  *    CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER: then a buffer that is
  *    not all zero breaks that promise, and the fake aborts the process
@@ -80,6 +83,7 @@ static struct buf cur;
 static struct buf full[MAX_FULL];
 static unsigned nfull;
 static uint64_t dropped;
+static uint64_t drop_every, seen; /* FAKE_CUPTI_DROP_EVERY; records emitted */
 static uint32_t period_ms;
 static int worker_started;
 
@@ -578,7 +582,7 @@ static int append(const void *rec, size_t sz)
 static void emit(const void *rec, size_t sz)
 {
 	pthread_mutex_lock(&lock);
-	if (!append(rec, sz))
+	if ((drop_every && ++seen % drop_every == 0) || !append(rec, sz))
 		dropped++;
 	pthread_mutex_unlock(&lock);
 }
@@ -725,7 +729,10 @@ __attribute__((constructor)) static void fake_cupti_init(void)
 {
 	void (*attach)(const struct fake_cupti_ops *) =
 		(void (*)(const struct fake_cupti_ops *))dlsym(RTLD_DEFAULT, "fake_cudart_attach_cupti");
+	const char *every = getenv("FAKE_CUPTI_DROP_EVERY");
 
+	if (every)
+		drop_every = strtoull(every, NULL, 10);
 	pthread_atfork(NULL, NULL, child_after_fork);
 	if (attach)
 		attach(&ops);

@@ -1,0 +1,104 @@
+#!/bin/bash
+# t_gpu_drops: activity records CUPTI loses are counted in `drops`.  The
+# fake CUPTI loses every N-th record it writes (FAKE_CUPTI_DROP_EVERY=N,
+# counting kernels, copies and memsets in the order written) and reports
+# them through cuptiActivityGetNumDroppedRecords.  The independent truth is
+# the workload's log: L records launched (K and Y lines), so the store must
+# hold exactly L - L/N kernels and copies, and `drops` exactly L/N events;
+# where a single thread launches, the kept records are known one by one.
+#
+# Attribution, as the shim and collector make it today: the shim adds
+# CUPTI's count to a thread slot's ring-drop counter, so the rows have
+# reason 'ring_full', and tid is the thread that moved the count there:
+# the shim's converter thread ("shimmer-cupti") when it ran, else the
+# thread that ran the exit flush (the main thread).  Not the launching
+# thread, and not a ring that was full.
+#
+# L mod N is never 0 here: the shim asks CUPTI for its drop count only
+# when a buffer completes, and a last record lost after the last flush
+# comes with no buffer, so it would never be counted.
+. "$(dirname "$0")/lib.sh"
+
+# Every kernel is recorded (GPU sampling, the default, would keep a sample).
+export SHIMMER_GPU=all
+
+need "$SHIM" "$SHIMMERD" "$WL_GPU" "$FAKE_CUPTI"
+
+# run_drops CASE N [VAR=VALUE...] -- ARGS...: wl_gpu ARGS under the shim
+# with FAKE_CUPTI_DROP_EVERY=N (0: unset) and the variables; checks the
+# counts and the attribution of the drops.
+run_drops() {
+	local name=$1 every=$2 rc want="dropped = launched / $2"
+	local -a vars=()
+	shift 2
+	while [ "$1" != -- ]; do vars+=("$1"); shift; done
+	shift
+	if [ "$every" = 0 ]; then
+		want="nothing dropped"
+	else
+		vars+=(FAKE_CUPTI_DROP_EVERY="$every")
+	fi
+	DB=$T/$name.db
+	WLOG=$T/$name.log
+	start_collector "$DB" || { not_ok "$name: collector"; return; }
+	env "${vars[@]}" LD_PRELOAD="$SHIM" SHIMMER_SOCKET="$SOCK" SHIMMER_MALLOC=all \
+		WL_LOG="$WLOG" "$WL_GPU" "$@" > "$T/$name.out" 2> "$T/$name.err"
+	rc=$?
+	stop_collector || not_ok "$name: collector exit status"
+	check "$name: workload exits 0" "exit status $rc; stderr: $(head -5 "$T/$name.err")" \
+		[ "$rc" = 0 ]
+	load_log "$WLOG" "$T/$name.check.db" "$DB"
+	load_gpu_log "$WLOG"
+	local views="CREATE TEMP VIEW logged AS SELECT pid, count(*) AS n FROM
+	(SELECT pid FROM main.K UNION ALL SELECT pid FROM main.Y) GROUP BY pid;
+CREATE TEMP VIEW stored AS SELECT p.pid, count(*) AS n FROM
+	(SELECT proc_id FROM s.kernels UNION ALL SELECT proc_id FROM s.gpu_copies)
+	JOIN s.processes p USING (proc_id) GROUP BY p.pid;
+CREATE TEMP VIEW dropped AS SELECT p.pid, sum(d.events) AS n FROM s.drops d
+	JOIN s.processes p USING (proc_id) GROUP BY p.pid;"
+	expect_empty "$name: stored + dropped = launched, $want" "$(q "
+$views
+SELECT 'no GPU work logged' WHERE NOT EXISTS (SELECT 1 FROM logged);
+SELECT 'pid', l.pid, 'launched', l.n, 'stored', coalesce(g.n, 0), 'dropped', coalesce(d.n, 0),
+	'expected dropped', CASE WHEN $every THEN l.n / $every ELSE 0 END
+	FROM logged l LEFT JOIN stored g USING (pid) LEFT JOIN dropped d USING (pid)
+	WHERE coalesce(g.n, 0) + coalesce(d.n, 0) <> l.n
+	OR coalesce(d.n, 0) <> CASE WHEN $every THEN l.n / $every ELSE 0 END;
+SELECT 'L mod N = 0: the last record lost would not be counted' FROM logged
+	WHERE $every AND n % $every = 0;")"
+	[ "$every" = 0 ] && return
+	expect_empty "$name: drops are 'ring_full' of the converter or main thread" "$(q "
+SELECT 'drop row', p.pid, d.tid, d.reason, d.events FROM s.drops d
+	JOIN s.processes p USING (proc_id)
+	WHERE p.pid IN $PIDS AND (d.reason <> 'ring_full' OR (d.tid <> p.pid
+		AND d.tid NOT IN (SELECT t.tid FROM s.threads t WHERE t.proc_id = d.proc_id
+			AND t.name = 'shimmer-cupti')));")"
+}
+
+# exact_short CASE N: a wl_gpu short run launched kernel i with grid_x i
+# (1..n) on one thread, so the N-th, 2N-th, ... kernels are the lost ones.
+exact_short() {
+	local every=$2
+	expect_empty "$1: exactly the N-th kernels lost" "$(q "
+CREATE TEMP VIEW exp_k AS SELECT pid, gx FROM main.K WHERE gx % $every <> 0;
+CREATE TEMP VIEW got_k AS SELECT p.pid, k.grid_x AS gx FROM s.kernels k
+	JOIN s.processes p USING (proc_id) WHERE p.pid IN $PIDS;
+$(multiset_diff exp_k got_k "pid, gx")")"
+}
+
+# Three threads launching kernels, copies and memsets: 32 records.
+run_drops kernels 5 CUDA_INJECTION64_PATH="$SHIM" -- kernels
+
+# Exit right after the last launch: the flush at exit counts the drops.
+run_drops short 4 -- short 25
+exact_short short 4
+
+# Paced over several flush periods: the converter counts them as it goes.
+run_drops paced 4 CUDA_INJECTION64_PATH="$SHIM" -- short 30 25000
+exact_short paced 4
+
+# Knob unset: nothing is lost.
+run_drops kernels-unset 0 CUDA_INJECTION64_PATH="$SHIM" -- kernels
+run_drops short-unset 0 -- short 25
+
+finish
