@@ -68,7 +68,5 @@ int main(int argc, char **argv)
 		cli_error("unknown command '%s' (see 'shimmer --help')", argv[1]);
 		return CLI_EXIT_USAGE;
 	}
-	if (argc > 2 && cli_is_help(argv[2]))
-		return cli_help(cmd);
 	return cmd->main(argc - 1, argv + 1);
 }
