@@ -121,6 +121,7 @@ struct client {
 	uint32_t nslots, ring_bytes;
 	struct slot_state *slots;
 	uint64_t no_slot_stored;
+	uint64_t cupti_stored;
 	uint64_t heartbeat;
 	uint32_t malloc_mode;
 	struct ptrmap heap, cuda;         /* live blocks */
@@ -1213,6 +1214,10 @@ int client_flush_counts(struct client *c)
 		  __atomic_load_n(&c->region->dropped_no_slot, __ATOMIC_RELAXED));
 	if (!err && d)
 		err = store_drop_add(c->co->store, c->proc_id, 0, "no_slot", d);
+	d = delta(&c->cupti_stored,
+		  __atomic_load_n(&c->region->dropped_cupti, __ATOMIC_RELAXED));
+	if (!err && d)
+		err = store_drop_add(c->co->store, c->proc_id, 0, "cupti", d);
 	return err;
 }
 

@@ -244,6 +244,7 @@ struct shm_region {
 	uint64_t dropped_no_slot; /* events lost: more live threads than slots */
 	uint64_t heartbeat;       /* collector bumps it on every drain pass */
 	uint64_t exit_ts;         /* record clock at orderly exit, 0 before */
+	uint64_t dropped_cupti;   /* GPU records CUPTI lost (it reports how many) */
 };
 
 enum shm_slot_state {

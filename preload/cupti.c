@@ -108,7 +108,6 @@ static int sampling = 1;
 static uint64_t window_ns = 20 * 1000000ull, period_ns = 2000 * 1000000ull;
 static unsigned int win_gen; /* bumped as each window opens */
 static int stop_flusher;
-static uint64_t cupti_dropped; /* records CUPTI lost, not yet counted in a slot */
 static uint32_t enabled_kinds; /* bit i: kinds[i] is on */
 static CUpti_SubscriberHandle sub;
 static struct { uint16_t domain, cbid; } cbs[CB_MAX]; /* the callbacks enabled */
@@ -431,6 +430,14 @@ static int queue_drain(void)
 	return n;
 }
 
+/* Records CUPTI reported lost: the collector stores them as drops of
+ * reason 'cupti' (they are no thread's and no ring's). */
+static void count_cupti_dropped(size_t n)
+{
+	if (n && shim.region.hdr)
+		__atomic_fetch_add(&shim.region.hdr->dropped_cupti, n, __ATOMIC_RELAXED);
+}
+
 static void CUPTIAPI buf_complete(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size,
 				  size_t valid)
 {
@@ -440,9 +447,8 @@ static void CUPTIAPI buf_complete(CUcontext ctx, uint32_t stream, uint8_t *buffe
 
 	(void)size;
 	t->in_shim++;
-	if (fn.cuptiActivityGetNumDroppedRecords(ctx, stream, &dropped) == CUPTI_SUCCESS &&
-	    dropped)
-		__atomic_fetch_add(&cupti_dropped, dropped, __ATOMIC_RELAXED);
+	if (fn.cuptiActivityGetNumDroppedRecords(ctx, stream, &dropped) == CUPTI_SUCCESS)
+		count_cupti_dropped(dropped);
 	if (buffer && !valid)
 		buf_release(buffer, 0);
 	else if (buffer && (!__atomic_load_n(&converter_up, __ATOMIC_ACQUIRE) ||
@@ -566,16 +572,8 @@ static void *flusher(void *arg)
 	return 0;
 }
 
-/* Moves the records CUPTI reported lost into t's slot; while t has none
- * they stay pending for a later call. */
-static void count_cupti_dropped(struct shim_thread *t)
-{
-	if (t->ring.slot && __atomic_load_n(&cupti_dropped, __ATOMIC_RELAXED))
-		thread_drop(t, __atomic_exchange_n(&cupti_dropped, 0, __ATOMIC_ACQ_REL));
-}
-
 /* The converter: our own thread, so waiting for ring room stalls nobody
- * else.  Counts CUPTI's dropped records into its slot. */
+ * else. */
 static void *converter(void *arg)
 {
 	struct timespec nap = { 0, 2000000 };
@@ -594,7 +592,6 @@ static void *converter(void *arg)
 		buf_stock();
 		if (!n)
 			nanosleep(&nap, 0);
-		count_cupti_dropped(&shim_tls);
 	}
 	return 0;
 }
@@ -1025,7 +1022,12 @@ void cupti_exit(void)
 	/* Only a libcupti that is still mapped can be called. */
 	h = dlopen(lib_path, RTLD_NOW | RTLD_NOLOAD);
 	if (h) {
+		size_t dropped = 0;
+
 		fn.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+		/* losses that came with no buffer to complete, so far unasked */
+		if (fn.cuptiActivityGetNumDroppedRecords(NULL, 0, &dropped) == CUPTI_SUCCESS)
+			count_cupti_dropped(dropped);
 		dlclose(h);
 	}
 	/* The converter stops at `exited`; let it finish the buffer in hand
@@ -1036,7 +1038,6 @@ void cupti_exit(void)
 		nanosleep(&ms, 0);
 	}
 	queue_drain();
-	count_cupti_dropped(t);
 	t->in_shim--;
 	errno = saved;
 }
@@ -1046,7 +1047,6 @@ void cupti_fork_child(void)
 	/* The parent's queued buffers and converter thread are not ours. */
 	memset(queue_buf, 0, sizeof(queue_buf));
 	converter_up = 0;
-	cupti_dropped = 0;
 	state = CS_IDLE;
 	exited = 0;
 	stop_flusher = 0;

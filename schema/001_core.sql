@@ -113,7 +113,8 @@ CREATE TABLE IF NOT EXISTS function_counts (
 
 -- Events recorded by the shim but never stored.  reason: 'ring_full' (the
 -- collector fell behind; tid is the thread), 'no_slot' (more live threads
--- than rings; tid 0), 'malformed' (the collector rejected a record).
+-- than rings; tid 0), 'malformed' (the collector rejected a record),
+-- 'cupti' (GPU records CUPTI lost; tid 0).
 CREATE TABLE IF NOT EXISTS drops (
 	proc_id INTEGER NOT NULL,
 	tid INTEGER NOT NULL,

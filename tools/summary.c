@@ -585,11 +585,16 @@ static void table_proc(const struct summary *s, FILE *out, const struct proc *p,
 			fmt_bytes(u[1], FMT_UNIT_MAX, (double)p->sample_bytes));
 	fprintf(out, "   end: %s\n", p->end_reason ? p->end_reason : "still running");
 	if (dropped > 0) {
+		int cupti = 0;
+
 		fprintf(out, "  WARNING: %lld events were dropped (", (long long)dropped);
-		for (size_t i = 0; i < sl->ndrops; i++)
+		for (size_t i = 0; i < sl->ndrops; i++) {
 			fprintf(out, "%s%s %lld", i ? ", " : "", sl->drops[i].reason,
 				(long long)sl->drops[i].events);
-		fprintf(out, "); the time statistics and peaks below miss them\n");
+			cupti |= strcmp(sl->drops[i].reason, "cupti") == 0;
+		}
+		fprintf(out, "); the time statistics and peaks below miss them%s\n",
+			cupti ? ", and the GPU's counts miss the records CUPTI lost" : "");
 	}
 	fputc('\n', out);
 	if (sl->nfns == 0) {

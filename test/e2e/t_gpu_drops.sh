@@ -7,16 +7,10 @@
 # hold exactly L - L/N kernels and copies, and `drops` exactly L/N events;
 # where a single thread launches, the kept records are known one by one.
 #
-# Attribution, as the shim and collector make it today: the shim adds
-# CUPTI's count to a thread slot's ring-drop counter, so the rows have
-# reason 'ring_full', and tid is the thread that moved the count there:
-# the shim's converter thread ("shimmer-cupti") when it ran, else the
-# thread that ran the exit flush (the main thread).  Not the launching
-# thread, and not a ring that was full.
-#
-# L mod N is never 0 here: the shim asks CUPTI for its drop count only
-# when a buffer completes, and a last record lost after the last flush
-# comes with no buffer, so it would never be counted.
+# Attribution: CUPTI's losses are no thread's and no ring's, so they are
+# stored with reason 'cupti' and tid 0.  The shim asks CUPTI for them when
+# a buffer completes and once more at exit, so records lost with no buffer
+# to complete (every record lost, or the last ones) are counted too.
 . "$(dirname "$0")/lib.sh"
 
 # Every kernel is recorded (GPU sampling, the default, would keep a sample).
@@ -64,15 +58,17 @@ SELECT 'pid', l.pid, 'launched', l.n, 'stored', coalesce(g.n, 0), 'dropped', coa
 	FROM logged l LEFT JOIN stored g USING (pid) LEFT JOIN dropped d USING (pid)
 	WHERE coalesce(g.n, 0) + coalesce(d.n, 0) <> l.n
 	OR coalesce(d.n, 0) <> CASE WHEN $every THEN l.n / $every ELSE 0 END;
-SELECT 'L mod N = 0: the last record lost would not be counted' FROM logged
-	WHERE $every AND n % $every = 0;")"
+SELECT 'no drop counted: L < N' FROM logged WHERE $every AND n < $every;")"
 	[ "$every" = 0 ] && return
-	expect_empty "$name: drops are 'ring_full' of the converter or main thread" "$(q "
+	# shimmer summary warns, and says what the lost records mean
+	local n=$(q "SELECT sum(events) FROM s.drops") text
+	text=$("$SHIMMER" summary "$DB" 2>&1 | grep 'WARNING: .* events were dropped (')
+	check "$name: summary warns of the $n records CUPTI lost" "summary: $text" \
+		grep -q "(cupti $n); .*the GPU's counts miss the records CUPTI lost" <<<"$text"
+	expect_empty "$name: drops are reason 'cupti', tid 0" "$(q "
 SELECT 'drop row', p.pid, d.tid, d.reason, d.events FROM s.drops d
 	JOIN s.processes p USING (proc_id)
-	WHERE p.pid IN $PIDS AND (d.reason <> 'ring_full' OR (d.tid <> p.pid
-		AND d.tid NOT IN (SELECT t.tid FROM s.threads t WHERE t.proc_id = d.proc_id
-			AND t.name = 'shimmer-cupti')));")"
+	WHERE p.pid IN $PIDS AND (d.reason <> 'cupti' OR d.tid <> 0);")"
 }
 
 # exact_short CASE N: a wl_gpu short run launched kernel i with grid_x i
@@ -96,6 +92,10 @@ exact_short short 4
 # Paced over several flush periods: the converter counts them as it goes.
 run_drops paced 4 CUDA_INJECTION64_PATH="$SHIM" -- short 30 25000
 exact_short paced 4
+
+# Every record lost (L mod N = 0, and no buffer ever completes): counted at
+# exit.
+run_drops all-lost 1 -- short 24
 
 # Knob unset: nothing is lost.
 run_drops kernels-unset 0 CUDA_INJECTION64_PATH="$SHIM" -- kernels

@@ -1490,6 +1490,10 @@ static void test_client_counts_slot_reuse(void **state)
 	claim(&f->r, 2, 100);
 	set_counts(&f->r, 2, 4, 2);
 	hdr(&f->r)->dropped_no_slot = 6;
+	/* CUPTI's losses, counted in two steps: stored as their sum */
+	hdr(&f->r)->dropped_cupti = 4;
+	assert_int_equal(client_flush_counts(f->c), 0);
+	hdr(&f->r)->dropped_cupti = 9;
 	assert_int_equal(client_end(f->c, CLIENT_CLOSED, 1), 0);
 
 	assert_int_equal(q_int(f, "SELECT count FROM function_counts WHERE tid = 100 AND fn_id = %d", SHM_FN_MALLOC), 11);
@@ -1499,6 +1503,7 @@ static void test_client_counts_slot_reuse(void **state)
 	assert_int_equal(q_int(f, "SELECT events FROM drops WHERE tid = 100 AND reason = 'ring_full'"), 5);
 	assert_int_equal(q_int(f, "SELECT count(*) FROM drops WHERE tid = 200"), 0);
 	assert_int_equal(q_int(f, "SELECT events FROM drops WHERE tid = 0 AND reason = 'no_slot'"), 6);
+	assert_int_equal(q_int(f, "SELECT events FROM drops WHERE tid = 0 AND reason = 'cupti'"), 9);
 }
 
 static void test_client_ring_wraps(void **state)
