@@ -747,11 +747,14 @@ static int range_event(struct client *c, struct cursor *cur, const struct shm_re
 }
 
 /* Every window record repeats since, so the first one to arrive sets it
- * (even if an earlier window was dropped) and the rest need no UPDATE. */
+ * (even if an earlier window was dropped) and the rest need no UPDATE.  An
+ * empty one (start == end) only announces sampling: a process can end
+ * before its first window. */
 static int gpu_window(struct client *c, const struct shm_rec_gpu_window *r)
 {
-	int err = store_gpu_window_add(c->co->store, c->proc_id, to_ns(c, r->start),
-				       to_ns(c, r->end));
+	int err = r->start == r->end ? 0 :
+		  store_gpu_window_add(c->co->store, c->proc_id, to_ns(c, r->start),
+				       to_ns(c, r->end), r->calls);
 
 	if (!err && !c->gpu_sampled) {
 		err = store_process_gpu_sampled(c->co->store, c->proc_id, to_ns(c, r->since));

@@ -153,8 +153,8 @@ static const char *const sql[ST_N] = {
 	[ST_MODULE_END] = "UPDATE modules SET unloaded_ns = ?4 WHERE id = "
 			  "(SELECT max(id) FROM modules WHERE proc_id = ?1 AND "
 			  "path_id = ?2 AND lo = ?3 AND unloaded_ns IS NULL)",
-	[ST_GPU_WINDOW] = "INSERT INTO gpu_windows (proc_id, start_ns, end_ns) "
-			  "VALUES (?1, ?2, ?3)",
+	[ST_GPU_WINDOW] = "INSERT INTO gpu_windows (proc_id, start_ns, end_ns, calls) "
+			  "VALUES (?1, ?2, ?3, ?4)",
 };
 
 /* An allocations row not yet written, with its free if one came. */
@@ -776,7 +776,7 @@ int store_range_close(struct store *s, int64_t id, int64_t end_ns)
 }
 
 int store_gpu_window_add(struct store *s, int64_t proc_id, int64_t start_ns,
-			 int64_t end_ns)
+			 int64_t end_ns, uint64_t calls)
 {
 	sqlite3_stmt *st = s->st[ST_GPU_WINDOW];
 	int err = tx(s);
@@ -786,6 +786,7 @@ int store_gpu_window_add(struct store *s, int64_t proc_id, int64_t start_ns,
 	sqlite3_bind_int64(st, 1, proc_id);
 	sqlite3_bind_int64(st, 2, start_ns);
 	sqlite3_bind_int64(st, 3, end_ns);
+	sqlite3_bind_int64(st, 4, (sqlite3_int64)calls);
 	return step(s, st);
 }
 

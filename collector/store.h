@@ -137,9 +137,10 @@ int store_memset_add(struct store *s, int64_t proc_id, const struct shm_rec_mems
 int store_gpu_sync_add(struct store *s, int64_t proc_id, const struct shm_rec_gpu_sync *r,
 		       int64_t start_ns, int64_t end_ns);
 
-/* A gpu_windows row: CUPTI recorded from start_ns to end_ns (converted). */
+/* A gpu_windows row: CUPTI recorded from start_ns to end_ns (converted);
+ * calls: the GPU-work runtime calls made meanwhile. */
 int store_gpu_window_add(struct store *s, int64_t proc_id, int64_t start_ns,
-			 int64_t end_ns);
+			 int64_t end_ns, uint64_t calls);
 
 /* A gpu_api row; r->domain must be a valid enum shm_api_domain. */
 int store_api_add(struct store *s, int64_t proc_id, uint32_t tid,

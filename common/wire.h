@@ -88,6 +88,11 @@
 
 enum shm_family { SHM_FAMILY_HEAP = 1, SHM_FAMILY_CUDA = 2 };
 
+/* The runtime calls that start GPU work: launches, copies, memsets. */
+#define SHM_FN_STARTS_GPU_WORK(fn)                                            \
+	((shm_fn_info[fn].flags & (SHM_FNF_LAUNCH | SHM_FNF_COPY)) ||       \
+	 (fn) == SHM_FN_CUDA_MEMSET || (fn) == SHM_FN_CUDA_MEMSET_ASYNC)
+
 #define SHM_FN_ENUM(id, name, family, flags) SHM_FN_##id,
 enum shm_fn {
 	SHM_FN_NONE = 0,
@@ -558,14 +563,21 @@ struct shm_rec_module {
  * record per window, sent when it closes.  Recording was on from start to
  * end (host times, record clock); work launched outside every window is
  * absent from the trace.  since: when sampling began in this process (the
- * first window's start; the same in every record of a process), so that
- * the traced share of [since, process end] scales counts to estimates.
+ * moment CUPTI started; the same in every record of a process), so that
+ * the traced share of [since, process end] scales counts to estimates.  The
+ * first record, sent when sampling begins, is empty (start == end ==
+ * since): it announces sampling, since a process may end before its first
+ * window.  calls: the launch, copy and memset calls the runtime hooks
+ * counted (all threads) while the window was open.  Recording slows the
+ * process inside a window, so time alone would scale its counts too
+ * little; these calls, counted in and out of windows, scale them right.
  */
 struct shm_rec_gpu_window {
 	struct shm_rec_hdr hdr;
 	uint64_t start;
 	uint64_t end;
 	uint64_t since;
+	uint64_t calls; /* runtime calls that start GPU work made in the window */
 };
 
 _Static_assert(sizeof(struct shm_rec_heap) % 8 == 0, "heap rec");

@@ -43,6 +43,7 @@
 #include "cupti.h"
 #include "intern.h"
 #include "real.h"
+#include "region.h"
 
 #define BUF_BYTES (4u << 20)
 #define POOL 8
@@ -646,7 +647,7 @@ static void kinds_set(int on)
 
 /*
  * Under SHIMMER_GPU=sample CUPTI records only inside windows: window_ns at a
- * random point of every period_ns (the first window opens with CUPTI), so
+ * random point of every period_ns from CUPTI's start, so
  * that launches outside them pay neither the activity kinds (about 0.5 us a
  * kernel on an H200) nor the API callbacks.  The random point keeps a loop
  * whose step divides the period from being sampled at one phase only.  A
@@ -661,7 +662,8 @@ static pthread_mutex_t win_lock = PTHREAD_MUTEX_INITIALIZER;
 static int win_open;
 static uint64_t win_start;      /* record clock */
 static uint64_t win_start_mono; /* CLOCK_MONOTONIC, for the schedule */
-static uint64_t win_since;      /* record clock: the first window's start */
+static uint64_t win_since;      /* record clock: when sampling began */
+static uint64_t win_calls;      /* work_calls() as the window opened */
 static uint64_t win_rand;
 
 static void callbacks_set(int on)
@@ -671,12 +673,32 @@ static void callbacks_set(int on)
 				       cbs[i].cbid);
 }
 
-static void window_emit(uint64_t start, uint64_t end)
+/* The GPU-work calls every thread's runtime hooks have counted so far. */
+static uint64_t work_calls(void)
+{
+	struct shm_region *r = shim.region.hdr;
+	uint64_t n = 0;
+	uint32_t hwm;
+
+	if (!r)
+		return 0;
+	hwm = __atomic_load_n(&r->slots_hwm, __ATOMIC_ACQUIRE);
+	for (uint32_t i = 0; i < hwm && i < r->nslots; i++) {
+		struct shm_slot *sl = region_slot(&shim.region, i);
+
+		for (unsigned int f = 1; f < SHM_FN_COUNT; f++)
+			if (SHM_FN_STARTS_GPU_WORK(f))
+				n += __atomic_load_n(&sl->count[f], __ATOMIC_RELAXED);
+	}
+	return n;
+}
+
+static void window_emit(uint64_t start, uint64_t end, uint64_t calls)
 {
 	struct shim_thread *t = &shim_tls;
 	struct shm_rec_gpu_window r = {
 		.hdr = { .type = SHM_REC_GPU_WINDOW, .size = sizeof(r) },
-		.start = start, .end = end, .since = win_since,
+		.start = start, .end = end, .since = win_since, .calls = calls,
 	};
 
 	if (__atomic_load_n(&shim.on, __ATOMIC_RELAXED) &&
@@ -708,6 +730,7 @@ static void window_open(void)
 	grace();
 	win_start_mono = clock_ns(CLOCK_MONOTONIC);
 	win_start = clock_now();
+	win_calls = work_calls();
 	kinds_set(1);
 	win_start = mid(win_start, clock_now());
 	win_open = 1;
@@ -716,15 +739,18 @@ static void window_open(void)
 /* With win_lock held.  with_grace: let calls in flight reach their EXIT. */
 static void window_close(int with_grace)
 {
-	uint64_t end = clock_now();
+	uint64_t end = clock_now(), calls;
 
 	kinds_set(0);
 	end = mid(end, clock_now());
+	/* a slot taken over by a new thread counts from zero again */
+	calls = work_calls();
+	calls = calls > win_calls ? calls - win_calls : 0;
 	win_open = 0;
 	if (with_grace)
 		grace();
 	callbacks_set(0);
-	window_emit(win_start, end);
+	window_emit(win_start, end, calls);
 }
 
 /* Sleeps until CLOCK_MONOTONIC reaches `when`; nonzero once exiting. */
@@ -756,47 +782,78 @@ static uint64_t next_rand(void)
 	return win_rand;
 }
 
+/*
+ * One window at a uniformly random point of each period from `since` on,
+ * free to run into the next period: then every instant is recorded with
+ * the same probability, window_ns / period_ns, which is what makes
+ * count / traced share an unbiased estimate (a window kept inside its
+ * period would see the periods' edges less often).  When the next window
+ * would start before this one ends, this one is stretched to its end
+ * instead.  The point is where the window opens, i.e. its grace begins.
+ */
+static uint64_t next_open(uint64_t *period)
+{
+	uint64_t at = *period + next_rand() % period_ns;
+
+	*period += period_ns;
+	return at;
+}
+
 static void *sampler(void *arg)
 {
-	uint64_t period = win_start_mono, now;
+	uint64_t grace_ns = GRACE_MS * 1000000ull;
+	uint64_t period = win_start_mono, at, end, now;
+	int opened;
 
 	(void)arg;
 	shim_tls.in_shim++; /* this thread is ours: never traced */
+	at = next_open(&period);
 	for (;;) {
-		if (sleep_until(win_start_mono + window_ns))
+		if (sleep_until(at))
+			break;
+		pthread_mutex_lock(&win_lock);
+		opened = !__atomic_load_n(&exited, __ATOMIC_ACQUIRE) &&
+			 !__atomic_load_n(&shim.paused, __ATOMIC_ACQUIRE);
+		if (opened)
+			window_open();
+		end = win_start_mono + window_ns;
+		pthread_mutex_unlock(&win_lock);
+		at = next_open(&period);
+		while (opened && at + grace_ns < end) {
+			end = at + grace_ns + window_ns;
+			at = next_open(&period);
+		}
+		if (opened && sleep_until(end))
 			break;
 		pthread_mutex_lock(&win_lock);
 		if (win_open)
 			window_close(1);
 		pthread_mutex_unlock(&win_lock);
+		/* periods slept through (a suspended process) are skipped */
 		now = clock_ns(CLOCK_MONOTONIC);
-		do /* a period we slept through (suspended) is skipped */
-			period += period_ns;
-		while (period + period_ns <= now);
-		if (sleep_until(period + next_rand() % (period_ns - window_ns + 1)))
-			break;
-		pthread_mutex_lock(&win_lock);
-		if (!__atomic_load_n(&exited, __ATOMIC_ACQUIRE) &&
-		    !__atomic_load_n(&shim.paused, __ATOMIC_ACQUIRE))
-			window_open();
-		else
-			win_start_mono = clock_ns(CLOCK_MONOTONIC); /* no window: go on */
-		pthread_mutex_unlock(&win_lock);
+		while (period <= now)
+			at = next_open(&period);
 	}
 	return 0;
 }
 
-/* The first window is the one begin() opened: the kinds and callbacks are
- * on already.  Without the sampler thread the trace stays whole. */
+/* begin() turned the kinds and callbacks on (and so knows they work): off
+ * again until the first window, at a random point of the first period like
+ * every other, so that the moment CUDA starts is sampled no more than any
+ * other.  Without the sampler thread the trace stays whole. */
 static void sampling_start(void)
 {
 	win_rand = win_start ^ ((uint64_t)getpid() << 32) ^ 0x9e3779b97f4a7c15ull;
-	win_open = 1;
+	pthread_mutex_lock(&win_lock); /* the sampler opens no window before this is done */
 	if (start_thread(sampler, "shimmer-gpuwin") < 0) {
-		win_open = 0;
 		sampling = 0;
 		shim_log("CUPTI: no sampler thread; recording every kernel");
+	} else {
+		kinds_set(0);
+		callbacks_set(0);
+		window_emit(win_since, win_since, 0);
 	}
+	pthread_mutex_unlock(&win_lock);
 }
 
 /* Everything after loading.  Returns the status; text says why. */
@@ -852,7 +909,7 @@ static uint32_t begin(void *h)
 		step = "cuptiActivityRegisterCallbacks";
 		goto unsubscribe;
 	}
-	/* The first window (if sampling) starts before anything can record. */
+	/* Sampling (if on) begins before anything can record. */
 	win_since = win_start = clock_now();
 	win_start_mono = clock_ns(CLOCK_MONOTONIC);
 	ncb = enable_domain(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_SIZE,

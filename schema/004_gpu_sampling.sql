@@ -14,22 +14,41 @@ CREATE TABLE IF NOT EXISTS gpu_windows (
 	id INTEGER PRIMARY KEY,
 	proc_id INTEGER NOT NULL,
 	start_ns INTEGER NOT NULL,     -- recording on (host clock, as every *_ns)
-	end_ns INTEGER NOT NULL        -- recording off
+	end_ns INTEGER NOT NULL,       -- recording off
+	calls INTEGER NOT NULL DEFAULT 0 -- runtime launch, copy and memset calls meanwhile
 );
 
--- Per sampled process: how much of its sampled span was traced.  until_ns
--- is the process's end (or the last window's, if later); traced_share is
--- traced_ns / span_ns, the factor that turns a window count into an estimate.
+-- Per sampled process: how much of its sampled span was traced, and the
+-- factor that turns what the windows recorded into estimates for the whole
+-- span.  until_ns is the process's end (or the last window's, if later).
+-- Recording slows a process inside its windows, so the share of time
+-- traced would undercount; the share of its GPU-work calls (launches,
+-- copies, memsets through the runtime, counted exactly in function_counts)
+-- made inside windows does not.  scale = calls / calls_traced, or
+-- span_ns / traced_ns when no such call fell in a window.
 CREATE VIEW IF NOT EXISTS gpu_sampling AS
 SELECT proc_id, since_ns, until_ns, until_ns - since_ns AS span_ns, windows, traced_ns,
 	CASE WHEN until_ns > since_ns THEN traced_ns * 1.0 / (until_ns - since_ns) END
-		AS traced_share
+		AS traced_share,
+	calls, calls_traced,
+	CASE WHEN calls_traced > 0 THEN calls * 1.0 / calls_traced
+		WHEN traced_ns > 0 AND until_ns > since_ns
+		THEN (until_ns - since_ns) * 1.0 / traced_ns END AS scale
 FROM (SELECT p.proc_id, p.gpu_sampled_since_ns AS since_ns,
 		max(coalesce(p.end_ns, 0), coalesce(w.last_ns, 0)) AS until_ns,
-		coalesce(w.windows, 0) AS windows, coalesce(w.traced_ns, 0) AS traced_ns
+		coalesce(w.windows, 0) AS windows, coalesce(w.traced_ns, 0) AS traced_ns,
+		coalesce(w.calls, 0) AS calls_traced,
+		(SELECT coalesce(sum(fc.count), 0) FROM function_counts fc
+			JOIN functions f USING (fn_id) WHERE fc.proc_id = p.proc_id
+			AND f.name IN ('cudaLaunchKernel', '__cudaLaunchKernel',
+				'cudaLaunchKernelExC', 'cudaLaunchCooperativeKernel',
+				'cudaGraphLaunch', 'cudaMemcpy', 'cudaMemcpyAsync',
+				'cudaMemcpyPeerAsync', 'cudaMemset', 'cudaMemsetAsync'))
+			AS calls
 	FROM processes p
 	LEFT JOIN (SELECT proc_id, count(*) AS windows, sum(end_ns - start_ns) AS traced_ns,
-			max(end_ns) AS last_ns FROM gpu_windows GROUP BY proc_id) w USING (proc_id)
+			sum(calls) AS calls, max(end_ns) AS last_ns
+			FROM gpu_windows GROUP BY proc_id) w USING (proc_id)
 	WHERE p.gpu_sampled_since_ns IS NOT NULL);
 
 INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', '4');

@@ -74,6 +74,8 @@ struct samp_item {
 	int64_t traced_ns;
 	int64_t span_ns;
 	double share; /* traced_ns / span_ns; 0 when the view has NULL */
+	int64_t calls, calls_traced; /* GPU-work runtime calls: all, in windows */
+	double scale; /* recorded -> estimate; 0 when the view has NULL */
 };
 
 struct span {
@@ -249,6 +251,9 @@ static int sampling_row(void *ctx, sqlite3_stmt *st)
 	s->traced_ns = sqlite3_column_int64(st, 2);
 	s->span_ns = sqlite3_column_int64(st, 3);
 	s->share = sqlite3_column_double(st, 4); /* NULL reads as 0 */
+	s->calls = sqlite3_column_int64(st, 5);
+	s->calls_traced = sqlite3_column_int64(st, 6);
+	s->scale = sqlite3_column_double(st, 7);
 	return 0;
 }
 
@@ -555,8 +560,8 @@ int gpu_load(sqlite3 *db, struct gpu **out)
 			err = store_each_row(db, ranges_sql, range_row, g);
 	}
 	if (!err && store_schema_version(db) >= 4)
-		err = store_each_row(db, "SELECT proc_id, windows, traced_ns, span_ns, traced_share"
-					 " FROM gpu_sampling", sampling_row, g);
+		err = store_each_row(db, "SELECT proc_id, windows, traced_ns, span_ns, traced_share,"
+					 " calls, calls_traced, scale FROM gpu_sampling", sampling_row, g);
 	if (err)
 		goto out;
 	sweep(g);
@@ -652,7 +657,7 @@ struct view {
 /* Whether s traced some share of its span, which makes estimates possible. */
 static int estimable(const struct samp_item *s)
 {
-	return s->windows > 0 && s->share > 0;
+	return s->windows > 0 && s->scale > 0;
 }
 
 static struct view proc_view(const struct gpu *g, const struct gpu_proc *p)
@@ -666,7 +671,7 @@ static struct view proc_view(const struct gpu *g, const struct gpu_proc *p)
 		v.whole = (double)v.samp->traced_ns;
 		/* Nothing to scale by: the figures stay as recorded. */
 		if (estimable(v.samp))
-			v.scale = 1.0 / v.samp->share;
+			v.scale = v.samp->scale;
 	}
 
 	i = proc_run((void *const *)g->kernel_list.v, g->kernel_list.n, p->proc_id, &v.nkernels);
@@ -915,9 +920,14 @@ static void table_sampling(FILE *out, const struct view *v)
 	if (s->span_ns > 0)
 		fprintf(out, " %s %s", s->windows ? "of" : "in",
 			fmt_duration(u, FMT_UNIT_MAX, (double)s->span_ns));
-	if (estimable(s))
-		fprintf(out, " (%.2f%%); kernel and copy counts and totals are estimates (~)",
-			100.0 * s->share);
+	if (estimable(s) && s->calls_traced > 0)
+		fprintf(out, " (%.2f%%), with %lld of the process's %lld launch, copy and memset"
+			" calls; kernel and copy counts and totals are estimates (~), scaled by"
+			" %.4g", 100.0 * s->share, (long long)s->calls_traced, (long long)s->calls,
+			s->scale);
+	else if (estimable(s))
+		fprintf(out, " (%.2f%%); kernel and copy counts and totals are estimates (~),"
+			" scaled by %.4g", 100.0 * s->share, s->scale);
 	else
 		fputs("; no traced share to estimate from: kernel and copy counts and totals (~)"
 		      " are only what was recorded", out);
@@ -1007,8 +1017,9 @@ static void csv_busy(FILE *out, const struct gpu_proc *p, const struct view *v,
 	fprintf(out, ",%s,%lld\n", kind, (long long)p->proc_id);
 }
 
-/* A sampled process's rows: its windows (count, traced time, traced share)
- * and the span they sample (its share of the wall). */
+/* A sampled process's rows: its windows (count, traced time, traced share),
+ * the span they sample (its share of the wall), and the GPU-work calls
+ * made in them (count, and their share of all: 1 / the scale). */
 static void csv_sampling(FILE *out, const struct gpu_proc *p, const struct samp_item *s)
 {
 	csv_head(out, p, "windows");
@@ -1023,6 +1034,11 @@ static void csv_sampling(FILE *out, const struct gpu_proc *p, const struct samp_
 	fputs(",,,,,,", out);
 	if (s->span_ns > 0)
 		csv_share(out, (double)s->span_ns, p->wall_ns);
+	fprintf(out, ",sampling,%lld\n", (long long)p->proc_id);
+	csv_head(out, p, "calls");
+	fprintf(out, "%lld,,,,,,,,", (long long)s->calls_traced);
+	if (s->scale > 0)
+		fprintf(out, "%.9g", 1.0 / s->scale);
 	fprintf(out, ",sampling,%lld\n", (long long)p->proc_id);
 }
 
@@ -1207,9 +1223,15 @@ static void json_sampling(FILE *out, const struct samp_item *s)
 	fprintf(out, ",\"sampling\":{\"windows\":%lld,\"traced_ns\":%lld,\"span_ns\":",
 		(long long)s->windows, (long long)s->traced_ns);
 	if (s->span_ns > 0)
-		fprintf(out, "%lld,\"traced_share\":%.9g}", (long long)s->span_ns, s->share);
+		fprintf(out, "%lld,\"traced_share\":%.9g", (long long)s->span_ns, s->share);
 	else
-		fputs("null,\"traced_share\":null}", out);
+		fputs("null,\"traced_share\":null", out);
+	fprintf(out, ",\"calls\":%lld,\"calls_traced\":%lld,\"scale\":", (long long)s->calls,
+		(long long)s->calls_traced);
+	if (s->scale > 0)
+		fprintf(out, "%.9g}", s->scale);
+	else
+		fputs("null}", out);
 }
 
 static void json_sync(FILE *out, const struct gpu_proc *p, const struct view *v)

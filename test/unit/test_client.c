@@ -873,6 +873,15 @@ static void push_kernel(struct region *r, uint32_t i, uint64_t start, uint32_t c
 	push(r, i, &k, sizeof(k));
 }
 
+static void push_window_calls(struct region *r, uint32_t i, uint64_t start, uint64_t end,
+			      uint64_t since, uint64_t calls)
+{
+	struct shm_rec_gpu_window w = { .hdr = GPU_HDR(SHM_REC_GPU_WINDOW, w), .start = start,
+					.end = end, .since = since, .calls = calls };
+
+	push(r, i, &w, sizeof(w));
+}
+
 static void push_window(struct region *r, uint32_t i, uint64_t start, uint64_t end,
 			uint64_t since)
 {
@@ -1068,14 +1077,16 @@ static void test_client_gpu_windows(void **state)
 	assert_int_equal(q_int(f, "SELECT gpu_sampled_since_ns FROM processes"), -1000);
 	claim(&f->r, 0, 100);
 	claim(&f->r, 1, 101);
-	/* since may equal start, and a window may be empty */
+	/* since may equal start; an empty record only announces sampling */
 	push_window(&f->r, 1, 7000, 7000, 7000);
-	push_window(&f->r, 0, 2000, 2600, 2000);
+	push_window_calls(&f->r, 0, 2000, 2600, 2000, 37);
+	push_window_calls(&f->r, 1, 3000, 3100, 2000, 5);
 	assert_int_equal(client_drain(f->c), 0);
 	q_text(f, text, sizeof(text), "SELECT group_concat(proc_id || ',' || start_ns || ',' || "
-				      "end_ns, ';') FROM (SELECT * FROM gpu_windows ORDER BY id)");
+				      "end_ns || ',' || calls, ';') FROM (SELECT * FROM gpu_windows "
+				      "ORDER BY id)");
 	/* merged by start, whatever ring they came from */
-	assert_string_equal(text, "1,2000,2600;1,7000,7000");
+	assert_string_equal(text, "1,2000,2600,37;1,3000,3100,5");
 	assert_int_equal(q_int(f, "SELECT gpu_sampled_since_ns FROM processes"), 2000);
 
 	/* a later record's since changes nothing */

@@ -1585,10 +1585,11 @@ static void test_summary_sampled_table(void **state)
 	snprintf(want, sizeof(want),
 		 "  GPU activity: traced\n"
 		 "  GPU activity sampled: %d windows, %s traced of %s (%.2f%%); kernel and copy"
-		 " counts and totals are estimates (~); SHIMMER_GPU=all records every kernel\n\n",
+		 " counts and totals are estimates (~), scaled by %.4g; SHIMMER_GPU=all records"
+		 " every kernel\n\n",
 		 (int)N(swindows), fmt_duration(u[0], FMT_UNIT_MAX, (double)e.traced),
 		 fmt_duration(u[1], FMT_UNIT_MAX, (double)e.span),
-		 100.0 * (double)e.traced / (double)e.span);
+		 100.0 * (double)e.traced / (double)e.span, e.scale);
 	want_in(sec, want);
 	snprintf(want, sizeof(want), "GPU kernels: ~%s in all\n",
 		 fmt_duration(u[0], FMT_UNIT_MAX, (double)(e.gemm_sum + e.relu_sum) * e.scale));
@@ -1741,6 +1742,54 @@ static void want_json_num(sqlite3 *db, const char *json, int pid, const char *pa
 		fail_msg("pid %d %s: got %f, want %f", pid, path, got, want);
 }
 
+/* With GPU-work calls counted in and out of the windows, the estimates
+ * scale by their ratio, not by the traced time: the process ran slower
+ * inside its windows.  Only launch, copy and memset calls count. */
+static void test_summary_sampled_by_calls(void **state)
+{
+	struct store_fixture *fx = *state;
+	struct sexpect e = sampled_expect();
+	const int64_t all_calls = 120, in_windows[N(swindows)] = { 2, 3, 1, 2 };
+	int64_t traced_calls = 0;
+	char *table, *json, *sec, want[512], u[2][FMT_UNIT_MAX];
+	double scale;
+
+	for (size_t i = 0; i < N(swindows); i++) {
+		exec(fx->db, "UPDATE gpu_windows SET calls = %lld WHERE proc_id = %d AND start_ns = %lld",
+		     (long long)in_windows[i], S_PROC, (long long)swindows[i].s);
+		traced_calls += in_windows[i];
+	}
+	scale = (double)all_calls / (double)traced_calls;
+	exec(fx->db, "INSERT OR IGNORE INTO functions VALUES (30, 'cudaLaunchKernelExC', 'cuda'),"
+		     " (31, 'cudaMemcpyAsync', 'cuda'), (32, 'cudaMalloc', 'cuda')");
+	exec(fx->db, "INSERT INTO function_counts VALUES (%d, 1, 30, %lld, 0), (%d, 2, 31, %lld, 0),"
+		     " (%d, 1, 32, 999, 0)", S_PROC, (long long)(all_calls - 20), S_PROC, 20LL, S_PROC);
+
+	table = render(fx->db, SUMMARY_TABLE);
+	sec = section(table, 1000);
+	snprintf(want, sizeof(want),
+		 "  GPU activity sampled: %d windows, %s traced of %s (%.2f%%), with %lld of the"
+		 " process's %lld launch, copy and memset calls; kernel and copy counts and totals"
+		 " are estimates (~), scaled by %.4g; SHIMMER_GPU=all records every kernel\n",
+		 (int)N(swindows), fmt_duration(u[0], FMT_UNIT_MAX, (double)e.traced),
+		 fmt_duration(u[1], FMT_UNIT_MAX, (double)e.span),
+		 100.0 * (double)e.traced / (double)e.span, (long long)traced_calls,
+		 (long long)all_calls, scale);
+	want_in(sec, want);
+	free(sec);
+	free(table);
+
+	json = render(fx->db, SUMMARY_JSON);
+	want_json_num(fx->db, json, 1000, ".sampling.calls", (double)all_calls, 0);
+	want_json_num(fx->db, json, 1000, ".sampling.calls_traced", (double)traced_calls, 0);
+	want_json_num(fx->db, json, 1000, ".sampling.scale", scale, 1e-9);
+	assert_int_equal(jfield(fx->db, json, 1000, "kernels", "name", GEMM, "count"),
+			 llround((double)e.gemm_n * scale));
+	assert_int_equal(jfield(fx->db, json, 1000, "copies", "kind", "HtoD", "bytes"),
+			 llround((double)e.copy_bytes * scale));
+	free(json);
+}
+
 static void test_summary_sampled_json(void **state)
 {
 	struct store_fixture *fx = *state;
@@ -1815,6 +1864,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_summary_sampled_table, setup_sampled,
 						store_fixture_teardown),
 		cmocka_unit_test_setup_teardown(test_summary_sampled_csv, setup_sampled,
+						store_fixture_teardown),
+		cmocka_unit_test_setup_teardown(test_summary_sampled_by_calls, setup_sampled,
 						store_fixture_teardown),
 		cmocka_unit_test_setup_teardown(test_summary_sampled_json, setup_sampled,
 						store_fixture_teardown),
