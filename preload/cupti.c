@@ -647,15 +647,16 @@ static void kinds_set(int on)
 
 /*
  * Under SHIMMER_GPU=sample CUPTI records only inside windows: window_ns at a
- * random point of every period_ns from CUPTI's start, so
- * that launches outside them pay neither the activity kinds (about 0.5 us a
- * kernel on an H200) nor the API callbacks.  The random point keeps a loop
+ * random point of every period_ns from CUPTI's start, so that launches
+ * outside them pay neither the activity kinds (about 0.5 us a kernel on an
+ * H200) nor the API callbacks.  The random point keeps a loop
  * whose step divides the period from being sampled at one phase only.  A
  * window turns callbacks on GRACE_MS before the kinds and off GRACE_MS
  * after them, so a recorded kernel's launching call is recorded too unless
  * that call outlasts the grace; win_gen tells a thread that an ENTER it saw
- * belongs to an earlier window (a blocking copy may span a close).  Each window
- * closes with one SHM_REC_GPU_WINDOW, which the estimates depend on: it is
+ * belongs to an earlier window (a blocking copy may span a close).  Each
+ * window closes with one SHM_REC_GPU_WINDOW, with the GPU-work calls the
+ * runtime hooks counted meanwhile; the estimates depend on it, so it is
  * written even when the ring is full (thread_emit_wait).
  */
 static pthread_mutex_t win_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -785,8 +786,8 @@ static uint64_t next_rand(void)
 /*
  * One window at a uniformly random point of each period from `since` on,
  * free to run into the next period: then every instant is recorded with
- * the same probability, window_ns / period_ns, which is what makes
- * count / traced share an unbiased estimate (a window kept inside its
+ * the same probability, window_ns / period_ns, which keeps the estimates
+ * unbiased whatever the process does when (a window kept inside its
  * period would see the periods' edges less often).  When the next window
  * would start before this one ends, this one is stretched to its end
  * instead.  The point is where the window opens, i.e. its grace begins.
