@@ -3,7 +3,8 @@
 # fake runtime and the fake CUPTI.  wl_gpu short launches one kernel every
 # few ms, each with its own grid; the store must hold the windows, every
 # kernel launched well inside a window (linked to its call), none launched
-# outside every window, and a count that scales back to what was launched.
+# outside every window, and a count that scales back to what was launched;
+# a pause ends the open window and opens none.
 . "$(dirname "$0")/lib.sh"
 
 need "$SHIM" "$SHIMMERD" "$WL_GPU" "$FAKE_CUPTI"
@@ -124,7 +125,45 @@ SELECT 'of', count(*), 'whole windows only', sum(EXISTS (SELECT 1 FROM gpu_api a
 [ $rc = 0 ] || bad="exit status $rc $bad"
 expect_empty "long calls: every window still records the calls made in it" "$bad"
 
-# --- (c) the default samples; SHIMMER_GPU=all does not ---------------------
+# --- (c) a pause ends the open window; none opens until the resume -------
+# wl_gpu pause: launches every ~5 ms, paused for the middle third; the
+# shim marks the pause and the resume.  The launch calls made while paused
+# are not counted either, so kernels x scale estimates the launches made
+# outside the pause.
+DB=$T/pause.db
+WLOG=$T/pause.log
+start_collector "$DB" || { not_ok "pause: collector"; finish; }
+SHIMMER_GPU_WINDOW_MS=50 SHIMMER_GPU_PERIOD_MS=150 CUDA_INJECTION64_PATH=$SHIM \
+	FAKE_CUDA_DELAY_NS=1000000 traced "$WL_GPU" pause 300 3000 > /dev/null 2>&1
+rc=$?
+stop_collector || not_ok "pause: collector exit status"
+load_log "$WLOG" "$T/pause.check.db" "$DB"
+load_gpu_log "$WLOG"
+PT=5000000 # the pause mark comes just before the window closes
+bad=$(q "
+CREATE TEMP VIEW pz AS SELECT
+	(SELECT m.ts_ns FROM s.markers m JOIN s.strings n ON n.proc_id = m.proc_id
+		AND n.id = m.name_id WHERE n.text = 'shimmer.pause') AS p0,
+	(SELECT m.ts_ns FROM s.markers m JOIN s.strings n ON n.proc_id = m.proc_id
+		AND n.id = m.name_id WHERE n.text = 'shimmer.resume') AS p1;
+SELECT 'no pause or resume mark' FROM pz WHERE p0 IS NULL OR p1 IS NULL OR p1 <= p0;
+SELECT 'window from', w.start_ns, 'to', w.end_ns, 'while paused' FROM s.gpu_windows w, pz
+	WHERE w.start_ns < p1 AND w.end_ns > p0 + $PT;
+SELECT 'no window before the pause' FROM pz
+	WHERE NOT EXISTS (SELECT 1 FROM s.gpu_windows w WHERE w.end_ns <= p0 + $PT);
+SELECT 'no window after the resume' FROM pz
+	WHERE NOT EXISTS (SELECT 1 FROM s.gpu_windows w WHERE w.start_ns >= p1);
+SELECT 'kernel gx', k.grid_x, 'launched while paused' FROM s.kernels k JOIN main.K x
+	ON x.gx = k.grid_x, pz WHERE x.t0 > p0 + $PT AND x.t1 < p1;
+SELECT 'estimate', round((SELECT count(*) FROM s.kernels) * g.scale), 'launches unpaused',
+	(SELECT count(*) FROM main.K x WHERE x.t1 < p0 OR x.t0 > p1)
+	FROM s.gpu_sampling g, pz WHERE abs(round((SELECT count(*) FROM s.kernels) * g.scale)
+		- (SELECT count(*) FROM main.K x WHERE x.t1 < p0 OR x.t0 > p1))
+		> 0.15 * (SELECT count(*) FROM main.K x WHERE x.t1 < p0 OR x.t0 > p1);")
+[ $rc = 0 ] || bad="exit status $rc $bad"
+expect_empty "pause: no window while paused; the estimate leaves the pause out" "$bad"
+
+# --- (d) the default samples; SHIMMER_GPU=all does not ---------------------
 for how in default all; do
 	DB=$T/$how.db
 	WLOG=$T/$how.log

@@ -10,6 +10,9 @@
  *                     driver API), copies, memsets, syncs
  *   wl_gpu short N [US]  N launches (US microseconds apart), then returns
  *                     from main at once
+ *   wl_gpu pause N US the same, with shimmer_pause() before launch N/3 and
+ *                     shimmer_resume() before launch 2N/3 (include/shimmer.h:
+ *                     the shim marks both)
  *   wl_gpu nvtx       nested push/pop, a domain with a registered string,
  *                     start/end across threads, a mark; kernels inside
  *
@@ -34,6 +37,7 @@
 #include <unistd.h>
 
 #include "clock_ns.h"
+#include "include/shimmer.h"
 #include "test/fake_cudart/fake_gpu.h"
 #include "wlog.h"
 
@@ -226,7 +230,7 @@ static int mode_kernels(void)
 	return 0;
 }
 
-static int mode_short(unsigned n, unsigned pause_us)
+static int mode_short(unsigned n, unsigned pause_us, int with_pause)
 {
 	struct timespec pause = { pause_us / 1000000, (long)(pause_us % 1000000) * 1000 };
 
@@ -236,8 +240,14 @@ static int mode_short(unsigned n, unsigned pause_us)
 	log_thread();
 	register_kernels();
 	for (unsigned i = 0; i < n; i++) {
-		struct launch l = { K_MATMUL, "runtime", "cudaLaunchKernel", { 1 + i, 1, 1 },
-				    { 32, 1, 1 }, 0, 0, now(), 0 };
+		struct launch l;
+
+		if (with_pause && i == n / 3)
+			shimmer_pause();
+		if (with_pause && i == 2 * n / 3)
+			shimmer_resume();
+		l = (struct launch){ K_MATMUL, "runtime", "cudaLaunchKernel", { 1 + i, 1, 1 },
+				     { 32, 1, 1 }, 0, 0, now(), 0 };
 
 		if (cudaLaunchKernel(mm, d3(1 + i, 1, 1), d3(32, 1, 1), NULL, 0, NULL) != cudaSuccess)
 			abort();
@@ -379,9 +389,12 @@ int main(int argc, char **argv)
 	if (!strcmp(mode, "kernels"))
 		return mode_kernels();
 	if (!strcmp(mode, "short") && (argc == 3 || argc == 4))
-		return mode_short((unsigned)atoi(argv[2]), argc == 4 ? (unsigned)atoi(argv[3]) : 0);
+		return mode_short((unsigned)atoi(argv[2]), argc == 4 ? (unsigned)atoi(argv[3]) : 0,
+				  0);
+	if (!strcmp(mode, "pause") && argc == 4)
+		return mode_short((unsigned)atoi(argv[2]), (unsigned)atoi(argv[3]), 1);
 	if (!strcmp(mode, "nvtx"))
 		return mode_nvtx();
-	wlog_puts(2, "usage: wl_gpu kernels|short N [US]|nvtx\n");
+	wlog_puts(2, "usage: wl_gpu kernels|short N [US]|pause N US|nvtx\n");
 	return 2;
 }
