@@ -104,6 +104,21 @@ SELECT 'host peak_bytes', peak_bytes, '< K bytes', (SELECT sum(bytes) FROM site
 	WHERE kind = 'K' AND dev = 'host') FROM peak WHERE device = 'host'
 	AND CAST(peak_bytes AS INTEGER) < (SELECT sum(bytes) FROM site
 	WHERE kind = 'K' AND dev = 'host');" 2>&1)"
+	# shimmer summary computes the same peaks on its own: they must agree.
+	"$SHIMMER" summary "$T/all.db" --format json > "$T/summary.json" 2> "$T/summary.json.err"
+	expect_empty "all: summary's peaks are peak's (bytes and instant, each memory)" "$(sq "$C" "
+CREATE TEMP TABLE sj AS SELECT readfile('$T/summary.json') AS t;
+CREATE TEMP VIEW from_summary AS SELECT p.value ->> 'pid' AS pid,
+	CASE k.value ->> 'space' WHEN 'host' THEN 'host' WHEN 'pinned' THEN 'pinned'
+		WHEN 'device' THEN 'cuda:' || (k.value ->> 'device')
+		ELSE (k.value ->> 'space') || ':' || (k.value ->> 'device') END AS device,
+	k.value ->> 'peak_bytes' AS bytes, k.value ->> 'at_ns' AS at_ns
+	FROM sj, json_each(sj.t, '\$.processes') p, json_each(p.value, '\$.peaks') k;
+CREATE TEMP VIEW from_peak AS SELECT DISTINCT CAST(pid AS INTEGER) AS pid, device,
+	CAST(peak_bytes AS INTEGER) AS bytes, CAST(peak_at_ns AS INTEGER) AS at_ns FROM peak;
+SELECT 'summary', * FROM (SELECT * FROM from_summary EXCEPT SELECT * FROM from_peak);
+SELECT 'peak', * FROM (SELECT * FROM from_peak EXCEPT SELECT * FROM from_summary);
+SELECT 'no peaks compared' WHERE (SELECT count(*) FROM from_peak) = 0;" 2>&1)"
 fi
 
 # Temporary means freed within --max-lifetime-ms.  X blocks are freed
