@@ -18,7 +18,7 @@
  * A process whose GPU activity was sampled (schema 4: a row in the
  * gpu_sampling view) has kernels and copies only for work launched inside
  * its windows.  Its counts, bytes, totals and busy times are written
- * scaled by 1 / traced_share and marked as estimates; means, extremes and
+ * scaled by the view's scale and marked as estimates; means, extremes and
  * shares of the kernel time are ratios of the sample and are written as
  * recorded; a share of time is taken of the traced time, not of the wall.
  */
