@@ -5,6 +5,11 @@ Fixed seed and step count; NVTX ranges "step" > "forward", "backward",
 one line of JSON with the timed loop's wall time and PyTorch's own allocator
 counters (the oracle for shimmer's cudaMalloc figures).
 
+--ab BLOCK (under `shimmer run`) alternates blocks of BLOCK timed steps
+recorded and paused, and adds to the JSON the median time per step of each:
+the cost of recording read inside one process, free of the speed
+differences between processes (a paused block still pays the hooks' branch).
+
 --profile FILE runs all steps under torch.profiler with CUDA activities and
 writes, per kernel name, the count and total GPU time it saw (the oracle for
 shimmer's kernel table; a separate process, since only one CUPTI client
@@ -12,7 +17,9 @@ can own a process).
 """
 import argparse
 import contextlib
+import ctypes
 import json
+import statistics
 import time
 
 import torch
@@ -49,6 +56,10 @@ def main():
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--vocab", type=int, default=1000)
     ap.add_argument("--profile", metavar="FILE")
+    ap.add_argument("--ab", type=int, metavar="BLOCK",
+                    help="under the shim: alternate blocks of BLOCK timed steps recorded and "
+                         "paused (shimmer_pause/resume) and report the median time per step "
+                         "of each, so the cost of recording is read inside one process")
     ap.add_argument("--profile-cpu", action="store_true",
                     help="profile CPU ops too (the usual torch.profiler setting, and the "
                          "overhead benchmark's); kernels alone perturb the GPU timeline less")
@@ -76,9 +87,35 @@ def main():
             activities=[act.CPU, act.CUDA] if args.profile_cpu else [act.CUDA])
         ctx = prof
 
+    shim = ctypes.CDLL(None)
+    if args.ab and not hasattr(shim, "shimmer_pause"):
+        ap.error("--ab needs the shim (run it under shimmer run)")
+    if args.ab and (args.ab <= 0 or args.steps % (2 * args.ab)):
+        ap.error("--ab BLOCK: --steps must be a multiple of 2 x BLOCK")
+    blocks = {"recorded": [], "paused": []}
+
+    def ab_block(step):
+        """At a block boundary: the block that ended, timed; the next one
+        recorded or paused (alternating which comes first, so drift weighs
+        on both)."""
+        nonlocal t_block, state
+        i = (step - args.warmup) // args.ab
+        if step > args.warmup:
+            torch.cuda.synchronize()
+            blocks[state].append((time.perf_counter() - t_block) / args.ab)
+        if step == total:
+            shim.shimmer_resume()
+            return
+        state = "paused" if (i % 2) ^ ((i // 2) % 2) else "recorded"
+        (shim.shimmer_pause if state == "paused" else shim.shimmer_resume)()
+        t_block = time.perf_counter()
+
+    t_block, state = 0.0, "recorded"
     torch.cuda.synchronize()
     with ctx:
         for step in range(total):
+            if args.ab and step >= args.warmup and (step - args.warmup) % args.ab == 0:
+                ab_block(step)
             if step == args.warmup:
                 torch.cuda.synchronize()
                 t0 = time.perf_counter()
@@ -96,6 +133,8 @@ def main():
             opt.step()
             nvtx.range_pop()
             nvtx.range_pop()
+        if args.ab:
+            ab_block(total)
         torch.cuda.synchronize()
         loop_s = time.perf_counter() - t0
 
@@ -104,7 +143,14 @@ def main():
             json.dump(kernel_table(prof), f)
 
     stats = torch.cuda.memory_stats()
+    ab = {}
+    if args.ab:
+        rec, pau = statistics.median(blocks["recorded"]), statistics.median(blocks["paused"])
+        ab = {"ab": {"block": args.ab, "blocks": len(blocks["recorded"]) + len(blocks["paused"]),
+                     "recorded_s_per_step": round(rec, 7), "paused_s_per_step": round(pau, 7),
+                     "added": round(rec / pau - 1, 5)}}
     print(json.dumps({
+        **ab,
         "steps": args.steps,
         "warmup": args.warmup,
         "loss": round(loss.item(), 4),
