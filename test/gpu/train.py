@@ -6,7 +6,7 @@ one line of JSON with the timed loop's wall time and PyTorch's own allocator
 counters (the oracle for shimmer's cudaMalloc figures).
 
 --ab BLOCK (under `shimmer run`) alternates blocks of BLOCK timed steps
-recorded and paused, and adds to the JSON the median time per step of each:
+recorded and paused, and adds to the JSON the mean time per step of each:
 the cost of recording read inside one process, free of the speed
 differences between processes (a paused block still pays the hooks' branch).
 
@@ -58,7 +58,7 @@ def main():
     ap.add_argument("--profile", metavar="FILE")
     ap.add_argument("--ab", type=int, metavar="BLOCK",
                     help="under the shim: alternate blocks of BLOCK timed steps recorded and "
-                         "paused (shimmer_pause/resume) and report the median time per step "
+                         "paused (shimmer_pause/resume) and report the mean time per step "
                          "of each, so the cost of recording is read inside one process")
     ap.add_argument("--profile-cpu", action="store_true",
                     help="profile CPU ops too (the usual torch.profiler setting, and the "
@@ -145,7 +145,9 @@ def main():
     stats = torch.cuda.memory_stats()
     ab = {}
     if args.ab:
-        rec, pau = statistics.median(blocks["recorded"]), statistics.median(blocks["paused"])
+        # Means, not medians: under GPU sampling only some recorded blocks
+        # hold a window, and a median would leave those out.
+        rec, pau = statistics.fmean(blocks["recorded"]), statistics.fmean(blocks["paused"])
         ab = {"ab": {"block": args.ab, "blocks": len(blocks["recorded"]) + len(blocks["paused"]),
                      "recorded_s_per_step": round(rec, 7), "paused_s_per_step": round(pau, 7),
                      "added": round(rec / pau - 1, 5)}}
