@@ -14,10 +14,12 @@
  *  - the API callback, enabled only for the runtime and driver calls that
  *    start GPU work (chosen by name at start, so new ids are covered): a
  *    clock read at the outermost ENTER (a runtime launch nests a driver
- *    launch under the same correlation id), one shm_rec_api at its EXIT.  Function names are interned
- *    once per callback id.
- *  - buffer completion, on whatever thread CUPTI chooses: that thread
- *    claims a slot like any other and writes one record per activity.
+ *    launch under the same correlation id), one shm_rec_api at its EXIT.
+ *    Function names are interned once per callback id.
+ *  - buffer completion, on whatever thread CUPTI chooses: it counts what
+ *    CUPTI lost and queues the buffer for our converter thread, which
+ *    writes one record per activity (the completing thread converts only
+ *    when the queue is full, there is no converter, or at exit).
  *    Buffers are mmap'd (never the interposed malloc) and recycled through
  *    a small pool.
  * Records reach us by CUPTI's flush period (or our flush thread) and, at
