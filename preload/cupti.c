@@ -739,11 +739,16 @@ static void window_open(void)
 	win_open = 1;
 }
 
-/* With win_lock held.  with_grace: let calls in flight reach their EXIT. */
+/* Closes the open window, if any; takes win_lock.  with_grace: let calls
+ * in flight reach their EXIT. */
 static void window_close(int with_grace)
 {
-	uint64_t end = clock_now(), calls;
+	uint64_t end, calls;
 
+	pthread_mutex_lock(&win_lock);
+	if (!win_open)
+		goto out;
+	end = clock_now();
 	kinds_set(0);
 	end = mid(end, clock_now());
 	/* a slot taken over by a new thread counts from zero again */
@@ -754,6 +759,8 @@ static void window_close(int with_grace)
 		grace();
 	callbacks_set(0);
 	window_emit(win_start, end, calls);
+out:
+	pthread_mutex_unlock(&win_lock);
 }
 
 /* Sleeps until CLOCK_MONOTONIC reaches `when`; nonzero once exiting. */
@@ -828,10 +835,7 @@ static void *sampler(void *arg)
 		}
 		if (opened && sleep_until(end))
 			break;
-		pthread_mutex_lock(&win_lock);
-		if (win_open)
-			window_close(1);
-		pthread_mutex_unlock(&win_lock);
+		window_close(1);
 		/* periods slept through (a suspended process) are skipped */
 		now = clock_ns(CLOCK_MONOTONIC);
 		while (period <= now)
@@ -1054,12 +1058,8 @@ void cupti_pause(int pause)
 	}
 	/* Sampling: a pause ends the window; the sampler opens none while
 	 * paused, and after a resume the next one as scheduled. */
-	if (pause) {
-		pthread_mutex_lock(&win_lock);
-		if (win_open)
-			window_close(0);
-		pthread_mutex_unlock(&win_lock);
-	}
+	if (pause)
+		window_close(0);
 }
 
 void cupti_exit(void)
@@ -1073,12 +1073,8 @@ void cupti_exit(void)
 		return;
 	__atomic_store_n(&stop_flusher, 1, __ATOMIC_RELEASE);
 	t->in_shim++;
-	if (sampling) {
-		pthread_mutex_lock(&win_lock);
-		if (win_open)
-			window_close(0);
-		pthread_mutex_unlock(&win_lock);
-	}
+	if (sampling)
+		window_close(0);
 	/* Only a libcupti that is still mapped can be called. */
 	h = dlopen(lib_path, RTLD_NOW | RTLD_NOLOAD);
 	if (h) {
