@@ -1069,8 +1069,10 @@ void cupti_exit(void)
 	void *h;
 	int saved = errno;
 
+	/* seq_cst: pairs with the converter's store of converter_busy and
+	 * load of `exited` (each side stores, then loads the other's). */
 	if (__atomic_load_n(&state, __ATOMIC_ACQUIRE) != CS_ACTIVE ||
-	    __atomic_exchange_n(&exited, 1, __ATOMIC_ACQ_REL))
+	    __atomic_exchange_n(&exited, 1, __ATOMIC_SEQ_CST))
 		return;
 	__atomic_store_n(&stop_flusher, 1, __ATOMIC_RELEASE);
 	t->in_shim++;
