@@ -1106,6 +1106,7 @@ void cupti_fork_child(void)
 	/* The parent's queued buffers and converter thread are not ours. */
 	memset(queue_buf, 0, sizeof(queue_buf));
 	converter_up = 0;
+	converter_busy = 0; /* the parent's may have been mid-buffer */
 	state = CS_IDLE;
 	exited = 0;
 	stop_flusher = 0;
