@@ -1005,14 +1005,11 @@ void cupti_late(void)
 static uint64_t env_ms(const char *name, uint64_t def)
 {
 	const char *v = getenv(name);
-	char *end;
-	unsigned long long n;
+	uint64_t n = shim_env_u64(name, 0);
 
 	if (!v || !*v)
 		return def;
-	errno = 0;
-	n = strtoull(v, &end, 10);
-	if (errno || *end || !n || n > 86400000ull) {
+	if (!n || n > 86400000ull) {
 		shim_log("%s=%s: not a number of milliseconds; using %llu", name, v,
 			 (unsigned long long)(def / 1000000));
 		return def;

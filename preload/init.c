@@ -101,8 +101,7 @@ static int env_flag(const char *name)
 	return v && v[0] && strcmp(v, "0");
 }
 
-/* An unsigned decimal; def when unset or malformed. */
-static uint64_t env_u64(const char *name, uint64_t def)
+uint64_t shim_env_u64(const char *name, uint64_t def)
 {
 	const char *v = getenv(name);
 	uint64_t x = 0;
@@ -121,7 +120,7 @@ static uint64_t env_u64(const char *name, uint64_t def)
 static int32_t env_rank(const char *const *names)
 {
 	for (; *names; names++) {
-		uint64_t v = env_u64(*names, UINT64_MAX);
+		uint64_t v = shim_env_u64(*names, UINT64_MAX);
 
 		if (v <= INT32_MAX)
 			return (int32_t)v;
@@ -132,9 +131,9 @@ static int32_t env_rank(const char *const *names)
 static void read_config(void)
 {
 	const char *m = getenv("SHIMMER_MALLOC"), *st = getenv("SHIMMER_STACKS");
-	uint64_t depth = env_u64("SHIMMER_STACK_DEPTH", DEFAULT_STACK_DEPTH);
-	uint64_t ring = env_u64("SHIMMER_RING_KB", DEFAULT_RING_KB) * 1024;
-	uint64_t slots = env_u64("SHIMMER_MAX_THREADS", DEFAULT_SLOTS);
+	uint64_t depth = shim_env_u64("SHIMMER_STACK_DEPTH", DEFAULT_STACK_DEPTH);
+	uint64_t ring = shim_env_u64("SHIMMER_RING_KB", DEFAULT_RING_KB) * 1024;
+	uint64_t slots = shim_env_u64("SHIMMER_MAX_THREADS", DEFAULT_SLOTS);
 	uint32_t r = SHM_RING_MIN_BYTES;
 
 	shim.debug = env_flag("SHIMMER_DEBUG");
@@ -151,7 +150,7 @@ static void read_config(void)
 	    strcmp(st, "0"))
 		shim_log("SHIMMER_STACKS=%s unknown; stacks off", st);
 	shim.stack_depth = (uint32_t)(depth < 1 ? 1 : depth > SHM_STACK_MAX ? SHM_STACK_MAX : depth);
-	shim.sample_bytes = env_u64("SHIMMER_SAMPLE_BYTES", DEFAULT_SAMPLE_BYTES);
+	shim.sample_bytes = shim_env_u64("SHIMMER_SAMPLE_BYTES", DEFAULT_SAMPLE_BYTES);
 	if (!shim.sample_bytes || shim.sample_bytes > MAX_SAMPLE_BYTES)
 		shim.sample_bytes = DEFAULT_SAMPLE_BYTES;
 	while (r < ring && r < SHM_RING_MAX_BYTES)

@@ -134,6 +134,10 @@ void thread_fork_parent(void);
 /* In the child: forget the parent's slot; the next traced call claims one. */
 void thread_fork_child(void);
 
+/* The unsigned decimal in environment variable name (digits only); def
+ * when it is unset or malformed.  Never allocates. */
+uint64_t shim_env_u64(const char *name, uint64_t def);
+
 /* A debug line on stderr when SHIMMER_DEBUG=1; never allocates, preserves
  * errno. */
 void shim_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
