@@ -38,7 +38,8 @@ static inline void cupti_check(void)
 
 /* shimmer_pause/resume.  Recording every kernel (SHIMMER_GPU=all): disable
  * or re-enable the activity kinds.  Sampling: a pause closes the open
- * window, and no window opens until the next period after a resume. */
+ * window and the sampler skips those that fall in it; after a resume the
+ * next window opens as scheduled, which may be in the same period. */
 void cupti_pause(int pause);
 
 /* At exit, before BYE: flush every buffer CUPTI holds.  Idempotent. */
