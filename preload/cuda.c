@@ -120,7 +120,9 @@ static void end(struct shim_thread *t, struct shm_rec_cuda *r)
 	}
 	if (r->ret != cudaSuccess)
 		r->hdr.flags |= SHM_F_FAILED;
-	else if ((shm_fn_info[r->hdr.fn].flags & SHM_FNF_ALLOC) && t->ring.slot) {
+	else if ((shm_fn_info[r->hdr.fn].flags & SHM_FNF_ALLOC) && t->ring.slot &&
+		 !thread_would_drop(t, sizeof(*r))) {
+		/* no stack unwound for a record the full ring drops */
 		r->stack_id = stack_native(t);
 		r->pystack_id = stack_python(t);
 	}

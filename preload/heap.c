@@ -312,8 +312,8 @@ static void *traced(struct shim_thread *t, struct call *c, int mode, int sampled
 		goto out;
 	/* A record the full ring would drop is dropped here, before its stack
 	 * is unwound for nothing (an overloaded collector must not make every
-	 * call slower still); with SHIMMER_LOSSLESS=1 thread_emit() waits. */
-	if (unlikely(!shim.lossless && !ring_fits(&t->ring, sizeof(r)))) {
+	 * call slower still). */
+	if (unlikely(thread_would_drop(t, sizeof(r)))) {
 		thread_drop(t, 1);
 		goto out;
 	}

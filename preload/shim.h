@@ -115,6 +115,15 @@ static inline void thread_drop(struct shim_thread *t, uint64_t n)
  */
 int thread_emit(struct shim_thread *t, const void *rec, uint32_t len);
 
+/* Whether thread_emit() would drop a record of len bytes now (the ring is
+ * full and SHIMMER_LOSSLESS is off), so that a caller skips the work of
+ * building it (a stack).  The thread must have its slot; a yes may turn
+ * into a no, never the reverse, until the thread writes. */
+static inline int thread_would_drop(struct shim_thread *t, uint32_t len)
+{
+	return !shim.lossless && !ring_fits(&t->ring, len);
+}
+
 /* thread_emit() that waits for room even without SHIMMER_LOSSLESS, unless
  * the collector is gone: for threads of our own or CUPTI's, which deliver
  * records in bursts and hold no application work up. */
