@@ -24,6 +24,7 @@
 #include "api.h"
 #include "intern.h"
 #include "nvtx.h"
+#include "utf8.h"
 
 #define UTF8_MAX 1024
 
@@ -39,30 +40,10 @@ static int disabled;
 static const char *utf8(const wchar_t *w, char *buf, size_t cap)
 {
 	size_t n = 0;
-	uint32_t c;
 
-	for (; w && *w; w++) {
-		c = (uint32_t)*w;
-		if (c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff))
-			c = 0xfffd;
-		if (c < 0x80 && n + 1 < cap) {
-			buf[n++] = (char)c;
-		} else if (c < 0x800 && n + 2 < cap) {
-			buf[n++] = (char)(0xc0 | (c >> 6));
-			buf[n++] = (char)(0x80 | (c & 0x3f));
-		} else if (c >= 0x800 && c < 0x10000 && n + 3 < cap) {
-			buf[n++] = (char)(0xe0 | (c >> 12));
-			buf[n++] = (char)(0x80 | ((c >> 6) & 0x3f));
-			buf[n++] = (char)(0x80 | (c & 0x3f));
-		} else if (c >= 0x10000 && n + 4 < cap) {
-			buf[n++] = (char)(0xf0 | (c >> 18));
-			buf[n++] = (char)(0x80 | ((c >> 12) & 0x3f));
-			buf[n++] = (char)(0x80 | ((c >> 6) & 0x3f));
-			buf[n++] = (char)(0x80 | (c & 0x3f));
-		} else {
+	for (; w && *w; w++)
+		if (!utf8_put(buf, &n, cap - 1, (uint32_t)*w))
 			break;
-		}
-	}
 	buf[n] = '\0';
 	return buf;
 }

@@ -75,6 +75,7 @@
 
 #include "intern.h"
 #include "pyframes.h"
+#include "utf8.h"
 
 #define PY_UNKNOWN 0
 #define PY_ABSENT 1
@@ -237,38 +238,6 @@ static inline uint32_t load_u32(const void *base, unsigned off)
 	return v;
 }
 
-/* Appends code point c as UTF-8 to buf[*n..cap); false when full. */
-static int put_utf8(char *buf, size_t *n, size_t cap, uint32_t c)
-{
-	char t[4];
-	size_t k;
-
-	if (c < 0x80) {
-		t[0] = (char)c;
-		k = 1;
-	} else if (c < 0x800) {
-		t[0] = (char)(0xc0 | (c >> 6));
-		t[1] = (char)(0x80 | (c & 0x3f));
-		k = 2;
-	} else if (c < 0x10000) {
-		t[0] = (char)(0xe0 | (c >> 12));
-		t[1] = (char)(0x80 | ((c >> 6) & 0x3f));
-		t[2] = (char)(0x80 | (c & 0x3f));
-		k = 3;
-	} else {
-		t[0] = (char)(0xf0 | ((c >> 18) & 0x07));
-		t[1] = (char)(0x80 | ((c >> 12) & 0x3f));
-		t[2] = (char)(0x80 | ((c >> 6) & 0x3f));
-		t[3] = (char)(0x80 | (c & 0x3f));
-		k = 4;
-	}
-	if (*n + k > cap)
-		return 0;
-	memcpy(buf + *n, t, k);
-	*n += k;
-	return 1;
-}
-
 /*
  * The interned text of a str object, 0 if it is not a compact str.  ASCII
  * data follows the PyASCIIObject; other compact strings carry a cached
@@ -309,7 +278,7 @@ static uint32_t str_id(const void *s)
 			memcpy(&c, d + 4 * i, 4);
 		else
 			return 0;
-		if (!put_utf8(buf, &n, sizeof(buf), c))
+		if (!utf8_put(buf, &n, sizeof(buf), c))
 			break;
 	}
 	return intern_mem(buf, n);
