@@ -1031,12 +1031,13 @@ static int migrate(struct store *s, int version)
 	return rc == SQLITE_OK ? 0 : fail(s, rc);
 }
 
-/* The functions table, from the wire format (it may have grown). */
+/* The functions table, from the wire format (it may have grown); gpu_work
+ * is what the gpu_sampling view counts calls of. */
 static int add_functions(struct store *s)
 {
 	sqlite3_stmt *st = NULL;
 	int rc = sqlite3_prepare_v2(s->db, "INSERT OR REPLACE INTO functions "
-				    "(fn_id, name, family) VALUES (?1, ?2, ?3)",
+				    "(fn_id, name, family, gpu_work) VALUES (?1, ?2, ?3, ?4)",
 				    -1, &st, NULL);
 
 	for (int fn = 1; rc == SQLITE_OK && fn < SHM_FN_COUNT; fn++) {
@@ -1044,6 +1045,7 @@ static int add_functions(struct store *s)
 		sqlite3_bind_text(st, 2, shm_fn_info[fn].name, -1, SQLITE_STATIC);
 		sqlite3_bind_text(st, 3, shm_fn_info[fn].family == SHM_FAMILY_HEAP ?
 					 "heap" : "cuda", -1, SQLITE_STATIC);
+		sqlite3_bind_int(st, 4, SHM_FN_STARTS_GPU_WORK(fn) ? 1 : 0);
 		rc = sqlite3_step(st);
 		sqlite3_reset(st);
 		if (rc == SQLITE_DONE)
