@@ -585,16 +585,21 @@ static void table_proc(const struct summary *s, FILE *out, const struct proc *p,
 			fmt_bytes(u[1], FMT_UNIT_MAX, (double)p->sample_bytes));
 	fprintf(out, "   end: %s\n", p->end_reason ? p->end_reason : "still running");
 	if (dropped > 0) {
-		int cupti = 0;
+		int host = 0, cupti = 0;
 
 		fprintf(out, "  WARNING: %lld events were dropped (", (long long)dropped);
 		for (size_t i = 0; i < sl->ndrops; i++) {
 			fprintf(out, "%s%s %lld", i ? ", " : "", sl->drops[i].reason,
 				(long long)sl->drops[i].events);
-			cupti |= strcmp(sl->drops[i].reason, "cupti") == 0;
+			/* What CUPTI lost is GPU activity: no call time, no peak. */
+			if (strcmp(sl->drops[i].reason, "cupti") == 0)
+				cupti = 1;
+			else
+				host = 1;
 		}
-		fprintf(out, "); the time statistics and peaks below miss them%s\n",
-			cupti ? ", and the GPU's counts miss the records CUPTI lost" : "");
+		fprintf(out, ")%s%s%s\n", host ? "; the time statistics and peaks below miss them" : "",
+			host && cupti ? ", and" : cupti ? ";" : "",
+			cupti ? " the GPU's counts miss the records CUPTI lost" : "");
 	}
 	fputc('\n', out);
 	if (sl->nfns == 0) {
