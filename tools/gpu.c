@@ -920,17 +920,17 @@ static void table_sampling(FILE *out, const struct view *v)
 	if (s->span_ns > 0)
 		fprintf(out, " %s %s", s->windows ? "of" : "in",
 			fmt_duration(u, FMT_UNIT_MAX, (double)s->span_ns));
-	if (estimable(s) && s->calls_traced > 0)
-		fprintf(out, " (%.2f%%), with %lld of the process's %lld launch, copy and memset"
-			" calls; kernel and copy counts and totals are estimates (~), scaled by"
-			" %.4g", 100.0 * s->share, (long long)s->calls_traced, (long long)s->calls,
+	if (estimable(s)) {
+		fprintf(out, " (%.2f%%)", 100.0 * s->share);
+		if (s->calls_traced > 0)
+			fprintf(out, ", with %lld of the process's %lld launch, copy and memset calls",
+				(long long)s->calls_traced, (long long)s->calls);
+		fprintf(out, "; kernel and copy counts and totals are estimates (~), scaled by %.4g",
 			s->scale);
-	else if (estimable(s))
-		fprintf(out, " (%.2f%%); kernel and copy counts and totals are estimates (~),"
-			" scaled by %.4g", 100.0 * s->share, s->scale);
-	else
+	} else {
 		fputs("; no traced share to estimate from: kernel and copy counts and totals (~)"
 		      " are only what was recorded", out);
+	}
 	fputs("; SHIMMER_GPU=all records every kernel\n", out);
 }
 
