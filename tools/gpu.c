@@ -654,10 +654,11 @@ struct view {
 	double whole;                 /* what a time share is of: wall or traced time */
 };
 
-/* Whether s traced some share of its span, which makes estimates possible. */
+/* Whether s traced some share of its span, which makes estimates possible:
+ * the view has a scale only then (a window's calls or time). */
 static int estimable(const struct samp_item *s)
 {
-	return s->windows > 0 && s->scale > 0;
+	return s->scale > 0;
 }
 
 static struct view proc_view(const struct gpu *g, const struct gpu_proc *p)
