@@ -116,9 +116,7 @@ static const char *const sql[ST_N] = {
 		      "VALUES (?1, ?2, ?3, ?4)",
 	[ST_GPU_STATUS] = "UPDATE processes SET gpu_status = ?2, gpu_status_detail = ?3 "
 			  "WHERE proc_id = ?1",
-	/* The first since stays, whatever later records say. */
-	[ST_GPU_SAMPLED] = "UPDATE processes SET gpu_sampled_since_ns = ?2 "
-			   "WHERE proc_id = ?1 AND gpu_sampled_since_ns IS NULL",
+	[ST_GPU_SAMPLED] = "UPDATE processes SET gpu_sampled_since_ns = ?2 WHERE proc_id = ?1",
 	[ST_KERNEL] = "INSERT INTO kernels (proc_id, device, context, stream, "
 		      "correlation, name_id, start_ns, end_ns, grid_x, grid_y, grid_z, "
 		      "block_x, block_y, block_z, registers, static_smem, dynamic_smem, "
