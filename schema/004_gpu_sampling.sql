@@ -5,8 +5,8 @@
 -- a loop of many small kernels costs about 1%.  Kernels, copies and their
 -- launching API calls then exist only for work launched inside a window;
 -- counts and totals over [since, end] are estimated by scaling with the
--- traced share.  A process whose gpu_sampled_since_ns is NULL had its GPU
--- activity recorded whole (SHIMMER_GPU=all).
+-- gpu_sampling view's scale (below).  A process whose gpu_sampled_since_ns
+-- is NULL had its GPU activity recorded whole (SHIMMER_GPU=all).
 
 ALTER TABLE processes ADD COLUMN gpu_sampled_since_ns INTEGER; -- sampling began; NULL: not sampled
 -- 1 for the runtime calls that start GPU work (launches, copies, memsets);
