@@ -359,11 +359,16 @@ static const char *fn_label(const struct summary *s, const struct fn_item *f, ch
 	return buf;
 }
 
-static const char *fn_kind(const struct summary *s, const struct fn_item *f)
+static int fn_heap(const struct summary *s, const struct fn_item *f)
 {
 	const struct fn_name *n = fn_lookup(s, f->key.a);
 
-	return n && n->heap ? "heap" : "api";
+	return n && n->heap;
+}
+
+static const char *fn_kind(const struct summary *s, const struct fn_item *f)
+{
+	return fn_heap(s, f) ? "heap" : "api";
 }
 
 /*
@@ -374,8 +379,7 @@ static const char *fn_kind(const struct summary *s, const struct fn_item *f)
  */
 static int fn_estimable(const struct summary *s, const struct proc *p, const struct fn_item *f)
 {
-	return fn_exact(f) || !p->mode || strcmp(p->mode, "sample") != 0 ||
-	       strcmp(fn_kind(s, f), "heap") != 0;
+	return fn_exact(f) || !p->mode || strcmp(p->mode, "sample") != 0 || !fn_heap(s, f);
 }
 
 /* Wall time of p in ns, or -1 while unknown (the process never ended). */
