@@ -395,16 +395,6 @@ static int peak_estimated(const struct summary *s, const struct proc *p,
 	       strcmp(p->mode, "sample") == 0;
 }
 
-static int64_t proc_dropped(const struct summary *s, const struct proc *p)
-{
-	int64_t n = 0;
-
-	for (size_t i = 0; i < s->ndrops; i++)
-		if (s->drops[i].proc_id == p->proc_id)
-			n += s->drops[i].events;
-	return n;
-}
-
 /* qsort has no context argument; the comparators need the names. */
 static const struct summary *sort_ctx;
 
@@ -510,6 +500,16 @@ static struct slice proc_slice(const struct summary *s, const struct proc *p, st
 	return sl;
 }
 
+/* Events dropped in the process of sl, whatever the reason. */
+static int64_t slice_dropped(const struct slice *sl)
+{
+	int64_t n = 0;
+
+	for (size_t i = 0; i < sl->ndrops; i++)
+		n += sl->drops[i].events;
+	return n;
+}
+
 /* Room for every synchronizing function gpu_is_sync_fn() names. */
 #define SYNC_MAX 8
 
@@ -573,7 +573,7 @@ static void table_proc(const struct summary *s, FILE *out, const struct proc *p,
 	struct gpu_sync_fn sync[SYNC_MAX];
 	struct gpu_proc gpu;
 	double wall = proc_wall(p);
-	int64_t dropped = proc_dropped(s, p);
+	int64_t dropped = slice_dropped(sl);
 	int estimated = 0, biased = 0;
 
 	fprintf(out, "Process %lld", (long long)p->pid);
@@ -764,7 +764,7 @@ static void json_proc(const struct summary *s, FILE *out, const struct proc *p,
 	json_int_or_null(out, p->has_end, p->end_ns - p->start_ns);
 	fputs(",\"end_reason\":", out);
 	fmt_json(out, p->end_reason);
-	fprintf(out, ",\"dropped_events\":%lld,\"functions\":[", (long long)proc_dropped(s, p));
+	fprintf(out, ",\"dropped_events\":%lld,\"functions\":[", (long long)slice_dropped(sl));
 	for (size_t i = 0; i < sl->nfns; i++) {
 		const struct fn_item *f = sl->fns[i];
 
