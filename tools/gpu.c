@@ -924,10 +924,10 @@ static void table_sampling(FILE *out, const struct view *v)
 	if (estimable(s)) {
 		fprintf(out, " (%.2f%%)", 100.0 * s->share);
 		if (s->calls_traced > 0)
-			fprintf(out, ", with %lld of the process's %lld launch, copy and memset calls",
-				(long long)s->calls_traced, (long long)s->calls);
-		fprintf(out, "; kernel and copy counts and totals are estimates (~), scaled by %.4g",
-			s->scale);
+			fprintf(out, ", with %lld of the process's %lld launch, copy and memset"
+				" calls", (long long)s->calls_traced, (long long)s->calls);
+		fprintf(out, "; kernel and copy counts and totals are estimates (~), scaled"
+			" by %.4g", s->scale);
 	} else {
 		fputs("; no traced share to estimate from: kernel and copy counts and totals (~)"
 		      " are only what was recorded", out);

@@ -601,7 +601,8 @@ static void table_proc(const struct summary *s, FILE *out, const struct proc *p,
 			else
 				host = 1;
 		}
-		fprintf(out, ")%s%s%s\n", host ? "; the time statistics and peaks below miss them" : "",
+		fprintf(out, ")%s%s%s\n",
+			host ? "; the time statistics and peaks below miss them" : "",
 			host && cupti ? ", and" : cupti ? ";" : "",
 			cupti ? " the GPU's counts miss the records CUPTI lost" : "");
 	}
