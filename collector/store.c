@@ -116,9 +116,7 @@ static const char *const sql[ST_N] = {
 		      "VALUES (?1, ?2, ?3, ?4)",
 	[ST_GPU_STATUS] = "UPDATE processes SET gpu_status = ?2, gpu_status_detail = ?3 "
 			  "WHERE proc_id = ?1",
-	/* The first since stays, whatever later records say. */
-	[ST_GPU_SAMPLED] = "UPDATE processes SET gpu_sampled_since_ns = ?2 "
-			   "WHERE proc_id = ?1 AND gpu_sampled_since_ns IS NULL",
+	[ST_GPU_SAMPLED] = "UPDATE processes SET gpu_sampled_since_ns = ?2 WHERE proc_id = ?1",
 	[ST_KERNEL] = "INSERT INTO kernels (proc_id, device, context, stream, "
 		      "correlation, name_id, start_ns, end_ns, grid_x, grid_y, grid_z, "
 		      "block_x, block_y, block_z, registers, static_smem, dynamic_smem, "
@@ -1031,12 +1029,13 @@ static int migrate(struct store *s, int version)
 	return rc == SQLITE_OK ? 0 : fail(s, rc);
 }
 
-/* The functions table, from the wire format (it may have grown). */
+/* The functions table, from the wire format (it may have grown); gpu_work
+ * is what the gpu_sampling view counts calls of. */
 static int add_functions(struct store *s)
 {
 	sqlite3_stmt *st = NULL;
 	int rc = sqlite3_prepare_v2(s->db, "INSERT OR REPLACE INTO functions "
-				    "(fn_id, name, family) VALUES (?1, ?2, ?3)",
+				    "(fn_id, name, family, gpu_work) VALUES (?1, ?2, ?3, ?4)",
 				    -1, &st, NULL);
 
 	for (int fn = 1; rc == SQLITE_OK && fn < SHM_FN_COUNT; fn++) {
@@ -1044,6 +1043,7 @@ static int add_functions(struct store *s)
 		sqlite3_bind_text(st, 2, shm_fn_info[fn].name, -1, SQLITE_STATIC);
 		sqlite3_bind_text(st, 3, shm_fn_info[fn].family == SHM_FAMILY_HEAP ?
 					 "heap" : "cuda", -1, SQLITE_STATIC);
+		sqlite3_bind_int(st, 4, SHM_FN_STARTS_GPU_WORK(fn) ? 1 : 0);
 		rc = sqlite3_step(st);
 		sqlite3_reset(st);
 		if (rc == SQLITE_DONE)

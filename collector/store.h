@@ -92,8 +92,8 @@ int store_string_add(struct store *s, int64_t proc_id, uint32_t id,
 int store_process_gpu_status(struct store *s, int64_t proc_id, uint32_t status,
 			     const char *detail, size_t len);
 
-/* Sets processes.gpu_sampled_since_ns unless the process already has it:
- * the first value stays. */
+/* Sets processes.gpu_sampled_since_ns; the client calls it once per
+ * process, with its first window record's since. */
 int store_process_gpu_sampled(struct store *s, int64_t proc_id, int64_t since_ns);
 
 /* ---- events ---- */

@@ -654,10 +654,11 @@ struct view {
 	double whole;                 /* what a time share is of: wall or traced time */
 };
 
-/* Whether s traced some share of its span, which makes estimates possible. */
+/* Whether s traced some share of its span, which makes estimates possible:
+ * the view has a scale only then (a window's calls or time). */
 static int estimable(const struct samp_item *s)
 {
-	return s->windows > 0 && s->scale > 0;
+	return s->scale > 0;
 }
 
 static struct view proc_view(const struct gpu *g, const struct gpu_proc *p)
@@ -920,17 +921,17 @@ static void table_sampling(FILE *out, const struct view *v)
 	if (s->span_ns > 0)
 		fprintf(out, " %s %s", s->windows ? "of" : "in",
 			fmt_duration(u, FMT_UNIT_MAX, (double)s->span_ns));
-	if (estimable(s) && s->calls_traced > 0)
-		fprintf(out, " (%.2f%%), with %lld of the process's %lld launch, copy and memset"
-			" calls; kernel and copy counts and totals are estimates (~), scaled by"
-			" %.4g", 100.0 * s->share, (long long)s->calls_traced, (long long)s->calls,
-			s->scale);
-	else if (estimable(s))
-		fprintf(out, " (%.2f%%); kernel and copy counts and totals are estimates (~),"
-			" scaled by %.4g", 100.0 * s->share, s->scale);
-	else
+	if (estimable(s)) {
+		fprintf(out, " (%.2f%%)", 100.0 * s->share);
+		if (s->calls_traced > 0)
+			fprintf(out, ", with %lld of the process's %lld launch, copy and memset"
+				" calls", (long long)s->calls_traced, (long long)s->calls);
+		fprintf(out, "; kernel and copy counts and totals are estimates (~), scaled"
+			" by %.4g", s->scale);
+	} else {
 		fputs("; no traced share to estimate from: kernel and copy counts and totals (~)"
 		      " are only what was recorded", out);
+	}
 	fputs("; SHIMMER_GPU=all records every kernel\n", out);
 }
 

@@ -359,11 +359,16 @@ static const char *fn_label(const struct summary *s, const struct fn_item *f, ch
 	return buf;
 }
 
-static const char *fn_kind(const struct summary *s, const struct fn_item *f)
+static int fn_heap(const struct summary *s, const struct fn_item *f)
 {
 	const struct fn_name *n = fn_lookup(s, f->key.a);
 
-	return n && n->heap ? "heap" : "api";
+	return n && n->heap;
+}
+
+static const char *fn_kind(const struct summary *s, const struct fn_item *f)
+{
+	return fn_heap(s, f) ? "heap" : "api";
 }
 
 /*
@@ -374,8 +379,7 @@ static const char *fn_kind(const struct summary *s, const struct fn_item *f)
  */
 static int fn_estimable(const struct summary *s, const struct proc *p, const struct fn_item *f)
 {
-	return fn_exact(f) || !p->mode || strcmp(p->mode, "sample") != 0 ||
-	       strcmp(fn_kind(s, f), "heap") != 0;
+	return fn_exact(f) || !p->mode || strcmp(p->mode, "sample") != 0 || !fn_heap(s, f);
 }
 
 /* Wall time of p in ns, or -1 while unknown (the process never ended). */
@@ -389,16 +393,6 @@ static int peak_estimated(const struct summary *s, const struct proc *p,
 {
 	return strcmp(s->spaces.v[k->key.b], "host") == 0 && p->mode &&
 	       strcmp(p->mode, "sample") == 0;
-}
-
-static int64_t proc_dropped(const struct summary *s, const struct proc *p)
-{
-	int64_t n = 0;
-
-	for (size_t i = 0; i < s->ndrops; i++)
-		if (s->drops[i].proc_id == p->proc_id)
-			n += s->drops[i].events;
-	return n;
 }
 
 /* qsort has no context argument; the comparators need the names. */
@@ -506,6 +500,16 @@ static struct slice proc_slice(const struct summary *s, const struct proc *p, st
 	return sl;
 }
 
+/* Events dropped in the process of sl, whatever the reason. */
+static int64_t slice_dropped(const struct slice *sl)
+{
+	int64_t n = 0;
+
+	for (size_t i = 0; i < sl->ndrops; i++)
+		n += sl->drops[i].events;
+	return n;
+}
+
 /* Room for every synchronizing function gpu_is_sync_fn() names. */
 #define SYNC_MAX 8
 
@@ -569,7 +573,7 @@ static void table_proc(const struct summary *s, FILE *out, const struct proc *p,
 	struct gpu_sync_fn sync[SYNC_MAX];
 	struct gpu_proc gpu;
 	double wall = proc_wall(p);
-	int64_t dropped = proc_dropped(s, p);
+	int64_t dropped = slice_dropped(sl);
 	int estimated = 0, biased = 0;
 
 	fprintf(out, "Process %lld", (long long)p->pid);
@@ -585,16 +589,22 @@ static void table_proc(const struct summary *s, FILE *out, const struct proc *p,
 			fmt_bytes(u[1], FMT_UNIT_MAX, (double)p->sample_bytes));
 	fprintf(out, "   end: %s\n", p->end_reason ? p->end_reason : "still running");
 	if (dropped > 0) {
-		int cupti = 0;
+		int host = 0, cupti = 0;
 
 		fprintf(out, "  WARNING: %lld events were dropped (", (long long)dropped);
 		for (size_t i = 0; i < sl->ndrops; i++) {
 			fprintf(out, "%s%s %lld", i ? ", " : "", sl->drops[i].reason,
 				(long long)sl->drops[i].events);
-			cupti |= strcmp(sl->drops[i].reason, "cupti") == 0;
+			/* What CUPTI lost is GPU activity: no call time, no peak. */
+			if (strcmp(sl->drops[i].reason, "cupti") == 0)
+				cupti = 1;
+			else
+				host = 1;
 		}
-		fprintf(out, "); the time statistics and peaks below miss them%s\n",
-			cupti ? ", and the GPU's counts miss the records CUPTI lost" : "");
+		fprintf(out, ")%s%s%s\n",
+			host ? "; the time statistics and peaks below miss them" : "",
+			host && cupti ? ", and" : cupti ? ";" : "",
+			cupti ? " the GPU's counts miss the records CUPTI lost" : "");
 	}
 	fputc('\n', out);
 	if (sl->nfns == 0) {
@@ -755,7 +765,7 @@ static void json_proc(const struct summary *s, FILE *out, const struct proc *p,
 	json_int_or_null(out, p->has_end, p->end_ns - p->start_ns);
 	fputs(",\"end_reason\":", out);
 	fmt_json(out, p->end_reason);
-	fprintf(out, ",\"dropped_events\":%lld,\"functions\":[", (long long)proc_dropped(s, p));
+	fprintf(out, ",\"dropped_events\":%lld,\"functions\":[", (long long)slice_dropped(sl));
 	for (size_t i = 0; i < sl->nfns; i++) {
 		const struct fn_item *f = sl->fns[i];
 

@@ -327,7 +327,7 @@ static int setup(void **state)
 	struct store_fixture *f = store_fixture_new("/tmp/test_summary.XXXXXX");
 
 	exec(f->db, "BEGIN");
-	insert(f->db, "INSERT INTO functions VALUES (?, ?, ?)", bind_fn, NFNS);
+	insert(f->db, "INSERT INTO functions (fn_id, name, family) VALUES (?, ?, ?)", bind_fn, NFNS);
 	insert(f->db,
 	       "INSERT INTO processes (proc_id, pid, ppid, uid, hostname, exe, rank,"
 	       " malloc_mode, sample_bytes, lossless, start_wall_ns, start_ns, end_ns,"
@@ -1760,8 +1760,8 @@ static void test_summary_sampled_by_calls(void **state)
 		traced_calls += in_windows[i];
 	}
 	scale = (double)all_calls / (double)traced_calls;
-	exec(fx->db, "INSERT OR IGNORE INTO functions VALUES (30, 'cudaLaunchKernelExC', 'cuda'),"
-		     " (31, 'cudaMemcpyAsync', 'cuda'), (32, 'cudaMalloc', 'cuda')");
+	exec(fx->db, "INSERT OR IGNORE INTO functions VALUES (30, 'cudaLaunchKernelExC', 'cuda', 1),"
+		     " (31, 'cudaMemcpyAsync', 'cuda', 1), (32, 'cudaMalloc', 'cuda', 0)");
 	exec(fx->db, "INSERT INTO function_counts VALUES (%d, 1, 30, %lld, 0), (%d, 2, 31, %lld, 0),"
 		     " (%d, 1, 32, 999, 0)", S_PROC, (long long)(all_calls - 20), S_PROC, 20LL, S_PROC);
 
