@@ -563,14 +563,15 @@ struct shm_rec_module {
  * record per window, sent when it closes.  Recording was on from start to
  * end (host times, record clock); work launched outside every window is
  * absent from the trace.  since: when sampling began in this process (the
- * moment CUPTI started; the same in every record of a process), so that
- * the traced share of [since, process end] scales counts to estimates.  The
- * first record, sent when sampling begins, is empty (start == end ==
- * since): it announces sampling, since a process may end before its first
- * window.  calls: the launch, copy and memset calls the runtime hooks
- * counted (all threads) while the window was open.  Recording slows the
- * process inside a window, so time alone would scale its counts too
- * little; these calls, counted in and out of windows, scale them right.
+ * moment CUPTI started; the same in every record of a process): the span
+ * [since, process end] is what the estimates cover.  The first record,
+ * sent when sampling begins, is empty (start == end == since): it
+ * announces sampling, since a process may end before its first window.
+ * calls: the launch, copy and memset calls the runtime hooks counted (all
+ * threads) while the window was open.  Recording slows the process inside
+ * a window, so the traced share of time would scale its counts too little;
+ * the share of these calls made in windows scales them right (the traced
+ * share of time only where no such call fell in a window).
  */
 struct shm_rec_gpu_window {
 	struct shm_rec_hdr hdr;
