@@ -100,8 +100,9 @@ def main():
         on both)."""
         nonlocal t_block, state
         i = (step - args.warmup) // args.ab
+        # also before the first block: the warm-up's queued work is no block's
+        torch.cuda.synchronize()
         if step > args.warmup:
-            torch.cuda.synchronize()
             blocks[state].append((time.perf_counter() - t_block) / args.ab)
         if step == total:
             shim.shimmer_resume()
