@@ -60,7 +60,8 @@ def compare_kernels(db, prefix, label, time_verdict):
     again = load(f"{out}/{prefix}torchprof2.json")
     names = sorted(set(ours) | set(theirs), key=lambda n: -(theirs.get(n, [0, 0])[1]))
     count_bad = [n for n in names if ours.get(n, [0])[0] != theirs.get(n, [0])[0]]
-    row(f"{label}: kernel names", len(ours), len(theirs), len(ours) == len(theirs) > 0)
+    row(f"{label}: kernel names", len(ours), len(theirs),
+        bool(ours) and ours.keys() == theirs.keys())
     row(f"{label}: kernel counts equal per name", len(names) - len(count_bad), len(names),
         bool(names) and not count_bad)
     for n in count_bad[:8]:
