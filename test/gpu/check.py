@@ -195,7 +195,8 @@ def sampled_rows():
                              .fetchone() or (0, None, None))
     n = s.execute("select count(*) from kernels").fetchone()[0]
     unlinked = s.execute("select count(*) from kernels_named where launch_ns is null").fetchone()[0]
-    outside = s.execute("""select count(*) from kernels_named k where not exists
+    outside = s.execute("""select count(*) from kernels_named k
+        where k.launch_ns is not null and not exists
         (select 1 from gpu_windows w where w.proc_id = k.proc_id
          and k.launch_ns between w.start_ns and w.end_ns + 2000000)""").fetchone()[0]
     whole = q("select count(*) from kernels")[0][0]
