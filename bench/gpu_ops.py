@@ -27,8 +27,9 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--ops", type=int, default=2000)
     ap.add_argument("--chunks", type=int, default=15)
-    ap.add_argument("--profile", action="store_true")
-    ap.add_argument("--ab", action="store_true")
+    how = ap.add_mutually_exclusive_group()
+    how.add_argument("--profile", action="store_true")
+    how.add_argument("--ab", action="store_true")
     args = ap.parse_args()
     shim = ctypes.CDLL(None)
     if args.ab and not hasattr(shim, "shimmer_pause"):

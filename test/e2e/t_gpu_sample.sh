@@ -90,7 +90,7 @@ check_integrity "sample: store integrity" "$DB"
 # shimmer summary's csv: the kernel row's count is that estimate, marked as
 # one by the process's sampling rows.
 "$SHIMMER" summary "$DB" --format csv > "$T/sample.csv" 2> "$T/sample.csv.err"
-sq "$CHECKDB" "DROP TABLE IF EXISTS SUM" ".import --csv $T/sample.csv SUM"
+import_csv "$CHECKDB" SUM "$T/sample.csv"
 csv_count=$(q "SELECT count FROM main.SUM WHERE kind = 'kernel'")
 csv_windows=$(q "SELECT count FROM main.SUM WHERE kind = 'sampling' AND event = 'windows'")
 windows=$(q "SELECT windows FROM s.gpu_sampling")

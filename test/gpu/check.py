@@ -60,7 +60,8 @@ def compare_kernels(db, prefix, label, time_verdict):
     again = load(f"{out}/{prefix}torchprof2.json")
     names = sorted(set(ours) | set(theirs), key=lambda n: -(theirs.get(n, [0, 0])[1]))
     count_bad = [n for n in names if ours.get(n, [0])[0] != theirs.get(n, [0])[0]]
-    row(f"{label}: kernel names", len(ours), len(theirs), len(ours) == len(theirs) > 0)
+    row(f"{label}: kernel names", len(ours), len(theirs),
+        bool(ours) and ours.keys() == theirs.keys())
     row(f"{label}: kernel counts equal per name", len(names) - len(count_bad), len(names),
         bool(names) and not count_bad)
     for n in count_bad[:8]:
@@ -94,14 +95,17 @@ def gap_rows():
         ours, theirs, n_ours, n_theirs, n = gap_probe.medians_of(
             [f"{out}/gap1.db", f"{out}/gap2.db"], [f"{out}/gap_prof1.json", f"{out}/gap_prof2.json"])
     except (OSError, ValueError, ImportError, sqlite3.Error) as e:
-        row("probe: kernels seen (shimmer/torch/launched)", "error", str(e)[:14], False)
+        row("probe: kernels seen (shimmer/torch/launched)", "error", "-", False)
+        print(f"   {e}")  # the counts or the file, which 14 columns cut off
         return
+    # medians_of raised above unless the three agree: this row says how many
     row("probe: kernels seen (shimmer/torch/launched)", f"{n_ours}/{n_theirs}", n,
         n_ours == n_theirs == n)
     try:
         ncu = gap_probe.ncu_medians(f"{out}/gap_ncu.csv", gap_probe.CASES * gap_probe.REPS)
     except (OSError, ValueError, KeyError) as e:
-        row("probe: shimmer tracks ncu (offset spread)", "no ncu", str(e)[:14], False)
+        row("probe: shimmer tracks ncu (offset spread)", "no ncu", "-", False)
+        print(f"   {e}")  # the counts or the file, which 14 columns cut off
         return
     # ncu times each kernel alone with its own fixed overhead: a tool that is
     # right differs from it by one offset in every case.
@@ -194,7 +198,8 @@ def sampled_rows():
                              .fetchone() or (0, None, None))
     n = s.execute("select count(*) from kernels").fetchone()[0]
     unlinked = s.execute("select count(*) from kernels_named where launch_ns is null").fetchone()[0]
-    outside = s.execute("""select count(*) from kernels_named k where not exists
+    outside = s.execute("""select count(*) from kernels_named k
+        where k.launch_ns is not null and not exists
         (select 1 from gpu_windows w where w.proc_id = k.proc_id
          and k.launch_ns between w.start_ns and w.end_ns + 2000000)""").fetchone()[0]
     whole = q("select count(*) from kernels")[0][0]

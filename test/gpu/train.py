@@ -88,10 +88,10 @@ def main():
         ctx = prof
 
     shim = ctypes.CDLL(None)
-    if args.ab and not hasattr(shim, "shimmer_pause"):
+    if args.ab is not None and not hasattr(shim, "shimmer_pause"):
         ap.error("--ab needs the shim (run it under shimmer run)")
-    if args.ab and (args.ab <= 0 or args.steps % (2 * args.ab)):
-        ap.error("--ab BLOCK: --steps must be a multiple of 2 x BLOCK")
+    if args.ab is not None and (args.ab <= 0 or args.steps <= 0 or args.steps % (2 * args.ab)):
+        ap.error("--ab BLOCK: BLOCK > 0, --steps a positive multiple of 2 x BLOCK")
     blocks = {"recorded": [], "paused": []}
 
     def ab_block(step):
@@ -100,8 +100,9 @@ def main():
         on both)."""
         nonlocal t_block, state
         i = (step - args.warmup) // args.ab
+        # also before the first block: the warm-up's queued work is no block's
+        torch.cuda.synchronize()
         if step > args.warmup:
-            torch.cuda.synchronize()
             blocks[state].append((time.perf_counter() - t_block) / args.ab)
         if step == total:
             shim.shimmer_resume()

@@ -885,10 +885,7 @@ static void push_window_calls(struct region *r, uint32_t i, uint64_t start, uint
 static void push_window(struct region *r, uint32_t i, uint64_t start, uint64_t end,
 			uint64_t since)
 {
-	struct shm_rec_gpu_window w = { .hdr = GPU_HDR(SHM_REC_GPU_WINDOW, w), .start = start,
-					.end = end, .since = since };
-
-	push(r, i, &w, sizeof(w));
+	push_window_calls(r, i, start, end, since, 0);
 }
 
 /* ---- strings and GPU status ---- */

@@ -173,18 +173,24 @@ static void test_ring_fits_predicts_reserve(void **state)
 	struct consumed c = { 0 };
 
 	(void)state;
-	/* 8 bytes left, at the end: 8 fit there; 16 need the pad too. */
+	/* 8 bytes left, at the end: 8 fit there; 16 need the pad too, and
+	 * reserve says the same. */
 	assert_int_equal(fill(&p, m, 56), 73);
 	assert_true(ring_fits(&p, 8));
 	assert_false(ring_fits(&p, 16));
-	assert_int_equal(m->slot.head, 73 * 56);
+	assert_null(ring_reserve(&p, 16));
+	assert_non_null(ring_reserve(&p, 8));
 	consume(&m->slot, m->data, RING, &c);
-	/* Emptied: 16 fit after the pad. */
+	/* Emptied: 16 fit after the pad.  fits() neither writes the pad nor
+	 * moves the producer's head past it; reserve() does both. */
 	assert_true(ring_fits(&p, 16));
-	assert_int_equal(m->slot.head, 73 * 56);
+	assert_int_equal(p.head, 73 * 56);
+	assert_int_not_equal(((struct shm_rec_hdr *)(m->data + 4088))->type, SHM_REC_PAD);
 	/* After the pad, a record as large as the ring no longer fits. */
 	assert_false(ring_fits(&p, RING));
 	assert_non_null(ring_reserve(&p, 16));
+	assert_int_equal(p.head, 73 * 56 + 8);
+	assert_int_equal(((struct shm_rec_hdr *)(m->data + 4088))->type, SHM_REC_PAD);
 	free(m);
 }
 
