@@ -351,6 +351,18 @@ static void emit_sync(struct shim_thread *t, const CUpti_ActivitySynchronization
 	thread_emit_wait(t, &r, sizeof(r));
 }
 
+static void count_cupti_dropped(size_t n);
+
+/* A forced flush (at exit) hands over records of work still running,
+ * without an end: counted as lost, not stored with times that never were. */
+static int complete(uint64_t start, uint64_t end)
+{
+	if (end && end >= start)
+		return 1;
+	count_cupti_dropped(1);
+	return 0;
+}
+
 /* Turns one completed buffer into records in this thread's ring, waiting
  * for room, then recycles the buffer. */
 static void buf_convert(uint8_t *buffer, size_t valid)
@@ -362,16 +374,23 @@ static void buf_convert(uint8_t *buffer, size_t valid)
 	if (__atomic_load_n(&shim.on, __ATOMIC_RELAXED) &&
 	    (t->state == TS_READY || thread_prepare(t) == 0)) {
 		while (fn.cuptiActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
+			const CUpti_ActivityKernel10 *k = (const void *)rec;
+			const CUpti_ActivityMemcpy6 *c = (const void *)rec;
+			const CUpti_ActivityMemset4 *m = (const void *)rec;
+
 			switch (rec->kind) {
 			case CUPTI_ACTIVITY_KIND_KERNEL:
 			case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
-				emit_kernel(t, (const CUpti_ActivityKernel10 *)rec);
+				if (complete(k->start, k->end))
+					emit_kernel(t, k);
 				break;
 			case CUPTI_ACTIVITY_KIND_MEMCPY:
-				emit_memcpy(t, (const CUpti_ActivityMemcpy6 *)rec);
+				if (complete(c->start, c->end))
+					emit_memcpy(t, c);
 				break;
 			case CUPTI_ACTIVITY_KIND_MEMSET:
-				emit_memset(t, (const CUpti_ActivityMemset4 *)rec);
+				if (complete(m->start, m->end))
+					emit_memset(t, m);
 				break;
 			case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION:
 				emit_sync(t, (const CUpti_ActivitySynchronization2 *)rec);

@@ -1,5 +1,7 @@
 #!/bin/bash
-# t_gpu_drops: activity records CUPTI loses are counted in `drops`.  The
+# t_gpu_drops: activity records CUPTI loses are counted in `drops`, and so
+# are records handed over without their end (FAKE_CUPTI_INCOMPLETE_EVERY=N
+# in place of the drop knob, below).  The
 # fake CUPTI loses every N-th record it writes (FAKE_CUPTI_DROP_EVERY=N,
 # counting kernels, copies and memsets in the order written) and reports
 # them through cuptiActivityGetNumDroppedRecords.  The independent truth is
@@ -30,7 +32,7 @@ run_drops() {
 	if [ "$every" = 0 ]; then
 		want="nothing dropped"
 	else
-		vars+=(FAKE_CUPTI_DROP_EVERY="$every")
+		vars+=("${DROP_KNOB:-FAKE_CUPTI_DROP_EVERY}=$every")
 	fi
 	DB=$T/$name.db
 	WLOG=$T/$name.log
@@ -96,6 +98,14 @@ exact_short paced 4
 # Every record lost (L mod N = 0, and no buffer ever completes): counted at
 # exit.
 run_drops all-lost 1 -- short 24
+
+# Records handed over before their work ended (CUPTI's forced flush at
+# exit): counted as lost, none stored without its end.
+DROP_KNOB=FAKE_CUPTI_INCOMPLETE_EVERY run_drops incomplete 4 -- short 25
+exact_short incomplete 4
+expect_empty "incomplete: no record stored without its end" "$(sq "$T/incomplete.db" "
+SELECT 'kernel', id, start_ns, end_ns FROM kernels WHERE end_ns = 0 OR end_ns < start_ns;
+SELECT 'copy', id, start_ns, end_ns FROM gpu_copies WHERE end_ns = 0 OR end_ns < start_ns;")"
 
 # Knob unset: nothing is lost.
 run_drops kernels-unset 0 CUDA_INJECTION64_PATH="$SHIM" -- kernels

@@ -27,6 +27,9 @@
  *    N-th record (counting every kind, in the order written) when
  *    FAKE_CUPTI_DROP_EVERY=N (N > 0): CUPTI losing records at will, for
  *    tests of how a client counts them;
+ *  - with FAKE_CUPTI_INCOMPLETE_EVERY=N (N > 0) every N-th record
+ *    (counted as above) is written without its end, as CUPTI hands over
+ *    records of work still running on a forced flush;
  *  - a buffer is cleared before use, unless the client set
  *    CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER: then a buffer that is
  *    not all zero breaks that promise, and the fake aborts the process
@@ -84,6 +87,7 @@ static struct buf full[MAX_FULL];
 static unsigned nfull;
 static uint64_t dropped;
 static uint64_t drop_every, seen; /* FAKE_CUPTI_DROP_EVERY; records emitted */
+static uint64_t incomplete_every, written; /* FAKE_CUPTI_INCOMPLETE_EVERY */
 static uint32_t period_ms;
 static int worker_started;
 
@@ -632,9 +636,18 @@ static int kind_enabled(CUpti_ActivityKind kind)
 	return __atomic_load_n(&kind_on[kind], __ATOMIC_ACQUIRE);
 }
 
+/* op's end, or 0 for a record written before its work ended. */
+static uint64_t end_of(const struct fake_gpu_op *op)
+{
+	if (incomplete_every &&
+	    __atomic_add_fetch(&written, 1, __ATOMIC_RELAXED) % incomplete_every == 0)
+		return 0;
+	return op->end;
+}
+
 /* The fields every GPU record kind shares, from op. */
 #define PLACE(r, op)                                                          \
-	((r).start = (op)->start, (r).end = (op)->end, (r).deviceId = (op)->device, \
+	((r).start = (op)->start, (r).end = end_of(op), (r).deviceId = (op)->device, \
 	 (r).contextId = (op)->context, (r).streamId = (op)->stream,           \
 	 (r).correlationId = (op)->correlation)
 
@@ -653,7 +666,7 @@ static void op_record(const struct fake_gpu_op *op)
 			return;
 		k.registersPerThread = op->registers;
 		PLACE(k, op);
-		k.completed = op->end;
+		k.completed = k.end;
 		k.queued = op->start;
 		k.submitted = op->start;
 		k.gridX = op->grid[0], k.gridY = op->grid[1], k.gridZ = op->grid[2];
@@ -730,9 +743,12 @@ __attribute__((constructor)) static void fake_cupti_init(void)
 	void (*attach)(const struct fake_cupti_ops *) =
 		(void (*)(const struct fake_cupti_ops *))dlsym(RTLD_DEFAULT, "fake_cudart_attach_cupti");
 	const char *every = getenv("FAKE_CUPTI_DROP_EVERY");
+	const char *incomplete = getenv("FAKE_CUPTI_INCOMPLETE_EVERY");
 
 	if (every)
 		drop_every = strtoull(every, NULL, 10);
+	if (incomplete)
+		incomplete_every = strtoull(incomplete, NULL, 10);
 	pthread_atfork(NULL, NULL, child_after_fork);
 	if (attach)
 		attach(&ops);
