@@ -34,7 +34,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/futex.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -416,6 +418,10 @@ static size_t queue_valid[QUEUE];
 static int converter_up;
 static int converter_busy; /* converting: exit waits for it to finish */
 
+/* Bumped as each buffer is queued: the converter sleeps on it (a futex)
+ * while the queue is empty, so that an idle process is not woken. */
+static uint32_t queue_seq;
+
 static int queue_put(uint8_t *buffer, size_t valid)
 {
 	for (int i = 0; i < QUEUE; i++) {
@@ -425,6 +431,8 @@ static int queue_put(uint8_t *buffer, size_t valid)
 						__ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
 			queue_valid[i] = valid;
 			__atomic_store_n(&queue_buf[i], buffer, __ATOMIC_RELEASE);
+			__atomic_add_fetch(&queue_seq, 1, __ATOMIC_RELEASE);
+			syscall(SYS_futex, &queue_seq, FUTEX_WAKE_PRIVATE, 1, 0, 0, 0);
 			return 0;
 		}
 	}
@@ -598,11 +606,12 @@ static void *flusher(void *arg)
  * else. */
 static void *converter(void *arg)
 {
-	struct timespec nap = { 0, 2000000 };
+	struct timespec nap = { 0, 100000000 }; /* `exited` is looked at this often */
 
 	(void)arg;
 	shim_tls.in_shim++; /* this thread is ours: never traced */
 	for (;;) {
+		uint32_t seq = __atomic_load_n(&queue_seq, __ATOMIC_ACQUIRE);
 		int n;
 
 		__atomic_store_n(&converter_busy, 1, __ATOMIC_SEQ_CST);
@@ -613,8 +622,9 @@ static void *converter(void *arg)
 		n = queue_drain();
 		__atomic_store_n(&converter_busy, 0, __ATOMIC_RELEASE);
 		buf_stock();
+		/* returns at once if a buffer was queued since seq was read */
 		if (!n)
-			nanosleep(&nap, 0);
+			syscall(SYS_futex, &queue_seq, FUTEX_WAIT_PRIVATE, seq, &nap, 0, 0);
 	}
 	return 0;
 }
