@@ -304,7 +304,9 @@ static void names(const void *code, struct shm_pyframe *f)
 	}
 	f->file_id = str_id(load_ptr(code, CO_FILENAME));
 	f->func_id = str_id(load_ptr(code, CO_QUALNAME));
-	if (!f->file_id || (s1 & 1) ||
+	/* A name not announced now (a full socket) is tried again next time,
+	 * not cached as 0 for the life of the code object. */
+	if (!f->file_id || !f->func_id || (s1 & 1) ||
 	    !__atomic_compare_exchange_n(&c->seq, &s1, s1 + 1, 0,
 					 __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
 		return;
