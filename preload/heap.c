@@ -313,7 +313,7 @@ static void *traced(struct shim_thread *t, struct call *c, int mode, int sampled
 	/* A record the full ring would drop is dropped here, before its stack
 	 * is unwound for nothing (an overloaded collector must not make every
 	 * call slower still). */
-	if (unlikely(thread_would_drop(t, sizeof(r)))) {
+	if (unlikely(thread_would_drop_heap(t, sizeof(r)))) {
 		thread_drop(t, 1);
 		goto out;
 	}

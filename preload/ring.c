@@ -28,15 +28,15 @@ static uint32_t pad_for(const struct ring_prod *p, uint32_t len)
 	return room < len ? room : 0;
 }
 
-int ring_fits(struct ring_prod *p, uint32_t len)
+int ring_fits_spare(struct ring_prod *p, uint32_t len, uint32_t spare)
 {
-	uint32_t pad = pad_for(p, len);
+	uint64_t need = (uint64_t)pad_for(p, len) + len + spare;
 
 	/* A consumer bug may put tail past head: the difference then looks
 	 * huge and we report full rather than overwrite. */
-	if (p->head + pad + len - p->tail > p->bytes) {
+	if (p->head + need - p->tail > p->bytes) {
 		p->tail = __atomic_load_n(&p->slot->tail, __ATOMIC_ACQUIRE);
-		if (p->head + pad + len - p->tail > p->bytes)
+		if (p->head + need - p->tail > p->bytes)
 			return 0;
 	}
 	return 1;

@@ -26,9 +26,15 @@ struct ring_prod {
 void ring_attach(struct ring_prod *p, struct shm_slot *slot, uint8_t *data,
 		 uint32_t bytes);
 
-/* Whether a record of len bytes would be reserved now.  The consumer only
- * frees room, so a yes holds until this producer writes again. */
-int ring_fits(struct ring_prod *p, uint32_t len);
+/* Whether a record of len bytes would be reserved now, with spare bytes
+ * still free after it.  The consumer only frees room, so a yes holds until
+ * this producer writes again. */
+int ring_fits_spare(struct ring_prod *p, uint32_t len, uint32_t spare);
+
+static inline int ring_fits(struct ring_prod *p, uint32_t len)
+{
+	return ring_fits_spare(p, len, 0);
+}
 
 /*
  * Returns where a record of len bytes (a multiple of 8, at most 65528) may

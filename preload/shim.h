@@ -124,6 +124,14 @@ static inline int thread_would_drop(struct shim_thread *t, uint32_t len)
 	return !shim.lossless && !ring_fits(&t->ring, len);
 }
 
+/* The same for a heap record, which must leave an eighth of the ring free:
+ * a flood of heap events (the bulk of every trace) then never takes the
+ * room of the rarer records behind it (CUDA calls, ranges, GPU work). */
+static inline int thread_would_drop_heap(struct shim_thread *t, uint32_t len)
+{
+	return !shim.lossless && !ring_fits_spare(&t->ring, len, t->ring.bytes / 8);
+}
+
 /* thread_emit() that waits for room even without SHIMMER_LOSSLESS, unless
  * the collector is gone: for threads of our own or CUPTI's, which deliver
  * records in bursts and hold no application work up. */

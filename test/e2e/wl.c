@@ -13,6 +13,8 @@
  *   wl selfkill            calls, then SIGKILL on itself
  *   wl block               calls, print "ready", wait for EOF on stdin
  *   wl long N              N rounds of CUDA calls, then exit 3
+ *   wl flood N BURST       N rounds of BURST malloc(64)+free pairs (not
+ *                          logged), one cudaMalloc+cudaFree, a 20 ms pause
  */
 #include <cuda_runtime_api.h>
 #include <pthread.h>
@@ -21,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "wl_cuda.h"
@@ -261,6 +264,26 @@ static int mode_long(unsigned n)
 	return 3;
 }
 
+static int mode_flood(unsigned n, unsigned burst)
+{
+	struct timespec pause = { 0, 20000000 };
+
+	log_proc(0);
+	log_thread(0);
+	for (unsigned i = 0; i < n; i++) {
+		for (unsigned j = 0; j < burst; j++) {
+			void *p = malloc(64);
+
+			if (!p)
+				abort();
+			free(p);
+		}
+		wl_cuda_mallocs(1, 4096 + i);
+		nanosleep(&pause, NULL);
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "";
@@ -282,6 +305,8 @@ int main(int argc, char **argv)
 		return mode_block();
 	if (!strcmp(mode, "long") && argc == 3)
 		return mode_long((unsigned)atoi(argv[2]));
+	if (!strcmp(mode, "flood") && argc == 4)
+		return mode_flood((unsigned)atoi(argv[2]), (unsigned)atoi(argv[3]));
 	wlog_puts(2, "usage: wl trace|simple N SIZE EXIT|sample N SIZE|burst N SIZE|selfkill|block|long N\n");
 	return 2;
 }

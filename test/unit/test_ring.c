@@ -194,6 +194,30 @@ static void test_ring_fits_predicts_reserve(void **state)
 	free(m);
 }
 
+/* ring_fits_spare: the record and the spare bytes after it; a record
+ * refused for the spare still fits without it (the heap's headroom). */
+static void test_ring_fits_spare(void **state)
+{
+	struct ring_mem *m = ring_new(RING);
+	struct ring_prod p;
+	uint64_t n = 0;
+
+	(void)state;
+	ring_attach(&p, &m->slot, m->data, RING);
+	while (ring_fits_spare(&p, 64, RING / 8))
+		assert_true(produce(&p, n++, 64));
+	/* 512 bytes were kept free: 64-byte records fill them exactly. */
+	assert_int_equal(n, (RING - RING / 8) / 64);
+	assert_int_equal(p.head, RING - RING / 8);
+	assert_true(ring_fits(&p, 64));
+	assert_false(ring_fits_spare(&p, 64, RING / 8));
+	while (ring_fits(&p, 64))
+		assert_true(produce(&p, n++, 64));
+	assert_int_equal(n, RING / 64);
+	assert_false(ring_fits_spare(&p, 8, 0));
+	free(m);
+}
+
 static void test_ring_rejects_bogus_tail(void **state)
 {
 	struct ring_mem *m = ring_new(RING);
@@ -262,6 +286,7 @@ int main(void)
 		cmocka_unit_test(test_ring_wrap_pad),
 		cmocka_unit_test(test_ring_full_refuses),
 		cmocka_unit_test(test_ring_fits_predicts_reserve),
+		cmocka_unit_test(test_ring_fits_spare),
 		cmocka_unit_test(test_ring_rejects_bogus_tail),
 		cmocka_unit_test(test_ring_stream_threads),
 	};
