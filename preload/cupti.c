@@ -353,7 +353,13 @@ static void emit_sync(struct shim_thread *t, const CUpti_ActivitySynchronization
 	thread_emit_wait(t, &r, sizeof(r));
 }
 
-static void count_cupti_dropped(size_t n);
+/* Records CUPTI reported lost: the collector stores them as drops of
+ * reason 'cupti' (they are no thread's and no ring's). */
+static void count_cupti_dropped(size_t n)
+{
+	if (n && shim.region.hdr)
+		__atomic_fetch_add(&shim.region.hdr->dropped_cupti, n, __ATOMIC_RELAXED);
+}
 
 /* A forced flush (at exit) hands over records of work still running,
  * without an end: counted as lost, not stored with times that never were. */
@@ -379,6 +385,7 @@ static void buf_convert(uint8_t *buffer, size_t valid)
 			const CUpti_ActivityKernel10 *k = (const void *)rec;
 			const CUpti_ActivityMemcpy6 *c = (const void *)rec;
 			const CUpti_ActivityMemset4 *m = (const void *)rec;
+			const CUpti_ActivitySynchronization2 *y = (const void *)rec;
 
 			switch (rec->kind) {
 			case CUPTI_ACTIVITY_KIND_KERNEL:
@@ -395,7 +402,8 @@ static void buf_convert(uint8_t *buffer, size_t valid)
 					emit_memset(t, m);
 				break;
 			case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION:
-				emit_sync(t, (const CUpti_ActivitySynchronization2 *)rec);
+				if (complete(y->start, y->end))
+					emit_sync(t, y);
 				break;
 			default:
 				break;
@@ -458,14 +466,6 @@ static int queue_drain(void)
 		n++;
 	}
 	return n;
-}
-
-/* Records CUPTI reported lost: the collector stores them as drops of
- * reason 'cupti' (they are no thread's and no ring's). */
-static void count_cupti_dropped(size_t n)
-{
-	if (n && shim.region.hdr)
-		__atomic_fetch_add(&shim.region.hdr->dropped_cupti, n, __ATOMIC_RELAXED);
 }
 
 static void CUPTIAPI buf_complete(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size,
