@@ -1065,10 +1065,9 @@ static void sampling_setup(void)
 void cupti_setup(const char *self)
 {
 	const char *v = getenv("SHIMMER_CUPTI"), *inj = getenv("CUDA_INJECTION64_PATH");
-	const char *sync = getenv("SHIMMER_GPU_SYNC");
 
 	disabled = v && !strcmp(v, "0");
-	sync_records = sync && !strcmp(sync, "1");
+	sync_records = shim_env_flag("SHIMMER_GPU_SYNC");
 	sampling_setup();
 	if (!disabled && self && (!inj || !inj[0]))
 		setenv("CUDA_INJECTION64_PATH", self, 1);

@@ -94,7 +94,7 @@ void shim_warn(const char *fmt, ...)
 	va_end(ap);
 }
 
-static int env_flag(const char *name)
+int shim_env_flag(const char *name)
 {
 	const char *v = getenv(name);
 
@@ -136,8 +136,8 @@ static void read_config(void)
 	uint64_t slots = shim_env_u64("SHIMMER_MAX_THREADS", DEFAULT_SLOTS);
 	uint32_t r = SHM_RING_MIN_BYTES;
 
-	shim.debug = env_flag("SHIMMER_DEBUG");
-	shim.lossless = env_flag("SHIMMER_LOSSLESS");
+	shim.debug = shim_env_flag("SHIMMER_DEBUG");
+	shim.lossless = shim_env_flag("SHIMMER_LOSSLESS");
 	shim.mode = SHM_MALLOC_SAMPLE;
 	if (m && !strcmp(m, "all"))
 		shim.mode = SHM_MALLOC_ALL;
@@ -274,7 +274,7 @@ __attribute__((constructor)) static void shim_init(void)
 
 	shim_tls.in_shim++;
 	heap_boot();
-	if (env_flag("SHIMMER_DISABLE"))
+	if (shim_env_flag("SHIMMER_DISABLE"))
 		goto out;
 	read_config();
 	clock_kind = clock_init();
