@@ -13,6 +13,11 @@
  *   SHIMMER_LOSSLESS=1       wait for room instead of dropping
  *   SHIMMER_DEBUG=1          debug lines on stderr
  *   SHIMMER_CUPTI=0          no GPU activity (CUPTI); API-level hooks stay
+ *   SHIMMER_GPU              sample (default) | all: GPU activity only inside
+ *                            sampling windows, or all of it
+ *   SHIMMER_GPU_WINDOW_MS    sampling window (20)
+ *   SHIMMER_GPU_PERIOD_MS    one window in every period (2000)
+ *   SHIMMER_GPU_SYNC=1       GPU synchronisation records too
  *   SHIMMER_NVTX=0           no NVTX ranges
  *   SHIMMER_STACKS           on (default) | off: call stacks of CUDA
  *                            allocations and of shipped heap allocations
