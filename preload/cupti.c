@@ -880,7 +880,7 @@ static void *sampler(void *arg)
  * other.  Without the sampler thread the trace stays whole. */
 static void sampling_start(void)
 {
-	win_rand = win_start ^ ((uint64_t)getpid() << 32) ^ 0x9e3779b97f4a7c15ull;
+	win_rand = win_since ^ ((uint64_t)getpid() << 32) ^ 0x9e3779b97f4a7c15ull;
 	pthread_mutex_lock(&win_lock); /* the sampler opens no window before this is done */
 	if (start_thread(sampler, "shimmer-gpuwin") < 0) {
 		sampling = 0;
@@ -947,7 +947,7 @@ static uint32_t begin(void *h)
 		goto unsubscribe;
 	}
 	/* Sampling (if on) begins before anything can record. */
-	win_since = win_start = clock_now();
+	win_since = clock_now();
 	win_start_mono = clock_ns(CLOCK_MONOTONIC);
 	ncb = enable_domain(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_SIZE,
 			    runtime_prefix);
