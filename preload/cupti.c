@@ -353,7 +353,13 @@ static void emit_sync(struct shim_thread *t, const CUpti_ActivitySynchronization
 	thread_emit_wait(t, &r, sizeof(r));
 }
 
-static void count_cupti_dropped(size_t n);
+/* Records CUPTI reported lost: the collector stores them as drops of
+ * reason 'cupti' (they are no thread's and no ring's). */
+static void count_cupti_dropped(size_t n)
+{
+	if (n && shim.region.hdr)
+		__atomic_fetch_add(&shim.region.hdr->dropped_cupti, n, __ATOMIC_RELAXED);
+}
 
 /* A forced flush (at exit) hands over records of work still running,
  * without an end: counted as lost, not stored with times that never were. */
@@ -379,6 +385,7 @@ static void buf_convert(uint8_t *buffer, size_t valid)
 			const CUpti_ActivityKernel10 *k = (const void *)rec;
 			const CUpti_ActivityMemcpy6 *c = (const void *)rec;
 			const CUpti_ActivityMemset4 *m = (const void *)rec;
+			const CUpti_ActivitySynchronization2 *y = (const void *)rec;
 
 			switch (rec->kind) {
 			case CUPTI_ACTIVITY_KIND_KERNEL:
@@ -395,7 +402,8 @@ static void buf_convert(uint8_t *buffer, size_t valid)
 					emit_memset(t, m);
 				break;
 			case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION:
-				emit_sync(t, (const CUpti_ActivitySynchronization2 *)rec);
+				if (complete(y->start, y->end))
+					emit_sync(t, y);
 				break;
 			default:
 				break;
@@ -458,14 +466,6 @@ static int queue_drain(void)
 		n++;
 	}
 	return n;
-}
-
-/* Records CUPTI reported lost: the collector stores them as drops of
- * reason 'cupti' (they are no thread's and no ring's). */
-static void count_cupti_dropped(size_t n)
-{
-	if (n && shim.region.hdr)
-		__atomic_fetch_add(&shim.region.hdr->dropped_cupti, n, __ATOMIC_RELAXED);
 }
 
 static void CUPTIAPI buf_complete(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size,
@@ -880,7 +880,7 @@ static void *sampler(void *arg)
  * other.  Without the sampler thread the trace stays whole. */
 static void sampling_start(void)
 {
-	win_rand = win_start ^ ((uint64_t)getpid() << 32) ^ 0x9e3779b97f4a7c15ull;
+	win_rand = win_since ^ ((uint64_t)getpid() << 32) ^ 0x9e3779b97f4a7c15ull;
 	pthread_mutex_lock(&win_lock); /* the sampler opens no window before this is done */
 	if (start_thread(sampler, "shimmer-gpuwin") < 0) {
 		sampling = 0;
@@ -947,7 +947,7 @@ static uint32_t begin(void *h)
 		goto unsubscribe;
 	}
 	/* Sampling (if on) begins before anything can record. */
-	win_since = win_start = clock_now();
+	win_since = clock_now();
 	win_start_mono = clock_ns(CLOCK_MONOTONIC);
 	ncb = enable_domain(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_SIZE,
 			    runtime_prefix);
@@ -1065,10 +1065,9 @@ static void sampling_setup(void)
 void cupti_setup(const char *self)
 {
 	const char *v = getenv("SHIMMER_CUPTI"), *inj = getenv("CUDA_INJECTION64_PATH");
-	const char *sync = getenv("SHIMMER_GPU_SYNC");
 
 	disabled = v && !strcmp(v, "0");
-	sync_records = sync && !strcmp(sync, "1");
+	sync_records = shim_env_flag("SHIMMER_GPU_SYNC");
 	sampling_setup();
 	if (!disabled && self && (!inj || !inj[0]))
 		setenv("CUDA_INJECTION64_PATH", self, 1);

@@ -13,6 +13,11 @@
  *   SHIMMER_LOSSLESS=1       wait for room instead of dropping
  *   SHIMMER_DEBUG=1          debug lines on stderr
  *   SHIMMER_CUPTI=0          no GPU activity (CUPTI); API-level hooks stay
+ *   SHIMMER_GPU              sample (default) | all: GPU activity only inside
+ *                            sampling windows, or all of it
+ *   SHIMMER_GPU_WINDOW_MS    sampling window (20)
+ *   SHIMMER_GPU_PERIOD_MS    one window in every period (2000)
+ *   SHIMMER_GPU_SYNC=1       GPU synchronisation records too
  *   SHIMMER_NVTX=0           no NVTX ranges
  *   SHIMMER_STACKS           on (default) | off: call stacks of CUDA
  *                            allocations and of shipped heap allocations
@@ -94,7 +99,7 @@ void shim_warn(const char *fmt, ...)
 	va_end(ap);
 }
 
-static int env_flag(const char *name)
+int shim_env_flag(const char *name)
 {
 	const char *v = getenv(name);
 
@@ -136,8 +141,8 @@ static void read_config(void)
 	uint64_t slots = shim_env_u64("SHIMMER_MAX_THREADS", DEFAULT_SLOTS);
 	uint32_t r = SHM_RING_MIN_BYTES;
 
-	shim.debug = env_flag("SHIMMER_DEBUG");
-	shim.lossless = env_flag("SHIMMER_LOSSLESS");
+	shim.debug = shim_env_flag("SHIMMER_DEBUG");
+	shim.lossless = shim_env_flag("SHIMMER_LOSSLESS");
 	shim.mode = SHM_MALLOC_SAMPLE;
 	if (m && !strcmp(m, "all"))
 		shim.mode = SHM_MALLOC_ALL;
@@ -274,7 +279,7 @@ __attribute__((constructor)) static void shim_init(void)
 
 	shim_tls.in_shim++;
 	heap_boot();
-	if (env_flag("SHIMMER_DISABLE"))
+	if (shim_env_flag("SHIMMER_DISABLE"))
 		goto out;
 	read_config();
 	clock_kind = clock_init();

@@ -151,6 +151,9 @@ void thread_fork_parent(void);
 /* In the child: forget the parent's slot; the next traced call claims one. */
 void thread_fork_child(void);
 
+/* Whether environment variable name is set, non-empty and not "0". */
+int shim_env_flag(const char *name);
+
 /* The unsigned decimal in environment variable name (digits only); def
  * when it is unset or malformed.  Never allocates. */
 uint64_t shim_env_u64(const char *name, uint64_t def);
