@@ -38,7 +38,8 @@ SELECT proc_id, since_ns, until_ns, until_ns - since_ns AS span_ns, windows, tra
 		WHEN traced_ns > 0 AND until_ns > since_ns
 		THEN (until_ns - since_ns) * 1.0 / traced_ns END AS scale
 FROM (SELECT p.proc_id, p.gpu_sampled_since_ns AS since_ns,
-		max(coalesce(p.end_ns, 0), coalesce(w.last_ns, 0)) AS until_ns,
+		-- NULL, not 0, for a live process that has no window yet
+		nullif(max(coalesce(p.end_ns, 0), coalesce(w.last_ns, 0)), 0) AS until_ns,
 		coalesce(w.windows, 0) AS windows, coalesce(w.traced_ns, 0) AS traced_ns,
 		coalesce(w.calls, 0) AS calls_traced,
 		(SELECT coalesce(sum(fc.count), 0) FROM function_counts fc

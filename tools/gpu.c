@@ -534,7 +534,7 @@ static int key_list(const struct map *m, struct map_key ***out)
 int gpu_load(sqlite3 *db, struct gpu **out)
 {
 	struct gpu *g = calloc(1, sizeof(*g));
-	int err = -ENOMEM;
+	int err = -ENOMEM, version;
 
 	*out = NULL;
 	if (!g)
@@ -548,8 +548,9 @@ int gpu_load(sqlite3 *db, struct gpu **out)
 	g->devs.item_size = sizeof(struct dev_item);
 	g->sampling.item_size = sizeof(struct samp_item);
 	err = 0;
+	version = store_schema_version(db);
 	/* Version 1 stores have no GPU tables: nothing to report. */
-	if (store_schema_version(db) >= 2) {
+	if (version >= 2) {
 		err = store_each_row(db, "SELECT proc_id, id, text, demangled FROM strings",
 				     string_row, g);
 		if (!err)
@@ -559,7 +560,7 @@ int gpu_load(sqlite3 *db, struct gpu **out)
 		if (!err)
 			err = store_each_row(db, ranges_sql, range_row, g);
 	}
-	if (!err && store_schema_version(db) >= 4)
+	if (!err && version >= 4)
 		err = store_each_row(db, "SELECT proc_id, windows, traced_ns, span_ns, traced_share,"
 					 " calls, calls_traced, scale FROM gpu_sampling", sampling_row, g);
 	if (err)

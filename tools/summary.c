@@ -601,10 +601,13 @@ static void table_proc(const struct summary *s, FILE *out, const struct proc *p,
 			else
 				host = 1;
 		}
-		fprintf(out, ")%s%s%s\n",
-			host ? "; the time statistics and peaks below miss them" : "",
-			host && cupti ? ", and" : cupti ? ";" : "",
-			cupti ? " the GPU's counts miss the records CUPTI lost" : "");
+		fputc(')', out);
+		if (host)
+			fputs("; the time statistics and peaks below miss them", out);
+		if (cupti)
+			fprintf(out, "%s the GPU's counts miss the records CUPTI lost",
+				host ? ", and" : ";");
+		fputc('\n', out);
 	}
 	fputc('\n', out);
 	if (sl->nfns == 0) {
