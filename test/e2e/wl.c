@@ -307,6 +307,6 @@ int main(int argc, char **argv)
 		return mode_long((unsigned)atoi(argv[2]));
 	if (!strcmp(mode, "flood") && argc == 4)
 		return mode_flood((unsigned)atoi(argv[2]), (unsigned)atoi(argv[3]));
-	wlog_puts(2, "usage: wl trace|simple N SIZE EXIT|sample N SIZE|burst N SIZE|selfkill|block|long N\n");
+	wlog_puts(2, "usage: wl trace|simple N SIZE EXIT|sample N SIZE|burst N SIZE|selfkill|block|long N|flood N BURST\n");
 	return 2;
 }

@@ -1120,29 +1120,33 @@ static void test_client_gpu_windows_tsc(void **state)
 	assert_int_equal(q_int(f, "SELECT gpu_sampled_since_ns FROM processes"), 2000);
 }
 
-/* Every row of gpu_sampling but traced_share, a double, checked apart. */
-#define VIEW_ROWS "SELECT group_concat(proc_id || '|' || since_ns || '|' || until_ns || " \
-		  "'|' || span_ns || '|' || windows || '|' || traced_ns, ';') FROM gpu_sampling"
+/* gpu_sampling's one row, traced_share (a double) checked apart. */
+static void want_view(struct fixture *f, const char *want, double traced_share)
+{
+	char text[256];
+
+	q_text(f, text, sizeof(text),
+	       "SELECT group_concat(proc_id || '|' || since_ns || '|' || until_ns || '|' || "
+	       "span_ns || '|' || windows || '|' || traced_ns, ';') FROM gpu_sampling");
+	assert_string_equal(text, want);
+	assert_int_equal(q_int(f, "SELECT abs(traced_share - %.17g) < 1e-15 FROM gpu_sampling",
+			       traced_share), 1);
+}
 
 /* gpu_sampling over a live process (it ends with its last window), then
- * over the ended one (it ends with the process). */
+ * over the ended one (it ends with the process).  Sampled since 10000 ns,
+ * 3 windows traced 400 + 250 + 100 = 750 ns. */
 static void test_client_gpu_sampling_view(void **state)
 {
 	static const uint64_t win[][2] = { { 10000, 10400 }, { 30000, 30250 }, { 52000, 52100 } };
-	const size_t n = sizeof(win) / sizeof(win[0]);
-	const int64_t since = 10000, bye = 90000;
 	struct fixture *f = *state;
 	struct client *c1 = f->c, *c2 = client_new(&f->co, -1);
 	struct region r2;
-	char text[256], want[256];
-	int64_t traced = 0, until;
 
 	assert_int_equal(connect_region(f, &f->r, 42, 1, SHM_MALLOC_OFF, SHM_CLOCK_MONOTONIC), 0);
 	claim(&f->r, 0, 100);
-	for (size_t i = 0; i < n; i++) {
-		push_window(&f->r, 0, win[i][0], win[i][1], (uint64_t)since);
-		traced += (int64_t)(win[i][1] - win[i][0]);
-	}
+	for (size_t i = 0; i < sizeof(win) / sizeof(win[0]); i++)
+		push_window(&f->r, 0, win[i][0], win[i][1], 10000);
 	assert_int_equal(client_drain(f->c), 0);
 	/* a process that was not sampled is not in the view */
 	region_make(&r2, 1, RING);
@@ -1150,22 +1154,12 @@ static void test_client_gpu_sampling_view(void **state)
 	assert_int_equal(connect_region(f, &r2, 43, 1, SHM_MALLOC_OFF, SHM_CLOCK_MONOTONIC), 0);
 	f->c = c1;
 
-	until = (int64_t)win[n - 1][1];
-	snprintf(want, sizeof(want), "1|%lld|%lld|%lld|%zu|%lld", (long long)since,
-		 (long long)until, (long long)(until - since), n, (long long)traced);
-	q_text(f, text, sizeof(text), VIEW_ROWS);
-	assert_string_equal(text, want);
-	assert_int_equal(q_int(f, "SELECT abs(traced_share - %.17g) < 1e-15 FROM gpu_sampling",
-			       (double)traced / (double)(until - since)), 1);
-
-	send_simple(f->c, SHM_MSG_BYE, sizeof(struct shm_msg_bye), (uint64_t)bye);
+	/* live: until the last window's end, 52100 */
+	want_view(f, "1|10000|52100|42100|3|750", 750.0 / 42100.0);
+	send_simple(f->c, SHM_MSG_BYE, sizeof(struct shm_msg_bye), 90000);
 	assert_int_equal(client_end(f->c, CLIENT_CLOSED, 999999), 0);
-	snprintf(want, sizeof(want), "1|%lld|%lld|%lld|%zu|%lld", (long long)since,
-		 (long long)bye, (long long)(bye - since), n, (long long)traced);
-	q_text(f, text, sizeof(text), VIEW_ROWS);
-	assert_string_equal(text, want);
-	assert_int_equal(q_int(f, "SELECT abs(traced_share - %.17g) < 1e-15 FROM gpu_sampling",
-			       (double)traced / (double)(bye - since)), 1);
+	/* ended: until the process's end, 90000 */
+	want_view(f, "1|10000|90000|80000|3|750", 750.0 / 80000.0);
 	region_drop(&r2);
 }
 
