@@ -27,7 +27,7 @@
 
 #include <stdint.h>
 
-#define SHM_WIRE_VERSION 1
+#define SHM_WIRE_VERSION 2 /* 2: GPU window records, CUPTI drop count */
 #define SHM_MAGIC 0x524d4853u /* "SHMR" */
 
 /* Largest control message either side sends or accepts. */
