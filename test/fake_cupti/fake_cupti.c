@@ -376,6 +376,12 @@ static size_t record_size(CUpti_ActivityKind kind)
 	}
 }
 
+/* Deliveries between taking buffers and the client's last callback: a
+ * flush waits for them (it is a blocking call: what was recorded before it
+ * has reached the client when it returns, even a buffer the worker took). */
+static unsigned delivering;
+static pthread_cond_t delivered = PTHREAD_COND_INITIALIZER;
+
 /* Hands the full buffers (and, if all, the current one) to the client. */
 static void deliver(int all)
 {
@@ -384,6 +390,7 @@ static void deliver(int all)
 	CUpti_BuffersCallbackCompleteFunc done;
 
 	pthread_mutex_lock(&lock);
+	delivering++;
 	memcpy(out, full, nfull * sizeof(full[0]));
 	n = nfull;
 	nfull = 0;
@@ -395,6 +402,10 @@ static void deliver(int all)
 	pthread_mutex_unlock(&lock);
 	for (unsigned i = 0; i < n; i++)
 		done(NULL, 0, out[i].p, out[i].size, out[i].used);
+	pthread_mutex_lock(&lock);
+	if (!--delivering)
+		pthread_cond_broadcast(&delivered);
+	pthread_mutex_unlock(&lock);
 }
 
 static void *worker(void *arg)
@@ -431,6 +442,8 @@ static void child_after_fork(void)
 {
 	pthread_mutex_init(&lock, NULL);
 	pthread_cond_init(&wake, NULL);
+	pthread_cond_init(&delivered, NULL);
+	delivering = 0;
 	memset(&cur, 0, sizeof(cur));
 	nfull = 0;
 	worker_started = 0;
@@ -488,6 +501,10 @@ API CUptiResult cuptiActivityFlushAll(uint32_t flag)
 	if (!buf_done)
 		return CUPTI_SUCCESS;
 	deliver(1);
+	pthread_mutex_lock(&lock);
+	while (delivering)
+		pthread_cond_wait(&delivered, &lock);
+	pthread_mutex_unlock(&lock);
 	return CUPTI_SUCCESS;
 }
 
