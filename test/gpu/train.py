@@ -93,25 +93,31 @@ def main():
     if args.ab is not None and (args.ab <= 0 or args.steps <= 0 or args.steps % (2 * args.ab)):
         ap.error("--ab BLOCK: BLOCK > 0, --steps a positive multiple of 2 x BLOCK")
     blocks = {"recorded": [], "paused": []}
+    cpu = {"recorded": [], "paused": []}  # this thread's CPU time, s/step
+    pairs = []  # (recorded, paused): blocks 2k and 2k+1, one of each
 
     def ab_block(step):
         """At a block boundary: the block that ended, timed; the next one
         recorded or paused (alternating which comes first, so drift weighs
         on both)."""
-        nonlocal t_block, state
+        nonlocal t_block, c_block, state
         i = (step - args.warmup) // args.ab
         # also before the first block: the warm-up's queued work is no block's
         torch.cuda.synchronize()
         if step > args.warmup:
             blocks[state].append((time.perf_counter() - t_block) / args.ab)
+            cpu[state].append((time.thread_time() - c_block) / args.ab)
+            if i % 2 == 0:
+                pairs.append((blocks["recorded"][-1], blocks["paused"][-1]))
         if step == total:
             shim.shimmer_resume()
             return
         state = "paused" if (i % 2) ^ ((i // 2) % 2) else "recorded"
         (shim.shimmer_pause if state == "paused" else shim.shimmer_resume)()
-        t_block = time.perf_counter()
+        t_block, c_block = time.perf_counter(), time.thread_time()
 
-    t_block, state = 0.0, "recorded"
+    t_block, c_block, state = 0.0, 0.0, "recorded"
+    step_starts = []
     torch.cuda.synchronize()
     with ctx:
         for step in range(total):
@@ -120,6 +126,7 @@ def main():
             if step == args.warmup:
                 torch.cuda.synchronize()
                 t0 = time.perf_counter()
+            step_starts.append(time.perf_counter())
             x = data[step].to(dev, non_blocking=True)
             nvtx.range_push("step")
             nvtx.range_push("forward")
@@ -149,11 +156,23 @@ def main():
         # Means, not medians: under GPU sampling only some recorded blocks
         # hold a window, and a median would leave those out.
         rec, pau = statistics.fmean(blocks["recorded"]), statistics.fmean(blocks["paused"])
+        # Neighbouring blocks see the same machine: the spread of their
+        # differences gives the figure's uncertainty (95%, normal).
+        diff = [r - p for r, p in pairs]
+        half = 1.96 * statistics.stdev(diff) / len(diff) ** 0.5 if len(diff) > 1 else float("nan")
         ab = {"ab": {"block": args.ab, "blocks": len(blocks["recorded"]) + len(blocks["paused"]),
                      "recorded_s_per_step": round(rec, 7), "paused_s_per_step": round(pau, 7),
-                     "added": round(rec / pau - 1, 5)}}
+                     "added": round(rec / pau - 1, 5), "added_ci95": round(half / pau, 5),
+                     "cpu_added": round(statistics.fmean(cpu["recorded"]) /
+                                        statistics.fmean(cpu["paused"]) - 1, 5)}}
+    # Timed steps, each from its start to the next one's (the last timed
+    # step has no next): quartiles in ms, a figure slow moments move less.
+    steps_ms = sorted((b - a) * 1e3 for a, b in zip(step_starts[args.warmup:],
+                                                     step_starts[args.warmup + 1:]))
+    q = statistics.quantiles(steps_ms, n=4) if len(steps_ms) > 1 else []
     print(json.dumps({
         **ab,
+        "step_ms_quartiles": [round(v, 4) for v in q],
         "steps": args.steps,
         "warmup": args.warmup,
         "loss": round(loss.item(), 4),
