@@ -637,7 +637,7 @@ int store_kernel_add(struct store *s, int64_t proc_id, const struct shm_rec_kern
 
 /* The columns memcpy and memset rows share; the caller binds 10 to 14. */
 static void bind_copy(sqlite3_stmt *st, int64_t proc_id, const char *op, int32_t device,
-		      uint32_t context, uint32_t stream, uint32_t correlation,
+		      uint32_t context, uint32_t stream, uint64_t correlation,
 		      int64_t start_ns, int64_t end_ns, uint64_t bytes)
 {
 	sqlite3_bind_int64(st, 1, proc_id);

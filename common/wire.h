@@ -27,7 +27,7 @@
 
 #include <stdint.h>
 
-#define SHM_WIRE_VERSION 2 /* 2: GPU window records, CUPTI drop count */
+#define SHM_WIRE_VERSION 3 /* 2: GPU window records, CUPTI drop count; 3: 64-bit correlation */
 #define SHM_MAGIC 0x524d4853u /* "SHMR" */
 
 /* Largest control message either side sends or accepts. */
@@ -377,8 +377,10 @@ struct shm_rec_cuda {
  * GPU records.  hdr.fn is SHM_FN_NONE.  start/end are GPU timestamps in the
  * record clock: the shim hands CUPTI its own clock
  * (cuptiActivityRegisterTimestampCallback), so host and GPU events share
- * one timeline.  correlation is CUPTI's correlation id: it links a GPU
- * record to the shm_rec_api record of the call that started the work.
+ * one timeline.  correlation is CUPTI's correlation id, with the shim's
+ * CUPTI session above bit 32 (GPU sampling attaches CUPTI anew for each
+ * window, and a new session may number its calls from 1 again): it links a
+ * GPU record to the shm_rec_api record of the call that started the work.
  * These records are written by whatever thread CUPTI delivers buffers on;
  * that thread's tid means nothing for them.
  */
@@ -386,7 +388,7 @@ struct shm_rec_kernel {
 	struct shm_rec_hdr hdr;
 	uint64_t start;
 	uint64_t end;
-	uint32_t correlation;
+	uint64_t correlation;
 	uint32_t name_id; /* interned kernel name, as CUPTI gives it (mangled) */
 	int32_t device;
 	uint32_t context;
@@ -408,7 +410,7 @@ struct shm_rec_memcpy {
 	uint64_t start;
 	uint64_t end;
 	uint64_t bytes;
-	uint32_t correlation;
+	uint64_t correlation;
 	int32_t device;
 	uint32_t context;
 	uint32_t stream;
@@ -416,7 +418,6 @@ struct shm_rec_memcpy {
 	uint8_t src_kind;
 	uint8_t dst_kind;
 	uint8_t async; /* 1 when the copy was asynchronous */
-	uint32_t pad;
 };
 
 struct shm_rec_memset {
@@ -424,13 +425,14 @@ struct shm_rec_memset {
 	uint64_t start;
 	uint64_t end;
 	uint64_t bytes;
-	uint32_t correlation;
+	uint64_t correlation;
 	int32_t device;
 	uint32_t context;
 	uint32_t stream;
 	uint32_t value;
 	uint16_t mem_kind;
 	uint16_t async;
+	uint32_t pad;
 };
 
 /* type: CUpti_ActivitySynchronizationType (1 event, 2 stream wait event,
@@ -439,10 +441,11 @@ struct shm_rec_gpu_sync {
 	struct shm_rec_hdr hdr;
 	uint64_t start;
 	uint64_t end;
-	uint32_t correlation;
+	uint64_t correlation;
 	uint32_t type;
 	uint32_t context;
 	uint32_t stream; /* CUPTI_SYNCHRONIZATION_INVALID_VALUE when none */
+	uint32_t pad;
 	uint64_t event;
 };
 
@@ -458,10 +461,11 @@ struct shm_rec_api {
 	struct shm_rec_hdr hdr;
 	uint64_t start;
 	uint64_t end;
-	uint32_t correlation;
+	uint64_t correlation;
 	uint32_t name_id; /* interned API function name, e.g. "cuLaunchKernelEx" */
 	uint32_t domain;  /* enum shm_api_domain */
 	uint32_t cbid;    /* CUPTI callback id within the domain */
+	uint32_t pad;
 };
 
 /*

@@ -58,6 +58,7 @@
 #define CB_MAX 512     /* API callbacks we enable, at most */
 #define GRACE_MS 5     /* callbacks come before a window's kinds and outlive them by this */
 #define NAP_MAX_MS 50u /* the sampler looks at `exited` at least this often */
+#define DRAIN_MS 200u  /* a closed window's records are awaited this long, at most */
 
 /* X(name, required) */
 #define FNS(X)                                                              \
@@ -69,7 +70,8 @@
 	X(cuptiActivitySetAttribute, 0)                                     \
 	X(cuptiActivityFlushAll, 1) X(cuptiActivityFlushPeriod, 0)          \
 	X(cuptiActivityGetNextRecord, 1)                                    \
-	X(cuptiActivityGetNumDroppedRecords, 1) X(cuptiGetResultString, 1)
+	X(cuptiActivityGetNumDroppedRecords, 1) X(cuptiGetResultString, 1) \
+	X(cuptiFinalize, 0)
 
 #define FN_PTR(name, req) __typeof__(&name) name;
 static struct { FNS(FN_PTR) } fn;
@@ -112,6 +114,17 @@ static int exited;
 static int sampling = 1;
 static uint64_t window_ns = 20 * 1000000ull, period_ns = 2000 * 1000000ull;
 static unsigned int win_gen; /* bumped as each window opens */
+/* CUPTI attached or not, under sampling (see "detaching"). */
+enum { AT_ON, AT_DRAINING, AT_DETACHING, AT_FINALIZING, AT_OFF };
+static int attach = AT_ON;
+static int detaching;        /* sampling detaches between windows */
+static int keep_attached;    /* SHIMMER_GPU_DETACH=0 */
+static int bufs_out;         /* buffers CUPTI holds */
+static uint32_t win_last_corr; /* the last call recorded in a window */
+static uint32_t win_want_corr; /* the last one recorded before its kinds went off */
+static uint32_t win_api;       /* API calls recorded (for SHIMMER_DEBUG) */
+static uint32_t seen_corr;     /* the last correlation id converted */
+static uint32_t session;       /* CUPTI sessions begun since the first */
 static int stop_flusher;
 static uint32_t enabled_kinds; /* bit i: kinds[i] is on */
 static CUpti_SubscriberHandle sub;
@@ -241,6 +254,47 @@ static uint8_t *buf_map(int populate)
 	return m == MAP_FAILED ? 0 : m;
 }
 
+/* The buffers CUPTI holds, so that those it still held when it was
+ * detached (cuptiFinalize hands none back) are not lost. */
+#define LENT 64
+static uint8_t *lent[LENT];
+
+static void lent_put(uint8_t *b)
+{
+	for (int i = 0; i < LENT; i++) {
+		uint8_t *none = 0;
+
+		if (__atomic_compare_exchange_n(&lent[i], &none, b, 0, __ATOMIC_ACQ_REL,
+						__ATOMIC_RELAXED))
+			return;
+	}
+}
+
+static void lent_take(uint8_t *b)
+{
+	for (int i = 0; i < LENT; i++) {
+		uint8_t *was = b;
+
+		if (__atomic_compare_exchange_n(&lent[i], &was, (uint8_t *)0, 0, __ATOMIC_ACQ_REL,
+						__ATOMIC_RELAXED))
+			return;
+	}
+}
+
+static void buf_release(uint8_t *b, size_t used);
+
+/* Detached: every buffer CUPTI held is ours again. */
+static void lent_reclaim(void)
+{
+	for (int i = 0; i < LENT; i++) {
+		uint8_t *b = __atomic_exchange_n(&lent[i], (uint8_t *)0, __ATOMIC_ACQ_REL);
+
+		if (b)
+			buf_release(b, BUF_BYTES);
+	}
+	__atomic_store_n(&bufs_out, 0, __ATOMIC_RELEASE);
+}
+
 static void CUPTIAPI buf_request(uint8_t **buffer, size_t *size, size_t *max_records)
 {
 	uint8_t *b = 0;
@@ -250,6 +304,10 @@ static void CUPTIAPI buf_request(uint8_t **buffer, size_t *size, size_t *max_rec
 		b = __atomic_exchange_n(&pool[i], (uint8_t *)0, __ATOMIC_ACQ_REL);
 	if (!b)
 		b = buf_map(0);
+	if (b) {
+		__atomic_add_fetch(&bufs_out, 1, __ATOMIC_RELAXED);
+		lent_put(b);
+	}
 	*buffer = b;
 	*size = b ? BUF_BYTES : 0;
 	*max_records = 0;
@@ -292,13 +350,21 @@ static void buf_stock(void)
 			break;
 }
 
+/* A correlation id as recorded: CUPTI's, with the session above bit 32,
+ * since a session begun after cuptiFinalize may number calls anew.  A
+ * session's records are all converted before it ends. */
+static uint64_t corr_of(uint32_t id)
+{
+	return (uint64_t)__atomic_load_n(&session, __ATOMIC_RELAXED) << 32 | id;
+}
+
 /* The fields read below sit at the same offsets in every CONCURRENT_KERNEL
  * record version from Kernel5 (CUDA 11.0) to Kernel10 (CUDA 13). */
 static void emit_kernel(struct shim_thread *t, const CUpti_ActivityKernel10 *k)
 {
 	struct shm_rec_kernel r = {
 		.hdr = { .type = SHM_REC_KERNEL, .size = sizeof(r) },
-		.start = k->start, .end = k->end, .correlation = k->correlationId,
+		.start = k->start, .end = k->end, .correlation = corr_of(k->correlationId),
 		.name_id = intern_str(k->name), .device = (int32_t)k->deviceId,
 		.context = k->contextId, .stream = k->streamId,
 		.registers = k->registersPerThread,
@@ -318,7 +384,7 @@ static void emit_memcpy(struct shim_thread *t, const CUpti_ActivityMemcpy6 *m)
 	struct shm_rec_memcpy r = {
 		.hdr = { .type = SHM_REC_MEMCPY, .size = sizeof(r) },
 		.start = m->start, .end = m->end, .bytes = m->bytes,
-		.correlation = m->correlationId, .device = (int32_t)m->deviceId,
+		.correlation = corr_of(m->correlationId), .device = (int32_t)m->deviceId,
 		.context = m->contextId, .stream = m->streamId, .copy_kind = m->copyKind,
 		.src_kind = m->srcKind, .dst_kind = m->dstKind,
 		.async = (m->flags & CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC) ? 1 : 0,
@@ -332,7 +398,7 @@ static void emit_memset(struct shim_thread *t, const CUpti_ActivityMemset4 *m)
 	struct shm_rec_memset r = {
 		.hdr = { .type = SHM_REC_MEMSET, .size = sizeof(r) },
 		.start = m->start, .end = m->end, .bytes = m->bytes,
-		.correlation = m->correlationId, .device = (int32_t)m->deviceId,
+		.correlation = corr_of(m->correlationId), .device = (int32_t)m->deviceId,
 		.context = m->contextId, .stream = m->streamId, .value = m->value,
 		.mem_kind = m->memoryKind,
 		.async = (m->flags & CUPTI_ACTIVITY_FLAG_MEMSET_ASYNC) ? 1 : 0,
@@ -345,7 +411,7 @@ static void emit_sync(struct shim_thread *t, const CUpti_ActivitySynchronization
 {
 	struct shm_rec_gpu_sync r = {
 		.hdr = { .type = SHM_REC_GPU_SYNC, .size = sizeof(r) },
-		.start = s->start, .end = s->end, .correlation = s->correlationId,
+		.start = s->start, .end = s->end, .correlation = corr_of(s->correlationId),
 		.type = (uint32_t)s->type, .context = s->contextId, .stream = s->streamId,
 		.event = s->cudaEventId,
 	};
@@ -359,6 +425,15 @@ static void count_cupti_dropped(size_t n)
 {
 	if (n && shim.region.hdr)
 		__atomic_fetch_add(&shim.region.hdr->dropped_cupti, n, __ATOMIC_RELAXED);
+}
+
+static void corr_max(uint32_t *at, uint32_t id)
+{
+	uint32_t cur = __atomic_load_n(at, __ATOMIC_RELAXED);
+
+	while (id > cur && !__atomic_compare_exchange_n(at, &cur, id, 1, __ATOMIC_RELEASE,
+							 __ATOMIC_RELAXED))
+		;
 }
 
 /* A forced flush (at exit) hands over records of work still running,
@@ -390,14 +465,17 @@ static void buf_convert(uint8_t *buffer, size_t valid)
 			switch (rec->kind) {
 			case CUPTI_ACTIVITY_KIND_KERNEL:
 			case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
+				corr_max(&seen_corr, k->correlationId);
 				if (complete(k->start, k->end))
 					emit_kernel(t, k);
 				break;
 			case CUPTI_ACTIVITY_KIND_MEMCPY:
+				corr_max(&seen_corr, c->correlationId);
 				if (complete(c->start, c->end))
 					emit_memcpy(t, c);
 				break;
 			case CUPTI_ACTIVITY_KIND_MEMSET:
+				corr_max(&seen_corr, m->correlationId);
 				if (complete(m->start, m->end))
 					emit_memset(t, m);
 				break;
@@ -477,6 +555,10 @@ static void CUPTIAPI buf_complete(CUcontext ctx, uint32_t stream, uint8_t *buffe
 
 	(void)size;
 	t->in_shim++;
+	if (buffer) {
+		__atomic_sub_fetch(&bufs_out, 1, __ATOMIC_RELEASE);
+		lent_take(buffer);
+	}
 	if (fn.cuptiActivityGetNumDroppedRecords(ctx, stream, &dropped) == CUPTI_SUCCESS)
 		count_cupti_dropped(dropped);
 	if (buffer && !valid)
@@ -505,6 +587,8 @@ static uint32_t api_name(unsigned int dom, CUpti_CallbackId cbid, const char *na
 	}
 	return intern_id(e);
 }
+
+static void finalize_here(void);
 
 static void CUPTIAPI on_api(void *userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
 			    const void *data)
@@ -535,18 +619,29 @@ static void CUPTIAPI on_api(void *userdata, CUpti_CallbackDomain domain, CUpti_C
 		return; /* entered before the callback was enabled */
 	/* A runtime launch calls the driver's, under the same correlation id:
 	 * only the outermost call is the one the application made. */
-	if (--a->depth || !(t = shim_thread_traced()))
+	if (--a->depth)
+		return;
+	if (unlikely(__atomic_load_n(&attach, __ATOMIC_ACQUIRE) != AT_ON)) {
+		/* detached as an application's runtime call returns, never
+		 * inside one (as the driver call a runtime call makes) */
+		if (domain == CUPTI_CB_DOMAIN_RUNTIME_API)
+			finalize_here();
+		return;
+	}
+	if (!(t = shim_thread_traced()))
 		return;
 	saved = errno;
 	t->in_shim++;
 	r = (struct shm_rec_api){
 		.hdr = { .type = SHM_REC_API, .size = sizeof(r) },
-		.start = a->start, .end = clock_now(), .correlation = cb->correlationId,
+		.start = a->start, .end = clock_now(), .correlation = corr_of(cb->correlationId),
 		.domain = domain == CUPTI_CB_DOMAIN_RUNTIME_API ? SHM_API_RUNTIME : SHM_API_DRIVER,
 		.cbid = cbid,
 	};
 	r.name_id = api_name(domain == CUPTI_CB_DOMAIN_RUNTIME_API, cbid, cb->functionName);
 	thread_emit(t, &r, sizeof(r));
+	corr_max(&win_last_corr, cb->correlationId);
+	__atomic_add_fetch(&win_api, 1, __ATOMIC_RELAXED);
 	t->in_shim--;
 	errno = saved;
 }
@@ -699,8 +794,11 @@ static uint64_t win_since;      /* record clock: when sampling began */
 static uint64_t win_calls;      /* work_calls() as the window opened */
 static uint64_t win_rand;
 
+static int cbs_on;
+
 static void callbacks_set(int on)
 {
+	cbs_on = on;
 	for (unsigned int i = 0; i < ncbs; i++)
 		fn.cuptiEnableCallback((uint32_t)on, sub, (CUpti_CallbackDomain)cbs[i].domain,
 				       cbs[i].cbid);
@@ -754,10 +852,193 @@ static void grace(void)
 	nanosleep(&ms, 0);
 }
 
-/* With win_lock held.  The grace lets calls that began with the callbacks
- * off end before anything they launch can be recorded. */
-static void window_open(void)
+/*
+ * Detaching.  Once CUPTI has recorded anything, every later kernel launch
+ * pays for it (765 ns on an H100: bench/cupti_detach.cu) even with every
+ * kind and callback off again; only cuptiFinalize ends that.  So under
+ * sampling CUPTI is detached between windows and attached again for the
+ * next: after a window's kinds go off, its records are awaited (default
+ * flushes return only buffers whose records are all complete; DRAIN_MS at
+ * most, then a forced flush), the converter finishes with them (it reads
+ * them through CUPTI, and any CUPTI call attaches CUPTI again), and then
+ * the first API call to return on any thread calls cuptiFinalize in its
+ * EXIT callback, where CUPTI asks for it.  The callbacks stay on for that;
+ * in any state but AT_ON they record nothing.
+ */
+static int nap_ms(void)
 {
+	struct timespec ms = { 0, 1000000 };
+
+	return nanosleep(&ms, 0);
+}
+
+static int queue_empty(void)
+{
+	for (int i = 0; i < QUEUE; i++)
+		if (__atomic_load_n(&queue_buf[i], __ATOMIC_ACQUIRE))
+			return 0;
+	return 1;
+}
+
+/* Nothing queued for the converter, nothing in its hands. */
+static int converted(void)
+{
+	return queue_empty() && !__atomic_load_n(&converter_busy, __ATOMIC_SEQ_CST);
+}
+
+/* Records of the window's last recorded call have come (calls on one
+ * stream complete in order), or CUPTI holds no buffer. */
+static int drained(void)
+{
+	uint32_t want = __atomic_load_n(&win_want_corr, __ATOMIC_ACQUIRE);
+
+	return !__atomic_load_n(&bufs_out, __ATOMIC_ACQUIRE) ||
+	       (converted() && __atomic_load_n(&seen_corr, __ATOMIC_ACQUIRE) >= want);
+}
+
+/* With win_lock held, the kinds off: awaits the window's records; 0 once
+ * every one is converted. */
+static int drain(void)
+{
+	uint64_t t0 = clock_ns(CLOCK_MONOTONIC), until = t0 + DRAIN_MS * 1000000ull;
+	size_t dropped = 0;
+	int done;
+
+	for (;;) {
+		fn.cuptiActivityFlushAll(0);
+		done = drained();
+		if (done || clock_ns(CLOCK_MONOTONIC) >= until)
+			break;
+		nap_ms();
+	}
+	fn.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+	if (fn.cuptiActivityGetNumDroppedRecords(NULL, 0, &dropped) == CUPTI_SUCCESS)
+		count_cupti_dropped(dropped);
+	shim_log("CUPTI: window drained in %llu us (%s; buffers held %d, correlation %u of %u)",
+		 (unsigned long long)((clock_ns(CLOCK_MONOTONIC) - t0) / 1000),
+		 done ? "complete" : "timed out", __atomic_load_n(&bufs_out, __ATOMIC_RELAXED),
+		 __atomic_load_n(&seen_corr, __ATOMIC_RELAXED),
+		 __atomic_load_n(&win_want_corr, __ATOMIC_RELAXED));
+	for (unsigned int i = 0; i < DRAIN_MS; i++) {
+		if (converted())
+			return 0;
+		nap_ms();
+	}
+	return -EBUSY;
+}
+
+/* With win_lock held: records awaited, then the next API EXIT detaches.
+ * Without a drained queue CUPTI stays attached, its callbacks off. */
+static void detach(void)
+{
+	int at = __atomic_load_n(&attach, __ATOMIC_ACQUIRE);
+
+	if (at != AT_ON && at != AT_DRAINING)
+		return;
+	__atomic_store_n(&attach, AT_DRAINING, __ATOMIC_RELEASE);
+	if (!cbs_on)
+		callbacks_set(1);
+	if (drain() < 0) {
+		callbacks_set(0);
+		__atomic_store_n(&attach, AT_ON, __ATOMIC_RELEASE);
+		return;
+	}
+	__atomic_store_n(&attach, AT_DETACHING, __ATOMIC_RELEASE);
+}
+
+/* In an API call's EXIT callback, any thread. */
+static void finalize_here(void)
+{
+	int expect = AT_DETACHING;
+	CUptiResult res;
+	uint64_t t0;
+
+	if (!__atomic_compare_exchange_n(&attach, &expect, AT_FINALIZING, 0, __ATOMIC_ACQ_REL,
+					 __ATOMIC_RELAXED))
+		return;
+	t0 = clock_ns(CLOCK_MONOTONIC);
+	shim_tls.in_shim++;
+	res = fn.cuptiFinalize();
+	shim_log("CUPTI: detached in %llu us",
+		 (unsigned long long)((clock_ns(CLOCK_MONOTONIC) - t0) / 1000));
+	if (res != CUPTI_SUCCESS) {
+		/* attached for good; the callbacks go off at the next close */
+		shim_log("CUPTI: cuptiFinalize failed (%s); staying attached", result_str(res));
+		__atomic_store_n(&detaching, 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&attach, AT_ON, __ATOMIC_RELEASE);
+	} else {
+		__atomic_store_n(&attach, AT_OFF, __ATOMIC_RELEASE);
+	}
+	shim_tls.in_shim--;
+}
+
+/* Waits (bounded) for a cuptiFinalize in progress; the state it left. */
+static int attach_settled(void)
+{
+	int at;
+
+	for (unsigned int i = 0; i < 1000; i++) {
+		at = __atomic_load_n(&attach, __ATOMIC_ACQUIRE);
+		if (at != AT_FINALIZING)
+			return at;
+		nap_ms();
+	}
+	return AT_FINALIZING;
+}
+
+static CUptiResult session_start(const char **step, char *other, size_t other_size);
+
+/* With win_lock held: CUPTI attached, its callbacks on.  Negative when it
+ * cannot be; sampling then ends. */
+static int reattach(void)
+{
+	char other[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN + 1] = { 0 };
+	int at = attach_settled(), expect = AT_DETACHING;
+	uint64_t t0;
+	const char *step;
+	CUptiResult res;
+
+	if (at == AT_DETACHING &&
+	    __atomic_compare_exchange_n(&attach, &expect, AT_ON, 0, __ATOMIC_ACQ_REL,
+					__ATOMIC_RELAXED))
+		return 0; /* no API call returned since: still attached */
+	at = __atomic_load_n(&attach, __ATOMIC_ACQUIRE);
+	if (at == AT_ON)
+		return 0;
+	if (at != AT_OFF)
+		return -EBUSY;
+	lent_reclaim();
+	t0 = clock_ns(CLOCK_MONOTONIC);
+	res = session_start(&step, other, sizeof(other));
+	shim_log("CUPTI: attached again in %llu us",
+		 (unsigned long long)((clock_ns(CLOCK_MONOTONIC) - t0) / 1000));
+	if (res != CUPTI_SUCCESS) {
+		if (res == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)
+			shim_log("CUPTI: %s took CUPTI over; GPU sampling ends",
+				 other[0] ? other : "another subscriber");
+		else
+			shim_log("CUPTI: %s failed again (%s); GPU sampling ends", step,
+				 result_str(res));
+		return -EIO;
+	}
+	__atomic_add_fetch(&session, 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&attach, AT_ON, __ATOMIC_RELEASE);
+	return 0;
+}
+
+/* With win_lock held.  The grace lets calls that began with the callbacks
+ * off end before anything they launch can be recorded.  Negative when
+ * CUPTI could not be attached. */
+static int window_open(void)
+{
+	int err = reattach();
+
+	if (err)
+		return err;
+	/* the last window's records are all converted; a new session may
+	 * number its calls from the start again */
+	__atomic_store_n(&seen_corr, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&win_last_corr, 0, __ATOMIC_RELAXED);
 	__atomic_add_fetch(&win_gen, 1, __ATOMIC_RELAXED);
 	callbacks_set(1);
 	grace();
@@ -767,29 +1048,46 @@ static void window_open(void)
 	kinds_set(1);
 	win_start = mid(win_start, clock_now());
 	win_open = 1;
+	return 0;
 }
 
-/* Closes the open window, if any; takes win_lock.  with_grace: let calls
- * in flight reach their EXIT. */
+/* Closes the open window, if any; takes win_lock.  with_grace (the
+ * sampler): let calls in flight reach their EXIT, then detach. */
 static void window_close(int with_grace)
 {
 	uint64_t end, calls;
+	int detach_next;
 
 	pthread_mutex_lock(&win_lock);
+	detach_next = with_grace && __atomic_load_n(&detaching, __ATOMIC_RELAXED) &&
+		      !__atomic_load_n(&exited, __ATOMIC_ACQUIRE);
 	if (!win_open)
 		goto out;
 	end = clock_now();
 	kinds_set(0);
 	end = mid(end, clock_now());
+	/* calls that returned later (in the grace) launched nothing recorded */
+	__atomic_store_n(&win_want_corr, __atomic_load_n(&win_last_corr, __ATOMIC_ACQUIRE),
+			 __ATOMIC_RELEASE);
 	/* a slot taken over by a new thread counts from zero again */
 	calls = work_calls();
 	calls = calls > win_calls ? calls - win_calls : 0;
 	win_open = 0;
 	if (with_grace)
 		grace();
-	callbacks_set(0);
+	/* detaching needs the callbacks on: they stop recording instead */
+	if (detach_next)
+		__atomic_store_n(&attach, AT_DRAINING, __ATOMIC_RELEASE);
+	else
+		callbacks_set(0);
 	window_emit(win_start, end, calls);
+	shim_log("CUPTI: window closed after %llu us: %llu GPU-work calls, %u recorded with their API call",
+		 (unsigned long long)((clock_ns(CLOCK_MONOTONIC) - win_start_mono) / 1000),
+		 (unsigned long long)calls,
+		 __atomic_exchange_n(&win_api, 0, __ATOMIC_RELAXED));
 out:
+	if (detach_next)
+		detach();
 	pthread_mutex_unlock(&win_lock);
 }
 
@@ -847,17 +1145,22 @@ static void *sampler(void *arg)
 
 	(void)arg;
 	shim_tls.in_shim++; /* this thread is ours: never traced */
+	window_close(1); /* none open: detaches until the first */
 	at = next_open(&period);
 	for (;;) {
+		int err = 0;
+
 		if (sleep_until(at))
 			break;
 		pthread_mutex_lock(&win_lock);
 		opened = !__atomic_load_n(&exited, __ATOMIC_ACQUIRE) &&
 			 !__atomic_load_n(&shim.paused, __ATOMIC_ACQUIRE);
 		if (opened)
-			window_open();
+			opened = (err = window_open()) == 0;
 		end = win_start_mono + window_ns;
 		pthread_mutex_unlock(&win_lock);
+		if (err == -EIO)
+			break;
 		at = next_open(&period);
 		while (opened && at + grace_ns < end) {
 			end = at + grace_ns + window_ns;
@@ -893,16 +1196,49 @@ static void sampling_start(void)
 	pthread_mutex_unlock(&win_lock);
 }
 
-/* Everything after loading.  Returns the status; text says why. */
-static uint32_t begin(void *h)
+/* The session cuptiFinalize ends: our subscriber, clock and buffers.
+ * other: who holds CUPTI when the subscription fails for that. */
+static CUptiResult session_start(const char **step, char *other, size_t other_size)
 {
-	char other[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN + 1] = { 0 };
 	CUpti_SubscriberParams params = {
 		.structSize = CUpti_SubscriberParams_STRUCT_SIZE,
 		.subscriberName = "shimmer",
 		.oldSubscriberName = other,
-		.oldSubscriberSize = sizeof(other) - 1,
+		.oldSubscriberSize = other_size - 1,
 	};
+	CUptiResult res;
+
+	*step = "cuptiSubscribe";
+	res = fn.cuptiSubscribe_v2 ? fn.cuptiSubscribe_v2(&sub, on_api, 0, &params)
+				   : fn.cuptiSubscribe(&sub, on_api, 0);
+	if (res != CUPTI_SUCCESS)
+		return res;
+	*step = "cuptiActivityRegisterTimestampCallback";
+	res = fn.cuptiActivityRegisterTimestampCallback(timestamp);
+	if (res != CUPTI_SUCCESS)
+		goto unsubscribe;
+	if (fn.cuptiActivitySetAttribute) {
+		uint8_t zeroed = 1;
+		size_t len = sizeof(zeroed);
+
+		/* Not fatal: an older CUPTI clears the buffers itself. */
+		if (fn.cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER, &len,
+						 &zeroed) != CUPTI_SUCCESS)
+			shim_log("CUPTI: buffers will be cleared by CUPTI");
+	}
+	*step = "cuptiActivityRegisterCallbacks";
+	res = fn.cuptiActivityRegisterCallbacks(buf_request, buf_complete);
+	if (res == CUPTI_SUCCESS)
+		return res;
+unsubscribe:
+	fn.cuptiUnsubscribe(sub);
+	return res;
+}
+
+/* Everything after loading.  Returns the status; text says why. */
+static uint32_t begin(void *h)
+{
+	char other[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN + 1] = { 0 };
 	const char *step;
 	unsigned int i, ncb;
 	CUptiResult res;
@@ -916,36 +1252,14 @@ static uint32_t begin(void *h)
 	FNS(FN_SYM)
 #undef FN_SYM
 
-	res = fn.cuptiSubscribe_v2 ? fn.cuptiSubscribe_v2(&sub, on_api, 0, &params)
-				   : fn.cuptiSubscribe(&sub, on_api, 0);
+	res = session_start(&step, other, sizeof(other));
 	if (res == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
 		snprintf(text, sizeof(text), "another CUPTI subscriber (%s) is active",
 			 other[0] ? other : "torch.profiler? Nsight?");
 		return SHM_GPU_BUSY;
 	}
-	if (res != CUPTI_SUCCESS) {
-		step = "cuptiSubscribe";
+	if (res != CUPTI_SUCCESS)
 		goto fail;
-	}
-	res = fn.cuptiActivityRegisterTimestampCallback(timestamp);
-	if (res != CUPTI_SUCCESS) {
-		step = "cuptiActivityRegisterTimestampCallback";
-		goto unsubscribe;
-	}
-	if (fn.cuptiActivitySetAttribute) {
-		uint8_t zeroed = 1;
-		size_t len = sizeof(zeroed);
-
-		/* Not fatal: an older CUPTI clears the buffers itself. */
-		if (fn.cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER, &len,
-						 &zeroed) != CUPTI_SUCCESS)
-			shim_log("CUPTI: buffers will be cleared by CUPTI");
-	}
-	res = fn.cuptiActivityRegisterCallbacks(buf_request, buf_complete);
-	if (res != CUPTI_SUCCESS) {
-		step = "cuptiActivityRegisterCallbacks";
-		goto unsubscribe;
-	}
 	/* Sampling (if on) begins before anything can record. */
 	win_since = clock_now();
 	win_start_mono = clock_ns(CLOCK_MONOTONIC);
@@ -965,7 +1279,9 @@ static uint32_t begin(void *h)
 			goto disable;
 		}
 	}
-	if (start_flusher() < 0)
+	detaching = sampling && fn.cuptiFinalize && !keep_attached;
+	/* Detached, CUPTI must hear from nobody: the sampler flushes. */
+	if (!detaching && start_flusher() < 0)
 		shim_log("CUPTI: no periodic flush; records come when buffers fill");
 	if (sampling)
 		sampling_start();
@@ -978,7 +1294,6 @@ static uint32_t begin(void *h)
 disable:
 	kinds_set(0);
 	enabled_kinds = 0;
-unsubscribe:
 	fn.cuptiUnsubscribe(sub);
 fail:
 	snprintf(text, sizeof(text), "%s failed: %.200s (%.400s)", step, result_str(res), lib_path);
@@ -1054,6 +1369,8 @@ static void sampling_setup(void)
 	sampling = !v || !*v || strcmp(v, "all");
 	if (v && *v && strcmp(v, "all") && strcmp(v, "sample"))
 		shim_log("SHIMMER_GPU=%s unknown; using sample", v);
+	v = getenv("SHIMMER_GPU_DETACH");
+	keep_attached = v && !strcmp(v, "0");
 	window_ns = env_ms("SHIMMER_GPU_WINDOW_MS", window_ns);
 	period_ns = env_ms("SHIMMER_GPU_PERIOD_MS", period_ns);
 	if (sampling && window_ns >= period_ns) {
@@ -1088,11 +1405,30 @@ void cupti_pause(int pause)
 		window_close(0);
 }
 
+/* At exit, work still running would lose its records to the forced
+ * flush: the last recorded call's are awaited first, DRAIN_MS at most.
+ * Buffers complete on this thread now (`exited`) or wait in the queue. */
+static void exit_await(void)
+{
+	uint64_t until = clock_ns(CLOCK_MONOTONIC) + DRAIN_MS * 1000000ull;
+	uint32_t want = __atomic_load_n(&win_last_corr, __ATOMIC_ACQUIRE);
+
+	for (;;) {
+		fn.cuptiActivityFlushAll(0);
+		queue_drain();
+		if (!__atomic_load_n(&bufs_out, __ATOMIC_ACQUIRE) ||
+		    __atomic_load_n(&seen_corr, __ATOMIC_ACQUIRE) >= want ||
+		    clock_ns(CLOCK_MONOTONIC) >= until)
+			return;
+		nap_ms();
+	}
+}
+
 void cupti_exit(void)
 {
 	struct shim_thread *t = &shim_tls;
-	void *h;
-	int saved = errno;
+	int saved = errno, expect = AT_DETACHING, attached;
+	void *h = 0;
 
 	/* seq_cst: pairs with the converter's store of converter_busy and
 	 * load of `exited` (each side stores, then loads the other's). */
@@ -1103,11 +1439,19 @@ void cupti_exit(void)
 	t->in_shim++;
 	if (sampling)
 		window_close(0);
+	/* Detached, everything was delivered; a pending detach is called off
+	 * (the exit flushes instead). */
+	pthread_mutex_lock(&win_lock);
+	__atomic_compare_exchange_n(&attach, &expect, AT_ON, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+	attached = attach_settled() == AT_ON;
+	pthread_mutex_unlock(&win_lock);
 	/* Only a libcupti that is still mapped can be called. */
-	h = dlopen(lib_path, RTLD_NOW | RTLD_NOLOAD);
+	if (attached)
+		h = dlopen(lib_path, RTLD_NOW | RTLD_NOLOAD);
 	if (h) {
 		size_t dropped = 0;
 
+		exit_await();
 		fn.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
 		/* losses that came with no buffer to complete, so far unasked */
 		if (fn.cuptiActivityGetNumDroppedRecords(NULL, 0, &dropped) == CUPTI_SUCCESS)
@@ -1138,6 +1482,11 @@ void cupti_fork_child(void)
 	enabled_kinds = 0;
 	ncbs = 0;
 	win_open = 0;
+	attach = AT_ON;
+	bufs_out = 0;
+	memset(lent, 0, sizeof(lent));
+	seen_corr = win_last_corr = win_want_corr = 0;
+	cbs_on = 0;
 	pthread_mutex_init(&win_lock, 0); /* the parent's sampler may have held it */
 	api_tls.depth = 0;
 	cupti_pending = 1;

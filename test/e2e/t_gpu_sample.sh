@@ -24,7 +24,8 @@ DB=$T/sample.db
 WLOG=$T/sample.log
 start_collector "$DB" || { not_ok "sample: collector"; finish; }
 SHIMMER_GPU_WINDOW_MS=$WIN_MS SHIMMER_GPU_PERIOD_MS=$PERIOD_MS CUDA_INJECTION64_PATH=$SHIM \
-	FAKE_CUDA_DELAY_NS=$DELAY traced "$WL_GPU" short $N $GAP_US > /dev/null 2> "$T/sample.err"
+	FAKE_CUPTI_STATS=$T/sample.stats FAKE_CUDA_DELAY_NS=$DELAY \
+	traced "$WL_GPU" short $N $GAP_US > /dev/null 2> "$T/sample.err"
 rc=$?
 stop_collector || not_ok "sample: collector exit status"
 check "sample: workload exits 0" "exit status $rc: $(head -3 "$T/sample.err")" [ "$rc" = 0 ]
@@ -86,6 +87,19 @@ ok=0
 check "sample: kernels x scale estimates the $N launches (+-10%)" \
 	"estimate $est, calls $calls" [ $ok = 1 ]
 check_integrity "sample: store integrity" "$DB"
+
+# CUPTI is detached between windows (cuptiFinalize, in an API's EXIT
+# callback) and attached for each: once at the start, once per window; no
+# call of ours in between attaches it again.  The last window may still be
+# open at the exit.
+read -r _ attaches _ finalizes _ outside < "$T/sample.stats"
+windows=$(q "SELECT count(*) FROM s.gpu_windows")
+ok=0
+[ "$outside" = 0 ] && [ "$finalizes" -ge "$windows" ] &&
+	[ "$finalizes" -le $((windows + 1)) ] && [ "$attaches" -ge "$finalizes" ] &&
+	[ "$attaches" -le $((finalizes + 1)) ] && ok=1
+check "sample: detached between windows, attached for each" \
+	"$windows windows; $(cat "$T/sample.stats")" [ $ok = 1 ]
 
 # shimmer summary's csv: the kernel row's count is that estimate, marked as
 # one by the process's sampling rows.
@@ -164,12 +178,18 @@ SELECT 'estimate', round((SELECT count(*) FROM s.kernels) * g.scale), 'launches 
 expect_empty "pause: no window while paused; the estimate leaves the pause out" "$bad"
 
 # --- (d) the default samples; SHIMMER_GPU=all does not ---------------------
-for how in default all; do
+# SHIMMER_GPU_DETACH=0 samples the same way but keeps CUPTI attached.
+for how in default all keep; do
 	DB=$T/$how.db
 	WLOG=$T/$how.log
 	start_collector "$DB" || { not_ok "$how: collector"; continue; }
 	if [ $how = all ]; then
 		SHIMMER_GPU=all CUDA_INJECTION64_PATH=$SHIM traced "$WL_GPU" short 20 > /dev/null 2>&1
+	elif [ $how = keep ]; then
+		rm -f "$T/keep.stats"
+		SHIMMER_GPU_DETACH=0 SHIMMER_GPU_WINDOW_MS=10 SHIMMER_GPU_PERIOD_MS=30 \
+			FAKE_CUPTI_STATS=$T/keep.stats CUDA_INJECTION64_PATH=$SHIM \
+			traced "$WL_GPU" short 20 5000 > /dev/null 2>&1
 	else
 		CUDA_INJECTION64_PATH=$SHIM traced "$WL_GPU" short 20 > /dev/null 2>&1
 	fi
@@ -184,6 +204,11 @@ for how in default all; do
 	if [ $how = all ]; then
 		check "all: not sampled, every kernel" "$got, kernels $stored" \
 			[ "$got, kernels $stored" = "exit 0, sampled 0, windows 0, kernels 20" ]
+	elif [ $how = keep ]; then
+		check "SHIMMER_GPU_DETACH=0: sampled, never detached" \
+			"$got; $(cat "$T/keep.stats")" \
+			[ "$sampled $(cat "$T/keep.stats")" = "1 attaches 1 finalizes 0 outside_exit 0" ]
+		[ "$windows" -ge 2 ] || not_ok "SHIMMER_GPU_DETACH=0: windows $windows, expected >= 2"
 	else
 		# A run this short may end before its first window: sampled
 		# all the same, and what it recorded lies in a window.
@@ -196,5 +221,53 @@ for how in default all; do
 			[ "$got, $outside outside" = "exit 0, sampled 1, windows <= 1, 0 outside" ]
 	fi
 done
+
+# --- (e) records that complete late, and a buffer CUPTI always holds -----
+# The fake GPU's records complete 15 ms after they are written and the fake
+# CUPTI keeps a buffer, as the real one may: a closed window's records are
+# awaited (by the last recorded call's correlation id, not by the buffers
+# handed back) before CUPTI is detached, so none is lost and the windows
+# keep their schedule.  Each new session numbers its calls from 1 again:
+# the store's correlation ids must stay unique, each kernel linked to the
+# call that launched it (its grid_x is the launch's number).
+DB=$T/late.db
+WLOG=$T/late.log
+rm -f "$T/late.stats"
+start_collector "$DB" || { not_ok "late: collector"; finish; }
+SHIMMER_GPU_WINDOW_MS=20 SHIMMER_GPU_PERIOD_MS=100 CUDA_INJECTION64_PATH=$SHIM \
+	FAKE_CUPTI_COMPLETE_NS=15000000 FAKE_CUPTI_HOLD_BUFFER=1 FAKE_CUPTI_RESET_IDS=1 \
+	FAKE_CUPTI_STATS=$T/late.stats \
+	FAKE_CUDA_DELAY_NS=500000 traced "$WL_GPU" short 400 3000 > /dev/null 2> "$T/late.err"
+rc=$?
+stop_collector || not_ok "late: collector exit status"
+load_log "$WLOG" "$T/late.check.db" "$DB"
+load_gpu_log "$WLOG"
+bad=$(q "
+SELECT 'records lost', sum(events) FROM s.drops WHERE reason = 'cupti' HAVING sum(events) > 0;
+SELECT 'windows', windows, 'in', span_ns, 'ns' FROM s.gpu_sampling
+	WHERE windows < span_ns / 100000000 - 2;
+SELECT 'missing launch gx', x.gx FROM main.K x JOIN s.processes p ON p.pid = x.pid
+	JOIN s.gpu_windows w ON w.proc_id = p.proc_id
+	WHERE x.t0 >= w.start_ns + $EDGE AND x.t1 <= w.end_ns - $EDGE
+	AND NOT EXISTS (SELECT 1 FROM s.kernels_named k WHERE k.proc_id = p.proc_id
+		AND k.grid_x = x.gx AND k.launch_ns IS NOT NULL) LIMIT 5;
+SELECT 'estimate', round((SELECT count(*) FROM s.kernels) * scale), 'of 400' FROM s.gpu_sampling
+	WHERE abs((SELECT count(*) FROM s.kernels) * scale - 400) > 60;
+SELECT 'correlation', correlation, 'on', count(*), 'calls' FROM s.gpu_api
+	GROUP BY proc_id, correlation HAVING count(*) > 1 LIMIT 3;
+SELECT 'kernel gx', x.gx, 'linked to a call at', k.launch_ns, 'not its own at', x.t0
+	FROM s.kernels_named k JOIN s.processes p USING (proc_id)
+	JOIN main.K x ON x.pid = p.pid AND x.gx = k.grid_x
+	WHERE k.launch_ns IS NOT NULL AND abs(k.launch_ns - x.t0) > $TOL LIMIT 3;
+SELECT 'CUPTI sessions seen', count(DISTINCT correlation >> 32) FROM s.gpu_api
+	HAVING count(DISTINCT correlation >> 32) < 3;")
+read -r _ attaches _ finalizes _ outside < "$T/late.stats"
+windows=$(q "SELECT count(*) FROM s.gpu_windows")
+# (a detach is called off when no API call returns before the next window)
+[ "$outside" = 0 ] && [ "$finalizes" -ge $((windows / 2)) ] &&
+	[ "$attaches" -le $((finalizes + 1)) ] ||
+	bad="$bad detached $finalizes times over $windows windows, attached $attaches times ($outside outside EXIT)"
+[ $rc = 0 ] || bad="exit status $rc $bad"
+expect_empty "late records: none lost, windows on schedule, all linked, estimate within 15%" "$bad"
 
 finish

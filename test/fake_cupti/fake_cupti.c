@@ -30,6 +30,16 @@
  *  - with FAKE_CUPTI_INCOMPLETE_EVERY=N (N > 0) every N-th record
  *    (counted as above) is written without its end, as CUPTI hands over
  *    records of work still running on a forced flush;
+ *  - cuptiFinalize ends the session (subscriber, callbacks, kinds,
+ *    registrations; with FAKE_CUPTI_RESET_IDS=1 the correlation ids, which
+ *    start from 1 again); any later call attaches CUPTI again; with
+ *    FAKE_CUPTI_STATS=FILE the attaches, the finalizes and those made
+ *    outside an API's EXIT callback are appended to FILE at exit;
+ *  - with FAKE_CUPTI_COMPLETE_NS=D a record's work ends D ns after it is
+ *    written: a default flush keeps a buffer until its records are all
+ *    complete, a forced one hands it over with the others' ends zeroed;
+ *    with FAKE_CUPTI_HOLD_BUFFER=1 it always holds a buffer, as CUPTI may
+ *    (a default flush keeps an empty one);
  *  - a buffer is cleared before use, unless the client set
  *    CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER: then a buffer that is
  *    not all zero breaks that promise, and the fake aborts the process
@@ -44,8 +54,10 @@
  * without it, except bufferRequested.
  */
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,8 +100,36 @@ static unsigned nfull;
 static uint64_t dropped;
 static uint64_t drop_every, seen; /* FAKE_CUPTI_DROP_EVERY; records emitted */
 static uint64_t incomplete_every, written; /* FAKE_CUPTI_INCOMPLETE_EVERY */
+/* FAKE_CUPTI_COMPLETE_NS: a record's work ends this long after it is
+ * written; until then a default flush keeps its buffer.  Tracked for the
+ * current buffer only. */
+#define MAX_PENDING 4096
+struct pending {
+	size_t off;
+	uint64_t at;
+};
+static uint64_t complete_ns;
+static struct pending pend[MAX_PENDING];
+static unsigned npend;
+static int hold_buffer; /* FAKE_CUPTI_HOLD_BUFFER=1: always holds a buffer */
+static int reset_ids;   /* FAKE_CUPTI_RESET_IDS=1: a new session numbers calls from 1 */
+static int take_buffer(void);
 static uint32_t period_ms;
 static int worker_started;
+/* Attachment: any call attaches CUPTI (lazily, as the real one does after
+ * cuptiFinalize); counted for FAKE_CUPTI_STATS. */
+static int attached;
+static uint64_t attaches, finalizes, finalizes_outside_exit;
+/* initial-exec: a lazily allocated TLS block would be a malloc the tests see */
+static __thread int in_exit_callback __attribute__((tls_model("initial-exec")));
+
+static void touch(void)
+{
+	int no = 0;
+
+	if (__atomic_compare_exchange_n(&attached, &no, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+		__atomic_add_fetch(&attaches, 1, __ATOMIC_RELAXED);
+}
 
 /* ---- names ----------------------------------------------------------- */
 
@@ -146,6 +186,7 @@ static const char *cb_name(CUpti_CallbackDomain domain, CUpti_CallbackId cbid)
 
 API CUptiResult cuptiGetCallbackName(CUpti_CallbackDomain domain, uint32_t cbid, const char **name)
 {
+	touch();
 	const char *s = cb_name(domain, cbid);
 
 	if (!name || !s)
@@ -156,6 +197,7 @@ API CUptiResult cuptiGetCallbackName(CUpti_CallbackDomain domain, uint32_t cbid,
 
 API CUptiResult cuptiGetResultString(CUptiResult result, const char **str)
 {
+	touch();
 	const char *s;
 
 	switch (result) {
@@ -180,11 +222,13 @@ API CUptiResult cuptiGetResultString(CUptiResult result, const char **str)
 
 API CUptiResult cuptiGetErrorMessage(CUptiResult result, const char **str)
 {
+	touch();
 	return cuptiGetResultString(result, str);
 }
 
 API CUptiResult cuptiGetVersion(uint32_t *version)
 {
+	touch();
 	if (!version)
 		return CUPTI_ERROR_INVALID_PARAMETER;
 	*version = CUPTI_API_VERSION;
@@ -219,12 +263,14 @@ static CUptiResult subscribe(CUpti_SubscriberHandle *subscriber, CUpti_CallbackF
 API CUptiResult cuptiSubscribe(CUpti_SubscriberHandle *subscriber, CUpti_CallbackFunc callback,
 			       void *userdata)
 {
+	touch();
 	return subscribe(subscriber, callback, userdata, NULL, 0);
 }
 
 API CUptiResult cuptiSubscribe_v2(CUpti_SubscriberHandle *subscriber, CUpti_CallbackFunc callback,
 				  void *userdata, CUpti_SubscriberParams *params)
 {
+	touch();
 	if (params && params->structSize >= CUpti_SubscriberParams_STRUCT_SIZE)
 		return subscribe(subscriber, callback, userdata, params->oldSubscriberName,
 				 params->oldSubscriberSize);
@@ -233,6 +279,7 @@ API CUptiResult cuptiSubscribe_v2(CUpti_SubscriberHandle *subscriber, CUpti_Call
 
 API CUptiResult cuptiUnsubscribe(CUpti_SubscriberHandle subscriber)
 {
+	touch();
 	CUptiResult r = CUPTI_SUCCESS;
 
 	pthread_mutex_lock(&lock);
@@ -259,6 +306,7 @@ static uint8_t *enable_slot(CUpti_CallbackDomain domain, CUpti_CallbackId cbid)
 API CUptiResult cuptiEnableCallback(uint32_t enable, CUpti_SubscriberHandle subscriber,
 				    CUpti_CallbackDomain domain, CUpti_CallbackId cbid)
 {
+	touch();
 	uint8_t *on;
 
 	if (subscriber != &sub || !subscribed)
@@ -276,6 +324,7 @@ API CUptiResult cuptiEnableCallback(uint32_t enable, CUpti_SubscriberHandle subs
 API CUptiResult cuptiGetCallbackState(uint32_t *enable, CUpti_SubscriberHandle subscriber,
 				      CUpti_CallbackDomain domain, CUpti_CallbackId cbid)
 {
+	touch();
 	uint8_t *on = enable_slot(domain, cbid);
 
 	if (!enable || subscriber != &sub || !subscribed || !on)
@@ -287,6 +336,7 @@ API CUptiResult cuptiGetCallbackState(uint32_t *enable, CUpti_SubscriberHandle s
 API CUptiResult cuptiEnableDomain(uint32_t enable, CUpti_SubscriberHandle subscriber,
 				  CUpti_CallbackDomain domain)
 {
+	touch();
 	if (subscriber != &sub || !subscribed || domain <= CUPTI_CB_DOMAIN_INVALID ||
 	    domain >= CUPTI_CB_DOMAIN_SIZE)
 		return CUPTI_ERROR_INVALID_PARAMETER;
@@ -299,6 +349,7 @@ API CUptiResult cuptiEnableDomain(uint32_t enable, CUpti_SubscriberHandle subscr
 
 API CUptiResult cuptiEnableAllDomains(uint32_t enable, CUpti_SubscriberHandle subscriber)
 {
+	touch();
 	CUptiResult r = cuptiEnableDomain(enable, subscriber, CUPTI_CB_DOMAIN_RUNTIME_API);
 
 	return r != CUPTI_SUCCESS ? r : cuptiEnableDomain(enable, subscriber, CUPTI_CB_DOMAIN_DRIVER_API);
@@ -315,6 +366,7 @@ static uint64_t timestamp(void)
 
 API CUptiResult cuptiActivityRegisterTimestampCallback(CUpti_TimestampCallbackFunc funcTimestamp)
 {
+	touch();
 	if (!funcTimestamp)
 		return CUPTI_ERROR_INVALID_PARAMETER;
 	__atomic_store_n(&ts_fn, funcTimestamp, __ATOMIC_RELEASE);
@@ -323,6 +375,7 @@ API CUptiResult cuptiActivityRegisterTimestampCallback(CUpti_TimestampCallbackFu
 
 API CUptiResult cuptiGetTimestamp(uint64_t *ts)
 {
+	touch();
 	if (!ts)
 		return CUPTI_ERROR_INVALID_PARAMETER;
 	*ts = timestamp();
@@ -336,6 +389,7 @@ static int zeroed_out; /* the client hands over zeroed buffers */
 API CUptiResult cuptiActivitySetAttribute(CUpti_ActivityAttribute attr, size_t *valueSize,
 					  void *value)
 {
+	touch();
 	if (!valueSize || !value)
 		return CUPTI_ERROR_INVALID_PARAMETER;
 	if (attr != CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER)
@@ -382,8 +436,48 @@ static size_t record_size(CUpti_ActivityKind kind)
 static unsigned delivering;
 static pthread_cond_t delivered = PTHREAD_COND_INITIALIZER;
 
-/* Hands the full buffers (and, if all, the current one) to the client. */
-static void deliver(int all)
+/* Where a record's end lies in its struct. */
+static size_t end_offset(CUpti_ActivityKind kind)
+{
+	switch (kind) {
+	case CUPTI_ACTIVITY_KIND_KERNEL:
+	case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
+		return offsetof(CUpti_ActivityKernel10, end);
+	case CUPTI_ACTIVITY_KIND_MEMCPY: return offsetof(CUpti_ActivityMemcpy6, end);
+	case CUPTI_ACTIVITY_KIND_MEMSET: return offsetof(CUpti_ActivityMemset4, end);
+	default: return offsetof(CUpti_ActivitySynchronization2, end);
+	}
+}
+
+/* With the lock held: forgets the records of cur now complete; forced:
+ * the others lose their end, as a forced flush hands them over. */
+static void pending_settle(int forced)
+{
+	uint64_t now = clock_ns(CLOCK_MONOTONIC);
+	unsigned keep = 0;
+
+	for (unsigned i = 0; i < npend; i++) {
+		if (pend[i].at <= now)
+			continue;
+		if (forced) {
+			uint8_t *r = cur.p + pend[i].off;
+			uint64_t zero = 0;
+
+			memcpy(r + end_offset(((CUpti_Activity *)(void *)r)->kind), &zero, sizeof(zero));
+			if (((CUpti_Activity *)(void *)r)->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)
+				memcpy(r + offsetof(CUpti_ActivityKernel10, completed), &zero,
+				       sizeof(zero));
+			continue;
+		}
+		pend[keep++] = pend[i];
+	}
+	npend = keep;
+}
+
+/* Hands the full buffers to the client, and the current one: on a forced
+ * flush always, on a default one when its records are all complete (and,
+ * under FAKE_CUPTI_HOLD_BUFFER, not empty). */
+static void deliver(int all, int forced)
 {
 	struct buf out[MAX_FULL + 1];
 	unsigned n;
@@ -394,14 +488,22 @@ static void deliver(int all)
 	memcpy(out, full, nfull * sizeof(full[0]));
 	n = nfull;
 	nfull = 0;
-	if (all && cur.p) {
+	if (cur.p)
+		pending_settle(forced);
+	if (all && cur.p && (forced || (!npend && (cur.nrec || !hold_buffer)))) {
 		out[n++] = cur;
 		memset(&cur, 0, sizeof(cur));
+		npend = 0;
 	}
 	done = buf_done;
 	pthread_mutex_unlock(&lock);
 	for (unsigned i = 0; i < n; i++)
 		done(NULL, 0, out[i].p, out[i].size, out[i].used);
+	if (hold_buffer) {
+		pthread_mutex_lock(&lock);
+		take_buffer();
+		pthread_mutex_unlock(&lock);
+	}
 	pthread_mutex_lock(&lock);
 	if (!--delivering)
 		pthread_cond_broadcast(&delivered);
@@ -433,7 +535,7 @@ static void *worker(void *arg)
 				pthread_cond_wait(&wake, &lock);
 		}
 		pthread_mutex_unlock(&lock);
-		deliver(all);
+		deliver(all, 0);
 	}
 	return NULL;
 }
@@ -446,6 +548,7 @@ static void child_after_fork(void)
 	delivering = 0;
 	memset(&cur, 0, sizeof(cur));
 	nfull = 0;
+	npend = 0;
 	worker_started = 0;
 }
 
@@ -469,6 +572,7 @@ static void start_worker(void)
 API CUptiResult cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc funcBufferRequested,
 					       CUpti_BuffersCallbackCompleteFunc funcBufferCompleted)
 {
+	touch();
 	if (!funcBufferRequested || !funcBufferCompleted)
 		return CUPTI_ERROR_INVALID_PARAMETER;
 	pthread_mutex_lock(&lock);
@@ -481,6 +585,7 @@ API CUptiResult cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc 
 
 API CUptiResult cuptiActivityEnable(CUpti_ActivityKind kind)
 {
+	touch();
 	if (kind <= CUPTI_ACTIVITY_KIND_INVALID || kind >= CUPTI_ACTIVITY_KIND_COUNT)
 		return CUPTI_ERROR_INVALID_KIND;
 	__atomic_store_n(&kind_on[kind], 1, __ATOMIC_RELEASE);
@@ -489,6 +594,7 @@ API CUptiResult cuptiActivityEnable(CUpti_ActivityKind kind)
 
 API CUptiResult cuptiActivityDisable(CUpti_ActivityKind kind)
 {
+	touch();
 	if (kind <= CUPTI_ACTIVITY_KIND_INVALID || kind >= CUPTI_ACTIVITY_KIND_COUNT)
 		return CUPTI_ERROR_INVALID_KIND;
 	__atomic_store_n(&kind_on[kind], 0, __ATOMIC_RELEASE);
@@ -497,10 +603,10 @@ API CUptiResult cuptiActivityDisable(CUpti_ActivityKind kind)
 
 API CUptiResult cuptiActivityFlushAll(uint32_t flag)
 {
-	(void)flag;
+	touch();
 	if (!buf_done)
 		return CUPTI_SUCCESS;
-	deliver(1);
+	deliver(1, (flag & CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) != 0);
 	pthread_mutex_lock(&lock);
 	while (delivering)
 		pthread_cond_wait(&delivered, &lock);
@@ -510,12 +616,14 @@ API CUptiResult cuptiActivityFlushAll(uint32_t flag)
 
 API CUptiResult cuptiActivityFlush(CUcontext context, uint32_t streamId, uint32_t flag)
 {
+	touch();
 	(void)context, (void)streamId;
 	return cuptiActivityFlushAll(flag);
 }
 
 API CUptiResult cuptiActivityFlushPeriod(uint32_t time)
 {
+	touch();
 	pthread_mutex_lock(&lock);
 	period_ms = time;
 	pthread_cond_broadcast(&wake);
@@ -526,6 +634,7 @@ API CUptiResult cuptiActivityFlushPeriod(uint32_t time)
 API CUptiResult cuptiActivityGetNumDroppedRecords(CUcontext context, uint32_t streamId,
 						  size_t *n)
 {
+	touch();
 	(void)context, (void)streamId;
 	if (!n)
 		return CUPTI_ERROR_INVALID_PARAMETER;
@@ -539,6 +648,7 @@ API CUptiResult cuptiActivityGetNumDroppedRecords(CUcontext context, uint32_t st
 API CUptiResult cuptiActivityGetNextRecord(uint8_t *buffer, size_t validBufferSizeBytes,
 					   CUpti_Activity **record)
 {
+	touch();
 	size_t off = 0, sz;
 
 	if (!buffer || !record)
@@ -560,40 +670,53 @@ API CUptiResult cuptiActivityGetNextRecord(uint8_t *buffer, size_t validBufferSi
 	return CUPTI_SUCCESS;
 }
 
-/* Appends one record of sz bytes; with the lock held.  0 when dropped. */
+/* With the lock held: a buffer from the client as cur, if none; 0 when
+ * there is one. */
+static int take_buffer(void)
+{
+	uint8_t *p = NULL;
+	size_t size = 0, max = 0, skip;
+
+	if (cur.p)
+		return 0;
+	if (!buf_req)
+		return -1;
+	buf_req(&p, &size, &max);
+	if (!p)
+		return -1;
+	if (!__atomic_load_n(&zeroed_out, __ATOMIC_ACQUIRE))
+		memset(p, 0, size);
+	else if (!all_zero(p, size))
+		broken_promise();
+	skip = (8 - (uintptr_t)p % 8) % 8; /* records are 8-aligned */
+	if (size < skip + sizeof(CUpti_ActivityKernel10)) {
+		if (buf_done) { /* unusable: give it back empty */
+			pthread_mutex_unlock(&lock);
+			buf_done(NULL, 0, p, size, 0);
+			pthread_mutex_lock(&lock);
+		}
+		return -1;
+	}
+	cur = (struct buf){ p + skip, size - skip, 0, 0, max };
+	return 0;
+}
+
+/* Appends one record of sz bytes; with the lock held.  0 when dropped.
+ * Under FAKE_CUPTI_COMPLETE_NS its work ends that long after. */
 static int append(const void *rec, size_t sz)
 {
 	if (cur.p && (cur.used + sz > cur.size || (cur.max && cur.nrec >= cur.max))) {
 		if (nfull == MAX_FULL)
 			return 0;
-		full[nfull++] = cur;
+		full[nfull++] = cur; /* its pending records count as complete */
 		memset(&cur, 0, sizeof(cur));
+		npend = 0;
 		pthread_cond_signal(&wake);
 	}
-	if (!cur.p) {
-		uint8_t *p = NULL;
-		size_t size = 0, max = 0, skip;
-
-		if (!buf_req)
-			return 0;
-		buf_req(&p, &size, &max);
-		if (!p)
-			return 0;
-		if (!__atomic_load_n(&zeroed_out, __ATOMIC_ACQUIRE))
-			memset(p, 0, size);
-		else if (!all_zero(p, size))
-			broken_promise();
-		skip = (8 - (uintptr_t)p % 8) % 8; /* records are 8-aligned */
-		if (size < skip + sz) {
-			if (buf_done) { /* unusable: give it back empty */
-				pthread_mutex_unlock(&lock);
-				buf_done(NULL, 0, p, size, 0);
-				pthread_mutex_lock(&lock);
-			}
-			return 0;
-		}
-		cur = (struct buf){ p + skip, size - skip, 0, 0, max };
-	}
+	if (take_buffer() < 0)
+		return 0;
+	if (complete_ns && npend < MAX_PENDING)
+		pend[npend++] = (struct pending){ cur.used, clock_ns(CLOCK_MONOTONIC) + complete_ns };
 	memcpy(cur.p + cur.used, rec, sz);
 	cur.used += sz;
 	cur.nrec++;
@@ -606,6 +729,61 @@ static void emit(const void *rec, size_t sz)
 	if ((drop_every && ++seen % drop_every == 0) || !append(rec, sz))
 		dropped++;
 	pthread_mutex_unlock(&lock);
+}
+
+/* ---- detaching ------------------------------------------------------- */
+
+/* Ends the session: the subscriber, its callbacks, the activity kinds, the
+ * registered callbacks and settings; records not yet delivered are lost
+ * (counted).  CUPTI asks for the call in an API's EXIT callback. */
+API CUptiResult cuptiFinalize(void)
+{
+	pthread_mutex_lock(&lock);
+	subscribed = 0;
+	memset(rt_on, 0, sizeof(rt_on));
+	memset(drv_on, 0, sizeof(drv_on));
+	for (unsigned k = 0; k < CUPTI_ACTIVITY_KIND_COUNT; k++)
+		__atomic_store_n(&kind_on[k], 0, __ATOMIC_RELEASE);
+	for (unsigned i = 0; i < nfull; i++)
+		dropped += full[i].nrec;
+	dropped += cur.nrec;
+	nfull = 0;
+	memset(&cur, 0, sizeof(cur));
+	npend = 0;
+	buf_req = NULL;
+	buf_done = NULL;
+	__atomic_store_n(&ts_fn, NULL, __ATOMIC_RELEASE);
+	__atomic_store_n(&zeroed_out, 0, __ATOMIC_RELEASE);
+	period_ms = 0;
+	if (reset_ids)
+		__atomic_store_n(&next_corr, 0, __ATOMIC_RELAXED);
+	finalizes++;
+	if (!in_exit_callback)
+		finalizes_outside_exit++;
+	__atomic_store_n(&attached, 0, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&lock);
+	return CUPTI_SUCCESS;
+}
+
+/* FAKE_CUPTI_STATS=FILE: at exit, one line "attaches N finalizes N
+ * outside_exit N" appended, for tests of attaching and detaching. */
+__attribute__((destructor)) static void fake_cupti_stats(void)
+{
+	const char *path = getenv("FAKE_CUPTI_STATS");
+	char line[128];
+	int fd, n;
+
+	if (!path || !*path)
+		return;
+	n = snprintf(line, sizeof(line), "attaches %llu finalizes %llu outside_exit %llu\n",
+		     (unsigned long long)attaches, (unsigned long long)finalizes,
+		     (unsigned long long)finalizes_outside_exit);
+	fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return;
+	if (write(fd, line, (size_t)n) < 0)
+		n = 0;
+	close(fd);
 }
 
 /* ---- what the fake runtime calls (fake_cupti.h) ------------------------ */
@@ -632,8 +810,11 @@ static void callback(struct fake_cupti_call *call, CUpti_ApiCallbackSite site)
 		.correlationId = call->correlation,
 	};
 
-	if (cb_enabled(call->domain, call->cbid) && sub.fn)
+	if (cb_enabled(call->domain, call->cbid) && sub.fn) {
+		in_exit_callback = site == CUPTI_API_EXIT;
 		sub.fn(sub.userdata, call->domain, call->cbid, &d);
+		in_exit_callback = 0;
+	}
 }
 
 static void op_api_enter(struct fake_cupti_call *call)
@@ -766,6 +947,10 @@ __attribute__((constructor)) static void fake_cupti_init(void)
 		drop_every = strtoull(every, NULL, 10);
 	if (incomplete)
 		incomplete_every = strtoull(incomplete, NULL, 10);
+	if (getenv("FAKE_CUPTI_COMPLETE_NS"))
+		complete_ns = strtoull(getenv("FAKE_CUPTI_COMPLETE_NS"), NULL, 10);
+	hold_buffer = getenv("FAKE_CUPTI_HOLD_BUFFER") && !strcmp(getenv("FAKE_CUPTI_HOLD_BUFFER"), "1");
+	reset_ids = getenv("FAKE_CUPTI_RESET_IDS") && !strcmp(getenv("FAKE_CUPTI_RESET_IDS"), "1");
 	pthread_atfork(NULL, NULL, child_after_fork);
 	if (attach)
 		attach(&ops);
