@@ -107,6 +107,34 @@ expect_empty "incomplete: no record stored without its end" "$(sq "$T/incomplete
 SELECT 'kernel', id, start_ns, end_ns FROM kernels WHERE end_ns = 0 OR end_ns < start_ns;
 SELECT 'copy', id, start_ns, end_ns FROM gpu_copies WHERE end_ns = 0 OR end_ns < start_ns;")"
 
+# The same for synchronization records (SHIMMER_GPU_SYNC=1): every third
+# record of any kind comes without its end; stored + lost = written,
+# counting kernels, copies, memsets and syncs, and no sync stored without
+# its end.
+DB=$T/sync-incomplete.db
+WLOG=$T/sync-incomplete.log
+start_collector "$DB" || not_ok "sync-incomplete: collector"
+SHIMMER_GPU_SYNC=1 FAKE_CUPTI_INCOMPLETE_EVERY=3 CUDA_INJECTION64_PATH="$SHIM" \
+	LD_PRELOAD="$SHIM" SHIMMER_SOCKET="$SOCK" WL_LOG="$WLOG" "$WL_GPU" kernels \
+	> "$T/sync-incomplete.out" 2> "$T/sync-incomplete.err"
+rc=$?
+stop_collector || not_ok "sync-incomplete: collector exit status"
+check "sync-incomplete: workload exits 0" "exit status $rc" [ "$rc" = 0 ]
+load_log "$WLOG" "$T/sync-incomplete.check.db" "$DB"
+load_gpu_log "$WLOG"
+expect_empty "sync-incomplete: stored + lost = written, a third lost" "$(q "
+CREATE TEMP VIEW written AS SELECT (SELECT count(*) FROM main.K) + (SELECT count(*) FROM main.Y)
+	+ (SELECT count(*) FROM main.S) AS n;
+CREATE TEMP VIEW kept AS SELECT (SELECT count(*) FROM s.kernels) + (SELECT count(*) FROM s.gpu_copies)
+	+ (SELECT count(*) FROM s.gpu_syncs) AS n;
+CREATE TEMP VIEW lost AS SELECT coalesce(sum(events), 0) AS n FROM s.drops WHERE reason = 'cupti';
+SELECT 'no syncs logged' WHERE (SELECT count(*) FROM main.S) < 3;
+SELECT 'written', w.n, 'stored', k.n, 'lost', l.n FROM written w, kept k, lost l
+	WHERE k.n + l.n <> w.n OR l.n <> w.n / 3;")"
+expect_empty "sync-incomplete: no sync stored without its end" "$(q "
+SELECT 'sync', id, start_ns, end_ns FROM s.gpu_syncs WHERE end_ns = 0 OR end_ns < start_ns;
+SELECT 'no sync stored' WHERE NOT EXISTS (SELECT 1 FROM s.gpu_syncs);")"
+
 # Knob unset: nothing is lost.
 run_drops kernels-unset 0 CUDA_INJECTION64_PATH="$SHIM" -- kernels
 run_drops short-unset 0 -- short 25

@@ -918,7 +918,7 @@ static void op_record(const struct fake_gpu_op *op)
 		s.kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
 		s.type = (CUpti_ActivitySynchronizationType)op->sync_type;
 		s.start = op->start;
-		s.end = op->end;
+		s.end = end_of(op);
 		s.correlationId = op->correlation;
 		s.contextId = op->context;
 		s.streamId = op->stream;
