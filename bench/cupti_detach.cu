@@ -20,7 +20,6 @@
  *
  * Built on the GPU machine by bench/gpu-overhead (CUPTI_AB=CYCLES).
  */
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -28,6 +27,8 @@
 
 #include <cuda_runtime.h>
 #include <cupti.h>
+
+#include "paired.h"
 
 #define BUF_BYTES (1 << 20)
 
@@ -135,7 +136,7 @@ static int detach(void)
 int main(int argc, char **argv)
 {
 	int n = 400, cycles = 300, control = 0, opt;
-	double sum_i = 0, sum_d = 0, sum_diff = 0, sum_diff2 = 0;
+	struct paired pr = { 0 };
 
 	while ((opt = getopt(argc, argv, "n:c:0")) != -1) {
 		if (opt == 'n')
@@ -165,21 +166,13 @@ int main(int argc, char **argv)
 			goto failed;
 		if (!(k & 1) && (detached = chunk(n)) < 0)
 			goto failed;
-		sum_i += idle;
-		sum_d += detached;
-		sum_diff += idle - detached;
-		sum_diff2 += (idle - detached) * (idle - detached);
+		paired_add(&pr, idle, detached);
 	}
-	{
-		double mean = sum_diff / cycles;
-		double var = (sum_diff2 - cycles * mean * mean) / (cycles - 1);
-
-		printf("{\"launches_per_chunk\": %d, \"cycles\": %d, \"control\": %d, "
-		       "\"records\": %llu, \"idle_ns\": %.1f, \"detached_ns\": %.1f, "
-		       "\"added_ns\": %.1f, \"added_ci95_ns\": %.1f}\n",
-		       n, cycles, control, records, sum_i / cycles, sum_d / cycles, mean,
-		       1.96 * sqrt(var > 0 ? var : 0) / sqrt(cycles));
-	}
+	printf("{\"launches_per_chunk\": %d, \"cycles\": %d, \"control\": %d, "
+	       "\"records\": %llu, \"idle_ns\": %.1f, \"detached_ns\": %.1f, "
+	       "\"added_ns\": %.1f, \"added_ci95_ns\": %.1f}\n",
+	       n, cycles, control, records, pr.sum_a / cycles, pr.sum_b / cycles,
+	       paired_mean_diff(&pr), paired_ci95(&pr));
 	return 0;
 failed:
 	fprintf(stderr, "cupti_detach: a CUDA or CUPTI call failed: %s\n",

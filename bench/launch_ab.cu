@@ -16,13 +16,14 @@
  * Built on the GPU machine by bench/gpu-overhead (nvcc -cudart shared).
  */
 #include <dlfcn.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <cuda_runtime.h>
+
+#include "paired.h"
 
 typedef cudaError_t (*launch_fn)(const void *, dim3, dim3, void **, size_t, cudaStream_t);
 
@@ -67,7 +68,7 @@ int main(int argc, char **argv)
 	int n = 400, pairs = 2000, opt;
 	void *cudart = dlopen("libcudart.so.13", RTLD_NOW | RTLD_NOLOAD);
 	launch_fn direct;
-	double sum_l = 0, sum_d = 0, sum_diff = 0, sum_diff2 = 0;
+	struct paired pr = { 0 };
 
 	while ((opt = getopt(argc, argv, "n:p:")) != -1) {
 		if (opt == 'n')
@@ -99,20 +100,12 @@ int main(int argc, char **argv)
 		}
 		if (l < 0 || d < 0)
 			goto failed;
-		sum_l += l;
-		sum_d += d;
-		sum_diff += l - d;
-		sum_diff2 += (l - d) * (l - d);
+		paired_add(&pr, l, d);
 	}
-	{
-		double mean = sum_diff / pairs;
-		double var = (sum_diff2 - pairs * mean * mean) / (pairs - 1);
-
-		printf("{\"launches_per_chunk\": %d, \"pairs\": %d, \"linked_ns\": %.1f, "
-		       "\"direct_ns\": %.1f, \"added_ns\": %.1f, \"added_ci95_ns\": %.1f}\n",
-		       n, pairs, sum_l / pairs, sum_d / pairs, mean,
-		       1.96 * sqrt(var > 0 ? var : 0) / sqrt(pairs));
-	}
+	printf("{\"launches_per_chunk\": %d, \"pairs\": %d, \"linked_ns\": %.1f, "
+	       "\"direct_ns\": %.1f, \"added_ns\": %.1f, \"added_ci95_ns\": %.1f}\n",
+	       n, pairs, pr.sum_a / pairs, pr.sum_b / pairs, paired_mean_diff(&pr),
+	       paired_ci95(&pr));
 	return 0;
 failed:
 	fprintf(stderr, "launch_ab: a CUDA call failed: %s\n",
