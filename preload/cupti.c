@@ -126,6 +126,7 @@ static uint32_t win_api;       /* API calls recorded (for SHIMMER_DEBUG) */
 static uint32_t seen_corr;     /* the last correlation id converted */
 static uint32_t session;       /* CUPTI sessions begun since the first */
 static int stop_flusher;
+static int flushing;           /* a periodic flush runs (sampler, begin) */
 static uint32_t enabled_kinds; /* bit i: kinds[i] is on */
 static CUpti_SubscriberHandle sub;
 static struct { uint16_t domain, cbid; } cbs[CB_MAX]; /* the callbacks enabled */
@@ -259,29 +260,32 @@ static uint8_t *buf_map(int populate)
 #define LENT 64
 static uint8_t *lent[LENT];
 
-static void lent_put(uint8_t *b)
+static int lent_put(uint8_t *b)
 {
 	for (int i = 0; i < LENT; i++) {
 		uint8_t *none = 0;
 
 		if (__atomic_compare_exchange_n(&lent[i], &none, b, 0, __ATOMIC_ACQ_REL,
 						__ATOMIC_RELAXED))
-			return;
+			return 0;
 	}
+	return -ENOSPC;
 }
 
-static void lent_take(uint8_t *b)
+static int lent_take(uint8_t *b)
 {
 	for (int i = 0; i < LENT; i++) {
 		uint8_t *was = b;
 
 		if (__atomic_compare_exchange_n(&lent[i], &was, (uint8_t *)0, 0, __ATOMIC_ACQ_REL,
 						__ATOMIC_RELAXED))
-			return;
+			return 0;
 	}
+	return -ENOENT;
 }
 
 static void buf_release(uint8_t *b, size_t used);
+static int buf_pool(uint8_t *b);
 
 /* Detached: every buffer CUPTI held is ours again. */
 static void lent_reclaim(void)
@@ -304,10 +308,13 @@ static void CUPTIAPI buf_request(uint8_t **buffer, size_t *size, size_t *max_rec
 		b = __atomic_exchange_n(&pool[i], (uint8_t *)0, __ATOMIC_ACQ_REL);
 	if (!b)
 		b = buf_map(0);
-	if (b) {
-		__atomic_add_fetch(&bufs_out, 1, __ATOMIC_RELAXED);
-		lent_put(b);
+	/* a buffer we could not track is not lent: CUPTI counts its records lost */
+	if (b && lent_put(b) < 0) {
+		buf_pool(b);
+		b = 0;
 	}
+	if (b)
+		__atomic_add_fetch(&bufs_out, 1, __ATOMIC_RELAXED);
 	*buffer = b;
 	*size = b ? BUF_BYTES : 0;
 	*max_records = 0;
@@ -555,17 +562,19 @@ static void CUPTIAPI buf_complete(CUcontext ctx, uint32_t stream, uint8_t *buffe
 
 	(void)size;
 	t->in_shim++;
-	if (buffer) {
-		__atomic_sub_fetch(&bufs_out, 1, __ATOMIC_RELEASE);
-		lent_take(buffer);
-	}
 	if (fn.cuptiActivityGetNumDroppedRecords(ctx, stream, &dropped) == CUPTI_SUCCESS)
 		count_cupti_dropped(dropped);
-	if (buffer && !valid)
-		buf_release(buffer, 0);
-	else if (buffer && (!__atomic_load_n(&converter_up, __ATOMIC_ACQUIRE) ||
-			    __atomic_load_n(&exited, __ATOMIC_ACQUIRE) || queue_put(buffer, valid) < 0))
-		buf_convert(buffer, valid);
+	/* Not lent (any more): reclaimed after a detach, and maybe lent
+	 * again; never ours to read or release twice. */
+	if (buffer && lent_take(buffer) == 0) {
+		if (!valid)
+			buf_release(buffer, 0);
+		else if (!__atomic_load_n(&converter_up, __ATOMIC_ACQUIRE) ||
+			 __atomic_load_n(&exited, __ATOMIC_ACQUIRE) || queue_put(buffer, valid) < 0)
+			buf_convert(buffer, valid);
+		/* only now: a drain must not find the buffer neither held nor queued */
+		__atomic_sub_fetch(&bufs_out, 1, __ATOMIC_RELEASE);
+	}
 	t->in_shim--;
 	errno = saved;
 }
@@ -598,6 +607,7 @@ static void CUPTIAPI on_api(void *userdata, CUpti_CallbackDomain domain, CUpti_C
 	struct shim_thread *t;
 	struct shm_rec_api r;
 	unsigned int gen;
+	uint32_t sess;
 	int saved;
 
 	(void)userdata;
@@ -621,11 +631,14 @@ static void CUPTIAPI on_api(void *userdata, CUpti_CallbackDomain domain, CUpti_C
 	 * only the outermost call is the one the application made. */
 	if (--a->depth)
 		return;
+	/* The session, read before the state and again before the record
+	 * goes: a call that straddles a detach and the next attach is not
+	 * recorded, rather than under the wrong session. */
+	sess = __atomic_load_n(&session, __ATOMIC_ACQUIRE);
 	if (unlikely(__atomic_load_n(&attach, __ATOMIC_ACQUIRE) != AT_ON)) {
-		/* detached as an application's runtime call returns, never
-		 * inside one (as the driver call a runtime call makes) */
-		if (domain == CUPTI_CB_DOMAIN_RUNTIME_API)
-			finalize_here();
+		/* detached as an application's call returns (runtime, or driver
+		 * for a process that never calls the runtime), never inside one */
+		finalize_here();
 		return;
 	}
 	if (!(t = shim_thread_traced()))
@@ -634,14 +647,17 @@ static void CUPTIAPI on_api(void *userdata, CUpti_CallbackDomain domain, CUpti_C
 	t->in_shim++;
 	r = (struct shm_rec_api){
 		.hdr = { .type = SHM_REC_API, .size = sizeof(r) },
-		.start = a->start, .end = clock_now(), .correlation = corr_of(cb->correlationId),
+		.start = a->start, .end = clock_now(),
+		.correlation = (uint64_t)sess << 32 | cb->correlationId,
 		.domain = domain == CUPTI_CB_DOMAIN_RUNTIME_API ? SHM_API_RUNTIME : SHM_API_DRIVER,
 		.cbid = cbid,
 	};
 	r.name_id = api_name(domain == CUPTI_CB_DOMAIN_RUNTIME_API, cbid, cb->functionName);
-	thread_emit(t, &r, sizeof(r));
-	corr_max(&win_last_corr, cb->correlationId);
-	__atomic_add_fetch(&win_api, 1, __ATOMIC_RELAXED);
+	if (likely(__atomic_load_n(&session, __ATOMIC_ACQUIRE) == sess)) {
+		thread_emit(t, &r, sizeof(r));
+		corr_max(&win_last_corr, cb->correlationId);
+		__atomic_add_fetch(&win_api, 1, __ATOMIC_RELAXED);
+	}
 	t->in_shim--;
 	errno = saved;
 }
@@ -887,7 +903,9 @@ static int converted(void)
 }
 
 /* Records of the window's last recorded call have come (calls on one
- * stream complete in order), or CUPTI holds no buffer. */
+ * stream complete in order), or CUPTI holds no buffer.  Work of the window
+ * still running on another stream or device when that call's records
+ * came is cut short by the forced flush after: counted as lost. */
 static int drained(void)
 {
 	uint32_t want = __atomic_load_n(&win_want_corr, __ATOMIC_ACQUIRE);
@@ -897,7 +915,9 @@ static int drained(void)
 }
 
 /* With win_lock held, the kinds off: awaits the window's records; 0 once
- * every one is converted. */
+ * every one is converted.  -ETIMEDOUT when they have not all come within
+ * DRAIN_MS (a GPU running that far behind its CPU): a forced flush would
+ * hand them over without their ends, so they are left to come later. */
 static int drain(void)
 {
 	uint64_t t0 = clock_ns(CLOCK_MONOTONIC), until = t0 + DRAIN_MS * 1000000ull;
@@ -911,12 +931,20 @@ static int drain(void)
 			break;
 		nap_ms();
 	}
+	if (!done) {
+		shim_log("CUPTI: window not drained in %u ms (buffers held %d, correlation %u of %u); "
+			 "attached until the next window",
+			 DRAIN_MS, __atomic_load_n(&bufs_out, __ATOMIC_RELAXED),
+			 __atomic_load_n(&seen_corr, __ATOMIC_RELAXED),
+			 __atomic_load_n(&win_want_corr, __ATOMIC_RELAXED));
+		return -ETIMEDOUT;
+	}
 	fn.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
 	if (fn.cuptiActivityGetNumDroppedRecords(NULL, 0, &dropped) == CUPTI_SUCCESS)
 		count_cupti_dropped(dropped);
-	shim_log("CUPTI: window drained in %llu us (%s; buffers held %d, correlation %u of %u)",
+	shim_log("CUPTI: window drained in %llu us (buffers held %d, correlation %u of %u)",
 		 (unsigned long long)((clock_ns(CLOCK_MONOTONIC) - t0) / 1000),
-		 done ? "complete" : "timed out", __atomic_load_n(&bufs_out, __ATOMIC_RELAXED),
+		 __atomic_load_n(&bufs_out, __ATOMIC_RELAXED),
 		 __atomic_load_n(&seen_corr, __ATOMIC_RELAXED),
 		 __atomic_load_n(&win_want_corr, __ATOMIC_RELAXED));
 	for (unsigned int i = 0; i < DRAIN_MS; i++) {
@@ -928,7 +956,8 @@ static int drain(void)
 }
 
 /* With win_lock held: records awaited, then the next API EXIT detaches.
- * Without a drained queue CUPTI stays attached, its callbacks off. */
+ * Without them CUPTI stays attached, its callbacks off, and the next
+ * window's close tries again. */
 static void detach(void)
 {
 	int at = __atomic_load_n(&attach, __ATOMIC_ACQUIRE);
@@ -988,8 +1017,9 @@ static int attach_settled(void)
 
 static CUptiResult session_start(const char **step, char *other, size_t other_size);
 
-/* With win_lock held: CUPTI attached, its callbacks on.  Negative when it
- * cannot be; sampling then ends. */
+/* With win_lock held: CUPTI attached.  1 when that began a new session,
+ * 0 when it was still attached; negative when it cannot be (sampling then
+ * ends). */
 static int reattach(void)
 {
 	char other[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN + 1] = { 0 };
@@ -1021,9 +1051,13 @@ static int reattach(void)
 				 result_str(res));
 		return -EIO;
 	}
+	/* every record of the last session was converted before it ended;
+	 * the new one may number its calls from the start again */
+	__atomic_store_n(&seen_corr, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&win_last_corr, 0, __ATOMIC_RELAXED);
 	__atomic_add_fetch(&session, 1, __ATOMIC_RELAXED);
 	__atomic_store_n(&attach, AT_ON, __ATOMIC_RELEASE);
-	return 0;
+	return 1;
 }
 
 /* With win_lock held.  The grace lets calls that began with the callbacks
@@ -1031,14 +1065,12 @@ static int reattach(void)
  * CUPTI could not be attached. */
 static int window_open(void)
 {
+	/* Still attached (a drain that timed out), the marks go on: the next
+	 * drain awaits the records of this window and of the last. */
 	int err = reattach();
 
-	if (err)
+	if (err < 0)
 		return err;
-	/* the last window's records are all converted; a new session may
-	 * number its calls from the start again */
-	__atomic_store_n(&seen_corr, 0, __ATOMIC_RELAXED);
-	__atomic_store_n(&win_last_corr, 0, __ATOMIC_RELAXED);
 	__atomic_add_fetch(&win_gen, 1, __ATOMIC_RELAXED);
 	callbacks_set(1);
 	grace();
@@ -1169,6 +1201,10 @@ static void *sampler(void *arg)
 		if (opened && sleep_until(end))
 			break;
 		window_close(1);
+		/* cuptiFinalize failed: attached for good, flushed as when
+		 * never detaching */
+		if (!flushing && !__atomic_load_n(&detaching, __ATOMIC_RELAXED))
+			flushing = start_flusher() == 0;
 		/* periods slept through (a suspended process) are skipped */
 		now = clock_ns(CLOCK_MONOTONIC);
 		while (period <= now)
@@ -1281,7 +1317,9 @@ static uint32_t begin(void *h)
 	}
 	detaching = sampling && fn.cuptiFinalize && !keep_attached;
 	/* Detached, CUPTI must hear from nobody: the sampler flushes. */
-	if (!detaching && start_flusher() < 0)
+	if (!detaching)
+		flushing = start_flusher() == 0;
+	if (!detaching && !flushing)
 		shim_log("CUPTI: no periodic flush; records come when buffers fill");
 	if (sampling)
 		sampling_start();
@@ -1440,9 +1478,12 @@ void cupti_exit(void)
 	if (sampling)
 		window_close(0);
 	/* Detached, everything was delivered; a pending detach is called off
-	 * (the exit flushes instead). */
+	 * (the exit flushes instead), and the callbacks it kept on go off, so
+	 * that no call made now is awaited below. */
 	pthread_mutex_lock(&win_lock);
-	__atomic_compare_exchange_n(&attach, &expect, AT_ON, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+	if (__atomic_compare_exchange_n(&attach, &expect, AT_ON, 0, __ATOMIC_ACQ_REL,
+					__ATOMIC_RELAXED))
+		callbacks_set(0);
 	attached = attach_settled() == AT_ON;
 	pthread_mutex_unlock(&win_lock);
 	/* Only a libcupti that is still mapped can be called. */
@@ -1479,6 +1520,7 @@ void cupti_fork_child(void)
 	state = CS_IDLE;
 	exited = 0;
 	stop_flusher = 0;
+	flushing = 0;
 	enabled_kinds = 0;
 	ncbs = 0;
 	win_open = 0;

@@ -222,6 +222,47 @@ for how in default all keep; do
 	fi
 done
 
+# run_late NAME [VAR=VALUE...] -- WL_GPU ARGS...: wl_gpu under the shim
+# with the fake CUPTI's counts in $T/NAME.stats; loads its log.  Sets rc.
+run_late() {
+	local name=$1 vars=()
+	shift
+	while [ "$1" != -- ]; do vars+=("$1"); shift; done
+	shift
+	DB=$T/$name.db
+	WLOG=$T/$name.log
+	rm -f "$T/$name.stats"
+	start_collector "$DB" || { not_ok "$name: collector"; return; }
+	(
+		export CUDA_INJECTION64_PATH="$SHIM" FAKE_CUPTI_STATS="$T/$name.stats" \
+			FAKE_CUDA_DELAY_NS=500000 "${vars[@]}"
+		traced "$WL_GPU" "$@" > /dev/null 2> "$T/$name.err"
+	)
+	rc=$?
+	stop_collector || not_ok "$name: collector exit status"
+	load_log "$WLOG" "$T/$name.check.db" "$DB"
+	load_gpu_log "$WLOG"
+}
+
+# late_lost: what the store lost or mislinked, one line each: records CUPTI
+# lost, a kernel launched well inside a window and not stored linked to its
+# call (each launch's grid_x is its number), a correlation id on two calls.
+late_lost() {
+	q "
+SELECT 'records lost', sum(events) FROM s.drops WHERE reason = 'cupti' HAVING sum(events) > 0;
+SELECT 'missing launch gx', x.gx FROM main.K x JOIN s.processes p ON p.pid = x.pid
+	JOIN s.gpu_windows w ON w.proc_id = p.proc_id
+	WHERE x.t0 >= w.start_ns + $EDGE AND x.t1 <= w.end_ns - $EDGE
+	AND NOT EXISTS (SELECT 1 FROM s.kernels_named k WHERE k.proc_id = p.proc_id
+		AND k.grid_x = x.gx AND k.launch_ns IS NOT NULL) LIMIT 5;
+SELECT 'correlation', correlation, 'on', count(*), 'calls' FROM s.gpu_api
+	GROUP BY proc_id, correlation HAVING count(*) > 1 LIMIT 3;
+SELECT 'kernel gx', x.gx, 'linked to a call at', k.launch_ns, 'not its own at', x.t0
+	FROM s.kernels_named k JOIN s.processes p USING (proc_id)
+	JOIN main.K x ON x.pid = p.pid AND x.gx = k.grid_x
+	WHERE k.launch_ns IS NOT NULL AND abs(k.launch_ns - x.t0) > $TOL LIMIT 3;"
+}
+
 # --- (e) records that complete late, and a buffer CUPTI always holds -----
 # The fake GPU's records complete 15 ms after they are written and the fake
 # CUPTI keeps a buffer, as the real one may: a closed window's records are
@@ -230,35 +271,13 @@ done
 # keep their schedule.  Each new session numbers its calls from 1 again:
 # the store's correlation ids must stay unique, each kernel linked to the
 # call that launched it (its grid_x is the launch's number).
-DB=$T/late.db
-WLOG=$T/late.log
-rm -f "$T/late.stats"
-start_collector "$DB" || { not_ok "late: collector"; finish; }
-SHIMMER_GPU_WINDOW_MS=20 SHIMMER_GPU_PERIOD_MS=100 CUDA_INJECTION64_PATH=$SHIM \
-	FAKE_CUPTI_COMPLETE_NS=15000000 FAKE_CUPTI_HOLD_BUFFER=1 FAKE_CUPTI_RESET_IDS=1 \
-	FAKE_CUPTI_STATS=$T/late.stats \
-	FAKE_CUDA_DELAY_NS=500000 traced "$WL_GPU" short 400 3000 > /dev/null 2> "$T/late.err"
-rc=$?
-stop_collector || not_ok "late: collector exit status"
-load_log "$WLOG" "$T/late.check.db" "$DB"
-load_gpu_log "$WLOG"
-bad=$(q "
-SELECT 'records lost', sum(events) FROM s.drops WHERE reason = 'cupti' HAVING sum(events) > 0;
+run_late late SHIMMER_GPU_WINDOW_MS=20 SHIMMER_GPU_PERIOD_MS=100 FAKE_CUPTI_COMPLETE_NS=15000000 \
+	FAKE_CUPTI_HOLD_BUFFER=1 FAKE_CUPTI_RESET_IDS=1 -- short 400 3000
+bad=$(late_lost; q "
 SELECT 'windows', windows, 'in', span_ns, 'ns' FROM s.gpu_sampling
 	WHERE windows < span_ns / 100000000 - 2;
-SELECT 'missing launch gx', x.gx FROM main.K x JOIN s.processes p ON p.pid = x.pid
-	JOIN s.gpu_windows w ON w.proc_id = p.proc_id
-	WHERE x.t0 >= w.start_ns + $EDGE AND x.t1 <= w.end_ns - $EDGE
-	AND NOT EXISTS (SELECT 1 FROM s.kernels_named k WHERE k.proc_id = p.proc_id
-		AND k.grid_x = x.gx AND k.launch_ns IS NOT NULL) LIMIT 5;
 SELECT 'estimate', round((SELECT count(*) FROM s.kernels) * scale), 'of 400' FROM s.gpu_sampling
 	WHERE abs((SELECT count(*) FROM s.kernels) * scale - 400) > 60;
-SELECT 'correlation', correlation, 'on', count(*), 'calls' FROM s.gpu_api
-	GROUP BY proc_id, correlation HAVING count(*) > 1 LIMIT 3;
-SELECT 'kernel gx', x.gx, 'linked to a call at', k.launch_ns, 'not its own at', x.t0
-	FROM s.kernels_named k JOIN s.processes p USING (proc_id)
-	JOIN main.K x ON x.pid = p.pid AND x.gx = k.grid_x
-	WHERE k.launch_ns IS NOT NULL AND abs(k.launch_ns - x.t0) > $TOL LIMIT 3;
 SELECT 'CUPTI sessions seen', count(DISTINCT correlation >> 32) FROM s.gpu_api
 	HAVING count(DISTINCT correlation >> 32) < 3;")
 read -r _ attaches _ finalizes _ outside < "$T/late.stats"
@@ -269,5 +288,35 @@ windows=$(q "SELECT count(*) FROM s.gpu_windows")
 	bad="$bad detached $finalizes times over $windows windows, attached $attaches times ($outside outside EXIT)"
 [ $rc = 0 ] || bad="exit status $rc $bad"
 expect_empty "late records: none lost, windows on schedule, all linked, estimate within 15%" "$bad"
+
+# --- (f) a process that launches only through the driver API --------------
+# CUPTI is detached at the EXIT of an application's driver call too, so
+# such a process (JAX, Triton) detaches as often as one using the runtime.
+run_late driver SHIMMER_GPU_WINDOW_MS=20 SHIMMER_GPU_PERIOD_MS=100 -- driver 400 3000
+bad=$(late_lost)
+read -r _ attaches _ finalizes _ outside < "$T/driver.stats"
+windows=$(q "SELECT count(*) FROM s.gpu_windows")
+kernels=$(q "SELECT count(*) FROM s.kernels_named WHERE launch_domain = 'driver'")
+[ "$outside" = 0 ] && [ "$finalizes" -ge $((windows / 2)) ] && [ "$kernels" -gt 0 ] ||
+	bad="$bad detached $finalizes times over $windows windows ($outside outside EXIT), $kernels driver launches recorded"
+[ $rc = 0 ] || bad="exit status $rc $bad"
+expect_empty "driver API only: detached after windows, none lost, all linked" "$bad"
+
+# --- (g) records that come later than a drain waits -----------------------
+# Each record completes 300 ms after it is written, longer than a closed
+# window's records are awaited (200 ms): forcing them out would lose them,
+# so CUPTI stays attached and the next window's close awaits them too.
+# The process lingers after its launches, so the last ones come before it
+# ends: none may be lost, and CUPTI must still get detached.
+run_late slow SHIMMER_GPU_WINDOW_MS=20 SHIMMER_GPU_PERIOD_MS=500 \
+	FAKE_CUPTI_COMPLETE_NS=300000000 FAKE_CUPTI_HOLD_BUFFER=1 WL_GPU_LINGER_MS=1500 -- \
+	short 400 3000
+bad=$(late_lost)
+read -r _ attaches _ finalizes _ outside < "$T/slow.stats"
+kernels=$(q "SELECT count(*) FROM s.kernels")
+[ "$outside" = 0 ] && [ "$finalizes" -ge 1 ] && [ "$kernels" -gt 0 ] ||
+	bad="$bad detached $finalizes times ($outside outside EXIT), $kernels kernels stored"
+[ $rc = 0 ] || bad="exit status $rc $bad"
+expect_empty "records later than the drain: none lost, all linked, detached later" "$bad"
 
 finish

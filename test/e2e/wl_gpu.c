@@ -13,8 +13,12 @@
  *   wl_gpu pause N US the same, with shimmer_pause() before launch N/3 and
  *                     shimmer_resume() before launch 2N/3 (include/shimmer.h:
  *                     the shim marks both)
+ *   wl_gpu driver N US   the same as short, every launch through the driver
+ *                     API (cuLaunchKernel), none through the runtime
  *   wl_gpu nvtx       nested push/pop, a domain with a registered string,
  *                     start/end across threads, a mark; kernels inside
+ *
+ * WL_GPU_LINGER_MS=M: sleep M ms after the mode's work, before returning.
  *
  * Log lines besides P and T (wlog.h):
  *   K,pid,tid,name,domain,api,gx,gy,gz,bx,by,bz,stream,smem,t0,t1,range
@@ -230,11 +234,13 @@ static int mode_kernels(void)
 	return 0;
 }
 
-static int mode_short(unsigned n, unsigned pause_us, int with_pause)
+enum short_how { SHORT_PLAIN, SHORT_PAUSE, SHORT_DRIVER };
+
+static int mode_short(unsigned n, unsigned pause_us, enum short_how how)
 {
 	struct timespec pause = { pause_us / 1000000, (long)(pause_us % 1000000) * 1000 };
-
 	const void *mm = (const void *)(uintptr_t)k_matmul;
+	int with_pause = how == SHORT_PAUSE;
 
 	log_proc();
 	log_thread();
@@ -246,11 +252,19 @@ static int mode_short(unsigned n, unsigned pause_us, int with_pause)
 			shimmer_pause();
 		if (with_pause && i == 2 * n / 3)
 			shimmer_resume();
-		l = (struct launch){ K_MATMUL, "runtime", "cudaLaunchKernel", { 1 + i, 1, 1 },
-				     { 32, 1, 1 }, 0, 0, now(), 0 };
-
-		if (cudaLaunchKernel(mm, d3(1 + i, 1, 1), d3(32, 1, 1), NULL, 0, NULL) != cudaSuccess)
-			abort();
+		if (how == SHORT_DRIVER) {
+			l = (struct launch){ K_MATMUL, "driver", "cuLaunchKernel", { 1 + i, 1, 1 },
+					     { 32, 1, 1 }, 0, 0, now(), 0 };
+			if (fake_cu_launch_kernel((CUfunction)(uintptr_t)mm, 1 + i, 1, 1, 32, 1, 1, 0,
+						  NULL, NULL, NULL) != CUDA_SUCCESS)
+				abort();
+		} else {
+			l = (struct launch){ K_MATMUL, "runtime", "cudaLaunchKernel", { 1 + i, 1, 1 },
+					     { 32, 1, 1 }, 0, 0, now(), 0 };
+			if (cudaLaunchKernel(mm, d3(1 + i, 1, 1), d3(32, 1, 1), NULL, 0, NULL) !=
+			    cudaSuccess)
+				abort();
+		}
 		l.t1 = now();
 		log_kernel(&l);
 		if (pause_us)
@@ -381,20 +395,37 @@ static int mode_nvtx(void)
 	return 0;
 }
 
-int main(int argc, char **argv)
+static int run(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "";
 
-	wlog_open();
 	if (!strcmp(mode, "kernels"))
 		return mode_kernels();
 	if (!strcmp(mode, "short") && (argc == 3 || argc == 4))
 		return mode_short((unsigned)atoi(argv[2]), argc == 4 ? (unsigned)atoi(argv[3]) : 0,
-				  0);
+				  SHORT_PLAIN);
 	if (!strcmp(mode, "pause") && argc == 4)
-		return mode_short((unsigned)atoi(argv[2]), (unsigned)atoi(argv[3]), 1);
+		return mode_short((unsigned)atoi(argv[2]), (unsigned)atoi(argv[3]), SHORT_PAUSE);
+	if (!strcmp(mode, "driver") && argc == 4)
+		return mode_short((unsigned)atoi(argv[2]), (unsigned)atoi(argv[3]), SHORT_DRIVER);
 	if (!strcmp(mode, "nvtx"))
 		return mode_nvtx();
-	wlog_puts(2, "usage: wl_gpu kernels|short N [US]|pause N US|nvtx\n");
+	wlog_puts(2, "usage: wl_gpu kernels|short N [US]|pause N US|driver N US|nvtx\n");
 	return 2;
+}
+
+int main(int argc, char **argv)
+{
+	const char *linger = getenv("WL_GPU_LINGER_MS");
+	int rc;
+
+	wlog_open();
+	rc = run(argc, argv);
+	if (rc == 0 && linger) {
+		unsigned ms = (unsigned)atoi(linger);
+		struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000 };
+
+		nanosleep(&ts, NULL);
+	}
+	return rc;
 }
