@@ -91,11 +91,13 @@ check_integrity "sample: store integrity" "$DB"
 # CUPTI is detached between windows (cuptiFinalize, in an API's EXIT
 # callback) and attached for each: once at the start, once per window; no
 # call of ours in between attaches it again.  The last window may still be
-# open at the exit.
+# open at the exit, and a detach is called off when no API call returns
+# before the next window opens (it can open within a few ms of the last
+# one's drain): then that window needs no attach either.
 read -r _ attaches _ finalizes _ outside < "$T/sample.stats"
 windows=$(q "SELECT count(*) FROM s.gpu_windows")
 ok=0
-[ "$outside" = 0 ] && [ "$finalizes" -ge "$windows" ] &&
+[ "$outside" = 0 ] && [ "$finalizes" -ge $((windows * 2 / 3)) ] &&
 	[ "$finalizes" -le $((windows + 1)) ] && [ "$attaches" -ge "$finalizes" ] &&
 	[ "$attaches" -le $((finalizes + 1)) ] && ok=1
 check "sample: detached between windows, attached for each" \
