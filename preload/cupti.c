@@ -1363,8 +1363,12 @@ static void start(void)
 	status = h ? begin(h) : SHM_GPU_NO_CUPTI;
 	__atomic_store_n(&state, status == SHM_GPU_ACTIVE ? CS_ACTIVE : CS_OFF, __ATOMIC_RELEASE);
 	report(status, text);
-	/* A pause that came first applies to the session it did not see. */
-	if (status == SHM_GPU_ACTIVE && __atomic_load_n(&shim.paused, __ATOMIC_ACQUIRE))
+	/* A pause that came first applies to the session it did not see.
+	 * Under sampling no window is open yet and the sampler opens none
+	 * while paused: nothing to do, and nothing to wait for (the sampler
+	 * may hold win_lock while it flushes, and we may be inside cuInit). */
+	if (status == SHM_GPU_ACTIVE && !sampling &&
+	    __atomic_load_n(&shim.paused, __ATOMIC_ACQUIRE))
 		cupti_pause(1);
 out:
 	t->in_shim--;
