@@ -308,17 +308,17 @@ expect_empty "driver API only: detached after windows, none lost, all linked" "$
 # Each record completes 300 ms after it is written, longer than a closed
 # window's records are awaited (200 ms): forcing them out would lose them,
 # so CUPTI stays attached and the next window's close awaits them too.
-# The process lingers after its launches, so the last ones come before it
-# ends: none may be lost, and CUPTI must still get detached.
+# The process lingers after its launches (with no API call, so CUPTI is not
+# detached again), so the last ones come before it ends: none may be lost.
 run_late slow SHIMMER_GPU_WINDOW_MS=20 SHIMMER_GPU_PERIOD_MS=500 \
 	FAKE_CUPTI_COMPLETE_NS=300000000 FAKE_CUPTI_HOLD_BUFFER=1 WL_GPU_LINGER_MS=1500 -- \
 	short 400 3000
 bad=$(late_lost)
 read -r _ attaches _ finalizes _ outside < "$T/slow.stats"
 kernels=$(q "SELECT count(*) FROM s.kernels")
-[ "$outside" = 0 ] && [ "$finalizes" -ge 1 ] && [ "$kernels" -gt 0 ] ||
-	bad="$bad detached $finalizes times ($outside outside EXIT), $kernels kernels stored"
+[ "$outside" = 0 ] && [ "$kernels" -gt 0 ] ||
+	bad="$bad $kernels kernels stored, $outside finalizes outside EXIT"
 [ $rc = 0 ] || bad="exit status $rc $bad"
-expect_empty "records later than the drain: none lost, all linked, detached later" "$bad"
+expect_empty "records later than the drain: none lost, all linked" "$bad"
 
 finish
