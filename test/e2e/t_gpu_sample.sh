@@ -275,9 +275,12 @@ SELECT 'kernel gx', x.gx, 'linked to a call at', k.launch_ns, 'not its own at', 
 # call that launched it (its grid_x is the launch's number).
 run_late late SHIMMER_GPU_WINDOW_MS=20 SHIMMER_GPU_PERIOD_MS=100 FAKE_CUPTI_COMPLETE_NS=15000000 \
 	FAKE_CUPTI_HOLD_BUFFER=1 FAKE_CUPTI_RESET_IDS=1 -- short 400 3000
+# On schedule: at least three quarters of the periods get their window
+# (a drain that ran to its 200 ms limit each time would leave under half;
+# sanitizer builds run late enough to lose a few).
 bad=$(late_lost; q "
 SELECT 'windows', windows, 'in', span_ns, 'ns' FROM s.gpu_sampling
-	WHERE windows < span_ns / 100000000 - 2;
+	WHERE windows < span_ns * 3 / 400000000 - 1;
 SELECT 'estimate', round((SELECT count(*) FROM s.kernels) * scale), 'of 400' FROM s.gpu_sampling
 	WHERE abs((SELECT count(*) FROM s.kernels) * scale - 400) > 60;
 SELECT 'CUPTI sessions seen', count(DISTINCT correlation >> 32) FROM s.gpu_api
