@@ -656,7 +656,8 @@ static void CUPTIAPI on_api(void *userdata, CUpti_CallbackDomain domain, CUpti_C
 	if (likely(__atomic_load_n(&session, __ATOMIC_ACQUIRE) == sess)) {
 		thread_emit(t, &r, sizeof(r));
 		corr_max(&win_last_corr, cb->correlationId);
-		__atomic_add_fetch(&win_api, 1, __ATOMIC_RELAXED);
+		if (unlikely(shim.debug))
+			__atomic_add_fetch(&win_api, 1, __ATOMIC_RELAXED);
 	}
 	t->in_shim--;
 	errno = saved;
@@ -902,16 +903,28 @@ static int converted(void)
 	return queue_empty() && !__atomic_load_n(&converter_busy, __ATOMIC_SEQ_CST);
 }
 
-/* Records of the window's last recorded call have come (calls on one
- * stream complete in order), or CUPTI holds no buffer.  Work of the window
- * still running on another stream or device when that call's records
- * came is cut short by the forced flush after: counted as lost. */
-static int drained(void)
+/* Flushes (default: only buffers whose records are all complete) until
+ * the records of call `want` have been converted (calls on one stream
+ * complete in order) or CUPTI holds no buffer; DRAIN_MS at most, then
+ * -ETIMEDOUT.  here: convert on this thread (at exit the converter may be
+ * gone) rather than wait for the converter.  Work still running on another
+ * stream or device when that call's records came is cut short by the
+ * forced flush that follows: counted as lost. */
+static int await_records(uint32_t want, int here)
 {
-	uint32_t want = __atomic_load_n(&win_want_corr, __ATOMIC_ACQUIRE);
+	uint64_t until = clock_ns(CLOCK_MONOTONIC) + DRAIN_MS * 1000000ull;
 
-	return !__atomic_load_n(&bufs_out, __ATOMIC_ACQUIRE) ||
-	       (converted() && __atomic_load_n(&seen_corr, __ATOMIC_ACQUIRE) >= want);
+	for (;;) {
+		fn.cuptiActivityFlushAll(0);
+		if (here)
+			queue_drain();
+		if (!__atomic_load_n(&bufs_out, __ATOMIC_ACQUIRE) ||
+		    ((here || converted()) && __atomic_load_n(&seen_corr, __ATOMIC_ACQUIRE) >= want))
+			return 0;
+		if (clock_ns(CLOCK_MONOTONIC) >= until)
+			return -ETIMEDOUT;
+		nap_ms();
+	}
 }
 
 /* With win_lock held, the kinds off: awaits the window's records; 0 once
@@ -920,18 +933,10 @@ static int drained(void)
  * hand them over without their ends, so they are left to come later. */
 static int drain(void)
 {
-	uint64_t t0 = clock_ns(CLOCK_MONOTONIC), until = t0 + DRAIN_MS * 1000000ull;
+	uint64_t t0 = clock_ns(CLOCK_MONOTONIC);
 	size_t dropped = 0;
-	int done;
 
-	for (;;) {
-		fn.cuptiActivityFlushAll(0);
-		done = drained();
-		if (done || clock_ns(CLOCK_MONOTONIC) >= until)
-			break;
-		nap_ms();
-	}
-	if (!done) {
+	if (await_records(__atomic_load_n(&win_want_corr, __ATOMIC_ACQUIRE), 0) < 0) {
 		shim_log("CUPTI: window not drained in %u ms (buffers held %d, correlation %u of %u); "
 			 "attached until the next window",
 			 DRAIN_MS, __atomic_load_n(&bufs_out, __ATOMIC_RELAXED),
@@ -1447,25 +1452,6 @@ void cupti_pause(int pause)
 		window_close(0);
 }
 
-/* At exit, work still running would lose its records to the forced
- * flush: the last recorded call's are awaited first, DRAIN_MS at most.
- * Buffers complete on this thread now (`exited`) or wait in the queue. */
-static void exit_await(void)
-{
-	uint64_t until = clock_ns(CLOCK_MONOTONIC) + DRAIN_MS * 1000000ull;
-	uint32_t want = __atomic_load_n(&win_last_corr, __ATOMIC_ACQUIRE);
-
-	for (;;) {
-		fn.cuptiActivityFlushAll(0);
-		queue_drain();
-		if (!__atomic_load_n(&bufs_out, __ATOMIC_ACQUIRE) ||
-		    __atomic_load_n(&seen_corr, __ATOMIC_ACQUIRE) >= want ||
-		    clock_ns(CLOCK_MONOTONIC) >= until)
-			return;
-		nap_ms();
-	}
-}
-
 void cupti_exit(void)
 {
 	struct shim_thread *t = &shim_tls;
@@ -1496,7 +1482,10 @@ void cupti_exit(void)
 	if (h) {
 		size_t dropped = 0;
 
-		exit_await();
+		/* work still running would lose its records to the forced
+		 * flush: the last recorded call's are awaited first (buffers
+		 * complete on this thread now, `exited`, or wait in the queue) */
+		await_records(__atomic_load_n(&win_last_corr, __ATOMIC_ACQUIRE), 1);
 		fn.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
 		/* losses that came with no buffer to complete, so far unasked */
 		if (fn.cuptiActivityGetNumDroppedRecords(NULL, 0, &dropped) == CUPTI_SUCCESS)
