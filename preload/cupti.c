@@ -152,7 +152,7 @@ static const char *result_str(CUptiResult r)
 /* GPU_STATUS, and for a failure the one stderr line. */
 static void report(uint32_t status, const char *why)
 {
-	conn_gpu_status(shim.sock, status, why);
+	conn_gpu_status(status, why);
 	log_debug("GPU status %u: %s", status, why);
 	if (status != SHM_GPU_ACTIVE && status != SHM_GPU_DISABLED)
 		log_warn("GPU activity not traced: %s; API calls still are", why);

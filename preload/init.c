@@ -31,6 +31,19 @@
 
 static int clock_kind;
 
+static void disable(void)
+{
+	__atomic_store_n(&shim.on, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&shim.heap, SHM_MALLOC_OFF, __ATOMIC_RELAXED);
+}
+
+/* The program closed or replaced our socket (conn.c said so): records
+ * written so far are drained by the collector, which sees it close. */
+static void lost(void)
+{
+	disable();
+}
+
 /* Connects, builds the region and sends HELLO.  0 or -errno. */
 static int start(uint32_t ppid)
 {
@@ -41,17 +54,15 @@ static int start(uint32_t ppid)
 	int err;
 
 	shim.pid = (uint32_t)getpid();
-	shim.sock = conn_open(path);
-	if (shim.sock < 0) {
+	err = conn_open(path, lost);
+	if (err < 0) {
 		log_warn("collector not reached at %s (%s); not tracing", path,
-			  strerrordesc_np(-shim.sock));
-		err = shim.sock;
-		shim.sock = -1;
+			 strerrordesc_np(-err));
 		return err;
 	}
 	err = region_create(&shim.region, nslots, ring_bytes);
 	if (err < 0) {
-		log_debug("region: %s", strerrordesc_np(-err));
+		log_warn("cannot create the event region (%s); not tracing", strerrordesc_np(-err));
 		goto fail;
 	}
 	h.pid = shim.pid;
@@ -71,15 +82,16 @@ static int start(uint32_t ppid)
 	h.region_bytes = shim.region.bytes;
 	h.nslots = nslots;
 	h.ring_bytes = ring_bytes;
-	err = conn_hello(shim.sock, &h, shim.region.fd);
+	err = conn_hello(&h, shim.region.fd);
 	if (err < 0) {
-		log_debug("hello: %s", strerrordesc_np(-err));
+		log_warn("cannot send HELLO to the collector (%s); not tracing",
+			 strerrordesc_np(-err));
 		goto fail;
 	}
 	/* The collector holds its own descriptor now; the mapping is ours. */
 	close(shim.region.fd);
 	shim.region.fd = -1;
-	err = intern_init(shim.sock);
+	err = intern_init(conn_sendmsg);
 	if (err < 0)
 		log_debug("intern table: %s; names will be missing", strerrordesc_np(-err));
 	log_debug("tracing pid %u: %u slots of %u bytes, malloc mode %d, clock %d", shim.pid,
@@ -87,8 +99,7 @@ static int start(uint32_t ppid)
 	return 0;
 fail:
 	region_destroy(&shim.region);
-	close(shim.sock);
-	shim.sock = -1;
+	conn_close();
 	return err;
 }
 
@@ -97,12 +108,6 @@ static void enable(void)
 	/* A child forked while paused stays paused. */
 	__atomic_store_n(&shim.heap, shim.paused ? SHM_MALLOC_OFF : shim.mode, __ATOMIC_RELAXED);
 	__atomic_store_n(&shim.on, 1, __ATOMIC_RELEASE);
-}
-
-static void disable(void)
-{
-	__atomic_store_n(&shim.on, 0, __ATOMIC_RELAXED);
-	__atomic_store_n(&shim.heap, SHM_MALLOC_OFF, __ATOMIC_RELAXED);
 }
 
 /*
@@ -117,9 +122,8 @@ static void fork_child(void)
 	shim_tls.in_shim++;
 	disable();
 	region_destroy(&shim.region);
-	close(shim.sock);
-	shim.sock = -1;
-	intern_fork_child(-1);
+	conn_close();
+	intern_fork_child(conn_sendmsg);
 	heap_fork_child();
 	thread_fork_child();
 	api_fork_child();
@@ -192,7 +196,7 @@ __attribute__((destructor)) static void shim_fini(void)
 	shim_tls.in_shim++;
 	ts = clock_now();
 	__atomic_store_n(&shim.region.hdr->exit_ts, ts, __ATOMIC_RELEASE);
-	conn_bye(shim.sock, ts);
+	conn_bye(ts);
 	shim_tls.in_shim--;
 	errno = saved;
 }

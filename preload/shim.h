@@ -35,7 +35,6 @@ struct shim {
 	int paused;        /* shimmer_pause(): record nothing until resume */
 	int heap;          /* enum shm_malloc_mode in force, OFF while !on */
 	int mode;          /* SHIMMER_MALLOC, OFF if its set-up failed */
-	int sock;          /* control socket, -1 when none */
 	uint32_t pid;
 	pthread_key_t key; /* its destructor retires the thread's slot */
 	struct region region;

@@ -21,7 +21,7 @@
 #define LOSSLESS_NAP_NS 50000
 #define COLLECTOR_GONE_NS 5000000000ull
 
-struct shim shim = { .sock = -1 };
+struct shim shim;
 __thread struct shim_thread shim_tls;
 
 static uint32_t claim_hint;
@@ -68,7 +68,7 @@ static void claim(struct shim_thread *t)
 	t->state = TS_READY;
 	pthread_setspecific(shim.key, t);
 	prctl(PR_GET_NAME, name);
-	conn_thread(shim.sock, (uint32_t)idx, tid, intern_str(name), clock_now());
+	conn_thread((uint32_t)idx, tid, intern_str(name), clock_now());
 }
 
 int thread_prepare(struct shim_thread *t)
@@ -98,7 +98,7 @@ static void *wait_room(struct shim_thread *t, uint32_t len)
 		goto out;
 	/* A record is half reserved: nothing may emit on this thread now. */
 	t->in_shim++;
-	conn_kick(shim.sock);
+	conn_kick();
 	for (;;) {
 		nanosleep(&nap, 0);
 		dst = ring_reserve(&t->ring, len);
