@@ -11,6 +11,7 @@
 #include "cupti_window.h"
 #include "intern.h"
 #include "shim.h"
+#include "stack.h"
 
 #define CBID_CAP 4096u /* callback ids we look at, per domain */
 #define CBID_SLACK 64u /* unnamed ids past the header's last before we stop */
@@ -36,7 +37,8 @@ static uint32_t win_api;     /* API calls recorded (for SHIMMER_DEBUG) */
 static CUpti_SubscriberHandle sub;
 static struct { uint16_t domain, cbid; } cbs[CB_MAX]; /* the callbacks enabled */
 static unsigned int ncbs;
-static int cbs_on;
+int cupti_cbs_on;
+__thread struct cupti_site cupti_site;
 static const struct intern_entry *api_names[2][CBID_CAP];
 static __thread struct api_stack api_tls;
 
@@ -105,6 +107,14 @@ static void CUPTIAPI on_api(void *userdata, CUpti_CallbackDomain domain, CUpti_C
 		.cbid = cbid,
 	};
 	r.name_id = api_name(domain == CUPTI_CB_DOMAIN_RUNTIME_API, cbid, cb->functionName);
+	if (cupti_site.armed) {
+		r.stack_id = cupti_site.stack_id;
+		r.pystack_id = cupti_site.pystack_id;
+	} else if (t->ring.slot && !thread_would_drop(t, sizeof(r))) {
+		/* no stack unwound for a record the full ring drops */
+		r.stack_id = stack_native(t);
+		r.pystack_id = stack_python(t);
+	}
 	if (likely(__atomic_load_n(&cupti_session, __ATOMIC_ACQUIRE) == sess)) {
 		thread_emit(t, &r, sizeof(r));
 		cupti_corr_max(&cupti_last_corr, cb->correlationId);
@@ -198,15 +208,18 @@ static unsigned int enable_domain(CUpti_CallbackDomain domain, uint32_t known,
 
 unsigned int cupti_callbacks_enable(void)
 {
-	return enable_domain(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_SIZE,
-			     runtime_prefix) +
-	       enable_domain(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_SIZE,
-			     driver_prefix);
+	unsigned int n = enable_domain(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_SIZE,
+				       runtime_prefix);
+
+	n += enable_domain(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_SIZE,
+			   driver_prefix);
+	__atomic_store_n(&cupti_cbs_on, n > 0, __ATOMIC_RELAXED);
+	return n;
 }
 
 void cupti_callbacks_set(int on)
 {
-	cbs_on = on;
+	__atomic_store_n(&cupti_cbs_on, on, __ATOMIC_RELAXED);
 	for (unsigned int i = 0; i < ncbs; i++)
 		cupti_fn.cuptiEnableCallback((uint32_t)on, sub, (CUpti_CallbackDomain)cbs[i].domain,
 					     cbs[i].cbid);
@@ -214,7 +227,7 @@ void cupti_callbacks_set(int on)
 
 int cupti_callbacks_on(void)
 {
-	return cbs_on;
+	return __atomic_load_n(&cupti_cbs_on, __ATOMIC_RELAXED);
 }
 
 void cupti_api_new_window(void)
@@ -230,7 +243,8 @@ uint32_t cupti_api_recorded(void)
 void cupti_api_fork_child(void)
 {
 	ncbs = 0;
-	cbs_on = 0;
+	cupti_cbs_on = 0;
 	cupti_last_corr = 0;
+	cupti_site.armed = 0;
 	api_tls.depth = 0;
 }

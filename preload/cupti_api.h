@@ -17,6 +17,30 @@
 
 #include <cupti.h>
 
+#include "shim.h"
+
+/*
+ * Where GPU work was launched from.  While the callbacks are on, a runtime
+ * hook that starts GPU work (cuda.c) captures its caller's stacks here
+ * before the real call, and the call's API record carries them: the
+ * stack then starts at the application, not inside CUPTI.  A call that
+ * comes without such a hook (the driver API, as cuBLAS, cuDNN and Triton
+ * launch) has its stacks captured in the callback itself.
+ */
+struct cupti_site {
+	uint32_t stack_id, pystack_id;
+	int armed; /* set by the hook, cleared after its real call */
+};
+extern __thread struct cupti_site cupti_site;
+
+/* Nonzero while the API callbacks are on (written under the window lock). */
+extern int cupti_cbs_on;
+
+static inline int cupti_want_site(void)
+{
+	return unlikely(__atomic_load_n(&cupti_cbs_on, __ATOMIC_RELAXED));
+}
+
 /* The last correlation id (this session) recorded with its API call. */
 extern uint32_t cupti_last_corr;
 
