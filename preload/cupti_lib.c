@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cupti_lib.h"
+#include "modules.h"
 #include "real.h"
 #include "shim.h"
 
@@ -36,6 +37,8 @@ static void *try_open(void)
 	h = dlopen(cand, RTLD_NOW | RTLD_LOCAL);
 	if (h) {
 		memcpy(cupti_lib_path, cand, sizeof(cupti_lib_path));
+		/* its frames are in launch stacks: named like any other object's */
+		modules_mark_stale();
 		shim_log("CUPTI: %s", cupti_lib_path);
 	} else {
 		shim_log("CUPTI: %s: %s", cand, dlerror());
