@@ -747,9 +747,8 @@ static int names(struct chrome *c)
 
 		if (!p)
 			continue;
-		snprintf(buf, sizeof(buf), "%.200s (tid %lld)", name ? name : "thread",
-			 (long long)tid);
-		meta(c, p, tid, "thread_name", "name", buf, 0);
+		/* viewers show the tid beside the name */
+		meta(c, p, tid, "thread_name", "name", name ? name : "thread", 0);
 	}
 	sqlite3_finalize(st);
 	if (r < 0)
