@@ -136,7 +136,8 @@ for line in open(sys.argv[2]):
     def launched_by(k):
         fl = f_at.get((k["pid"], k["tid"], k["ts"]))
         s = fl and flows_s[fl["id"]]
-        return s and s["tid"] == tid and t0 - 20000 <= mono(s["ts"]) <= t1 + 20000
+        # the call CUPTI saw lies inside the logged call (2 us: clock conversion)
+        return s and s["tid"] == tid and t0 - 2000 <= mono(s["ts"]) <= t1 + 2000
     ks = [k for k in by_gx.get(gx, []) if launched_by(k)]
     if len(ks) != 1:
         print("launch gx %d at %d: %d kernels in the trace during the call" % (gx, t0, len(ks)))
