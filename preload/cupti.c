@@ -46,8 +46,10 @@
 #include "conn.h"
 #include "cupti.h"
 #include "intern.h"
+#include "log.h"
 #include "real.h"
 #include "region.h"
+#include "settings.h"
 
 #define BUF_BYTES (4u << 20)
 #define POOL 8
@@ -111,8 +113,8 @@ static int disabled;
 static int sync_records; /* SHIMMER_GPU_SYNC=1 */
 static int exited;
 /* Sampling (SHIMMER_GPU=sample, the default); see "sampling" below. */
-static int sampling = 1;
-static uint64_t window_ns = 20 * 1000000ull, period_ns = 2000 * 1000000ull;
+static int sampling = 1;     /* SHIMMER_GPU=sample */
+static uint64_t window_ns, period_ns;
 static unsigned int win_gen; /* bumped as each window opens */
 /* CUPTI attached or not, under sampling (see "detaching"). */
 enum { AT_ON, AT_DRAINING, AT_DETACHING, AT_FINALIZING, AT_OFF };
@@ -151,9 +153,9 @@ static const char *result_str(CUptiResult r)
 static void report(uint32_t status, const char *why)
 {
 	conn_gpu_status(shim.sock, status, why);
-	shim_log("GPU status %u: %s", status, why);
+	log_debug("GPU status %u: %s", status, why);
 	if (status != SHM_GPU_ACTIVE && status != SHM_GPU_DISABLED)
-		shim_warn("GPU activity not traced: %s; API calls still are", why);
+		log_warn("GPU activity not traced: %s; API calls still are", why);
 }
 
 /* ---- finding and loading libcupti ---- */
@@ -168,9 +170,9 @@ static void *try_open(void)
 	h = dlopen(cand, RTLD_NOW | RTLD_LOCAL);
 	if (h) {
 		memcpy(lib_path, cand, sizeof(lib_path));
-		shim_log("CUPTI: %s", lib_path);
+		log_debug("CUPTI: %s", lib_path);
 	} else {
-		shim_log("CUPTI: %s: %s", cand, dlerror());
+		log_debug("CUPTI: %s: %s", cand, dlerror());
 	}
 	return h;
 }
@@ -656,7 +658,7 @@ static void CUPTIAPI on_api(void *userdata, CUpti_CallbackDomain domain, CUpti_C
 	if (likely(__atomic_load_n(&session, __ATOMIC_ACQUIRE) == sess)) {
 		thread_emit(t, &r, sizeof(r));
 		corr_max(&win_last_corr, cb->correlationId);
-		if (unlikely(shim.debug))
+		if (unlikely(log_debugging()))
 			__atomic_add_fetch(&win_api, 1, __ATOMIC_RELAXED);
 	}
 	t->in_shim--;
@@ -937,7 +939,7 @@ static int drain(void)
 	size_t dropped = 0;
 
 	if (await_records(__atomic_load_n(&win_want_corr, __ATOMIC_ACQUIRE), 0) < 0) {
-		shim_log("CUPTI: window not drained in %u ms (buffers held %d, correlation %u of %u); "
+		log_debug("CUPTI: window not drained in %u ms (buffers held %d, correlation %u of %u); "
 			 "attached until the next window",
 			 DRAIN_MS, __atomic_load_n(&bufs_out, __ATOMIC_RELAXED),
 			 __atomic_load_n(&seen_corr, __ATOMIC_RELAXED),
@@ -947,7 +949,7 @@ static int drain(void)
 	fn.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
 	if (fn.cuptiActivityGetNumDroppedRecords(NULL, 0, &dropped) == CUPTI_SUCCESS)
 		count_cupti_dropped(dropped);
-	shim_log("CUPTI: window drained in %llu us (buffers held %d, correlation %u of %u)",
+	log_debug("CUPTI: window drained in %llu us (buffers held %d, correlation %u of %u)",
 		 (unsigned long long)((clock_ns(CLOCK_MONOTONIC) - t0) / 1000),
 		 __atomic_load_n(&bufs_out, __ATOMIC_RELAXED),
 		 __atomic_load_n(&seen_corr, __ATOMIC_RELAXED),
@@ -993,11 +995,11 @@ static void finalize_here(void)
 	t0 = clock_ns(CLOCK_MONOTONIC);
 	shim_tls.in_shim++;
 	res = fn.cuptiFinalize();
-	shim_log("CUPTI: detached in %llu us",
+	log_debug("CUPTI: detached in %llu us",
 		 (unsigned long long)((clock_ns(CLOCK_MONOTONIC) - t0) / 1000));
 	if (res != CUPTI_SUCCESS) {
 		/* attached for good; the callbacks go off at the next close */
-		shim_log("CUPTI: cuptiFinalize failed (%s); staying attached", result_str(res));
+		log_debug("CUPTI: cuptiFinalize failed (%s); staying attached", result_str(res));
 		__atomic_store_n(&detaching, 0, __ATOMIC_RELAXED);
 		__atomic_store_n(&attach, AT_ON, __ATOMIC_RELEASE);
 	} else {
@@ -1045,14 +1047,14 @@ static int reattach(void)
 	lent_reclaim();
 	t0 = clock_ns(CLOCK_MONOTONIC);
 	res = session_start(&step, other, sizeof(other));
-	shim_log("CUPTI: attached again in %llu us",
+	log_debug("CUPTI: attached again in %llu us",
 		 (unsigned long long)((clock_ns(CLOCK_MONOTONIC) - t0) / 1000));
 	if (res != CUPTI_SUCCESS) {
 		if (res == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)
-			shim_log("CUPTI: %s took CUPTI over; GPU sampling ends",
+			log_debug("CUPTI: %s took CUPTI over; GPU sampling ends",
 				 other[0] ? other : "another subscriber");
 		else
-			shim_log("CUPTI: %s failed again (%s); GPU sampling ends", step,
+			log_debug("CUPTI: %s failed again (%s); GPU sampling ends", step,
 				 result_str(res));
 		return -EIO;
 	}
@@ -1118,7 +1120,7 @@ static void window_close(int with_grace)
 	else
 		callbacks_set(0);
 	window_emit(win_start, end, calls);
-	shim_log("CUPTI: window closed after %llu us: %llu GPU-work calls, %u recorded with their API call",
+	log_debug("CUPTI: window closed after %llu us: %llu GPU-work calls, %u recorded with their API call",
 		 (unsigned long long)((clock_ns(CLOCK_MONOTONIC) - win_start_mono) / 1000),
 		 (unsigned long long)calls,
 		 __atomic_exchange_n(&win_api, 0, __ATOMIC_RELAXED));
@@ -1228,7 +1230,7 @@ static void sampling_start(void)
 	pthread_mutex_lock(&win_lock); /* the sampler opens no window before this is done */
 	if (start_thread(sampler, "shimmer-gpuwin") < 0) {
 		sampling = 0;
-		shim_log("CUPTI: no sampler thread; recording every kernel");
+		log_debug("CUPTI: no sampler thread; recording every kernel");
 	} else {
 		kinds_set(0);
 		callbacks_set(0);
@@ -1265,7 +1267,7 @@ static CUptiResult session_start(const char **step, char *other, size_t other_si
 		/* Not fatal: an older CUPTI clears the buffers itself. */
 		if (fn.cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER, &len,
 						 &zeroed) != CUPTI_SUCCESS)
-			shim_log("CUPTI: buffers will be cleared by CUPTI");
+			log_debug("CUPTI: buffers will be cleared by CUPTI");
 	}
 	*step = "cuptiActivityRegisterCallbacks";
 	res = fn.cuptiActivityRegisterCallbacks(buf_request, buf_complete);
@@ -1308,7 +1310,7 @@ static uint32_t begin(void *h)
 			    runtime_prefix);
 	ncb += enable_domain(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_SIZE,
 			     driver_prefix);
-	shim_log("CUPTI: %u API callbacks enabled", ncb);
+	log_debug("CUPTI: %u API callbacks enabled", ncb);
 	for (i = 0; i < NKINDS; i++) {
 		if (i == KIND_SYNC && !sync_records)
 			continue;
@@ -1325,13 +1327,13 @@ static uint32_t begin(void *h)
 	if (!detaching)
 		flushing = start_flusher() == 0;
 	if (!detaching && !flushing)
-		shim_log("CUPTI: no periodic flush; records come when buffers fill");
+		log_debug("CUPTI: no periodic flush; records come when buffers fill");
 	if (sampling)
 		sampling_start();
 	if (start_thread(converter, "shimmer-cupti") == 0)
 		__atomic_store_n(&converter_up, 1, __ATOMIC_RELEASE);
 	if (atexit(at_exit))
-		shim_log("CUPTI: atexit failed; flushing from the destructor");
+		log_debug("CUPTI: atexit failed; flushing from the destructor");
 	snprintf(text, sizeof(text), "%.700s", lib_path);
 	return SHM_GPU_ACTIVE;
 disable:
@@ -1393,46 +1395,16 @@ void cupti_late(void)
 	start();
 }
 
-static uint64_t env_ms(const char *name, uint64_t def)
-{
-	const char *v = getenv(name);
-	uint64_t n = shim_env_u64(name, 0);
-
-	if (!v || !*v)
-		return def;
-	if (!n || n > 86400000ull) {
-		shim_log("%s=%s: not a number of milliseconds; using %llu", name, v,
-			 (unsigned long long)(def / 1000000));
-		return def;
-	}
-	return n * 1000000ull;
-}
-
-/* SHIMMER_GPU, SHIMMER_GPU_WINDOW_MS, SHIMMER_GPU_PERIOD_MS. */
-static void sampling_setup(void)
-{
-	const char *v = getenv("SHIMMER_GPU");
-
-	sampling = !v || !*v || strcmp(v, "all");
-	if (v && *v && strcmp(v, "all") && strcmp(v, "sample"))
-		shim_log("SHIMMER_GPU=%s unknown; using sample", v);
-	v = getenv("SHIMMER_GPU_DETACH");
-	keep_attached = v && !strcmp(v, "0");
-	window_ns = env_ms("SHIMMER_GPU_WINDOW_MS", window_ns);
-	period_ns = env_ms("SHIMMER_GPU_PERIOD_MS", period_ns);
-	if (sampling && window_ns >= period_ns) {
-		shim_log("GPU window not shorter than its period; recording every kernel");
-		sampling = 0;
-	}
-}
-
 void cupti_setup(const char *self)
 {
-	const char *v = getenv("SHIMMER_CUPTI"), *inj = getenv("CUDA_INJECTION64_PATH");
+	const char *inj = getenv("CUDA_INJECTION64_PATH");
 
-	disabled = v && !strcmp(v, "0");
-	sync_records = shim_env_flag("SHIMMER_GPU_SYNC");
-	sampling_setup();
+	disabled = !settings.cupti;
+	sync_records = settings.gpu_sync;
+	sampling = settings.gpu_sample;
+	keep_attached = !settings.gpu_detach;
+	window_ns = settings.gpu_window_ns;
+	period_ns = settings.gpu_period_ns;
 	if (!disabled && self && (!inj || !inj[0]))
 		setenv("CUDA_INJECTION64_PATH", self, 1);
 	__atomic_store_n(&cupti_pending, 1, __ATOMIC_RELEASE);
