@@ -18,10 +18,12 @@
 
 #include "conn.h"
 #include "cupti.h"
+#include "log.h"
 #include "cupti_activity.h"
 #include "cupti_api.h"
 #include "cupti_lib.h"
 #include "cupti_window.h"
+#include "settings.h"
 
 #define TEXT_MAX 768
 
@@ -36,9 +38,9 @@ static char text[TEXT_MAX];
 static void report(uint32_t status, const char *why)
 {
 	conn_gpu_status(shim.sock, status, why);
-	shim_log("GPU status %u: %s", status, why);
+	log_debug("GPU status %u: %s", status, why);
 	if (status != SHM_GPU_ACTIVE && status != SHM_GPU_DISABLED)
-		shim_warn("GPU activity not traced: %s; API calls still are", why);
+		log_warn("GPU activity not traced: %s; API calls still are", why);
 }
 
 static void at_exit(void)
@@ -67,7 +69,7 @@ static uint32_t begin(void *h)
 	/* Sampling (if on) begins before anything can record. */
 	cupti_window_since_now();
 	ncb = cupti_callbacks_enable();
-	shim_log("CUPTI: %u API callbacks enabled", ncb);
+	log_debug("CUPTI: %u API callbacks enabled", ncb);
 	res = cupti_kinds_enable(sync_records);
 	if (res != CUPTI_SUCCESS) {
 		step = "cuptiActivityEnable";
@@ -77,7 +79,7 @@ static uint32_t begin(void *h)
 	cupti_window_start();
 	cupti_converter_start(); /* without it, buffers convert where they complete */
 	if (atexit(at_exit))
-		shim_log("CUPTI: atexit failed; flushing from the destructor");
+		log_debug("CUPTI: atexit failed; flushing from the destructor");
 	snprintf(text, sizeof(text), "%.700s", cupti_lib_path);
 	return SHM_GPU_ACTIVE;
 fail:
@@ -139,10 +141,10 @@ void cupti_late(void)
 
 void cupti_setup(const char *self)
 {
-	const char *v = getenv("SHIMMER_CUPTI"), *inj = getenv("CUDA_INJECTION64_PATH");
+	const char *inj = getenv("CUDA_INJECTION64_PATH");
 
-	disabled = v && !strcmp(v, "0");
-	sync_records = shim_env_flag("SHIMMER_GPU_SYNC");
+	disabled = !settings.cupti;
+	sync_records = settings.gpu_sync;
 	cupti_window_setup();
 	if (!disabled && self && (!inj || !inj[0]))
 		setenv("CUDA_INJECTION64_PATH", self, 1);

@@ -10,6 +10,7 @@
 #include "cupti_lib.h"
 #include "cupti_window.h"
 #include "intern.h"
+#include "log.h"
 #include "shim.h"
 #include "stack.h"
 
@@ -118,7 +119,7 @@ static void CUPTIAPI on_api(void *userdata, CUpti_CallbackDomain domain, CUpti_C
 	if (likely(__atomic_load_n(&cupti_session, __ATOMIC_ACQUIRE) == sess)) {
 		thread_emit(t, &r, sizeof(r));
 		cupti_corr_max(&cupti_last_corr, cb->correlationId);
-		if (unlikely(shim.debug))
+		if (unlikely(log_debugging()))
 			__atomic_add_fetch(&win_api, 1, __ATOMIC_RELAXED);
 	}
 	t->in_shim--;
@@ -156,7 +157,7 @@ CUptiResult cupti_session_start(const char **step, char *other, size_t other_siz
 		/* Not fatal: an older CUPTI clears the buffers itself. */
 		if (cupti_fn.cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER,
 						       &len, &zeroed) != CUPTI_SUCCESS)
-			shim_log("CUPTI: buffers will be cleared by CUPTI");
+			log_debug("CUPTI: buffers will be cleared by CUPTI");
 	}
 	*step = "cuptiActivityRegisterCallbacks";
 	res = cupti_fn.cuptiActivityRegisterCallbacks(cupti_buf_request, cupti_buf_complete);

@@ -11,6 +11,7 @@
 #include "cupti_lib.h"
 #include "modules.h"
 #include "real.h"
+#include "log.h"
 #include "shim.h"
 
 struct cupti_fns cupti_fn;
@@ -39,9 +40,9 @@ static void *try_open(void)
 		memcpy(cupti_lib_path, cand, sizeof(cupti_lib_path));
 		/* its frames are in launch stacks: named like any other object's */
 		modules_mark_stale();
-		shim_log("CUPTI: %s", cupti_lib_path);
+		log_debug("CUPTI: %s", cupti_lib_path);
 	} else {
-		shim_log("CUPTI: %s: %s", cand, dlerror());
+		log_debug("CUPTI: %s: %s", cand, dlerror());
 	}
 	return h;
 }

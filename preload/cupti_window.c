@@ -14,6 +14,8 @@
 #include "cupti_lib.h"
 #include "cupti_window.h"
 #include "region.h"
+#include "settings.h"
+#include "log.h"
 #include "shim.h"
 
 #define GRACE_MS 5     /* callbacks come before a window's kinds and outlive them by this */
@@ -21,7 +23,7 @@
 
 int cupti_sampling = 1;
 int cupti_attach = AT_ON;
-static uint64_t window_ns = 20 * 1000000ull, period_ns = 2000 * 1000000ull;
+static uint64_t window_ns, period_ns; /* settings.h */
 static int detaching;          /* sampling detaches between windows */
 static int keep_attached;      /* SHIMMER_GPU_DETACH=0 */
 static int flushing;           /* a periodic flush runs (sampler, start) */
@@ -101,7 +103,7 @@ static int drain(void)
 	size_t dropped = 0;
 
 	if (cupti_await_records(__atomic_load_n(&win_want_corr, __ATOMIC_ACQUIRE), 0) < 0) {
-		shim_log("CUPTI: window not drained in %u ms (buffers held %d, correlation %u of %u); "
+		log_debug("CUPTI: window not drained in %u ms (buffers held %d, correlation %u of %u); "
 			 "attached until the next window",
 			 CUPTI_DRAIN_MS, __atomic_load_n(&cupti_bufs_out, __ATOMIC_RELAXED),
 			 __atomic_load_n(&cupti_seen_corr, __ATOMIC_RELAXED),
@@ -111,7 +113,7 @@ static int drain(void)
 	cupti_fn.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
 	if (cupti_fn.cuptiActivityGetNumDroppedRecords(NULL, 0, &dropped) == CUPTI_SUCCESS)
 		cupti_count_dropped(dropped);
-	shim_log("CUPTI: window drained in %llu us (buffers held %d, correlation %u of %u)",
+	log_debug("CUPTI: window drained in %llu us (buffers held %d, correlation %u of %u)",
 		 (unsigned long long)((clock_ns(CLOCK_MONOTONIC) - t0) / 1000),
 		 __atomic_load_n(&cupti_bufs_out, __ATOMIC_RELAXED),
 		 __atomic_load_n(&cupti_seen_corr, __ATOMIC_RELAXED),
@@ -157,11 +159,11 @@ void cupti_finalize_here(void)
 	t0 = clock_ns(CLOCK_MONOTONIC);
 	shim_tls.in_shim++;
 	res = cupti_fn.cuptiFinalize();
-	shim_log("CUPTI: detached in %llu us",
+	log_debug("CUPTI: detached in %llu us",
 		 (unsigned long long)((clock_ns(CLOCK_MONOTONIC) - t0) / 1000));
 	if (res != CUPTI_SUCCESS) {
 		/* attached for good; the callbacks go off at the next close */
-		shim_log("CUPTI: cuptiFinalize failed (%s); staying attached", cupti_result_str(res));
+		log_debug("CUPTI: cuptiFinalize failed (%s); staying attached", cupti_result_str(res));
 		__atomic_store_n(&detaching, 0, __ATOMIC_RELAXED);
 		__atomic_store_n(&cupti_attach, AT_ON, __ATOMIC_RELEASE);
 	} else {
@@ -207,14 +209,14 @@ static int reattach(void)
 	cupti_lent_reclaim();
 	t0 = clock_ns(CLOCK_MONOTONIC);
 	res = cupti_session_start(&step, other, sizeof(other));
-	shim_log("CUPTI: attached again in %llu us",
+	log_debug("CUPTI: attached again in %llu us",
 		 (unsigned long long)((clock_ns(CLOCK_MONOTONIC) - t0) / 1000));
 	if (res != CUPTI_SUCCESS) {
 		if (res == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)
-			shim_log("CUPTI: %s took CUPTI over; GPU sampling ends",
+			log_debug("CUPTI: %s took CUPTI over; GPU sampling ends",
 				 other[0] ? other : "another subscriber");
 		else
-			shim_log("CUPTI: %s failed again (%s); GPU sampling ends", step,
+			log_debug("CUPTI: %s failed again (%s); GPU sampling ends", step,
 				 cupti_result_str(res));
 		return -EIO;
 	}
@@ -280,7 +282,7 @@ static void window_close(int with_grace)
 	else
 		cupti_callbacks_set(0);
 	window_emit(win_start, end, calls);
-	shim_log("CUPTI: window closed after %llu us: %llu GPU-work calls, %u recorded with their API call",
+	log_debug("CUPTI: window closed after %llu us: %llu GPU-work calls, %u recorded with their API call",
 		 (unsigned long long)((clock_ns(CLOCK_MONOTONIC) - win_start_mono) / 1000),
 		 (unsigned long long)calls,
 		 cupti_api_recorded());
@@ -390,7 +392,7 @@ static void sampling_start(void)
 	pthread_mutex_lock(&win_lock); /* the sampler opens no window before this is done */
 	if (cupti_start_thread(sampler, "shimmer-gpuwin") < 0) {
 		cupti_sampling = 0;
-		shim_log("CUPTI: no sampler thread; recording every kernel");
+		log_debug("CUPTI: no sampler thread; recording every kernel");
 	} else {
 		cupti_kinds_set(0);
 		cupti_callbacks_set(0);
@@ -399,36 +401,12 @@ static void sampling_start(void)
 	pthread_mutex_unlock(&win_lock);
 }
 
-static uint64_t env_ms(const char *name, uint64_t def)
-{
-	const char *v = getenv(name);
-	uint64_t n = shim_env_u64(name, 0);
-
-	if (!v || !*v)
-		return def;
-	if (!n || n > 86400000ull) {
-		shim_log("%s=%s: not a number of milliseconds; using %llu", name, v,
-			 (unsigned long long)(def / 1000000));
-		return def;
-	}
-	return n * 1000000ull;
-}
-
 void cupti_window_setup(void)
 {
-	const char *v = getenv("SHIMMER_GPU");
-
-	cupti_sampling = !v || !*v || strcmp(v, "all");
-	if (v && *v && strcmp(v, "all") && strcmp(v, "sample"))
-		shim_log("SHIMMER_GPU=%s unknown; using sample", v);
-	v = getenv("SHIMMER_GPU_DETACH");
-	keep_attached = v && !strcmp(v, "0");
-	window_ns = env_ms("SHIMMER_GPU_WINDOW_MS", window_ns);
-	period_ns = env_ms("SHIMMER_GPU_PERIOD_MS", period_ns);
-	if (cupti_sampling && window_ns >= period_ns) {
-		shim_log("GPU window not shorter than its period; recording every kernel");
-		cupti_sampling = 0;
-	}
+	cupti_sampling = settings.gpu_sample;
+	keep_attached = !settings.gpu_detach;
+	window_ns = settings.gpu_window_ns;
+	period_ns = settings.gpu_period_ns;
 }
 
 void cupti_window_since_now(void)
@@ -444,7 +422,7 @@ void cupti_window_start(void)
 	if (!detaching)
 		flushing = cupti_flusher_start() == 0;
 	if (!detaching && !flushing)
-		shim_log("CUPTI: no periodic flush; records come when buffers fill");
+		log_debug("CUPTI: no periodic flush; records come when buffers fill");
 	if (cupti_sampling)
 		sampling_start();
 }
