@@ -31,8 +31,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 struct slot_state {
 	uint64_t tail;
@@ -409,6 +413,23 @@ static int cursor_close(struct ring *r, struct cursor *cur, const struct rec_sin
 	return 0;
 }
 
+/*
+ * Lossless producers sleep on the region's wake futex until a pass made
+ * room or freed a slot (wire.h).  The full barrier orders this pass's tail
+ * and slot stores before the look at waiters, as theirs orders their count
+ * before their look at the ring: one side always sees the other.  A
+ * producer can keep waiters non-zero for nothing; that costs it a futex
+ * call per pass, no more.
+ */
+static void wake(struct ring *r)
+{
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (!__atomic_load_n(&r->region->waiters, __ATOMIC_RELAXED))
+		return;
+	__atomic_fetch_add(&r->region->wake, 1, __ATOMIC_SEQ_CST);
+	syscall(SYS_futex, &r->region->wake, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
 int ring_drain(struct ring *r, uint64_t limit, const struct rec_sink *sink)
 {
 	uint32_t hwm, n = 0, nheap = 0;
@@ -462,5 +483,6 @@ int ring_drain(struct ring *r, uint64_t limit, const struct rec_sink *sink)
 	if (err)
 		return err;
 	__atomic_store_n(&r->region->heartbeat, ++r->heartbeat, __ATOMIC_RELEASE);
+	wake(r);
 	return bad;
 }

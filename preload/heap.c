@@ -19,6 +19,7 @@
  */
 #include <errno.h>
 #include <malloc.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -256,10 +257,13 @@ static void *traced(struct shim_thread *t, struct call *c, int mode, int sampled
 	int released = 0, failed, saved;
 	void *p;
 
+	t->busy |= BUSY_HEAP;
 	if (mode == SHM_MALLOC_SAMPLE && c->old)
 		released = sampled_remove(&heap_set, c->old);
-	if (mode == SHM_MALLOC_SAMPLE && !sampled && !released)
-		return call_real(c);
+	if (mode == SHM_MALLOC_SAMPLE && !sampled && !released) {
+		p = call_real(c);
+		goto done;
+	}
 	r.t_begin = clock_now();
 	p = call_real(c);
 	if (mode == SHM_MALLOC_SAMPLE || (++all_tick & (ALL_TIMED_EVERY - 1)) == 0)
@@ -326,6 +330,34 @@ ship:
 	thread_emit(t, &r, sizeof(r));
 out:
 	errno = saved;
+done:
+	t->busy &= (uint8_t)~BUSY_HEAP;
+	return p;
+}
+
+/*
+ * A call made on a thread that was recording another (busy): a signal
+ * handler's.  It is counted, and the record it would have made is counted
+ * as dropped, so that stored + dropped is still every call; nothing the
+ * interrupted hook is using is touched, but the lock-free sampled set (a
+ * sampled block's release must leave it before the real free).
+ */
+static __attribute__((noinline)) void *reentered(struct shim_thread *t, struct call *c, int mode)
+{
+	uint64_t n = call_bytes(c);
+	int lost = mode == SHM_MALLOC_ALL;
+	void *p;
+
+	thread_count(t, c->fn, n);
+	if (mode == SHM_MALLOC_SAMPLE) {
+		if (c->old && sampled_remove(&heap_set, c->old))
+			lost = 1;
+		if (c->fn != SHM_FN_FREE && sampler_take(&t->sampler, n))
+			lost = 1;
+	}
+	p = call_real(c);
+	if (lost)
+		thread_drop(t, 1);
 	return p;
 }
 
@@ -341,6 +373,8 @@ static void *slow(struct call *c)
 	if (mode == SHM_MALLOC_OFF || (c->fn == SHM_FN_FREE && !c->old) ||
 	    !(t = shim_thread_traced()))
 		return call_real(c);
+	if (unlikely(t->busy))
+		return reentered(t, c, mode);
 	n = call_bytes(c);
 	thread_count(t, c->fn, n);
 	return traced(t, c, mode,
@@ -348,10 +382,18 @@ static void *slow(struct call *c)
 			      sampler_take(&t->sampler, n));
 }
 
+_Static_assert(offsetof(struct shim_thread, busy) == offsetof(struct shim_thread, state) + 1 &&
+	       offsetof(struct shim_thread, in_shim) == offsetof(struct shim_thread, state) + 2,
+	       "state, busy and in_shim make one word");
+
+/* TS_READY, not busy, not in_shim, sample mode: one compare of the word
+ * the three share (little-endian: state is its low byte) and one load. */
 static inline int fast(const struct shim_thread *t)
 {
-	return likely(t->state == TS_READY && !t->in_shim &&
-		      shim_heap_mode() == SHM_MALLOC_SAMPLE);
+	uint32_t w;
+
+	memcpy(&w, (const char *)t + offsetof(struct shim_thread, state), sizeof(w));
+	return likely(w == TS_READY && shim_heap_mode() == SHM_MALLOC_SAMPLE);
 }
 
 /* The sample-mode fast path of an allocation; returns 0 when the call must
