@@ -28,7 +28,8 @@
  *                            (caught: its own SIGSEGV handler recovers)
  *   wl_hard fdfill           open descriptors until EMFILE, fork a child
  *                            that allocates, start a thread: "ok"
- *   wl_hard load THREADS N   workers: N malloc+free pairs of 24..536 bytes
+ *   wl_hard load THREADS N [keep]  workers: N malloc+free pairs of 24..536
+ *                            bytes (keep: N mallocs, never freed)
  *   wl_hard exits            fork a child that allocates and _exit(0)s;
  *                            wait for it: "child P"
  */
@@ -446,6 +447,7 @@ static int mode_fdfill(void)
 /* ---- load ---- */
 
 static unsigned load_n;
+static int load_keep;
 
 static void *load_worker(void *arg)
 {
@@ -457,12 +459,13 @@ static void *load_worker(void *arg)
 		x = x * 1103515245u + 12345u;
 		p = malloc(24 + (x >> 16) % 513);
 		*(volatile char *)p = 1;
-		free(p);
+		if (!load_keep)
+			free(p);
 	}
 	return 0;
 }
 
-static int mode_load(unsigned threads, unsigned n)
+static int mode_load(unsigned threads, unsigned n, int keep)
 {
 	pthread_t th[64];
 	char line[160], *p = line;
@@ -470,6 +473,7 @@ static int mode_load(unsigned threads, unsigned n)
 	if (threads > 64)
 		threads = 64;
 	load_n = n;
+	load_keep = keep;
 	for (unsigned i = 0; i < threads; i++)
 		if (pthread_create(&th[i], 0, load_worker, (void *)(uintptr_t)i) != 0)
 			die("pthread_create failed");
@@ -521,8 +525,8 @@ int main(int argc, char **argv)
 		return mode_fatal(argv[2]);
 	if (!strcmp(m, "fdfill"))
 		return mode_fdfill();
-	if (!strcmp(m, "load") && argc == 4)
-		return mode_load((unsigned)atoi(argv[2]), (unsigned)atoi(argv[3]));
+	if (!strcmp(m, "load") && (argc == 4 || (argc == 5 && !strcmp(argv[4], "keep"))))
+		return mode_load((unsigned)atoi(argv[2]), (unsigned)atoi(argv[3]), argc == 5);
 	if (!strcmp(m, "exits"))
 		return mode_exits();
 	die("usage: wl_hard MODE ARGS (see wl_hard.c)");
