@@ -589,7 +589,7 @@ static void table_proc(const struct summary *s, FILE *out, const struct proc *p,
 			fmt_bytes(u[1], FMT_UNIT_MAX, (double)p->sample_bytes));
 	fprintf(out, "   end: %s\n", p->end_reason ? p->end_reason : "still running");
 	if (dropped > 0) {
-		int host = 0, cupti = 0;
+		int host = 0, cupti = 0, noslot = 0;
 
 		fprintf(out, "  WARNING: %lld events were dropped (", (long long)dropped);
 		for (size_t i = 0; i < sl->ndrops; i++) {
@@ -600,10 +600,14 @@ static void table_proc(const struct summary *s, FILE *out, const struct proc *p,
 				cupti = 1;
 			else
 				host = 1;
+			/* a thread without a ring has no exact counters either */
+			if (strcmp(sl->drops[i].reason, "no_slot") == 0)
+				noslot = 1;
 		}
 		fputc(')', out);
 		if (host)
-			fputs("; the time statistics and peaks below miss them", out);
+			fprintf(out, "; the %stime statistics and peaks below miss them",
+				noslot ? "counts, " : "");
 		if (cupti)
 			fprintf(out, "%s the GPU's counts miss the records CUPTI lost",
 				host ? ", and" : ";");
