@@ -243,6 +243,17 @@ void heap_fork_child(void)
 #define ALL_TIMED_EVERY 8u
 static __thread unsigned all_tick __attribute__((tls_model("initial-exec")));
 
+/* The process's heap order: one counter for all threads, so that a
+ * release and the allocation that reuses its address are numbered in the
+ * order they happened (the allocator's own synchronization orders them).
+ * Only calls that ship a record take a number. */
+static uint64_t heap_seq;
+
+static inline uint64_t heap_order(void)
+{
+	return __atomic_add_fetch(&heap_seq, 1, __ATOMIC_RELAXED);
+}
+
 /*
  * Performs a traced call: mode is SAMPLE or ALL; sampled says the sampler
  * chose this allocation.  Ships the record when the mode or the sampled set
@@ -264,8 +275,15 @@ static void *traced(struct shim_thread *t, struct call *c, int mode, int sampled
 		p = call_real(c);
 		goto done;
 	}
+	/* The heap order (wire.h): a release takes its number before the
+	 * real call can hand the address to another thread, an allocation
+	 * after the real call handed it to us. */
+	if (c->old)
+		r.seq_free = heap_order();
 	r.t_begin = clock_now();
 	p = call_real(c);
+	if (p && (shm_fn_info[c->fn].flags & SHM_FNF_ALLOC))
+		r.seq = heap_order();
 	if (mode == SHM_MALLOC_SAMPLE || (++all_tick & (ALL_TIMED_EVERY - 1)) == 0)
 		r.t_end = clock_now();
 	else

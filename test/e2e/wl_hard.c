@@ -19,9 +19,9 @@
  *   wl_hard churn TOTAL ALIVE N   TOTAL workers over the run, at most ALIVE
  *                            at once, N malloc(40)+free pairs each, each
  *                            worker's last block kept until it ends
- *   wl_hard reuse THREADS N SIZE  workers: N x (malloc(SIZE) mmap'd, free),
- *                            so that freed addresses come back at once to
- *                            other threads: "tid T pairs N" per worker
+ *   wl_hard reuse THREADS N SIZE  workers: N x (malloc(SIZE), free) in one
+ *                            arena, so that freed addresses come back at
+ *                            once to other threads: "tid T pairs N" each
  *   wl_hard deepbind LIB N   dlopen(LIB, RTLD_NOW | RTLD_DEEPBIND), then its
  *                            hard_lib_allocs(N): N malloc(4321), N - 3 freed
  *   wl_hard fatal KIND       segv | abort | fpe | ill | bus | caught
@@ -314,7 +314,7 @@ static void *reuse_worker(void *arg)
 	for (unsigned i = 0; i < j->n; i++) {
 		char *p = malloc(j->size);
 
-		p[0] = 1;
+		*(volatile char *)p = 1;
 		free(p);
 	}
 	return 0;
@@ -328,9 +328,10 @@ static int mode_reuse(unsigned threads, unsigned n, size_t size)
 
 	if (threads > 64)
 		threads = 64;
-	/* mmap'd blocks: munmap hands an address straight back to the next
-	 * mmap, whichever thread makes it */
-	mallopt(M_MMAP_THRESHOLD, 64 * 1024);
+	/* one arena for all threads (and, with GLIBC_TUNABLES'
+	 * glibc.malloc.tcache_count=0, no per-thread cache): a freed address
+	 * goes straight back to whichever thread allocates next */
+	mallopt(M_ARENA_MAX, 1);
 	pthread_barrier_init(&reuse_bar, 0, threads);
 	for (unsigned i = 0; i < threads; i++) {
 		j[i] = (struct reuse_job){ .n = n, .size = size };
