@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "log.h"
 #include "heap.h"
 #include "real.h"
 #include "sampled.h"
@@ -379,12 +380,131 @@ static __attribute__((noinline)) void *reentered(struct shim_thread *t, struct c
 	return p;
 }
 
+/* ---- calls made before the constructor ---- */
+
+#define EARLY_MAX 4096u
+
+struct early_call {
+	uint16_t fn;    /* written last (release): 0 while being filled */
+	uint16_t failed;
+	uint64_t ptr;   /* the block returned, or freed */
+	uint64_t size;
+	uint64_t aux;   /* realloc's old block; the alignment */
+};
+
+static struct early_call early[EARLY_MAX];
+static uint32_t early_n;
+static int early_open = 1;
+/* calls past EARLY_MAX: counted, their records lost */
+static uint64_t early_lost_count[SHM_FN_COUNT], early_lost_bytes[SHM_FN_COUNT], early_lost;
+
+static __attribute__((noinline)) void *early_record(struct call *c)
+{
+	uint32_t i = __atomic_fetch_add(&early_n, 1, __ATOMIC_RELAXED);
+	void *p = call_real(c);
+	int saved = errno;
+	uint64_t n = call_bytes(c);
+	struct early_call *e;
+
+	if (i >= EARLY_MAX) {
+		__atomic_fetch_add(&early_lost_count[c->fn], 1, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&early_lost_bytes[c->fn], n, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&early_lost, 1, __ATOMIC_RELAXED);
+		errno = saved;
+		return p;
+	}
+	e = &early[i];
+	e->size = n;
+	e->ptr = c->fn == SHM_FN_FREE ? (uintptr_t)c->old : (uintptr_t)p;
+	switch (c->fn) {
+	case SHM_FN_REALLOC:
+	case SHM_FN_REALLOCARRAY:
+		e->aux = (uintptr_t)c->old;
+		break;
+	case SHM_FN_POSIX_MEMALIGN:
+	case SHM_FN_ALIGNED_ALLOC:
+	case SHM_FN_MEMALIGN:
+		e->aux = c->m;
+		break;
+	default:
+		e->aux = 0;
+	}
+	e->failed = c->fn != SHM_FN_FREE && !p && (n || !c->old);
+	__atomic_store_n(&e->fn, (uint16_t)c->fn, __ATOMIC_RELEASE);
+	errno = saved;
+	return p;
+}
+
+/* One early call into t's ring, as traced() would have shipped it. */
+static void early_replay(struct shim_thread *t, const struct early_call *e, int mode)
+{
+	unsigned fnf = shm_fn_info[e->fn].flags;
+	uint64_t old = e->fn == SHM_FN_FREE ? e->ptr : (fnf & SHM_FNF_FREE) ? e->aux : 0;
+	uint64_t ptr = e->failed ? 0 : e->ptr;
+	struct shm_rec_heap r = {
+		.hdr = { .type = SHM_REC_HEAP, .size = sizeof(r), .fn = e->fn },
+		.ptr = ptr, .size = e->size, .aux = e->aux,
+	};
+	int ship = mode == SHM_MALLOC_ALL;
+
+	thread_count(t, e->fn, e->size);
+	if (e->failed)
+		r.hdr.flags |= SHM_F_FAILED;
+	if (mode == SHM_MALLOC_SAMPLE && old && !e->failed && sampled_remove(&heap_set, (void *)old))
+		ship = 1;
+	if (mode == SHM_MALLOC_SAMPLE && e->fn != SHM_FN_FREE && ptr &&
+	    sampler_take(&t->sampler, e->size) && sampled_insert(&heap_set, (void *)ptr) == 0) {
+		ship = 1;
+		r.hdr.flags |= SHM_F_SAMPLED;
+	}
+	if (!ship)
+		return;
+	if (old)
+		r.seq_free = heap_order();
+	if (ptr && (fnf & SHM_FNF_ALLOC))
+		r.seq = heap_order();
+	r.t_begin = clock_now();
+	thread_emit(t, &r, sizeof(r));
+}
+
+void heap_early_end(int traced)
+{
+	uint32_t n = __atomic_load_n(&early_n, __ATOMIC_RELAXED), i;
+	struct shim_thread *t;
+	int mode = shim_heap_mode();
+
+	__atomic_store_n(&early_open, 0, __ATOMIC_RELEASE);
+	if (!traced || mode == SHM_MALLOC_OFF || !(t = thread_self()) || !t->ring.slot)
+		return;
+	if (n > EARLY_MAX)
+		n = EARLY_MAX;
+	for (i = 0; i < n; i++)
+		if (__atomic_load_n(&early[i].fn, __ATOMIC_ACQUIRE))
+			early_replay(t, &early[i], mode);
+	for (i = 1; i < SHM_FN_COUNT; i++)
+		if (early_lost_count[i]) {
+			count_add(&t->ring.slot->count[i], early_lost_count[i]);
+			count_add(&t->ring.slot->bytes[i], early_lost_bytes[i]);
+		}
+	if (early_lost && mode == SHM_MALLOC_ALL)
+		thread_drop(t, early_lost);
+	if (early_n)
+		log_debug("%u heap calls made before the constructor recorded, %llu lost", n,
+			  (unsigned long long)early_lost);
+}
+
 /* Anything but the sample-mode fast path: untraced, `all`, unclaimed. */
 static void *slow(struct call *c)
 {
 	struct shim_thread *t;
 	int mode = shim_heap_mode();
 	uint64_t n;
+
+	/* before the constructor: kept aside (heap_early_end()); our own
+	 * calls (in_shim: dlsym's while we boot) are not the program's */
+	if (unlikely(__atomic_load_n(&early_open, __ATOMIC_RELAXED)) && !shim_tls.in_shim &&
+	    (c->fn != SHM_FN_FREE || c->old))
+		return early_record(c);
 
 	/* glibc's thread exit frees NULL after the key destructors ran: it
 	 * must not claim a slot that nobody would retire. */

@@ -1,7 +1,7 @@
 /*
  * Process lifecycle: the constructor reads the settings (settings.h),
  * connects, builds the region and sends HELLO; fork handlers give a child
- * its own region and connection; the destructor says BYE.  This file only
+ * its own region and connection; the destructor, or _exit, says BYE.  This file only
  * starts and stops: what tracing needs lives in the modules it calls.
  *
  * When tracing starts, CUDA_INJECTION64_PATH and NVTX_INJECTION64_PATH are
@@ -13,12 +13,14 @@
  */
 #include <errno.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "api.h"
 #include "clock.h"
 #include "conn.h"
 #include "cupti.h"
+#include "fatal.h"
 #include "heap.h"
 #include "intern.h"
 #include "log.h"
@@ -30,6 +32,7 @@
 #include "stack.h"
 
 static int clock_kind;
+static void (*real_exit)(int), (*real_Exit)(int);
 
 static void disable(void)
 {
@@ -130,6 +133,7 @@ static void fork_child(void)
 	cupti_fork_child();
 	modules_fork_child();
 	stack_fork_child();
+	fatal_fork_child();
 	if (start(parent) == 0) {
 		enable();
 		modules_report();
@@ -175,21 +179,31 @@ __attribute__((constructor)) static void shim_init(void)
 	if (err < 0)
 		log_debug("module table: %s; no module reports", strerrordesc_np(-err));
 	stack_setup();
+	fatal_setup();
+	real_exit = (void (*)(int))real_next("_exit");
+	real_Exit = (void (*)(int))real_next("_Exit");
 	enable();
 	modules_report();
 out:
+	heap_early_end(__atomic_load_n(&shim.on, __ATOMIC_RELAXED));
 	shim_tls.in_shim--;
 	errno = saved;
 }
 
-/* Events written after this still reach the collector: it drains the
- * shared rings once the socket closes. */
-__attribute__((destructor)) static void shim_fini(void)
+/*
+ * The orderly end: BYE, once, and the exit time in the region.  From the
+ * destructor (exit(), a return from main) or from _exit/_Exit, which skip
+ * the destructors (a forked child's usual end).  Not in a vfork child: it
+ * shares our memory and socket, and its _exit is not our process's.
+ */
+static void goodbye(void)
 {
+	static int said;
 	uint64_t ts;
 	int saved = errno;
 
-	if (!__atomic_load_n(&shim.on, __ATOMIC_ACQUIRE))
+	if (!__atomic_load_n(&shim.on, __ATOMIC_ACQUIRE) || (uint32_t)getpid() != shim.pid ||
+	    __atomic_exchange_n(&said, 1, __ATOMIC_ACQ_REL))
 		return;
 	/* Normally done already by CUPTI's atexit handler: a no-op then. */
 	cupti_exit();
@@ -199,4 +213,29 @@ __attribute__((destructor)) static void shim_fini(void)
 	conn_bye(ts);
 	shim_tls.in_shim--;
 	errno = saved;
+}
+
+/* Events written after this still reach the collector: it drains the
+ * shared rings once the socket closes. */
+__attribute__((destructor)) static void shim_fini(void)
+{
+	goodbye();
+}
+
+SHIM_EXPORT void _exit(int status)
+{
+	goodbye();
+	if (real_exit)
+		real_exit(status);
+	syscall(SYS_exit_group, status);
+	__builtin_unreachable();
+}
+
+SHIM_EXPORT void _Exit(int status)
+{
+	goodbye();
+	if (real_Exit)
+		real_Exit(status);
+	syscall(SYS_exit_group, status);
+	__builtin_unreachable();
 }
