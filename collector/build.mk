@@ -20,3 +20,4 @@ COLLECTOR_CLIENT_OBJS := $(patsubst %,$(O)/obj/collector/%.o,client ring record 
 	clock ptrmap)
 $(eval $(call unit_test,client,$(COLLECTOR_CLIENT_OBJS) $(COLLECTOR_STORE_OBJS) \
 	$(LIBSTDCXX)))
+$(eval $(call unit_test,collector_ring,$(patsubst %,$(O)/obj/collector/%.o,ring record)))
