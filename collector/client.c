@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "clock_ns.h"
+#include "demangle.h"
 #include "ingest.h"
 #include "log.h"
 #include "ring.h"
@@ -29,11 +30,6 @@
 
 #define RECV_BATCH 64          /* messages per wake-up, for fairness */
 #define FDS_MAX 8              /* room to receive (and close) extra fds */
-
-/* libstdc++'s demangler (the Itanium C++ ABI's), declared here so that the
- * collector stays C.  Returns a malloc'd string, or NULL with *status
- * non-zero when name is not a mangled name. */
-extern char *__cxa_demangle(const char *name, char *buf, size_t *len, int *status);
 
 struct client {
 	struct collector *co;
@@ -236,9 +232,9 @@ out:
 static int string_msg(struct client *c, const char *msg, size_t len)
 {
 	static char text[SHM_MSG_MAX + 1]; /* the text, NUL-terminated */
+	static char demangled[DEMANGLE_OUT_MAX];
 	struct shm_msg_string m;
-	char *demangled = NULL;
-	int status = -1, err;
+	long n = -1;
 
 	if (len < sizeof(m))
 		return reject(c, "STRING of %zu bytes", len);
@@ -247,13 +243,12 @@ static int string_msg(struct client *c, const char *msg, size_t len)
 		return reject(c, "malformed STRING (id %u, %u bytes)", m.id, m.len);
 	memcpy(text, msg + sizeof(m), m.len);
 	text[m.len] = 0;
-	/* CUPTI gives kernel names mangled; readers want them as written. */
-	if (m.len > 2 && text[0] == '_' && text[1] == 'Z' && strlen(text) == m.len)
-		demangled = __cxa_demangle(text, NULL, NULL, &status);
-	err = store_string_add(c->co->store, c->proc_id, m.id, text, m.len,
-			       status == 0 ? demangled : NULL);
-	free(demangled);
-	return err;
+	/* CUPTI gives kernel names mangled; readers want them as written.
+	 * Bounded: a crafted name must not stall the daemon (demangle.h). */
+	if (m.len > 2 && text[0] == '_' && text[1] == 'Z')
+		n = demangle(text, m.len, demangled, sizeof(demangled));
+	return store_string_add(c->co->store, c->proc_id, m.id, text, m.len,
+				n >= 0 ? demangled : NULL);
 }
 
 static int thread_msg(struct client *c, const char *msg, size_t len)

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -916,6 +917,31 @@ static void test_client_strings(void **state)
 	/* redefined: the last text wins, an empty one is still text */
 	assert_int_equal(q_int(f, "SELECT length(text) FROM strings WHERE id = 5 AND "
 				  "text IS NOT NULL"), 0);
+}
+
+/* Defect 2 of issue 13: a 253-byte name whose demangled form is 400 MB
+ * (each of 24 template levels repeats the one before twice) took
+ * __cxa_demangle 2.7 s and stored a 400 MB row.  Now it is kept mangled,
+ * at once. */
+static void test_client_string_blowup(void **state)
+{
+	struct fixture *f = *state;
+	char name[512];
+	size_t n = (size_t)snprintf(name, sizeof(name), "_Z1fI1AIiE");
+	struct timespec t0, t1;
+
+	for (int k = 1; k <= 24; k++)
+		n += (size_t)snprintf(name + n, sizeof(name) - n, "S_IS%c_S%c_E",
+				      "0123456789ABCDEFGHIJKLMNO"[k], "0123456789ABCDEFGHIJKLMNO"[k]);
+	n += (size_t)snprintf(name + n, sizeof(name) - n, "Evv");
+	assert_int_equal(n, 253);
+	assert_int_equal(connect_region(f, &f->r, 42, 1, SHM_MALLOC_OFF, SHM_CLOCK_MONOTONIC), 0);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	send_string(f->c, 1, name);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	assert_true((t1.tv_sec - t0.tv_sec) * 1000000000ll + (t1.tv_nsec - t0.tv_nsec) < 100000000);
+	assert_int_equal(q_int(f, "SELECT count(*) FROM strings WHERE id = 1 AND demangled IS NULL "
+				  "AND length(text) = 253"), 1);
 }
 
 static void test_client_gpu_status(void **state)
@@ -2089,6 +2115,7 @@ int main(void)
 		T(test_client_exec),
 		T(test_client_cuda_rows),
 		T(test_client_strings),
+		T(test_client_string_blowup),
 		T(test_client_gpu_status),
 		T(test_client_reject_gpu_status),
 		T(test_client_gpu_rows),
