@@ -89,10 +89,10 @@ static const char *const sql[ST_N] = {
 	[ST_PROC_END] = "UPDATE processes SET end_ns = ?2, end_reason = ?3 "
 			"WHERE proc_id = ?1",
 	[ST_PROC_FIND] = "SELECT proc_id FROM processes WHERE pid = ?1 AND "
-			 "hostname = ?2 ORDER BY proc_id DESC LIMIT 1",
+			 "hostname = ?2 AND uid = ?3 ORDER BY proc_id DESC LIMIT 1",
 	[ST_PROC_EXEC] = "UPDATE processes SET end_reason = 'exec' WHERE proc_id = "
 			 "(SELECT max(proc_id) FROM processes WHERE pid = ?1 AND "
-			 "hostname = ?2) AND end_reason = 'disconnect' AND end_ns >= ?3",
+			 "hostname = ?2) AND uid = ?4 AND end_reason = 'disconnect' AND end_ns >= ?3",
 	[ST_THREAD] = "INSERT OR IGNORE INTO threads (proc_id, tid, name, first_ns) "
 		      "VALUES (?1, ?2, (SELECT text FROM strings WHERE proc_id = ?1 "
 		      "AND id = ?3), ?4)",
@@ -371,7 +371,7 @@ int store_process_end(struct store *s, int64_t proc_id, int64_t end_ns,
 	return step(s, st);
 }
 
-int store_process_find(struct store *s, uint32_t pid, const char *host,
+int store_process_find(struct store *s, uint32_t pid, uint32_t uid, const char *host,
 		       size_t host_len, int64_t *proc_id)
 {
 	sqlite3_stmt *st = s->st[ST_PROC_FIND];
@@ -381,13 +381,14 @@ int store_process_find(struct store *s, uint32_t pid, const char *host,
 		return s->broken;
 	sqlite3_bind_int64(st, 1, pid);
 	sqlite3_bind_text(st, 2, host, (int)host_len, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 3, uid);
 	rc = sqlite3_step(st);
 	*proc_id = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
 	sqlite3_reset(st);
 	return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : fail(s, rc);
 }
 
-int store_process_exec(struct store *s, uint32_t pid, const char *host,
+int store_process_exec(struct store *s, uint32_t pid, uint32_t uid, const char *host,
 		       size_t host_len, int64_t since_ns)
 {
 	sqlite3_stmt *st = s->st[ST_PROC_EXEC];
@@ -398,6 +399,7 @@ int store_process_exec(struct store *s, uint32_t pid, const char *host,
 	sqlite3_bind_int64(st, 1, pid);
 	sqlite3_bind_text(st, 2, host, (int)host_len, SQLITE_STATIC);
 	sqlite3_bind_int64(st, 3, since_ns);
+	sqlite3_bind_int64(st, 4, uid);
 	return step(s, st);
 }
 

@@ -256,7 +256,7 @@ static void test_store_batches(void **state)
 {
 	struct fixture *f = *state;
 	struct store *s = store_open(f->db);
-	struct store_proc p = { .pid = 5, .ppid = 1, .host = "h", .host_len = 1,
+	struct store_proc p = { .pid = 5, .ppid = 1, .uid = 1000, .host = "h", .host_len = 1,
 				.rank = SHM_NO_RANK, .local_rank = SHM_NO_RANK,
 				.malloc_mode = "all", .sample_bytes = -1 };
 	int64_t proc_id, id;
@@ -282,9 +282,12 @@ static void test_store_batches(void **state)
 	assert_int_equal(store_thread_add(s, proc_id, 5, 4, 200), 0);
 	assert_int_equal(store_thread_add(s, proc_id, 6, 0, 300), 0);
 	assert_int_equal(store_thread_add(s, proc_id, 7, 99, 400), 0);
-	assert_int_equal(store_process_find(s, 5, "h", 1, &id), 0);
+	assert_int_equal(store_process_find(s, 5, 1000, "h", 1, &id), 0);
 	assert_int_equal(id, proc_id);
-	assert_int_equal(store_process_find(s, 5, "other", 5, &id), 0);
+	assert_int_equal(store_process_find(s, 5, 1000, "other", 5, &id), 0);
+	assert_int_equal(id, 0);
+	/* another user's process of that pid is never found */
+	assert_int_equal(store_process_find(s, 5, 1001, "h", 1, &id), 0);
 	assert_int_equal(id, 0);
 	assert_int_equal(store_process_end(s, proc_id, 999, "exit"), 0);
 	assert_int_equal(store_close(s), 0);
