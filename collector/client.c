@@ -39,6 +39,7 @@ struct client {
 	uint32_t pid, uid;           /* as HELLO said, once it matched the peer */
 	uint32_t peer_pid, peer_uid; /* the kernel's (SO_PEERCRED) */
 	int has_peer;
+	int64_t born_ns;             /* accepted, CLOCK_MONOTONIC */
 	uint32_t clock;
 	uint32_t nslots;
 	char *host;
@@ -494,6 +495,7 @@ struct client *client_new(struct collector *co, int fd)
 	}
 	c->co = co;
 	c->fd = fd;
+	c->born_ns = (int64_t)clock_ns(CLOCK_MONOTONIC);
 	c->next = co->clients;
 	if (c->next)
 		c->next->pprev = &c->next;
@@ -507,6 +509,16 @@ void client_set_peer(struct client *c, uint32_t pid, uint32_t uid)
 	c->peer_pid = pid;
 	c->peer_uid = uid;
 	c->has_peer = 1;
+}
+
+int client_peer_uid(const struct client *c)
+{
+	return c->has_peer ? (int)c->peer_uid : -1;
+}
+
+int64_t client_born_ns(const struct client *c)
+{
+	return c->born_ns;
 }
 
 int client_fd(const struct client *c)

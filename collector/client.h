@@ -47,6 +47,12 @@ struct client *client_new(struct collector *co, int fd);
  * pid and uid are the peer's. */
 void client_set_peer(struct client *c, uint32_t pid, uint32_t uid);
 
+/* The peer's uid (SO_PEERCRED), -1 when unknown. */
+int client_peer_uid(const struct client *c);
+
+/* When client_new() made it (CLOCK_MONOTONIC ns). */
+int64_t client_born_ns(const struct client *c);
+
 /* The socket, or -1. */
 int client_fd(const struct client *c);
 
