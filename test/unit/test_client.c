@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <math.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -1573,6 +1574,46 @@ static void test_client_disconnect_and_shutdown(void **state)
 	region_drop(&r2);
 }
 
+/* A FATAL makes the end a 'signal' at its time, whatever ends the
+ * connection; a BYE already in hand at shutdown makes it an 'exit' (issue
+ * 13, items 12 and 14). */
+static void test_client_fatal_and_bye_at_shutdown(void **state)
+{
+	struct fixture *f = *state;
+	struct region r2, r3;
+	struct client *c1 = f->c, *c2 = client_new(&f->co, -1), *c3 = client_new(&f->co, -1);
+	struct shm_msg_fatal m = { { SHM_MAGIC, SHM_WIRE_VERSION, SHM_MSG_FATAL, sizeof(m), 0 },
+				   SIGSEGV, 1, 0xdead, 7777 };
+
+	region_make(&r2, 1, RING);
+	region_make(&r3, 1, RING);
+	assert_int_equal(connect_region(f, &f->r, 42, 1, SHM_MALLOC_ALL, SHM_CLOCK_MONOTONIC), 0);
+	f->c = c2;
+	assert_int_equal(connect_region(f, &r2, 43, 1, SHM_MALLOC_ALL, SHM_CLOCK_MONOTONIC), 0);
+	f->c = c3;
+	assert_int_equal(connect_region(f, &r3, 44, 1, SHM_MALLOC_ALL, SHM_CLOCK_MONOTONIC), 0);
+	assert_int_equal(client_message(c1, &m, sizeof(m), NULL, 0, 0), 0);
+	m.signo = SIGBUS; /* only the first counts */
+	assert_int_equal(client_message(c1, &m, sizeof(m), NULL, 0, 0), 0);
+	send_simple(c2, SHM_MSG_BYE, sizeof(struct shm_msg_bye), 8888);
+	assert_int_equal(client_end(c1, CLIENT_CLOSED, 9000), 0);
+	assert_int_equal(client_end(c2, CLIENT_SHUTDOWN, 9000), 0);
+	assert_int_equal(client_end(c3, CLIENT_SHUTDOWN, 9000), 0);
+	assert_int_equal(q_int(f, "SELECT count(*) FROM processes WHERE pid = 42 AND "
+				  "end_reason = 'signal' AND end_signal = 11 AND end_ns = 7777"), 1);
+	assert_int_equal(q_int(f, "SELECT count(*) FROM processes WHERE pid = 43 AND "
+				  "end_reason = 'exit' AND end_signal IS NULL AND end_ns = 8888"), 1);
+	assert_int_equal(q_int(f, "SELECT count(*) FROM processes WHERE pid = 44 AND "
+				  "end_reason = 'shutdown'"), 1);
+	/* malformed FATALs are refused */
+	m.signo = 0;
+	assert_int_equal(client_message(c3, &m, sizeof(m), NULL, 0, 0), -EBADMSG);
+	m.signo = SIGSEGV;
+	assert_int_equal(client_message(c3, &m, sizeof(m) - 8, NULL, 0, 0), -EBADMSG);
+	region_drop(&r2);
+	region_drop(&r3);
+}
+
 /* ---- counters ---- */
 
 static void set_counts(struct region *r, uint32_t i, uint64_t n, uint64_t dropped)
@@ -2228,6 +2269,7 @@ int main(void)
 		T(test_client_tsc_times),
 		T(test_client_thread_and_bye),
 		T(test_client_disconnect_and_shutdown),
+		T(test_client_fatal_and_bye_at_shutdown),
 		T(test_client_counts_slot_reuse),
 		T(test_client_ring_wraps),
 		T(test_client_reject_size),
