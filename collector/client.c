@@ -159,8 +159,10 @@ static int mark_exec(struct client *c, int64_t start_ns)
 			o->exec_next = 1;
 			return 0;
 		}
+	/* start_ns is the client's word: any value, so saturate */
 	return store_process_exec(c->co->store, c->pid, c->uid, c->host, c->host_len,
-				  start_ns - EXEC_WINDOW_NS);
+				  start_ns < INT64_MIN + EXEC_WINDOW_NS ? INT64_MIN
+									: start_ns - EXEC_WINDOW_NS);
 }
 
 static int hello(struct client *c, const char *msg, size_t len, int memfd)
