@@ -84,14 +84,14 @@ static void messages(void)
 {
 	struct shm_msg_thread t = { .slot = 0, .tid = 42, .name_id = 1, .ts = 2000 };
 	struct shm_msg_bye b = { .ts = 9000 };
-	struct shm_msg_fatal f = { .signo = 11, .code = 1, .addr = 0x10, .ts = 8000 };
+	struct shm_msg_signal f = { .signo = 11, .code = 1, .addr = 0x10, .tid = 42, .ts = 8000 };
 	struct shm_msg_hdr k;
 	uint8_t g[sizeof(struct shm_msg_gpu_status) + 8];
 	struct shm_msg_gpu_status gs = { .status = SHM_GPU_ERROR, .len = 8 };
 
 	hdr(&t.hdr, SHM_MSG_THREAD, sizeof(t));
 	hdr(&b.hdr, SHM_MSG_BYE, sizeof(b));
-	hdr(&f.hdr, SHM_MSG_FATAL, sizeof(f));
+	hdr(&f.hdr, SHM_MSG_SIGNAL, sizeof(f));
 	hdr(&k, SHM_MSG_KICK, sizeof(k));
 	hdr(&gs.hdr, SHM_MSG_GPU_STATUS, sizeof(g));
 	memcpy(g, &gs, sizeof(gs));
@@ -110,7 +110,7 @@ static void messages(void)
 	blen = 0;
 	hello();
 	msg(0, &f, sizeof(f));
-	put("message", "fatal", buf, blen);
+	put("message", "signal", buf, blen);
 	blen = 0;
 	hello();
 	string(3, "_Z1fI1AIiES_IS1_S1_ES_IS2_S2_ES_IS3_S3_ES_IS4_S4_ES_IS5_S5_ES_IS6_S6_E"
