@@ -141,10 +141,11 @@ static void rings(void)
 {
 	struct shm_region *h = (struct shm_region *)(region + 9);
 	uint64_t limit = UINT64_MAX;
-	struct shm_rec_heap m = { { SHM_REC_HEAP, sizeof(m), SHM_FN_MALLOC, SHM_F_TIMED },
-				  100, 110, 0x1000, 64, 0, 1, 0 };
-	struct shm_rec_heap fr = { { SHM_REC_HEAP, sizeof(fr), SHM_FN_FREE, 0 }, 200, 0, 0x1000, 0,
-				   0, 0, 0 };
+	struct shm_rec_heap m = { .hdr = { SHM_REC_HEAP, sizeof(m), SHM_FN_MALLOC, SHM_F_TIMED },
+				  .t_begin = 100, .t_end = 110, .ptr = 0x1000, .size = 64,
+				  .stack_id = 1, .seq = 1 };
+	struct shm_rec_heap fr = { .hdr = { SHM_REC_HEAP, sizeof(fr), SHM_FN_FREE, 0 },
+				   .t_begin = 200, .ptr = 0x1000, .seq_free = 1 };
 	struct shm_rec_cuda c = { .hdr = { SHM_REC_CUDA, sizeof(c), SHM_FN_CUDA_MALLOC, SHM_F_TIMED },
 				  .t_begin = 120, .t_end = 130, .device = 0, .ptr = 0x7000, .bytes = 4096 };
 	struct shm_rec_range push_r = { .hdr = { SHM_REC_RANGE, sizeof(push_r), 0, 0 }, .ts = 140,
