@@ -288,10 +288,15 @@ static int tick(struct daemon *d)
 		d->accept_paused = 0;
 		err = watch(d, d->listen_fd, &tag_listen);
 	}
-	/* Connections that never said HELLO give their descriptor back. */
+	/* Connections that never said HELLO give their descriptor back.  A
+	 * HELLO may be waiting behind a long pass over busy regions (32
+	 * lossy processes of 8 threads: seconds): read it first. */
 	for (struct client *c = d->co.clients; c && !err; c = client_next(c))
 		if (!client_ended(c) && !client_proc_id(c) &&
 		    now - client_born_ns(c) > HELLO_TIMEOUT_NS) {
+			err = on_client(d, c, 0);
+			if (err || client_ended(c) || client_proc_id(c))
+				continue;
 			d->timed_out++;
 			err = end_client(d, c, CLIENT_CLOSED);
 		}
