@@ -10,8 +10,9 @@
  * A thread that finds no free slot (more live threads than
  * SHIMMER_MAX_THREADS, or slots of exited threads not yet drained) counts
  * its events as no_slot and looks again every NOSLOT_RETRY_NS; with
- * SHIMMER_LOSSLESS=1 it waits for a slot instead, as a full ring waits for
- * room.
+ * SHIMMER_LOSSLESS=1 it first waits for a slot the collector is draining,
+ * as a full ring waits for room (never for a live thread's: that could be
+ * for ever).
  *
  * Lossless waiting: the thread sleeps on the region's wake futex (wire.h),
  * which the collector bumps after every pass that consumed records or freed
@@ -66,9 +67,10 @@ int thread_init(void)
 }
 
 /*
- * Waits until ready(t, arg) says yes or the collector is gone (see the top
- * of the file).  Returns ready()'s last answer.  The caller holds whatever
- * guard keeps a signal handler on this thread out (BUSY_RING, in_shim).
+ * Waits until ready(t, arg) says yes (> 0) or that waiting is pointless
+ * (< 0), or the collector is gone (see the top of the file).  Returns 1
+ * when ready() said yes.  The caller holds whatever guard keeps a signal
+ * handler on this thread out (BUSY_RING, in_shim).
  */
 static int lossless_wait(struct shim_thread *t, int (*ready)(struct shim_thread *, uint32_t),
 			 uint32_t arg)
@@ -80,7 +82,7 @@ static int lossless_wait(struct shim_thread *t, int (*ready)(struct shim_thread 
 
 	if (__atomic_load_n(&collector_gone, __ATOMIC_RELAXED) ||
 	    beat == __atomic_load_n(&gone_beat, __ATOMIC_RELAXED))
-		return ready(t, arg);
+		return ready(t, arg) > 0;
 	/* seq_cst: our count is seen before we look at the ring, or the
 	 * collector's pass is seen by the look (wire.h) */
 	__atomic_fetch_add(&r->waiters, 1, __ATOMIC_SEQ_CST);
@@ -111,20 +113,26 @@ static int lossless_wait(struct shim_thread *t, int (*ready)(struct shim_thread 
 	}
 	__atomic_fetch_sub(&r->waiters, 1, __ATOMIC_RELEASE);
 	errno = saved;
-	return ok;
+	return ok > 0;
 }
 
+/* 1 when t got a slot; else 0 while a retired slot waits for the
+ * collector (it will be free after its next pass), -1 when every slot
+ * belongs to a live thread: only a thread's exit frees one, and waiting
+ * for that could wait for ever (more live threads than slots). */
 static int try_claim(struct shim_thread *t, uint32_t tid)
 {
 	int idx = region_claim(&shim.region, __atomic_load_n(&claim_hint, __ATOMIC_RELAXED), tid);
 
+	t->slot_idx = (uint32_t)idx;
+	if (idx >= 0)
+		return 1;
 	/* Reaped slots become claimable once the collector has drained them. */
-	if (idx < 0 && region_reap(&shim.region, shim.pid) > 0) {
+	if (region_reap(&shim.region, shim.pid) > 0) {
 		log_debug("retired the slots of exited threads");
 		conn_kick();
 	}
-	t->slot_idx = (uint32_t)idx;
-	return idx >= 0;
+	return region_retired(&shim.region) ? 0 : -1;
 }
 
 static void claim(struct shim_thread *t)
@@ -134,7 +142,7 @@ static void claim(struct shim_thread *t)
 
 	sampler_seed(&t->sampler, clock_now() ^ ((uint64_t)tid * 0x9e3779b97f4a7c15ull),
 		     settings.sample_bytes);
-	if (!try_claim(t, tid) && !(settings.lossless && lossless_wait(t, try_claim, tid))) {
+	if (try_claim(t, tid) <= 0 && !(settings.lossless && lossless_wait(t, try_claim, tid))) {
 		t->state = TS_NOSLOT;
 		t->noslot_retry = clock_ns(CLOCK_MONOTONIC) + NOSLOT_RETRY_NS;
 		log_debug("thread %u: no free slot", tid);

@@ -28,8 +28,9 @@
  *                            (caught: its own SIGSEGV handler recovers)
  *   wl_hard fdfill           open descriptors until EMFILE, fork a child
  *                            that allocates, start a thread: "ok"
- *   wl_hard load THREADS N [keep]  workers: N malloc+free pairs of 24..536
- *                            bytes (keep: N mallocs, never freed)
+ *   wl_hard load THREADS N [keep]  workers, all live at once (one 16-byte
+ *                            pair each, then a barrier): N malloc+free pairs
+ *                            of 24..536 bytes (keep: N mallocs, never freed)
  *   wl_hard exits            fork a child that allocates and _exit(0)s;
  *                            wait for it: "child P"
  */
@@ -449,11 +450,16 @@ static int mode_fdfill(void)
 
 static unsigned load_n;
 static int load_keep;
+static pthread_barrier_t load_bar;
 
 static void *load_worker(void *arg)
 {
 	uint32_t x = (uint32_t)(uintptr_t)arg * 2654435761u + 1;
 
+	/* every worker is live and has allocated before any goes on: a
+	 * shim that made a worker wait for another's slot would hang here */
+	pair(16);
+	pthread_barrier_wait(&load_bar);
 	for (unsigned i = 0; i < load_n; i++) {
 		void *p;
 
@@ -475,6 +481,7 @@ static int mode_load(unsigned threads, unsigned n, int keep)
 		threads = 64;
 	load_n = n;
 	load_keep = keep;
+	pthread_barrier_init(&load_bar, 0, threads);
 	for (unsigned i = 0; i < threads; i++)
 		if (pthread_create(&th[i], 0, load_worker, (void *)(uintptr_t)i) != 0)
 			die("pthread_create failed");
