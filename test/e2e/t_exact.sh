@@ -45,6 +45,11 @@ vg_usage() {
 got=$(heap_of wl_early)
 check "C, allocations before the shim's constructor: 5 allocations, 5 frees, 25553 bytes" \
 	"stored: $got" [ "$got" = "5 5 25553" ]
+got=$(sq "$DB" "SELECT group_concat(x, ' ') FROM (SELECT f.name || '=' || sum(c.count) AS x
+	FROM function_counts c JOIN functions f USING (fn_id) JOIN processes p USING (proc_id)
+	WHERE p.exe LIKE '%/wl_early' AND c.count > 0 GROUP BY f.name ORDER BY f.name)")
+check "C, before the constructor: every call counted" "counted: $got" \
+	[ "$got" = "calloc=1 free=4 malloc=3 realloc=1" ]
 got=$(heap_of wl_cxx)
 check "C++: libstdc++'s pool and 10 new[]: 11 allocations, 73024 bytes, the pool kept" \
 	"stored: $got" [ "$got" = "11 10 73024" ]

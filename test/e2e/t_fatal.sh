@@ -1,6 +1,7 @@
 #!/bin/bash
 # Fatal signals (issue 13, item 12): a traced process that dies of
-# SIGSEGV, SIGABRT, SIGFPE, SIGILL or SIGBUS dies exactly as it does bare
+# SIGSEGV, SIGABRT, SIGFPE, SIGILL or SIGBUS (a fault, or sent with kill)
+# dies exactly as it does bare
 # (the same status), and the store says which signal (the shim's handler
 # sent it before the default action ran): end_reason 'signal', end_signal.
 # A program with a SIGSEGV handler of its own, installed in main, recovers
@@ -11,7 +12,7 @@ need "$SHIM" "$SHIMMERD" "$WL_HARD"
 
 DB=$T/store.db
 start_collector "$DB" || { not_ok "collector starts"; finish; }
-for k in segv:11 abort:6 fpe:8 ill:4 bus:7 caught:0; do
+for k in segv:11 abort:6 fpe:8 ill:4 bus:7 kill:7 caught:0; do
 	kind=${k%:*} sig=${k#*:}
 	(ulimit -c 0; exec "$WL_HARD" fatal "$kind") > "$T/$kind.bare" 2>&1
 	bare=$?
@@ -27,7 +28,7 @@ for k in segv:11 abort:6 fpe:8 ill:4 bus:7 caught:0; do
 	fi
 done
 check "collector exits 0 on SIGTERM" "see collector log" stop_collector
-for k in segv:11 abort:6 fpe:8 ill:4 bus:7 caught:0; do
+for k in segv:11 abort:6 fpe:8 ill:4 bus:7 kill:7 caught:0; do
 	kind=${k%:*} sig=${k#*:}
 	got=$(sq -separator ' ' "$DB" "SELECT end_reason, coalesce(end_signal, 0) FROM processes
 		WHERE argv LIKE '%\"$kind\"%'")

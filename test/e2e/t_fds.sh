@@ -5,7 +5,8 @@
 # bytes, never the shim's messages; so must one that puts a copy of its
 # socket at every number from 3 to 1023.  The shim notices that its socket
 # is gone, says so in one stderr line and stops tracing; the process row
-# still ends.  And a program at RLIMIT_NOFILE (issue 13, faults): with no
+# still ends.  A program that sets up its own low descriptors (dup2 onto
+# 3..9) is traced to its end.  And a program at RLIMIT_NOFILE (issue 13, faults): with no
 # descriptor for the shim's region, one line and an untraced program whose
 # output and status are unchanged; descriptors exhausted while traced: the
 # program (a thread, a forked child) runs as it does bare.
@@ -27,9 +28,21 @@ for mode in closefds replacefds; do
 		"stderr: $(cat "$T/$mode.err")" \
 		[ "$lines" = 1 ] && grep -q 'closed or replaced descriptor' "$T/$mode.err"
 done
+# dup2 onto the low numbers (3..9) a program sets up for itself: the
+# shim's descriptor is not among them, tracing goes on
+SHIMMER_MALLOC=all LD_PRELOAD=$SHIM SHIMMER_SOCKET=$SOCK "$WL_HARD" lowfds \
+	> "$T/lowfds.out" 2> "$T/lowfds.err"
+rc=$?
+check "lowfds: exits 0, says nothing" "status $rc; stderr: $(cat "$T/lowfds.err")" \
+	[ $rc = 0 ] && [ ! -s "$T/lowfds.err" ] && [ "$(cat "$T/lowfds.out")" = "low fds ok" ]
 check "collector exits 0 on SIGTERM" "see collector log" stop_collector
-n=$(sq "$DB" "SELECT count(*) FROM processes WHERE end_ns IS NOT NULL AND argv LIKE '%fds%'")
+n=$(sq "$DB" "SELECT count(*) FROM processes WHERE end_ns IS NOT NULL AND argv LIKE '%fds%'
+	AND argv NOT LIKE '%lowfds%'")
 check "both processes stored and ended" "$n ended" [ "$n" = 2 ]
+got=$(sq -separator ' ' "$DB" "SELECT p.end_reason, count(a.ptr) FROM processes p
+	JOIN allocations a USING (proc_id) WHERE p.argv LIKE '%lowfds%' AND a.size BETWEEN 100 AND 199")
+check "lowfds: traced to the end (its 300 allocations, BYE)" "end, allocations: $got" \
+	[ "$got" = "exit 300" ]
 
 # -- no descriptor for the shim -----------------------------------------
 DB=$T/limit.db

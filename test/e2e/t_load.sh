@@ -65,4 +65,28 @@ expect_empty "lossy: stored + dropped == produced (per process: produced stored 
 dropped=$(printf '%s\n' "$acct" | awk '$1 == 0 { s += $4 } END { print s + 0 }')
 echo "# lossy: $dropped of $((PROCS * THREADS * N)) events dropped and counted"
 check "lossy: the load overflowed the rings (drops counted)" "dropped $dropped" [ "$dropped" -gt 0 ]
+
+# -- the one case lossless gives up: the collector is gone ----------------
+# A lossless program blocked on a full 4 KiB ring when its collector is
+# SIGKILLed carries on at once (its socket hung up), not after a timeout.
+DB=$T/killed.db
+start_collector "$DB" || { not_ok "collector starts"; finish; }
+SECONDS=0
+SHIMMER_LOSSLESS=1 SHIMMER_RING_KB=4 SHIMMER_MALLOC=all LD_PRELOAD=$SHIM SHIMMER_SOCKET=$SOCK \
+	timeout 60 "$WL_HARD" load 2 300000 > "$T/killed.out" 2> "$T/killed.err" &
+wpid=$!
+sleep 1
+kill -KILL "$CPID"
+wait "$CPID" 2>/dev/null
+CPID=
+killed_at=$SECONDS
+wait $wpid
+rc=$?
+took=$((SECONDS - killed_at))
+check "lossless, collector killed: the program carries on and exits 0" \
+	"status $rc; stderr: $(head -c 300 "$T/killed.err")" [ $rc = 0 ]
+check "lossless, collector killed: done within 5 s of the kill" "took $took s" [ $took -le 5 ]
+n=$(sq "$DB" "SELECT count(*) FROM allocations" 2>/dev/null)
+check "lossless, collector killed: it was killed mid-run" "$n of 600004 allocations stored" \
+	[ "${n:-0}" -lt 600000 ]
 finish

@@ -12,6 +12,7 @@
  *                            on a socketpair: "got N" (bytes received, of 5)
  *   wl_hard replacefds       the same, every number from 3 to 1023 made a
  *                            copy of the socketpair's sending end
+ *   wl_hard lowfds           dup2 /dev/null onto 3..9, then work
  *   wl_hard sigmalloc N US   a worker: N malloc+free pairs (64..568 bytes)
  *                            while a timer signals it every US microseconds;
  *                            its handler makes a 40-byte pair: "tid T mallocs
@@ -24,8 +25,9 @@
  *                            once to other threads: "tid T pairs N" each
  *   wl_hard deepbind LIB N   dlopen(LIB, RTLD_NOW | RTLD_DEEPBIND), then its
  *                            hard_lib_allocs(N): N malloc(4321), N - 3 freed
- *   wl_hard fatal KIND       segv | abort | fpe | ill | bus | caught
- *                            (caught: its own SIGSEGV handler recovers)
+ *   wl_hard fatal KIND       segv | abort | fpe | ill | bus | kill | caught
+ *                            (kill: SIGBUS sent to itself with kill(2);
+ *                            caught: its own SIGSEGV handler recovers)
  *   wl_hard fdfill           open descriptors until EMFILE, fork a child
  *                            that allocates, start a thread: "ok"
  *   wl_hard load THREADS N [keep]  workers, all live at once (one 16-byte
@@ -130,6 +132,22 @@ static void activity(void)
 	if (h)
 		dlclose(h);
 	alloc_some(0);
+}
+
+/* Puts copies of /dev/null at 3..9, as daemons set up their descriptors
+ * (dup2 onto fixed numbers), then works: "low fds ok". */
+static int mode_lowfds(void)
+{
+	int fd = open("/dev/null", O_RDWR);
+
+	if (fd < 0)
+		die("open failed");
+	for (int i = 3; i < 10; i++)
+		if (i != fd && dup2(fd, i) < 0)
+			die("dup2 failed");
+	activity();
+	out("low fds ok\n");
+	return 0;
 }
 
 static int mode_fds(int replace)
@@ -404,6 +422,9 @@ static int mode_fatal(const char *kind)
 		if (m == MAP_FAILED)
 			die("mmap failed");
 		m[4096] = 1; /* past the end of the file */
+	} else if (!strcmp(kind, "kill")) {
+		kill(getpid(), SIGBUS); /* sent, not a fault: si_code SI_USER */
+		pause();
 	} else if (!strcmp(kind, "caught")) {
 		struct sigaction sa = { .sa_handler = on_segv };
 
@@ -519,6 +540,8 @@ int main(int argc, char **argv)
 		return mode_fds(0);
 	if (!strcmp(m, "replacefds"))
 		return mode_fds(1);
+	if (!strcmp(m, "lowfds"))
+		return mode_lowfds();
 	if (!strcmp(m, "sigmalloc") && argc == 4)
 		return mode_sigmalloc((unsigned)atoi(argv[2]), (unsigned)atoi(argv[3]));
 	if (!strcmp(m, "churn") && argc == 5)
