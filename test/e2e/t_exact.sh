@@ -10,7 +10,8 @@
 #    traced, one stderr line says the flag was cleared;
 #  - addresses reused at once across threads (one arena, no thread cache):
 #    every free paired with its own block, no false leak;
-#  - a forked child that ends with _exit: recorded as exit, not disconnect.
+#  - a forked child that ends with _exit: recorded as exit, not disconnect;
+#    a vfork child's _exit is not its parent's.
 . "$(dirname "$0")/lib.sh"
 WL_HARD=$O/test/e2e/wl_hard
 WL_EARLY=$O/test/e2e/wl_early
@@ -84,4 +85,9 @@ check "addresses reused across threads: 200000 blocks, each freed by its own thr
 child=$(sed -n 's/^child //p' "$T/exits.out")
 got=$(sq "$DB" "SELECT end_reason FROM processes WHERE pid = ${child:-0}")
 check "a child that ends with _exit: end_reason exit" "pid $child: '$got'" [ "$got" = exit ]
+got=$(sq -separator ' ' "$DB" "SELECT p.end_reason, p.end_ns >= a.alloc_ns FROM processes p
+	JOIN allocations a USING (proc_id) WHERE p.argv LIKE '%exits%' AND p.pid <> ${child:-0}
+	AND a.size = 888")
+check "a vfork child's _exit does not end its parent (which ends after its last malloc)" \
+	"end_reason, ended after: $got" [ "$got" = "exit 1" ]
 finish

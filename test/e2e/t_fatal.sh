@@ -16,8 +16,9 @@ for k in segv:11 abort:6 fpe:8 ill:4 bus:7 kill:7 caught:0; do
 	kind=${k%:*} sig=${k#*:}
 	(ulimit -c 0; exec "$WL_HARD" fatal "$kind") > "$T/$kind.bare" 2>&1
 	bare=$?
-	(ulimit -c 0; SHIMMER_MALLOC=all LD_PRELOAD=$SHIM SHIMMER_SOCKET=$SOCK \
-		exec "$WL_HARD" fatal "$kind") > "$T/$kind.out" 2> "$T/$kind.err"
+	# (a signal the shim swallowed would leave `kill` in pause(): timeout)
+	(ulimit -c 0; exec timeout -s KILL 30 env SHIMMER_MALLOC=all LD_PRELOAD=$SHIM \
+		SHIMMER_SOCKET=$SOCK "$WL_HARD" fatal "$kind") > "$T/$kind.out" 2> "$T/$kind.err"
 	rc=$?
 	check "$kind: the same status as bare ($bare)" "traced $rc; stderr: $(head -c 300 "$T/$kind.err")" \
 		[ "$rc" = "$bare" ]

@@ -34,7 +34,8 @@
  *                            pair each, then a barrier): N malloc+free pairs
  *                            of 24..536 bytes (keep: N mallocs, never freed)
  *   wl_hard exits            fork a child that allocates and _exit(0)s;
- *                            wait for it: "child P"
+ *                            wait for it: "child P"; then a vfork child
+ *                            that _exit(0)s, a pause, malloc(888)
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -520,7 +521,7 @@ static int mode_exits(void)
 {
 	char line[64];
 	int status;
-	pid_t pid = fork();
+	pid_t pid = fork(), vpid;
 
 	if (pid == 0) {
 		pair(777);
@@ -528,6 +529,14 @@ static int mode_exits(void)
 	}
 	if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status))
 		die("child failed");
+	/* a vfork child shares our memory and socket: its _exit is not ours */
+	vpid = vfork();
+	if (vpid == 0)
+		_exit(0);
+	if (vpid < 0 || waitpid(vpid, &status, 0) != vpid)
+		die("vfork child failed");
+	usleep(20000);
+	pair(888);
 	out_line(line, put(line, "child", (uint64_t)pid));
 	return 0;
 }
