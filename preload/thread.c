@@ -193,9 +193,9 @@ static inline int emit(struct shim_thread *t, const void *rec, uint32_t len, int
 		return -1;
 	}
 	t->busy |= BUSY_RING;
-	if (wait && unlikely(!ring_fits(&t->ring, len)))
-		lossless_wait(t, room_for, len);
 	dst = ring_reserve(&t->ring, len);
+	if (unlikely(!dst) && wait && lossless_wait(t, room_for, len))
+		dst = ring_reserve(&t->ring, len);
 	if (likely(dst != 0)) {
 		memcpy(dst, rec, len);
 		ring_commit(&t->ring, len);
