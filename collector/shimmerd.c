@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -34,12 +35,29 @@
 #define TICK_NS 5000000L
 #define COMMIT_NS 100000000LL
 #define COUNTS_NS 1000000000LL
+#define HELLO_TIMEOUT_NS 2000000000LL  /* a connection must say HELLO by then */
+#define ACCEPT_PAUSE_NS 100000000LL    /* out of descriptors: stop accepting this long */
+#define FDS_RESERVED 32                /* descriptors kept for the store, the loop, logs */
 
+/*
+ * Descriptors are the resource a local user can exhaust: each connection
+ * holds one.  So a connection that says no HELLO within HELLO_TIMEOUT_NS
+ * is closed, one user holds at most per_user of them (a quarter of what
+ * the descriptor limit leaves after FDS_RESERVED; more are accepted and
+ * closed at once), and when accept4() still finds no descriptor (EMFILE,
+ * ENFILE) the listening socket leaves the epoll set for ACCEPT_PAUSE_NS,
+ * instead of waking the loop at once again (it stays readable) and
+ * spinning.  Refusals are counted and logged once a second.
+ */
 struct daemon {
 	struct collector co;
 	const char *sock_path;
 	int listen_fd, sig_fd, timer_fd, ep;
-	int64_t last_commit, last_counts;
+	int64_t last_commit, last_counts, last_refusal_log;
+	unsigned per_user;       /* connections one uid may hold */
+	int accept_paused;       /* the listening socket is out of the epoll set */
+	int64_t accept_resume;   /* when to put it back */
+	uint64_t refused_user, refused_fds, timed_out; /* since the last log line */
 };
 
 /* epoll tags for the daemon's own descriptors; anything else is a client */
@@ -128,8 +146,11 @@ static int listen_on(const char *path)
 		}
 	}
 	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	/* Any local process may connect (to reach it, the socket must be
+	 * writable): who it is comes from the kernel, not from the mode.  A
+	 * private collector's socket lies in a private directory. */
 	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
-	    listen(fd, SOMAXCONN) < 0) {
+	    chmod(path, 0666) < 0 || listen(fd, SOMAXCONN) < 0) {
 		err = -errno;
 		log_error("cannot listen on %s: %s", path, strerror(errno));
 		goto out;
@@ -166,6 +187,27 @@ static void reap(struct daemon *d)
 	}
 }
 
+/* Out of descriptors: stop watching the listening socket for a while. */
+static int pause_accepting(struct daemon *d)
+{
+	d->refused_fds++;
+	if (d->accept_paused)
+		return 0;
+	d->accept_paused = 1;
+	d->accept_resume = now_ns() + ACCEPT_PAUSE_NS;
+	return epoll_ctl(d->ep, EPOLL_CTL_DEL, d->listen_fd, NULL) < 0 ? -errno : 0;
+}
+
+/* Live connections of uid. */
+static unsigned connections_of(struct daemon *d, int uid)
+{
+	unsigned n = 0;
+
+	for (struct client *c = d->co.clients; c; c = client_next(c))
+		n += !client_ended(c) && client_peer_uid(c) == uid;
+	return n;
+}
+
 static int accept_all(struct daemon *d)
 {
 	for (;;) {
@@ -173,13 +215,22 @@ static int accept_all(struct daemon *d)
 		struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP };
 		struct client *c;
 
+		if (fd < 0 && (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
+			       errno == ENOMEM))
+			return pause_accepting(d);
 		if (fd < 0)
-			return errno == EAGAIN || errno == EINTR || errno == ECONNABORTED ||
-			       errno == EMFILE || errno == ENFILE ? 0 : -errno;
+			return errno == EAGAIN || errno == EINTR || errno == ECONNABORTED ? 0 : -errno;
 		c = client_new(&d->co, fd);
 		if (!c) {
 			close(fd);
-			return -ENOMEM;
+			if (errno == ENOMEM)
+				return -ENOMEM;
+			continue; /* the peer left before we asked who it was */
+		}
+		if (connections_of(d, client_peer_uid(c)) > d->per_user) {
+			d->refused_user++;
+			client_free(c);
+			continue;
 		}
 		ev.data.ptr = c;
 		if (epoll_ctl(d->ep, EPOLL_CTL_ADD, fd, &ev) < 0) {
@@ -223,6 +274,28 @@ static int tick(struct daemon *d)
 			err = end_client(d, c, CLIENT_REJECTED);
 	}
 	now = now_ns();
+	if (!err && d->accept_paused && now >= d->accept_resume) {
+		d->accept_paused = 0;
+		err = watch(d, d->listen_fd, &tag_listen);
+	}
+	/* Connections that never said HELLO give their descriptor back. */
+	for (struct client *c = d->co.clients; c && !err; c = client_next(c))
+		if (!client_ended(c) && !client_proc_id(c) &&
+		    now - client_born_ns(c) > HELLO_TIMEOUT_NS) {
+			d->timed_out++;
+			err = end_client(d, c, CLIENT_CLOSED);
+		}
+	if (now - d->last_refusal_log >= COUNTS_NS &&
+	    (d->refused_user || d->refused_fds || d->timed_out)) {
+		log_warn("in the last second: %llu connections refused (a user over %u "
+			 "connections), %llu accepts failed for lack of descriptors, %llu "
+			 "closed without HELLO after %lld s",
+			 (unsigned long long)d->refused_user, d->per_user,
+			 (unsigned long long)d->refused_fds, (unsigned long long)d->timed_out,
+			 HELLO_TIMEOUT_NS / 1000000000LL);
+		d->refused_user = d->refused_fds = d->timed_out = 0;
+		d->last_refusal_log = now;
+	}
 	if (!err && now - d->last_counts >= COUNTS_NS) {
 		d->last_counts = now;
 		for (struct client *c = d->co.clients; c && !err; c = client_next(c))
@@ -286,6 +359,7 @@ static int loop(struct daemon *d)
 static int setup(struct daemon *d, const char *db_path)
 {
 	struct itimerspec its = { { 0, TICK_NS }, { 0, TICK_NS } };
+	struct rlimit nofile;
 	sigset_t sigs;
 	int err;
 
@@ -303,6 +377,16 @@ static int setup(struct daemon *d, const char *db_path)
 		err = -errno;
 		log_error("cannot set up the event loop: %s", strerror(errno));
 		return err;
+	}
+	/* As many descriptors as we may have; a quarter of them per user. */
+	if (getrlimit(RLIMIT_NOFILE, &nofile) == 0) {
+		nofile.rlim_cur = nofile.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &nofile);
+		getrlimit(RLIMIT_NOFILE, &nofile);
+		d->per_user = nofile.rlim_cur > 4 * FDS_RESERVED ?
+			      (unsigned)((nofile.rlim_cur - FDS_RESERVED) / 4) : FDS_RESERVED;
+		if (nofile.rlim_cur > 1u << 20)
+			d->per_user = (1u << 20) / 4;
 	}
 	err = clock_calibrate(&d->co.clock);
 	if (err) {

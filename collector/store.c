@@ -22,9 +22,12 @@
 #include "store.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "log.h"
 
@@ -89,10 +92,10 @@ static const char *const sql[ST_N] = {
 	[ST_PROC_END] = "UPDATE processes SET end_ns = ?2, end_reason = ?3 "
 			"WHERE proc_id = ?1",
 	[ST_PROC_FIND] = "SELECT proc_id FROM processes WHERE pid = ?1 AND "
-			 "hostname = ?2 ORDER BY proc_id DESC LIMIT 1",
+			 "hostname = ?2 AND uid = ?3 ORDER BY proc_id DESC LIMIT 1",
 	[ST_PROC_EXEC] = "UPDATE processes SET end_reason = 'exec' WHERE proc_id = "
 			 "(SELECT max(proc_id) FROM processes WHERE pid = ?1 AND "
-			 "hostname = ?2) AND end_reason = 'disconnect' AND end_ns >= ?3",
+			 "hostname = ?2) AND uid = ?4 AND end_reason = 'disconnect' AND end_ns >= ?3",
 	[ST_THREAD] = "INSERT OR IGNORE INTO threads (proc_id, tid, name, first_ns) "
 		      "VALUES (?1, ?2, (SELECT text FROM strings WHERE proc_id = ?1 "
 		      "AND id = ?3), ?4)",
@@ -371,7 +374,7 @@ int store_process_end(struct store *s, int64_t proc_id, int64_t end_ns,
 	return step(s, st);
 }
 
-int store_process_find(struct store *s, uint32_t pid, const char *host,
+int store_process_find(struct store *s, uint32_t pid, uint32_t uid, const char *host,
 		       size_t host_len, int64_t *proc_id)
 {
 	sqlite3_stmt *st = s->st[ST_PROC_FIND];
@@ -381,13 +384,14 @@ int store_process_find(struct store *s, uint32_t pid, const char *host,
 		return s->broken;
 	sqlite3_bind_int64(st, 1, pid);
 	sqlite3_bind_text(st, 2, host, (int)host_len, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 3, uid);
 	rc = sqlite3_step(st);
 	*proc_id = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
 	sqlite3_reset(st);
 	return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : fail(s, rc);
 }
 
-int store_process_exec(struct store *s, uint32_t pid, const char *host,
+int store_process_exec(struct store *s, uint32_t pid, uint32_t uid, const char *host,
 		       size_t host_len, int64_t since_ns)
 {
 	sqlite3_stmt *st = s->st[ST_PROC_EXEC];
@@ -398,6 +402,7 @@ int store_process_exec(struct store *s, uint32_t pid, const char *host,
 	sqlite3_bind_int64(st, 1, pid);
 	sqlite3_bind_text(st, 2, host, (int)host_len, SQLITE_STATIC);
 	sqlite3_bind_int64(st, 3, since_ns);
+	sqlite3_bind_int64(st, 4, uid);
 	return step(s, st);
 }
 
@@ -945,35 +950,51 @@ int store_drop_add(struct store *s, int64_t proc_id, uint32_t tid,
 	return step(s, st);
 }
 
-/* The store's schema_version, 0 for a new file.  Returns 0 or a negative
- * errno (logged). */
-static int schema_version(struct store *s, int *version)
+/* One integer from query (0 when it gives no row); 0 or -EIO (logged). */
+static int read_int(struct store *s, const char *query, int *out)
 {
 	sqlite3_stmt *st;
-	int rc;
+	int rc = sqlite3_prepare_v2(s->db, query, -1, &st, NULL);
 
-	*version = 0;
-	rc = sqlite3_prepare_v2(s->db, "SELECT name FROM sqlite_master WHERE "
-				"name = 'meta'", -1, &st, NULL);
-	if (rc == SQLITE_OK) {
-		rc = sqlite3_step(st);
-		sqlite3_finalize(st);
-	}
-	if (rc == SQLITE_DONE)
-		return 0;
-	if (rc == SQLITE_ROW)
-		rc = sqlite3_prepare_v2(s->db, "SELECT value FROM meta WHERE key = "
-					"'schema_version'", -1, &st, NULL);
+	*out = 0;
 	if (rc == SQLITE_OK) {
 		rc = sqlite3_step(st);
 		if (rc == SQLITE_ROW)
-			*version = sqlite3_column_int(st, 0);
+			*out = sqlite3_column_int(st, 0);
 		sqlite3_finalize(st);
 	}
 	if (rc == SQLITE_ROW || rc == SQLITE_DONE)
 		return 0;
 	log_error("cannot read %s: %s", s->path, sqlite3_errmsg(s->db));
 	return -EIO;
+}
+
+/* The store's schema_version, 0 for a new (empty) file.  A database that
+ * holds anything but is no shimmer store (no meta table, or no version in
+ * it) is refused (-EEXIST, logged) before anything is written to it: it is
+ * someone's data, not ours to add ~28 tables and views to.  Returns 0 or
+ * a negative errno (logged). */
+static int schema_version(struct store *s, int *version)
+{
+	int objects, has_meta, err;
+
+	*version = 0;
+	err = read_int(s, "SELECT count(*) FROM sqlite_master", &objects);
+	if (!err && objects)
+		err = read_int(s, "SELECT count(*) FROM sqlite_master WHERE type = 'table' "
+			       "AND name = 'meta'", &has_meta);
+	if (err || !objects)
+		return err;
+	if (has_meta)
+		err = read_int(s, "SELECT value FROM meta WHERE key = 'schema_version'", version);
+	if (!err && *version < 1) {
+		log_error("%s is an SQLite database but not a shimmer store (%s): "
+			  "refusing to write to it; give --db a new file or a store",
+			  s->path, has_meta ? "no schema_version in its meta table"
+					    : "it has no meta table");
+		return -EEXIST;
+	}
+	return err;
 }
 
 #define STRINGIFY_(x) #x
@@ -1131,12 +1152,49 @@ static int prepare_db(struct store *s)
 	return fail(s, rc);
 }
 
+/*
+ * A new store is created here, 0600 and exclusively, before SQLite opens
+ * it: it holds other users' command lines, executables and allocations.
+ * SQLite gives its -wal and -shm files the database file's mode, so they
+ * are private too.  An existing store keeps its mode (its owner chose it),
+ * with a warning when others may read it.
+ */
+static int create_private(const char *path)
+{
+	struct stat sb;
+	int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+
+	if (fd >= 0) {
+		close(fd);
+		return 0;
+	}
+	if (errno != EEXIST) {
+		log_error("cannot create %s: %s", path, strerror(errno));
+		return -errno;
+	}
+	if (stat(path, &sb) < 0) {
+		log_error("cannot open %s: %s", path, strerror(errno));
+		return -errno;
+	}
+	if (!S_ISREG(sb.st_mode)) {
+		log_error("%s is not a regular file", path);
+		return -EINVAL;
+	}
+	if (sb.st_mode & 077)
+		log_warn("%s may be read by other users (mode %04o): it holds command lines and "
+			 "allocations; chmod 600 it", path, (unsigned)(sb.st_mode & 07777));
+	return 0;
+}
+
 struct store *store_open(const char *path)
 {
 	struct store *s = calloc(1, sizeof(*s));
 	int err = -ENOMEM, rc;
 
 	if (!s || !(s->path = strdup(path)))
+		goto out;
+	err = create_private(path);
+	if (err)
 		goto out;
 	rc = sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
 			     SQLITE_OPEN_NOMUTEX, NULL);

@@ -48,7 +48,7 @@ struct run {
 	char sock_dir[PATH_MAX]; /* empty when none was made */
 	char sock[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	char db[PATH_MAX];
-	int db_is_ours; /* default name: a fresh file nobody else wrote */
+	int db_is_ours; /* we made the file: nobody else wrote it */
 	pid_t child;
 	pid_t collector; /* 0 when none runs */
 	int go[2];       /* releases the paused child */
@@ -148,25 +148,51 @@ static int make_sock_dir(struct run *r)
 	return err;
 }
 
-static int name_store(struct run *r)
+/*
+ * Names the store and makes it, private (0600) and exclusively: the store
+ * holds the command line and every allocation.  A file already at the
+ * default name is refused, never reused: the name is predictable, and
+ * another user could have made it to read the recording.  A --db that
+ * exists is the user's own choice of store (the collector refuses it when
+ * it is no shimmer store).  On failure writes why into `why`.
+ */
+static int name_store(struct run *r, char *why, size_t len)
 {
 	char host[256] = "localhost", stamp[32];
 	time_t now = time(NULL);
 	struct tm tm;
 	size_t n;
+	int fd;
 
 	if (r->db_opt) {
 		n = (size_t)snprintf(r->db, sizeof(r->db), "%s", r->db_opt);
-		return n < sizeof(r->db) ? 0 : -ENAMETOOLONG;
+	} else {
+		gethostname(host, sizeof(host) - 1);
+		host[sizeof(host) - 1] = '\0';
+		localtime_r(&now, &tm);
+		strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", &tm);
+		n = (size_t)snprintf(r->db, sizeof(r->db), "./shimmer-%s-%ld-%s.db", host,
+				     (long)r->child, stamp);
 	}
-	gethostname(host, sizeof(host) - 1);
-	host[sizeof(host) - 1] = '\0';
-	localtime_r(&now, &tm);
-	strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", &tm);
-	n = (size_t)snprintf(r->db, sizeof(r->db), "./shimmer-%s-%ld-%s.db", host,
-			     (long)r->child, stamp);
-	r->db_is_ours = 1;
-	return n < sizeof(r->db) ? 0 : -ENAMETOOLONG;
+	if (n >= sizeof(r->db)) {
+		snprintf(why, len, "the store's name is too long");
+		return -ENAMETOOLONG;
+	}
+	fd = open(r->db, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd >= 0) {
+		close(fd);
+		r->db_is_ours = 1;
+		return 0;
+	}
+	if (errno == EEXIST && r->db_opt)
+		return 0;
+	if (errno == EEXIST)
+		snprintf(why, len, "%s already exists: a store at a default name is never reused "
+			 "(another user may have made it to read the recording); remove it or "
+			 "give --db", r->db);
+	else
+		snprintf(why, len, "cannot create %s: %s", r->db, strerror(errno));
+	return -errno;
 }
 
 static void __attribute__((noreturn)) collector_main(struct run *r, int ready_fd,
@@ -400,7 +426,7 @@ static int run_main(int argc, char **argv)
 	};
 	struct sigaction fwd = { .sa_handler = forward, .sa_flags = SA_RESTART }, old;
 	sigset_t block, mask;
-	char why[PATH_MAX + 128];
+	char why[PATH_MAX + 256];
 	int rc, st, e = 0, traced;
 	ssize_t n;
 
@@ -447,10 +473,8 @@ static int run_main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	sigprocmask(SIG_SETMASK, &mask, NULL);
 
-	if (traced && name_store(&r) < 0) {
-		snprintf(why, sizeof(why), "the store's name is too long");
+	if (traced && name_store(&r, why, sizeof(why)) < 0)
 		traced = 0;
-	}
 	if (traced)
 		traced = start_collector(&r, &mask, why, sizeof(why)) == 0;
 	if (!traced) {

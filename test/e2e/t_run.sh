@@ -49,4 +49,29 @@ mkdir "$T/cwd"
 made=$(cd "$T/cwd" && ls)
 check "default store name shimmer-HOST-PID-YYYYmmdd-HHMMSS.db" "files made: $made" \
 	grep -qxE "shimmer-$(hostname)-[0-9]+-[0-9]{8}-[0-9]{6}\.db" <<< "$(ls "$T/cwd" | grep -v -- '-wal$\|-shm$')"
+
+# Defect 4 of issue 13: stores are private, and a file already at the
+# default name (predictable: host, pid, time) is never reused.
+mode() { stat -c %a "$1"; }
+store=$(cd "$T/cwd" && ls | grep -v -- '-wal$\|-shm$' | head -1)
+check "default store is private (0600)" "mode $(mode "$T/cwd/$store")" [ "$(mode "$T/cwd/$store")" = 600 ]
+check "--db store is private (0600)" "mode $(mode "$T/ok.db")" [ "$(mode "$T/ok.db")" = 600 ]
+if [ "$(id -u)" = 0 ] && unshare -pf true 2> /dev/null; then
+	# In a new pid namespace `shimmer run` is pid 1 and its program pid 2,
+	# so the default name is known but for the second: plant them all.
+	mkdir "$T/planted"
+	for i in 0 1 2 3 4 5 6 7 8 9; do
+		echo planted > "$T/planted/shimmer-$(hostname)-2-$(date -d "+$i sec" +%Y%m%d-%H%M%S).db"
+	done
+	(cd "$T/planted" && WL_LOG=/dev/null unshare -pf "$SHIMMER" run -- "$WL" simple 1 4096 0 \
+		> /dev/null 2> ../planted.err)
+	rc=$?
+	check "planted default name: refused, said so, program ran untraced" \
+		"exit $rc; stderr: $(head -c 400 "$T/planted.err")" \
+		grep -q "already exists: a store at a default name is never reused" "$T/planted.err"
+	check "planted default name: every planted file untouched" "$(cat "$T"/planted/* | sort | uniq -c)" \
+		[ "$(cat "$T"/planted/* | sort -u)" = planted -a "$(ls "$T/planted" | wc -l)" = 10 ]
+else
+	ok "planted default name # SKIP needs root and unshare -p"
+fi
 finish
