@@ -1,0 +1,112 @@
+/*
+ * The configuration file's syntax (conf.h), with no allocation: lines are
+ * handed out as pointers into the caller's text.
+ */
+#include "conf.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <unistd.h>
+
+static int blank(char c)
+{
+	return c == ' ' || c == '\t' || c == '\r';
+}
+
+/* [*s, *e) without the blanks at either end. */
+static void trim(const char **s, const char **e)
+{
+	while (*s < *e && blank(**s))
+		(*s)++;
+	while (*e > *s && blank((*e)[-1]))
+		(*e)--;
+}
+
+static int one_line(const char *s, const char *e, unsigned lineno,
+		    int (*fn)(void *ctx, const struct conf_line *l), void *ctx)
+{
+	struct conf_line l = { .lineno = lineno };
+	const char *eq, *k, *ke, *v, *ve;
+
+	trim(&s, &e);
+	if (s == e || *s == '#')
+		return 0;
+	eq = memchr(s, '=', (size_t)(e - s));
+	k = s;
+	ke = eq ? eq : e;
+	trim(&k, &ke);
+	v = eq ? eq + 1 : e;
+	ve = e;
+	trim(&v, &ve);
+	if (ve - v >= 1 && *v == '"') {
+		if (ve - v < 2 || ve[-1] != '"')
+			eq = NULL;
+		v++;
+		ve--;
+	}
+	if (!eq || k == ke) {
+		l.val = s;
+		l.val_len = (size_t)(e - s);
+		return fn(ctx, &l);
+	}
+	l.key = k;
+	l.key_len = (size_t)(ke - k);
+	l.val = v;
+	l.val_len = (size_t)(ve - v);
+	return fn(ctx, &l);
+}
+
+int conf_parse(const char *text, size_t len,
+	       int (*fn)(void *ctx, const struct conf_line *l), void *ctx)
+{
+	const char *p = text, *end = text + len;
+	unsigned lineno = 0;
+	int rc;
+
+	while (p < end) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		const char *e = nl ? nl : end;
+
+		rc = one_line(p, e, ++lineno, fn, ctx);
+		if (rc)
+			return rc;
+		p = nl ? nl + 1 : end;
+	}
+	return 0;
+}
+
+ssize_t conf_read(const char *path, char *buf, size_t cap)
+{
+	size_t got = 0;
+	ssize_t n;
+	int fd = open(path, O_RDONLY | O_CLOEXEC), err = 0;
+
+	if (fd < 0)
+		return -errno;
+	while (got < cap - 1) {
+		n = read(fd, buf + got, cap - 1 - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			err = -errno;
+			break;
+		}
+		if (n == 0)
+			break;
+		got += (size_t)n;
+	}
+	/* One more byte would not have fitted: refuse rather than cut. */
+	if (!err && got == cap - 1 && read(fd, &(char){ 0 }, 1) == 1)
+		err = -EFBIG;
+	close(fd);
+	if (err)
+		return err;
+	buf[got] = 0;
+	return (ssize_t)got;
+}
+
+int conf_is(const struct conf_line *l, const char *name)
+{
+	return l->key && l->key_len == strlen(name) && !memcmp(l->key, name, l->key_len);
+}
