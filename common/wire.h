@@ -30,9 +30,10 @@
 
 #include <stdint.h>
 
-#define SHM_WIRE_VERSION 5 /* 2: GPU window records, CUPTI drop count; 3: 64-bit correlation;
+#define SHM_WIRE_VERSION 6 /* 2: GPU window records, CUPTI drop count; 3: 64-bit correlation;
 			    4: heap order (seq), SIGNAL, the region's wake futex;
-			    5: the job in HELLO, the region's control block, REQUEST/REPLY */
+			    5: launch stacks in API records;
+			    6: the job in HELLO, the region's control block, REQUEST/REPLY */
 #define SHM_MAGIC 0x524d4853u /* "SHMR" */
 
 /* Largest control message either side sends or accepts. */
@@ -653,6 +654,11 @@ enum shm_api_domain { SHM_API_RUNTIME = 1, SHM_API_DRIVER = 2 };
  * recorded by a CUPTI callback on the calling thread, so its slot's tid is
  * the launching thread, whichever API (runtime, driver: cuBLAS, cuDNN,
  * Triton) made the call.  start/end are host times (record clock).
+ * stack_id/pystack_id: the call stack of the launching code (native and
+ * Python, as in shm_rec_heap), 0 when none was captured; for a runtime
+ * call made through the shim's hook the native stack starts at the hook's
+ * caller, for any other call at the CUPTI callback (frames of libcupti and
+ * the CUDA libraries innermost).
  */
 struct shm_rec_api {
 	struct shm_rec_hdr hdr;
@@ -662,6 +668,8 @@ struct shm_rec_api {
 	uint32_t name_id; /* interned API function name, e.g. "cuLaunchKernelEx" */
 	uint32_t domain;  /* enum shm_api_domain */
 	uint32_t cbid;    /* CUPTI callback id within the domain */
+	uint32_t stack_id;
+	uint32_t pystack_id;
 	uint32_t pad;
 };
 
