@@ -64,8 +64,9 @@ int client_message(struct client *c, const void *msg, size_t len,
 		   const int *fds, int nfds, int ctrunc);
 
 /* Receives and processes the messages waiting on the socket (at most a
- * fixed number, so one client cannot starve the others).  Returns 0,
- * -EPIPE when the peer closed, -EBADMSG, or a store error. */
+ * fixed number, so one client cannot starve the others).  Returns 0 when
+ * none is left, 1 when more may wait, -EPIPE when the peer closed,
+ * -EBADMSG, or a store error. */
 int client_recv(struct client *c);
 
 /* One pass over the region: consumes every slot's records, bumps the

@@ -31,6 +31,7 @@
 #include "client.h"
 #include "clock_ns.h"
 #include "log.h"
+#include "version.h"
 
 #define TICK_NS 5000000L
 #define COMMIT_NS 100000000LL
@@ -53,6 +54,7 @@ struct daemon {
 	struct collector co;
 	const char *sock_path;
 	int listen_fd, sig_fd, timer_fd, ep;
+	int parent_fd;           /* --parent-fd: stop at its EOF; -1 when none */
 	int64_t last_commit, last_counts, last_refusal_log;
 	unsigned per_user;       /* connections one uid may hold */
 	int accept_paused;       /* the listening socket is out of the epoll set */
@@ -61,7 +63,7 @@ struct daemon {
 };
 
 /* epoll tags for the daemon's own descriptors; anything else is a client */
-static char tag_listen, tag_signal, tag_timer;
+static char tag_listen, tag_signal, tag_timer, tag_parent;
 
 static int64_t now_ns(void)
 {
@@ -71,7 +73,8 @@ static int64_t now_ns(void)
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: shimmerd --socket PATH --db PATH [--foreground] "
-		   "[--verbose] [--ready-fd N]\n");
+		   "[--verbose] [--quiet] [--ready-fd N] [--parent-fd N]\n"
+		   "       shimmerd --version\n");
 }
 
 /* path made absolute against the current directory, so that it still
@@ -247,6 +250,13 @@ static int on_client(struct daemon *d, struct client *c, int stopping)
 {
 	int err = client_recv(c);
 
+	/* Stopping, everything it sent still counts (a BYE behind many
+	 * messages makes an 'exit'), within reason. */
+	for (int n = 0; stopping && err == 1 && n < 10000; n++)
+		err = client_recv(c);
+	if (err == 1)
+		err = 0;
+
 	if (err == -EPIPE)
 		return end_client(d, c, CLIENT_CLOSED);
 	if (err == -EBADMSG)
@@ -342,6 +352,11 @@ static int loop(struct daemon *d)
 				if (read(d->sig_fd, &si, sizeof(si)) == sizeof(si))
 					log_info("signal %u: shutting down", si.ssi_signo);
 				stop = 1;
+			} else if (tag == &tag_parent) {
+				/* EOF (or anything) on --parent-fd: the parent is
+				 * done, or gone (killed): so are we. */
+				log_debug("the parent closed --parent-fd: shutting down");
+				stop = 1;
 			} else if (tag == &tag_timer) {
 				if (read(d->timer_fd, &ticks, sizeof(ticks)) == sizeof(ticks))
 					err = tick(d);
@@ -360,6 +375,7 @@ static int setup(struct daemon *d, const char *db_path)
 {
 	struct itimerspec its = { { 0, TICK_NS }, { 0, TICK_NS } };
 	struct rlimit nofile;
+	unsigned lost;
 	sigset_t sigs;
 	int err;
 
@@ -405,7 +421,15 @@ static int setup(struct daemon *d, const char *db_path)
 	d->co.store = store_open(db_path);
 	if (!d->co.store)
 		return -errno;
-	err = watch(d, d->listen_fd, &tag_listen);
+	err = store_recover(d->co.store, &lost);
+	if (!err && lost)
+		log_warn("%u processes were live in %s when the collector writing it stopped "
+			 "without ending them: ended as 'collector_lost' at its last commit; "
+			 "what they did after it is not stored", lost, db_path);
+	if (!err)
+		err = watch(d, d->listen_fd, &tag_listen);
+	if (!err && d->parent_fd >= 0)
+		err = watch(d, d->parent_fd, &tag_parent);
 	if (!err)
 		err = watch(d, d->sig_fd, &tag_signal);
 	if (!err)
@@ -464,14 +488,18 @@ int main(int argc, char **argv)
 		{ "foreground", no_argument, NULL, 'f' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "ready-fd", required_argument, NULL, 'r' },
+		{ "parent-fd", required_argument, NULL, 'p' },
+		{ "quiet", no_argument, NULL, 'q' },
+		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
-	struct daemon d = { .listen_fd = -1, .sig_fd = -1, .timer_fd = -1, .ep = -1 };
+	struct daemon d = { .listen_fd = -1, .sig_fd = -1, .timer_fd = -1, .ep = -1,
+			    .parent_fd = -1 };
 	char *sock = NULL, *db = NULL, *end;
 	int foreground = 0, ready_fd = -1, ready_pipe = -1, opt, err;
 
-	while ((opt = getopt_long(argc, argv, "s:d:fvr:h", opts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "s:d:fvqr:p:Vh", opts, NULL)) != -1) {
 		switch (opt) {
 		case 's':
 			free(sock);
@@ -495,6 +523,22 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			break;
+		case 'q':
+			log_level = LOG_LVL_WARN;
+			break;
+		case 'p':
+			errno = 0;
+			d.parent_fd = (int)strtol(optarg, &end, 10);
+			if (errno || *end || d.parent_fd < 0 || fcntl(d.parent_fd, F_GETFD) < 0) {
+				log_error("--parent-fd %s is not an open descriptor", optarg);
+				return 2;
+			}
+			fcntl(d.parent_fd, F_SETFD, FD_CLOEXEC);
+			break;
+		case 'V':
+			printf("shimmerd %s (wire format %d, store schema %d)\n", SHIMMER_VERSION,
+			       SHM_WIRE_VERSION, STORE_SCHEMA_VERSION);
+			return 0;
 		case 'h':
 			usage(stdout);
 			return 0;

@@ -26,8 +26,12 @@
 #include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
+
+#include "clock_ns.h"
 
 #include "log.h"
 
@@ -71,6 +75,7 @@ enum {
 	ST_MODULE,
 	ST_MODULE_END,
 	ST_GPU_WINDOW,
+	ST_LAST_COMMIT,
 	ST_ALLOC_N, /* ALLOC_ROWS rows of ST_ALLOC's columns, built in prepare_db() */
 	ST_N
 };
@@ -89,7 +94,7 @@ static const char *const sql[ST_N] = {
 		    "hostname, exe, argv, rank, local_rank, malloc_mode, "
 		    "sample_bytes, lossless, start_wall_ns, start_ns) "
 		    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
-	[ST_PROC_END] = "UPDATE processes SET end_ns = ?2, end_reason = ?3 "
+	[ST_PROC_END] = "UPDATE processes SET end_ns = ?2, end_reason = ?3, end_signal = ?4 "
 			"WHERE proc_id = ?1",
 	[ST_PROC_FIND] = "SELECT proc_id FROM processes WHERE pid = ?1 AND "
 			 "hostname = ?2 AND uid = ?3 ORDER BY proc_id DESC LIMIT 1",
@@ -157,6 +162,9 @@ static const char *const sql[ST_N] = {
 			  "path_id = ?2 AND lo = ?3 AND unloaded_ns IS NULL)",
 	[ST_GPU_WINDOW] = "INSERT INTO gpu_windows (proc_id, start_ns, end_ns, calls) "
 			  "VALUES (?1, ?2, ?3, ?4)",
+	/* When the last batch was committed: where a process's recording ends
+	 * if this collector dies (store_recover()). */
+	[ST_LAST_COMMIT] = "INSERT OR REPLACE INTO meta (key, value) VALUES ('last_commit_ns', ?1)",
 };
 
 /* An allocations row not yet written, with its free if one came. */
@@ -178,6 +186,8 @@ struct store {
 	uint32_t npend, pend_cap;
 	int64_t pend_base, next_id;
 	int broken; /* 0 or the negative errno every call now returns */
+	int lock_fd; /* flock()ed shared while we have the store open */
+	int sole;    /* no other collector had it open when we opened it */
 	char *path;
 };
 
@@ -307,6 +317,10 @@ int store_commit(struct store *s)
 	if (s->broken || !s->in_tx)
 		return s->broken;
 	err = flush_pending(s);
+	if (!err) {
+		sqlite3_bind_int64(s->st[ST_LAST_COMMIT], 1, (int64_t)clock_ns(CLOCK_MONOTONIC));
+		err = step(s, s->st[ST_LAST_COMMIT]);
+	}
 	if (!err)
 		err = step(s, s->st[ST_COMMIT]);
 	if (!err)
@@ -362,7 +376,7 @@ int store_process_add(struct store *s, const struct store_proc *p, int64_t *proc
 }
 
 int store_process_end(struct store *s, int64_t proc_id, int64_t end_ns,
-		      const char *reason)
+		      const char *reason, int signo)
 {
 	sqlite3_stmt *st = s->st[ST_PROC_END];
 	int err = tx(s);
@@ -372,7 +386,42 @@ int store_process_end(struct store *s, int64_t proc_id, int64_t end_ns,
 	sqlite3_bind_int64(st, 1, proc_id);
 	sqlite3_bind_int64(st, 2, end_ns);
 	sqlite3_bind_text(st, 3, reason, -1, SQLITE_STATIC);
+	if (signo)
+		sqlite3_bind_int(st, 4, signo);
+	else
+		sqlite3_bind_null(st, 4);
 	return step(s, st);
+}
+
+/*
+ * A collector that dies (SIGKILL, a crash, power) leaves its live
+ * processes with no end.  Only when no other collector has the store open
+ * (sole: our flock() was the only one) are such rows its leftovers: they
+ * end as 'collector_lost' at the last commit (meta.last_commit_ns; what
+ * came after it was never stored), never before they started.
+ */
+int store_recover(struct store *s, unsigned *lost)
+{
+	sqlite3_stmt *st = NULL;
+	int rc, err;
+
+	*lost = 0;
+	if (!s->sole)
+		return 0;
+	err = tx(s);
+	if (err)
+		return err;
+	rc = sqlite3_prepare_v2(s->db, "UPDATE processes SET end_reason = 'collector_lost', "
+				"end_ns = max(start_ns, coalesce((SELECT CAST(value AS INTEGER) "
+				"FROM meta WHERE key = 'last_commit_ns'), start_ns)) "
+				"WHERE end_reason IS NULL", -1, &st, NULL);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_step(st);
+	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE)
+		return fail(s, rc);
+	*lost = (unsigned)sqlite3_changes(s->db);
+	return store_commit(s);
 }
 
 int store_process_find(struct store *s, uint32_t pid, uint32_t uid, const char *host,
@@ -1194,11 +1243,21 @@ struct store *store_open(const char *path)
 	struct store *s = calloc(1, sizeof(*s));
 	int err = -ENOMEM, rc;
 
+	if (s)
+		s->lock_fd = -1;
 	if (!s || !(s->path = strdup(path)))
 		goto out;
 	err = create_private(path);
 	if (err)
 		goto out;
+	/* Collectors that share a store each hold a shared flock() on it
+	 * (independent of SQLite's fcntl() locks); one that gets it
+	 * exclusively first is alone (store_recover()). */
+	s->lock_fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (s->lock_fd >= 0) {
+		s->sole = flock(s->lock_fd, LOCK_EX | LOCK_NB) == 0;
+		flock(s->lock_fd, LOCK_SH);
+	}
 	rc = sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
 			     SQLITE_OPEN_NOMUTEX, NULL);
 	if (rc != SQLITE_OK) {
@@ -1232,6 +1291,8 @@ int store_close(struct store *s)
 		sqlite3_wal_checkpoint_v2(s->db, NULL, SQLITE_CHECKPOINT_TRUNCATE,
 					  NULL, NULL);
 	sqlite3_close(s->db);
+	if (s->lock_fd >= 0)
+		close(s->lock_fd);
 	free(s->pend);
 	free(s->path);
 	free(s);

@@ -63,9 +63,14 @@ struct store_proc {
 /* Inserts a processes row; *proc_id receives its key. */
 int store_process_add(struct store *s, const struct store_proc *p, int64_t *proc_id);
 
-/* Sets end_ns and end_reason. */
+/* Sets end_ns, end_reason and end_signal (signo 0: NULL). */
 int store_process_end(struct store *s, int64_t proc_id, int64_t end_ns,
-		      const char *reason);
+		      const char *reason, int signo);
+
+/* Ends the processes a collector that died left without an end
+ * ('collector_lost', at its last commit), if no other collector has the
+ * store open; *lost receives how many.  Called once, at start. */
+int store_recover(struct store *s, unsigned *lost);
 
 /* The most recently added process with this pid and uid on this host:
  * its proc_id in *proc_id, or 0 when there is none.  (A process of

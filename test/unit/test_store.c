@@ -344,6 +344,49 @@ static void test_store_refuses_foreign(void **state)
 	}
 }
 
+/* Defect 11 of issue 13: a collector killed with live processes left
+ * their rows without an end forever.  The next one to open the store
+ * alone ends them as 'collector_lost' at the last commit; one that opens
+ * it beside a live collector leaves them to it. */
+static void test_store_recover_lost(void **state)
+{
+	struct fixture *f = *state;
+	struct store_proc p = { .pid = 5, .ppid = 1, .uid = 1000, .host = "h", .host_len = 1,
+				.rank = SHM_NO_RANK, .local_rank = SHM_NO_RANK,
+				.malloc_mode = "all", .sample_bytes = -1, .start_ns = 10 };
+	struct store *s = store_open(f->db), *other;
+	unsigned lost = 99;
+	int64_t id, ended;
+
+	assert_non_null(s);
+	assert_int_equal(store_recover(s, &lost), 0);
+	assert_int_equal(lost, 0);
+	assert_int_equal(store_process_add(s, &p, &id), 0);
+	assert_int_equal(store_process_add(s, &p, &ended), 0);
+	assert_int_equal(store_process_end(s, ended, 20, "exit", 0), 0);
+	assert_int_equal(store_commit(s), 0);
+	/* a second collector beside the live one recovers nothing */
+	other = store_open(f->db);
+	assert_non_null(other);
+	assert_int_equal(store_recover(other, &lost), 0);
+	assert_int_equal(lost, 0);
+	store_close(other);
+	assert_int_equal(query_int(f->db, "SELECT count(*) FROM processes WHERE end_reason IS NULL"), 1);
+	/* the first "dies": its lock goes with its descriptors */
+	store_close(s);
+	s = store_open(f->db);
+	assert_non_null(s);
+	assert_int_equal(store_recover(s, &lost), 0);
+	assert_int_equal(lost, 1);
+	/* at the dead one's last commit: before the recovery's own */
+	assert_int_equal(query_int(f->db, "SELECT count(*) FROM processes WHERE "
+					  "end_reason = 'collector_lost' AND end_ns > 10 AND end_ns < "
+					  "(SELECT CAST(value AS INTEGER) FROM meta WHERE "
+					  "key = 'last_commit_ns')"), 1);
+	assert_int_equal(query_int(f->db, "SELECT end_ns FROM processes WHERE end_reason = 'exit'"), 20);
+	store_close(s);
+}
+
 static void test_store_batches(void **state)
 {
 	struct fixture *f = *state;
@@ -381,7 +424,7 @@ static void test_store_batches(void **state)
 	/* another user's process of that pid is never found */
 	assert_int_equal(store_process_find(s, 5, 1001, "h", 1, &id), 0);
 	assert_int_equal(id, 0);
-	assert_int_equal(store_process_end(s, proc_id, 999, "exit"), 0);
+	assert_int_equal(store_process_end(s, proc_id, 999, "exit", 0), 0);
 	assert_int_equal(store_close(s), 0);
 	assert_int_equal(query_int(f->db, "SELECT free_tid * 1000 + free_end_ns FROM allocations "
 					  "WHERE free_fn = 2 AND free_ns = 20"), 6025);
@@ -539,6 +582,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
 		T(test_store_private),
+		T(test_store_recover_lost),
 		T(test_store_refuses_foreign),
 		T(test_store_creates_schema),
 		T(test_store_refuses_newer_schema),
