@@ -304,16 +304,16 @@ static int gpu_status_msg(struct client *c, const char *msg, size_t len)
 					msg + sizeof(m), m.len);
 }
 
-/* The process is dying of a signal (the first FATAL counts). */
+/* The process is dying of a signal (the first SIGNAL counts). */
 static int fatal_msg(struct client *c, const char *msg, size_t len)
 {
-	struct shm_msg_fatal m;
+	struct shm_msg_signal m;
 
 	if (len != sizeof(m))
-		return reject(c, "FATAL of %zu bytes", len);
+		return reject(c, "SIGNAL of %zu bytes", len);
 	memcpy(&m, msg, sizeof(m));
-	if (m.signo == 0 || m.signo > 64)
-		return reject(c, "FATAL signal %u", m.signo);
+	if (m.signo <= 0 || m.signo > 64)
+		return reject(c, "SIGNAL %d", m.signo);
 	if (!c->fatal_signo) {
 		c->fatal_signo = m.signo;
 		c->fatal_ts = m.ts;
@@ -378,7 +378,7 @@ int client_message(struct client *c, const void *msg, size_t len,
 		c->bye = 1;
 		err = 0;
 		break;
-	case SHM_MSG_FATAL:
+	case SHM_MSG_SIGNAL:
 		err = fatal_msg(c, msg, len);
 		break;
 	default:

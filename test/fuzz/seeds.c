@@ -84,14 +84,14 @@ static void messages(void)
 {
 	struct shm_msg_thread t = { .slot = 0, .tid = 42, .name_id = 1, .ts = 2000 };
 	struct shm_msg_bye b = { .ts = 9000 };
-	struct shm_msg_fatal f = { .signo = 11, .code = 1, .addr = 0x10, .ts = 8000 };
+	struct shm_msg_signal f = { .signo = 11, .code = 1, .addr = 0x10, .tid = 1, .ts = 8000 };
 	struct shm_msg_hdr k;
 	uint8_t g[sizeof(struct shm_msg_gpu_status) + 8];
 	struct shm_msg_gpu_status gs = { .status = SHM_GPU_ERROR, .len = 8 };
 
 	hdr(&t.hdr, SHM_MSG_THREAD, sizeof(t));
 	hdr(&b.hdr, SHM_MSG_BYE, sizeof(b));
-	hdr(&f.hdr, SHM_MSG_FATAL, sizeof(f));
+	hdr(&f.hdr, SHM_MSG_SIGNAL, sizeof(f));
 	hdr(&k, SHM_MSG_KICK, sizeof(k));
 	hdr(&gs.hdr, SHM_MSG_GPU_STATUS, sizeof(g));
 	memcpy(g, &gs, sizeof(gs));

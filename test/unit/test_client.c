@@ -1582,8 +1582,8 @@ static void test_client_fatal_and_bye_at_shutdown(void **state)
 	struct fixture *f = *state;
 	struct region r2, r3;
 	struct client *c1 = f->c, *c2 = client_new(&f->co, -1), *c3 = client_new(&f->co, -1);
-	struct shm_msg_fatal m = { { SHM_MAGIC, SHM_WIRE_VERSION, SHM_MSG_FATAL, sizeof(m), 0 },
-				   SIGSEGV, 1, 0xdead, 7777 };
+	struct shm_msg_signal m = { { SHM_MAGIC, SHM_WIRE_VERSION, SHM_MSG_SIGNAL, sizeof(m), 0 },
+				    SIGSEGV, 1, 0xdead, 1, 0, 7777 };
 
 	region_make(&r2, 1, RING);
 	region_make(&r3, 1, RING);
