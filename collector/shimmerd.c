@@ -1,10 +1,17 @@
 /*
  * shimmerd: accepts traced processes on a SOCK_SEQPACKET socket and stores
- * their events.  One thread, one epoll loop over the listening socket, a
+ * their events, each job's into its recording (job.h), or all into one
+ * store (--db); answers `shimmer ls` and `shimmer ctl` on the same socket
+ * (ctl.h).  One thread, one epoll loop over the listening socket, a
  * signalfd (SIGTERM/SIGINT), a 5 ms timerfd that drives the drain passes,
  * and the clients' sockets.  A client that ends during a batch of epoll
  * events is only freed after the batch, so a later event in the same batch
  * never points at freed memory.
+ *
+ * As a systemd service (shimmerd.service, shimmerd.socket): the listening
+ * socket may come from systemd (sd_listen_fds: socket activation), and the
+ * daemon says READY=1 once it listens, STATUS= now and then, WATCHDOG=1
+ * when a watchdog is set, and STOPPING=1 (sd_notify).
  *
  * Exit status: 0 after a signal-driven shutdown, 1 on a startup error or
  * when the store cannot be written (the store has logged why), 2 on bad
@@ -15,6 +22,7 @@
 #include <getopt.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,9 +36,16 @@
 #include <time.h>
 #include <unistd.h>
 
+#ifdef HAVE_LIBSYSTEMD
+#include <systemd/sd-daemon.h>
+#endif
+
 #include "client.h"
 #include "clock_ns.h"
+#include "ctl.h"
+#include "job.h"
 #include "log.h"
+#include "options.h"
 #include "version.h"
 
 #define TICK_NS 5000000L
@@ -39,6 +54,7 @@
 #define HELLO_TIMEOUT_NS 2000000000LL  /* a connection must say HELLO by then */
 #define ACCEPT_PAUSE_NS 100000000LL    /* out of descriptors: stop accepting this long */
 #define FDS_RESERVED 32                /* descriptors kept for the store, the loop, logs */
+#define STATUS_NS 10000000000LL        /* sd_notify STATUS= at most this often */
 
 /*
  * Descriptors are the resource a local user can exhaust: each connection
@@ -52,8 +68,11 @@
  */
 struct daemon {
 	struct collector co;
+	const struct options *o;
 	const char *sock_path;
 	int listen_fd, sig_fd, timer_fd, ep;
+	int activated;           /* the listening socket is systemd's (not ours to unlink) */
+	int64_t last_status, last_watchdog, watchdog_ns;
 	int parent_fd;           /* --parent-fd: stop at its EOF; -1 when none */
 	int64_t last_commit, last_counts, last_refusal_log;
 	unsigned per_user;       /* connections one uid may hold */
@@ -70,26 +89,54 @@ static int64_t now_ns(void)
 	return (int64_t)clock_ns(CLOCK_MONOTONIC);
 }
 
-static void usage(FILE *f)
+/* sd_notify(), when systemd asked for it (NOTIFY_SOCKET). */
+__attribute__((format(printf, 1, 2)))
+static void notify(const char *fmt, ...)
 {
-	fprintf(f, "usage: shimmerd --socket PATH --db PATH [--foreground] "
-		   "[--verbose] [--quiet] [--ready-fd N] [--parent-fd N]\n"
-		   "       shimmerd --version\n");
+#ifdef HAVE_LIBSYSTEMD
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	sd_notify(0, msg);
+#else
+	(void)fmt;
+#endif
 }
 
-/* path made absolute against the current directory, so that it still
- * names the same file after the daemon's chdir("/"). */
-static char *absolute(const char *path)
+/* The listening socket systemd handed over (socket activation): one
+ * SOCK_SEQPACKET Unix socket, listening.  -ENOENT when none came. */
+static int activated_socket(struct daemon *d)
 {
-	char cwd[PATH_MAX], *out;
+#ifdef HAVE_LIBSYSTEMD
+	int n = sd_listen_fds(1), fd = SD_LISTEN_FDS_START;
 
-	if (path[0] == '/')
-		return strdup(path);
-	if (!getcwd(cwd, sizeof(cwd)))
-		return NULL;
-	if (asprintf(&out, "%s/%s", cwd, path) < 0)
-		return NULL;
-	return out;
+	if (n <= 0)
+		return n < 0 ? n : -ENOENT;
+	if (n > 1 || sd_is_socket_unix(fd, SOCK_SEQPACKET, 1, NULL, 0) <= 0) {
+		log_error("systemd passed %d descriptors: expected one listening "
+			  "SOCK_SEQPACKET Unix socket (ListenSequentialPacket=)", n);
+		return -EINVAL;
+	}
+	if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) < 0)
+		return -errno;
+	d->activated = 1;
+	return fd;
+#else
+	(void)d;
+	return -ENOENT;
+#endif
+}
+
+static int count_traced(const struct daemon *d)
+{
+	int n = 0;
+
+	for (struct client *c = d->co.clients; c; c = client_next(c))
+		n += client_traced(c);
+	return n;
 }
 
 static int mkdir_parents(const char *path)
@@ -170,6 +217,19 @@ static int watch(struct daemon *d, int fd, void *tag)
 	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = tag };
 
 	return epoll_ctl(d->ep, EPOLL_CTL_ADD, fd, &ev) < 0 ? -errno : 0;
+}
+
+/* Watches c for room to write while replies wait to be sent. */
+static int sync_out(struct daemon *d, struct client *c)
+{
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP, .data.ptr = c };
+
+	if (client_ended(c) || client_fd(c) < 0)
+		return 0;
+	if (client_wants_write(c))
+		ev.events |= EPOLLOUT;
+	return epoll_ctl(d->ep, EPOLL_CTL_MOD, client_fd(c), &ev) < 0 && errno != ENOENT ? -errno
+											 : 0;
 }
 
 static int end_client(struct daemon *d, struct client *c, enum client_end why)
@@ -263,6 +323,8 @@ static int on_client(struct daemon *d, struct client *c, int stopping)
 		return end_client(d, c, CLIENT_REJECTED);
 	if (!err && stopping)
 		return end_client(d, c, CLIENT_SHUTDOWN);
+	if (!err && client_is_control(c))
+		err = client_flush_out(c) < 0 ? end_client(d, c, CLIENT_CLOSED) : sync_out(d, c);
 	return err;
 }
 
@@ -288,9 +350,10 @@ static int tick(struct daemon *d)
 		d->accept_paused = 0;
 		err = watch(d, d->listen_fd, &tag_listen);
 	}
-	/* Connections that never said HELLO give their descriptor back. */
+	/* Connections that never said HELLO (or REQUEST) give their
+	 * descriptor back. */
 	for (struct client *c = d->co.clients; c && !err; c = client_next(c))
-		if (!client_ended(c) && !client_proc_id(c) &&
+		if (!client_ended(c) && !client_proc_id(c) && !client_is_control(c) &&
 		    now - client_born_ns(c) > HELLO_TIMEOUT_NS) {
 			d->timed_out++;
 			err = end_client(d, c, CLIENT_CLOSED);
@@ -314,7 +377,23 @@ static int tick(struct daemon *d)
 	}
 	if (!err && now - d->last_commit >= COMMIT_NS) {
 		d->last_commit = now;
-		err = store_commit(d->co.store);
+		err = jobs_commit(d->co.jobs);
+	}
+	if (!err)
+		err = ctl_tick(&d->co, now);
+	for (struct client *c = d->co.clients; c && !err; c = client_next(c))
+		if (client_is_control(c))
+			err = sync_out(d, c);
+	if (!err)
+		err = jobs_tick(d->co.jobs, now);
+	if (d->watchdog_ns && now - d->last_watchdog >= d->watchdog_ns / 2) {
+		d->last_watchdog = now;
+		notify("WATCHDOG=1");
+	}
+	if (now - d->last_status >= STATUS_NS) {
+		d->last_status = now;
+		notify("STATUS=%d traced processes, %u live recordings", count_traced(d),
+		       jobs_live(d->co.jobs));
 	}
 	return err;
 }
@@ -362,20 +441,27 @@ static int loop(struct daemon *d)
 					err = tick(d);
 			} else if (tag == &tag_listen) {
 				err = accept_all(d);
-			} else if (!client_ended(tag)) {
+			} else if (client_ended(tag)) {
+				continue;
+			} else if ((evs[i].events & EPOLLOUT) && client_is_control(tag) &&
+				   !(evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLRDHUP))) {
+				err = client_flush_out(tag) < 0 ? end_client(d, tag, CLIENT_CLOSED)
+								: sync_out(d, tag);
+			} else {
 				err = on_client(d, tag, 0);
 			}
 		}
 		reap(d);
 	}
+	notify("STOPPING=1");
 	return err ? err : shutdown_clients(d);
 }
 
-static int setup(struct daemon *d, const char *db_path)
+static int setup(struct daemon *d)
 {
 	struct itimerspec its = { { 0, TICK_NS }, { 0, TICK_NS } };
 	struct rlimit nofile;
-	unsigned lost;
+	const struct options *o = d->o;
 	sigset_t sigs;
 	int err;
 
@@ -410,31 +496,40 @@ static int setup(struct daemon *d, const char *db_path)
 		return err;
 	}
 	/* The socket first: a second daemon must not touch the store. */
-	d->listen_fd = listen_on(d->sock_path);
+	d->listen_fd = activated_socket(d);
+	if (d->listen_fd == -ENOENT)
+		d->listen_fd = listen_on(d->sock_path);
 	if (d->listen_fd < 0)
 		return d->listen_fd;
-	err = mkdir_parents(db_path);
-	if (err) {
-		log_error("cannot create the directory of %s: %s", db_path, strerror(-err));
-		return err;
+	if (o->db) {
+		err = mkdir_parents(o->db);
+		if (err) {
+			log_error("cannot create the directory of %s: %s", o->db, strerror(-err));
+			return err;
+		}
 	}
-	d->co.store = store_open(db_path);
-	if (!d->co.store)
+	d->co.jobs = jobs_open(&(struct jobs_conf){
+		.db = o->db, .state_dir = o->state_dir, .linger_ns = o->linger_ns,
+		.max_age_ns = o->max_age_ns, .max_bytes = o->max_bytes,
+	});
+	if (!d->co.jobs)
 		return -errno;
-	err = store_recover(d->co.store, &lost);
-	if (!err && lost)
-		log_warn("%u processes were live in %s when the collector writing it stopped "
-			 "without ending them: ended as 'collector_lost' at its last commit; "
-			 "what they did after it is not stored", lost, db_path);
-	if (!err)
-		err = watch(d, d->listen_fd, &tag_listen);
+	err = watch(d, d->listen_fd, &tag_listen);
 	if (!err && d->parent_fd >= 0)
 		err = watch(d, d->parent_fd, &tag_parent);
 	if (!err)
 		err = watch(d, d->sig_fd, &tag_signal);
 	if (!err)
 		err = watch(d, d->timer_fd, &tag_timer);
-	d->last_commit = d->last_counts = now_ns();
+#ifdef HAVE_LIBSYSTEMD
+	{
+		uint64_t usec = 0;
+
+		if (sd_watchdog_enabled(0, &usec) > 0)
+			d->watchdog_ns = (int64_t)usec * 1000;
+	}
+#endif
+	d->last_commit = d->last_counts = d->last_status = now_ns();
 	return err;
 }
 
@@ -482,94 +577,54 @@ static void say_ready(int fd)
 
 int main(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "socket", required_argument, NULL, 's' },
-		{ "db", required_argument, NULL, 'd' },
-		{ "foreground", no_argument, NULL, 'f' },
-		{ "verbose", no_argument, NULL, 'v' },
-		{ "ready-fd", required_argument, NULL, 'r' },
-		{ "parent-fd", required_argument, NULL, 'p' },
-		{ "quiet", no_argument, NULL, 'q' },
-		{ "version", no_argument, NULL, 'V' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 },
-	};
 	struct daemon d = { .listen_fd = -1, .sig_fd = -1, .timer_fd = -1, .ep = -1,
 			    .parent_fd = -1 };
-	char *sock = NULL, *db = NULL, *end;
-	int foreground = 0, ready_fd = -1, ready_pipe = -1, opt, err;
+	struct options o;
+	int ready_pipe = -1, err;
 
-	while ((opt = getopt_long(argc, argv, "s:d:fvqr:p:Vh", opts, NULL)) != -1) {
-		switch (opt) {
-		case 's':
-			free(sock);
-			sock = absolute(optarg);
-			break;
-		case 'd':
-			free(db);
-			db = absolute(optarg);
-			break;
-		case 'f':
-			foreground = 1;
-			break;
-		case 'v':
-			log_level = LOG_LVL_DEBUG;
-			break;
-		case 'r':
-			errno = 0;
-			ready_fd = (int)strtol(optarg, &end, 10);
-			if (errno || *end || ready_fd < 0 || fcntl(ready_fd, F_GETFD) < 0) {
-				log_error("--ready-fd %s is not an open descriptor", optarg);
-				return 2;
-			}
-			break;
-		case 'q':
-			log_level = LOG_LVL_WARN;
-			break;
-		case 'p':
-			errno = 0;
-			d.parent_fd = (int)strtol(optarg, &end, 10);
-			if (errno || *end || d.parent_fd < 0 || fcntl(d.parent_fd, F_GETFD) < 0) {
-				log_error("--parent-fd %s is not an open descriptor", optarg);
-				return 2;
-			}
-			fcntl(d.parent_fd, F_SETFD, FD_CLOEXEC);
-			break;
-		case 'V':
-			printf("shimmerd %s (wire format %d, store schema %d)\n", SHIMMER_VERSION,
-			       SHM_WIRE_VERSION, STORE_SCHEMA_VERSION);
-			return 0;
-		case 'h':
-			usage(stdout);
-			return 0;
-		default:
-			usage(stderr);
-			return 2;
-		}
+	err = options_parse(&o, argc, argv);
+	if (err) {
+		options_free(&o);
+		return err == 1 ? 0 : 2;
 	}
-	if (!sock || !db || optind != argc) {
-		usage(stderr);
-		return 2;
+	log_level = o.log_level;
+	if (o.check) {
+		options_print(&o, stdout);
+		options_free(&o);
+		return 0;
 	}
-	d.sock_path = sock;
-	err = foreground ? 0 : daemonize(&ready_pipe);
+	/* Stores are made private or handed over explicitly (job.h); nothing
+	 * else the daemon makes is anyone else's. */
+	umask(077);
+	d.o = &o;
+	d.sock_path = o.socket;
+	d.parent_fd = o.parent_fd;
+	err = o.foreground ? 0 : daemonize(&ready_pipe);
 	if (!err)
-		err = setup(&d, db);
+		err = setup(&d);
 	if (!err) {
-		log_info("listening on %s, storing into %s", sock, db);
-		say_ready(ready_fd);
+		if (o.db)
+			log_info("listening on %s%s, storing into %s", d.sock_path,
+				 d.activated ? " (socket activation)" : "", o.db);
+		else
+			log_info("listening on %s%s, recordings in %s/recordings", d.sock_path,
+				 d.activated ? " (socket activation)" : "", o.state_dir);
+		say_ready(o.ready_fd);
 		say_ready(ready_pipe);
+		notify("READY=1\nSTATUS=listening on %s", d.sock_path);
 		err = loop(&d);
 		if (err == -ENOMEM)
 			log_error("out of memory");
 	}
 	if (d.listen_fd >= 0) {
 		close(d.listen_fd);
-		unlink(sock);
+		if (!d.activated)
+			unlink(d.sock_path);
 	}
 	while (d.co.clients)
 		client_free(d.co.clients);
-	if (store_close(d.co.store) && !err)
+	ctl_free(&d.co);
+	if (jobs_close(d.co.jobs) && !err)
 		err = -EIO;
 	if (d.ep >= 0)
 		close(d.ep);
@@ -577,7 +632,6 @@ int main(int argc, char **argv)
 		close(d.sig_fd);
 	if (d.timer_fd >= 0)
 		close(d.timer_fd);
-	free(sock);
-	free(db);
+	options_free(&o);
 	return err ? 1 : 0;
 }

@@ -110,3 +110,73 @@ int conf_is(const struct conf_line *l, const char *name)
 {
 	return l->key && l->key_len == strlen(name) && !memcmp(l->key, name, l->key_len);
 }
+
+int conf_duration(const char *s, size_t len, uint64_t *ns)
+{
+	static const struct {
+		const char *unit;
+		uint64_t ns;
+	} units[] = { { "ns", 1 }, { "us", 1000ull }, { "ms", 1000000ull },
+		      { "s", 1000000000ull }, { "m", 60000000000ull },
+		      { "h", 3600000000000ull }, { "d", 86400000000000ull },
+		      { "", 1000000000ull } };
+	uint64_t whole = 0, frac = 0, scale = 1;
+	size_t i = 0, digits = 0;
+
+	for (; i < len && s[i] >= '0' && s[i] <= '9'; i++, digits++) {
+		if (whole > (UINT64_MAX - 9) / 10)
+			return -1;
+		whole = whole * 10 + (uint64_t)(s[i] - '0');
+	}
+	if (i < len && s[i] == '.')
+		for (i++; i < len && s[i] >= '0' && s[i] <= '9'; i++, digits++)
+			if (scale < 1000000000ull) {
+				frac = frac * 10 + (uint64_t)(s[i] - '0');
+				scale *= 10;
+			}
+	if (!digits)
+		return -1;
+	for (size_t u = 0; u < sizeof(units) / sizeof(units[0]); u++) {
+		size_t n = strlen(units[u].unit);
+
+		if (len - i != n || memcmp(s + i, units[u].unit, n))
+			continue;
+		if (whole > UINT64_MAX / units[u].ns / 2)
+			return -1;
+		*ns = whole * units[u].ns + frac * units[u].ns / scale;
+		return 0;
+	}
+	return -1;
+}
+
+int conf_size(const char *s, size_t len, uint64_t *bytes)
+{
+	static const char units[] = "KMGT";
+	uint64_t n = 0, mult = 1;
+	size_t i = 0;
+
+	for (; i < len && s[i] >= '0' && s[i] <= '9'; i++) {
+		if (n > (UINT64_MAX - 9) / 10)
+			return -1;
+		n = n * 10 + (uint64_t)(s[i] - '0');
+	}
+	if (i == 0)
+		return -1;
+	if (i < len) {
+		const char *u = memchr(units, s[i], 4);
+
+		if (!u)
+			return -1;
+		for (long k = 0; k <= u - units; k++)
+			mult *= 1024;
+		i++;
+		if (i < len && s[i] == 'i')
+			i++;
+		if (i < len && s[i] == 'B')
+			i++;
+	}
+	if (i != len || n > UINT64_MAX / mult)
+		return -1;
+	*bytes = n * mult;
+	return 0;
+}

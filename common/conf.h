@@ -17,6 +17,7 @@
 #define SHIMMER_CONF_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 /* Where shimmerd, the shim and shimmer look unless told otherwise. */
@@ -49,5 +50,16 @@ ssize_t conf_read(const char *path, char *buf, size_t cap);
 
 /* Whether line l's key is name. */
 int conf_is(const struct conf_line *l, const char *name);
+
+/*
+ * A duration, s[0..len): a decimal number (a fraction allowed) and a unit,
+ * ns, us, ms, s, m, h or d; a bare number is seconds.  0 or -1 (not one,
+ * or past ~292 years).
+ */
+int conf_duration(const char *s, size_t len, uint64_t *ns);
+
+/* A size: a whole number of bytes, or with K, M, G or T (KiB, MiB, GiB,
+ * TiB; "KiB" and "KB" are read alike).  0 or -1. */
+int conf_size(const char *s, size_t len, uint64_t *bytes);
 
 #endif /* SHIMMER_CONF_H */

@@ -355,7 +355,8 @@ struct shm_reply_process {
 
 /* A control command's outcome in one process: acted within the time the
  * collector waits (latency_ns from the request to the shim's word that it
- * applied it), or not (latency_ns -1). */
+ * applied it), or not (latency_ns -1; -2: it has no control thread,
+ * SHIMMER_CONTROL=0). */
 struct shm_reply_acted {
 	struct shm_reply_hdr r;
 	uint32_t pid;

@@ -121,51 +121,11 @@ static int parse_u64(const char *s, uint64_t *x)
 	return 0;
 }
 
-/*
- * A duration: a decimal number (a fraction allowed) and a unit, ns, us,
- * ms, s, m or h; a bare number is seconds.  *ns is at most ~292 years.
- */
-static int parse_duration(const char *s, size_t len, uint64_t *ns)
-{
-	static const struct {
-		const char *unit;
-		uint64_t ns;
-	} units[] = { { "ns", 1 }, { "us", 1000 }, { "ms", MS }, { "s", 1000 * MS },
-		      { "m", 60000 * MS }, { "h", 3600000 * MS }, { "", 1000 * MS } };
-	uint64_t whole = 0, frac = 0, scale = 1;
-	size_t i = 0, digits = 0;
-
-	for (; i < len && s[i] >= '0' && s[i] <= '9'; i++, digits++) {
-		if (whole > (UINT64_MAX - 9) / 10)
-			return -1;
-		whole = whole * 10 + (uint64_t)(s[i] - '0');
-	}
-	if (i < len && s[i] == '.')
-		for (i++; i < len && s[i] >= '0' && s[i] <= '9'; i++, digits++)
-			if (scale < 1000000000ull) {
-				frac = frac * 10 + (uint64_t)(s[i] - '0');
-				scale *= 10;
-			}
-	if (!digits)
-		return -1;
-	for (size_t u = 0; u < sizeof(units) / sizeof(units[0]); u++) {
-		size_t n = strlen(units[u].unit);
-
-		if (len - i != n || memcmp(s + i, units[u].unit, n))
-			continue;
-		if (whole > UINT64_MAX / units[u].ns / 2)
-			return -1;
-		*ns = whole * units[u].ns + frac * units[u].ns / scale;
-		return 0;
-	}
-	return -1;
-}
-
 static int parse_duration_var(const char *s, void *field)
 {
 	uint64_t ns;
 
-	if (parse_duration(s, strlen(s), &ns) < 0)
+	if (conf_duration(s, strlen(s), &ns) < 0)
 		return -1;
 	memcpy(field, &ns, sizeof(ns));
 	return 0;
@@ -180,7 +140,7 @@ static int parse_trigger(const char *s, struct trigger *t)
 	*t = (struct trigger){ 0 };
 	if (!strncmp(s, "after:", 6)) {
 		t->kind = TRIGGER_AFTER;
-		return parse_duration(s + 6, strlen(s + 6), &t->ns);
+		return conf_duration(s + 6, strlen(s + 6), &t->ns);
 	}
 	if (strncmp(s, "after-range:", 12))
 		return -1;

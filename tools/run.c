@@ -219,7 +219,7 @@ static void __attribute__((noreturn)) collector_main(struct run *r, int ready_fd
 	fcntl(parent_fd, F_SETFD, 0);
 	snprintf(fd, sizeof(fd), "%d", ready_fd);
 	snprintf(pfd, sizeof(pfd), "%d", parent_fd);
-	execl(r->shimmerd, r->shimmerd, "--foreground", "--quiet", "--socket", r->sock, "--db",
+	execl(r->shimmerd, r->shimmerd, "--foreground", "--no-config", "--quiet", "--socket", r->sock, "--db",
 	      r->db, "--ready-fd", fd, "--parent-fd", pfd, (char *)NULL);
 	_exit(127);
 }
