@@ -38,6 +38,7 @@ struct job {
 	unsigned procs;      /* connected processes */
 	int64_t idle_since;  /* CLOCK_MONOTONIC, when procs fell to 0 */
 	int64_t start_wall_ns;
+	int64_t end_wall_ns; /* when its last process so far ended */
 };
 
 struct jobs {
@@ -536,6 +537,7 @@ void job_hold(struct job *j)
 
 void job_leave(struct job *j, int64_t now_ns)
 {
+	j->end_wall_ns = wall_ns();
 	if (j->procs && --j->procs == 0)
 		j->idle_since = now_ns;
 }
@@ -581,7 +583,7 @@ int jobs_tick(struct jobs *js, int64_t now_ns)
 			continue;
 		}
 		*pj = j->next;
-		err = finish(j, wall_ns());
+		err = finish(j, j->end_wall_ns ? j->end_wall_ns : wall_ns());
 		job_free(j);
 		finished = 1;
 	}

@@ -1,6 +1,6 @@
 # tools/: the shimmer command.
 TOOLS_SRCS := $(wildcard tools/*.c)
-TOOLS_OBJS := $(TOOLS_SRCS:%.c=$(O)/obj/%.o)
+TOOLS_OBJS := $(TOOLS_SRCS:%.c=$(O)/obj/%.o) $(O)/obj/common/conf.o
 
 $(SHIMMER): $(TOOLS_OBJS)
 	$(call msg,LD,$@)

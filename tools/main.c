@@ -16,6 +16,8 @@ static const struct command *const commands[] = {
 	&leaks_command,
 	&peak_command,
 	&temporary_command,
+	&ls_command,
+	&ctl_command,
 	&export_command,
 };
 
