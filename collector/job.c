@@ -91,9 +91,10 @@ static int index_exec(struct jobs *js, const char *sql, const char *types,
 			sqlite3_bind_text(st, i + 1, va_arg(ap, const char *), -1, SQLITE_STATIC);
 	}
 	va_end(ap);
-	while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW)
-		if (row && (err = row(ctx, st)))
-			break;
+	if (rc == SQLITE_OK)
+		while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+			if (row && (err = row(ctx, st)))
+				break;
 	if (rc == SQLITE_ROW || rc == SQLITE_DONE)
 		rc = SQLITE_OK;
 	if (rc != SQLITE_OK) {
