@@ -65,6 +65,8 @@ struct client {
 	int64_t rate_ns;               /* when the rates were last taken */
 	double events_per_s, dropped_per_s;
 	int control;           /* a control client: it sent REQUEST */
+	int in_hello;          /* its HELLO is being handled */
+	uint64_t seq;          /* accept order */
 	char *out;             /* replies not yet sent: [u32 length][message]... */
 	size_t out_len, out_off;
 	int bye;
@@ -194,22 +196,46 @@ static int mark_exec(struct client *c, int64_t start_ns)
  * exec'd, join the launcher's job whatever their own environment says;
  * else its launcher's id or process group, as it sent them.
  */
+static int early_hello(struct client *o);
+
 static int choose_job(struct client *c, const struct shm_msg_hello *h, const char *key)
 {
 	struct client *via = NULL;
 
+	/* The parent (or pre-exec image) connected before us, but its HELLO
+	 * may still wait behind ours in this batch of events: it is read now,
+	 * so that the order of events never decides the job.  Only older
+	 * connections: a newer one of the same pid is our own exec'd image. */
+	if (h->job_kind != SHM_JOB_NAMED)
+		for (struct client *o = c->co->clients; o; o = o->next)
+			if (o != c && o->seq < c->seq && !o->ended && !o->proc_id && !o->control &&
+			    !o->in_hello &&
+			    o->has_peer && o->peer_uid == c->uid &&
+			    (o->peer_pid == h->ppid || o->peer_pid == c->pid))
+				early_hello(o);
 	if (h->job_kind != SHM_JOB_NAMED)
 		for (struct client *o = c->co->clients; o; o = o->next)
 			if (o != c && !o->ended && o->job && o->uid == c->uid &&
 			    (o->pid == c->pid || (o->pid == h->ppid && !via)) &&
 			    o->host_len == c->host_len && !memcmp(o->host, c->host, c->host_len))
 				via = o;
-	if (via) {
+	if (via)
 		c->job = via->job;
-		job_hold(c->job);
+	/* A parent (or pre-exec image) that already ended, its job still
+	 * open: a launcher may finish before the daemon reads its children. */
+	else if (h->job_kind != SHM_JOB_NAMED &&
+		 !(c->job = jobs_find_pid(c->co->jobs, c->uid, h->ppid)))
+		c->job = jobs_find_pid(c->co->jobs, c->uid, c->pid);
+	if (c->job) {
+		int err = job_hold(c->job, c->pid);
+
+		if (err) {
+			c->job = NULL;
+			return err;
+		}
 	} else {
-		int err = jobs_join(c->co->jobs, c->uid, key, h->job_len, c->host, c->host_len,
-				    &c->job);
+		int err = jobs_join(c->co->jobs, c->uid, c->pid, key, h->job_len, c->host,
+				    c->host_len, &c->job);
 
 		if (err == -EPERM) {
 			c->rejected = 1; /* said by jobs_join(), once for many */
@@ -477,7 +503,9 @@ int client_message(struct client *c, const void *msg, size_t len,
 	}
 	switch (h.type) {
 	case SHM_MSG_HELLO:
+		c->in_hello = 1;
 		err = hello(c, msg, len, fds[0]);
+		c->in_hello = 0;
 		break;
 	case SHM_MSG_STRING:
 		err = string_msg(c, msg, len);
@@ -513,47 +541,82 @@ out:
 	return err;
 }
 
+/* Receives one message into buf (SHM_MSG_MAX + 1 bytes) and handles it:
+ * 0, 1 when none waited, -EPIPE, or client_message()'s error. */
+static int recv_one(struct client *c, unsigned char *buf)
+{
+	union {
+		struct cmsghdr align;
+		char b[CMSG_SPACE(sizeof(int) * FDS_MAX)];
+	} ctl;
+	struct iovec iov = { buf, SHM_MSG_MAX + 1 };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
+			     .msg_control = ctl.b, .msg_controllen = sizeof(ctl.b) };
+	int fds[FDS_MAX * 2], nfds = 0;
+	ssize_t len;
+
+	do
+		len = recvmsg(c->fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+	while (len < 0 && errno == EINTR);
+	if (len < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		return 1;
+	if (len <= 0)
+		return -EPIPE;
+	for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
+		size_t n_in;
+
+		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+			continue;
+		n_in = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (size_t i = 0; i < n_in && nfds < FDS_MAX * 2; i++)
+			memcpy(&fds[nfds++], CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+	}
+	if (mh.msg_flags & MSG_TRUNC) {
+		for (int i = 0; i < nfds; i++)
+			close(fds[i]);
+		return reject(c, "message longer than %u bytes", SHM_MSG_MAX);
+	}
+	return client_message(c, buf, (size_t)len, fds, nfds, !!(mh.msg_flags & MSG_CTRUNC));
+}
+
 int client_recv(struct client *c)
 {
 	static unsigned char buf[SHM_MSG_MAX + 1] __attribute__((aligned(8)));
 
 	for (int n = 0; n < RECV_BATCH; n++) {
-		union {
-			struct cmsghdr align;
-			char b[CMSG_SPACE(sizeof(int) * FDS_MAX)];
-		} ctl;
-		struct iovec iov = { buf, sizeof(buf) };
-		struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
-				     .msg_control = ctl.b, .msg_controllen = sizeof(ctl.b) };
-		int fds[FDS_MAX * 2], nfds = 0, err;
-		ssize_t len = recvmsg(c->fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+		int err = recv_one(c, buf);
 
-		if (len < 0 && errno == EINTR)
-			continue;
-		if (len < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		if (err == 1)
 			return 0;
-		if (len <= 0)
-			return -EPIPE;
-		for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
-			size_t n_in;
-
-			if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
-				continue;
-			n_in = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-			for (size_t i = 0; i < n_in && nfds < FDS_MAX * 2; i++)
-				memcpy(&fds[nfds++], CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
-		}
-		if (mh.msg_flags & MSG_TRUNC) {
-			for (int i = 0; i < nfds; i++)
-				close(fds[i]);
-			return reject(c, "message longer than %u bytes", SHM_MSG_MAX);
-		}
-		err = client_message(c, buf, (size_t)len, fds, nfds,
-				     !!(mh.msg_flags & MSG_CTRUNC));
 		if (err)
 			return err;
 	}
 	return 1;
+}
+
+/* Handles o's first message now if it is a HELLO waiting on its socket;
+ * anything else waits for its turn.  What goes wrong is o's: it is
+ * rejected, and ended by the daemon's timeout for connections without
+ * HELLO. */
+static int early_hello(struct client *o)
+{
+	struct shm_msg_hdr h;
+	unsigned char *buf;
+	ssize_t n;
+	int err;
+
+	if (o->fd < 0)
+		return 0;
+	n = recv(o->fd, &h, sizeof(h), MSG_PEEK | MSG_DONTWAIT);
+	if (n != (ssize_t)sizeof(h) || h.magic != SHM_MAGIC || h.type != SHM_MSG_HELLO)
+		return 0;
+	/* Not client_recv()'s buffer: the HELLO being handled lies in it. */
+	buf = malloc(SHM_MSG_MAX + 1);
+	if (!buf)
+		return -ENOMEM;
+	err = recv_one(o, buf);
+	free(buf);
+	return err;
 }
 
 /* Now, in the client's record clock. */
@@ -665,6 +728,7 @@ struct client *client_new(struct collector *co, int fd)
 	}
 	c->co = co;
 	c->fd = fd;
+	c->seq = ++co->accepted;
 	c->born_ns = (int64_t)clock_ns(CLOCK_MONOTONIC);
 	c->next = co->clients;
 	if (c->next)

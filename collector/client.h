@@ -31,6 +31,7 @@ struct collector {
 	struct clock clock;
 	struct client *clients;
 	struct ctl *ctl;
+	uint64_t accepted; /* clients made so far */
 };
 
 enum client_end {

@@ -39,6 +39,8 @@ struct job {
 	int64_t idle_since;  /* CLOCK_MONOTONIC, when procs fell to 0 */
 	int64_t start_wall_ns;
 	int64_t end_wall_ns; /* when its last process so far ended */
+	uint32_t *pids;      /* of every process it had, for jobs_find_pid() */
+	size_t npids, pids_cap;
 };
 
 struct jobs {
@@ -157,6 +159,7 @@ static int finish(struct job *j, int64_t end_wall_ns)
 
 static void job_free(struct job *j)
 {
+	free(j->pids);
 	free(j->host);
 	free(j->path);
 	if (j != &j->js->single)
@@ -503,7 +506,19 @@ fail:
 	return err;
 }
 
-int jobs_join(struct jobs *js, uint32_t uid, const char *key, size_t key_len,
+struct job *jobs_find_pid(struct jobs *js, uint32_t uid, uint32_t pid)
+{
+	if (js->db)
+		return &js->single;
+	for (struct job *j = js->live; j; j = j->next)
+		if (j->uid == uid)
+			for (size_t i = j->npids; i-- > 0;)
+				if (j->pids[i] == pid)
+					return j;
+	return NULL;
+}
+
+int jobs_join(struct jobs *js, uint32_t uid, uint32_t pid, const char *key, size_t key_len,
 	      const char *host, size_t host_len, struct job **out)
 {
 	struct job *j = jobs_find(js, uid, key, key_len);
@@ -525,15 +540,30 @@ int jobs_join(struct jobs *js, uint32_t uid, const char *key, size_t key_len,
 		if (err)
 			return err;
 	}
-	job_hold(j);
-	*out = j;
-	return 0;
+	err = job_hold(j, pid);
+	if (!err)
+		*out = j;
+	return err;
 }
 
-void job_hold(struct job *j)
+int job_hold(struct job *j, uint32_t pid)
 {
+	if (j->js->db)
+		goto out;
+	if (j->npids == j->pids_cap) {
+		size_t cap = j->pids_cap ? j->pids_cap * 2 : 16;
+		uint32_t *v = realloc(j->pids, cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		j->pids = v;
+		j->pids_cap = cap;
+	}
+	j->pids[j->npids++] = pid;
+out:
 	j->procs++;
 	j->idle_since = 0;
+	return 0;
 }
 
 void job_leave(struct job *j, int64_t now_ns)

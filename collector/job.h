@@ -13,7 +13,8 @@
  *
  * Which job a process joins is the caller's choice (client.c: SHIMMER_JOB,
  * else its traced parent's or pre-exec image's, else its launcher's id or
- * process group); here a job is found by (uid, key).  A job lives while
+ * process group); here a job is found by (uid, key), or by a process it
+ * had.  A job lives while
  * processes are in it and for the linger after the last one left, so that
  * the next step of a job script joins it; then its recording is finished
  * (one file: no -wal, no -shm), its index row completed, and retention
@@ -65,11 +66,16 @@ struct job *jobs_find(struct jobs *js, uint32_t uid, const char *key, size_t key
  * bytes become '_'), at most SHM_JOB_MAX bytes.  -EPERM when the recording
  * cannot be given to uid (no CAP_CHOWN: the job is not recorded).
  */
-int jobs_join(struct jobs *js, uint32_t uid, const char *key, size_t key_len,
+int jobs_join(struct jobs *js, uint32_t uid, uint32_t pid, const char *key, size_t key_len,
 	      const char *host, size_t host_len, struct job **out);
 
-/* Counts one more process into a live job. */
-void job_hold(struct job *j);
+/* Counts one more process, pid, into a live job.  0 or -ENOMEM. */
+int job_hold(struct job *j, uint32_t pid);
+
+/* The live (or lingering) job of uid that process pid is or was in, or
+ * NULL: a parent that already ended still takes its children in, while
+ * its job's recording is open. */
+struct job *jobs_find_pid(struct jobs *js, uint32_t uid, uint32_t pid);
 
 /* A process of j ended (now_ns: CLOCK_MONOTONIC). */
 void job_leave(struct job *j, int64_t now_ns);

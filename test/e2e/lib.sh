@@ -90,6 +90,31 @@ start_collector() {
 	fi
 }
 
+# start_service STATE [ARGS...]: shimmerd on $SOCK keeping recordings in
+# STATE (a state directory, as the service does), waits for its ready byte.
+start_service() {
+	local state=$1 fifo=$T/ready.$RANDOM byte
+	shift
+	rm -f "$SOCK"
+	mkfifo "$fifo"
+	"$SHIMMERD" --foreground --no-config --socket "$SOCK" --state-dir "$state" "$@" \
+		--ready-fd 3 3>"$fifo" 2>>"$T/collector.log" &
+	CPID=$!
+	byte=$(timeout 20 head -c1 "$fifo" | od -An -c)
+	rm -f "$fifo"
+	if [ -z "$byte" ]; then
+		echo "# shimmerd did not become ready; its log:" >&2
+		sed 's/^/#   /' "$T/collector.log" >&2
+		return 1
+	fi
+}
+
+# recordings [ARGS...]: `shimmer ls --format csv` without its header:
+# job,user,host,start,duration,processes,ranks,size,state,path
+recordings() {
+	"$SHIMMER" ls --socket "$SOCK" --format csv "$@" | tail -n +2
+}
+
 # stop_collector: SIGTERM, then its exit status (0 expected).
 stop_collector() {
 	local rc=0

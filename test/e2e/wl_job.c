@@ -14,7 +14,9 @@
  *   wl_job child SIZE               10 ops (the exec'd image)
  *   wl_job launch N MODE ARGS...    forks N - 1 workers, every other one
  *       exec'ing itself as `wl_job MODE ARGS...`, the rest running MODE
- *       in the forked process; the launcher runs MODE too, then waits
+ *       in the forked process; the launcher runs MODE too, then waits.
+ *       $WLJ_WORKER_ENV (NAME=VALUE) is set in the workers only, as
+ *       torchrun sets TORCHELASTIC_RUN_ID
  *   wl_job steps N K SIZE API GAP_MS
  *       N steps, each a range "step" (API: nvtx or shimmer) around K ops,
  *       GAP_MS between steps; logs S,pid,step,t_begin,t_end per step
@@ -252,6 +254,10 @@ static int mode_launch(const char *self, int n, int argc, char **argv)
 		if (kids[i] < 0)
 			abort();
 		if (kids[i] == 0) {
+			const char *e = getenv("WLJ_WORKER_ENV");
+
+			if (e && *e)
+				putenv(strdup(e));
 			if (i % 2) {
 				argv[-1] = (char *)self;
 				execv(self, argv - 1);
