@@ -270,23 +270,26 @@ void api_set_paused(int pause)
 	if (!__atomic_load_n(&shim.on, __ATOMIC_ACQUIRE))
 		return;
 	lock();
+	/* The markers are written whatever the state (pause_mark() does not
+	 * ask shim.paused), at the edges of what is recorded: a pause's once
+	 * recording has stopped, a resume's before it starts again, so every
+	 * record of the process lies between a resume and a pause marker. */
 	if (pause && !__atomic_load_n(&shim.paused, __ATOMIC_RELAXED)) {
-		/* The marker goes out while recording is still on. */
-		pause_mark("shimmer.pause");
 		shim_tls.in_shim++;
-		__atomic_store_n(&shim.paused, 1, __ATOMIC_RELEASE);
-		__atomic_store_n(&shim.heap, SHM_MALLOC_OFF, __ATOMIC_RELAXED);
+		__atomic_store_n(&shim.paused, 1, __ATOMIC_SEQ_CST);
+		__atomic_store_n(&shim.heap, SHM_MALLOC_OFF, __ATOMIC_SEQ_CST);
 		cupti_pause(1);
 		publish_state(1);
 		shim_tls.in_shim--;
+		pause_mark("shimmer.pause");
 	} else if (!pause && __atomic_load_n(&shim.paused, __ATOMIC_RELAXED)) {
+		pause_mark("shimmer.resume");
 		shim_tls.in_shim++;
 		cupti_pause(0);
 		__atomic_store_n(&shim.heap, shim.mode, __ATOMIC_RELAXED);
 		__atomic_store_n(&shim.paused, 0, __ATOMIC_RELEASE);
 		publish_state(0);
 		shim_tls.in_shim--;
-		pause_mark("shimmer.resume");
 	}
 	unlock();
 	errno = saved;

@@ -24,8 +24,9 @@
  *       for each phase p: waits for DIR/go.p, does K ops, logs
  *       Q,pid,p,t_begin,t_end, makes DIR/done.p.PID
  *   wl_job busy SECONDS SIZE
- *       ops back to back for SECONDS; logs O,pid,t_first,t_last,n per
- *       batch of 100 ops
+ *       batches of 10 ops 2 ms apart for SECONDS (busy, yet leaving CPU
+ *       to the collector and the test on a small machine); logs
+ *       O,pid,t_first,t_last,n per batch
  *
  * Lines: P,pid,ppid,img (img 1: exec'd), and the per-mode lines above.
  */
@@ -234,10 +235,10 @@ static int mode_busy(double seconds)
 	while (now() < end) {
 		uint64_t t0 = now(), t1;
 
-		ops(100);
+		ops(10);
 		t1 = now();
-		wlog_line("sduuu", "O", (int64_t)getpid(), t0, t1, (uint64_t)100);
-		sleep_ms(1);
+		wlog_line("sduuu", "O", (int64_t)getpid(), t0, t1, (uint64_t)10);
+		sleep_ms(2);
 	}
 	return 0;
 }
