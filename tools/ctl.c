@@ -14,21 +14,42 @@
 #include "cli.h"
 #include "conf.h"
 #include "daemon.h"
+#include "emit.h"
 #include "fmt.h"
-#include "rows.h"
 
-static const struct rows_col status_cols[] = {
-	{ "pid", 1, 0 },      { "user", 0, 0 },    { "job", 0, 0 },      { "rank", 1, 0 },
-	{ "state", 0, 0 },    { "events", 1, 0 },  { "events/s", 1, 0 }, { "dropped", 1, 0 },
-	{ "dropped/s", 1, 0 }, { "command", 0, 0 },
+static const struct emit_col status_cols[] = {
+	{ "pid", "PID", EMIT_INT, 7, 0, 0, 0 },
+	{ "user", "USER", EMIT_STR, -8, 0, 0, 2 },
+	{ "job", "JOB", EMIT_STR, -16, 0, 0, 2 },
+	{ "rank", "RANK", EMIT_INT, 4, 0, 0, 2 },
+	{ "state", "STATE", EMIT_STR, -9, 0, 0, 2 },
+	{ "events", "EVENTS", EMIT_INT, 10, 0, 0, 2 },
+	{ "events_per_s", "EVENTS/S", EMIT_REAL, 9, 0, 0, 2 },
+	{ "dropped", "DROPPED", EMIT_INT, 9, 0, 0, 2 },
+	{ "dropped_per_s", "DROPPED/S", EMIT_REAL, 9, 0, 0, 2 },
+	{ "command", "COMMAND", EMIT_STR, -1, 0, 0, 2 },
 };
 
-static const struct rows_col acted_cols[] = {
-	{ "pid", 1, 0 }, { "user", 0, 0 }, { "job", 0, 0 }, { "acted_after", 1, 0 },
+static const struct emit_col acted_cols[] = {
+	{ "pid", "PID", EMIT_INT, 7, 0, 0, 0 },
+	{ "user", "USER", EMIT_STR, -8, 0, 0, 2 },
+	{ "job", "JOB", EMIT_STR, -16, 0, 0, 2 },
+	{ "acted_after_ns", "ACTED AFTER", EMIT_NS, 11, 0, 0, 2 },
+	{ "note", "", EMIT_STR, -1, 0, 0, 2 },
 };
 
-#define NSTATUS (int)(sizeof(status_cols) / sizeof(status_cols[0]))
-#define NACTED (int)(sizeof(acted_cols) / sizeof(acted_cols[0]))
+#define NSTATUS (sizeof(status_cols) / sizeof(status_cols[0]))
+#define NACTED (sizeof(acted_cols) / sizeof(acted_cols[0]))
+
+static const struct emit_table status_table = { "processes", status_cols, NSTATUS, 0, 0 };
+static const struct emit_table acted_table = { "processes", acted_cols, NACTED, 0, 0 };
+
+struct out {
+	struct emit e;
+	const struct emit_table *table;
+	unsigned n, late, none;
+	int64_t slowest;
+};
 
 static const char *state_name(uint32_t s)
 {
@@ -37,75 +58,63 @@ static const char *state_name(uint32_t s)
 	return s & SHM_STATE_RECORDING ? "recording" : "paused";
 }
 
+/* A table gets its heading with its first row; CSV and JSON have theirs
+ * from the start. */
+static void row(struct out *o, const struct emit_val *v)
+{
+	if (!o->n++ && o->e.fmt == EMIT_TABLE)
+		emit_table_begin(&o->e, o->table);
+	emit_row(&o->e, v);
+}
+
 static int status_row(void *ctx, const struct daemon_row *r)
 {
-	struct rows *t = ctx;
+	struct out *o = ctx;
 	const struct shm_reply_process *m = &r->u.proc;
-	char pid[16], user[64], job[SHM_JOB_MAX + 1], rank[16], ev[24], evs[24], dr[24],
-		drs[24], exe[4097], raw_evs[32], raw_drs[32];
+	char user[64], job[SHM_JOB_MAX + 1], exe[4097];
 
 	if (r->kind != SHM_REPLY_PROCESS)
 		return -EPROTO;
-	snprintf(pid, sizeof(pid), "%u", m->pid);
-	daemon_user_name(m->uid, user, sizeof(user));
 	snprintf(job, sizeof(job), "%.*s", (int)r->len[0], r->s[0]);
 	snprintf(exe, sizeof(exe), "%.*s", (int)r->len[1], r->s[1]);
-	if (m->rank == SHM_NO_RANK)
-		rank[0] = 0;
-	else
-		snprintf(rank, sizeof(rank), "%d", m->rank);
-	snprintf(ev, sizeof(ev), "%" PRIu64, m->events);
-	snprintf(dr, sizeof(dr), "%" PRIu64, m->dropped);
-	snprintf(evs, sizeof(evs), "%.0f", m->events_per_s);
-	snprintf(drs, sizeof(drs), "%.0f", m->dropped_per_s);
-	snprintf(raw_evs, sizeof(raw_evs), "%.3f", m->events_per_s);
-	snprintf(raw_drs, sizeof(raw_drs), "%.3f", m->dropped_per_s);
 	{
-		const char *human[NSTATUS] = { pid, user, job, rank[0] ? rank : "-",
-					       state_name(m->state), ev, evs, dr, drs, exe };
-		const char *raw[NSTATUS] = { pid, user, job, rank, state_name(m->state),
-					     ev, raw_evs, dr, raw_drs, exe };
+		struct emit_val v[NSTATUS] = {
+			ev_int(m->pid), ev_str(daemon_user_name(m->uid, user, sizeof(user))),
+			ev_str(job), m->rank == SHM_NO_RANK ? ev_none() : ev_int(m->rank),
+			ev_str(state_name(m->state)), ev_int((int64_t)m->events),
+			ev_real(m->events_per_s), ev_int((int64_t)m->dropped),
+			ev_real(m->dropped_per_s), ev_str(exe),
+		};
 
-		return rows_add(t, human, raw);
+		row(o, v);
 	}
+	return 0;
 }
-
-struct acted {
-	struct rows t;
-	unsigned n, late, none;
-	int64_t slowest;
-};
 
 static int acted_row(void *ctx, const struct daemon_row *r)
 {
-	struct acted *a = ctx;
+	struct out *o = ctx;
 	const struct shm_reply_acted *m = &r->u.acted;
-	char pid[16], user[64], job[SHM_JOB_MAX + 1], lat[32], raw[24];
+	char user[64], job[SHM_JOB_MAX + 1];
+	int acted = m->latency_ns >= 0;
 
 	if (r->kind != SHM_REPLY_ACTED)
 		return -EPROTO;
-	a->n++;
-	snprintf(pid, sizeof(pid), "%u", m->pid);
-	daemon_user_name(m->uid, user, sizeof(user));
 	snprintf(job, sizeof(job), "%.*s", (int)r->len[0], r->s[0]);
-	if (m->latency_ns >= 0) {
-		fmt_duration(lat, sizeof(lat), (double)m->latency_ns);
-		snprintf(raw, sizeof(raw), "%lld", (long long)m->latency_ns);
-		if (m->latency_ns > a->slowest)
-			a->slowest = m->latency_ns;
-	} else {
-		snprintf(lat, sizeof(lat), "%s", m->latency_ns == -2 ? "no control thread"
-								     : "did not act");
-		raw[0] = 0;
-		a->late += m->latency_ns == -1;
-		a->none += m->latency_ns == -2;
-	}
+	if (acted && m->latency_ns > o->slowest)
+		o->slowest = m->latency_ns;
+	o->late += m->latency_ns == -1;
+	o->none += m->latency_ns == -2;
 	{
-		const char *human[NACTED] = { pid, user, job, lat };
-		const char *rawv[NACTED] = { pid, user, job, raw };
+		struct emit_val v[NACTED] = {
+			ev_int(m->pid), ev_str(daemon_user_name(m->uid, user, sizeof(user))),
+			ev_str(job), acted ? ev_int(m->latency_ns) : ev_none(),
+			ev_str(acted ? "" : m->latency_ns == -2 ? "no control thread" : "did not act"),
+		};
 
-		return rows_add(&a->t, human, rawv);
+		row(o, v);
 	}
+	return 0;
 }
 
 static int ctl_main(int argc, char **argv)
@@ -115,12 +124,14 @@ static int ctl_main(int argc, char **argv)
 	uint64_t window = 0;
 	uint32_t op;
 	char why[512];
-	int fmt = ROWS_TABLE, r, err;
+	int fmt = EMIT_TABLE, r, err;
+	struct out o = { .n = 0 };
+	char slow[FMT_UNIT_MAX];
 
 	for (int i = 1; i < argc; i++) {
 		if (cli_is_help(argv[i]))
 			return cli_help(&ctl_command);
-		if ((r = cli_format_opt(&ctl_command, argc, argv, &i, rows_formats, &fmt)) ||
+		if ((r = cli_format_opt(&ctl_command, argc, argv, &i, emit_format_names, &fmt)) ||
 		    (r = cli_string_opt(&ctl_command, argc, argv, &i, "--socket", &sock)) ||
 		    (r = cli_string_opt(&ctl_command, argc, argv, &i, "--job", &job)) ||
 		    (r = cli_int_opt(&ctl_command, argc, argv, &i, "--pid", &pid))) {
@@ -161,32 +172,22 @@ static int ctl_main(int argc, char **argv)
 	}
 	if (op != SHM_REQ_STATUS && !pid && !job)
 		return cli_usage_error(&ctl_command, "%s needs --pid PID or --job JOB", verb);
-	if (op == SHM_REQ_STATUS) {
-		struct rows t = { .cols = status_cols, .ncols = NSTATUS };
-
-		err = daemon_ask(daemon_socket(sock), op, (uint32_t)pid, 0, job, status_row, &t,
-				 why, sizeof(why));
-		if (!err) {
-			if (fmt == ROWS_TABLE && !t.n)
-				fputs("no traced processes\n", stdout);
-			else
-				rows_print(&t, fmt, stdout);
-		}
-		rows_free(&t);
-	} else {
-		struct acted a = { .t = { .cols = acted_cols, .ncols = NACTED } };
-		char slow[32];
-
-		err = daemon_ask(daemon_socket(sock), op, (uint32_t)pid, window, job, acted_row, &a,
-				 why, sizeof(why));
-		if (a.n)
-			rows_print(&a.t, fmt, stdout);
-		if (a.n && fmt == ROWS_TABLE && a.n > a.late + a.none)
-			printf("%s: %u of %u processes acted; the slowest after %s\n", verb,
-			       a.n - a.late - a.none, a.n,
-			       fmt_duration(slow, sizeof(slow), (double)a.slowest));
-		rows_free(&a.t);
-	}
+	o.table = op == SHM_REQ_STATUS ? &status_table : &acted_table;
+	emit_init(&o.e, stdout, (enum emit_format)fmt);
+	if (fmt != EMIT_TABLE)
+		emit_table_begin(&o.e, o.table);
+	err = daemon_ask(daemon_socket(sock), op, (uint32_t)pid, window, job,
+			 op == SHM_REQ_STATUS ? status_row : acted_row, &o, why, sizeof(why));
+	if (o.n || fmt != EMIT_TABLE)
+		emit_table_end(&o.e);
+	if (op == SHM_REQ_STATUS && !o.n && !err)
+		emit_text(&o.e, "no traced processes\n");
+	if (op != SHM_REQ_STATUS && o.n > o.late + o.none)
+		emit_text(&o.e, "%s: %u of %u processes acted; the slowest after %s\n", verb,
+			  o.n - o.late - o.none, o.n,
+			  fmt_duration(slow, sizeof(slow), (double)o.slowest));
+	if (emit_finish(&o.e) < 0)
+		return CLI_EXIT_ERROR;
 	if (err) {
 		cli_error("%s", why[0] ? why : strerror(-err));
 		return CLI_EXIT_ERROR;

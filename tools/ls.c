@@ -10,16 +10,30 @@
 
 #include "cli.h"
 #include "daemon.h"
-#include "fmt.h"
-#include "rows.h"
+#include "emit.h"
 
-static const struct rows_col cols[] = {
-	{ "job", 0, 0 },      { "user", 0, 0 },      { "host", 0, 0 },  { "start", 0, 1 },
-	{ "duration", 1, 0 }, { "processes", 1, 0 }, { "ranks", 1, 0 }, { "size", 1, 0 },
-	{ "state", 0, 0 },    { "path", 0, 0 },
+static const struct emit_col cols[] = {
+	{ "job", "JOB", EMIT_STR, -16, 0, 0, 0 },
+	{ "user", "USER", EMIT_STR, -8, 0, 0, 2 },
+	{ "host", "HOST", EMIT_STR, -8, 0, 0, 2 },
+	{ "start", "START", EMIT_STR, -19, EMIT_IN_TABLE, 0, 2 },
+	{ "start_ns", NULL, EMIT_INT, 0, EMIT_IN_DATA, 0, 0 },
+	{ "duration_ns", "DURATION", EMIT_NS, 10, 0, 0, 2 },
+	{ "processes", "PROCS", EMIT_INT, 5, 0, 0, 2 },
+	{ "ranks", "RANKS", EMIT_INT, 5, 0, 0, 2 },
+	{ "bytes", "SIZE", EMIT_BYTES, 10, 0, 0, 2 },
+	{ "state", "STATE", EMIT_STR, -5, 0, 0, 2 },
+	{ "path", "PATH", EMIT_STR, -1, 0, 0, 2 },
 };
 
-#define NCOLS (int)(sizeof(cols) / sizeof(cols[0]))
+#define NCOLS (sizeof(cols) / sizeof(cols[0]))
+
+static const struct emit_table table = { "recordings", cols, NCOLS, 0, 0 };
+
+struct ls {
+	struct emit e;
+	size_t n;
+};
 
 /* Local time, to the second. */
 static const char *when(int64_t wall_ns, char *buf, size_t len)
@@ -34,10 +48,9 @@ static const char *when(int64_t wall_ns, char *buf, size_t len)
 
 static int row(void *ctx, const struct daemon_row *r)
 {
-	struct rows *t = ctx;
+	struct ls *l = ctx;
 	const struct shm_reply_recording *m = &r->u.rec;
-	char job[SHM_JOB_MAX + 1], host[256], path[4097], user[64], start[32], dur[32],
-		procs[16], ranks[16], size[32], raw_start[24], raw_dur[24], raw_size[24];
+	char job[SHM_JOB_MAX + 1], host[256], path[4097], user[64], start[32];
 	int64_t d = m->end_wall_ns - m->start_wall_ns;
 
 	if (r->kind != SHM_REPLY_RECORDING)
@@ -45,39 +58,35 @@ static int row(void *ctx, const struct daemon_row *r)
 	snprintf(job, sizeof(job), "%.*s", (int)r->len[0], r->s[0]);
 	snprintf(host, sizeof(host), "%.*s", (int)r->len[1], r->s[1]);
 	snprintf(path, sizeof(path), "%.*s", (int)r->len[2], r->s[2]);
-	daemon_user_name(m->uid, user, sizeof(user));
-	snprintf(procs, sizeof(procs), "%u", m->processes);
-	snprintf(ranks, sizeof(ranks), "%u", m->ranks);
-	snprintf(raw_start, sizeof(raw_start), "%lld", (long long)m->start_wall_ns);
-	snprintf(raw_dur, sizeof(raw_dur), "%lld", (long long)(d > 0 ? d : 0));
-	snprintf(raw_size, sizeof(raw_size), "%llu", (unsigned long long)m->bytes);
 	{
-		const char *human[NCOLS] = {
-			job, user, host, when(m->start_wall_ns, start, sizeof(start)),
-			fmt_duration(dur, sizeof(dur), d > 0 ? (double)d : 0), procs, ranks,
-			fmt_bytes(size, sizeof(size), (double)m->bytes),
-			m->live ? "live" : "done", path,
-		};
-		const char *raw[NCOLS] = {
-			job, user, host, raw_start, raw_dur, procs, ranks, raw_size,
-			m->live ? "live" : "done", path,
+		struct emit_val v[NCOLS] = {
+			ev_str(job), ev_str(daemon_user_name(m->uid, user, sizeof(user))),
+			ev_str(host), ev_str(when(m->start_wall_ns, start, sizeof(start))),
+			ev_int(m->start_wall_ns), ev_int(d > 0 ? d : 0), ev_int(m->processes),
+			ev_int(m->ranks), ev_int((int64_t)m->bytes),
+			ev_str(m->live ? "live" : "done"), ev_str(path),
 		};
 
-		return rows_add(t, human, raw);
+		/* A table gets its heading with its first row ("no recordings"
+		 * otherwise); CSV and JSON have theirs from the start. */
+		if (!l->n++ && l->e.fmt == EMIT_TABLE)
+			emit_table_begin(&l->e, &table);
+		emit_row(&l->e, v);
 	}
+	return 0;
 }
 
 static int ls_main(int argc, char **argv)
 {
-	struct rows t = { .cols = cols, .ncols = NCOLS };
+	struct ls l = { .n = 0 };
 	const char *sock = NULL;
 	char why[512];
-	int fmt = ROWS_TABLE, r, err;
+	int fmt = EMIT_TABLE, r, err;
 
 	for (int i = 1; i < argc; i++) {
 		if (cli_is_help(argv[i]))
 			return cli_help(&ls_command);
-		if ((r = cli_format_opt(&ls_command, argc, argv, &i, rows_formats, &fmt)) ||
+		if ((r = cli_format_opt(&ls_command, argc, argv, &i, emit_format_names, &fmt)) ||
 		    (r = cli_string_opt(&ls_command, argc, argv, &i, "--socket", &sock))) {
 			if (r < 0)
 				return CLI_EXIT_USAGE;
@@ -85,18 +94,21 @@ static int ls_main(int argc, char **argv)
 		}
 		return cli_usage_error(&ls_command, "unknown argument '%s'", argv[i]);
 	}
-	err = daemon_ask(daemon_socket(sock), SHM_REQ_LIST, 0, 0, NULL, row, &t, why,
+	emit_init(&l.e, stdout, (enum emit_format)fmt);
+	if (fmt != EMIT_TABLE)
+		emit_table_begin(&l.e, &table);
+	err = daemon_ask(daemon_socket(sock), SHM_REQ_LIST, 0, 0, NULL, row, &l, why,
 			 sizeof(why));
+	if (l.n || fmt != EMIT_TABLE)
+		emit_table_end(&l.e);
+	else if (!err)
+		emit_text(&l.e, "no recordings\n");
+	if (emit_finish(&l.e) < 0)
+		return CLI_EXIT_ERROR;
 	if (err) {
 		cli_error("%s", why[0] ? why : strerror(-err));
-		rows_free(&t);
 		return CLI_EXIT_ERROR;
 	}
-	if (fmt == ROWS_TABLE && !t.n)
-		fputs("no recordings\n", stdout);
-	else
-		rows_print(&t, fmt, stdout);
-	rows_free(&t);
 	return CLI_EXIT_OK;
 }
 
@@ -112,8 +124,8 @@ const struct command ls_command = {
 		"commands.  Columns: job (its key), user, host, start (local time),\n"
 		"duration (to its last process's end; live: until now), processes\n"
 		"(an exec counts twice), ranks (distinct RANK values), size on disk,\n"
-		"state (live or done), path.  CSV and JSON give start (wall-clock ns),\n"
-		"duration (ns) and size (bytes) unscaled.\n"
+		"state (live or done), path.  CSV and JSON give start_ns (wall-clock),\n"
+		"duration_ns and bytes unscaled.\n"
 		"\n"
 		"  --socket PATH   the daemon's socket (default: $SHIMMER_SOCKET, else\n"
 		"                  the socket of /etc/shimmer/shimmerd.conf, else\n"

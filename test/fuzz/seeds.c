@@ -85,7 +85,7 @@ static void messages(void)
 {
 	struct shm_msg_thread t = { .slot = 0, .tid = 42, .name_id = 1, .ts = 2000 };
 	struct shm_msg_bye b = { .ts = 9000 };
-	struct shm_msg_signal f = { .signo = 11, .code = 1, .addr = 0x10, .tid = 1, .ts = 8000 };
+	struct shm_msg_signal f = { .signo = 11, .code = 1, .addr = 0x10, .tid = 42, .ts = 8000 };
 	struct shm_msg_hdr k;
 	uint8_t g[sizeof(struct shm_msg_gpu_status) + 8];
 	struct shm_msg_gpu_status gs = { .status = SHM_GPU_ERROR, .len = 8 };
@@ -111,7 +111,7 @@ static void messages(void)
 	blen = 0;
 	hello();
 	msg(0, &f, sizeof(f));
-	put("message", "fatal", buf, blen);
+	put("message", "signal", buf, blen);
 	blen = 0;
 	hello();
 	string(3, "_Z1fI1AIiES_IS1_S1_ES_IS2_S2_ES_IS3_S3_ES_IS4_S4_ES_IS5_S5_ES_IS6_S6_E"
@@ -142,10 +142,11 @@ static void rings(void)
 {
 	struct shm_region *h = (struct shm_region *)(region + 9);
 	uint64_t limit = UINT64_MAX;
-	struct shm_rec_heap m = { { SHM_REC_HEAP, sizeof(m), SHM_FN_MALLOC, SHM_F_TIMED },
-				  100, 110, 0x1000, 64, 0, 1, 0 };
-	struct shm_rec_heap fr = { { SHM_REC_HEAP, sizeof(fr), SHM_FN_FREE, 0 }, 200, 0, 0x1000, 0,
-				   0, 0, 0 };
+	struct shm_rec_heap m = { .hdr = { SHM_REC_HEAP, sizeof(m), SHM_FN_MALLOC, SHM_F_TIMED },
+				  .t_begin = 100, .t_end = 110, .ptr = 0x1000, .size = 64,
+				  .stack_id = 1, .seq = 1 };
+	struct shm_rec_heap fr = { .hdr = { SHM_REC_HEAP, sizeof(fr), SHM_FN_FREE, 0 },
+				   .t_begin = 200, .ptr = 0x1000, .seq_free = 1 };
 	struct shm_rec_cuda c = { .hdr = { SHM_REC_CUDA, sizeof(c), SHM_FN_CUDA_MALLOC, SHM_F_TIMED },
 				  .t_begin = 120, .t_end = 130, .device = 0, .ptr = 0x7000, .bytes = 4096 };
 	struct shm_rec_range push_r = { .hdr = { SHM_REC_RANGE, sizeof(push_r), 0, 0 }, .ts = 140,
