@@ -289,7 +289,15 @@ static int adopt_orphans(struct jobs *js)
 				 strerror(errno));
 			continue;
 		}
-		store_recover(j.store, &lost);
+		err = store_recover(j.store, &lost);
+		if (lost)
+			log_warn("%s: %u processes were live when the collector stopped without "
+				 "ending them: ended as 'collector_lost' at its last commit", j.path,
+				 lost);
+		if (err) {
+			store_close(j.store);
+			break;
+		}
 		err = finish(&j, (int64_t)sb.st_mtim.tv_sec * 1000000000ll + sb.st_mtim.tv_nsec);
 	}
 	for (size_t i = 0; i < l.n; i++)
@@ -344,6 +352,8 @@ struct jobs *jobs_open(const struct jobs_conf *conf)
 	js->gid = getegid();
 	js->single.js = js;
 	if (conf->db) {
+		unsigned lost = 0;
+
 		if (!(js->db = strdup(conf->db)) || !(js->single.path = strdup(conf->db)))
 			goto out;
 		js->single.store = store_open(conf->db);
@@ -351,6 +361,13 @@ struct jobs *jobs_open(const struct jobs_conf *conf)
 			err = -errno;
 			goto out;
 		}
+		err = store_recover(js->single.store, &lost);
+		if (err)
+			goto out;
+		if (lost)
+			log_warn("%u processes were live in %s when the collector writing it stopped "
+				 "without ending them: ended as 'collector_lost' at its last commit; "
+				 "what they did after it is not stored", lost, conf->db);
 		js->single.uid = (uint32_t)geteuid();
 		js->single.start_wall_ns = wall_ns();
 		strcpy(js->single.key, "-");

@@ -298,6 +298,41 @@ int options_parse(struct options *o, int argc, char **argv)
 	return 0;
 }
 
+/* ns in the largest unit that writes it whole (30d, 10s, 500ms). */
+static const char *duration_text(int64_t ns, char *buf, size_t len)
+{
+	static const struct {
+		const char *unit;
+		int64_t ns;
+	} units[] = { { "d", 86400000000000ll }, { "h", 3600000000000ll }, { "m", 60000000000ll },
+		      { "s", 1000000000ll }, { "ms", 1000000ll }, { "us", 1000ll } };
+
+	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+		if (ns && ns % units[i].ns == 0) {
+			snprintf(buf, len, "%lld%s", (long long)(ns / units[i].ns), units[i].unit);
+			return buf;
+		}
+	snprintf(buf, len, "%lld%s", (long long)ns, ns ? "ns" : "");
+	return buf;
+}
+
+/* bytes in the largest unit that writes it whole (10G, 500M). */
+static const char *size_text(uint64_t b, char *buf, size_t len)
+{
+	static const char units[] = "TGMK";
+
+	for (int i = 0; i < 4; i++) {
+		uint64_t u = 1ull << (10 * (4 - i));
+
+		if (b && b % u == 0) {
+			snprintf(buf, len, "%llu%c", (unsigned long long)(b / u), units[i]);
+			return buf;
+		}
+	}
+	snprintf(buf, len, "%llu", (unsigned long long)b);
+	return buf;
+}
+
 void options_print(const struct options *o, FILE *out)
 {
 	char buf[64];
@@ -309,10 +344,9 @@ void options_print(const struct options *o, FILE *out)
 		fprintf(out, "db = %s\n", o->db);
 	else
 		fprintf(out, "state-dir = %s\n", o->state_dir);
-	snprintf(buf, sizeof(buf), "%llds", (long long)(o->max_age_ns / 1000000000ll));
-	fprintf(out, "max-age = %s\n", o->max_age_ns ? buf : "0");
-	fprintf(out, "max-size = %llu\n", (unsigned long long)o->max_bytes);
-	fprintf(out, "job-linger = %gs\n", (double)o->linger_ns / 1e9);
+	fprintf(out, "max-age = %s\n", duration_text(o->max_age_ns, buf, sizeof(buf)));
+	fprintf(out, "max-size = %s\n", size_text(o->max_bytes, buf, sizeof(buf)));
+	fprintf(out, "job-linger = %s\n", duration_text(o->linger_ns, buf, sizeof(buf)));
 	fprintf(out, "log-level = %s\n", levels[o->log_level]);
 	if (o->shim_defaults)
 		fprintf(out, "# defaults of traced processes (the shim reads them)\n%s",

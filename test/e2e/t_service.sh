@@ -65,6 +65,23 @@ make -s -C "$ROOT" O="$O" uninstall PREFIX="$P/usr" SYSCONFDIR="$P/etc" > /dev/n
 left=$(cd "$P" && find . -type f | wc -l)
 check "make uninstall of an unedited install leaves no file" "$left files left" [ "$left" = 0 ]
 
+# ---- the configuration file: every key a flag, flags win, bad lines named ----
+printf '# node\nmax-age = 7d\nmax-size = 500M\nSHIMMER_START = paused\n' > "$T/good.conf"
+out=$("$SHIMMERD" --config "$T/good.conf" --max-age 1h --check-config 2>&1)
+check "--check-config: the file's keys, a flag over the file, the shim's defaults" "$out" \
+	grep -qx 'max-age = 1h' <<< "$out" && grep -qx 'max-size = 500M' <<< "$out" &&
+	grep -qx 'SHIMMER_START=paused' <<< "$out"
+printf 'max-age = 7d\nbogus = 1\n' > "$T/bad.conf"
+out=$("$SHIMMERD" --config "$T/bad.conf" --check-config 2>&1)
+rc=$?
+check "an unknown key: one line naming the file and line, exit 2" "status $rc: $out" \
+	[ $rc = 2 ] && grep -q "$T/bad.conf:2: unknown key bogus" <<< "$out"
+printf 'max-size = lots\n' > "$T/bad.conf"
+out=$("$SHIMMERD" --config "$T/bad.conf" --check-config 2>&1)
+rc=$?
+check "a bad value: one line naming the file and line, exit 2" "status $rc: $out" \
+	[ $rc = 2 ] && grep -q "$T/bad.conf:1: max-size = lots is not a size" <<< "$out"
+
 # ---- the daemon's user, through the sysusers.d file ----
 systemd-sysusers "$ROOT/dist/sysusers.d/shimmer.conf" > "$T/sysusers.out" 2>&1
 check "systemd-sysusers makes the user shimmer" "$(cat "$T/sysusers.out"; getent passwd shimmer)" \
