@@ -71,14 +71,14 @@ need() {
 	done
 }
 
-# start_collector DB: shimmerd on $SOCK, waits for its ready byte.
-start_collector() {
-	local db=$1 fifo=$T/ready.$RANDOM byte
+# start_daemon ARGS...: shimmerd on $SOCK with ARGS, waits for its ready
+# byte.  SHIMMERD_NOFILE=N: the collector runs with at most N descriptors.
+start_daemon() {
+	local fifo=$T/ready.$RANDOM byte
 	rm -f "$SOCK"
 	mkfifo "$fifo"
-	# SHIMMERD_NOFILE=N: the collector runs with at most N descriptors.
 	${SHIMMERD_NOFILE:+prlimit --nofile=$SHIMMERD_NOFILE:$SHIMMERD_NOFILE} \
-		"$SHIMMERD" --foreground --no-config --socket "$SOCK" --db "$db" --ready-fd 3 \
+		"$SHIMMERD" --foreground --no-config --socket "$SOCK" "$@" --ready-fd 3 \
 		3>"$fifo" 2>>"$T/collector.log" &
 	CPID=$!
 	byte=$(timeout 20 head -c1 "$fifo" | od -An -c)
@@ -90,23 +90,15 @@ start_collector() {
 	fi
 }
 
-# start_service STATE [ARGS...]: shimmerd on $SOCK keeping recordings in
-# STATE (a state directory, as the service does), waits for its ready byte.
+# start_collector DB: one store for every process.
+start_collector() { start_daemon --db "$1"; }
+
+# start_service STATE [ARGS...]: recordings in the state directory STATE,
+# as the service keeps them.
 start_service() {
-	local state=$1 fifo=$T/ready.$RANDOM byte
+	local state=$1
 	shift
-	rm -f "$SOCK"
-	mkfifo "$fifo"
-	"$SHIMMERD" --foreground --no-config --socket "$SOCK" --state-dir "$state" "$@" \
-		--ready-fd 3 3>"$fifo" 2>>"$T/collector.log" &
-	CPID=$!
-	byte=$(timeout 20 head -c1 "$fifo" | od -An -c)
-	rm -f "$fifo"
-	if [ -z "$byte" ]; then
-		echo "# shimmerd did not become ready; its log:" >&2
-		sed 's/^/#   /' "$T/collector.log" >&2
-		return 1
-	fi
+	start_daemon --state-dir "$state" "$@"
 }
 
 # recordings [ARGS...]: `shimmer ls --format csv` without its header:

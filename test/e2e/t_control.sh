@@ -48,6 +48,13 @@ cuda_check() { # STORE: pids whose cudaMemset count differs from their malloc co
 		AND c.fn = 'cudaMemset' AND c.bytes = $SIZE) AS c
 	FROM processes p) WHERE m <> c"
 }
+# lines TYPE TABLE COLUMNS: the log's TYPE lines as TABLE (seq, COLUMNS) of
+# $CHECKDB (after load_log).
+lines() {
+	sq "$CHECKDB" "CREATE TABLE $2 (seq INTEGER, $3)"
+	awk -F, -v ty="$1" '$1 == ty { sub(/^[^,]*/, NR); print }' "$WLOGF" > "$T/$2.csv"
+	sq "$CHECKDB" ".mode csv" ".import $T/$2.csv $2"
+}
 marks() { # STORE NAME: the marker's times, one per line
 	sq "$1" "SELECT m.ts_ns FROM markers m JOIN strings s ON s.proc_id = m.proc_id
 		AND s.id = m.name_id WHERE s.text = '$2' ORDER BY m.ts_ns"
@@ -61,9 +68,7 @@ for api in shimmer nvtx; do
 	sleep 0.5
 	S=$(store_of range-$api)
 	load_log "$T/r-$api.log" "$T/r-$api.check" "$S"
-	sq "$CHECKDB" "CREATE TABLE St (seq INTEGER, pid INTEGER, step INTEGER, t0 INTEGER, t1 INTEGER)"
-	awk -F, '$1 == "S" { sub(/^[^,]*/, NR); print }' "$T/r-$api.log" > "$T/St.csv"
-	sq "$CHECKDB" ".mode csv" ".import $T/St.csv St"
+	WLOGF=$T/r-$api.log lines S St "pid INTEGER, step INTEGER, t0 INTEGER, t1 INTEGER"
 	got=$(q "SELECT count(*) FROM ($ops_sql) x")
 	check "$api ranges, START=after-range:step:3, STOP=after-range:step:7: the 20 ops of steps 4-7" \
 		"status $rc; stored $got" [ $rc = 0 -a "$got" = 20 ]
@@ -81,9 +86,7 @@ SHIMMER_START=after:300ms SHIMMER_DURATION=300ms run timed "$T/timed.log" steps 
 sleep 0.5
 S=$(store_of timed)
 load_log "$T/timed.log" "$T/timed.check" "$S"
-sq "$CHECKDB" "CREATE TABLE St (seq INTEGER, pid INTEGER, step INTEGER, t0 INTEGER, t1 INTEGER)"
-awk -F, '$1 == "S" { sub(/^[^,]*/, NR); print }' "$T/timed.log" > "$T/St.csv"
-sq "$CHECKDB" ".mode csv" ".import $T/St.csv St"
+WLOGF=$T/timed.log lines S St "pid INTEGER, step INTEGER, t0 INTEGER, t1 INTEGER"
 R=$(marks "$S" shimmer.resume) P=$(marks "$S" shimmer.pause)
 start=$(sq "$S" "SELECT start_ns FROM processes")
 check "after:300ms: recording began 300 ms (+- 20) after the process" "resume at +$(( (R - start) / 1000000 )) ms" \
@@ -127,9 +130,7 @@ check "ctl resume and pause: each reached the launcher and its 3 workers" "$r1 /
 sleep 0.5
 S=$(store_of phased)
 load_log "$T/ph.log" "$T/ph.check" "$S"
-sq "$CHECKDB" "CREATE TABLE Q (seq INTEGER, pid INTEGER, phase INTEGER, t0 INTEGER, t1 INTEGER)"
-awk -F, '$1 == "Q" { sub(/^[^,]*/, NR); print }' "$T/ph.log" > "$T/Q.csv"
-sq "$CHECKDB" ".mode csv" ".import $T/Q.csv Q"
+WLOGF=$T/ph.log lines Q Q "pid INTEGER, phase INTEGER, t0 INTEGER, t1 INTEGER"
 check "4 processes did 3 phases" "$(q 'SELECT count(*) FROM main.Q')" \
 	[ $rc = 0 -a "$(q 'SELECT count(DISTINCT pid) FROM main.Q WHERE phase = 3')" = 4 ]
 expect_empty "each process: exactly the 7 ops of phase 2 stored" "$(q "
@@ -170,9 +171,7 @@ check "ctl pause: all 8 processes (launcher, forked and exec'd workers) acted wi
 # The log's word, independent of both: the processes went on, and nothing
 # they did after the command returned (every process had acted) is stored.
 load_log "$T/busy.log" "$T/busy.check" "$S"
-sq "$CHECKDB" "CREATE TABLE O (seq INTEGER, pid INTEGER, t0 INTEGER, t1 INTEGER, n INTEGER)"
-awk -F, '$1 == "O" { sub(/^[^,]*/, NR); print }' "$T/busy.log" > "$T/O.csv"
-sq "$CHECKDB" ".mode csv" ".import $T/O.csv O"
+WLOGF=$T/busy.log lines O O "pid INTEGER, t0 INTEGER, t1 INTEGER, n INTEGER"
 check "8 busy processes logged ops" "$(q 'SELECT count(DISTINCT pid) FROM main.O')" \
 	[ "$(q 'SELECT count(DISTINCT pid) FROM main.O')" = 8 ]
 check "shimmer ctl pause returned $(( (T1 - T0) / 1000000 )) ms after it was started (at most 1 s)" \
