@@ -67,7 +67,8 @@ static uint16_t put(size_t *off, const char *text, size_t max)
 
 	if (*off + n > sizeof(out))
 		n = sizeof(out) - *off;
-	memcpy(out + *off, text, n);
+	if (n)
+		memcpy(out + *off, text, n);
 	*off += n;
 	return (uint16_t)n;
 }

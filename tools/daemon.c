@@ -146,7 +146,8 @@ int daemon_ask(const char *path, uint32_t op, uint32_t pid, uint64_t arg_ns, con
 	rq.job_len = (uint16_t)job_len;
 	rq.hdr.len = (uint32_t)(sizeof(rq) + job_len);
 	memcpy(buf, &rq, sizeof(rq));
-	memcpy(buf + sizeof(rq), job, job_len);
+	if (job_len)
+		memcpy(buf + sizeof(rq), job, job_len);
 	if (send(fd, buf, rq.hdr.len, MSG_NOSIGNAL) < 0) {
 		err = -errno;
 		snprintf(why, why_len, "cannot ask shimmerd at %s: %s", path, strerror(errno));
