@@ -25,6 +25,7 @@
 #include "wire.h"
 
 #define RETENTION_NS 60000000000ll /* retention runs at least this often */
+#define JOBS_PER_USER 64          /* live recordings one user may have at once */
 #define REFUSAL_LOG_NS 1000000000ll
 
 struct job {
@@ -542,6 +543,23 @@ int jobs_join(struct jobs *js, uint32_t uid, uint32_t pid, const char *key, size
 	int err;
 
 	if (!j) {
+		unsigned n = 0;
+
+		/* Each live recording holds a store open (four descriptors):
+		 * one user's jobs must not take them all. */
+		for (struct job *o = js->live; o; o = o->next)
+			n += o->uid == uid;
+		if (n >= JOBS_PER_USER) {
+			int64_t now = (int64_t)clock_ns(CLOCK_MONOTONIC);
+
+			if (now - js->last_refusal_log >= REFUSAL_LOG_NS) {
+				js->last_refusal_log = now;
+				log_warn("uid %u has %u live recordings, the most one user may have; "
+					 "not recording its new job %.*s", (unsigned)uid, n,
+					 (int)(key_len < 64 ? key_len : 64), key);
+			}
+			return -EPERM;
+		}
 		err = make_job(js, uid, key, key_len, host, host_len, &j);
 		if (err == -EPERM || err == -EACCES) {
 			int64_t now = (int64_t)clock_ns(CLOCK_MONOTONIC);

@@ -64,7 +64,8 @@ struct job *jobs_find(struct jobs *js, uint32_t uid, const char *key, size_t key
  * by uid) when it is not live; host: the first process's.  The process is
  * counted in until job_leave().  key is taken as printable ASCII (other
  * bytes become '_'), at most SHM_JOB_MAX bytes.  -EPERM when the recording
- * cannot be given to uid (no CAP_CHOWN: the job is not recorded).
+ * cannot be given to uid (no CAP_CHOWN), or uid has 64 live recordings
+ * already: the job is not recorded (said at most once a second).
  */
 int jobs_join(struct jobs *js, uint32_t uid, uint32_t pid, const char *key, size_t key_len,
 	      const char *host, size_t host_len, struct job **out);

@@ -289,6 +289,25 @@ static void test_job_other_user(void **state)
 	assert_int_equal(list(f->js, -1).n, 1);
 }
 
+/* One user holds at most 64 live recordings; others are not held back. */
+static void test_job_per_user_limit(void **state)
+{
+	struct fixture *f = *state;
+	struct job *j;
+	char key[16];
+
+	for (int i = 0; i < 64; i++) {
+		snprintf(key, sizeof(key), "j%d", i);
+		assert_int_equal(jobs_join(f->js, f->uid, (uint32_t)i + 1, key, strlen(key), "h", 1,
+					   &j), 0);
+	}
+	assert_int_equal(jobs_join(f->js, f->uid, 100, "one-more", 8, "h", 1, &j), -EPERM);
+	/* an existing job still takes processes */
+	assert_int_equal(jobs_join(f->js, f->uid, 101, "j3", 2, "h", 1, &j), 0);
+	if (geteuid() == 0)
+		assert_int_equal(jobs_join(f->js, 4243, 102, "other", 5, "h", 1, &j), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -301,6 +320,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_job_retention_age_spares_live, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_job_other_user, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_job_per_user_limit, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
