@@ -79,4 +79,10 @@ E2E_LEAKSTEP := $(O)/test/e2e/leakstep
 E2E_LEAKSTEP_OBJS := $(O)/obj/prog-O0/test/e2e/leakstep.o $(O)/obj/prog/test/e2e/wlog.o
 $(eval $(call cuda_prog,$(E2E_LEAKSTEP),$(E2E_LEAKSTEP_OBJS),../fake_cudart))
 
-TEST_PROGS += $(E2E_LEAKY) $(E2E_LEAKSTEP)
+E2E_LEAKLOOP := $(O)/test/e2e/leakloop
+$(E2E_LEAKLOOP): $(O)/obj/prog-O0/test/e2e/leakloop.o $(O)/obj/prog/test/e2e/wlog.o
+	$(call msg,LD,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -o $@ $^
+
+TEST_PROGS += $(E2E_LEAKY) $(E2E_LEAKSTEP) $(E2E_LEAKLOOP)
