@@ -498,62 +498,102 @@ static int folded(struct leaks *l, FILE *out)
 	return 0;
 }
 
-int leaks_write(struct model *m, FILE *out, const struct leaks_opts *o)
+/* The groups, their series and their fits (not folded). */
+static int analyze(struct leaks *l)
 {
-	struct leaks l = { .m = m, .o = o };
+	struct model *m = l->m;
 	double *xs = NULL, *xt = NULL;
 	size_t maxn = 0;
 	int err;
 
-	if (model_schema_version(m) < 3) {
-		cli_error("the store has no call stacks (schema version %d; 3 or later needed)",
-			  model_schema_version(m));
-		return -EINVAL;
-	}
-	model_want(m, MODEL_WANT_SITES);
-	if (o->fmt == PRESENT_FOLDED)
-		return folded(&l, out);
-	l.fits = calloc(model_nprocs(m) + 1, sizeof(*l.fits));
-	if (!l.fits)
+	l->fits = calloc(model_nprocs(m) + 1, sizeof(*l->fits));
+	if (!l->fits)
 		return -ENOMEM;
 	for (size_t i = 0; i < model_nprocs(m); i++) {
 		if (!model_proc(m, i)->selected)
 			continue;
-		err = load_fit(&l, model_proc(m, i), &l.fits[i]);
+		err = load_fit(l, model_proc(m, i), &l->fits[i]);
 		if (err)
-			goto out;
+			return err;
 	}
-	err = model_heap_groups(m, MODEL_ALLOCATED, 0, 0, &l.g);
+	err = model_heap_groups(m, MODEL_ALLOCATED, 0, 0, &l->g);
 	if (!err)
-		err = time_points(&l);
+		err = time_points(l);
 	if (err)
-		goto out;
+		return err;
 	for (size_t i = 0; i < model_nprocs(m); i++)
-		if (l.fits[i].n > maxn)
-			maxn = l.fits[i].n;
-	l.groups = calloc(l.g.n + 1, sizeof(*l.groups));
+		if (l->fits[i].n > maxn)
+			maxn = l->fits[i].n;
+	l->groups = calloc(l->g.n + 1, sizeof(*l->groups));
 	xs = calloc(maxn + 1, sizeof(*xs));
 	xt = calloc(maxn + 1, sizeof(*xt));
-	if (!l.groups || !xs || !xt) {
+	if (!l->groups || !xs || !xt) {
 		err = -ENOMEM;
 		goto out;
 	}
-	err = model_blocks_each(m, block, &l);
-	if (err)
-		goto out;
-	for (size_t i = 0; i < l.g.n; i++)
-		fit_group(&l, i, xs, xt);
-	err = report(&l, out);
+	err = model_blocks_each(m, block, l);
+	for (size_t i = 0; !err && i < l->g.n; i++)
+		fit_group(l, i, xs, xt);
 out:
-	for (size_t i = 0; l.groups && i < l.g.n; i++)
-		free(l.groups[i].y);
-	free(l.groups);
-	model_groups_free(&l.g);
-	for (size_t i = 0; l.fits && i < model_nprocs(m); i++)
-		free(l.fits[i].t);
-	free(l.fits);
 	free(xs);
 	free(xt);
+	return err;
+}
+
+static void leaks_free(struct leaks *l)
+{
+	for (size_t i = 0; l->groups && i < l->g.n; i++)
+		free(l->groups[i].y);
+	free(l->groups);
+	model_groups_free(&l->g);
+	for (size_t i = 0; l->fits && i < model_nprocs(l->m); i++)
+		free(l->fits[i].t);
+	free(l->fits);
+}
+
+static int need_stacks(struct model *m)
+{
+	if (model_schema_version(m) >= 3)
+		return 0;
+	cli_error("the store has no call stacks (schema version %d; 3 or later needed)",
+		  model_schema_version(m));
+	return -EINVAL;
+}
+
+int leaks_write(struct model *m, FILE *out, const struct leaks_opts *o)
+{
+	struct leaks l = { .m = m, .o = o };
+	int err = need_stacks(m);
+
+	if (err)
+		return err;
+	model_want(m, MODEL_WANT_SITES);
+	if (o->fmt == PRESENT_FOLDED)
+		return folded(&l, out);
+	err = analyze(&l);
+	if (!err)
+		err = report(&l, out);
+	leaks_free(&l);
+	return err;
+}
+
+int leaks_verdicts(struct model *m, const struct leaks_opts *o,
+		   int (*cb)(void *ctx, const struct model_group *g, const char *verdict,
+			     const char *withheld),
+		   void *ctx)
+{
+	struct leaks l = { .m = m, .o = o };
+	int err = need_stacks(m);
+
+	if (err)
+		return err;
+	model_want(m, MODEL_WANT_SITES);
+	err = analyze(&l);
+	for (size_t i = 0; !err && i < l.g.n; i++)
+		if (l.g.v[i].live_count > 0 || l.groups[i].verdict == V_GROWING)
+			err = cb(ctx, &l.g.v[i], verdict_name(l.groups[i].verdict),
+				 l.groups[i].verdict == V_NA ? l.groups[i].why : NULL);
+	leaks_free(&l);
 	return err;
 }
 

@@ -42,4 +42,15 @@ void leaks_opts_init(struct leaks_opts *o);
  */
 int leaks_write(struct model *m, FILE *out, const struct leaks_opts *o);
 
+/*
+ * The same analysis, handed over site by site (those with memory live at
+ * the end, or growing): cb(ctx, group, verdict, withheld) with verdict
+ * "growing", "ok" or "n/a" and withheld the reason of an "n/a" (else
+ * NULL).  Stops at cb's first nonzero return, which it returns.
+ */
+int leaks_verdicts(struct model *m, const struct leaks_opts *o,
+		   int (*cb)(void *ctx, const struct model_group *g, const char *verdict,
+			     const char *withheld),
+		   void *ctx);
+
 #endif /* SHIMMER_TOOLS_LEAKS_H */
