@@ -14,6 +14,7 @@ static const struct command *const commands[] = {
 	&leaks_command,
 	&peak_command,
 	&temporary_command,
+	&compare_command,
 	&export_command,
 };
 

@@ -934,6 +934,9 @@ static int load_steps(struct model *m, const struct model_proc *p, const char *n
 	}
 	qsort(d, it->s.n, sizeof(*d), cmp_double);
 	it->s.mean_ns = it->s.total_ns / (double)it->s.n;
+	for (size_t i = 0; i < it->s.n; i++)
+		it->s.stddev_ns += (d[i] - it->s.mean_ns) * (d[i] - it->s.mean_ns);
+	it->s.stddev_ns = sqrt(it->s.stddev_ns / (double)it->s.n);
 	it->s.median_ns = quantile(d, it->s.n, 0.5);
 	it->s.p90_ns = quantile(d, it->s.n, 0.9);
 	it->s.min_ns = d[0];

@@ -332,6 +332,7 @@ struct model_steps {
 	size_t n;             /* closed ranges of that name */
 	const int64_t *start, *end; /* each step, by start */
 	double total_ns, mean_ns, median_ns, p90_ns, min_ns, max_ns;
+	double stddev_ns; /* population */
 };
 
 /*
