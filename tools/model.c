@@ -818,7 +818,7 @@ int model_calls(struct model *m, struct model_calls *const **v, size_t *n)
 	if (!m->calls_loaded) {
 		m->calls_loaded = 1;
 		err = counts_pass(m);
-		if (!err)
+		if (!err && !(m->want & MODEL_NO_HEAP_TIMES))
 			err = model_heap_add_times(m);
 		if (err)
 			return err;

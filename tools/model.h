@@ -236,7 +236,7 @@ struct model_mem {
 	int64_t peak_ns; /* the first instant it was reached (absolute ns) */
 	double live_end; /* bytes never freed */
 	double allocated, freed; /* bytes */
-	double blocks;   /* allocations it stands for */
+	double blocks;   /* allocations it stands for (its rows without MODEL_WANT_SITES) */
 	size_t rows;     /* allocation rows */
 	int estimated;   /* weighted samples (the host heap in sample mode) */
 	size_t index;
@@ -250,6 +250,9 @@ struct model_mem {
  */
 #define MODEL_WANT_CALLS 0x1u
 #define MODEL_WANT_SITES 0x2u
+/* model_calls leaves the heap functions untimed (counts and bytes stay
+ * exact): a command that shows no heap timings reads fewer columns. */
+#define MODEL_NO_HEAP_TIMES 0x4u
 void model_want(struct model *m, unsigned what);
 
 /*
