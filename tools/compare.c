@@ -895,6 +895,7 @@ static int compare_main(int argc, char **argv)
 	rc = err ? CLI_EXIT_ERROR : c.unknown ? CLI_EXIT_ERROR
 		   : c.crossed ? COMPARE_EXIT_CROSSED : CLI_EXIT_OK;
 out:
+	strtab_free(&c.names);
 	model_close(ma);
 	model_close(mb);
 	return rc;
