@@ -808,7 +808,7 @@ const struct command compare_command = {
 	.brief = "two runs side by side, and a CI guard (--fail-if)",
 	.usage =
 		"usage: shimmer compare A.db B.db [--format table|csv|json] [--fail-if EXPR]...\n"
-		"                       [--full-names]\n"
+		"                       [--pid PID] [--rank R] [--full-names]\n"
 		"\n"
 		"Pairs the processes of two stores (by rank, else executable and argv,\n"
 		"else executable) and shows each pair's figures side by side with their\n"
@@ -827,6 +827,8 @@ const struct command compare_command = {
 		"                            step_time_median, step_time_p90, wall_time,\n"
 		"                            kernel_time, gpu_busy, peak_memory,\n"
 		"                            peak_memory[cuda:0], api_time, leaked_bytes\n"
+		"  --pid PID, --rank R       only the processes with this pid, of this rank,\n"
+		"                            in both stores\n"
 		"  --full-names              kernel names in tables as recorded\n"
 		"\n"
 		"exit codes: 0 ok, 1 error (a store, or a condition that cannot be\n"
@@ -871,6 +873,9 @@ static int compare_main(int argc, char **argv)
 		} else if ((r = cli_string_opt(&compare_command, argc, argv, &i, "--fail-if",
 					       &expr)) != 0) {
 			if (r < 0 || add_conds(&c, conds, expr))
+				return CLI_EXIT_USAGE;
+		} else if ((r = cli_filter_opt(&compare_command, argc, argv, &i, &f)) != 0) {
+			if (r < 0)
 				return CLI_EXIT_USAGE;
 		} else if (strcmp(argv[i], "--full-names") == 0) {
 			c.full_names = 1;

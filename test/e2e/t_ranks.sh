@@ -9,7 +9,8 @@
 #    slowest rank (JSON) and the table;
 #  - the step row's min and max are the logged per-rank mean steps' (3%);
 #  - with no straggler planted, no straggler is named;
-#  - --rank R keeps only rank R's process.
+#  - --rank R keeps only rank R's process (summary, and compare in both
+#    stores); --pid one process (leaks).
 . "$(dirname "$0")/lib.sh"
 
 WL_RANKS=$O/test/e2e/wl_ranks
@@ -88,6 +89,13 @@ got=$(sq "$C" "SELECT json_array_length(readfile('$T/rank3.json'), '\$.processes
 	json_extract(readfile('$T/rank3.json'), '\$.processes[0].rank');" 2>&1)
 check "--rank 3: one process, of rank 3" "got $got: $(head -c 200 "$T/rank3.json")" \
 	test "$got" = "1 3"
+"$SHIMMER" compare "$T/eight.db" "$T/two.db" --rank 1 --format json > "$T/cmp1.json" 2>&1
+got=$(sq "$C" "SELECT json_array_length(readfile('$T/cmp1.json'), '\$.pairs') || ' ' ||
+	json_extract(readfile('$T/cmp1.json'), '\$.pairs[0].a.rank') || ' ' ||
+	json_extract(readfile('$T/cmp1.json'), '\$.pairs[0].matched_by') || ' ' ||
+	json_array_length(readfile('$T/cmp1.json'), '\$.only');" 2>&1)
+check "compare --rank 1: rank 1 of each store, paired by rank" "got $got" \
+	test "$got" = "1 1 rank 0"
 pid=$(sq "$C" "SELECT pid FROM L_eight WHERE rank = 6 LIMIT 1;")
 out=$("$SHIMMER" leaks "$T/eight.db" --pid "$pid" --format csv 2>&1)
 check "--pid: leaks reads one process" "$(printf '%s\n' "$out" | head -3)" \
