@@ -32,7 +32,8 @@ static int usage(FILE *out)
 		fprintf(out, "  %-10s %s\n", commands[i]->name, commands[i]->brief);
 	fputs("  help       show this text, or 'shimmer help COMMAND'\n"
 	      "\n"
-	      "exit codes: 0 ok, 1 error, 2 usage; 'run' exits with its program's status.\n",
+	      "exit codes: 0 ok, 1 error, 2 usage, 3 a condition of 'compare --fail-if'\n"
+	      "crossed; 'run' exits with its program's status.\n",
 	      out);
 	return CLI_EXIT_OK;
 }
