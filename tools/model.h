@@ -274,7 +274,7 @@ struct model_block {
 };
 
 struct model_key {
-	const struct model_mem *mem;
+	const struct model_mem *mem; /* its peak is set once model_memories() ran */
 	int64_t stack_id, pystack_id; /* -1: none (or MODEL_WANT_SITES not asked) */
 };
 

@@ -90,6 +90,7 @@ struct model_heap {
 	struct sites sites;
 	int sites_open;
 	int times_added;
+	int peaks_done; /* computed on the first question that needs them */
 };
 
 /* ---- the pass ------------------------------------------------------------------- */
@@ -774,9 +775,6 @@ static int load(struct model *m)
 			}
 		}
 	}
-	err = peaks(h);
-	if (err)
-		return err;
 	h->mem_list = calloc(h->mems.n + 1, sizeof(*h->mem_list));
 	if (!h->mem_list)
 		return -ENOMEM;
@@ -823,9 +821,21 @@ void model_want(struct model *m, unsigned what)
 	m->want |= what;
 }
 
+/* The heap, with its memories' peaks. */
+static int heap_peaks(struct model *m, unsigned want)
+{
+	int err = heap(m, want);
+
+	if (!err && !m->heap->peaks_done) {
+		err = peaks(m->heap);
+		m->heap->peaks_done = !err;
+	}
+	return err;
+}
+
 int model_memories(struct model *m, struct model_mem *const **v, size_t *n)
 {
-	int err = heap(m, 0);
+	int err = heap_peaks(m, 0);
 
 	*v = err ? NULL : m->heap->mem_list;
 	*n = err ? 0 : m->heap->nmems;
@@ -991,7 +1001,7 @@ int model_heap_groups(struct model *m, enum model_select sel, int folded, int64_
 	int err;
 
 	memset(out, 0, sizeof(*out));
-	err = heap(m, MODEL_WANT_SITES);
+	err = sel == MODEL_AT_PEAK ? heap_peaks(m, MODEL_WANT_SITES) : heap(m, MODEL_WANT_SITES);
 	if (err)
 		return err;
 	h = m->heap;
