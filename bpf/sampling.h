@@ -9,7 +9,7 @@
  * with log2 computed to 32 fractional bits by repeated squaring, so a draw
  * differs from the double-precision one by under one part in 10^8.
  *
- * Header only, no libc: included by bpf/attach.bpf.c and by its unit test
+ * Header only, no libc: included by bpf/probes.bpf.c and by its unit test
  * (test/unit/test_bpf_sampling.c), which checks it against sampler.h.  The
  * includer provides __u32/__u64 and AT_INLINE (always_inline for BPF).
  */

@@ -3,10 +3,12 @@ COLLECTOR_SRCS := $(wildcard collector/*.c)
 COLLECTOR_OBJS := $(COLLECTOR_SRCS:%.c=$(O)/obj/%.o) $(O)/gen/schema_sql.o
 
 # libstdc++ for __cxa_demangle only (kernel names); the daemon stays C.
+# libbpf (static) for the eBPF source, libdw for its stacks' CFI.
 $(SHIMMERD): $(COLLECTOR_OBJS)
+	$(BPF_SAY)
 	$(call msg,LD,$@)
 	$(Q)mkdir -p $(@D)
-	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ -lsqlite3 -lstdc++ -lm
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ -lsqlite3 -lstdc++ $(BPF_LDLIBS) -ldw -lelf -lm
 
 # Unit tests: each links only the modules it exercises.
 COLLECTOR_STORE_OBJS := $(O)/obj/collector/store.o $(O)/obj/collector/log.o \

@@ -77,9 +77,7 @@ static int reject(struct client *c, const char *fmt, ...)
 
 /* ---- HELLO ---- */
 
-/* argv (elements separated by NUL) as a JSON array of strings; bytes that
- * are not UTF-8 become U+FFFD.  The caller frees *out. */
-static int json_argv(const char *argv, size_t len, char **out, size_t *out_len)
+int client_json_argv(const char *argv, size_t len, char **out, size_t *out_len)
 {
 	const unsigned char *s = (const unsigned char *)argv;
 	char *j = malloc(len * 6 + 8), *p;
@@ -197,7 +195,7 @@ static int hello(struct client *c, const char *msg, size_t len, int memfd)
 		.start_wall_ns = (int64_t)h.start_wall_ns,
 		.start_ns = (int64_t)h.start_mono_ns,
 	};
-	err = json_argv(text + h.exe_len, h.argv_len, &argv, &p.argv_json_len);
+	err = client_json_argv(text + h.exe_len, h.argv_len, &argv, &p.argv_json_len);
 	if (err)
 		goto out;
 	p.argv_json = argv;

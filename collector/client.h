@@ -78,6 +78,11 @@ int64_t client_proc_id(const struct client *c);
 /* Whether client_end() was called. */
 int client_ended(const struct client *c);
 
+/* argv (elements separated by NUL) as a JSON array of strings, as the
+ * processes table stores it; bytes that are not UTF-8 become U+FFFD.  The
+ * caller frees *out.  0 or -ENOMEM. */
+int client_json_argv(const char *argv, size_t len, char **out, size_t *out_len);
+
 /* The next client in co->clients, or NULL. */
 struct client *client_next(const struct client *c);
 

@@ -2,7 +2,9 @@
  * shimmerd: accepts traced processes on a SOCK_SEQPACKET socket and stores
  * their events.  One thread, one epoll loop over the listening socket, a
  * signalfd (SIGTERM/SIGINT), a 5 ms timerfd that drives the drain passes,
- * and the clients' sockets.  A client that ends during a batch of epoll
+ * and the clients' sockets.  With --attach PID it also traces a running
+ * process through eBPF (attach.h) until --for elapses, a signal comes or
+ * the process exits, and then stops (the socket is optional then).  A client that ends during a batch of epoll
  * events is only freed after the batch, so a later event in the same batch
  * never points at freed memory.
  *
@@ -27,6 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "attach.h"
 #include "client.h"
 #include "clock_ns.h"
 #include "log.h"
@@ -34,16 +37,19 @@
 #define TICK_NS 5000000L
 #define COMMIT_NS 100000000LL
 #define COUNTS_NS 1000000000LL
+#define ATTACH_TICK_NS 100000000LL
 
 struct daemon {
 	struct collector co;
 	const char *sock_path;
 	int listen_fd, sig_fd, timer_fd, ep;
-	int64_t last_commit, last_counts;
+	int64_t last_commit, last_counts, last_attach_tick;
+	struct attach_conf attach_conf; /* --attach: pid > 0 */
+	struct attach *attach;
 };
 
 /* epoll tags for the daemon's own descriptors; anything else is a client */
-static char tag_listen, tag_signal, tag_timer;
+static char tag_listen, tag_signal, tag_timer, tag_attach, tag_attach_exit;
 
 static int64_t now_ns(void)
 {
@@ -53,7 +59,8 @@ static int64_t now_ns(void)
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: shimmerd --socket PATH --db PATH [--foreground] "
-		   "[--verbose] [--ready-fd N]\n");
+		   "[--verbose] [--ready-fd N]\n"
+		   "       shimmerd --attach PID [--for SECONDS] --db PATH [--socket PATH] ...\n");
 }
 
 /* path made absolute against the current directory, so that it still
@@ -223,6 +230,15 @@ static int tick(struct daemon *d)
 			err = end_client(d, c, CLIENT_REJECTED);
 	}
 	now = now_ns();
+	if (!err && d->attach && !attach_ended(d->attach) &&
+	    now - d->last_attach_tick >= ATTACH_TICK_NS) {
+		d->last_attach_tick = now;
+		err = attach_tick(d->attach, now);
+		if (err == 1) {
+			log_info("pid %d: the window is over; detaching", (int)attach_pid(d->attach));
+			err = attach_end(d->attach, ATTACH_DETACH, now);
+		}
+	}
 	if (!err && now - d->last_counts >= COUNTS_NS) {
 		d->last_counts = now;
 		for (struct client *c = d->co.clients; c && !err; c = client_next(c))
@@ -242,10 +258,23 @@ static int shutdown_clients(struct daemon *d)
 {
 	int err = 0;
 
+	if (d->attach && !attach_ended(d->attach))
+		err = attach_end(d->attach, ATTACH_DETACH, now_ns());
 	for (struct client *c = d->co.clients; c && !err; c = client_next(c))
 		if (!client_ended(c))
 			err = on_client(d, c, 1);
 	return err;
+}
+
+/* The attached process exited (its pidfd is readable): what is still on
+ * the ring buffer is stored, and the row ends as 'exit'. */
+static int on_attach_exit(struct daemon *d)
+{
+	if (!d->attach || attach_ended(d->attach))
+		return 0;
+	log_info("pid %d exited", (int)attach_pid(d->attach));
+	epoll_ctl(d->ep, EPOLL_CTL_DEL, attach_pidfd(d->attach), NULL);
+	return attach_end(d->attach, ATTACH_EXITED, now_ns());
 }
 
 static int loop(struct daemon *d)
@@ -274,13 +303,41 @@ static int loop(struct daemon *d)
 					err = tick(d);
 			} else if (tag == &tag_listen) {
 				err = accept_all(d);
+			} else if (tag == &tag_attach) {
+				if (!attach_ended(d->attach))
+					err = attach_poll(d->attach);
+			} else if (tag == &tag_attach_exit) {
+				err = on_attach_exit(d);
 			} else if (!client_ended(tag)) {
 				err = on_client(d, tag, 0);
 			}
 		}
 		reap(d);
+		/* --attach: the daemon lives as long as its attach. */
+		if (d->attach && attach_ended(d->attach))
+			stop = 1;
 	}
 	return err ? err : shutdown_clients(d);
+}
+
+/* --attach: traces the process from now on, or says in one line why not. */
+static int start_attach(struct daemon *d)
+{
+	char why[512];
+	int err;
+
+	d->attach = attach_start(&d->co, &d->attach_conf, why, sizeof(why));
+	if (!d->attach) {
+		log_error("cannot attach to pid %d: %s", (int)d->attach_conf.pid, why);
+		return -errno;
+	}
+	err = watch(d, attach_fd(d->attach), &tag_attach);
+	if (!err)
+		err = watch(d, attach_pidfd(d->attach), &tag_attach_exit);
+	if (!err)
+		log_info("attached to pid %d: %s", (int)d->attach_conf.pid,
+			 attach_describe(d->attach));
+	return err;
 }
 
 static int setup(struct daemon *d, const char *db_path)
@@ -310,9 +367,11 @@ static int setup(struct daemon *d, const char *db_path)
 		return err;
 	}
 	/* The socket first: a second daemon must not touch the store. */
-	d->listen_fd = listen_on(d->sock_path);
-	if (d->listen_fd < 0)
-		return d->listen_fd;
+	if (d->sock_path) {
+		d->listen_fd = listen_on(d->sock_path);
+		if (d->listen_fd < 0)
+			return d->listen_fd;
+	}
 	err = mkdir_parents(db_path);
 	if (err) {
 		log_error("cannot create the directory of %s: %s", db_path, strerror(-err));
@@ -321,12 +380,14 @@ static int setup(struct daemon *d, const char *db_path)
 	d->co.store = store_open(db_path);
 	if (!d->co.store)
 		return -errno;
-	err = watch(d, d->listen_fd, &tag_listen);
+	err = d->listen_fd >= 0 ? watch(d, d->listen_fd, &tag_listen) : 0;
 	if (!err)
 		err = watch(d, d->sig_fd, &tag_signal);
 	if (!err)
 		err = watch(d, d->timer_fd, &tag_timer);
-	d->last_commit = d->last_counts = now_ns();
+	d->last_commit = d->last_counts = d->last_attach_tick = now_ns();
+	if (!err && d->attach_conf.pid > 0)
+		err = start_attach(d);
 	return err;
 }
 
@@ -363,13 +424,37 @@ static int daemonize(int *ready_pipe)
 	return 0;
 }
 
-static void say_ready(int fd)
+/* One byte; with --attach, what was attached as a line instead (shimmer
+ * attach shows it). */
+static void say_ready(int fd, const struct daemon *d)
 {
+	char line[600];
+	size_t len = 1;
+
 	if (fd < 0)
 		return;
-	if (write(fd, "", 1) != 1)
+	line[0] = '\0';
+	if (d->attach)
+		len = (size_t)snprintf(line, sizeof(line), "%s\n", attach_describe(d->attach));
+	if (len >= sizeof(line))
+		len = sizeof(line) - 1;
+	if (write(fd, line, len) != (ssize_t)len)
 		log_warn("cannot signal readiness on fd %d: %s", fd, strerror(errno));
 	close(fd);
+}
+
+/* --for: seconds, a decimal number > 0. */
+static int parse_seconds(const char *s, int64_t *ns)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || end == s || *end || !(v > 0) || v > 1e9)
+		return -EINVAL;
+	*ns = (int64_t)(v * 1e9);
+	return 0;
 }
 
 int main(int argc, char **argv)
@@ -380,6 +465,8 @@ int main(int argc, char **argv)
 		{ "foreground", no_argument, NULL, 'f' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "ready-fd", required_argument, NULL, 'r' },
+		{ "attach", required_argument, NULL, 'a' },
+		{ "for", required_argument, NULL, 'F' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -387,7 +474,7 @@ int main(int argc, char **argv)
 	char *sock = NULL, *db = NULL, *end;
 	int foreground = 0, ready_fd = -1, ready_pipe = -1, opt, err;
 
-	while ((opt = getopt_long(argc, argv, "s:d:fvr:h", opts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "s:d:fvr:ha:F:", opts, NULL)) != -1) {
 		switch (opt) {
 		case 's':
 			free(sock);
@@ -411,6 +498,20 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			break;
+		case 'a':
+			errno = 0;
+			d.attach_conf.pid = (pid_t)strtol(optarg, &end, 10);
+			if (errno || *end || d.attach_conf.pid <= 0) {
+				log_error("--attach %s is not a process id", optarg);
+				return 2;
+			}
+			break;
+		case 'F':
+			if (parse_seconds(optarg, &d.attach_conf.window_ns)) {
+				log_error("--for %s is not a number of seconds > 0", optarg);
+				return 2;
+			}
+			break;
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -419,7 +520,11 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
-	if (!sock || !db || optind != argc) {
+	if (d.attach_conf.window_ns && d.attach_conf.pid <= 0) {
+		log_error("--for needs --attach");
+		return 2;
+	}
+	if ((!sock && d.attach_conf.pid <= 0) || !db || optind != argc) {
 		usage(stderr);
 		return 2;
 	}
@@ -428,9 +533,10 @@ int main(int argc, char **argv)
 	if (!err)
 		err = setup(&d, db);
 	if (!err) {
-		log_info("listening on %s, storing into %s", sock, db);
-		say_ready(ready_fd);
-		say_ready(ready_pipe);
+		if (sock)
+			log_info("listening on %s, storing into %s", sock, db);
+		say_ready(ready_fd, &d);
+		say_ready(ready_pipe, &d);
 		err = loop(&d);
 		if (err == -ENOMEM)
 			log_error("out of memory");
@@ -439,6 +545,7 @@ int main(int argc, char **argv)
 		close(d.listen_fd);
 		unlink(sock);
 	}
+	attach_free(d.attach);
 	while (d.co.clients)
 		client_free(d.co.clients);
 	if (store_close(d.co.store) && !err)

@@ -167,10 +167,8 @@ static void read_config(void)
 /* Connects, builds the region and sends HELLO.  0 or -errno. */
 static int start(uint32_t ppid)
 {
-	static const char *const rank_vars[] = { "RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK",
-						 "SLURM_PROCID", 0 };
-	static const char *const local_vars[] = { "LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
-						  "SLURM_LOCALID", 0 };
+	static const char *const rank_vars[] = { SHM_RANK_VARS, 0 };
+	static const char *const local_vars[] = { SHM_LOCAL_RANK_VARS, 0 };
 	const char *path = getenv("SHIMMER_SOCKET");
 	uint32_t nslots = shim.region.nslots, ring_bytes = shim.region.ring_bytes;
 	struct shm_msg_hello h = { 0 };

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * shimmer's BPF programs: the kernel side of `shimmer attach` and of
- * SHIMMER_OFFCPU=1 (the user side is collector/attach.c; bpf/attach.h holds
+ * SHIMMER_OFFCPU=1 (the user side is collector/bpfsrc.c; bpf/probes.h holds
  * what both agree on).
  *
  *  - shm_call_enter/shm_call_exit: uprobe and uretprobe on the CUDA runtime's
@@ -35,7 +35,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 
-#include "attach.h"
+#include "probes.h"
 
 #define AT_INLINE static __always_inline
 #include "sampling.h"
@@ -270,7 +270,7 @@ int BPF_KPROBE(shm_call_enter)
 	return 0;
 }
 
-/* The fields of a runtime call from its arguments (bpf/attach.h). */
+/* The fields of a runtime call from its arguments (bpf/probes.h). */
 AT_INLINE void decode_call(struct at_ev_call *e, const struct at_pending *p, __u32 shape)
 {
 	const __u64 *a = p->a;

@@ -1,6 +1,6 @@
 /*
- * What the BPF programs (bpf/attach.bpf.c) and the collector's attach
- * engine (collector/attach.c) agree on: the records on the BPF ring buffer,
+ * What the BPF programs (bpf/probes.bpf.c) and the collector's attach
+ * engine (collector/bpfsrc.c) agree on: the records on the BPF ring buffer,
  * the layout of the maps the engine reads, and how a probe's cookie says
  * what to record.  Like libbpf-tools' shared headers it uses only the
  * kernel's __u32/__u64 types: the includer provides them (vmlinux.h on the
@@ -12,8 +12,8 @@
  * says which arguments to read and where they go.  The engine turns each
  * record into the same wire record the shim would have written.
  */
-#ifndef SHIMMER_BPF_ATTACH_H
-#define SHIMMER_BPF_ATTACH_H
+#ifndef SHIMMER_BPF_PROBES_H
+#define SHIMMER_BPF_PROBES_H
 
 /* ---- probe cookies ------------------------------------------------------ */
 
@@ -196,4 +196,4 @@ struct at_launch_config {
 	__u64 stream;
 };
 
-#endif /* SHIMMER_BPF_ATTACH_H */
+#endif /* SHIMMER_BPF_PROBES_H */
