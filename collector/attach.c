@@ -292,7 +292,7 @@ int attach_end(struct attach *a, enum attach_end why, int64_t now_ns)
 	err = bpfsrc_stop(a->src, ingest_sink(a->in));
 	if (!err)
 		err = store_process_end(a->co->store, a->proc_id, now_ns,
-					why == ATTACH_EXITED ? "exit" : "detach");
+					why == ATTACH_EXITED ? "exit" : "detach", 0);
 	if (!err)
 		err = store_commit(a->co->store);
 	if (!err)

@@ -27,7 +27,7 @@
 
 #include <stdint.h>
 
-#define SHM_WIRE_VERSION 3 /* 2: GPU window records, CUPTI drop count; 3: 64-bit correlation */
+#define SHM_WIRE_VERSION 4 /* 2: GPU window records, CUPTI drop count; 3: 64-bit correlation; 4: FATAL */
 #define SHM_MAGIC 0x524d4853u /* "SHMR" */
 
 /* Largest control message either side sends or accepts. */
@@ -125,6 +125,7 @@ enum shm_msg_type {
 	SHM_MSG_KICK = 4,   /* shim -> collector: a lossless ring is full, drain now */
 	SHM_MSG_BYE = 5,    /* shim -> collector: orderly exit */
 	SHM_MSG_GPU_STATUS = 6, /* shim -> collector: GPU activity tracing state */
+	SHM_MSG_FATAL = 7,  /* shim -> collector: the process is dying of a signal */
 };
 
 struct shm_msg_hdr {
@@ -166,9 +167,9 @@ enum shm_clock {
  */
 struct shm_msg_hello {
 	struct shm_msg_hdr hdr;
-	uint32_t pid;
+	uint32_t pid;         /* must be the socket's peer's (SO_PEERCRED) */
 	uint32_t ppid;
-	uint32_t uid;
+	uint32_t uid;         /* the effective uid: must be the peer's too */
 	uint32_t flags;       /* SHM_HELLO_* */
 	int32_t rank;         /* RANK, OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID */
 	int32_t local_rank;   /* LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID */
@@ -209,6 +210,21 @@ struct shm_msg_thread {
 struct shm_msg_bye {
 	struct shm_msg_hdr hdr;
 	uint64_t ts; /* record clock, at exit */
+};
+
+/*
+ * FATAL: the process is dying of a signal.  The shim sends it (at most
+ * once, from its handler of a fatal signal such as SIGSEGV, SIGBUS, SIGILL,
+ * SIGFPE or SIGABRT) before letting the signal act; the socket closes
+ * after it.  The collector ends the process with end_reason 'signal' and
+ * end_signal = signo.  Nothing follows it.
+ */
+struct shm_msg_fatal {
+	struct shm_msg_hdr hdr;
+	uint32_t signo; /* the signal number */
+	int32_t code;   /* its si_code */
+	uint64_t addr;  /* si_addr: the faulting address (SIGSEGV, SIGBUS, SIGILL, SIGFPE), else 0 */
+	uint64_t ts;    /* record clock, when the handler ran */
 };
 
 /*

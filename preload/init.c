@@ -193,7 +193,8 @@ static int start(uint32_t ppid)
 	}
 	h.pid = shim.pid;
 	h.ppid = ppid;
-	h.uid = (uint32_t)getuid();
+	/* the effective uid: what the collector reads from the socket (SO_PEERCRED) */
+	h.uid = (uint32_t)geteuid();
 	h.flags = shim.lossless ? SHM_HELLO_LOSSLESS : 0;
 	h.rank = env_rank(rank_vars);
 	h.local_rank = env_rank(local_vars);
