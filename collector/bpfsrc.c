@@ -96,6 +96,7 @@ void bpfsrc_free(struct bpfsrc *s)
 #include <linux/capability.h>
 #include <linux/types.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -124,6 +125,7 @@ void bpfsrc_free(struct bpfsrc *s)
 #define STACKS_MAX 16384u      /* stack map buckets with every probe */
 #define STACKS_OFFCPU 4096u    /* off-CPU alone */
 #define RING_BYTES (16u << 20)
+#define DESTROY_THREADS 64     /* threads that detach probes at once */
 
 _Static_assert(SHM_FN_COUNT <= AT_MAX_FN, "the BPF thread state counts every wire function");
 _Static_assert(sizeof(struct at_launch_config) == offsetof(cudaLaunchConfig_t, attrs) &&
@@ -220,6 +222,19 @@ static const char *const drop_reason[AT_DROP_COUNT] = {
 
 /* ---- state ---- */
 
+/*
+ * A probe link: a uprobe_multi link (a file descriptor for every probe of
+ * one program in one file: kernels from 6.6) or, on older kernels, one
+ * libbpf perf-event link per probe.  Removing a perf-event uprobe waits for
+ * RCU grace periods under the kernel's event_mutex, tens of ms each and one
+ * after another: a hundred of them take seconds, where a multi link's
+ * probes all share one wait.
+ */
+struct plink {
+	struct bpf_link *l; /* a perf-event link, or NULL */
+	int fd;             /* a multi link, or -1 */
+};
+
 struct lib {
 	char *path;     /* as the process names it */
 	uint64_t dev, ino;
@@ -265,8 +280,10 @@ struct bpfsrc {
 	struct probes_bpf *skel;
 	struct ring_buffer *rb;
 	int stacks_fd, threads_fd, offcpu_fd, lost_fd;
-	struct bpf_link **links, **device_links, *offcpu_link;
+	struct plink *links, *device_links; /* return and entry links, in pairs */
 	size_t nlinks, links_cap, ndevice_links, device_cap;
+	struct bpf_link *offcpu_link;
+	int multi;                /* uprobe_multi links (else one link per probe) */
 	struct lib *libs;
 	size_t nlibs;
 	struct pm_objects objs;
@@ -575,43 +592,81 @@ static unsigned kinds_of(const struct bpfsrc *s, const struct pm_object *o, int 
 	return k;
 }
 
-/* Keeps a (return, entry) pair of links in *v: both or, failing that,
- * neither (destroyed), so that v holds whole pairs. */
-static int keep_pair(struct bpf_link ***v, size_t *n, size_t *cap, struct bpf_link *ret,
-		     struct bpf_link *ent)
+static void destroy_links(struct plink *links, size_t n, unsigned parity);
+
+/* BPF_LINK_CREATE for uprobe_multi, which libbpf 1.1 (Debian 12's) does
+ * not know: the kernel's layout of union bpf_attr for it. */
+#define AT_TRACE_UPROBE_MULTI 48 /* enum bpf_attach_type */
+#define AT_F_UPROBE_MULTI_RETURN 1u
+
+struct uprobe_multi_attr {
+	uint32_t prog_fd, target_fd, attach_type, flags;
+	uint64_t path, offsets, ref_ctr_offsets, cookies;
+	uint32_t cnt, multi_flags, pid, pad;
+};
+
+static int multi_link(int prog_fd, const char *path, const uint64_t *off,
+		      const uint64_t *cookies, uint32_t n, int ret, pid_t pid)
 {
-	if (*n + 2 > *cap) {
+	struct uprobe_multi_attr a = {
+		.prog_fd = (uint32_t)prog_fd, .attach_type = AT_TRACE_UPROBE_MULTI,
+		.path = (uint64_t)(uintptr_t)path, .offsets = (uint64_t)(uintptr_t)off,
+		.cookies = (uint64_t)(uintptr_t)cookies, .cnt = n,
+		.multi_flags = ret ? AT_F_UPROBE_MULTI_RETURN : 0, .pid = (uint32_t)pid,
+	};
+	int fd = (int)syscall(SYS_bpf, BPF_LINK_CREATE, &a, sizeof(a));
+
+	return fd < 0 ? -errno : fd;
+}
+
+static int keep_link(struct plink **v, size_t *n, size_t *cap, struct plink l)
+{
+	if (*n == *cap) {
 		size_t c = *cap ? *cap * 2 : 64;
-		struct bpf_link **grown = realloc(*v, c * sizeof(*grown));
+		struct plink *grown = realloc(*v, c * sizeof(*grown));
 
 		if (!grown) {
-			bpf_link__destroy(ent);
-			bpf_link__destroy(ret);
+			if (l.l)
+				bpf_link__destroy(l.l);
+			else
+				close(l.fd);
 			return -ENOMEM;
 		}
 		*v = grown;
 		*cap = c;
 	}
-	(*v)[(*n)++] = ret;
-	(*v)[(*n)++] = ent;
+	(*v)[(*n)++] = l;
 	return 0;
 }
 
+static void attach_failed(const char *what, const char *path, int err, char *why,
+			  size_t why_len)
+{
+	snprintf(why, why_len, "cannot attach uprobes to %s in %s: %s%s%s%s", what, path,
+		 strerror(-err), libbpf_last[0] ? " (libbpf: " : "", libbpf_last,
+		 libbpf_last[0] ? ")" : "");
+}
+
 /* Attaches the entry and return probes of defs[] found in the file path
- * (opened as the process sees it).  Returns the number of functions
- * probed, or a negative errno (with why) when a probe could not be
- * attached. */
+ * (opened as the process sees it): return probes first, so that a call in
+ * flight has no entry without its return.  Returns the number of
+ * functions probed, or a negative errno (with why). */
 static int probe_file(struct bpfsrc *s, const char *path, const struct probe_def *defs,
 		      size_t n, int driver, int device, char *why, size_t why_len)
 {
-	struct bpf_program *enter = driver || defs != heap_probes ? s->skel->progs.shm_call_enter
-							       : s->skel->progs.shm_heap_enter;
-	struct bpf_program *exit = driver || defs != heap_probes ? s->skel->progs.shm_call_exit
-							      : s->skel->progs.shm_heap_exit;
+	int heap = !driver && defs == heap_probes;
+	struct bpf_program *enter = heap ? s->skel->progs.shm_heap_enter
+					 : s->skel->progs.shm_call_enter;
+	struct bpf_program *exit = heap ? s->skel->progs.shm_heap_exit
+					: s->skel->progs.shm_call_exit;
+	struct plink **v = device ? &s->device_links : &s->links;
+	size_t *nv = device ? &s->ndevice_links : &s->nlinks;
+	size_t *cap = device ? &s->device_cap : &s->links_cap;
 	char names[64][48];
 	const char *np[64];
-	uint64_t off[64];
-	int found, probed = 0, err = 0;
+	uint64_t off[64], moff[64], cookies[64];
+	uint32_t m = 0;
+	int found, err = 0;
 
 	if (n > 64)
 		return -EINVAL;
@@ -626,41 +681,52 @@ static int probe_file(struct bpfsrc *s, const char *path, const struct probe_def
 	found = procmaps_symbols(path, np, n, off);
 	if (found <= 0)
 		return found;
-	for (size_t i = 0; i < n && !err; i++) {
-		LIBBPF_OPTS(bpf_uprobe_opts, o);
-		struct bpf_link *ret, *ent;
+	for (size_t i = 0; i < n; i++) {
 		int dup = 0;
 
-		if (!off[i])
+		for (uint32_t j = 0; j < m && !dup; j++)
+			dup = moff[j] == off[i];
+		if (!off[i] || dup)
 			continue;
-		for (size_t j = 0; j < i && !dup; j++)
-			dup = off[j] == off[i];
-		if (dup)
-			continue;
-		o.bpf_cookie = driver ? AT_COOKIE(i, AT_SH_DRIVER, 0)
+		moff[m] = off[i];
+		cookies[m++] = driver ? AT_COOKIE(i, AT_SH_DRIVER, 0)
 				      : AT_COOKIE(defs[i].fn, defs[i].shape, defs[i].flags);
-		o.retprobe = true;
-		ret = bpf_program__attach_uprobe_opts(exit, s->conf.pid, path, off[i], &o);
-		o.retprobe = false;
-		ent = ret ? bpf_program__attach_uprobe_opts(enter, s->conf.pid, path, off[i], &o)
-			  : NULL;
-		if (!ret || !ent) {
-			err = errno ? -errno : -EINVAL;
-			snprintf(why, why_len, "cannot attach a uprobe to %s in %s: %s%s%s", names[i],
-				 path, strerror(errno), libbpf_last[0] ? " (libbpf: " : "",
-				 libbpf_last[0] ? libbpf_last : "");
-			if (libbpf_last[0])
-				strncat(why, ")", why_len - strlen(why) - 1);
-			bpf_link__destroy(ret);
-			break;
-		}
-		if (device)
-			err = keep_pair(&s->device_links, &s->ndevice_links, &s->device_cap, ret, ent);
-		else
-			err = keep_pair(&s->links, &s->nlinks, &s->links_cap, ret, ent);
-		probed++;
 	}
-	return err ? err : probed;
+	if (s->multi) {
+		int fd = multi_link(bpf_program__fd(exit), path, moff, cookies, m, 1, s->conf.pid);
+
+		if (fd >= 0)
+			err = keep_link(v, nv, cap, (struct plink){ NULL, fd });
+		fd = fd < 0 || err ? fd : multi_link(bpf_program__fd(enter), path, moff, cookies, m,
+						     0, s->conf.pid);
+		if (!err && fd >= 0)
+			err = keep_link(v, nv, cap, (struct plink){ NULL, fd });
+		if (!err && fd < 0) {
+			err = fd;
+			attach_failed(heap ? "the malloc family" : driver ? "the CUDA driver"
+				      : "the CUDA runtime", path, err, why, why_len);
+		}
+		return err ? err : (int)m;
+	}
+	for (uint32_t i = 0; i < m && !err; i++) {
+		LIBBPF_OPTS(bpf_uprobe_opts, o, .bpf_cookie = cookies[i], .retprobe = true);
+		struct bpf_link *ret, *ent;
+
+		ret = bpf_program__attach_uprobe_opts(exit, s->conf.pid, path, moff[i], &o);
+		o.retprobe = false;
+		ent = ret ? bpf_program__attach_uprobe_opts(enter, s->conf.pid, path, moff[i], &o)
+			  : NULL;
+		if (ret)
+			err = keep_link(v, nv, cap, (struct plink){ ret, -1 });
+		if (!err && ent)
+			err = keep_link(v, nv, cap, (struct plink){ ent, -1 });
+		if (!err && (!ret || !ent)) {
+			err = errno ? -errno : -EINVAL;
+			attach_failed(heap ? "the malloc family" : driver ? "the CUDA driver"
+				      : "the CUDA runtime", path, err, why, why_len);
+		}
+	}
+	return err ? err : (int)m;
 }
 
 /* Probes one object for the sets it takes and remembers it. */
@@ -1064,8 +1130,8 @@ int bpfsrc_tick(struct bpfsrc *s, const struct rec_sink *sink)
 		return 0;
 	s->sink = sink;
 	if (s->ndevice_links && now - s->t_attach >= LEARN_DEVICE_NS) {
-		for (size_t i = s->ndevice_links; i-- > 0;)
-			bpf_link__destroy(s->device_links[i]);
+		destroy_links(s->device_links, s->ndevice_links, 1);
+		destroy_links(s->device_links, s->ndevice_links, 0);
 		s->ndevice_links = 0;
 	}
 	if (now - s->t_counts >= TICK_COUNTS_NS) {
@@ -1111,17 +1177,68 @@ static int close_offcpu(struct bpfsrc *s, uint64_t now)
 	return err ? err : flush_batch(s);
 }
 
+static void plink_destroy(struct plink *l)
+{
+	if (l->l)
+		bpf_link__destroy(l->l);
+	else if (l->fd >= 0)
+		close(l->fd);
+	l->l = NULL;
+	l->fd = -1;
+}
+
+/* Links destroyed by one thread of destroy_links(). */
+struct destroyer {
+	pthread_t thread;
+	struct plink *links;
+	size_t n;
+	unsigned parity, nthreads, me;
+};
+
+/* Every link of the given parity (in the arrays, return links sit at even
+ * places and entry links at odd ones) whose place falls to this thread. */
+static void *destroy_some(void *arg)
+{
+	struct destroyer *d = arg;
+
+	for (size_t i = 0; i < d->n; i++)
+		if (i % 2 == d->parity && (i / 2) % d->nthreads == d->me)
+			plink_destroy(&d->links[i]);
+	return NULL;
+}
+
+/*
+ * Destroys the links of one parity (entries: 1, returns: 0).  Each removal
+ * waits for the kernel's grace periods in the thread that makes it; from
+ * many threads at once they share them (multi links; per-probe links are
+ * serialized by the kernel anyway).  Without threads, in this one.
+ */
+static void destroy_links(struct plink *links, size_t n, unsigned parity)
+{
+	struct destroyer d[DESTROY_THREADS];
+	unsigned want = (unsigned)(n / 2 < DESTROY_THREADS ? n / 2 : DESTROY_THREADS), started;
+
+	for (started = 0; started < want; started++) {
+		d[started] = (struct destroyer){ .links = links, .n = n, .parity = parity,
+						 .nthreads = want, .me = started };
+		if (pthread_create(&d[started].thread, NULL, destroy_some, &d[started]))
+			break;
+	}
+	for (unsigned t = 0; t < started; t++)
+		pthread_join(d[t].thread, NULL);
+	for (size_t i = parity; i < n; i += 2)
+		plink_destroy(&links[i]);
+}
+
 static void detach_all(struct bpfsrc *s)
 {
 	/* Entries first: a call that enters now is not recorded, and one in
 	 * flight loses only its record (its return finds no entry). */
-	for (size_t i = 0; i < s->nlinks; i += 2)
-		bpf_link__destroy(s->links[i + 1]);
-	for (size_t i = 0; i < s->nlinks; i += 2)
-		bpf_link__destroy(s->links[i]);
+	destroy_links(s->links, s->nlinks, 1);
+	destroy_links(s->links, s->nlinks, 0);
 	s->nlinks = 0;
-	for (size_t i = s->ndevice_links; i-- > 0;)
-		bpf_link__destroy(s->device_links[i]);
+	destroy_links(s->device_links, s->ndevice_links, 1);
+	destroy_links(s->device_links, s->ndevice_links, 0);
 	s->ndevice_links = 0;
 	bpf_link__destroy(s->offcpu_link);
 	s->offcpu_link = NULL;
@@ -1182,7 +1299,8 @@ void bpfsrc_free(struct bpfsrc *s)
 	free(s);
 }
 
-/* Loads the programs for s->conf, with only the ones it needs. */
+/* Loads the programs for s->conf, with only the ones it needs; the uprobe
+ * programs for uprobe_multi links when s->multi. */
 static int load(struct bpfsrc *s, char *why, size_t len)
 {
 	struct probes_bpf *k;
@@ -1206,6 +1324,14 @@ static int load(struct bpfsrc *s, char *why, size_t len)
 	bpf_program__set_autoload(k->progs.shm_heap_enter, calls);
 	bpf_program__set_autoload(k->progs.shm_heap_exit, calls);
 	bpf_program__set_autoload(k->progs.shm_offcpu, !!(s->conf.what & BPFSRC_OFFCPU));
+	if (s->multi) {
+		struct bpf_program *uprobes[] = { k->progs.shm_call_enter, k->progs.shm_call_exit,
+						  k->progs.shm_heap_enter, k->progs.shm_heap_exit };
+
+		for (size_t i = 0; i < sizeof(uprobes) / sizeof(uprobes[0]); i++)
+			bpf_program__set_expected_attach_type(
+				uprobes[i], (enum bpf_attach_type)AT_TRACE_UPROBE_MULTI);
+	}
 	bpf_map__set_max_entries(k->maps.events, RING_BYTES);
 	bpf_map__set_max_entries(k->maps.stacks, calls ? STACKS_MAX : STACKS_OFFCPU);
 	if (!calls) {
@@ -1260,7 +1386,17 @@ struct bpfsrc *bpfsrc_new(const struct bpfsrc_conf *conf, char *why, size_t len)
 		goto fail;
 	}
 	s->caller = caller_new(conf->pid);
+	/* uprobe_multi (kernels from 6.6) where the kernel takes it: detaching
+	 * then costs one wait per file, not one per probe. */
+	s->multi = !!(conf->what & (BPFSRC_CUDA | BPFSRC_HEAP));
 	err = load(s, why, len);
+	if (err && s->multi) {
+		log_debug("uprobe_multi programs refused (%s): one link per probe", why);
+		probes_bpf__destroy(s->skel);
+		s->skel = NULL;
+		s->multi = 0;
+		err = load(s, why, len);
+	}
 	if (err)
 		goto fail;
 	if (conf->what & BPFSRC_OFFCPU) {

@@ -8,7 +8,7 @@ $(SHIMMERD): $(COLLECTOR_OBJS)
 	$(BPF_SAY)
 	$(call msg,LD,$@)
 	$(Q)mkdir -p $(@D)
-	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ -lsqlite3 -liberty $(BPF_LDLIBS) -ldw -lelf -lm
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ -lsqlite3 -liberty $(BPF_LDLIBS) -ldw -lelf -lpthread -lm
 
 # Unit tests: each links only the modules it exercises.
 COLLECTOR_STORE_OBJS := $(O)/obj/collector/store.o $(O)/obj/collector/log.o \
