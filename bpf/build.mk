@@ -21,14 +21,17 @@ have_cmd = $(shell command -v $(1) >/dev/null 2>&1 && echo y)
 BPF_HAVE_LIBBPF := $(shell printf 'int main(void){return 0;}\n' | \
 	$(CC) $(CPPFLAGS) $(LDFLAGS) -include bpf/libbpf.h -x c - -o /dev/null \
 	-l:libbpf.a -lelf -lz >/dev/null 2>&1 && echo y)
-BPF_CARRIED := $(wildcard $(BPF_SKEL))
+# What building the programs takes; without it, a skeleton carried in
+# $(BPF_OUT) from a build elsewhere is used as it is.
+BPF_TOOLS_MISSING := $(strip \
+	$(if $(call have_cmd,$(BPF_CLANG)),,clang) \
+	$(if $(BPFTOOL),,bpftool) \
+	$(if $(wildcard $(VMLINUX_BTF)),,the kernel's BTF ($(VMLINUX_BTF))))
+BPF_CARRIED := $(if $(BPF_TOOLS_MISSING),$(wildcard $(BPF_SKEL)))
 
 BPF_MISSING := $(strip \
 	$(if $(BPF_HAVE_LIBBPF),,libbpf headers or libbpf.a (libbpf-dev, libelf-dev, zlib1g-dev)) \
-	$(if $(BPF_CARRIED),, \
-		$(if $(call have_cmd,$(BPF_CLANG)),,clang) \
-		$(if $(BPFTOOL),,bpftool) \
-		$(if $(wildcard $(VMLINUX_BTF)),,the kernel's BTF ($(VMLINUX_BTF)))))
+	$(if $(BPF_CARRIED),,$(BPF_TOOLS_MISSING)))
 
 ifeq ($(BPF_MISSING),)
 BPF_CPPFLAGS := -DSHIMMER_BPF -I$(BPF_OUT) -Ibpf

@@ -24,7 +24,8 @@
  * calls: the return pops the entry whose stack pointer it matches, and
  * discards deeper ones whose returns never came (longjmp, exceptions).
  * A probed call made inside another of its family on the same thread
- * (glibc's realloc calling malloc, the runtime calling itself) is the
+ * (glibc's realloc calling malloc, the runtime calling itself), or made by
+ * a direct call from inside its own library (AT_CF_SKIP_DIRECT), is the
  * library's own and is not recorded, as the shim never sees those either.
  *
  * Load: one program run per probed call, a few hundred instructions, no
@@ -228,6 +229,22 @@ AT_INLINE __u64 read_u64(__u64 addr)
 	return v;
 }
 
+/* Whether the call that entered the probe at ip (sp at entry) was a
+ * direct call to ip: the 5 bytes before the return address are call
+ * rel32 with ip as its target. */
+AT_INLINE int direct_call(__u64 sp, __u64 ip)
+{
+	__u64 ret = 0;
+	__u8 insn[5];
+	__s32 rel;
+
+	if (bpf_probe_read_user(&ret, sizeof(ret), (void *)sp) || ret < 5 ||
+	    bpf_probe_read_user(insn, sizeof(insn), (void *)(ret - 5)) || insn[0] != 0xe8)
+		return 0;
+	__builtin_memcpy(&rel, insn + 1, sizeof(rel));
+	return ret + (__s64)rel == ip;
+}
+
 AT_INLINE int is_alloc(__u32 shape)
 {
 	return shape >= AT_SH_ALLOC && shape <= AT_SH_PITCH;
@@ -251,6 +268,10 @@ int BPF_KPROBE(shm_call_enter)
 	p = push(t, sp, cookie);
 	if (!p)
 		return 0;
+	if ((AT_COOKIE_FLAGS(cookie) & AT_CF_SKIP_DIRECT) && direct_call(sp, PT_REGS_IP(ctx))) {
+		p->flags = AT_PF_NESTED;
+		return 0;
+	}
 	if (shape != AT_SH_DRIVER) {
 		if (t->cuda_depth) {
 			p->flags = AT_PF_NESTED;
@@ -465,7 +486,8 @@ int BPF_KPROBE(shm_heap_enter)
 	p = push(t, sp, cookie);
 	if (!p)
 		return 0;
-	if (t->heap_depth) {
+	if (t->heap_depth || ((AT_COOKIE_FLAGS(cookie) & AT_CF_SKIP_DIRECT) &&
+			      direct_call(sp, PT_REGS_IP(ctx)))) {
 		p->flags = AT_PF_NESTED;
 		return 0;
 	}

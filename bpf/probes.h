@@ -29,6 +29,13 @@
 #define AT_COOKIE_FLAGS(c) (((__u32)(c) >> 16) & 0xff)
 
 #define AT_CF_PTSZ 0x1
+/* A call that reaches the probed function by a direct call (call rel32 to
+ * its own address) is its library's own: glibc's realloc calling malloc,
+ * its thread exit freeing its cache.  An interposed function (the shim's)
+ * is only ever reached through the PLT or the GOT, so such calls are not
+ * recorded.  Set for probes in shared libraries, not in an executable,
+ * where the application's own direct calls look the same. */
+#define AT_CF_SKIP_DIRECT 0x2
 
 /*
  * Where a call's fields come from (a0..a5: the integer argument registers;

@@ -123,6 +123,8 @@ static uint32_t read_euid(pid_t pid)
 
 static int add_process(struct attach *a, char *why, size_t len)
 {
+	static const char gpu_detail[] = "uprobes see the CPU side of CUDA calls; kernels and "
+					  "copies need the shim (shimmer run)";
 	static const char *const rank_vars[] = { SHM_RANK_VARS, 0 };
 	static const char *const local_vars[] = { SHM_LOCAL_RANK_VARS, 0 };
 	pid_t pid = a->conf.pid;
@@ -166,9 +168,7 @@ static int add_process(struct attach *a, char *why, size_t len)
 	}
 	if (!err)
 		err = store_process_gpu_status(a->co->store, a->proc_id, SHM_GPU_ATTACHED,
-					       "shimmer attach sees the CPU side of CUDA calls "
-					       "(uprobes); kernels and copies need the shim "
-					       "(shimmer run)", 100);
+					       gpu_detail, strlen(gpu_detail));
 	if (!err && (a->conf.what & BPFSRC_OFFCPU))
 		err = store_process_offcpu(a->co->store, a->proc_id, 1, NULL);
 	free(argv);
@@ -284,14 +284,17 @@ int attach_tick(struct attach *a, int64_t now_ns)
 
 int attach_end(struct attach *a, enum attach_end why, int64_t now_ns)
 {
+	/* A detach ends tracing when the probes are out; an exit, when the
+	 * process was seen gone (its threads' last waits end there too). */
+	uint64_t end_ns = why == ATTACH_EXITED ? (uint64_t)now_ns : 0;
 	int err;
 
 	if (a->ended)
 		return 0;
 	a->ended = 1;
-	err = bpfsrc_stop(a->src, ingest_sink(a->in));
+	err = bpfsrc_stop(a->src, ingest_sink(a->in), &end_ns);
 	if (!err)
-		err = store_process_end(a->co->store, a->proc_id, now_ns,
+		err = store_process_end(a->co->store, a->proc_id, (int64_t)end_ns,
 					why == ATTACH_EXITED ? "exit" : "detach", 0);
 	if (!err)
 		err = store_commit(a->co->store);

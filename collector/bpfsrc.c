@@ -67,10 +67,11 @@ int bpfsrc_tick(struct bpfsrc *s, const struct rec_sink *sink)
 	return -ENOTSUP;
 }
 
-int bpfsrc_stop(struct bpfsrc *s, const struct rec_sink *sink)
+int bpfsrc_stop(struct bpfsrc *s, const struct rec_sink *sink, uint64_t *end_ns)
 {
 	(void)s;
 	(void)sink;
+	(void)end_ns;
 	return -ENOTSUP;
 }
 
@@ -652,8 +653,9 @@ static void attach_failed(const char *what, const char *path, int err, char *why
  * flight has no entry without its return.  Returns the number of
  * functions probed, or a negative errno (with why). */
 static int probe_file(struct bpfsrc *s, const char *path, const struct probe_def *defs,
-		      size_t n, int driver, int device, char *why, size_t why_len)
+		      size_t n, int driver, int device, int shared, char *why, size_t why_len)
 {
+	unsigned extra = shared ? AT_CF_SKIP_DIRECT : 0;
 	int heap = !driver && defs == heap_probes;
 	struct bpf_program *enter = heap ? s->skel->progs.shm_heap_enter
 					 : s->skel->progs.shm_call_enter;
@@ -689,8 +691,8 @@ static int probe_file(struct bpfsrc *s, const char *path, const struct probe_def
 		if (!off[i] || dup)
 			continue;
 		moff[m] = off[i];
-		cookies[m++] = driver ? AT_COOKIE(i, AT_SH_DRIVER, 0)
-				      : AT_COOKIE(defs[i].fn, defs[i].shape, defs[i].flags);
+		cookies[m++] = driver ? AT_COOKIE(i, AT_SH_DRIVER, extra)
+				      : AT_COOKIE(defs[i].fn, defs[i].shape, defs[i].flags | extra);
 	}
 	if (s->multi) {
 		int fd = multi_link(bpf_program__fd(exit), path, moff, cookies, m, 1, s->conf.pid);
@@ -751,13 +753,13 @@ static int probe_object(struct bpfsrc *s, const struct pm_object *o, int is_exe,
 		return 0;
 	if (kinds & LIB_RUNTIME) {
 		n = probe_file(s, path, runtime_probes, sizeof(runtime_probes) /
-			       sizeof(runtime_probes[0]), 0, 0, why, why_len);
+			       sizeof(runtime_probes[0]), 0, 0, !is_exe, why, why_len);
 		if (n < 0)
 			return n;
 		total += n;
 		if (n > 0 && s->ndevice_links == 0 &&
 		    clock_ns(CLOCK_MONOTONIC) - s->t_attach < LEARN_DEVICE_NS) {
-			int m = probe_file(s, path, device_probes, 1, 0, 1, why, why_len);
+			int m = probe_file(s, path, device_probes, 1, 0, 1, !is_exe, why, why_len);
 
 			if (m < 0)
 				return m;
@@ -766,14 +768,14 @@ static int probe_object(struct bpfsrc *s, const struct pm_object *o, int is_exe,
 			kinds &= ~(unsigned)LIB_RUNTIME;
 	}
 	if (kinds & LIB_DRIVER) {
-		n = probe_file(s, path, NULL, NDRIVERS, 1, 0, why, why_len);
+		n = probe_file(s, path, NULL, NDRIVERS, 1, 0, 1, why, why_len);
 		if (n < 0)
 			return n;
 		total += n;
 	}
 	if (kinds & LIB_HEAP) {
 		n = probe_file(s, path, heap_probes, sizeof(heap_probes) / sizeof(heap_probes[0]),
-			       0, 0, why, why_len);
+			       0, 0, !is_exe, why, why_len);
 		if (n < 0)
 			return n;
 		total += n;
@@ -1244,20 +1246,20 @@ static void detach_all(struct bpfsrc *s)
 	s->offcpu_link = NULL;
 }
 
-int bpfsrc_stop(struct bpfsrc *s, const struct rec_sink *sink)
+int bpfsrc_stop(struct bpfsrc *s, const struct rec_sink *sink, uint64_t *end_ns)
 {
-	uint64_t now;
 	int err;
 
 	if (s->stopped)
 		return 0;
 	s->sink = sink;
 	detach_all(s);
-	now = clock_ns(CLOCK_MONOTONIC);
+	if (!*end_ns)
+		*end_ns = clock_ns(CLOCK_MONOTONIC);
 	err = poll_ring(s);
 	s->stopped = 1;
 	if (!err && (s->conf.what & BPFSRC_OFFCPU))
-		err = close_offcpu(s, now);
+		err = close_offcpu(s, *end_ns);
 	if (!err)
 		err = flush_counts(s, 1);
 	return err;

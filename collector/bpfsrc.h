@@ -94,9 +94,11 @@ int bpfsrc_tick(struct bpfsrc *s, const struct rec_sink *sink);
 
 /* Detaches every program (the process runs untouched from here on), then
  * hands on what is left: the ring buffer's records, the off-CPU intervals
- * still open (ended now, marked open), the last counts and drops.  Later
- * calls do nothing. */
-int bpfsrc_stop(struct bpfsrc *s, const struct rec_sink *sink);
+ * still open (ended at *end_ns, marked open), the last counts and drops.
+ * *end_ns: when tracing ended (CLOCK_MONOTONIC); 0 for the moment the
+ * programs were detached, which is then stored there.  Later calls do
+ * nothing. */
+int bpfsrc_stop(struct bpfsrc *s, const struct rec_sink *sink, uint64_t *end_ns);
 
 /* What was attached, in a few words ("58 probes in libcudart.so.13, ..."). */
 const char *bpfsrc_describe(const struct bpfsrc *s);

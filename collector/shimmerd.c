@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "attach.h"
+#include "bpfsrc.h"
 #include "client.h"
 #include "clock_ns.h"
 #include "log.h"
@@ -80,8 +81,9 @@ static void usage(FILE *f)
 {
 	fprintf(f, "usage: shimmerd --socket PATH --db PATH [--foreground] "
 		   "[--verbose] [--quiet] [--ready-fd N] [--parent-fd N]\n"
-		   "       shimmerd --attach PID [--for SECONDS] --db PATH [--socket PATH] ...\n"
-		   "       shimmerd --version\n");
+		   "       shimmerd --attach PID [--for SECONDS] [--sample-bytes N] --db PATH "
+		   "[--socket PATH] ...\n"
+		   "       shimmerd --check-attach | --version\n");
 }
 
 /* path made absolute against the current directory, so that it still
@@ -551,6 +553,23 @@ static void say_ready(int fd, const struct daemon *d)
 	close(fd);
 }
 
+/* --check-attach: whether this daemon can attach here, in one line on
+ * stdout; exit status 0 when it can, 1 when not. */
+static int check_attach(void)
+{
+	char why[512];
+
+	if (bpfsrc_check(why, sizeof(why)) == 0 && access("/sys/kernel/btf/vmlinux", R_OK) != 0)
+		snprintf(why, sizeof(why), "the kernel exposes no BTF (/sys/kernel/btf/vmlinux: %s)",
+			 strerror(errno));
+	else if (bpfsrc_check(why, sizeof(why)) == 0) {
+		printf("attach: available\n");
+		return 0;
+	}
+	printf("attach: unavailable: %s\n", why);
+	return 1;
+}
+
 /* --for: seconds, a decimal number > 0. */
 static int parse_seconds(const char *s, int64_t *ns)
 {
@@ -575,6 +594,8 @@ int main(int argc, char **argv)
 		{ "ready-fd", required_argument, NULL, 'r' },
 		{ "attach", required_argument, NULL, 'a' },
 		{ "for", required_argument, NULL, 'F' },
+		{ "sample-bytes", required_argument, NULL, 'S' },
+		{ "check-attach", no_argument, NULL, 'C' },
 		{ "parent-fd", required_argument, NULL, 'p' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "version", no_argument, NULL, 'V' },
@@ -586,7 +607,7 @@ int main(int argc, char **argv)
 	char *sock = NULL, *db = NULL, *end;
 	int foreground = 0, ready_fd = -1, ready_pipe = -1, opt, err;
 
-	while ((opt = getopt_long(argc, argv, "s:d:fvqr:p:Vha:F:", opts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "s:d:fvqr:p:Vha:F:S:C", opts, NULL)) != -1) {
 		switch (opt) {
 		case 's':
 			free(sock);
@@ -624,6 +645,16 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			break;
+		case 'S':
+			errno = 0;
+			d.attach_conf.sample_bytes = strtoull(optarg, &end, 10);
+			if (errno || *end || !d.attach_conf.sample_bytes ||
+			    d.attach_conf.sample_bytes > (1ull << 40)) {
+				log_error("--sample-bytes %s is not a number of bytes in [1, 2^40]",
+					  optarg);
+				return 2;
+			}
+			break;
 		case 'q':
 			log_level = LOG_LVL_WARN;
 			break;
@@ -640,6 +671,8 @@ int main(int argc, char **argv)
 			printf("shimmerd %s (wire format %d, store schema %d)\n", SHIMMER_VERSION,
 			       SHM_WIRE_VERSION, STORE_SCHEMA_VERSION);
 			return 0;
+		case 'C':
+			return check_attach();
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -648,8 +681,8 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
-	if (d.attach_conf.window_ns && d.attach_conf.pid <= 0) {
-		log_error("--for needs --attach");
+	if ((d.attach_conf.window_ns || d.attach_conf.sample_bytes) && d.attach_conf.pid <= 0) {
+		log_error("--for and --sample-bytes need --attach");
 		return 2;
 	}
 	if ((!sock && d.attach_conf.pid <= 0) || !db || optind != argc) {
