@@ -27,6 +27,7 @@
 struct attach {
 	struct collector *co;
 	struct attach_conf conf;
+	int own_row;   /* the row is ours to end (not a preloaded process's) */
 	int64_t proc_id;
 	int64_t start_ns;
 	int pidfd;
@@ -246,8 +247,44 @@ struct attach *attach_start(struct collector *co, const struct attach_conf *conf
 	err = store_commit(co->store);
 	if (err)
 		goto fail;
+	a->own_row = 1;
 	log_debug("attached to pid %d as proc_id %lld: %s", (int)conf->pid,
 		  (long long)a->proc_id, bpfsrc_describe(a->src));
+	return a;
+fail:
+	attach_free(a);
+	errno = err < 0 ? -err : EINVAL;
+	return NULL;
+}
+
+struct attach *attach_offcpu(struct collector *co, int64_t proc_id, pid_t pid, char *why,
+			     size_t len)
+{
+	struct attach *a = calloc(1, sizeof(*a));
+	int err = -ENOMEM;
+
+	snprintf(why, len, "out of memory");
+	if (!a)
+		goto fail;
+	a->co = co;
+	a->conf = (struct attach_conf){ .pid = pid, .what = BPFSRC_OFFCPU };
+	a->proc_id = proc_id;
+	a->pidfd = -1;
+	a->start_ns = (int64_t)clock_ns(CLOCK_MONOTONIC);
+	a->in = ingest_new(&(struct ingest_conf){
+		.store = co->store, .proc_id = proc_id, .clock = SHM_CLOCK_MONOTONIC,
+		.malloc_mode = SHM_MALLOC_OFF, .nstreams = 1,
+	});
+	if (!a->in)
+		goto fail;
+	a->src = bpfsrc_new(&(struct bpfsrc_conf){ .pid = pid, .what = BPFSRC_OFFCPU }, why, len);
+	if (!a->src) {
+		err = -errno;
+		goto fail;
+	}
+	err = store_process_offcpu(co->store, proc_id, 1, NULL);
+	if (err)
+		goto fail;
 	return a;
 fail:
 	attach_free(a);
@@ -293,6 +330,8 @@ int attach_end(struct attach *a, enum attach_end why, int64_t now_ns)
 		return 0;
 	a->ended = 1;
 	err = bpfsrc_stop(a->src, ingest_sink(a->in), &end_ns);
+	if (!a->own_row)
+		return err;
 	if (!err)
 		err = store_process_end(a->co->store, a->proc_id, (int64_t)end_ns,
 					why == ATTACH_EXITED ? "exit" : "detach", 0);

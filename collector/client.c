@@ -41,6 +41,7 @@ struct client {
 	int has_peer;
 	int64_t born_ns;             /* accepted, CLOCK_MONOTONIC */
 	uint32_t clock;
+	uint32_t hello_flags;  /* SHM_HELLO_* */
 	uint32_t nslots;
 	char *host;
 	size_t host_len;
@@ -196,6 +197,7 @@ static int hello(struct client *c, const char *msg, size_t len, int memfd)
 	if (!c->ring)
 		return errno == EBADMSG ? reject(c, "%s", why) : -errno;
 	c->clock = h.clock;
+	c->hello_flags = h.flags;
 	c->nslots = h.nslots;
 	c->host_len = h.host_len;
 	c->host = malloc(h.host_len + 1);
@@ -553,6 +555,16 @@ int64_t client_born_ns(const struct client *c)
 int client_fd(const struct client *c)
 {
 	return c->fd;
+}
+
+uint32_t client_pid(const struct client *c)
+{
+	return c->proc_id ? c->pid : 0;
+}
+
+uint32_t client_hello_flags(const struct client *c)
+{
+	return c->hello_flags;
 }
 
 int64_t client_proc_id(const struct client *c)

@@ -85,6 +85,12 @@ int client_end(struct client *c, enum client_end why, int64_t now_ns);
 /* Unmaps, closes, unlinks from the collector and frees.  NULL is a no-op. */
 void client_free(struct client *c);
 
+/* The process's pid (the kernel's), 0 before HELLO. */
+uint32_t client_pid(const struct client *c);
+
+/* HELLO's flags (SHM_HELLO_*), 0 before HELLO. */
+uint32_t client_hello_flags(const struct client *c);
+
 /* The proc_id of this client's processes row, 0 before HELLO. */
 int64_t client_proc_id(const struct client *c);
 

@@ -41,6 +41,15 @@
 #define COMMIT_NS 100000000LL
 #define COUNTS_NS 1000000000LL
 #define ATTACH_TICK_NS 100000000LL
+#define OFFCPU_MAX 64 /* preloaded processes traced off the CPU at once */
+
+/* A preloaded process that asked for off-CPU time (SHIMMER_OFFCPU=1):
+ * a = NULL when it could not be given (the row says why). */
+struct offcpu_session {
+	struct client *c;
+	struct attach *a;
+	struct offcpu_session *next;
+};
 #define HELLO_TIMEOUT_NS 2000000000LL  /* a connection must say HELLO by then */
 #define ACCEPT_PAUSE_NS 100000000LL    /* out of descriptors: stop accepting this long */
 #define FDS_RESERVED 32                /* descriptors kept for the store, the loop, logs */
@@ -67,6 +76,8 @@ struct daemon {
 	uint64_t refused_user, refused_fds, timed_out; /* since the last log line */
 	struct attach_conf attach_conf; /* --attach: pid > 0 */
 	struct attach *attach;
+	struct offcpu_session *offcpu;
+	unsigned noffcpu;
 };
 
 /* epoll tags for the daemon's own descriptors; anything else is a client */
@@ -181,10 +192,68 @@ static int watch(struct daemon *d, int fd, void *tag)
 	return epoll_ctl(d->ep, EPOLL_CTL_ADD, fd, &ev) < 0 ? -errno : 0;
 }
 
+/* Off-CPU time for a client that asked for it in its HELLO, once: an
+ * eBPF source into its row, or the row says why not (no privilege, too
+ * many at once). */
+static int offcpu_check(struct daemon *d, struct client *c)
+{
+	struct offcpu_session *o;
+	char why[512];
+
+	if (!client_proc_id(c) || !(client_hello_flags(c) & SHM_HELLO_OFFCPU))
+		return 0;
+	for (o = d->offcpu; o; o = o->next)
+		if (o->c == c)
+			return 0;
+	o = calloc(1, sizeof(*o));
+	if (!o)
+		return -ENOMEM;
+	o->c = c;
+	o->next = d->offcpu;
+	d->offcpu = o;
+	if (d->noffcpu >= OFFCPU_MAX)
+		snprintf(why, sizeof(why), "the collector traces off-CPU time for at most %d "
+			 "processes at once", OFFCPU_MAX);
+	else
+		o->a = attach_offcpu(&d->co, client_proc_id(c), (pid_t)client_pid(c), why,
+				     sizeof(why));
+	if (o->a) {
+		d->noffcpu++;
+		return 0;
+	}
+	log_warn("pid %u asked for off-CPU time: %s", client_pid(c), why);
+	return store_process_offcpu(d->co.store, client_proc_id(c), 0, why);
+}
+
+/* Ends a client's off-CPU session, if it has one: what is left is stored
+ * before the client's last batch commits. */
+static int offcpu_end(struct daemon *d, struct client *c)
+{
+	struct offcpu_session **pp, *o;
+	int err = 0;
+
+	for (pp = &d->offcpu; (o = *pp); pp = &o->next) {
+		if (o->c != c)
+			continue;
+		*pp = o->next;
+		if (o->a) {
+			err = attach_end(o->a, ATTACH_DETACH, now_ns());
+			attach_free(o->a);
+			d->noffcpu--;
+		}
+		free(o);
+		break;
+	}
+	return err;
+}
+
 static int end_client(struct daemon *d, struct client *c, enum client_end why)
 {
+	int err;
+
 	epoll_ctl(d->ep, EPOLL_CTL_DEL, client_fd(c), NULL);
-	return client_end(c, why, now_ns());
+	err = offcpu_end(d, c);
+	return err ? err : client_end(c, why, now_ns());
 }
 
 /* Frees the clients that ended during the last batch of events. */
@@ -272,6 +341,8 @@ static int on_client(struct daemon *d, struct client *c, int stopping)
 		return end_client(d, c, CLIENT_REJECTED);
 	if (!err && stopping)
 		return end_client(d, c, CLIENT_SHUTDOWN);
+	if (!err)
+		err = offcpu_check(d, c);
 	return err;
 }
 
@@ -293,13 +364,24 @@ static int tick(struct daemon *d)
 			err = end_client(d, c, CLIENT_REJECTED);
 	}
 	now = now_ns();
-	if (!err && d->attach && !attach_ended(d->attach) &&
-	    now - d->last_attach_tick >= ATTACH_TICK_NS) {
+	for (struct offcpu_session *o = d->offcpu; o && !err; o = o->next)
+		if (o->a)
+			err = attach_poll(o->a);
+	/* eBPF sources: counts, new libraries, the window (attach_tick()). */
+	if (!err && now - d->last_attach_tick >= ATTACH_TICK_NS) {
 		d->last_attach_tick = now;
-		err = attach_tick(d->attach, now);
-		if (err == 1) {
-			log_info("pid %d: the window is over; detaching", (int)attach_pid(d->attach));
-			err = attach_end(d->attach, ATTACH_DETACH, now);
+		for (struct offcpu_session *o = d->offcpu; o && !err; o = o->next) {
+			int r = o->a ? attach_tick(o->a, now) : 0;
+
+			err = r < 0 ? r : 0; /* no window: never 1 */
+		}
+		if (!err && d->attach && !attach_ended(d->attach)) {
+			err = attach_tick(d->attach, now);
+			if (err == 1) {
+				log_info("pid %d: the window is over; detaching",
+					 (int)attach_pid(d->attach));
+				err = attach_end(d->attach, ATTACH_DETACH, now);
+			}
 		}
 	}
 	if (!err && d->accept_paused && now >= d->accept_resume) {
@@ -707,6 +789,13 @@ int main(int argc, char **argv)
 		unlink(sock);
 	}
 	attach_free(d.attach);
+	while (d.offcpu) {
+		struct offcpu_session *o = d.offcpu;
+
+		d.offcpu = o->next;
+		attach_free(o->a);
+		free(o);
+	}
 	while (d.co.clients)
 		client_free(d.co.clients);
 	if (store_close(d.co.store) && !err)

@@ -11,6 +11,7 @@
  *   SHIMMER_RING_KB          ring per thread, KiB, power of two (256)
  *   SHIMMER_MAX_THREADS      slots (256)
  *   SHIMMER_LOSSLESS=1       wait for room instead of dropping
+ *   SHIMMER_OFFCPU=1         ask the collector for off-CPU time (eBPF)
  *   SHIMMER_DEBUG=1          debug lines on stderr
  *   SHIMMER_CUPTI=0          no GPU activity (CUPTI); API-level hooks stay
  *   SHIMMER_GPU              sample (default) | all: GPU activity only inside
@@ -143,6 +144,7 @@ static void read_config(void)
 
 	shim.debug = shim_env_flag("SHIMMER_DEBUG");
 	shim.lossless = shim_env_flag("SHIMMER_LOSSLESS");
+	shim.offcpu = shim_env_flag("SHIMMER_OFFCPU");
 	shim.mode = SHM_MALLOC_SAMPLE;
 	if (m && !strcmp(m, "all"))
 		shim.mode = SHM_MALLOC_ALL;
@@ -195,7 +197,7 @@ static int start(uint32_t ppid)
 	h.ppid = ppid;
 	/* the effective uid: what the collector reads from the socket (SO_PEERCRED) */
 	h.uid = (uint32_t)geteuid();
-	h.flags = shim.lossless ? SHM_HELLO_LOSSLESS : 0;
+	h.flags = (shim.lossless ? SHM_HELLO_LOSSLESS : 0) | (shim.offcpu ? SHM_HELLO_OFFCPU : 0);
 	h.rank = env_rank(rank_vars);
 	h.local_rank = env_rank(local_vars);
 	h.malloc_mode = (uint32_t)shim.mode;

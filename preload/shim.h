@@ -33,6 +33,7 @@ struct shim {
 	int heap;          /* enum shm_malloc_mode in force, OFF while !on */
 	int mode;          /* the configured SHIMMER_MALLOC */
 	int lossless;      /* SHIMMER_LOSSLESS=1 */
+	int offcpu;        /* SHIMMER_OFFCPU=1 */
 	int debug;         /* SHIMMER_DEBUG=1 */
 	int stacks;        /* SHIMMER_STACKS=on: capture allocation stacks */
 	uint32_t stack_depth; /* SHIMMER_STACK_DEPTH, 1..SHM_STACK_MAX */

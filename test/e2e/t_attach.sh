@@ -278,32 +278,42 @@ else
 fi
 
 # (d) off-CPU time of the sleeper, at its stack.
+# read_stack DB PID LOG: the stack id of the sleeper's off-CPU waits at
+# read() <- wait_for_byte <- sleeper_main (frames symbolized with
+# addr2line: those of the executable by name, libc's as '?'); empty when
+# there is none.  $T/sym.txt keeps what was seen.
+read_stack() {
+	local db=$1 pid=$2 st exe bias proc id names pc off fn line
+	st=$(awk -F, '$1 == "R" { print $3; exit }' "$3")
+	proc="(SELECT proc_id FROM processes WHERE pid = $pid)"
+	exe=$(sq "$db" "SELECT exe FROM processes WHERE pid = $pid")
+	bias=$(sq "$db" "SELECT m.bias FROM modules m JOIN strings p ON p.proc_id = m.proc_id
+		AND p.id = m.path_id WHERE m.proc_id IN $proc AND p.text = '$exe'")
+	sq "$db" "SELECT o.stack_id, group_concat(f.pc, ' ') FROM (SELECT DISTINCT stack_id
+		FROM offcpu WHERE proc_id IN $proc AND tid = ${st:-0} AND state = 'sleep') o
+		JOIN stack_frames f ON f.proc_id IN $proc AND f.stack_id = o.stack_id
+		GROUP BY o.stack_id" > "$T/stacks.txt"
+	: > "$T/sym.txt"
+	while read -r line; do
+		id=${line%%|*}
+		names=
+		for pc in ${line#*|}; do
+			off=$((pc - ${bias:-0} - 1))
+			if [ "$off" -gt 0 ] &&
+			   fn=$(addr2line -f -e "$exe" "$(printf '0x%x' $off)" | head -1) &&
+			   [ "$fn" != "??" ]; then
+				names="$names;$fn"
+			else
+				names="$names;?"
+			fi
+		done
+		echo "$id ${names#;}" >> "$T/sym.txt"
+	done < "$T/stacks.txt"
+	awk '$2 ~ /^\?;wait_for_byte;sleeper_main(;|$)/ { print $1; exit }' "$T/sym.txt"
+}
+
 ST=$(q "SELECT tid FROM main.R LIMIT 1")
-EXE=$(q "SELECT exe FROM s.processes WHERE pid = $MAIN_PID")
-BIAS=$(q "SELECT m.bias FROM s.modules m JOIN s.strings p ON p.proc_id = m.proc_id
-	AND p.id = m.path_id WHERE m.proc_id IN $PROC AND p.text = '$EXE'")
-# The sleeper's off-CPU stacks, symbolized: "stack_id fn1;fn2;..." for the
-# frames in the executable (libc's frames are '?').
-q "SELECT o.stack_id, group_concat(f.pc, ' ') FROM (SELECT DISTINCT stack_id FROM s.offcpu
-	WHERE proc_id IN $PROC AND tid = ${ST:-0} AND state = 'sleep') o
-	JOIN s.stack_frames f ON f.proc_id IN $PROC AND f.stack_id = o.stack_id
-	GROUP BY o.stack_id" > "$T/stacks.txt"
-: > "$T/sym.txt"
-while read -r line; do
-	id=${line%%|*}
-	names=
-	for pc in ${line#*|}; do
-		off=$((pc - ${BIAS:-0} - 1))
-		if [ "$off" -gt 0 ] && fn=$(addr2line -f -e "$EXE" "$(printf '0x%x' $off)" | head -1) &&
-		   [ "$fn" != "??" ]; then
-			names="$names;$fn"
-		else
-			names="$names;?"
-		fi
-	done
-	echo "$id ${names#;}" >> "$T/sym.txt"
-done < "$T/stacks.txt"
-READ_STACK=$(awk '$2 ~ /^\?;wait_for_byte;sleeper_main(;|$)/ { print $1; exit }' "$T/sym.txt")
+READ_STACK=$(read_stack "$DB" "$MAIN_PID" "$T/main.log")
 check "off-CPU: the sleeper's wait is at read() <- wait_for_byte <- sleeper_main" \
 	"$(head -5 "$T/sym.txt")" [ -n "$READ_STACK" ]
 # The waits logged inside the traced span: off-CPU time at that stack must
@@ -376,6 +386,49 @@ if command -v setpriv > /dev/null; then
 		[ "$(cat "$T/caps.rc")" = 0 ]
 else
 	ok "privileges # SKIP no setpriv"
+fi
+
+# ---- (i) SHIMMER_OFFCPU=1 for a preloaded process --------------------------
+# wla_run NAME [VAR=VALUE...] [COMMAND...]: wl_attach under shimmer run,
+# run through `env VAR=VALUE... COMMAND...`, commands on fd 7 as for
+# wla_start.
+wla_run() {
+	WNAME=$1
+	DONE=0
+	shift
+	rm -f "$T/$WNAME.cmd"
+	mkfifo "$T/$WNAME.cmd"
+	(env WL_LOG=$T/$WNAME.log "$@" "$SHIMMER" run --db "$T/$WNAME.db" -- "$WLA" \
+		< "$T/$WNAME.cmd" > "$T/$WNAME.out" 2> "$T/$WNAME.err"
+	 echo $? > "$T/$WNAME.rc") &
+	exec 7> "$T/$WNAME.cmd"
+	wait_line "$T/$WNAME.out" '^ready$' || { not_ok "$WNAME: workload starts"; finish; }
+	WPID=$(awk -F, '$1 == "P" { print $2; exit }' "$T/$WNAME.log")
+}
+
+wla_run pre SHIMMER_OFFCPU=1
+for i in 1 2 3; do wla wake; sleep 0.2; done
+wla exit 0
+check "SHIMMER_OFFCPU=1: shimmer run exits 0" "exit $(cat "$T/pre.rc"): $(tail -3 "$T/pre.err")" \
+	[ "$(cat "$T/pre.rc")" = 0 ]
+got=$(sq "$T/pre.db" "SELECT traced_by, offcpu FROM processes WHERE pid = $WPID")
+check "SHIMMER_OFFCPU=1: a preloaded process, off-CPU traced" "got '$got'" \
+	[ "$got" = "preload|traced" ]
+stack=$(read_stack "$T/pre.db" "$WPID" "$T/pre.log")
+check "SHIMMER_OFFCPU=1: the sleeper's waits at read() <- wait_for_byte <- sleeper_main" \
+	"$(head -5 "$T/sym.txt")" [ -n "$stack" ]
+got=$(sq "$T/pre.db" "SELECT count(*) FROM offcpu o WHERE stack_id = ${stack:-0}
+	AND stack_id < 2147483648")
+check "SHIMMER_OFFCPU=1: its stack ids stay clear of the shim's (from 2^31)" "$got below" \
+	[ "$got" = 0 ]
+if command -v setpriv > /dev/null; then
+	wla_run prenocap SHIMMER_OFFCPU=1 setpriv --inh-caps=-all --bounding-set=-bpf,-perfmon,-sys_admin
+	wla cuda 12
+	wla exit 0
+	got=$(sq "$T/prenocap.db" "SELECT offcpu, offcpu_detail FROM processes WHERE pid = $WPID")
+	check "SHIMMER_OFFCPU=1 without CAP_BPF: the row says why, the run is traced" \
+		"got '$got'" [ "${got%%|*}" = unavailable ] && grep -q "CAP_BPF" <<< "$got" &&
+		[ "$(sq "$T/prenocap.db" "SELECT count(*) FROM cuda_calls")" -gt 0 ]
 fi
 
 # ---- (h) shimmer attach killed ------------------------------------------
