@@ -65,3 +65,6 @@ $(O)/obj/collector/bpfsrc.o: CPPFLAGS += $(BPF_CPPFLAGS)
 ifeq ($(BPF_MISSING),)
 $(O)/obj/collector/bpfsrc.o: $(BPF_SKEL)
 endif
+
+# The BPF programs' sampler against the shim's (header only).
+$(eval $(call unit_test,bpf_sampling,))

@@ -7,7 +7,8 @@
  * point is drawn as in sampler_draw(): -ln(u) * mean + 1 with u uniform in
  * (0, 1] on 53 bits; here -ln(u) = (53 - log2(k)) * ln 2 for u = k / 2^53,
  * with log2 computed to 32 fractional bits by repeated squaring, so a draw
- * differs from the double-precision one by under one part in 10^8.
+ * differs from the double-precision one by under a part in 10^7 of itself
+ * plus a billionth of the mean (tested in test/unit/test_bpf_sampling.c).
  *
  * Header only, no libc: included by bpf/probes.bpf.c and by its unit test
  * (test/unit/test_bpf_sampling.c), which checks it against sampler.h.  The
@@ -42,7 +43,9 @@ AT_INLINE __u64 at_log2_q32(__u64 k)
 
 	/* x = k / 2^n in 1.31 fixed point, in [1, 2) */
 	x = n >= 31 ? k >> (n - 31) : k << (31 - n);
+#ifdef __clang__
 #pragma unroll
+#endif
 	for (i = 0; i < 32; i++) {
 		x = (x * x) >> 31; /* x^2, in [1, 4) */
 		frac <<= 1;
