@@ -208,8 +208,10 @@ struct attach *attach_start(struct collector *co, const struct attach_conf *conf
 	a->co = co;
 	a->conf = *conf;
 	a->pidfd = -1;
+	/* The malloc family costs a uprobe and a uretprobe per call: only
+	 * when asked for. */
 	if (!a->conf.what)
-		a->conf.what = BPFSRC_CUDA | BPFSRC_HEAP | BPFSRC_OFFCPU;
+		a->conf.what = BPFSRC_CUDA | BPFSRC_OFFCPU;
 	if (!a->conf.sample_bytes)
 		a->conf.sample_bytes = DEFAULT_SAMPLE_BYTES;
 	a->pidfd = (int)syscall(SYS_pidfd_open, conf->pid, 0);

@@ -27,7 +27,7 @@ struct attach_conf {
 	pid_t pid;
 	int64_t window_ns;     /* detach after this long; 0: until told */
 	uint64_t sample_bytes; /* heap sampling mean; 0: the shim's default */
-	unsigned what;         /* BPFSRC_*; 0: everything */
+	unsigned what;         /* BPFSRC_*; 0: CUDA and off-CPU (the default) */
 };
 
 enum attach_end {

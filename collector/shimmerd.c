@@ -92,8 +92,8 @@ static void usage(FILE *f)
 {
 	fprintf(f, "usage: shimmerd --socket PATH --db PATH [--foreground] "
 		   "[--verbose] [--quiet] [--ready-fd N] [--parent-fd N]\n"
-		   "       shimmerd --attach PID [--for SECONDS] [--sample-bytes N] --db PATH "
-		   "[--socket PATH] ...\n"
+		   "       shimmerd --attach PID [--for SECONDS] [--probes cuda,heap,offcpu] "
+		   "[--sample-bytes N] --db PATH [--socket PATH] ...\n"
 		   "       shimmerd --check-attach | --version\n");
 }
 
@@ -652,6 +652,32 @@ static int check_attach(void)
 	return 1;
 }
 
+/* --probes: which of the eBPF source's sets to attach (bpfsrc.h). */
+static int parse_probes(const char *list, unsigned *what)
+{
+	static const struct {
+		const char *name;
+		unsigned bit;
+	} sets[] = { { "cuda", BPFSRC_CUDA }, { "heap", BPFSRC_HEAP }, { "offcpu", BPFSRC_OFFCPU } };
+	char *copy = strdup(list), *tok, *save = NULL;
+
+	*what = 0;
+	for (tok = copy ? strtok_r(copy, ",", &save) : NULL; tok; tok = strtok_r(NULL, ",", &save)) {
+		size_t i;
+
+		for (i = 0; i < sizeof(sets) / sizeof(sets[0]); i++)
+			if (!strcmp(tok, sets[i].name))
+				break;
+		if (i == sizeof(sets) / sizeof(sets[0])) {
+			free(copy);
+			return -EINVAL;
+		}
+		*what |= sets[i].bit;
+	}
+	free(copy);
+	return *what ? 0 : -EINVAL;
+}
+
 /* --for: seconds, a decimal number > 0. */
 static int parse_seconds(const char *s, int64_t *ns)
 {
@@ -678,6 +704,7 @@ int main(int argc, char **argv)
 		{ "for", required_argument, NULL, 'F' },
 		{ "sample-bytes", required_argument, NULL, 'S' },
 		{ "check-attach", no_argument, NULL, 'C' },
+		{ "probes", required_argument, NULL, 'P' },
 		{ "parent-fd", required_argument, NULL, 'p' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "version", no_argument, NULL, 'V' },
@@ -689,7 +716,7 @@ int main(int argc, char **argv)
 	char *sock = NULL, *db = NULL, *end;
 	int foreground = 0, ready_fd = -1, ready_pipe = -1, opt, err;
 
-	while ((opt = getopt_long(argc, argv, "s:d:fvqr:p:Vha:F:S:C", opts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "s:d:fvqr:p:Vha:F:S:CP:", opts, NULL)) != -1) {
 		switch (opt) {
 		case 's':
 			free(sock);
@@ -755,6 +782,13 @@ int main(int argc, char **argv)
 			return 0;
 		case 'C':
 			return check_attach();
+		case 'P':
+			if (parse_probes(optarg, &d.attach_conf.what)) {
+				log_error("--probes %s: a list of cuda, heap and offcpu, comma-separated",
+					  optarg);
+				return 2;
+			}
+			break;
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -763,8 +797,9 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
-	if ((d.attach_conf.window_ns || d.attach_conf.sample_bytes) && d.attach_conf.pid <= 0) {
-		log_error("--for and --sample-bytes need --attach");
+	if ((d.attach_conf.window_ns || d.attach_conf.sample_bytes || d.attach_conf.what) &&
+	    d.attach_conf.pid <= 0) {
+		log_error("--for, --sample-bytes and --probes need --attach");
 		return 2;
 	}
 	if ((!sock && d.attach_conf.pid <= 0) || !db || optind != argc) {

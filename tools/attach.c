@@ -64,6 +64,7 @@ struct opts {
 	long pid;
 	const char *db;
 	double seconds; /* 0: until stopped */
+	int heap, no_offcpu;
 };
 
 /* 0 to go on; else -1 with *code the exit code (help or usage error). */
@@ -84,6 +85,14 @@ static int parse(struct opts *o, int argc, char **argv, int *code)
 			return -1;
 		if (r)
 			continue;
+		if (!strcmp(argv[i], "--heap")) {
+			o->heap = 1;
+			continue;
+		}
+		if (!strcmp(argv[i], "--no-offcpu")) {
+			o->no_offcpu = 1;
+			continue;
+		}
 		if (argv[i][0] == '-' || o->pid) {
 			cli_usage_error(&attach_command, o->pid ? "one process at a time ('%s')"
 						      : "unknown option '%s'", argv[i]);
@@ -131,8 +140,8 @@ static int attach_main(int argc, char **argv)
 	struct opts o = { 0 };
 	struct spawn sp;
 	struct sigaction sa = { .sa_handler = on_signal };
-	const char *args[8];
-	char why[PATH_MAX + 256], pid[24], secs[32], bytes[32];
+	const char *args[12];
+	char why[PATH_MAX + 256], pid[24], secs[32], bytes[32], probes[32];
 	const char *sample = getenv("SHIMMER_SAMPLE_BYTES");
 	sigset_t block, mask;
 	size_t n = 0;
@@ -150,8 +159,12 @@ static int attach_main(int argc, char **argv)
 		return CLI_EXIT_ERROR;
 	}
 	snprintf(pid, sizeof(pid), "%ld", o.pid);
+	snprintf(probes, sizeof(probes), "cuda%s%s", o.heap ? ",heap" : "",
+		 o.no_offcpu ? "" : ",offcpu");
 	args[n++] = "--attach";
 	args[n++] = pid;
+	args[n++] = "--probes";
+	args[n++] = probes;
 	if (o.seconds > 0) {
 		snprintf(secs, sizeof(secs), "%.9g", o.seconds);
 		args[n++] = "--for";
@@ -216,13 +229,13 @@ const struct command attach_command = {
 	.name = "attach",
 	.brief = "trace a running process (eBPF) until ^C, a time limit or its exit",
 	.usage =
-		"usage: shimmer attach PID [--db FILE] [--for DURATION]\n"
+		"usage: shimmer attach PID [--db FILE] [--for DURATION] [--heap] [--no-offcpu]\n"
 		"\n"
-		"Trace the running process PID without restarting it: uprobes on its\n"
-		"CUDA runtime (allocations, frees, copies, launches, synchronizations),\n"
-		"the CUDA driver's launches and the malloc family (byte-sampled as\n"
-		"SHIMMER_SAMPLE_BYTES says, 512 KiB by default), and its threads'\n"
-		"off-CPU time, into the same store as shimmer run.  Detaches after\n"
+		"Trace the running process PID without restarting it, into the same\n"
+		"store as shimmer run: uprobes on its CUDA runtime (allocations, frees,\n"
+		"copies, launches, synchronizations) and the CUDA driver's launches,\n"
+		"and its threads' off-CPU time.  Each probed call costs about a\n"
+		"microsecond or more (a uprobe and a uretprobe).  Detaches after\n"
 		"DURATION, on ^C (SIGINT, SIGTERM, SIGHUP) or when PID exits, then\n"
 		"prints the summary on stderr; PID never notices.  Needs root, or\n"
 		"CAP_BPF and CAP_PERFMON (and CAP_SYS_PTRACE for another user's\n"
@@ -230,6 +243,10 @@ const struct command attach_command = {
 		"\n"
 		"  --db FILE       the store (default ./shimmer-HOST-PID-YYYYmmdd-HHMMSS.db)\n"
 		"  --for DURATION  detach after DURATION (30s, 500ms, 2m, 1h; seconds\n"
-		"                  when it has no unit)\n",
+		"                  when it has no unit)\n"
+		"  --heap          the malloc family too, byte-sampled as SHIMMER_SAMPLE_BYTES\n"
+		"                  says (512 KiB by default): every malloc and free then\n"
+		"                  pays the probes\n"
+		"  --no-offcpu     no off-CPU time\n",
 	.main = attach_main,
 };

@@ -110,7 +110,7 @@ COMMANDS_AFTER=("cuda 6" "driver 1" "heap 1000 1000" "wake")
 
 wla_start main
 for c in "${COMMANDS_BEFORE[@]}"; do wla $c; done
-SHIMMER_SAMPLE_BYTES=$S attach "$DB"
+SHIMMER_SAMPLE_BYTES=$S attach "$DB" --heap
 check "attached, and says what it probed" "$(cat "$T/main.attach")" \
 	grep -q 'libcudart.so.13.*\|libc.so.6' "$T/main.attach"
 got=$(ours)
@@ -352,6 +352,10 @@ check "--for 1s: the process lives on and exits 0" "exit $(cat "$T/win.rc")" \
 
 wla_start quit
 attach "$T/quit.db"
+check "by default: the CUDA runtime and driver, off-CPU time, not the malloc family" \
+	"$(head -1 "$T/quit.attach")" grep -q \
+	'libcuda.so.1.*libcudart.so.13, off-CPU time; ' "$T/quit.attach" &&
+	! grep -q 'libc.so' "$T/quit.attach"
 wla cuda 9
 wla exit 3
 wait "$APID"
