@@ -324,7 +324,8 @@ static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list 
 	while (n && line[n - 1] == '\n')
 		line[--n] = '\0';
 	if (level == LIBBPF_WARN)
-		memcpy(libbpf_last, line, sizeof(line));
+		snprintf(libbpf_last, sizeof(libbpf_last), "%s",
+			 strncmp(line, "libbpf: ", 8) ? line : line + 8);
 	if (level != LIBBPF_DEBUG)
 		log_debug("libbpf: %s", line);
 	return 0;

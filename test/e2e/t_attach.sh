@@ -352,10 +352,12 @@ check "--for 1s: the process lives on and exits 0" "exit $(cat "$T/win.rc")" \
 
 wla_start quit
 attach "$T/quit.db"
+default_probes() {
+	grep -q 'libcuda.so.1.*libcudart.so.13, off-CPU time; ' "$T/quit.attach" &&
+		! grep -q 'libc.so' "$T/quit.attach"
+}
 check "by default: the CUDA runtime and driver, off-CPU time, not the malloc family" \
-	"$(head -1 "$T/quit.attach")" grep -q \
-	'libcuda.so.1.*libcudart.so.13, off-CPU time; ' "$T/quit.attach" &&
-	! grep -q 'libc.so' "$T/quit.attach"
+	"$(head -1 "$T/quit.attach")" default_probes
 wla cuda 9
 wla exit 3
 wait "$APID"
@@ -371,6 +373,10 @@ got=$(ours)
 check "the process exits: none of our BPF programs stays" "$got loaded" [ "$got" = 0 ]
 
 # ---- (g) privileges -------------------------------------------------------
+# one_line RC TEXT: exit status 1 and a single line of stderr that says TEXT
+one_line() {
+	[ "$1" = 1 ] && [ "$(wc -l < "$T/caps.err")" = 1 ] && grep -q "$2" "$T/caps.err"
+}
 if command -v setpriv > /dev/null; then
 	wla_start caps
 	for drop in "-bpf,-perfmon,-sys_admin:CAP_BPF and CAP_PERFMON are missing" \
@@ -379,8 +385,7 @@ if command -v setpriv > /dev/null; then
 			"$SHIMMER" attach "$WPID" --db "$T/caps.db" > "$T/caps.stdout" 2> "$T/caps.err"
 		rc=$?
 		check "without ${drop#*:}: exit 1 and one line that says so" \
-			"exit $rc: $(cat "$T/caps.err")" \
-			[ "$rc" = 1 -a "$(wc -l < "$T/caps.err")" = 1 ] && grep -q "${drop#*:}" "$T/caps.err"
+			"exit $rc: $(cat "$T/caps.err")" one_line "$rc" "${drop#*:}"
 		check "without ${drop#*:}: no store left" "$(ls "$T"/caps.db* 2>&1)" \
 			[ ! -e "$T/caps.db" ]
 	done
@@ -429,10 +434,13 @@ if command -v setpriv > /dev/null; then
 	wla_run prenocap SHIMMER_OFFCPU=1 setpriv --inh-caps=-all --bounding-set=-bpf,-perfmon,-sys_admin
 	wla cuda 12
 	wla exit 0
-	got=$(sq "$T/prenocap.db" "SELECT offcpu, offcpu_detail FROM processes WHERE pid = $WPID")
+	got=$(sq "$T/prenocap.db" "SELECT offcpu, offcpu_detail, (SELECT count(*) FROM cuda_calls)
+		FROM processes WHERE pid = $WPID")
+	unavailable() {
+		[ "${got%%|*}" = unavailable ] && grep -q "CAP_BPF" <<< "$got" && [ "${got##*|}" -gt 0 ]
+	}
 	check "SHIMMER_OFFCPU=1 without CAP_BPF: the row says why, the run is traced" \
-		"got '$got'" [ "${got%%|*}" = unavailable ] && grep -q "CAP_BPF" <<< "$got" &&
-		[ "$(sq "$T/prenocap.db" "SELECT count(*) FROM cuda_calls")" -gt 0 ]
+		"got '$got'" unavailable
 fi
 
 # ---- (h) shimmer attach killed ------------------------------------------
