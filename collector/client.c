@@ -50,7 +50,7 @@ struct client {
 	int bye;
 	int exec_next; /* a later HELLO came from this pid: it exec'd */
 	uint64_t bye_ts;
-	uint32_t fatal_signo; /* FATAL: the signal it is dying of, 0 before */
+	uint32_t fatal_signo; /* SIGNAL: the fatal signal the shim saw, 0 before */
 	uint64_t fatal_ts;
 	int rejected;
 	int ended;
@@ -158,8 +158,10 @@ static int mark_exec(struct client *c, int64_t start_ns)
 			o->exec_next = 1;
 			return 0;
 		}
+	/* start_ns is the client's word: any value, so saturate */
 	return store_process_exec(c->co->store, c->pid, c->uid, c->host, c->host_len,
-				  start_ns - EXEC_WINDOW_NS);
+				  start_ns < INT64_MIN + EXEC_WINDOW_NS ? INT64_MIN
+									: start_ns - EXEC_WINDOW_NS);
 }
 
 static int hello(struct client *c, const char *msg, size_t len, int memfd)
@@ -302,18 +304,19 @@ static int gpu_status_msg(struct client *c, const char *msg, size_t len)
 					msg + sizeof(m), m.len);
 }
 
-/* The process is dying of a signal (the first FATAL counts). */
-static int fatal_msg(struct client *c, const char *msg, size_t len)
+/* SIGNAL: the shim saw a fatal signal (the first one counts).  Whether it
+ * ended the process, the socket closing without a BYE says. */
+static int signal_msg(struct client *c, const char *msg, size_t len)
 {
-	struct shm_msg_fatal m;
+	struct shm_msg_signal m;
 
 	if (len != sizeof(m))
-		return reject(c, "FATAL of %zu bytes", len);
+		return reject(c, "SIGNAL of %zu bytes", len);
 	memcpy(&m, msg, sizeof(m));
-	if (m.signo == 0 || m.signo > 64)
-		return reject(c, "FATAL signal %u", m.signo);
+	if (m.signo <= 0 || m.signo > 64)
+		return reject(c, "SIGNAL signal %d", m.signo);
 	if (!c->fatal_signo) {
-		c->fatal_signo = m.signo;
+		c->fatal_signo = (uint32_t)m.signo;
 		c->fatal_ts = m.ts;
 	}
 	return 0;
@@ -376,8 +379,8 @@ int client_message(struct client *c, const void *msg, size_t len,
 		c->bye = 1;
 		err = 0;
 		break;
-	case SHM_MSG_FATAL:
-		err = fatal_msg(c, msg, len);
+	case SHM_MSG_SIGNAL:
+		err = signal_msg(c, msg, len);
 		break;
 	default:
 		err = reject(c, "unknown message type %u", h.type);
@@ -482,23 +485,24 @@ int client_end(struct client *c, enum client_end why, int64_t now_ns)
 	if (!err)
 		err = client_flush_counts(c);
 	/* What the process told us of its end wins over how its connection
-	 * ended: a BYE or FATAL already in hand at shutdown is an exit or a
-	 * signal, not a 'shutdown'. */
+	 * ended: a BYE already in hand at shutdown is an 'exit', not a
+	 * 'shutdown'; a fatal SIGNAL not followed by a BYE (a handler may
+	 * recover) is a 'signal'. */
 	if (why == CLIENT_REJECTED || c->rejected)
 		reason = reasons[CLIENT_REJECTED];
-	else if (c->fatal_signo)
-		reason = "signal";
 	else if (c->bye)
 		reason = "exit";
+	else if (c->fatal_signo)
+		reason = "signal";
 	else if (why == CLIENT_SHUTDOWN)
 		reason = reasons[CLIENT_SHUTDOWN];
 	else
 		reason = c->exec_next ? "exec" : "disconnect";
 	if (!err && c->proc_id)
 		err = store_process_end(c->co->store, c->proc_id,
-					c->fatal_signo ? ingest_ns(c->ingest, c->fatal_ts) :
-					c->bye ? ingest_ns(c->ingest, c->bye_ts) : now_ns, reason,
-					reason == reasons[CLIENT_REJECTED] ? 0 : (int)c->fatal_signo);
+					c->bye ? ingest_ns(c->ingest, c->bye_ts) :
+					c->fatal_signo ? ingest_ns(c->ingest, c->fatal_ts) : now_ns,
+					reason, strcmp(reason, "signal") ? 0 : (int)c->fatal_signo);
 	if (!err)
 		err = store_commit(c->co->store);
 	if (!err && c->proc_id)

@@ -20,6 +20,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "log.h"
 #include "modules.h"
 #include "pyframes.h"
 #include "stack.h"
@@ -69,18 +70,17 @@ void stack_setup(void)
 	int (*bt)(void **, int);
 	void *lib;
 
-	if (!shim.stacks)
+	if (!settings.stacks)
 		return;
 	lib = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
 	bt = lib ? (int (*)(void **, int))dlsym(lib, "unw_backtrace") : 0;
 	if (!bt || modules_span_of((const void *)stack_setup, &self_lo, &self_hi) < 0 ||
 	    stacktab_init(&native, NATIVE_CAP, NATIVE_WORDS) < 0) {
-		shim_warn("libunwind not available; no call stacks");
-		shim.stacks = 0;
+		log_warn("libunwind not available; no call stacks");
 		return;
 	}
 	if (stacktab_init(&python, PY_CAP, PY_WORDS) < 0)
-		shim_log("python stack table: no memory; no Python frames");
+		log_debug("python stack table: no memory; no Python frames");
 	stack_unw_bt = bt;
 }
 
@@ -103,8 +103,8 @@ uint32_t stack_intern(struct shim_thread *t, const uint64_t *pc, int n)
 	for (i = 0; i < n && in_self(pc[i]); i++)
 		;
 	n -= i;
-	if (n > (int)shim.stack_depth)
-		n = (int)shim.stack_depth;
+	if (n > (int)settings.stack_depth)
+		n = (int)settings.stack_depth;
 	return n > 0 ? stacktab_id(&native, pc + i, (uint32_t)n, emit, &c) : 0;
 }
 
@@ -119,7 +119,7 @@ uint32_t stack_python(struct shim_thread *t)
 		return 0;
 	saved = errno;
 	t->in_shim++;
-	n = py_frames(f, shim.stack_depth);
+	n = py_frames(f, settings.stack_depth);
 	if (n)
 		id = stacktab_id(&python, (const uint64_t *)(const void *)f, 2 * n, emit, &c);
 	t->in_shim--;

@@ -46,11 +46,11 @@ void stack_setup(void);
 void stack_fork_child(void);
 
 /* stack_native()'s second half: the id of the n pcs unw_backtrace found,
- * less the shim's frames, at most shim.stack_depth of them. */
+ * less the shim's frames, at most settings.stack_depth of them. */
 uint32_t stack_intern(struct shim_thread *t, const uint64_t *pc, int n);
 
 /*
- * The id of the calling thread's native stack (at most shim.stack_depth
+ * The id of the calling thread's native stack (at most settings.stack_depth
  * frames), its STACK record written first if new; 0 when stacks are off,
  * the table is full or the record could not be written.  Calls from
  * libunwind back into our hooks pass through (in_shim).  Preserves errno.
@@ -69,7 +69,7 @@ static inline __attribute__((always_inline)) uint32_t stack_native(struct shim_t
 	saved = errno;
 	t->in_shim++;
 	modules_check();
-	n = stack_unw_bt((void **)pc, (int)(shim.stack_depth + STACK_SKIP));
+	n = stack_unw_bt((void **)pc, (int)(settings.stack_depth + STACK_SKIP));
 	id = stack_intern(t, pc, n);
 	t->in_shim--;
 	errno = saved;

@@ -18,8 +18,8 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "model.h"
 #include "spawn.h"
-#include "store.h"
 #include "summary.h"
 
 #define READY_TIMEOUT_MS 60000
@@ -124,14 +124,22 @@ static int parse(struct opts *o, int argc, char **argv, int *code)
 	return 0;
 }
 
+/* The brief summary, as shimmer run prints it (it names the store); the
+ * store's name alone when it cannot be read. */
 static void print_summary(const struct spawn *sp)
 {
-	sqlite3 *db;
+	struct model_filter f = model_filter_all();
+	struct summary_opts o;
+	struct model *m = NULL;
 
-	if (store_open(sp->db, &db) == 0) {
-		summary_write(db, stderr, SUMMARY_TABLE);
-		sqlite3_close(db);
+	summary_opts_init(&o);
+	o.brief = 1;
+	o.path = sp->db;
+	if (model_open(sp->db, &f, &m) == 0 && summary_write(m, stderr, &o) == 0) {
+		model_close(m);
+		return;
 	}
+	model_close(m);
 	fprintf(stderr, "shimmer: store: %s\n", sp->db);
 }
 

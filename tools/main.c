@@ -17,6 +17,7 @@ static const struct command *const commands[] = {
 	&leaks_command,
 	&peak_command,
 	&temporary_command,
+	&export_command,
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))

@@ -21,7 +21,6 @@
  *     closes all the same and the collector goes with it.)  Then note the
  *     program's exit status in the store and summarise.
  */
-#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -37,9 +36,13 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "model.h"
 #include "spawn.h"
 #include "store.h"
 #include "summary.h"
+
+/* Last: its EV_* macros would clash with emit.h's names. */
+#include <elf.h>
 
 #define READY_TIMEOUT_MS 10000
 #define SOCK_NAME "shimmer.sock"
@@ -263,14 +266,19 @@ static int count_processes(sqlite3 *db)
 	return n;
 }
 
+/* How the command ended (and why nothing was traced, when nothing was),
+ * then the brief summary, which ends by naming the store and what to run
+ * next; the store's name alone when it cannot be read. */
 static void print_summary(struct run *r, int st)
 {
+	struct model_filter f = model_filter_all();
+	struct summary_opts o;
+	struct model *m;
 	sqlite3 *db;
 	char how[128];
 	int procs = -1;
 
 	if (store_open(r->sp.db, &db) == 0) {
-		summary_write(db, stderr, SUMMARY_TABLE);
 		procs = count_processes(db);
 		sqlite3_close(db);
 	}
@@ -281,6 +289,14 @@ static void print_summary(struct run *r, int st)
 			 "no process of %s was traced: it may have cleared LD_PRELOAD, or be "
 			 "setuid (the loader then ignores LD_PRELOAD)", r->cmd[0]);
 	fprintf(stderr, "shimmer: %s: %s\n", r->cmd[0], status_text(st, how, sizeof(how)));
+	summary_opts_init(&o);
+	o.brief = 1;
+	o.path = r->sp.db;
+	if (model_open(r->sp.db, &f, &m) == 0 && summary_write(m, stderr, &o) == 0) {
+		model_close(m);
+		return;
+	}
+	model_close(m);
 	fprintf(stderr, "shimmer: store: %s\n", r->sp.db);
 }
 

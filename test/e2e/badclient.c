@@ -8,8 +8,9 @@
  *   badclient SOCKET corrupt    good HELLO, one good heap record (size
  *                               424243), then a record with a bad size
  *
- *   badclient SOCKET spoof      HELLO claiming its parent's pid, then one
- *                               claiming uid + 1: each is refused
+ *   badclient SOCKET spoof [PID UID]  HELLO claiming PID (default: its
+ *                               parent's), then one claiming UID (default:
+ *                               its own + 1): each is refused
  *   badclient SOCKET race N     N HELLOs whose memfd is shrunk and sealed
  *                               just after it is sent: each is refused
  *   badclient SOCKET idle N S   opens N connections (as many as it can),
@@ -340,8 +341,10 @@ int main(int argc, char **argv)
 	printf("pid %d\n", (int)getpid());
 	fflush(stdout);
 	if (!strcmp(what, "spoof"))
-		return spoof(argv[1], (uint32_t)getppid(), (uint32_t)geteuid()) ||
-		       spoof(argv[1], (uint32_t)getpid(), (uint32_t)geteuid() + 1);
+		return spoof(argv[1], argc > 3 ? (uint32_t)atoi(argv[3]) : (uint32_t)getppid(),
+			     (uint32_t)geteuid()) ||
+		       spoof(argv[1], (uint32_t)getpid(),
+			     argc > 4 ? (uint32_t)atoi(argv[4]) : (uint32_t)geteuid() + 1);
 	if (!strcmp(what, "race") && argc == 4)
 		return race(argv[1], atoi(argv[3]));
 	if (!strcmp(what, "idle") && argc == 5)

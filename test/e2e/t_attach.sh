@@ -129,7 +129,7 @@ arc=$?
 check "shimmer attach exits 0 after SIGINT" "exit status $arc: $(tail -3 "$T/main.attach")" \
 	[ "$arc" = 0 ]
 check "it prints the summary and the store" "$(tail -3 "$T/main.attach")" \
-	grep -q "^shimmer: store: $DB" "$T/main.attach"
+	grep -q "^store: $DB" "$T/main.attach"
 # The kernel frees a program once its last reference goes, after a grace
 # period: give it a second.
 gone() {
@@ -262,11 +262,11 @@ check "heap: every sampled block's free" "$freed of $rows" [ "$freed" = "$rows" 
 # (c) the planted leak, by function.
 if "$SHIMMER" leaks "$DB" --format csv > "$T/leaks.csv" 2> "$T/leaks.err"; then
 	import_csv "$CHECKDB" leaks "$T/leaks.csv"
-	got=$(q "SELECT device, count, bytes FROM main.leaks WHERE frame GLOB 'leak_device *'")
+	got=$(q "SELECT memory, count, bytes FROM main.leaks WHERE frame GLOB 'leak_device *'")
 	check "leaks: leak_device named, exact (1 block, 7340033 bytes on cuda:0)" \
 		"got '$got'; $(head -5 "$T/leaks.csv")" [ "$got" = "cuda:0|1|7340033" ]
 	got=$(q "SELECT CAST(bytes AS INTEGER) FROM main.leaks WHERE frame GLOB 'leak_host *'
-		AND device = 'host'")
+		AND memory = 'host'")
 	check "leaks: leak_host named, its 32 MiB estimated within 5%" \
 		"got '$got'; $(head -5 "$T/leaks.csv")" \
 		[ "${got:-0}" -ge 31876710 -a "${got:-0}" -le 35232153 ]

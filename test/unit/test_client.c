@@ -1613,16 +1613,16 @@ static void test_client_disconnect_and_shutdown(void **state)
 	region_drop(&r2);
 }
 
-/* A FATAL makes the end a 'signal' at its time, whatever ends the
- * connection; a BYE already in hand at shutdown makes it an 'exit' (issue
- * 13, items 12 and 14). */
+/* A fatal SIGNAL with no BYE after it makes the end a 'signal' at its
+ * time; a BYE already in hand at shutdown makes it an 'exit' (issue 13,
+ * items 12 and 14). */
 static void test_client_fatal_and_bye_at_shutdown(void **state)
 {
 	struct fixture *f = *state;
 	struct region r2, r3;
 	struct client *c1 = f->c, *c2 = client_new(&f->co, -1), *c3 = client_new(&f->co, -1);
-	struct shm_msg_fatal m = { { SHM_MAGIC, SHM_WIRE_VERSION, SHM_MSG_FATAL, sizeof(m), 0 },
-				   SIGSEGV, 1, 0xdead, 7777 };
+	struct shm_msg_signal m = { { SHM_MAGIC, SHM_WIRE_VERSION, SHM_MSG_SIGNAL, sizeof(m), 0 },
+				    SIGSEGV, 1, 0xdead, 42, 0, 7777 };
 
 	region_make(&r2, 1, RING);
 	region_make(&r3, 1, RING);
@@ -1644,7 +1644,7 @@ static void test_client_fatal_and_bye_at_shutdown(void **state)
 				  "end_reason = 'exit' AND end_signal IS NULL AND end_ns = 8888"), 1);
 	assert_int_equal(q_int(f, "SELECT count(*) FROM processes WHERE pid = 44 AND "
 				  "end_reason = 'shutdown'"), 1);
-	/* malformed FATALs are refused */
+	/* malformed SIGNALs are refused */
 	m.signo = 0;
 	assert_int_equal(client_message(c3, &m, sizeof(m), NULL, 0, 0), -EBADMSG);
 	m.signo = SIGSEGV;

@@ -1,4 +1,4 @@
--- shimmer store, schema version 5: how processes ended, and what a
+-- shimmer store, schema version 6: how processes ended, and what a
 -- collector that died left behind.
 --
 -- end_reason gains 'signal' (the shim saw a fatal signal: end_signal says
@@ -10,4 +10,4 @@
 ALTER TABLE processes ADD COLUMN end_signal INTEGER;  -- the signal that ended it, when known
 ALTER TABLE processes ADD COLUMN exit_status INTEGER; -- its exit status (0-255), when known
 
-INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', '5');
+INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', '6');

@@ -1,4 +1,4 @@
--- shimmer store, schema version 6: processes traced by attaching to them
+-- shimmer store, schema version 7: processes traced by attaching to them
 -- (shimmer attach: eBPF uprobes instead of the preloaded shim), and off-CPU
 -- time (from the scheduler: shimmer attach, and preloaded runs with
 -- SHIMMER_OFFCPU=1).
@@ -35,4 +35,4 @@ SELECT proc_id, tid, stack_id, state, count(*) AS intervals,
 FROM offcpu
 GROUP BY proc_id, tid, stack_id, state;
 
-INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', '6');
+INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', '7');
