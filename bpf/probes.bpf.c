@@ -245,6 +245,42 @@ AT_INLINE int direct_call(__u64 sp, __u64 ip)
 	return ret + (__s64)rel == ip;
 }
 
+/*
+ * What every entry probe does first: the calling thread of this process,
+ * and a pending entry pushed for its return to find.  NULL when there is
+ * nothing to do; flags AT_PF_NESTED when the call came directly from
+ * inside its own library (AT_CF_SKIP_DIRECT), which is then left alone.
+ */
+AT_INLINE struct at_pending *enter(struct pt_regs *ctx, __u32 cookie, __u64 sp,
+				   struct at_thread **tp)
+{
+	struct at_pending *p;
+
+	if (!ours())
+		return 0;
+	*tp = thread_get(tid_now());
+	if (!*tp)
+		return 0;
+	p = push(*tp, sp, cookie);
+	if (p && (AT_COOKIE_FLAGS(cookie) & AT_CF_SKIP_DIRECT) && direct_call(sp, PT_REGS_IP(ctx)))
+		p->flags = AT_PF_NESTED;
+	return p;
+}
+
+/* Whether p is a call made inside another of its family on this thread
+ * (then marked nested: 1); else it counts in depth (flag says so, for the
+ * return) and 0. */
+AT_INLINE int outermost(__u32 *depth, struct at_pending *p, __u32 flag)
+{
+	if (*depth) {
+		p->flags = AT_PF_NESTED;
+		return 1;
+	}
+	(*depth)++;
+	p->flags = flag;
+	return 0;
+}
+
 AT_INLINE int is_alloc(__u32 shape)
 {
 	return shape >= AT_SH_ALLOC && shape <= AT_SH_PITCH;
@@ -258,28 +294,12 @@ int BPF_KPROBE(shm_call_enter)
 	__u32 cookie = (__u32)bpf_get_attach_cookie(ctx), shape = AT_COOKIE_SHAPE(cookie);
 	__u64 sp = PT_REGS_SP(ctx);
 	struct at_thread *t;
-	struct at_pending *p;
+	struct at_pending *p = enter(ctx, cookie, sp, &t);
 
-	if (!ours())
+	if (!p || p->flags == AT_PF_NESTED)
 		return 0;
-	t = thread_get(tid_now());
-	if (!t)
+	if (shape != AT_SH_DRIVER && outermost(&t->cuda_depth, p, AT_PF_CUDAD))
 		return 0;
-	p = push(t, sp, cookie);
-	if (!p)
-		return 0;
-	if ((AT_COOKIE_FLAGS(cookie) & AT_CF_SKIP_DIRECT) && direct_call(sp, PT_REGS_IP(ctx))) {
-		p->flags = AT_PF_NESTED;
-		return 0;
-	}
-	if (shape != AT_SH_DRIVER) {
-		if (t->cuda_depth) {
-			p->flags = AT_PF_NESTED;
-			return 0;
-		}
-		t->cuda_depth++;
-		p->flags = AT_PF_CUDAD;
-	}
 	save_args(p, ctx);
 	if (shape == AT_SH_LAUNCH) {
 		p->s[0] = read_u64(sp + 8);
@@ -478,21 +498,13 @@ int BPF_KPROBE(shm_heap_enter)
 	struct at_pending *p;
 	int sampled = 0;
 
-	if (!ours() || !mean_ln2_q16)
+	if (!mean_ln2_q16)
 		return 0;
-	t = thread_get(tid_now());
-	if (!t)
+	p = enter(ctx, cookie, sp, &t);
+	if (!p || p->flags == AT_PF_NESTED)
 		return 0;
-	p = push(t, sp, cookie);
-	if (!p)
+	if (outermost(&t->heap_depth, p, AT_PF_HEAPD))
 		return 0;
-	if (t->heap_depth || ((AT_COOKIE_FLAGS(cookie) & AT_CF_SKIP_DIRECT) &&
-			      direct_call(sp, PT_REGS_IP(ctx)))) {
-		p->flags = AT_PF_NESTED;
-		return 0;
-	}
-	t->heap_depth++;
-	p->flags = AT_PF_HEAPD;
 	save_args(p, ctx);
 	switch (shape) {
 	case AT_SH_CALLOC:

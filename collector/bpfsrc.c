@@ -358,6 +358,21 @@ int bpfsrc_check(char *why, size_t len)
 
 /* ---- strings, threads, stacks, modules ---- */
 
+/* v, with room for element n (of size bytes; *cap of them allocated),
+ * doubling from first; NULL when it cannot grow (v is left as it was). */
+static void *grow(void *v, size_t n, size_t *cap, size_t size, size_t first)
+{
+	size_t c = *cap ? *cap * 2 : first;
+	void *g;
+
+	if (n < *cap)
+		return v;
+	g = realloc(v, c * size);
+	if (g)
+		*cap = c;
+	return g;
+}
+
 static uint32_t string_new(struct bpfsrc *s, const char *text, size_t len)
 {
 	uint32_t id;
@@ -384,6 +399,7 @@ static int hand_on(struct bpfsrc *s, uint32_t tid, const union rec *r)
 /* The thread's row on its first sight, named as /proc says. */
 static int thread_seen(struct bpfsrc *s, uint32_t tid, uint64_t ts)
 {
+	struct thread_base *grown;
 	char path[64], name[64] = "";
 	uint32_t name_id = 0;
 	ssize_t n;
@@ -391,15 +407,10 @@ static int thread_seen(struct bpfsrc *s, uint32_t tid, uint64_t ts)
 
 	if (!tid || ptrmap_get(&s->threads_seen, tid, NULL))
 		return 0;
-	if (s->nbases == s->bases_cap) {
-		size_t cap = s->bases_cap ? s->bases_cap * 2 : 64;
-		struct thread_base *grown = realloc(s->bases, cap * sizeof(*grown));
-
-		if (!grown)
-			return -ENOMEM;
-		s->bases = grown;
-		s->bases_cap = cap;
-	}
+	grown = grow(s->bases, s->nbases, &s->bases_cap, sizeof(*s->bases), 64);
+	if (!grown)
+		return -ENOMEM;
+	s->bases = grown;
 	memset(&s->bases[s->nbases], 0, sizeof(s->bases[0]));
 	s->bases[s->nbases].tid = tid;
 	err = ptrmap_put(&s->threads_seen, tid, (int64_t)++s->nbases, 0, NULL);
@@ -623,20 +634,16 @@ static int multi_link(int prog_fd, const char *path, const uint64_t *off,
 
 static int keep_link(struct plink **v, size_t *n, size_t *cap, struct plink l)
 {
-	if (*n == *cap) {
-		size_t c = *cap ? *cap * 2 : 64;
-		struct plink *grown = realloc(*v, c * sizeof(*grown));
+	struct plink *grown = grow(*v, *n, cap, sizeof(**v), 64);
 
-		if (!grown) {
-			if (l.l)
-				bpf_link__destroy(l.l);
-			else
-				close(l.fd);
-			return -ENOMEM;
-		}
-		*v = grown;
-		*cap = c;
+	if (!grown) {
+		if (l.l)
+			bpf_link__destroy(l.l);
+		else
+			close(l.fd);
+		return -ENOMEM;
 	}
+	*v = grown;
 	(*v)[(*n)++] = l;
 	return 0;
 }
@@ -941,17 +948,11 @@ static int offcpu_record(struct bpfsrc *s, uint32_t tid, const struct at_off *o,
 
 static int batch_add(struct bpfsrc *s, uint32_t tid, const union rec *r)
 {
-	struct batched *b;
+	struct batched *b = grow(s->batch, s->nbatch, &s->batch_cap, sizeof(*b), 256);
 
-	if (s->nbatch == s->batch_cap) {
-		size_t cap = s->batch_cap ? s->batch_cap * 2 : 256;
-		struct batched *grown = realloc(s->batch, cap * sizeof(*grown));
-
-		if (!grown)
-			return -ENOMEM;
-		s->batch = grown;
-		s->batch_cap = cap;
-	}
+	if (!b)
+		return -ENOMEM;
+	s->batch = b;
 	b = &s->batch[s->nbatch++];
 	b->key = rec_key(r, 0);
 	b->tid = tid;
