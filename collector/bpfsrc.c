@@ -123,9 +123,12 @@ void bpfsrc_free(struct bpfsrc *s)
 #define TICK_COUNTS_NS 1000000000ull
 #define RESCAN_NS 1000000000ull
 #define LEARN_DEVICE_NS 1000000000ull
-#define STACKS_MAX 16384u      /* stack map buckets with every probe */
-#define STACKS_OFFCPU 4096u    /* off-CPU alone */
-#define RING_BYTES (16u << 20)
+/* Kernel memory per source: a preloaded process with SHIMMER_OFFCPU=1 gets
+ * the small sizes (a daemon may hold 64 of them). */
+#define STACKS_MAX 16384u      /* stack map buckets with the uprobes (~17 MiB) */
+#define STACKS_OFFCPU 2048u    /* off-CPU alone (~2 MiB) */
+#define RING_BYTES (16u << 20) /* ring buffer with the uprobes */
+#define RING_BYTES_OFFCPU (2u << 20)
 #define DESTROY_THREADS 64     /* threads that detach probes at once */
 
 _Static_assert(SHM_FN_COUNT <= AT_MAX_FN, "the BPF thread state counts every wire function");
@@ -1336,7 +1339,7 @@ static int load(struct bpfsrc *s, char *why, size_t len)
 			bpf_program__set_expected_attach_type(
 				uprobes[i], (enum bpf_attach_type)AT_TRACE_UPROBE_MULTI);
 	}
-	bpf_map__set_max_entries(k->maps.events, RING_BYTES);
+	bpf_map__set_max_entries(k->maps.events, calls ? RING_BYTES : RING_BYTES_OFFCPU);
 	bpf_map__set_max_entries(k->maps.stacks, calls ? STACKS_MAX : STACKS_OFFCPU);
 	if (!calls) {
 		/* Unused, but a map cannot be left out: keep them tiny. */

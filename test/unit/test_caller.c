@@ -89,6 +89,12 @@ static void test_caller_blocked_read(void **state)
 	void *ret;
 
 	(void)state;
+#if defined(__SANITIZE_THREAD__)
+	/* ThreadSanitizer delivers a signal only at its own safe points: never
+	 * to a thread blocked in a system call it does not intercept (libc's
+	 * own read, which this needs). */
+	skip();
+#endif
 	libc_read = (ssize_t (*)(int, void *, size_t))libc_sym("read");
 	sigemptyset(&sa.sa_mask);
 	assert_int_equal(sigaction(SIGUSR1, &sa, NULL), 0);
@@ -96,8 +102,9 @@ static void test_caller_blocked_read(void **state)
 	assert_int_equal(pthread_create(&t, NULL, reader, NULL), 0);
 	usleep(100000); /* blocked in read() by now */
 	pthread_kill(t, SIGUSR1);
-	while (!caught)
+	for (int i = 0; !caught && i < 5000; i++)
 		usleep(1000);
+	assert_true(caught);
 	assert_int_equal(write(pipefd[1], "x", 1), 1);
 	assert_int_equal(pthread_join(t, &ret), 0);
 	assert_int_equal((intptr_t)ret, 1);
