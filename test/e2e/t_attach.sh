@@ -342,9 +342,11 @@ arc=$?
 t1=$(date +%s%N)
 check "--for 1s: detaches by itself after about 1 s" "exit $arc after $(((t1 - t0) / 1000000)) ms" \
 	[ "$arc" = 0 -a $((t1 - t0)) -ge 1000000000 -a $((t1 - t0)) -lt 6000000000 ]
+# The span ends when the probes are out: the window, the 100 ms tick that
+# notices it, and the detach (a few hundred ms on a loaded machine).
 got=$(sq "$T/win.db" "SELECT end_reason, (end_ns - start_ns) / 100000000 FROM processes")
-check "--for 1s: ended as 'detach', 1 s traced (1.0 to 1.5 s)" "got '$got'" \
-	[ "${got%|*}" = detach -a "${got#*|}" -ge 10 -a "${got#*|}" -le 15 ]
+check "--for 1s: ended as 'detach', 1 s traced (1.0 to 2.5 s with the detach)" "got '$got'" \
+	[ "${got%|*}" = detach -a "${got#*|}" -ge 10 -a "${got#*|}" -le 25 ]
 wla cuda 8
 wla exit 0
 check "--for 1s: the process lives on and exits 0" "exit $(cat "$T/win.rc")" \
