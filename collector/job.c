@@ -613,6 +613,11 @@ struct store *job_store(const struct job *j)
 	return j->store;
 }
 
+struct store *jobs_single_store(const struct jobs *js)
+{
+	return js->db ? js->single.store : NULL;
+}
+
 const char *job_key(const struct job *j)
 {
 	return j->key;

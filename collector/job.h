@@ -82,6 +82,9 @@ struct job *jobs_find_pid(struct jobs *js, uint32_t uid, uint32_t pid);
 void job_leave(struct job *j, int64_t now_ns);
 
 struct store *job_store(const struct job *j);
+
+/* The one store (conf.db), NULL with a state directory. */
+struct store *jobs_single_store(const struct jobs *js);
 const char *job_key(const struct job *j); /* as sanitized */
 uint32_t job_uid(const struct job *j);
 

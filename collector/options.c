@@ -50,8 +50,9 @@ static void usage(FILE *f)
 {
 	fputs("usage: shimmerd [--config FILE | --no-config] [--foreground] [--ready-fd N]\n"
 	      "                [--parent-fd N] [--verbose | --quiet] [--KEY VALUE]...\n"
-	      "       shimmerd --check-config [...]\n"
-	      "       shimmerd --version\n"
+	      "       shimmerd --attach PID [--for SECONDS] [--probes cuda,heap,offcpu]\n"
+	      "                [--sample-bytes N] --db PATH [--socket PATH] ...\n"
+	      "       shimmerd --check-config [...] | --check-attach | --version\n"
 	      "\n"
 	      "keys (each also a line \"KEY = VALUE\" of " SHIMMER_CONF_PATH "):\n", f);
 	for (size_t i = 0; i < NKEYS; i++)
@@ -199,8 +200,11 @@ static int fd_arg(const char *name, const char *arg, int *fd)
 
 int options_parse(struct options *o, int argc, char **argv)
 {
-	enum { O_CONFIG = 256, O_NO_CONFIG, O_CHECK, O_READY, O_PARENT, O_VERSION };
-	struct option opts[NKEYS + 12];
+	enum { O_CONFIG = 256, O_NO_CONFIG, O_CHECK, O_READY, O_PARENT, O_VERSION, O_ATTACH,
+	       O_FOR, O_SAMPLE, O_PROBES, O_CHECK_ATTACH };
+	struct option opts[NKEYS + 20];
+	char *end;
+	double secs;
 	const char *config = SHIMMER_CONF_PATH;
 	int must = 0, n = 0, opt, idx, err;
 
@@ -222,6 +226,11 @@ int options_parse(struct options *o, int argc, char **argv)
 	opts[n++] = (struct option){ "ready-fd", required_argument, NULL, O_READY };
 	opts[n++] = (struct option){ "parent-fd", required_argument, NULL, O_PARENT };
 	opts[n++] = (struct option){ "version", no_argument, NULL, O_VERSION };
+	opts[n++] = (struct option){ "attach", required_argument, NULL, O_ATTACH };
+	opts[n++] = (struct option){ "for", required_argument, NULL, O_FOR };
+	opts[n++] = (struct option){ "sample-bytes", required_argument, NULL, O_SAMPLE };
+	opts[n++] = (struct option){ "probes", required_argument, NULL, O_PROBES };
+	opts[n++] = (struct option){ "check-attach", no_argument, NULL, O_CHECK_ATTACH };
 	opts[n++] = (struct option){ "help", no_argument, NULL, 'h' };
 	opts[n] = (struct option){ 0 };
 	/* The file first, whichever place --config has on the line. */
@@ -245,9 +254,46 @@ int options_parse(struct options *o, int argc, char **argv)
 		if (opt >= 0 && opt < (int)NKEYS) {
 			if (set(o, &keys[opt], optarg, strlen(optarg), "command line") < 0)
 				return 2;
+			o->socket_flag |= !strcmp(keys[opt].name, "socket");
 			continue;
 		}
 		switch (opt) {
+		case O_ATTACH:
+			errno = 0;
+			o->attach_pid = (int)strtol(optarg, &end, 10);
+			if (errno || *end || o->attach_pid <= 0) {
+				log_error("--attach %s is not a process id", optarg);
+				return 2;
+			}
+			break;
+		case O_FOR:
+			errno = 0;
+			secs = strtod(optarg, &end);
+			if (errno || end == optarg || *end || !(secs > 0) || secs > 1e9) {
+				log_error("--for %s is not a number of seconds > 0", optarg);
+				return 2;
+			}
+			o->attach_for_ns = (int64_t)(secs * 1e9);
+			break;
+		case O_SAMPLE:
+			errno = 0;
+			o->attach_sample_bytes = strtoull(optarg, &end, 10);
+			if (errno || *end || !o->attach_sample_bytes ||
+			    o->attach_sample_bytes > (1ull << 40)) {
+				log_error("--sample-bytes %s is not a number of bytes in [1, 2^40]",
+					  optarg);
+				return 2;
+			}
+			break;
+		case O_PROBES:
+			free(o->attach_probes);
+			o->attach_probes = strdup(optarg);
+			if (!o->attach_probes)
+				return -ENOMEM;
+			break;
+		case O_CHECK_ATTACH:
+			o->check_attach = 1;
+			break;
 		case O_CONFIG:
 		case O_NO_CONFIG:
 			break;
@@ -293,6 +339,11 @@ int options_parse(struct options *o, int argc, char **argv)
 	if (optind != argc) {
 		log_error("unexpected argument %s", argv[optind]);
 		usage(stderr);
+		return 2;
+	}
+	if ((o->attach_for_ns || o->attach_sample_bytes || o->attach_probes) &&
+	    o->attach_pid <= 0) {
+		log_error("--for, --sample-bytes and --probes need --attach");
 		return 2;
 	}
 	return 0;
@@ -355,6 +406,7 @@ void options_print(const struct options *o, FILE *out)
 
 void options_free(struct options *o)
 {
+	free(o->attach_probes);
 	free(o->socket);
 	free(o->db);
 	free(o->state_dir);

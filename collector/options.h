@@ -27,6 +27,13 @@ struct options {
 	/* flags only */
 	int foreground, check;
 	int ready_fd, parent_fd;
+	int socket_flag;       /* --socket was given (--attach listens only then) */
+	/* --attach PID [--for S] [--sample-bytes N] [--probes LIST]; --check-attach */
+	int attach_pid;
+	int64_t attach_for_ns;
+	uint64_t attach_sample_bytes;
+	char *attach_probes;
+	int check_attach;
 	char *config;          /* the file read, NULL when none */
 	char *shim_defaults;   /* the file's SHIMMER_* lines, "KEY=VALUE\n"... */
 };

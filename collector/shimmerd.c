@@ -1,12 +1,17 @@
 /*
  * shimmerd: accepts traced processes on a SOCK_SEQPACKET socket and stores
- * their events, each job's into its recording (job.h), or all into one
- * store (--db); answers `shimmer ls` and `shimmer ctl` on the same socket
- * (ctl.h).  One thread, one epoll loop over the listening socket, a
+ * their events.  One thread, one epoll loop over the listening socket, a
  * signalfd (SIGTERM/SIGINT), a 5 ms timerfd that drives the drain passes,
- * and the clients' sockets.  A client that ends during a batch of epoll
+ * and the clients' sockets.  With --attach PID it also traces a running
+ * process through eBPF (attach.h) until --for elapses, a signal comes or
+ * the process exits, and then stops (the socket is optional then).  A client that ends during a batch of epoll
  * events is only freed after the batch, so a later event in the same batch
  * never points at freed memory.
+ *
+ * Where processes go is job.h's: each job's into its recording under the
+ * state directory (the service), or all into one store (--db).  `shimmer
+ * ls` and `shimmer ctl` are answered on the same socket (ctl.h).  Settings
+ * come from /etc/shimmer/shimmerd.conf and the command line (options.h).
  *
  * As a systemd service (shimmerd.service, shimmerd.socket): the listening
  * socket may come from systemd (sd_listen_fds: socket activation), and the
@@ -40,6 +45,8 @@
 #include <systemd/sd-daemon.h>
 #endif
 
+#include "attach.h"
+#include "bpfsrc.h"
 #include "client.h"
 #include "clock_ns.h"
 #include "ctl.h"
@@ -51,6 +58,16 @@
 #define TICK_NS 5000000L
 #define COMMIT_NS 100000000LL
 #define COUNTS_NS 1000000000LL
+#define ATTACH_TICK_NS 100000000LL
+#define OFFCPU_MAX 64 /* preloaded processes traced off the CPU at once */
+
+/* A preloaded process that asked for off-CPU time (SHIMMER_OFFCPU=1):
+ * a = NULL when it could not be given (the row says why). */
+struct offcpu_session {
+	struct client *c;
+	struct attach *a;
+	struct offcpu_session *next;
+};
 #define HELLO_TIMEOUT_NS 2000000000LL  /* a connection must say HELLO by then */
 #define ACCEPT_PAUSE_NS 100000000LL    /* out of descriptors: stop accepting this long */
 #define FDS_RESERVED 32                /* descriptors kept for the store, the loop, logs */
@@ -69,20 +86,24 @@
 struct daemon {
 	struct collector co;
 	const struct options *o;
-	const char *sock_path;
+	const char *sock_path;   /* NULL: no socket (--attach without --socket) */
 	int listen_fd, sig_fd, timer_fd, ep;
 	int activated;           /* the listening socket is systemd's (not ours to unlink) */
 	int64_t last_status, last_watchdog, watchdog_ns;
 	int parent_fd;           /* --parent-fd: stop at its EOF; -1 when none */
-	int64_t last_commit, last_counts, last_refusal_log;
+	int64_t last_commit, last_counts, last_refusal_log, last_attach_tick;
 	unsigned per_user;       /* connections one uid may hold */
 	int accept_paused;       /* the listening socket is out of the epoll set */
 	int64_t accept_resume;   /* when to put it back */
 	uint64_t refused_user, refused_fds, timed_out; /* since the last log line */
+	struct attach_conf attach_conf; /* --attach: pid > 0 */
+	struct attach *attach;
+	struct offcpu_session *offcpu;
+	unsigned noffcpu;
 };
 
 /* epoll tags for the daemon's own descriptors; anything else is a client */
-static char tag_listen, tag_signal, tag_timer, tag_parent;
+static char tag_listen, tag_signal, tag_timer, tag_parent, tag_attach, tag_attach_exit;
 
 static int64_t now_ns(void)
 {
@@ -219,6 +240,61 @@ static int watch(struct daemon *d, int fd, void *tag)
 	return epoll_ctl(d->ep, EPOLL_CTL_ADD, fd, &ev) < 0 ? -errno : 0;
 }
 
+/* Off-CPU time for a client that asked for it in its HELLO, once: an
+ * eBPF source into its row, or the row says why not (no privilege, too
+ * many at once). */
+static int offcpu_check(struct daemon *d, struct client *c)
+{
+	struct offcpu_session *o;
+	char why[512];
+
+	if (!client_proc_id(c) || !(client_hello_flags(c) & SHM_HELLO_OFFCPU))
+		return 0;
+	for (o = d->offcpu; o; o = o->next)
+		if (o->c == c)
+			return 0;
+	o = calloc(1, sizeof(*o));
+	if (!o)
+		return -ENOMEM;
+	o->c = c;
+	o->next = d->offcpu;
+	d->offcpu = o;
+	if (d->noffcpu >= OFFCPU_MAX)
+		snprintf(why, sizeof(why), "the collector traces off-CPU time for at most %d "
+			 "processes at once", OFFCPU_MAX);
+	else
+		o->a = attach_offcpu(&d->co, client_store(c), client_proc_id(c),
+				     (pid_t)client_pid(c), why, sizeof(why));
+	if (o->a) {
+		d->noffcpu++;
+		return 0;
+	}
+	log_warn("pid %u asked for off-CPU time: %s", client_pid(c), why);
+	return store_process_offcpu(client_store(c), client_proc_id(c), 0, why);
+}
+
+/* Ends a client's off-CPU session, if it has one: what is left is stored
+ * before the client's last batch commits. */
+static int offcpu_end(struct daemon *d, struct client *c)
+{
+	struct offcpu_session **pp, *o;
+	int err = 0;
+
+	for (pp = &d->offcpu; (o = *pp); pp = &o->next) {
+		if (o->c != c)
+			continue;
+		*pp = o->next;
+		if (o->a) {
+			err = attach_end(o->a, ATTACH_DETACH, now_ns());
+			attach_free(o->a);
+			d->noffcpu--;
+		}
+		free(o);
+		break;
+	}
+	return err;
+}
+
 /* Watches c for room to write while replies wait to be sent. */
 static int sync_out(struct daemon *d, struct client *c)
 {
@@ -234,8 +310,11 @@ static int sync_out(struct daemon *d, struct client *c)
 
 static int end_client(struct daemon *d, struct client *c, enum client_end why)
 {
+	int err;
+
 	epoll_ctl(d->ep, EPOLL_CTL_DEL, client_fd(c), NULL);
-	return client_end(c, why, now_ns());
+	err = offcpu_end(d, c);
+	return err ? err : client_end(c, why, now_ns());
 }
 
 /* Frees the clients that ended during the last batch of events. */
@@ -324,7 +403,9 @@ static int on_client(struct daemon *d, struct client *c, int stopping)
 	if (!err && stopping)
 		return end_client(d, c, CLIENT_SHUTDOWN);
 	if (!err && client_is_control(c))
-		err = client_flush_out(c) < 0 ? end_client(d, c, CLIENT_CLOSED) : sync_out(d, c);
+		return client_flush_out(c) < 0 ? end_client(d, c, CLIENT_CLOSED) : sync_out(d, c);
+	if (!err)
+		err = offcpu_check(d, c);
 	return err;
 }
 
@@ -346,6 +427,26 @@ static int tick(struct daemon *d)
 			err = end_client(d, c, CLIENT_REJECTED);
 	}
 	now = now_ns();
+	for (struct offcpu_session *o = d->offcpu; o && !err; o = o->next)
+		if (o->a)
+			err = attach_poll(o->a);
+	/* eBPF sources: counts, new libraries, the window (attach_tick()). */
+	if (!err && now - d->last_attach_tick >= ATTACH_TICK_NS) {
+		d->last_attach_tick = now;
+		for (struct offcpu_session *o = d->offcpu; o && !err; o = o->next) {
+			int r = o->a ? attach_tick(o->a, now) : 0;
+
+			err = r < 0 ? r : 0; /* no window: never 1 */
+		}
+		if (!err && d->attach && !attach_ended(d->attach)) {
+			err = attach_tick(d->attach, now);
+			if (err == 1) {
+				log_info("pid %d: the window is over; detaching",
+					 (int)attach_pid(d->attach));
+				err = attach_end(d->attach, ATTACH_DETACH, now);
+			}
+		}
+	}
 	if (!err && d->accept_paused && now >= d->accept_resume) {
 		d->accept_paused = 0;
 		err = watch(d, d->listen_fd, &tag_listen);
@@ -404,10 +505,23 @@ static int shutdown_clients(struct daemon *d)
 {
 	int err = 0;
 
+	if (d->attach && !attach_ended(d->attach))
+		err = attach_end(d->attach, ATTACH_DETACH, now_ns());
 	for (struct client *c = d->co.clients; c && !err; c = client_next(c))
 		if (!client_ended(c))
 			err = on_client(d, c, 1);
 	return err;
+}
+
+/* The attached process exited (its pidfd is readable): what is still on
+ * the ring buffer is stored, and the row ends as 'exit'. */
+static int on_attach_exit(struct daemon *d)
+{
+	if (!d->attach || attach_ended(d->attach))
+		return 0;
+	log_info("pid %d exited", (int)attach_pid(d->attach));
+	epoll_ctl(d->ep, EPOLL_CTL_DEL, attach_pidfd(d->attach), NULL);
+	return attach_end(d->attach, ATTACH_EXITED, now_ns());
 }
 
 static int loop(struct daemon *d)
@@ -441,6 +555,11 @@ static int loop(struct daemon *d)
 					err = tick(d);
 			} else if (tag == &tag_listen) {
 				err = accept_all(d);
+			} else if (tag == &tag_attach) {
+				if (!attach_ended(d->attach))
+					err = attach_poll(d->attach);
+			} else if (tag == &tag_attach_exit) {
+				err = on_attach_exit(d);
 			} else if (client_ended(tag)) {
 				continue;
 			} else if ((evs[i].events & EPOLLOUT) && client_is_control(tag) &&
@@ -452,16 +571,39 @@ static int loop(struct daemon *d)
 			}
 		}
 		reap(d);
+		/* --attach: the daemon lives as long as its attach. */
+		if (d->attach && attach_ended(d->attach))
+			stop = 1;
 	}
 	notify("STOPPING=1");
 	return err ? err : shutdown_clients(d);
 }
 
+/* --attach: traces the process from now on, or says in one line why not. */
+static int start_attach(struct daemon *d)
+{
+	char why[512];
+	int err;
+
+	d->attach = attach_start(&d->co, &d->attach_conf, why, sizeof(why));
+	if (!d->attach) {
+		log_error("cannot attach to pid %d: %s", (int)d->attach_conf.pid, why);
+		return -errno;
+	}
+	err = watch(d, attach_fd(d->attach), &tag_attach);
+	if (!err)
+		err = watch(d, attach_pidfd(d->attach), &tag_attach_exit);
+	if (!err)
+		log_info("attached to pid %d: %s", (int)d->attach_conf.pid,
+			 attach_describe(d->attach));
+	return err;
+}
+
 static int setup(struct daemon *d)
 {
 	struct itimerspec its = { { 0, TICK_NS }, { 0, TICK_NS } };
-	struct rlimit nofile;
 	const struct options *o = d->o;
+	struct rlimit nofile;
 	sigset_t sigs;
 	int err;
 
@@ -496,11 +638,13 @@ static int setup(struct daemon *d)
 		return err;
 	}
 	/* The socket first: a second daemon must not touch the store. */
-	d->listen_fd = activated_socket(d);
-	if (d->listen_fd == -ENOENT)
-		d->listen_fd = listen_on(d->sock_path);
-	if (d->listen_fd < 0)
-		return d->listen_fd;
+	if (d->sock_path) {
+		d->listen_fd = activated_socket(d);
+		if (d->listen_fd == -ENOENT)
+			d->listen_fd = listen_on(d->sock_path);
+		if (d->listen_fd < 0)
+			return d->listen_fd;
+	}
 	if (o->db) {
 		err = mkdir_parents(o->db);
 		if (err) {
@@ -514,7 +658,10 @@ static int setup(struct daemon *d)
 	});
 	if (!d->co.jobs)
 		return -errno;
-	err = watch(d, d->listen_fd, &tag_listen);
+	/* --attach writes the one store (attach.h). */
+	d->co.store = jobs_single_store(d->co.jobs);
+	if (d->listen_fd >= 0)
+		err = watch(d, d->listen_fd, &tag_listen);
 	if (!err && d->parent_fd >= 0)
 		err = watch(d, d->parent_fd, &tag_parent);
 	if (!err)
@@ -529,7 +676,9 @@ static int setup(struct daemon *d)
 			d->watchdog_ns = (int64_t)usec * 1000;
 	}
 #endif
-	d->last_commit = d->last_counts = d->last_status = now_ns();
+	d->last_commit = d->last_counts = d->last_attach_tick = d->last_status = now_ns();
+	if (!err && d->attach_conf.pid > 0)
+		err = start_attach(d);
 	return err;
 }
 
@@ -566,13 +715,66 @@ static int daemonize(int *ready_pipe)
 	return 0;
 }
 
-static void say_ready(int fd)
+/* One byte; with --attach, what was attached as a line instead (shimmer
+ * attach shows it). */
+static void say_ready(int fd, const struct daemon *d)
 {
+	char line[600];
+	size_t len = 1;
+
 	if (fd < 0)
 		return;
-	if (write(fd, "", 1) != 1)
+	line[0] = '\0';
+	if (d->attach)
+		len = (size_t)snprintf(line, sizeof(line), "%s\n", attach_describe(d->attach));
+	if (len >= sizeof(line))
+		len = sizeof(line) - 1;
+	if (write(fd, line, len) != (ssize_t)len)
 		log_warn("cannot signal readiness on fd %d: %s", fd, strerror(errno));
 	close(fd);
+}
+
+/* --check-attach: whether this daemon can attach here, in one line on
+ * stdout; exit status 0 when it can, 1 when not. */
+static int check_attach(void)
+{
+	char why[512];
+
+	if (bpfsrc_check(why, sizeof(why)) == 0 && access("/sys/kernel/btf/vmlinux", R_OK) != 0)
+		snprintf(why, sizeof(why), "the kernel exposes no BTF (/sys/kernel/btf/vmlinux: %s)",
+			 strerror(errno));
+	else if (bpfsrc_check(why, sizeof(why)) == 0) {
+		printf("attach: available\n");
+		return 0;
+	}
+	printf("attach: unavailable: %s\n", why);
+	return 1;
+}
+
+/* --probes: which of the eBPF source's sets to attach (bpfsrc.h). */
+static int parse_probes(const char *list, unsigned *what)
+{
+	static const struct {
+		const char *name;
+		unsigned bit;
+	} sets[] = { { "cuda", BPFSRC_CUDA }, { "heap", BPFSRC_HEAP }, { "offcpu", BPFSRC_OFFCPU } };
+	char *copy = strdup(list), *tok, *save = NULL;
+
+	*what = 0;
+	for (tok = copy ? strtok_r(copy, ",", &save) : NULL; tok; tok = strtok_r(NULL, ",", &save)) {
+		size_t i;
+
+		for (i = 0; i < sizeof(sets) / sizeof(sets[0]); i++)
+			if (!strcmp(tok, sets[i].name))
+				break;
+		if (i == sizeof(sets) / sizeof(sets[0])) {
+			free(copy);
+			return -EINVAL;
+		}
+		*what |= sets[i].bit;
+	}
+	free(copy);
+	return *what ? 0 : -EINVAL;
 }
 
 int main(int argc, char **argv)
@@ -593,25 +795,47 @@ int main(int argc, char **argv)
 		options_free(&o);
 		return 0;
 	}
+	if (o.check_attach) {
+		options_free(&o);
+		return check_attach();
+	}
+	if (o.attach_pid > 0) {
+		/* A daemon of its own for one process: one store, and a socket
+		 * only when asked for one (never the service's). */
+		if (!o.db) {
+			log_error("--attach needs --db");
+			options_free(&o);
+			return 2;
+		}
+		d.attach_conf.pid = o.attach_pid;
+		d.attach_conf.window_ns = o.attach_for_ns;
+		d.attach_conf.sample_bytes = o.attach_sample_bytes;
+		if (o.attach_probes && parse_probes(o.attach_probes, &d.attach_conf.what)) {
+			log_error("--probes %s: a list of cuda, heap and offcpu, comma-separated",
+				  o.attach_probes);
+			options_free(&o);
+			return 2;
+		}
+	}
 	/* Stores are made private or handed over explicitly (job.h); nothing
 	 * else the daemon makes is anyone else's. */
 	umask(077);
 	d.o = &o;
-	d.sock_path = o.socket;
+	d.sock_path = o.attach_pid > 0 && !o.socket_flag ? NULL : o.socket;
 	d.parent_fd = o.parent_fd;
 	err = o.foreground ? 0 : daemonize(&ready_pipe);
 	if (!err)
 		err = setup(&d);
 	if (!err) {
-		if (o.db)
+		if (d.sock_path && o.db)
 			log_info("listening on %s%s, storing into %s", d.sock_path,
 				 d.activated ? " (socket activation)" : "", o.db);
-		else
+		else if (d.sock_path)
 			log_info("listening on %s%s, recordings in %s/recordings", d.sock_path,
 				 d.activated ? " (socket activation)" : "", o.state_dir);
-		say_ready(o.ready_fd);
-		say_ready(ready_pipe);
-		notify("READY=1\nSTATUS=listening on %s", d.sock_path);
+		say_ready(o.ready_fd, &d);
+		say_ready(ready_pipe, &d);
+		notify("READY=1\nSTATUS=listening on %s", d.sock_path ? d.sock_path : "no socket");
 		err = loop(&d);
 		if (err == -ENOMEM)
 			log_error("out of memory");
@@ -620,6 +844,14 @@ int main(int argc, char **argv)
 		close(d.listen_fd);
 		if (!d.activated)
 			unlink(d.sock_path);
+	}
+	attach_free(d.attach);
+	while (d.offcpu) {
+		struct offcpu_session *s = d.offcpu;
+
+		d.offcpu = s->next;
+		attach_free(s->a);
+		free(s);
 	}
 	while (d.co.clients)
 		client_free(d.co.clients);
