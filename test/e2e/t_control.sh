@@ -142,7 +142,7 @@ expect_empty "as many cudaMemsets as mallocs" "$(cuda_check "$S")"
 expect_empty "no drops" "$(sq "$S" "SELECT 'dropped:', * FROM drops WHERE events > 0")"
 
 # ---- ctl pause acts within 100 ms in each of 8 busy processes ----
-SHIMMER_LOSSLESS=1 run busy "$T/busy.log" launch 8 busy 6 $SIZE &
+SHIMMER_LOSSLESS=1 run busy "$T/busy.log" launch 8 busy 8 $SIZE &
 LPID=$!
 for i in $(seq 200); do
 	[ "$("$SHIMMER" ctl status --job busy --socket "$SOCK" --format csv 2>/dev/null | tail -n +2 |
@@ -186,23 +186,41 @@ SELECT 'pid', p.pid, 'op after its pause marker' FROM processes p JOIN allocatio
 	WHERE a.size = $SIZE AND a.space = 'host' AND a.alloc_ns < $T2 AND a.alloc_ns > (SELECT min(m.ts_ns)
 	FROM markers m JOIN strings s ON s.proc_id = m.proc_id AND s.id = m.name_id
 	WHERE m.proc_id = p.proc_id AND s.text = 'shimmer.pause') LIMIT 10;")"
-W=$(marks "$S" shimmer.resume | tail -1)
 check "ctl window 200ms: all 8 acted" "status $rc2: $out2" \
 	[ $rc2 = 0 -a "$(tail -n +2 <<< "$out2" | awk -F, '$4 != ""' | wc -l)" = 8 ]
-expect_empty "ctl window 200ms: each process stored ops in it, and none 200 ms (+20) after it opened" "$(q "
-SELECT 'pid', o.pid, 'stored nothing in the window' FROM (SELECT DISTINCT pid FROM main.O) o
-	WHERE NOT EXISTS (SELECT 1 FROM ($ops_sql) x WHERE x.pid = o.pid AND x.ns > $T2);
-SELECT 'pid', x.pid, 'op stored', (x.ns - $T2) / 1000000, 'ms after the window was asked'
-	FROM ($ops_sql) x WHERE x.ns > $T2 + 220000000 LIMIT 10;")"
+# Each process's window: from its own resume marker (when it acted) to its
+# pause marker, which must be 200 ms later (+-20); ops stored in it, none
+# after it (against the log: the processes went on).
+win="SELECT p.pid, (SELECT max(m.ts_ns) FROM s.markers m JOIN s.strings n ON n.proc_id = m.proc_id
+	AND n.id = m.name_id WHERE m.proc_id = p.proc_id AND n.text = 'shimmer.resume') AS r,
+	(SELECT max(m.ts_ns) FROM s.markers m JOIN s.strings n ON n.proc_id = m.proc_id
+	AND n.id = m.name_id WHERE m.proc_id = p.proc_id AND n.text = 'shimmer.pause') AS e
+	FROM s.processes p WHERE p.pid IN (SELECT pid FROM main.O) AND p.end_reason IS NOT 'exec'"
+expect_empty "ctl window 200ms: each process recorded 200 ms (+-20), stored ops in it and none after" "$(q "
+SELECT 'pid', w.pid, 'window of', (w.e - w.r) / 1000000, 'ms' FROM ($win) w
+	WHERE w.r IS NULL OR w.e IS NULL OR w.e - w.r NOT BETWEEN 180000000 AND 220000000;
+SELECT 'pid', w.pid, 'stored nothing in its window' FROM ($win) w WHERE NOT EXISTS (
+	SELECT 1 FROM ($ops_sql) x WHERE x.pid = w.pid AND x.ns BETWEEN w.r AND w.e);
+SELECT 'pid', w.pid, 'no op logged after its window' FROM ($win) w WHERE NOT EXISTS (
+	SELECT 1 FROM main.O o WHERE o.pid = w.pid AND o.t0 > w.e);
+SELECT 'pid', x.pid, 'op stored', (x.ns - w.e) / 1000000, 'ms after its window closed'
+	FROM ($ops_sql) x JOIN ($win) w ON w.pid = x.pid WHERE x.ns > w.e LIMIT 10;")"
+
+state_of() { # JOB: the state ctl status gives its (first) process, once it has one
+	local st i
+	for i in $(seq 100); do
+		st=$("$SHIMMER" ctl status --job "$1" --socket "$SOCK" --format csv 2>/dev/null |
+			awk -F, 'NR == 2 { print $5 }')
+		[ -n "$st" ] && break
+		sleep 0.025
+	done
+	echo "$st"
+}
 
 # ---- SHIMMER_CONTROL=0 ----
 SHIMMER_CONTROL=0 run noctl "" busy 1.5 $SIZE &
 LPID=$!
-for i in $(seq 100); do
-	st=$("$SHIMMER" ctl status --job noctl --socket "$SOCK" --format csv 2>/dev/null | awk -F, 'NR == 2 { print $5 }')
-	[ -n "$st" ] && break
-	sleep 0.025
-done
+st=$(state_of noctl)
 out=$("$SHIMMER" ctl pause --job noctl --socket "$SOCK" 2>&1)
 rc=$?
 wait $LPID
@@ -218,11 +236,7 @@ EOF
 env -u SHIMMER_SOCKET LD_PRELOAD=$SHIM SHIMMER_CONFIG="$T/service.conf" SHIMMER_JOB=conf WL_LOG= \
 	"$WLJ" busy 1 $SIZE 2> "$T/conf.err" &
 LPID=$!
-for i in $(seq 100); do
-	st=$("$SHIMMER" ctl status --job conf --socket "$SOCK" --format csv 2>/dev/null | awk -F, 'NR == 2 { print $5 }')
-	[ -n "$st" ] && break
-	sleep 0.025
-done
+st=$(state_of conf)
 wait $LPID
 check "without SHIMMER_SOCKET the shim takes the socket and SHIMMER_START=paused from the configuration" \
 	"state '$st'" [ "$st" = paused ]
