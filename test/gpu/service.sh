@@ -24,6 +24,13 @@ if [ -d .gpudeps/root/usr/lib/x86_64-linux-gnu ]; then
 	export LD_LIBRARY_PATH=$PWD/.gpudeps/root/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 fi
 failed=0
+# sql DB QUERY: the rows, fields joined by |  (python's sqlite3: the GPU
+# machine may lack the sqlite3 command)
+sql() {
+	python3 -c 'import sqlite3, sys
+for r in sqlite3.connect(sys.argv[1]).execute(sys.argv[2]):
+    print("|".join("" if v is None else str(v) for v in r))' "$1" "$2" 2>&1
+}
 row() { # CHECK SHIMMER ORACLE GOOD(0/1)
 	printf '%-44s %14s %14s  %s\n' "$1" "$2" "$3" "$([ "$4" = 1 ] && echo PASS || echo FAIL)"
 	[ "$4" = 1 ] || failed=$((failed + 1))
@@ -62,12 +69,12 @@ if [ "$ngpu" -ge 2 ]; then
 	row "service: torchrun 2 ranks: recordings made" "$new" 1 "$([ $rc = 0 -a "$new" = 1 ] && echo 1)"
 	row "service: torchrun: ranks in the recording" "$(cut -d, -f7 <<<"$rec")" 2 \
 		"$([ "$(cut -d, -f7 <<<"$rec")" = 2 ] && echo 1)"
-	launcher=$(sqlite3 "$db" "SELECT count(*) FROM processes WHERE rank IS NULL AND argv LIKE '%torchrun%'" 2>&1)
+	launcher=$(sql "$db" "SELECT count(*) FROM processes WHERE rank IS NULL AND argv LIKE '%torchrun%'")
 	row "service: torchrun: the launcher in it" "$launcher" ">=1" "$([ "${launcher:-0}" -ge 1 ] 2>/dev/null && echo 1)"
-	k=$(sqlite3 "$db" "SELECT count(DISTINCT p.rank) FROM kernels k JOIN processes p USING (proc_id)" 2>&1)
+	k=$(sql "$db" "SELECT count(DISTINCT p.rank) FROM kernels k JOIN processes p USING (proc_id)")
 	row "service: torchrun: ranks with kernels" "$k" 2 "$([ "$k" = 2 ] && echo 1)"
 	echo "   recording: $rec"
-	echo "   processes: $(sqlite3 "$db" "SELECT group_concat(pid || ':' || coalesce(rank, '-') || ':' || end_reason, ' ') FROM processes" 2>&1)"
+	echo "   processes: $(sql "$db" "SELECT group_concat(pid || ':' || coalesce(rank, '-') || ':' || end_reason, ' ') FROM processes")"
 else
 	echo "service: torchrun 2 ranks: SKIP ($ngpu GPU; run on nvidia-h100-x2)"
 fi
