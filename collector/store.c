@@ -23,6 +23,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,6 +77,8 @@ enum {
 	ST_MODULE,
 	ST_MODULE_END,
 	ST_GPU_WINDOW,
+	ST_OFFCPU,
+	ST_OFFCPU_STATUS,
 	ST_LAST_COMMIT,
 	ST_ALLOC_N, /* ALLOC_ROWS rows of ST_ALLOC's columns, built in prepare_db() */
 	ST_N
@@ -93,8 +96,8 @@ static const char *const sql[ST_N] = {
 	[ST_ALLOC_MAX] = "SELECT coalesce(max(id), 0) FROM allocations",
 	[ST_PROC] = "INSERT INTO processes (pid, ppid, parent_proc_id, uid, "
 		    "hostname, exe, argv, rank, local_rank, malloc_mode, "
-		    "sample_bytes, lossless, start_wall_ns, start_ns) "
-		    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+		    "sample_bytes, lossless, start_wall_ns, start_ns, traced_by) "
+		    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
 	[ST_PROC_END] = "UPDATE processes SET end_ns = ?2, end_reason = ?3, end_signal = ?4 "
 			"WHERE proc_id = ?1",
 	[ST_PROC_FIND] = "SELECT proc_id FROM processes WHERE pid = ?1 AND "
@@ -161,6 +164,10 @@ static const char *const sql[ST_N] = {
 	[ST_MODULE_END] = "UPDATE modules SET unloaded_ns = ?4 WHERE id = "
 			  "(SELECT max(id) FROM modules WHERE proc_id = ?1 AND "
 			  "path_id = ?2 AND lo = ?3 AND unloaded_ns IS NULL)",
+	[ST_OFFCPU] = "INSERT INTO offcpu (proc_id, tid, start_ns, end_ns, state, stack_id, "
+		      "open) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+	[ST_OFFCPU_STATUS] = "UPDATE processes SET offcpu = ?2, offcpu_detail = ?3 "
+			     "WHERE proc_id = ?1",
 	[ST_GPU_WINDOW] = "INSERT INTO gpu_windows (proc_id, start_ns, end_ns, calls) "
 			  "VALUES (?1, ?2, ?3, ?4)",
 	/* When the last batch was committed: where a process's recording ends
@@ -370,6 +377,7 @@ int store_process_add(struct store *s, const struct store_proc *p, int64_t *proc
 	sqlite3_bind_int(st, 12, p->lossless);
 	sqlite3_bind_int64(st, 13, p->start_wall_ns);
 	sqlite3_bind_int64(st, 14, p->start_ns);
+	sqlite3_bind_text(st, 15, p->traced_by ? p->traced_by : "preload", -1, SQLITE_STATIC);
 	err = step(s, st);
 	if (!err)
 		*proc_id = sqlite3_last_insert_rowid(s->db);
@@ -494,7 +502,7 @@ int store_process_gpu_status(struct store *s, int64_t proc_id, uint32_t status,
 	static const char *const names[] = {
 		[SHM_GPU_ACTIVE] = "active", [SHM_GPU_NO_CUPTI] = "no_cupti",
 		[SHM_GPU_BUSY] = "busy", [SHM_GPU_ERROR] = "error",
-		[SHM_GPU_DISABLED] = "disabled",
+		[SHM_GPU_DISABLED] = "disabled", [SHM_GPU_ATTACHED] = "attached",
 	};
 	sqlite3_stmt *st = s->st[ST_GPU_STATUS];
 	int err = tx(s);
@@ -843,6 +851,46 @@ int store_gpu_window_add(struct store *s, int64_t proc_id, int64_t start_ns,
 	sqlite3_bind_int64(st, 2, start_ns);
 	sqlite3_bind_int64(st, 3, end_ns);
 	sqlite3_bind_int64(st, 4, (sqlite3_int64)calls);
+	return step(s, st);
+}
+
+int store_offcpu_add(struct store *s, int64_t proc_id, uint32_t tid,
+		     const struct shm_rec_offcpu *r, int64_t start_ns, int64_t end_ns)
+{
+	static const char *const states[] = {
+		[SHM_OFFCPU_PREEMPTED] = "preempted", [SHM_OFFCPU_SLEEP] = "sleep",
+		[SHM_OFFCPU_DISK] = "disk", [SHM_OFFCPU_OTHER] = "other",
+	};
+	sqlite3_stmt *st = s->st[ST_OFFCPU];
+	int err = tx(s);
+
+	if (err)
+		return err;
+	if (r->state >= sizeof(states) / sizeof(states[0]) || !states[r->state])
+		return -EINVAL;
+	sqlite3_bind_int64(st, 1, proc_id);
+	sqlite3_bind_int64(st, 2, tid);
+	sqlite3_bind_int64(st, 3, start_ns);
+	sqlite3_bind_int64(st, 4, end_ns);
+	sqlite3_bind_text(st, 5, states[r->state], -1, SQLITE_STATIC);
+	if (r->stack_id)
+		sqlite3_bind_int64(st, 6, r->stack_id);
+	else
+		sqlite3_bind_null(st, 6);
+	sqlite3_bind_int(st, 7, !!(r->hdr.flags & SHM_F_OPEN));
+	return step(s, st);
+}
+
+int store_process_offcpu(struct store *s, int64_t proc_id, int traced, const char *detail)
+{
+	sqlite3_stmt *st = s->st[ST_OFFCPU_STATUS];
+	int err = tx(s);
+
+	if (err)
+		return err;
+	sqlite3_bind_int64(st, 1, proc_id);
+	sqlite3_bind_text(st, 2, traced ? "traced" : "unavailable", -1, SQLITE_STATIC);
+	bind_text(st, 3, detail, detail ? strlen(detail) : 0);
 	return step(s, st);
 }
 
@@ -1283,7 +1331,9 @@ static int create_private(const char *path)
 	return 0;
 }
 
-struct store *store_open(const char *path)
+/* Opens path, which exists, as a store (the schema brought up to date);
+ * flags: more SQLITE_OPEN_* flags. */
+static struct store *open_existing(const char *path, int flags)
 {
 	struct store *s = calloc(1, sizeof(*s));
 	int err = -ENOMEM, rc;
@@ -1291,9 +1341,6 @@ struct store *store_open(const char *path)
 	if (s)
 		s->lock_fd = -1;
 	if (!s || !(s->path = strdup(path)))
-		goto out;
-	err = create_private(path);
-	if (err)
 		goto out;
 	/* Collectors that share a store each hold a shared flock() on it
 	 * (independent of SQLite's fcntl() locks); one that gets it
@@ -1304,7 +1351,7 @@ struct store *store_open(const char *path)
 		flock(s->lock_fd, LOCK_SH);
 	}
 	rc = sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
-			     SQLITE_OPEN_NOMUTEX, NULL);
+			     SQLITE_OPEN_NOMUTEX | flags, NULL);
 	if (rc != SQLITE_OK) {
 		log_error("cannot open %s: %s", path,
 			  s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc));
@@ -1321,6 +1368,118 @@ out:
 	store_close(s);
 	errno = -err;
 	return NULL;
+}
+
+struct store *store_open(const char *path)
+{
+	int err = create_private(path);
+
+	if (err) {
+		errno = -err;
+		return NULL;
+	}
+	return open_existing(path, 0);
+}
+
+/* path made anew (O_EXCL, never through a link), mode 0660 (0600 when
+ * uid is ours), owned by uid and gid. */
+static int create_owned(const char *path, uid_t uid, gid_t gid)
+{
+	int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600), err = 0;
+
+	if (fd < 0)
+		return -errno;
+	/* The mode first: once the file is uid's, only uid may change it. */
+	if (fchmod(fd, uid == geteuid() ? 0600 : 0660) < 0 ||
+	    (uid != geteuid() && fchown(fd, uid, gid) < 0))
+		err = -errno;
+	close(fd);
+	if (err)
+		unlink(path);
+	return err;
+}
+
+struct store *store_open_owned(const char *path, uid_t uid, gid_t gid)
+{
+	static const char *const ext[] = { "", "-wal", "-shm" };
+	char name[PATH_MAX];
+	int err = 0;
+	size_t i;
+
+	for (i = 0; i < 3 && !err; i++) {
+		if ((size_t)snprintf(name, sizeof(name), "%s%s", path, ext[i]) >= sizeof(name))
+			err = -ENAMETOOLONG;
+		else
+			err = create_owned(name, uid, gid);
+	}
+	if (err) {
+		log_error("cannot create %s%s for uid %u: %s", path, ext[i - 1], (unsigned)uid,
+			  strerror(-err));
+		while (i-- > 1) {
+			snprintf(name, sizeof(name), "%s%s", path, ext[i - 1]);
+			unlink(name);
+		}
+		errno = -err;
+		return NULL;
+	}
+	/* The directory is the daemon's alone, so no link can appear in it;
+	 * refused all the same. */
+	return open_existing(path, SQLITE_OPEN_NOFOLLOW);
+}
+
+struct store *store_reopen(const char *path)
+{
+	return open_existing(path, SQLITE_OPEN_NOFOLLOW);
+}
+
+int store_set_meta(struct store *s, const char *key, const char *value)
+{
+	sqlite3_stmt *st = NULL;
+	int err = tx(s), rc;
+
+	if (err)
+		return err;
+	rc = sqlite3_prepare_v2(s->db, "INSERT OR REPLACE INTO meta (key, value) VALUES (?1, ?2)",
+				-1, &st, NULL);
+	if (rc != SQLITE_OK)
+		return fail(s, rc);
+	sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, value, -1, SQLITE_STATIC);
+	err = step(s, st);
+	sqlite3_finalize(st);
+	return err;
+}
+
+int store_count_processes(struct store *s, uint32_t *processes, uint32_t *ranks)
+{
+	sqlite3_stmt *st = NULL;
+	int rc;
+
+	*processes = *ranks = 0;
+	if (s->broken)
+		return s->broken;
+	rc = sqlite3_prepare_v2(s->db, "SELECT count(*), count(DISTINCT rank) FROM processes",
+				-1, &st, NULL);
+	if (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+		*processes = (uint32_t)sqlite3_column_int64(st, 0);
+		*ranks = (uint32_t)sqlite3_column_int64(st, 1);
+		rc = SQLITE_OK;
+	}
+	sqlite3_finalize(st);
+	return rc == SQLITE_OK ? 0 : fail(s, rc);
+}
+
+int store_finish(struct store *s)
+{
+	int err = store_commit(s);
+
+	if (err)
+		return err;
+	/* Readers may hold the database: then it stays in WAL mode, which
+	 * they read as well. */
+	sqlite3_wal_checkpoint_v2(s->db, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
+	sqlite3_exec(s->db, "PRAGMA journal_mode = DELETE", NULL, NULL, NULL);
+	return 0;
 }
 
 int store_close(struct store *s)

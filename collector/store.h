@@ -23,12 +23,13 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "wire.h"
 
 /* The schema_version that the schema files leave in meta: one per
  * schema/NNN_*.sql file. */
-#define STORE_SCHEMA_VERSION 6
+#define STORE_SCHEMA_VERSION 7
 
 struct store;
 
@@ -38,6 +39,28 @@ struct store;
  * of them for a new file).  Refuses (-EPROTO, logged) a store of a newer
  * schema.  NULL on error, errno set. */
 struct store *store_open(const char *path);
+
+/* store_open() for a store the caller hands to another user: path and its
+ * -wal and -shm are made anew (never an existing file, never through a
+ * symbolic link), mode 0660, owned by uid and group gid (needs CAP_CHOWN
+ * when uid is not ours; then 0600), so that the user reads the store while
+ * it is written and the daemon, of group gid, writes it.  NULL on error
+ * (logged; nothing left behind), errno set. */
+struct store *store_open_owned(const char *path, uid_t uid, gid_t gid);
+
+/* Opens a store made by store_open_owned() earlier (a recording a crashed
+ * daemon left), as it is: never through a link, its mode unchecked. */
+struct store *store_reopen(const char *path);
+
+/* Sets meta.key to value (in the open batch). */
+int store_set_meta(struct store *s, const char *key, const char *value);
+
+/* The processes rows, and the distinct ranks among them. */
+int store_count_processes(struct store *s, uint32_t *processes, uint32_t *ranks);
+
+/* Commits and leaves the store as one file (journal mode DELETE: no -wal,
+ * no -shm) unless a reader holds it; store_close() follows. */
+int store_finish(struct store *s);
 
 /* Commits the open batch, checkpoints and closes.  Returns the commit's
  * result; the store is freed either way.  NULL is a no-op. */
@@ -58,6 +81,7 @@ struct store_proc {
 	int64_t sample_bytes;     /* < 0: NULL */
 	int lossless;
 	int64_t start_wall_ns, start_ns;
+	const char *traced_by;    /* "preload" (NULL) or "attach"; static */
 };
 
 /* Inserts a processes row; *proc_id receives its key. */
@@ -97,6 +121,10 @@ int store_string_add(struct store *s, int64_t proc_id, uint32_t id,
  * gpu_status_detail. */
 int store_process_gpu_status(struct store *s, int64_t proc_id, uint32_t status,
 			     const char *detail, size_t len);
+
+/* Sets processes.offcpu ('traced' when traced, else 'unavailable') and
+ * offcpu_detail (NULL, or why not: one line). */
+int store_process_offcpu(struct store *s, int64_t proc_id, int traced, const char *detail);
 
 /* Sets processes.gpu_sampled_since_ns; the client calls it once per
  * process, with its first window record's since. */
@@ -147,6 +175,10 @@ int store_gpu_sync_add(struct store *s, int64_t proc_id, const struct shm_rec_gp
  * calls: the GPU-work runtime calls made meanwhile. */
 int store_gpu_window_add(struct store *s, int64_t proc_id, int64_t start_ns,
 			 int64_t end_ns, uint64_t calls);
+
+/* An offcpu row from a checked record, times already converted. */
+int store_offcpu_add(struct store *s, int64_t proc_id, uint32_t tid,
+		     const struct shm_rec_offcpu *r, int64_t start_ns, int64_t end_ns);
 
 /* A gpu_api row; r->domain must be a valid enum shm_api_domain. */
 int store_api_add(struct store *s, int64_t proc_id, uint32_t tid,

@@ -19,6 +19,7 @@
 #include "api.h"
 #include "clock.h"
 #include "conn.h"
+#include "control.h"
 #include "cupti.h"
 #include "fatal.h"
 #include "heap.h"
@@ -72,7 +73,8 @@ static int start(uint32_t ppid)
 	h.ppid = ppid;
 	/* the effective uid: what the collector reads from the socket (SO_PEERCRED) */
 	h.uid = (uint32_t)geteuid();
-	h.flags = settings.lossless ? SHM_HELLO_LOSSLESS : 0;
+	h.flags = (settings.lossless ? SHM_HELLO_LOSSLESS : 0) |
+		  (settings.offcpu ? SHM_HELLO_OFFCPU : 0);
 	h.rank = settings.rank;
 	h.local_rank = settings.local_rank;
 	h.malloc_mode = (uint32_t)shim.mode;
@@ -86,7 +88,8 @@ static int start(uint32_t ppid)
 	h.region_bytes = shim.region.bytes;
 	h.nslots = nslots;
 	h.ring_bytes = ring_bytes;
-	err = conn_hello(&h, shim.region.fd);
+	h.job_kind = (uint32_t)settings.job_kind;
+	err = conn_hello(&h, shim.region.fd, settings.job, settings.job_len);
 	if (err < 0) {
 		log_warn("cannot send HELLO to the collector (%s); not tracing",
 			 strerrordesc_np(-err));
@@ -135,8 +138,11 @@ static void fork_child(void)
 	modules_fork_child();
 	stack_fork_child();
 	fatal_fork_child();
+	control_fork_child();
 	if (start(parent) == 0) {
+		api_publish_state();
 		enable();
+		control_start();
 		modules_report();
 	}
 	shim_tls.in_shim--;
@@ -168,6 +174,8 @@ __attribute__((constructor)) static void shim_init(void)
 	}
 	if (start((uint32_t)getppid()) < 0)
 		goto out;
+	control_setup();
+	api_publish_state();
 	err = -pthread_atfork(thread_fork_prepare, thread_fork_parent, fork_child);
 	if (err < 0) {
 		log_debug("pthread_atfork: %s; not tracing", strerrordesc_np(-err));
@@ -184,6 +192,7 @@ __attribute__((constructor)) static void shim_init(void)
 	real_exit = (void (*)(int))real_next("_exit");
 	real_Exit = (void (*)(int))real_next("_Exit");
 	enable();
+	control_start();
 	modules_report();
 out:
 	heap_early_end(__atomic_load_n(&shim.on, __ATOMIC_RELAXED));

@@ -44,10 +44,21 @@ E2E_WL_GPU := $(O)/test/e2e/wl_gpu
 E2E_WL_GPU_OBJS := $(patsubst %,$(O)/obj/prog/test/e2e/%.o,wl_gpu wlog)
 $(eval $(call cuda_prog,$(E2E_WL_GPU),$(E2E_WL_GPU_OBJS),../fake_cudart,-ldl))
 
+# One rank of a training loop, for --by-rank (t_ranks.sh).
+E2E_WL_RANKS := $(O)/test/e2e/wl_ranks
+E2E_WL_RANKS_OBJS := $(patsubst %,$(O)/obj/prog/test/e2e/%.o,wl_ranks wlog)
+$(eval $(call cuda_prog,$(E2E_WL_RANKS),$(E2E_WL_RANKS_OBJS),../fake_cudart))
+TEST_PROGS += $(E2E_WL_RANKS)
+
 # Marked up with include/shimmer.h (header only, nothing to link).
 E2E_WL_API := $(O)/test/e2e/wl_api
 E2E_WL_API_OBJS := $(patsubst %,$(O)/obj/prog/test/e2e/%.o,wl_api wlog)
 $(eval $(call cuda_prog,$(E2E_WL_API),$(E2E_WL_API_OBJS),../fake_cudart))
+
+# The service tests' workload: processes of one job, windows of recording.
+E2E_WL_JOB := $(O)/test/e2e/wl_job
+E2E_WL_JOB_OBJS := $(patsubst %,$(O)/obj/prog/test/e2e/%.o,wl_job wlog)
+$(eval $(call cuda_prog,$(E2E_WL_JOB),$(E2E_WL_JOB_OBJS),../fake_cudart,-ldl))
 
 HEAPDEMO := $(O)/examples/heapdemo
 $(eval $(call cuda_prog,$(HEAPDEMO),$(O)/obj/prog/examples/heapdemo.o,../test/fake_cudart))
@@ -58,7 +69,8 @@ $(E2E_BADCLIENT): $(O)/obj/test/e2e/badclient.o
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^
 
-TEST_PROGS += $(FAKE_CUDART) $(FAKE_CUPTI) $(E2E_WL) $(E2E_WL_GPU) $(E2E_WL_API) $(E2E_BADCLIENT) $(HEAPDEMO)
+TEST_PROGS += $(FAKE_CUDART) $(FAKE_CUPTI) $(E2E_WL) $(E2E_WL_GPU) $(E2E_WL_API) $(E2E_BADCLIENT) $(HEAPDEMO) \
+	$(E2E_WL_JOB)
 
 # Programs whose call sites the leak, peak and temporary reports must name
 # (issue 4): -O0 with frame pointers and full debug information, so that
@@ -79,7 +91,34 @@ E2E_LEAKSTEP := $(O)/test/e2e/leakstep
 E2E_LEAKSTEP_OBJS := $(O)/obj/prog-O0/test/e2e/leakstep.o $(O)/obj/prog/test/e2e/wlog.o
 $(eval $(call cuda_prog,$(E2E_LEAKSTEP),$(E2E_LEAKSTEP_OBJS),../fake_cudart))
 
-TEST_PROGS += $(E2E_LEAKY) $(E2E_LEAKSTEP)
+E2E_LEAKLOOP := $(O)/test/e2e/leakloop
+$(E2E_LEAKLOOP): $(O)/obj/prog-O0/test/e2e/leakloop.o $(O)/obj/prog/test/e2e/wlog.o
+	$(call msg,LD,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -o $@ $^
+
+TEST_PROGS += $(E2E_LEAKY) $(E2E_LEAKSTEP) $(E2E_LEAKLOOP)
+
+# shimmer attach's workload (t_attach.sh): commands on stdin, the fake
+# runtime, and the fake driver (launch entry points only) next to it.
+FAKE_CUDA_DIR := $(O)/test/fake_cuda
+FAKE_CUDA := $(FAKE_CUDA_DIR)/libcuda.so.1
+$(FAKE_CUDA): $(O)/obj/prog/test/fake_cuda/fake_cuda.o test/fake_cuda/libcuda.map
+	$(call msg,LD,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -shared -o $@ $< -Wl,-soname,libcuda.so.1 \
+		-Wl,--version-script=test/fake_cuda/libcuda.map
+	$(Q)ln -sf libcuda.so.1 $(FAKE_CUDA_DIR)/libcuda.so
+
+E2E_WL_ATTACH := $(O)/test/e2e/wl_attach
+E2E_WL_ATTACH_OBJS := $(patsubst %,$(O)/obj/prog/test/e2e/%.o,wl_attach wlog wl_cuda_plain \
+	wl_cuda_ptsz)
+# ($$$$: the value goes through $(call) and $(eval) before the shell)
+E2E_WL_ATTACH_LIBS = -L$(FAKE_CUDA_DIR) -lcuda '-Wl,-rpath,$$$$ORIGIN/../fake_cuda'
+$(E2E_WL_ATTACH): $(FAKE_CUDA)
+$(eval $(call cuda_prog,$(E2E_WL_ATTACH),$(E2E_WL_ATTACH_OBJS),../fake_cudart,$(E2E_WL_ATTACH_LIBS)))
+
+TEST_PROGS += $(FAKE_CUDA) $(E2E_WL_ATTACH)
 
 # Issue 13: workloads that try to break the shim from inside the program
 # (wl_hard.c), a library for RTLD_DEEPBIND found through wl_hard's RUNPATH
