@@ -172,8 +172,8 @@ static int chain_add(struct ingest *in, uint64_t ptr, int64_t id, uint64_t seq)
 /*
  * The heap block at ptr that a release numbered seq_free ends: of the live
  * one and those displaced there, the latest allocated before it (between
- * an allocation and its release no other allocation can take the address).
- * 0 when none.
+ * an allocation and its release no other allocation can take the address;
+ * at an equal number, which only instants give, it pairs).  0 when none.
  */
 static int64_t heap_take(struct ingest *in, uint64_t ptr, uint64_t seq_free)
 {
@@ -182,7 +182,7 @@ static int64_t heap_take(struct ingest *in, uint64_t ptr, uint64_t seq_free)
 	int64_t live = ptrmap_take(&in->heap, ptr, &live_seq), best = 0;
 	uint32_t *link, *best_link = NULL;
 
-	if (live && live_seq < seq_free) {
+	if (live && live_seq <= seq_free) {
 		best = live;
 		best_seq = live_seq;
 	}
@@ -193,7 +193,7 @@ static int64_t heap_take(struct ingest *in, uint64_t ptr, uint64_t seq_free)
 		for (link = &h; *link; link = &p->e[*link - 1].next) {
 			struct pending_entry *e = &p->e[*link - 1];
 
-			if (e->seq < seq_free && (!best || e->seq > best_seq)) {
+			if (e->seq <= seq_free && (!best || e->seq > best_seq)) {
 				best = e->id;
 				best_seq = e->seq;
 				best_link = link;
@@ -237,6 +237,21 @@ static int heap_put(struct ingest *in, uint64_t ptr, int64_t id, uint64_t seq)
 	return err;
 }
 
+/* Where a heap record's release and birth fall in the process's heap
+ * order (wire.h).  A source that numbers none (shimmer attach's probes)
+ * is ordered by its times, as all were before: the instant a block became
+ * live, the instant a release began.  (Equal numbers never occur; equal
+ * instants pair.) */
+static uint64_t release_order(const struct shm_rec_heap *r)
+{
+	return r->seq_free ? r->seq_free : r->t_begin;
+}
+
+static uint64_t birth_order(const struct shm_rec_heap *r)
+{
+	return r->seq ? r->seq : rec_live_ts(&r->hdr, r->t_begin, r->t_end);
+}
+
 static int heap_event(struct ingest *in, uint32_t tid, const struct shm_rec_heap *r)
 {
 	unsigned fnf = shm_fn_info[r->hdr.fn].flags;
@@ -251,7 +266,7 @@ static int heap_event(struct ingest *in, uint32_t tid, const struct shm_rec_heap
 		 * (NULL for a non-zero size); realloc(p, 0) frees p. */
 		uint64_t old = fnf & SHM_FNF_ALLOC ? r->aux : r->ptr;
 		int gone = !(fnf & SHM_FNF_ALLOC) || r->ptr || r->size == 0;
-		int64_t id = old && gone ? heap_take(in, old, r->seq_free) : 0;
+		int64_t id = old && gone ? heap_take(in, old, release_order(r)) : 0;
 
 		if (id < 0)
 			return (int)id;
@@ -278,7 +293,7 @@ static int heap_event(struct ingest *in, uint32_t tid, const struct shm_rec_heap
 			a.weight = size / -expm1(-size / in->sample_bytes);
 		err = store_alloc_add(in->store, &a, &id);
 		if (!err)
-			err = heap_put(in, r->ptr, id, r->seq);
+			err = heap_put(in, r->ptr, id, birth_order(r));
 	}
 	return err;
 }

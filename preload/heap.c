@@ -394,7 +394,6 @@ struct early_call {
 
 static struct early_call early[EARLY_MAX];
 static uint32_t early_n;
-static int early_open = 1;
 /* calls past EARLY_MAX: counted, their records lost */
 static uint64_t early_lost_count[SHM_FN_COUNT], early_lost_bytes[SHM_FN_COUNT], early_lost;
 
@@ -471,9 +470,12 @@ void heap_early_end(int traced)
 {
 	uint32_t n = __atomic_load_n(&early_n, __ATOMIC_RELAXED), i;
 	struct shim_thread *t;
-	int mode = shim_heap_mode();
+	int mode;
 
-	__atomic_store_n(&early_open, 0, __ATOMIC_RELEASE);
+	/* traced, enable() has set the mode in force */
+	if (!traced)
+		__atomic_store_n(&shim.heap, SHM_MALLOC_OFF, __ATOMIC_RELEASE);
+	mode = shim_heap_mode();
 	if (!traced || mode == SHM_MALLOC_OFF || !(t = thread_self()) || !t->ring.slot)
 		return;
 	if (n > EARLY_MAX)
@@ -502,9 +504,9 @@ static void *slow(struct call *c)
 
 	/* before the constructor: kept aside (heap_early_end()); our own
 	 * calls (in_shim: dlsym's while we boot) are not the program's */
-	if (unlikely(__atomic_load_n(&early_open, __ATOMIC_RELAXED)) && !shim_tls.in_shim &&
-	    (c->fn != SHM_FN_FREE || c->old))
-		return early_record(c);
+	if (unlikely(mode == HEAP_EARLY))
+		return !shim_tls.in_shim && (c->fn != SHM_FN_FREE || c->old) ? early_record(c)
+									      : call_real(c);
 
 	/* glibc's thread exit frees NULL after the key destructors ran: it
 	 * must not claim a slot that nobody would retire. */

@@ -44,12 +44,17 @@
 struct shim {
 	int on;            /* tracing: the collector has our region */
 	int paused;        /* shimmer_pause(): record nothing until resume */
-	int heap;          /* enum shm_malloc_mode in force, OFF while !on */
+	int heap;          /* enum shm_malloc_mode in force, OFF while !on;
+			    * HEAP_EARLY until the constructor has run */
 	int mode;          /* SHIMMER_MALLOC, OFF if its set-up failed */
 	uint32_t pid;
 	pthread_key_t key; /* its destructor retires the thread's slot */
 	struct region region;
 };
+
+/* shim.heap before the constructor decides: heap calls are kept aside
+ * (heap.h, heap_early_end()). */
+#define HEAP_EARLY (-1)
 
 extern struct shim shim;
 

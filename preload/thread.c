@@ -41,7 +41,7 @@
 #define WAIT_SLICE_NS 100000000L            /* 100 ms */
 #define COLLECTOR_STUCK_NS 30000000000ull   /* 30 s */
 
-struct shim shim;
+struct shim shim = { .heap = HEAP_EARLY };
 __thread struct shim_thread shim_tls;
 
 static uint32_t claim_hint;
