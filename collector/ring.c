@@ -460,16 +460,17 @@ static int cursor_close(struct ring *r, struct cursor *cur, const struct rec_sin
 
 /*
  * Lossless producers sleep on the region's wake futex until a pass made
- * room or freed a slot (wire.h).  The full barrier orders this pass's tail
- * and slot stores before the look at waiters, as theirs orders their count
- * before their look at the ring: one side always sees the other.  A
+ * room or freed a slot (wire.h).  Both sides look at waiters with a
+ * read-modify-write (ours adds 0): the two are ordered, and whichever
+ * comes second sees the other's side, our tail and slot stores before it
+ * or their count.  (A fence would do on x86, but ThreadSanitizer knows
+ * none.)  A
  * producer can keep waiters non-zero for nothing; that costs it a futex
  * call per pass, no more.
  */
 static void wake(struct ring *r)
 {
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	if (!__atomic_load_n(&r->region->waiters, __ATOMIC_RELAXED))
+	if (!__atomic_fetch_add(&r->region->waiters, 0, __ATOMIC_SEQ_CST))
 		return;
 	__atomic_fetch_add(&r->region->wake, 1, __ATOMIC_SEQ_CST);
 	syscall(SYS_futex, &r->region->wake, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
