@@ -17,6 +17,9 @@
  *  - launches only validate their arguments;
  *  - FAKE_CUDA_DELAY_NS=N makes every call take at least N nanoseconds, so a
  *    test can check that recorded durations are at least N;
+ *  - FAKE_CUDA_RETURN_DELAY_NS=N makes a call that did GPU work take N more
+ *    nanoseconds between recording that work and returning (its API EXIT),
+ *    as a thread descheduled there would;
  *  - like the driver at cuInit, the first call loads the library named by
  *    CUDA_INJECTION64_PATH and calls its InitializeInjection();
  *  - when the fake CUPTI (test/fake_cupti) is loaded, every call reaches it
@@ -54,6 +57,7 @@
 #define FAKE_TABLE_SIZE 65536u /* live allocations, open addressing */
 
 static long delay_ns;
+static long return_delay_ns;
 static int ndevices = 4;
 static TLS int cur_device;
 static TLS cudaError_t last_error;
@@ -71,6 +75,9 @@ __attribute__((constructor)) static void fake_init(void)
 
 	if (s)
 		delay_ns = strtol(s, NULL, 10);
+	s = getenv("FAKE_CUDA_RETURN_DELAY_NS");
+	if (s)
+		return_delay_ns = strtol(s, NULL, 10);
 	s = getenv("FAKE_CUDA_DEVICES");
 	if (s && atoi(s) > 0)
 		ndevices = atoi(s);
@@ -143,6 +150,9 @@ static int call_end(struct call *c, int err, struct fake_gpu_op *op)
 {
 	uint64_t start = op && c->cupti ? c->cupti->timestamp() : 0;
 
+	if (op && c->cupti)
+		c->cupti->work_begins(op);
+
 	if (delay_ns > 0) {
 		/* GPU work lasts the whole delay, however long the callbacks took. */
 		uint64_t until = (op ? clock_ns(CLOCK_MONOTONIC) : c->t0) + (uint64_t)delay_ns;
@@ -161,6 +171,12 @@ static int call_end(struct call *c, int err, struct fake_gpu_op *op)
 		op->device = (uint32_t)cur_device;
 		op->context = (uint32_t)cur_device + 1;
 		c->cupti->record(op);
+		if (return_delay_ns > 0) {
+			struct timespec ts = { return_delay_ns / 1000000000L,
+					       return_delay_ns % 1000000000L };
+
+			nanosleep(&ts, NULL);
+		}
 	}
 	if (c->cupti) {
 		c->api.ret = err;
