@@ -17,9 +17,6 @@
  *  - launches only validate their arguments;
  *  - FAKE_CUDA_DELAY_NS=N makes every call take at least N nanoseconds, so a
  *    test can check that recorded durations are at least N;
- *  - FAKE_CUDA_RETURN_DELAY_NS=N makes a call that did GPU work take N more
- *    nanoseconds between recording that work and returning (its API EXIT),
- *    as a thread descheduled there would;
  *  - like the driver at cuInit, the first call loads the library named by
  *    CUDA_INJECTION64_PATH and calls its InitializeInjection();
  *  - when the fake CUPTI (test/fake_cupti) is loaded, every call reaches it
@@ -57,7 +54,6 @@
 #define FAKE_TABLE_SIZE 65536u /* live allocations, open addressing */
 
 static long delay_ns;
-static long return_delay_ns;
 static int ndevices = 4;
 static TLS int cur_device;
 static TLS cudaError_t last_error;
@@ -75,9 +71,6 @@ __attribute__((constructor)) static void fake_init(void)
 
 	if (s)
 		delay_ns = strtol(s, NULL, 10);
-	s = getenv("FAKE_CUDA_RETURN_DELAY_NS");
-	if (s)
-		return_delay_ns = strtol(s, NULL, 10);
 	s = getenv("FAKE_CUDA_DEVICES");
 	if (s && atoi(s) > 0)
 		ndevices = atoi(s);
@@ -171,12 +164,6 @@ static int call_end(struct call *c, int err, struct fake_gpu_op *op)
 		op->device = (uint32_t)cur_device;
 		op->context = (uint32_t)cur_device + 1;
 		c->cupti->record(op);
-		if (return_delay_ns > 0) {
-			struct timespec ts = { return_delay_ns / 1000000000L,
-					       return_delay_ns % 1000000000L };
-
-			nanosleep(&ts, NULL);
-		}
 	}
 	if (c->cupti) {
 		c->api.ret = err;
