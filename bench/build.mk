@@ -40,3 +40,12 @@ $(O)/bench/cuda_bench: $(O)/obj/prog/bench/cuda_bench.o $(BENCH_CUDART)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $(O)/obj/prog/bench/cuda_bench.o \
 		-L$(BENCH_CUDART_DIR) -l:libcudart.so.13 -Wl,-rpath,'$$ORIGIN/../test/fake_cudart'
 endif
+
+# gen_store: large stores written through the collector's store module, for
+# the tools' benchmarks (run-bench, section 8)
+BENCH_PROGS += $(O)/bench/gen_store
+
+$(O)/bench/gen_store: $(O)/obj/bench/gen_store.o $(COLLECTOR_STORE_OBJS)
+	$(call msg,LD,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ -lsqlite3 -lm
