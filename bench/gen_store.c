@@ -368,7 +368,7 @@ int main(int argc, char **argv)
 			err = store_count_add(g.s, g.proc, 1000 + t, SHM_FN_FREE, g.frees[t], 0);
 	}
 	if (!err)
-		err = store_process_end(g.s, g.proc, g.start_ns + span + 1000, "exit");
+		err = store_process_end(g.s, g.proc, g.start_ns + span + 1000, "exit", 0);
 	if (err) {
 		store_close(g.s);
 		return fail(path, err);
