@@ -86,13 +86,27 @@ void xout_str(struct xout *w, const char *s)
 
 void xout_u64(struct xout *w, uint64_t v)
 {
+	static const char pairs[] =
+		"00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+		"40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+		"8081828384858687888990919293949596979899";
 	char tmp[24];
 	int i = sizeof(tmp);
 
-	do {
-		tmp[--i] = (char)('0' + v % 10);
-		v /= 10;
-	} while (v);
+	/* two digits a division: a CSV row or trace event has several numbers */
+	while (v >= 100) {
+		unsigned d = (unsigned)(v % 100);
+
+		v /= 100;
+		tmp[--i] = pairs[2 * d + 1];
+		tmp[--i] = pairs[2 * d];
+	}
+	if (v >= 10) {
+		tmp[--i] = pairs[2 * v + 1];
+		tmp[--i] = pairs[2 * v];
+	} else {
+		tmp[--i] = (char)('0' + v);
+	}
 	xout_mem(w, tmp + i, sizeof(tmp) - (size_t)i);
 }
 

@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #include <sqlite3.h>
 
@@ -109,8 +110,7 @@ static inline void xout_mem(struct xout *w, const char *s, size_t n)
 	xout_need(w, n);
 	if (w->n + n > w->cap)
 		return; /* to memory, out of it: err is set */
-	for (size_t i = 0; i < n; i++)
-		w->buf[w->n + i] = s[i];
+	memcpy(w->buf + w->n, s, n);
 	w->n += n;
 }
 

@@ -171,14 +171,16 @@ static void fill_window(struct csv *c, struct csv_row *r, sqlite3_stmt *st, int 
 	r->name = "GPU sampling window";
 }
 
-/* Allocations: columns id, proc_id, alloc_ns, free_ns, then these. */
+/* Allocations: columns id, proc_id, alloc_ns, free_ns, then these (NOT
+ * NULL in the schema). */
 static void fill_alloc(struct csv *c, struct csv_row *r, sqlite3_stmt *st, int *err)
 {
 	(void)err;
 	r->name = fn_name(c, st, 4);
-	r->tid = col_or(st, 5, &r->has_tid);
-	r->device = col_or(st, 6, &r->has_device);
-	r->bytes = col_or(st, 7, &r->has_bytes);
+	r->tid = sqlite3_column_int64(st, 5);
+	r->device = sqlite3_column_int64(st, 6);
+	r->bytes = sqlite3_column_int64(st, 7);
+	r->has_tid = r->has_device = r->has_bytes = 1;
 }
 
 #define ALLOC_COLS "id, proc_id, alloc_ns, free_ns, alloc_fn, alloc_tid, device, size"
