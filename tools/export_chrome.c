@@ -461,11 +461,29 @@ static void flow(struct chrome *c, const struct xproc *p, int64_t corr, int64_t 
 	xout_lit(c->w, ",\"name\":\"launch\",\"cat\":\"launch\"}");
 }
 
+/* The stream column of a GPU row: -1 when unknown. */
+static int64_t col_stream(sqlite3_stmt *st, int col)
+{
+	return sqlite3_column_type(st, col) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, col);
+}
+
+/* What every GPU row ends with: where it ran, its correlation, the closing
+ * braces, and the flow from its launching call. */
+static void gpu_row_end(struct chrome *c, const struct xproc *p, int64_t dev, int64_t stream,
+			int64_t corr, int64_t tid, int64_t start, int *n)
+{
+	arg_i(c->w, "device", dev, n);
+	arg_i(c->w, "stream", stream, n);
+	arg_i(c->w, "correlation", corr, n);
+	xout_lit(c->w, "}}");
+	flow(c, p, corr, tid, start);
+}
+
 static int kernel_row(struct chrome *c, const struct xproc *p, sqlite3_stmt *st)
 {
 	struct xout *w = c->w;
 	int64_t dev = sqlite3_column_int64(st, 3);
-	int64_t stream = sqlite3_column_type(st, 4) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 4);
+	int64_t stream = col_stream(st, 4);
 	int64_t start = sqlite3_column_int64(st, 1), corr = sqlite3_column_int64(st, 5), tid;
 	const char *lit;
 	int n = 0, err = jname(c, p->proc_id, sqlite3_column_int64(st, 6), &lit);
@@ -483,11 +501,7 @@ static int kernel_row(struct chrome *c, const struct xproc *p, sqlite3_stmt *st)
 	arg_i(w, "registers", sqlite3_column_int64(st, 13), &n);
 	arg_i(w, "static_smem", sqlite3_column_int64(st, 14), &n);
 	arg_i(w, "dynamic_smem", sqlite3_column_int64(st, 15), &n);
-	arg_i(w, "device", dev, &n);
-	arg_i(w, "stream", stream, &n);
-	arg_i(w, "correlation", corr, &n);
-	xout_lit(w, "}}");
-	flow(c, p, corr, tid, start);
+	gpu_row_end(c, p, dev, stream, corr, tid, start, &n);
 	return 0;
 }
 
@@ -497,7 +511,7 @@ static int copy_row(struct chrome *c, const struct xproc *p, sqlite3_stmt *st)
 	const char *op = (const char *)sqlite3_column_text(st, 3);
 	const char *kind = (const char *)sqlite3_column_text(st, 8);
 	int64_t dev = sqlite3_column_int64(st, 4);
-	int64_t stream = sqlite3_column_type(st, 5) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 5);
+	int64_t stream = col_stream(st, 5);
 	int64_t start = sqlite3_column_int64(st, 1), corr = sqlite3_column_int64(st, 6), tid;
 	int memset_ = op && strcmp(op, "memset") == 0, n = 0;
 	char name[64];
@@ -522,11 +536,7 @@ static int copy_row(struct chrome *c, const struct xproc *p, sqlite3_stmt *st)
 		arg_s(w, "src_kind", (const char *)sqlite3_column_text(st, 9), &n);
 		arg_s(w, "dst_kind", (const char *)sqlite3_column_text(st, 10), &n);
 	}
-	arg_i(w, "device", dev, &n);
-	arg_i(w, "stream", stream, &n);
-	arg_i(w, "correlation", corr, &n);
-	xout_lit(w, "}}");
-	flow(c, p, corr, tid, start);
+	gpu_row_end(c, p, dev, stream, corr, tid, start, &n);
 	return 0;
 }
 

@@ -453,8 +453,9 @@ static void *alloc_worker(void *arg)
 	char sql[160];
 	int err = 0;
 
-	if (sqlite3_open_v2(a->c->x->o->path, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX,
-			    NULL) != SQLITE_OK) {
+	/* as the model's heap pass makes its own (store_connect: immutable
+	 * when no collector writes the store) */
+	if (store_connect(a->c->x->o->path, &db) != SQLITE_OK) {
 		cli_error("cannot open the store again: %s", sqlite3_errmsg(db));
 		err = -EIO;
 	} else {
