@@ -271,23 +271,9 @@ static const struct est_table est_tables[] = {
 	     " GROUP BY proc_id", 120 },
 };
 
-/* The memory counters: two samples a bucket at most, per memory; from the
- * model's memories (the heap pass the counters need anyway), not another
- * scan of the allocations. */
-static int estimate_memory(struct chrome *c, double *bytes)
-{
-	struct model_mem *const *mems;
-	size_t n;
-	int err = model_memories(c->x->m, &mems, &n);
-
-	for (size_t i = 0; !err && i < n; i++) {
-		double events = 2.0 * (double)mems[i]->rows;
-
-		if (export_proc(c->x, mems[i]->proc->proc_id))
-			*bytes += 110 * (events < 2.0 * COUNTER_BUCKETS ? events : 2.0 * COUNTER_BUCKETS);
-	}
-	return err;
-}
+/* Memory counters: two samples a bucket at most, per memory (the model's
+ * memories, read by the heap pass that makes the counters anyway). */
+#define COUNTER_BYTES 110
 
 static int estimate(struct chrome *c, double *bytes)
 {
@@ -319,7 +305,20 @@ static int estimate(struct chrome *c, double *bytes)
 			err = r;
 		sqlite3_finalize(st);
 	}
-	return err ? err : estimate_memory(c, bytes);
+	if (!err) {
+		struct model_mem *const *mems;
+		size_t n;
+
+		err = model_memories(x->m, &mems, &n);
+		for (size_t i = 0; !err && i < n; i++) {
+			double rows = 2.0 * (double)mems[i]->rows;
+
+			if (export_proc(x, mems[i]->proc->proc_id))
+				*bytes += (rows < 2.0 * COUNTER_BUCKETS ? rows : 2.0 * COUNTER_BUCKETS) *
+					  COUNTER_BYTES;
+		}
+	}
+	return err;
 }
 
 /* ---- the tables ---- */
