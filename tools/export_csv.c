@@ -496,18 +496,11 @@ static void *alloc_worker(void *arg)
 	return NULL;
 }
 
-static size_t ncpus(void)
-{
-	long n = sysconf(_SC_NPROCESSORS_ONLN);
-
-	return n < 1 ? 1 : n > MAX_WORKERS ? MAX_WORKERS : (size_t)n;
-}
-
 /* Runs pass (1 or 2) on the workers: pass 1 to its end; pass 2 is left
  * running, ahead of the merge (allocs_stop() ends it). */
 static int allocs_run(struct allocs *a, int pass, pthread_t *tid, size_t *nthreads)
 {
-	size_t n = ncpus();
+	size_t n = store_readers(MAX_WORKERS);
 
 	a->pass = pass;
 	a->next = 0;

@@ -401,13 +401,6 @@ out:
 	return err;
 }
 
-static size_t cpus(void)
-{
-	long n = sysconf(_SC_NPROCESSORS_ONLN);
-
-	return n < 1 ? 1 : n > MAX_WORKERS ? MAX_WORKERS : (size_t)n;
-}
-
 static int scan(struct model *m, struct model_heap *h)
 {
 	struct worker w[MAX_WORKERS];
@@ -440,7 +433,7 @@ static int scan(struct model *m, struct model_heap *h)
 	if (!sql)
 		return -ENOMEM;
 	if (m->path && hi - lo >= PARALLEL_ROWS)
-		nw = cpus();
+		nw = store_readers(MAX_WORKERS);
 	for (size_t i = 0; i < nw; i++) {
 		w[i].m = m;
 		w[i].h = h;

@@ -374,8 +374,8 @@ expect_empty "csv: allocations stored out of time order still come out sorted, e
 
 # --- folded -------------------------------------------------------------------
 "$SHIMMER" export "$DB" --format folded --weight gpu-time > "$T/gpu.folded"
-"$PY" - "$T/gpu.folded" "$T/py.log" "$PYPID" "$DELAY" > "$T/fold.check" <<'PY'
-import sys
+"$PY" - "$T/gpu.folded" "$T/py.log" "$PYPID" "$DELAY" "$DB" > "$T/fold.check" <<'PY'
+import sqlite3, sys
 from collections import defaultdict
 lines = [l.rsplit(" ", 1) for l in open(sys.argv[1]).read().splitlines()]
 pypid, delay = sys.argv[3], int(sys.argv[4])
@@ -387,11 +387,22 @@ got = defaultdict(int)
 for stack, w in lines:
     if stack.startswith("pid %s;" % pypid):
         got[stack.split(";")[-1]] += int(w)
+# Each line's kernels by their grids (forward launches grid 100+i, backward
+# 200+i): their durations as stored, whatever the fake's sleeps overshot
+# on a loaded machine, are the time the line must get, to the ns.
+db = sqlite3.connect(sys.argv[5])
+def stored(lo, hi):
+    return db.execute("SELECT coalesce(sum(k.end_ns - k.start_ns), 0) FROM kernels k"
+                      " JOIN processes p USING (proc_id) WHERE p.pid = ? AND k.grid_x >= ?"
+                      " AND k.grid_x < ?", (int(pypid), lo, hi)).fetchone()[0]
+grids = {"forward": (100, 200), "backward": (200, 300)}
 for site, n in want.items():
     if site.startswith("warmup") and got.get(site, 0) > 0:
         continue
-    if not (n * delay <= got.get(site, 0) < n * delay * 1.5):
-        print("%s: %d ns of GPU time, %d launches of %d ns" % (site, got.get(site, 0), n, delay))
+    fn = site.split(" ")[0]
+    if not (n * delay <= got.get(site, 0) == stored(*grids[fn])):
+        print("%s: %d ns of GPU time; %d launches of %d ns, %d ns stored for its kernels"
+              % (site, got.get(site, 0), n, delay, stored(*grids[fn])))
 extra = set(got) - set(want)
 if extra:
     print("GPU time on other lines:", extra)
