@@ -64,7 +64,7 @@ $(ATTACH_BENCH_LIBDIR)/.stamp: $(O)/obj/prog/bench/attach_lib.o
 	$(Q)rm -f $(@D)/libfill.so && touch $@
 
 # gen_store: large stores written through the collector's store module, for
-# the tools' benchmarks (run-bench, section 8)
+# the tools' benchmarks (run-bench, section 9)
 BENCH_PROGS += $(O)/bench/gen_store
 
 $(O)/bench/gen_store: $(O)/obj/bench/gen_store.o $(COLLECTOR_STORE_OBJS)

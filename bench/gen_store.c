@@ -1,6 +1,6 @@
 /*
  * gen_store: writes a large shimmer store quickly, for the tools'
- * benchmarks (bench/run-bench, section "tools").  Tracing a workload big
+ * benchmarks (bench/run-bench, section 9: export-bench).  Tracing a workload big
  * enough (5 million allocations, a million kernels) takes minutes on two
  * cores; this writes the same rows through the collector's own store
  * module (collector/store.h: the schema files, the batched writer, the
