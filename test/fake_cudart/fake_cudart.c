@@ -143,6 +143,9 @@ static int call_end(struct call *c, int err, struct fake_gpu_op *op)
 {
 	uint64_t start = op && c->cupti ? c->cupti->timestamp() : 0;
 
+	if (op && c->cupti)
+		c->cupti->work_begins(op);
+
 	if (delay_ns > 0) {
 		/* GPU work lasts the whole delay, however long the callbacks took. */
 		uint64_t until = (op ? clock_ns(CLOCK_MONOTONIC) : c->t0) + (uint64_t)delay_ns;
