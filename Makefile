@@ -16,6 +16,15 @@ CUDA_HOME ?= /usr/local/cuda
 CC ?= cc
 SANITIZE ?=
 
+# The shim and the test fakes are built against the CUDA toolkit's headers
+# (the runtime's and CUPTI's types); without them, say so once and stop.
+CUDA_HEADER := $(CUDA_HOME)/include/cuda_runtime_api.h
+ifeq ($(wildcard $(CUDA_HEADER)),)
+ifneq ($(filter-out clean uninstall,$(or $(MAKECMDGOALS),all)),)
+$(error CUDA toolkit headers not found: $(CUDA_HEADER) is missing; install the CUDA toolkit or name its directory with CUDA_HOME (make CUDA_HOME=/path/to/cuda))
+endif
+endif
+
 CPPFLAGS_BASE := -D_GNU_SOURCE -I. -Icommon
 WARN := -Wall -Wextra -Wshadow -Wmissing-prototypes -Werror
 CFLAGS_BASE := -std=c11 -g -O2 $(WARN) -fno-omit-frame-pointer

@@ -31,14 +31,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <linux/magic.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <limits.h>
 #include <linux/futex.h>
 #include <sys/statfs.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 struct slot_state {
 	uint64_t tail;
@@ -454,6 +458,24 @@ static int cursor_close(struct ring *r, struct cursor *cur, const struct rec_sin
 	return 0;
 }
 
+/*
+ * Lossless producers sleep on the region's wake futex until a pass made
+ * room or freed a slot (wire.h).  Both sides look at waiters with a
+ * read-modify-write (ours adds 0): the two are ordered, and whichever
+ * comes second sees the other's side, our tail and slot stores before it
+ * or their count.  (A fence would do on x86, but ThreadSanitizer knows
+ * none.)  A
+ * producer can keep waiters non-zero for nothing; that costs it a futex
+ * call per pass, no more.
+ */
+static void wake(struct ring *r)
+{
+	if (!__atomic_fetch_add(&r->region->waiters, 0, __ATOMIC_SEQ_CST))
+		return;
+	__atomic_fetch_add(&r->region->wake, 1, __ATOMIC_SEQ_CST);
+	syscall(SYS_futex, &r->region->wake, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
 int ring_drain(struct ring *r, uint64_t limit, const struct rec_sink *sink)
 {
 	uint32_t hwm, n = 0, nheap = 0;
@@ -507,5 +529,6 @@ int ring_drain(struct ring *r, uint64_t limit, const struct rec_sink *sink)
 	if (err)
 		return err;
 	__atomic_store_n(&r->region->heartbeat, ++r->heartbeat, __ATOMIC_RELEASE);
+	wake(r);
 	return bad;
 }

@@ -452,10 +452,15 @@ static int tick(struct daemon *d)
 		err = watch(d, d->listen_fd, &tag_listen);
 	}
 	/* Connections that never said HELLO (or REQUEST) give their
-	 * descriptor back. */
+	 * descriptor back.  A HELLO may be waiting behind a long pass over
+	 * busy regions (32 lossy processes of 8 threads: seconds): read it
+	 * first. */
 	for (struct client *c = d->co.clients; c && !err; c = client_next(c))
 		if (!client_ended(c) && !client_proc_id(c) && !client_is_control(c) &&
 		    now - client_born_ns(c) > HELLO_TIMEOUT_NS) {
+			err = on_client(d, c, 0);
+			if (err || client_ended(c) || client_proc_id(c))
+				continue;
 			d->timed_out++;
 			err = end_client(d, c, CLIENT_CLOSED);
 		}

@@ -413,9 +413,10 @@ struct shm_region {
 	 * looks again and, still stuck, sleeps in FUTEX_WAIT on wake (a shared
 	 * futex: the region is MAP_SHARED).  After a pass that moved a tail or
 	 * freed a slot the collector, seeing waiters, bumps wake and wakes them
-	 * all (FUTEX_WAKE).  Both sides order their store before the other's
-	 * load with a full barrier, so a wake is never missed; waits are also
-	 * bounded in time.
+	 * all (FUTEX_WAKE).  Both sides reach waiters with a sequentially
+	 * consistent read-modify-write (the collector adds 0) after their own
+	 * stores, so one always sees the other and a wake is never missed;
+	 * waits are also bounded in time.
 	 */
 	uint32_t wake;
 	uint32_t waiters;

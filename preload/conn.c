@@ -2,21 +2,33 @@
  * Control messages.  HELLO is built in a static buffer (it may approach
  * SHM_MSG_MAX, too big for a small thread stack) and only from the
  * constructor or a fork child, when no other thread can be sending it.
- * Interned strings (STRING) are sent by intern.c.
+ * Interned strings (STRING) are built by intern.c and sent here.
+ *
+ * `sock` is read by every send and cleared, once, by the thread that finds
+ * the socket gone (CAS), so that exactly one line and one callback follow.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stddef.h>
 #include <string.h>
-#include <sys/socket.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include "conn.h"
+#include "log.h"
 
 #define STATUS_TEXT_MAX 1024u
+#define FD_CEILING 1024  /* never above: select()'s FD_SETSIZE, a small fd table */
+#define FD_BELOW_TOP 64  /* how far under the ceiling the socket goes */
 
 static char hello_buf[SHM_MSG_MAX];
+static int sock = -1;
+static dev_t sock_dev;
+static ino_t sock_ino;
+static void (*on_lost)(void);
 
 static void hdr_init(struct shm_msg_hdr *h, uint16_t type, uint32_t len)
 {
@@ -25,17 +37,76 @@ static void hdr_init(struct shm_msg_hdr *h, uint16_t type, uint32_t len)
 	};
 }
 
-static int send_msg(int fd, const void *msg, size_t len)
+/* The socket if it is still the one we opened, else -1 (and the loss is
+ * made known, once). */
+static int owned(void)
 {
-	if (send(fd, msg, len, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
-		return -errno;
-	return 0;
+	int fd = __atomic_load_n(&sock, __ATOMIC_ACQUIRE);
+	struct stat sb;
+
+	if (fd < 0)
+		return -1;
+	if (fstat(fd, &sb) == 0 && sb.st_dev == sock_dev && sb.st_ino == sock_ino)
+		return fd;
+	if (__atomic_compare_exchange_n(&sock, &fd, -1, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+		log_warn("the program closed or replaced descriptor %d, the shim's connection to "
+			 "the collector; tracing stopped (what was recorded up to here is kept)", fd);
+		if (on_lost)
+			on_lost();
+	}
+	return -1;
 }
 
-int conn_open(const char *path)
+static int send_msg(const void *msg, size_t len)
+{
+	int fd = owned(), saved = errno, err = 0;
+
+	if (fd < 0)
+		return -ENOTCONN;
+	if (send(fd, msg, len, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
+		err = -errno;
+	errno = saved;
+	return err;
+}
+
+int conn_sendmsg(const struct msghdr *mh)
+{
+	int fd = owned(), saved = errno, err = 0;
+
+	if (fd < 0)
+		return -ENOTCONN;
+	if (sendmsg(fd, mh, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
+		err = -errno;
+	errno = saved;
+	return err;
+}
+
+/* fd moved to the lowest free number at least FD_BELOW_TOP under the
+ * ceiling (min(soft RLIMIT_NOFILE, FD_CEILING)), or left where it is when
+ * the limit is too low or nothing up there is free. */
+static int move_high(int fd)
+{
+	struct rlimit rl;
+	long cap = FD_CEILING, target;
+	int hi;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < (rlim_t)cap)
+		cap = (long)rl.rlim_cur;
+	target = cap > 2 * FD_BELOW_TOP ? cap - FD_BELOW_TOP : cap / 2;
+	if (target <= fd)
+		return fd;
+	hi = fcntl(fd, F_DUPFD_CLOEXEC, (int)target);
+	if (hi < 0)
+		return fd;
+	close(fd);
+	return hi;
+}
+
+int conn_open(const char *path, void (*lost)(void))
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	size_t n = strlen(path);
+	struct stat sb;
 	int fd, err;
 
 	if (n >= sizeof(sa.sun_path))
@@ -44,12 +115,46 @@ int conn_open(const char *path)
 	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
-	if (connect(fd, (struct sockaddr *)&sa, offsetof(struct sockaddr_un, sun_path) + n + 1) < 0) {
-		err = -errno;
+	if (connect(fd, (struct sockaddr *)&sa, offsetof(struct sockaddr_un, sun_path) + n + 1) < 0)
+		goto fail;
+	fd = move_high(fd);
+	if (fstat(fd, &sb) < 0)
+		goto fail;
+	sock_dev = sb.st_dev;
+	sock_ino = sb.st_ino;
+	on_lost = lost;
+	__atomic_store_n(&sock, fd, __ATOMIC_RELEASE);
+	return 0;
+fail:
+	err = -errno;
+	close(fd);
+	return err;
+}
+
+int conn_ok(void)
+{
+	return owned() >= 0;
+}
+
+void conn_close(void)
+{
+	int fd = owned();
+
+	if (fd >= 0)
 		close(fd);
-		return err;
-	}
-	return fd;
+	__atomic_store_n(&sock, -1, __ATOMIC_RELEASE);
+}
+
+int conn_hung_up(void)
+{
+	int fd = owned();
+	struct pollfd p = { .fd = fd, .events = POLLIN | POLLRDHUP };
+
+	if (fd < 0)
+		return 1;
+	if (poll(&p, 1, 0) < 0)
+		return 0;
+	return !!(p.revents & (POLLHUP | POLLRDHUP | POLLERR));
 }
 
 /* Reads a small file into buf; returns the bytes read or -errno. */
@@ -73,8 +178,9 @@ static ssize_t read_file(const char *path, char *buf, size_t cap)
 	return (ssize_t)got;
 }
 
-int conn_hello(int fd, struct shm_msg_hello *h, int memfd, const char *job, uint32_t job_len)
+int conn_hello(struct shm_msg_hello *h, int memfd, const char *job, uint32_t job_len)
 {
+	int fd = owned();
 	char *text = hello_buf + sizeof(*h);
 	size_t room = sizeof(hello_buf) - sizeof(*h);
 	char cbuf[CMSG_SPACE(sizeof(int))] = { 0 };
@@ -85,6 +191,8 @@ int conn_hello(int fd, struct shm_msg_hello *h, int memfd, const char *job, uint
 	ssize_t exe, argv;
 	size_t host;
 
+	if (fd < 0)
+		return -ENOTCONN;
 	exe = readlink("/proc/self/exe", text, room < 4096 ? room : 4096);
 	if (exe < 0)
 		exe = 0;
@@ -125,31 +233,40 @@ int conn_hello(int fd, struct shm_msg_hello *h, int memfd, const char *job, uint
 	return 0;
 }
 
-int conn_thread(int fd, uint32_t slot, uint32_t tid, uint32_t name_id, uint64_t ts)
+int conn_thread(uint32_t slot, uint32_t tid, uint32_t name_id, uint64_t ts)
 {
 	struct shm_msg_thread m = { .slot = slot, .tid = tid, .name_id = name_id, .ts = ts };
 
 	hdr_init(&m.hdr, SHM_MSG_THREAD, sizeof(m));
-	return send_msg(fd, &m, sizeof(m));
+	return send_msg(&m, sizeof(m));
 }
 
-int conn_kick(int fd)
+int conn_kick(void)
 {
 	struct shm_msg_hdr m;
 
 	hdr_init(&m, SHM_MSG_KICK, sizeof(m));
-	return send_msg(fd, &m, sizeof(m));
+	return send_msg(&m, sizeof(m));
 }
 
-int conn_bye(int fd, uint64_t ts)
+int conn_bye(uint64_t ts)
 {
 	struct shm_msg_bye m = { .ts = ts };
 
 	hdr_init(&m.hdr, SHM_MSG_BYE, sizeof(m));
-	return send_msg(fd, &m, sizeof(m));
+	return send_msg(&m, sizeof(m));
 }
 
-int conn_gpu_status(int fd, uint32_t status, const char *text)
+int conn_signal(int signo, int code, uint64_t addr, uint32_t tid, uint64_t ts)
+{
+	struct shm_msg_signal m = { .signo = signo, .code = code, .addr = addr, .tid = tid,
+				    .ts = ts };
+
+	hdr_init(&m.hdr, SHM_MSG_SIGNAL, sizeof(m));
+	return send_msg(&m, sizeof(m));
+}
+
+int conn_gpu_status(uint32_t status, const char *text)
 {
 	struct {
 		struct shm_msg_gpu_status m;
@@ -162,5 +279,5 @@ int conn_gpu_status(int fd, uint32_t status, const char *text)
 	msg.m.len = (uint32_t)len;
 	if (len)
 		memcpy(msg.text, text, len);
-	return send_msg(fd, &msg, msg.m.hdr.len);
+	return send_msg(&msg, msg.m.hdr.len);
 }

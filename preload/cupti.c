@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cupti.h>
 
@@ -37,7 +38,7 @@ static char text[TEXT_MAX];
 /* GPU_STATUS, and for a failure the one stderr line. */
 static void report(uint32_t status, const char *why)
 {
-	conn_gpu_status(shim.sock, status, why);
+	conn_gpu_status(status, why);
 	log_debug("GPU status %u: %s", status, why);
 	if (status != SHM_GPU_ACTIVE && status != SHM_GPU_DISABLED)
 		log_warn("GPU activity not traced: %s; API calls still are", why);
@@ -46,6 +47,18 @@ static void report(uint32_t status, const char *why)
 static void at_exit(void)
 {
 	cupti_exit();
+}
+
+/*
+ * Whether an NVIDIA driver is there to talk to: the kernel module's /proc
+ * entry or device (also in a container given GPUs), or WSL's.  Without
+ * one CUPTI fails with an error that says nothing of why
+ * (CUPTI_ERROR_UNKNOWN from cuptiSubscribe): we say it in words.
+ */
+static int driver_present(void)
+{
+	return access("/proc/driver/nvidia", F_OK) == 0 || access("/dev/nvidiactl", F_OK) == 0 ||
+	       access("/dev/dxg", F_OK) == 0;
 }
 
 /* Everything after loading.  Returns the status; text says why. */
@@ -83,8 +96,13 @@ static uint32_t begin(void *h)
 	snprintf(text, sizeof(text), "%.700s", cupti_lib_path);
 	return SHM_GPU_ACTIVE;
 fail:
-	snprintf(text, sizeof(text), "%s failed: %.200s (%.400s)", step, cupti_result_str(res),
-		 cupti_lib_path);
+	if (!driver_present())
+		snprintf(text, sizeof(text), "no GPU or NVIDIA driver found on this machine (no "
+			 "/proc/driver/nvidia, /dev/nvidiactl or /dev/dxg); %s said %.200s (%.400s)",
+			 step, cupti_result_str(res), cupti_lib_path);
+	else
+		snprintf(text, sizeof(text), "%s failed: %.200s (%.400s)", step,
+			 cupti_result_str(res), cupti_lib_path);
 	return SHM_GPU_ERROR;
 }
 

@@ -19,11 +19,13 @@
  */
 #include <errno.h>
 #include <malloc.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "clock.h"
+#include "log.h"
 #include "heap.h"
 #include "real.h"
 #include "sampled.h"
@@ -242,6 +244,17 @@ void heap_fork_child(void)
 #define ALL_TIMED_EVERY 8u
 static __thread unsigned all_tick __attribute__((tls_model("initial-exec")));
 
+/* The process's heap order: one counter for all threads, so that a
+ * release and the allocation that reuses its address are numbered in the
+ * order they happened (the allocator's own synchronization orders them).
+ * Only calls that ship a record take a number. */
+static uint64_t heap_seq;
+
+static inline uint64_t heap_order(void)
+{
+	return __atomic_add_fetch(&heap_seq, 1, __ATOMIC_RELAXED);
+}
+
 /*
  * Performs a traced call: mode is SAMPLE or ALL; sampled says the sampler
  * chose this allocation.  Ships the record when the mode or the sampled set
@@ -256,12 +269,22 @@ static void *traced(struct shim_thread *t, struct call *c, int mode, int sampled
 	int released = 0, failed, saved;
 	void *p;
 
+	t->busy |= BUSY_HEAP;
 	if (mode == SHM_MALLOC_SAMPLE && c->old)
 		released = sampled_remove(&heap_set, c->old);
-	if (mode == SHM_MALLOC_SAMPLE && !sampled && !released)
-		return call_real(c);
+	if (mode == SHM_MALLOC_SAMPLE && !sampled && !released) {
+		p = call_real(c);
+		goto done;
+	}
+	/* The heap order (wire.h): a release takes its number before the
+	 * real call can hand the address to another thread, an allocation
+	 * after the real call handed it to us. */
+	if (c->old)
+		r.seq_free = heap_order();
 	r.t_begin = clock_now();
 	p = call_real(c);
+	if (p && (shm_fn_info[c->fn].flags & SHM_FNF_ALLOC))
+		r.seq = heap_order();
 	if (mode == SHM_MALLOC_SAMPLE || (++all_tick & (ALL_TIMED_EVERY - 1)) == 0)
 		r.t_end = clock_now();
 	else
@@ -326,7 +349,150 @@ ship:
 	thread_emit(t, &r, sizeof(r));
 out:
 	errno = saved;
+done:
+	t->busy &= (uint8_t)~BUSY_HEAP;
 	return p;
+}
+
+/*
+ * A call made on a thread that was recording another (busy): a signal
+ * handler's.  It is counted, and the record it would have made is counted
+ * as dropped, so that stored + dropped is still every call; nothing the
+ * interrupted hook is using is touched, but the lock-free sampled set (a
+ * sampled block's release must leave it before the real free).
+ */
+static __attribute__((noinline)) void *reentered(struct shim_thread *t, struct call *c, int mode)
+{
+	uint64_t n = call_bytes(c);
+	int lost = mode == SHM_MALLOC_ALL;
+	void *p;
+
+	thread_count(t, c->fn, n);
+	if (mode == SHM_MALLOC_SAMPLE) {
+		if (c->old && sampled_remove(&heap_set, c->old))
+			lost = 1;
+		if (c->fn != SHM_FN_FREE && sampler_take(&t->sampler, n))
+			lost = 1;
+	}
+	p = call_real(c);
+	if (lost)
+		thread_drop(t, 1);
+	return p;
+}
+
+/* ---- calls made before the constructor ---- */
+
+#define EARLY_MAX 4096u
+
+struct early_call {
+	uint16_t fn;    /* written last (release): 0 while being filled */
+	uint16_t failed;
+	uint64_t ptr;   /* the block returned, or freed */
+	uint64_t size;
+	uint64_t aux;   /* realloc's old block; the alignment */
+};
+
+static struct early_call early[EARLY_MAX];
+static uint32_t early_n;
+/* calls past EARLY_MAX: counted, their records lost */
+static uint64_t early_lost_count[SHM_FN_COUNT], early_lost_bytes[SHM_FN_COUNT], early_lost;
+
+static __attribute__((noinline)) void *early_record(struct call *c)
+{
+	uint32_t i = __atomic_fetch_add(&early_n, 1, __ATOMIC_RELAXED);
+	void *p = call_real(c);
+	int saved = errno;
+	uint64_t n = call_bytes(c);
+	struct early_call *e;
+
+	if (i >= EARLY_MAX) {
+		__atomic_fetch_add(&early_lost_count[c->fn], 1, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&early_lost_bytes[c->fn], n, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&early_lost, 1, __ATOMIC_RELAXED);
+		errno = saved;
+		return p;
+	}
+	e = &early[i];
+	e->size = n;
+	e->ptr = c->fn == SHM_FN_FREE ? (uintptr_t)c->old : (uintptr_t)p;
+	switch (c->fn) {
+	case SHM_FN_REALLOC:
+	case SHM_FN_REALLOCARRAY:
+		e->aux = (uintptr_t)c->old;
+		break;
+	case SHM_FN_POSIX_MEMALIGN:
+	case SHM_FN_ALIGNED_ALLOC:
+	case SHM_FN_MEMALIGN:
+		e->aux = c->m;
+		break;
+	default:
+		e->aux = 0;
+	}
+	e->failed = c->fn != SHM_FN_FREE && !p && (n || !c->old);
+	__atomic_store_n(&e->fn, (uint16_t)c->fn, __ATOMIC_RELEASE);
+	errno = saved;
+	return p;
+}
+
+/* One early call into t's ring, as traced() would have shipped it. */
+static void early_replay(struct shim_thread *t, const struct early_call *e, int mode)
+{
+	unsigned fnf = shm_fn_info[e->fn].flags;
+	uint64_t old = e->fn == SHM_FN_FREE ? e->ptr : (fnf & SHM_FNF_FREE) ? e->aux : 0;
+	uint64_t ptr = e->failed ? 0 : e->ptr;
+	struct shm_rec_heap r = {
+		.hdr = { .type = SHM_REC_HEAP, .size = sizeof(r), .fn = e->fn },
+		.ptr = ptr, .size = e->size, .aux = e->aux,
+	};
+	int ship = mode == SHM_MALLOC_ALL;
+
+	thread_count(t, e->fn, e->size);
+	if (e->failed)
+		r.hdr.flags |= SHM_F_FAILED;
+	if (mode == SHM_MALLOC_SAMPLE && old && !e->failed && sampled_remove(&heap_set, (void *)old))
+		ship = 1;
+	if (mode == SHM_MALLOC_SAMPLE && e->fn != SHM_FN_FREE && ptr &&
+	    sampler_take(&t->sampler, e->size) && sampled_insert(&heap_set, (void *)ptr) == 0) {
+		ship = 1;
+		r.hdr.flags |= SHM_F_SAMPLED;
+	}
+	if (!ship)
+		return;
+	if (old)
+		r.seq_free = heap_order();
+	if (ptr && (fnf & SHM_FNF_ALLOC))
+		r.seq = heap_order();
+	r.t_begin = clock_now();
+	thread_emit(t, &r, sizeof(r));
+}
+
+void heap_early_end(int traced)
+{
+	uint32_t n = __atomic_load_n(&early_n, __ATOMIC_RELAXED), i;
+	struct shim_thread *t;
+	int mode;
+
+	/* traced, enable() has set the mode in force */
+	if (!traced)
+		__atomic_store_n(&shim.heap, SHM_MALLOC_OFF, __ATOMIC_RELEASE);
+	mode = shim_heap_mode();
+	if (!traced || mode == SHM_MALLOC_OFF || !(t = thread_self()) || !t->ring.slot)
+		return;
+	if (n > EARLY_MAX)
+		n = EARLY_MAX;
+	for (i = 0; i < n; i++)
+		if (__atomic_load_n(&early[i].fn, __ATOMIC_ACQUIRE))
+			early_replay(t, &early[i], mode);
+	for (i = 1; i < SHM_FN_COUNT; i++)
+		if (early_lost_count[i]) {
+			count_add(&t->ring.slot->count[i], early_lost_count[i]);
+			count_add(&t->ring.slot->bytes[i], early_lost_bytes[i]);
+		}
+	if (early_lost && mode == SHM_MALLOC_ALL)
+		thread_drop(t, early_lost);
+	if (early_n)
+		log_debug("%u heap calls made before the constructor recorded, %llu lost", n,
+			  (unsigned long long)early_lost);
 }
 
 /* Anything but the sample-mode fast path: untraced, `all`, unclaimed. */
@@ -336,11 +502,19 @@ static void *slow(struct call *c)
 	int mode = shim_heap_mode();
 	uint64_t n;
 
+	/* before the constructor: kept aside (heap_early_end()); our own
+	 * calls (in_shim: dlsym's while we boot) are not the program's */
+	if (unlikely(mode == HEAP_EARLY))
+		return !shim_tls.in_shim && (c->fn != SHM_FN_FREE || c->old) ? early_record(c)
+									      : call_real(c);
+
 	/* glibc's thread exit frees NULL after the key destructors ran: it
 	 * must not claim a slot that nobody would retire. */
 	if (mode == SHM_MALLOC_OFF || (c->fn == SHM_FN_FREE && !c->old) ||
 	    !(t = shim_thread_traced()))
 		return call_real(c);
+	if (unlikely(t->busy))
+		return reentered(t, c, mode);
 	n = call_bytes(c);
 	thread_count(t, c->fn, n);
 	return traced(t, c, mode,
@@ -348,10 +522,18 @@ static void *slow(struct call *c)
 			      sampler_take(&t->sampler, n));
 }
 
+_Static_assert(offsetof(struct shim_thread, busy) == offsetof(struct shim_thread, state) + 1 &&
+	       offsetof(struct shim_thread, in_shim) == offsetof(struct shim_thread, state) + 2,
+	       "state, busy and in_shim make one word");
+
+/* TS_READY, not busy, not in_shim, sample mode: one compare of the word
+ * the three share (little-endian: state is its low byte) and one load. */
 static inline int fast(const struct shim_thread *t)
 {
-	return likely(t->state == TS_READY && !t->in_shim &&
-		      shim_heap_mode() == SHM_MALLOC_SAMPLE);
+	uint32_t w;
+
+	memcpy(&w, (const char *)t + offsetof(struct shim_thread, state), sizeof(w));
+	return likely(w == TS_READY && shim_heap_mode() == SHM_MALLOC_SAMPLE);
 }
 
 /* Nothing of the heap is recorded (paused, or SHIMMER_MALLOC=off): the

@@ -24,4 +24,15 @@ int heap_setup(int mode);
 /* Fork child: the parent's sampled blocks are not this process's events. */
 void heap_fork_child(void);
 
+/*
+ * Calls the program made before the constructor ran (the libraries'
+ * constructors run first: libstdc++'s start-up pool of 72,704 bytes is
+ * one) are kept aside, up to a few thousand, with exact counts of any
+ * beyond.  The constructor ends that, once it knows whether the process is
+ * traced: traced, they go into the calling thread's ring as if made now
+ * (counted, sampled or shipped as the mode says, no stack); else they are
+ * forgotten.  Not thread-safe (constructor).
+ */
+void heap_early_end(int traced);
+
 #endif /* SHIMMER_HEAP_H */

@@ -1,7 +1,7 @@
 /*
  * Process lifecycle: the constructor reads the settings (settings.h),
  * connects, builds the region and sends HELLO; fork handlers give a child
- * its own region and connection; the destructor says BYE.  This file only
+ * its own region and connection; the destructor, or _exit, says BYE.  This file only
  * starts and stops: what tracing needs lives in the modules it calls.
  *
  * When tracing starts, CUDA_INJECTION64_PATH and NVTX_INJECTION64_PATH are
@@ -13,6 +13,7 @@
  */
 #include <errno.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "api.h"
@@ -20,6 +21,7 @@
 #include "conn.h"
 #include "control.h"
 #include "cupti.h"
+#include "fatal.h"
 #include "heap.h"
 #include "intern.h"
 #include "log.h"
@@ -31,6 +33,20 @@
 #include "stack.h"
 
 static int clock_kind;
+static void (*real_exit)(int), (*real_Exit)(int);
+
+static void disable(void)
+{
+	__atomic_store_n(&shim.on, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&shim.heap, SHM_MALLOC_OFF, __ATOMIC_RELAXED);
+}
+
+/* The program closed or replaced our socket (conn.c said so): records
+ * written so far are drained by the collector, which sees it close. */
+static void lost(void)
+{
+	disable();
+}
 
 /* Connects, builds the region and sends HELLO.  0 or -errno. */
 static int start(uint32_t ppid)
@@ -42,17 +58,15 @@ static int start(uint32_t ppid)
 	int err;
 
 	shim.pid = (uint32_t)getpid();
-	shim.sock = conn_open(path);
-	if (shim.sock < 0) {
+	err = conn_open(path, lost);
+	if (err < 0) {
 		log_warn("collector not reached at %s (%s); not tracing", path,
-			  strerrordesc_np(-shim.sock));
-		err = shim.sock;
-		shim.sock = -1;
+			 strerrordesc_np(-err));
 		return err;
 	}
 	err = region_create(&shim.region, nslots, ring_bytes);
 	if (err < 0) {
-		log_debug("region: %s", strerrordesc_np(-err));
+		log_warn("cannot create the event region (%s); not tracing", strerrordesc_np(-err));
 		goto fail;
 	}
 	h.pid = shim.pid;
@@ -75,15 +89,16 @@ static int start(uint32_t ppid)
 	h.nslots = nslots;
 	h.ring_bytes = ring_bytes;
 	h.job_kind = (uint32_t)settings.job_kind;
-	err = conn_hello(shim.sock, &h, shim.region.fd, settings.job, settings.job_len);
+	err = conn_hello(&h, shim.region.fd, settings.job, settings.job_len);
 	if (err < 0) {
-		log_debug("hello: %s", strerrordesc_np(-err));
+		log_warn("cannot send HELLO to the collector (%s); not tracing",
+			 strerrordesc_np(-err));
 		goto fail;
 	}
 	/* The collector holds its own descriptor now; the mapping is ours. */
 	close(shim.region.fd);
 	shim.region.fd = -1;
-	err = intern_init(shim.sock);
+	err = intern_init(conn_sendmsg);
 	if (err < 0)
 		log_debug("intern table: %s; names will be missing", strerrordesc_np(-err));
 	log_debug("tracing pid %u: %u slots of %u bytes, malloc mode %d, clock %d", shim.pid,
@@ -91,8 +106,7 @@ static int start(uint32_t ppid)
 	return 0;
 fail:
 	region_destroy(&shim.region);
-	close(shim.sock);
-	shim.sock = -1;
+	conn_close();
 	return err;
 }
 
@@ -101,12 +115,6 @@ static void enable(void)
 	/* A child forked while paused stays paused. */
 	__atomic_store_n(&shim.heap, shim.paused ? SHM_MALLOC_OFF : shim.mode, __ATOMIC_RELAXED);
 	__atomic_store_n(&shim.on, 1, __ATOMIC_RELEASE);
-}
-
-static void disable(void)
-{
-	__atomic_store_n(&shim.on, 0, __ATOMIC_RELAXED);
-	__atomic_store_n(&shim.heap, SHM_MALLOC_OFF, __ATOMIC_RELAXED);
 }
 
 /*
@@ -121,15 +129,15 @@ static void fork_child(void)
 	shim_tls.in_shim++;
 	disable();
 	region_destroy(&shim.region);
-	close(shim.sock);
-	shim.sock = -1;
-	intern_fork_child(-1);
+	conn_close();
+	intern_fork_child(conn_sendmsg);
 	heap_fork_child();
 	thread_fork_child();
 	api_fork_child();
 	cupti_fork_child();
 	modules_fork_child();
 	stack_fork_child();
+	fatal_fork_child();
 	control_fork_child();
 	if (start(parent) == 0) {
 		api_publish_state();
@@ -180,10 +188,39 @@ __attribute__((constructor)) static void shim_init(void)
 	if (err < 0)
 		log_debug("module table: %s; no module reports", strerrordesc_np(-err));
 	stack_setup();
+	fatal_setup();
+	real_exit = (void (*)(int))real_next("_exit");
+	real_Exit = (void (*)(int))real_next("_Exit");
 	enable();
 	control_start();
 	modules_report();
 out:
+	heap_early_end(__atomic_load_n(&shim.on, __ATOMIC_RELAXED));
+	shim_tls.in_shim--;
+	errno = saved;
+}
+
+/*
+ * The orderly end: BYE, once, and the exit time in the region.  From the
+ * destructor (exit(), a return from main) or from _exit/_Exit, which skip
+ * the destructors (a forked child's usual end).  Not in a vfork child: it
+ * shares our memory and socket, and its _exit is not our process's.
+ */
+static void goodbye(void)
+{
+	static int said;
+	uint64_t ts;
+	int saved = errno;
+
+	if (!__atomic_load_n(&shim.on, __ATOMIC_ACQUIRE) || (uint32_t)getpid() != shim.pid ||
+	    __atomic_exchange_n(&said, 1, __ATOMIC_ACQ_REL))
+		return;
+	/* Normally done already by CUPTI's atexit handler: a no-op then. */
+	cupti_exit();
+	shim_tls.in_shim++;
+	ts = clock_now();
+	__atomic_store_n(&shim.region.hdr->exit_ts, ts, __ATOMIC_RELEASE);
+	conn_bye(ts);
 	shim_tls.in_shim--;
 	errno = saved;
 }
@@ -192,17 +229,23 @@ out:
  * shared rings once the socket closes. */
 __attribute__((destructor)) static void shim_fini(void)
 {
-	uint64_t ts;
-	int saved = errno;
+	goodbye();
+}
 
-	if (!__atomic_load_n(&shim.on, __ATOMIC_ACQUIRE))
-		return;
-	/* Normally done already by CUPTI's atexit handler: a no-op then. */
-	cupti_exit();
-	shim_tls.in_shim++;
-	ts = clock_now();
-	__atomic_store_n(&shim.region.hdr->exit_ts, ts, __ATOMIC_RELEASE);
-	conn_bye(shim.sock, ts);
-	shim_tls.in_shim--;
-	errno = saved;
+SHIM_EXPORT void _exit(int status)
+{
+	goodbye();
+	if (real_exit)
+		real_exit(status);
+	syscall(SYS_exit_group, status);
+	__builtin_unreachable();
+}
+
+SHIM_EXPORT void _Exit(int status)
+{
+	goodbye();
+	if (real_Exit)
+		real_Exit(status);
+	syscall(SYS_exit_group, status);
+	__builtin_unreachable();
 }

@@ -58,7 +58,7 @@ static char *arena;
 static uint64_t arena_used;
 static uint32_t next_id = 1;
 static uint32_t epoch = EPOCH_FIRST;
-static int sock = -1;
+static intern_send_fn *sender;
 
 static uint64_t hash(const char *s, size_t len)
 {
@@ -70,7 +70,7 @@ static uint64_t hash(const char *s, size_t len)
 	return h ^ (h >> 29);
 }
 
-int intern_init(int fd)
+int intern_init(intern_send_fn *fn)
 {
 	void *p;
 
@@ -88,11 +88,11 @@ int intern_init(int fd)
 		}
 		__atomic_store_n(&table, p, __ATOMIC_RELEASE);
 	}
-	__atomic_store_n(&sock, fd, __ATOMIC_RELEASE);
+	__atomic_store_n(&sender, fn, __ATOMIC_RELEASE);
 	return 0;
 }
 
-void intern_fork_child(int fd)
+void intern_fork_child(intern_send_fn *fn)
 {
 	uint32_t i, st;
 
@@ -107,7 +107,7 @@ void intern_fork_child(int fd)
 	epoch++;
 	if (epoch >= ST_BUSY)
 		epoch = EPOCH_FIRST;
-	sock = fd;
+	sender = fn;
 }
 
 /* Sends STRING (id, text); retries a full socket briefly.  0 or -errno. */
@@ -122,14 +122,11 @@ static int announce(uint32_t id, const char *s, uint32_t len)
 	struct iovec iov[2] = { { &m, sizeof(m) }, { (void *)s, len } };
 	struct msghdr mh = { .msg_iov = iov, .msg_iovlen = 2 };
 	struct timespec nap = { 0, SEND_NAP_NS };
-	int fd = __atomic_load_n(&sock, __ATOMIC_ACQUIRE), tries, saved = errno, err = 0;
+	intern_send_fn *fn = __atomic_load_n(&sender, __ATOMIC_ACQUIRE);
+	int tries, saved = errno, err = -ENOTCONN;
 
-	for (tries = 0; tries < SEND_TRIES; tries++) {
-		if (sendmsg(fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) >= 0) {
-			err = 0;
-			goto out;
-		}
-		err = -errno;
+	for (tries = 0; fn && tries < SEND_TRIES; tries++) {
+		err = fn(&mh);
 		if (err != -EAGAIN && err != -EINTR && err != -ENOBUFS)
 			goto out;
 		nanosleep(&nap, 0);

@@ -24,16 +24,22 @@
 
 struct intern_entry;
 
-/*
- * Maps the table on the first call and sends STRING messages on fd from
- * now on.  Not thread-safe (constructor).  0 or -errno; until it succeeds
- * every lookup yields id 0.
- */
-int intern_init(int fd);
+/* How STRING messages go out: 0, or -errno (-EAGAIN for a full socket,
+ * retried briefly).  struct msghdr is <sys/socket.h>'s. */
+struct msghdr;
+typedef int intern_send_fn(const struct msghdr *mh);
 
-/* Fork child, before any other thread exists: announce again on fd.  An
- * entry the parent was filling when it forked is abandoned. */
-void intern_fork_child(int fd);
+/*
+ * Maps the table on the first call and sends STRING messages with fn
+ * from now on.  Not thread-safe (constructor).  0 or -errno; until it
+ * succeeds every lookup yields id 0.
+ */
+int intern_init(intern_send_fn *fn);
+
+/* Fork child, before any other thread exists: every string is announced
+ * again (with fn) when next used.  An entry the parent was filling when
+ * it forked is abandoned. */
+void intern_fork_child(intern_send_fn *fn);
 
 /* The entry for s[0..len), created if new; NULL when the table or arena
  * is full, or before intern_init.  The pointer is stable for the process's

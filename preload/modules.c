@@ -18,6 +18,7 @@
 
 #include "clock.h"
 #include "intern.h"
+#include "log.h"
 #include "modules.h"
 #include "pyframes.h"
 #include "real.h"
@@ -272,6 +273,25 @@ static int traced_now(void)
 	return mods && !shim_tls.in_shim && __atomic_load_n(&shim.on, __ATOMIC_RELAXED);
 }
 
+/*
+ * RTLD_DEEPBIND binds the library's references to its own dependencies
+ * first: its malloc and free would go straight to libc, past the shim,
+ * and every block it allocates and frees would be missed (or its frees of
+ * blocks the program allocated would leave them looking live).  While the
+ * heap is traced the flag is cleared, as heaptrack does, and said once.
+ */
+static int deepbind_said;
+
+static int clear_deepbind(const char *name)
+{
+	if (!__atomic_load_n(&shim.on, __ATOMIC_RELAXED) || shim.mode == SHM_MALLOC_OFF)
+		return 0;
+	log_warn_once(&deepbind_said, "dlopen(%s, RTLD_DEEPBIND): the flag is cleared, so that the "
+		      "library's heap calls are traced (it now binds to the global scope first)",
+		      name ? name : "NULL");
+	return 1;
+}
+
 SHIM_EXPORT void *dlopen(const char *name, int flags)
 {
 	void *h;
@@ -282,6 +302,8 @@ SHIM_EXPORT void *dlopen(const char *name, int flags)
 		errno = ENOSYS;
 		return 0;
 	}
+	if (unlikely(flags & RTLD_DEEPBIND) && clear_deepbind(name))
+		flags &= ~RTLD_DEEPBIND;
 	if (name && !strchr(name, '/')) {
 		/* A tail call: glibc must see our caller as the caller. */
 		if (traced_now())

@@ -96,6 +96,16 @@ void region_retire(struct shm_slot *slot)
 	__atomic_store_n(&slot->state, SHM_SLOT_RETIRED, __ATOMIC_RELEASE);
 }
 
+int region_retired(const struct region *r)
+{
+	uint32_t i, hwm = __atomic_load_n(&r->hdr->slots_hwm, __ATOMIC_ACQUIRE);
+
+	for (i = 0; i < hwm && i < r->nslots; i++)
+		if (__atomic_load_n(&region_slot(r, i)->state, __ATOMIC_RELAXED) == SHM_SLOT_RETIRED)
+			return 1;
+	return 0;
+}
+
 int region_reap(struct region *r, uint32_t pid)
 {
 	uint32_t i, hwm = __atomic_load_n(&r->hdr->slots_hwm, __ATOMIC_ACQUIRE);

@@ -51,6 +51,10 @@ int region_claim(struct region *r, uint32_t hint, uint32_t tid);
 /* Hands the slot back: the collector drains it and sets it FREE. */
 void region_retire(struct shm_slot *slot);
 
+/* Whether some slot is RETIRED: free again after the collector's next
+ * pass. */
+int region_retired(const struct region *r);
+
 /*
  * Retires the ACTIVE slots of threads of process pid that no longer exist:
  * a thread that first allocates after its key destructors ran (glibc frees

@@ -47,14 +47,19 @@ static inline void sampler_seed(struct sampler *s, uint64_t seed, uint64_t mean)
 	s->countdown = sampler_draw(s);
 }
 
-/* Returns 1 when an allocation of n bytes is to be sampled. */
+/* Returns 1 when an allocation of n bytes is to be sampled.  The countdown
+ * is read once: a signal handler that samples in between (same thread)
+ * then has its fresh draw overwritten by a smaller, still valid, distance,
+ * never by a wrapped-around one that would stop sampling for good. */
 static inline int sampler_take(struct sampler *s, uint64_t n)
 {
-	if (__builtin_expect(n < s->countdown, 1)) {
-		s->countdown -= n;
+	uint64_t c = __atomic_load_n(&s->countdown, __ATOMIC_RELAXED);
+
+	if (__builtin_expect(n < c, 1)) {
+		__atomic_store_n(&s->countdown, c - n, __ATOMIC_RELAXED);
 		return 0;
 	}
-	s->countdown = sampler_draw(s);
+	__atomic_store_n(&s->countdown, sampler_draw(s), __ATOMIC_RELAXED);
 	return 1;
 }
 

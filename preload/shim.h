@@ -13,6 +13,17 @@
  * re-entry guard: while it is set, hooks call straight through, so the
  * allocations of dlsym, pthread_setspecific and friends made on our behalf
  * are neither traced nor recursive.
+ *
+ * busy is the signal guard.  A signal handler may run between any two
+ * instructions of a hook and call malloc (or anything traced) itself; the
+ * interrupted hook must not be torn.  So while a thread records a heap
+ * call (BUSY_HEAP: sampled set, stack table, ring) or writes a record
+ * (BUSY_RING: reserve to commit), a traced call on the same thread is only
+ * counted, and its record dropped and counted (thread_drop()): stored +
+ * dropped still equals the exact counters.  The counters themselves are
+ * bumped with one instruction each (count_add()), which a signal cannot
+ * split.  Calls a handler makes while in_shim is set (the shim's own slow
+ * paths: a thread's first call, stack unwinding) pass through uncounted.
  */
 #ifndef SHIMMER_SHIM_H
 #define SHIMMER_SHIM_H
@@ -33,13 +44,17 @@
 struct shim {
 	int on;            /* tracing: the collector has our region */
 	int paused;        /* shimmer_pause(): record nothing until resume */
-	int heap;          /* enum shm_malloc_mode in force, OFF while !on */
+	int heap;          /* enum shm_malloc_mode in force, OFF while !on;
+			    * HEAP_EARLY until the constructor has run */
 	int mode;          /* SHIMMER_MALLOC, OFF if its set-up failed */
-	int sock;          /* control socket, -1 when none */
 	uint32_t pid;
 	pthread_key_t key; /* its destructor retires the thread's slot */
 	struct region region;
 };
+
+/* shim.heap before the constructor decides: heap calls are kept aside
+ * (heap.h, heap_early_end()). */
+#define HEAP_EARLY (-1)
 
 extern struct shim shim;
 
@@ -51,14 +66,20 @@ enum thread_state {
 	TS_FORKING,  /* between fork's prepare and parent/child handlers */
 };
 
+#define BUSY_HEAP 0x1u /* inside traced() (heap.c) */
+#define BUSY_RING 0x2u /* inside thread_emit(): a record is half written */
+
 struct shim_thread {
 	struct ring_prod ring; /* ring.slot is NULL unless TS_READY */
 	struct sampler sampler;
+	/* state, busy and in_shim share one 32-bit word that is 1 exactly when
+	 * the thread may take the fast path (heap.c's fast()) */
 	uint8_t state;         /* enum thread_state */
-	uint8_t saved_state;   /* across fork */
+	uint8_t busy;          /* BUSY_*: the signal guard */
 	uint16_t in_shim;      /* re-entry guard */
+	uint8_t saved_state;   /* across fork */
 	uint32_t slot_idx;
-	uint32_t noslot_calls;
+	uint64_t noslot_retry; /* CLOCK_MONOTONIC ns: when TS_NOSLOT looks again */
 };
 
 extern __thread struct shim_thread shim_tls;
@@ -85,24 +106,39 @@ static inline struct shim_thread *shim_thread_traced(void)
 	return t;
 }
 
+/*
+ * *x += n in one instruction, so that a signal handler's own increment on
+ * the same thread is never lost between a load and a store.  Not atomic
+ * against other CPUs (no lock prefix, which would cost every hook ~5 ns):
+ * the slot's owner is its only writer, and the collector's aligned 8-byte
+ * loads see either value.
+ */
+static inline void count_add(uint64_t *x, uint64_t n)
+{
+	__asm__ volatile("addq %1, %0" : "+m"(*x) : "er"(n));
+}
+
 /* Counts one call of fn requesting n bytes in the thread's own slot. */
 static inline void thread_count(struct shim_thread *t, unsigned int fn, uint64_t n)
 {
 	struct shm_slot *s = t->ring.slot;
 
 	if (likely(s != 0)) {
-		__atomic_store_n(&s->count[fn], s->count[fn] + 1, __ATOMIC_RELAXED);
-		__atomic_store_n(&s->bytes[fn], s->bytes[fn] + n, __ATOMIC_RELAXED);
+		count_add(&s->count[fn], 1);
+		count_add(&s->bytes[fn], n);
 	}
 }
 
-/* Counts n records lost in the thread's own slot, which it must have: the
- * owner is the only writer of `dropped`. */
+/* Counts n records lost: in the thread's own slot, of which the owner is
+ * the only writer, or as no_slot when it has none. */
 static inline void thread_drop(struct shim_thread *t, uint64_t n)
 {
 	struct shm_slot *s = t->ring.slot;
 
-	__atomic_store_n(&s->dropped, s->dropped + n, __ATOMIC_RELAXED);
+	if (likely(s != 0))
+		count_add(&s->dropped, n);
+	else
+		__atomic_fetch_add(&shim.region.hdr->dropped_no_slot, n, __ATOMIC_RELAXED);
 }
 
 /*

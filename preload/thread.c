@@ -1,13 +1,33 @@
 /*
- * Per-thread tracing state, and the process-wide `shim` (shim.h).  A thread claims a slot lazily on its first
- * traced call, so threads that existed before the constructor ran, or that
- * never allocate, cost nothing.  A pthread key destructor retires the slot
- * when the thread exits; the main thread never runs key destructors and
- * keeps its slot ACTIVE to the end, which the collector expects.
+ * Per-thread tracing state, and the process-wide `shim` (shim.h).  A
+ * thread claims a slot lazily on its first traced call, so threads that
+ * existed before the constructor ran, or that never allocate, cost
+ * nothing.  A pthread key destructor retires the slot when the thread
+ * exits; the main thread never runs key destructors and keeps its slot
+ * ACTIVE to the end, which the collector expects.  A retired slot becomes
+ * claimable again once the collector has drained it.
+ *
+ * A thread that finds no free slot (more live threads than
+ * SHIMMER_MAX_THREADS, or slots of exited threads not yet drained) counts
+ * its events as no_slot and looks again every NOSLOT_RETRY_NS; with
+ * SHIMMER_LOSSLESS=1 it first waits for a slot the collector is draining,
+ * as a full ring waits for room (never for a live thread's: that could be
+ * for ever).
+ *
+ * Lossless waiting: the thread sleeps on the region's wake futex (wire.h),
+ * which the collector bumps after every pass that consumed records or freed
+ * a slot, in slices of WAIT_SLICE_NS, kicking the collector once.  It gives
+ * up - and drops, counted, from then on - only when the collector is gone:
+ * its end of the socket closed (it exited or crashed), or its heartbeat (a
+ * count of its passes over the region) stood still for COLLECTOR_STUCK_NS
+ * (stopped, or hung).
  */
 #include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -17,16 +37,18 @@
 #include "log.h"
 #include "shim.h"
 
-#define NOSLOT_RETRY 0xffffu        /* calls between claim retries */
-#define LOSSLESS_NAP_NS 50000
-#define COLLECTOR_GONE_NS 5000000000ull
+#define NOSLOT_RETRY_NS 1000000ull          /* 1 ms */
+#define WAIT_SLICE_NS 100000000L            /* 100 ms */
+#define COLLECTOR_STUCK_NS 30000000000ull   /* 30 s */
 
-struct shim shim = { .sock = -1 };
+struct shim shim = { .heap = HEAP_EARLY };
 __thread struct shim_thread shim_tls;
 
 static uint32_t claim_hint;
 /* The heartbeat value at which we gave up waiting; ~0 while we have not. */
 static uint64_t gone_beat = ~0ull;
+/* The collector's end of the socket closed: nobody will ever make room. */
+static int collector_gone;
 
 static void thread_exit(void *arg)
 {
@@ -44,38 +66,103 @@ int thread_init(void)
 	return -pthread_key_create(&shim.key, thread_exit);
 }
 
+/*
+ * Waits until ready(t, arg) says yes (> 0) or that waiting is pointless
+ * (< 0), or the collector is gone (see the top of the file).  Returns 1
+ * when ready() said yes.  The caller holds whatever guard keeps a signal
+ * handler on this thread out (BUSY_RING, in_shim).
+ */
+static int lossless_wait(struct shim_thread *t, int (*ready)(struct shim_thread *, uint32_t),
+			 uint32_t arg)
+{
+	struct shm_region *r = shim.region.hdr;
+	uint64_t beat = __atomic_load_n(&r->heartbeat, __ATOMIC_ACQUIRE), since, now, b;
+	struct timespec slice = { 0, WAIT_SLICE_NS };
+	int ok = 0, saved = errno;
+
+	if (__atomic_load_n(&collector_gone, __ATOMIC_RELAXED) ||
+	    beat == __atomic_load_n(&gone_beat, __ATOMIC_RELAXED))
+		return ready(t, arg) > 0;
+	/* seq_cst: our count is seen before we look at the ring, or the
+	 * collector's pass is seen by the look (wire.h) */
+	__atomic_fetch_add(&r->waiters, 1, __ATOMIC_SEQ_CST);
+	conn_kick();
+	since = clock_ns(CLOCK_MONOTONIC);
+	for (;;) {
+		uint32_t w = __atomic_load_n(&r->wake, __ATOMIC_SEQ_CST);
+
+		if ((ok = ready(t, arg)))
+			break;
+		syscall(SYS_futex, &r->wake, FUTEX_WAIT, w, &slice, 0, 0);
+		if ((ok = ready(t, arg)))
+			break;
+		now = clock_ns(CLOCK_MONOTONIC);
+		b = __atomic_load_n(&r->heartbeat, __ATOMIC_ACQUIRE);
+		if (b != beat) {
+			beat = b;
+			since = now;
+		} else if (conn_hung_up()) {
+			__atomic_store_n(&collector_gone, 1, __ATOMIC_RELAXED);
+			log_debug("collector gone; dropping instead of waiting");
+			break;
+		} else if (now - since > COLLECTOR_STUCK_NS) {
+			__atomic_store_n(&gone_beat, beat, __ATOMIC_RELAXED);
+			log_debug("collector heartbeat stopped; dropping instead of waiting");
+			break;
+		}
+	}
+	__atomic_fetch_sub(&r->waiters, 1, __ATOMIC_RELEASE);
+	errno = saved;
+	return ok > 0;
+}
+
+/* 1 when t got a slot; else 0 while a retired slot waits for the
+ * collector (it will be free after its next pass), -1 when every slot
+ * belongs to a live thread: only a thread's exit frees one, and waiting
+ * for that could wait for ever (more live threads than slots). */
+static int try_claim(struct shim_thread *t, uint32_t tid)
+{
+	int idx = region_claim(&shim.region, __atomic_load_n(&claim_hint, __ATOMIC_RELAXED), tid);
+
+	t->slot_idx = (uint32_t)idx;
+	if (idx >= 0)
+		return 1;
+	/* Reaped slots become claimable once the collector has drained them. */
+	if (region_reap(&shim.region, shim.pid) > 0) {
+		log_debug("retired the slots of exited threads");
+		conn_kick();
+	}
+	return region_retired(&shim.region) ? 0 : -1;
+}
+
 static void claim(struct shim_thread *t)
 {
 	uint32_t tid = (uint32_t)gettid();
 	char name[17] = { 0 };
-	int idx;
 
 	sampler_seed(&t->sampler, clock_now() ^ ((uint64_t)tid * 0x9e3779b97f4a7c15ull),
 		     settings.sample_bytes);
-	idx = region_claim(&shim.region, __atomic_load_n(&claim_hint, __ATOMIC_RELAXED), tid);
-	/* Reaped slots become claimable once the collector has drained them. */
-	if (idx < 0 && region_reap(&shim.region, shim.pid) > 0)
-		log_debug("retired the slots of exited threads");
-	if (idx < 0) {
+	if (try_claim(t, tid) <= 0 && !(settings.lossless && lossless_wait(t, try_claim, tid))) {
 		t->state = TS_NOSLOT;
+		t->noslot_retry = clock_ns(CLOCK_MONOTONIC) + NOSLOT_RETRY_NS;
 		log_debug("thread %u: no free slot", tid);
 		return;
 	}
-	__atomic_store_n(&claim_hint, (uint32_t)idx + 1, __ATOMIC_RELAXED);
-	t->slot_idx = (uint32_t)idx;
-	ring_attach(&t->ring, region_slot(&shim.region, (uint32_t)idx),
-		    region_ring(&shim.region, (uint32_t)idx), shim.region.ring_bytes);
+	__atomic_store_n(&claim_hint, t->slot_idx + 1, __ATOMIC_RELAXED);
+	ring_attach(&t->ring, region_slot(&shim.region, t->slot_idx),
+		    region_ring(&shim.region, t->slot_idx), shim.region.ring_bytes);
 	t->state = TS_READY;
 	pthread_setspecific(shim.key, t);
 	prctl(PR_GET_NAME, name);
-	conn_thread(shim.sock, (uint32_t)idx, tid, intern_str(name), clock_now());
+	conn_thread(t->slot_idx, tid, intern_str(name), clock_now());
 }
 
 int thread_prepare(struct shim_thread *t)
 {
 	int saved;
 
-	if (t->state == TS_NEW || (t->state == TS_NOSLOT && !(++t->noslot_calls & NOSLOT_RETRY))) {
+	if (t->state == TS_NEW ||
+	    (t->state == TS_NOSLOT && clock_ns(CLOCK_MONOTONIC) >= t->noslot_retry)) {
 		saved = errno;
 		t->in_shim++;
 		claim(t);
@@ -85,59 +172,39 @@ int thread_prepare(struct shim_thread *t)
 	return t->state == TS_READY || t->state == TS_NOSLOT ? 0 : -1;
 }
 
-static void *wait_room(struct shim_thread *t, uint32_t len)
+static int room_for(struct shim_thread *t, uint32_t len)
 {
-	struct shm_region *r = shim.region.hdr;
-	uint64_t beat = __atomic_load_n(&r->heartbeat, __ATOMIC_ACQUIRE);
-	uint64_t since = clock_ns(CLOCK_MONOTONIC), now;
-	struct timespec nap = { 0, LOSSLESS_NAP_NS };
-	void *dst = 0;
-	int saved = errno;
-
-	if (beat == __atomic_load_n(&gone_beat, __ATOMIC_RELAXED))
-		goto out;
-	/* A record is half reserved: nothing may emit on this thread now. */
-	t->in_shim++;
-	conn_kick(shim.sock);
-	for (;;) {
-		nanosleep(&nap, 0);
-		dst = ring_reserve(&t->ring, len);
-		if (dst)
-			break;
-		now = clock_ns(CLOCK_MONOTONIC);
-		if (__atomic_load_n(&r->heartbeat, __ATOMIC_ACQUIRE) != beat) {
-			beat = __atomic_load_n(&r->heartbeat, __ATOMIC_ACQUIRE);
-			since = now;
-		} else if (now - since > COLLECTOR_GONE_NS) {
-			__atomic_store_n(&gone_beat, beat, __ATOMIC_RELAXED);
-			log_debug("collector heartbeat stopped; dropping instead of waiting");
-			break;
-		}
-	}
-	t->in_shim--;
-out:
-	errno = saved;
-	return dst;
+	return ring_fits(&t->ring, len);
 }
 
 static inline int emit(struct shim_thread *t, const void *rec, uint32_t len, int wait)
 {
 	void *dst;
+	int err = -1;
 
 	if (unlikely(!t->ring.slot)) {
 		__atomic_fetch_add(&shim.region.hdr->dropped_no_slot, 1, __ATOMIC_RELAXED);
 		return -1;
 	}
-	dst = ring_reserve(&t->ring, len);
-	if (unlikely(!dst) && wait)
-		dst = wait_room(t, len);
-	if (unlikely(!dst)) {
+	/* A signal handler that writes while we are half way would tear our
+	 * record: it drops its own instead. */
+	if (unlikely(t->busy & BUSY_RING)) {
 		thread_drop(t, 1);
 		return -1;
 	}
-	memcpy(dst, rec, len);
-	ring_commit(&t->ring, len);
-	return 0;
+	t->busy |= BUSY_RING;
+	dst = ring_reserve(&t->ring, len);
+	if (unlikely(!dst) && wait && lossless_wait(t, room_for, len))
+		dst = ring_reserve(&t->ring, len);
+	if (likely(dst != 0)) {
+		memcpy(dst, rec, len);
+		ring_commit(&t->ring, len);
+		err = 0;
+	} else {
+		thread_drop(t, 1);
+	}
+	t->busy &= (uint8_t)~BUSY_RING;
+	return err;
 }
 
 int thread_emit(struct shim_thread *t, const void *rec, uint32_t len)
@@ -178,7 +245,8 @@ void thread_fork_child(void)
 
 	memset(&t->ring, 0, sizeof(t->ring));
 	t->state = TS_NEW;
-	t->noslot_calls = 0;
+	t->busy = 0;
 	claim_hint = 0;
 	gone_beat = ~0ull;
+	collector_gone = 0;
 }

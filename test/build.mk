@@ -119,3 +119,45 @@ $(E2E_WL_ATTACH): $(FAKE_CUDA)
 $(eval $(call cuda_prog,$(E2E_WL_ATTACH),$(E2E_WL_ATTACH_OBJS),../fake_cudart,$(E2E_WL_ATTACH_LIBS)))
 
 TEST_PROGS += $(FAKE_CUDA) $(E2E_WL_ATTACH)
+
+# Issue 13: workloads that try to break the shim from inside the program
+# (wl_hard.c), a library for RTLD_DEEPBIND found through wl_hard's RUNPATH
+# only, a library that allocates before the shim's constructor, and a C++
+# program (libstdc++'s start-up allocation).
+E2E_WL_HARD := $(O)/test/e2e/wl_hard
+E2E_LIBHARD := $(O)/test/e2e/libhard.so
+E2E_LIBEARLY := $(O)/test/e2e/libearly.so
+E2E_WL_EARLY := $(O)/test/e2e/wl_early
+E2E_WL_CXX := $(O)/test/e2e/wl_cxx
+
+$(E2E_WL_HARD): $(O)/obj/prog/test/e2e/wl_hard.o
+	$(call msg,LD,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -o $@ $^ '-Wl,-rpath,$$ORIGIN' -Wl,--enable-new-dtags -ldl -lpthread
+
+$(E2E_LIBHARD): $(O)/obj/prog/test/e2e/hard_lib.o
+	$(call msg,LD,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -shared -o $@ $^
+
+$(E2E_LIBEARLY): $(O)/obj/prog/test/e2e/early_lib.o
+	$(call msg,LD,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -shared -o $@ $^
+
+$(E2E_WL_EARLY): $(O)/obj/prog/test/e2e/wl_early.o $(E2E_LIBEARLY)
+	$(call msg,LD,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -o $@ $< -L$(O)/test/e2e -learly '-Wl,-rpath,$$ORIGIN' -Wl,--enable-new-dtags
+
+$(O)/obj/prog/%.o: %.cc
+	$(call msg,CXX,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CXX) -O2 -g -Wall -Wextra -Werror -MMD -MP -c $< -o $@
+
+$(E2E_WL_CXX): $(O)/obj/prog/test/e2e/wl_cxx.o
+	$(call msg,LD,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CXX) -o $@ $^
+
+TEST_PROGS += $(E2E_WL_HARD) $(E2E_LIBHARD) $(E2E_LIBEARLY) $(E2E_WL_EARLY) $(E2E_WL_CXX)

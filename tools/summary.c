@@ -66,13 +66,20 @@ static void heading(struct ctx *c, const struct model_proc *p)
 			  fmt_bytes(u[1], FMT_UNIT_MAX, (double)p->sample_bytes));
 	emit_text(e, "   end: %s\n", p->end_reason ? p->end_reason : "still running");
 	if (p->dropped > 0) {
+		int noslot = 0;
+
 		emit_text(e, "  WARNING: %lld events were dropped (", (long long)p->dropped);
-		for (size_t i = 0; i < p->ndrops; i++)
+		for (size_t i = 0; i < p->ndrops; i++) {
 			emit_text(e, "%s%s %lld", i ? ", " : "", p->drops[i].reason,
 				  (long long)p->drops[i].events);
+			/* a thread without a ring has no exact counters either */
+			if (p->drops[i].reason && strcmp(p->drops[i].reason, "no_slot") == 0)
+				noslot = 1;
+		}
 		emit_text(e, ")");
 		if (p->dropped_host)
-			emit_text(e, "; the time statistics, peaks and live memory below miss them");
+			emit_text(e, "; the %stime statistics, peaks and live memory below miss them",
+				  noslot ? "counts, " : "");
 		/* What CUPTI lost is GPU activity: no call time, no peak. */
 		if (p->dropped_gpu)
 			emit_text(e, "%s the GPU's counts miss the records CUPTI lost",

@@ -114,15 +114,28 @@ static void push(struct region *r, uint32_t i, const void *rec, size_t size)
 	s->head += size;
 }
 
-static void push_heap(struct region *r, uint32_t i, uint16_t fn, uint16_t flags,
-		      uint64_t t, uint64_t ptr, uint64_t size, uint64_t aux)
+/* A heap record in heap order seq (wire.h): a release numbered seq, an
+ * allocation seq + 1 (the shim numbers a release before its call and an
+ * allocation after it). */
+static void push_heap_seq(struct region *r, uint32_t i, uint16_t fn, uint16_t flags,
+			  uint64_t t, uint64_t ptr, uint64_t size, uint64_t aux, uint64_t seq)
 {
+	unsigned fnf = shm_fn_info[fn].flags;
 	struct shm_rec_heap h = {
 		.hdr = { SHM_REC_HEAP, sizeof(h), fn, flags },
 		.t_begin = t, .t_end = t + 7, .ptr = ptr, .size = size, .aux = aux,
+		.seq = (fnf & SHM_FNF_ALLOC) && ptr ? seq + 1 : 0,
+		.seq_free = (fnf & SHM_FNF_FREE) ? seq : 0,
 	};
 
 	push(r, i, &h, sizeof(h));
+}
+
+/* The same, in the order of the times the tests give. */
+static void push_heap(struct region *r, uint32_t i, uint16_t fn, uint16_t flags,
+		      uint64_t t, uint64_t ptr, uint64_t size, uint64_t aux)
+{
+	push_heap_seq(r, i, fn, flags, t, ptr, size, aux, t);
 }
 
 static struct shm_rec_cuda cuda_rec(uint16_t fn, uint64_t t, int32_t ret, uint64_t ptr,
@@ -502,6 +515,45 @@ static void test_client_late_free_displaced(void **state)
 	assert_int_equal(client_drain(f->c), 0);
 	assert_int_equal(q_int(f, "SELECT free_ns FROM allocations WHERE size = 16"), 200);
 	assert_int_equal(q_int(f, "SELECT free_ns FROM allocations WHERE size = 32"), 400);
+}
+
+/*
+ * An untimed malloc is stamped when it begins: one that began (t 300)
+ * before another thread's free of the address it then returned (t 350)
+ * looks older than that free.  The heap order says which block the free
+ * ended: the one before (seq 1), not the new one (seq 6, after the free's
+ * 5), which stays live.
+ */
+static void test_client_free_paired_by_heap_order(void **state)
+{
+	struct fixture *f = *state;
+	struct shm_rec_heap re;
+
+	assert_int_equal(connect_region(f, &f->r, 42, 1, SHM_MALLOC_ALL, SHM_CLOCK_MONOTONIC), 0);
+	claim(&f->r, 0, 10);
+	claim(&f->r, 1, 11);
+	push_heap_seq(&f->r, 0, SHM_FN_MALLOC, SHM_F_TIMED, 100, 0x1000, 16, 0, 0);
+	push_heap_seq(&f->r, 0, SHM_FN_MALLOC, 0, 300, 0x1000, 32, 0, 5);
+	push_heap_seq(&f->r, 1, SHM_FN_FREE, 0, 350, 0x1000, 0, 0, 5);
+	assert_int_equal(client_drain(f->c), 0);
+	assert_int_equal(q_int(f, "SELECT free_ns FROM allocations WHERE size = 16"), 350);
+	assert_int_equal(q_int(f, "SELECT count(*) FROM allocations WHERE size = 32 "
+			       "AND free_ns IS NULL"), 1);
+	/* realloc: its release (seq 7) and its allocation (seq 9) apart; a
+	 * free at seq 8 of the address it then returned ends the block before */
+	push_heap_seq(&f->r, 0, SHM_FN_MALLOC, SHM_F_TIMED, 400, 0x3000, 48, 0, 2);
+	re = (struct shm_rec_heap){
+		.hdr = { SHM_REC_HEAP, sizeof(re), SHM_FN_REALLOC, 0 },
+		.t_begin = 500, .ptr = 0x3000, .size = 64, .aux = 0x1000,
+		.seq = 9, .seq_free = 7,
+	};
+	push(&f->r, 0, &re, sizeof(re));
+	push_heap_seq(&f->r, 1, SHM_FN_FREE, 0, 550, 0x3000, 0, 0, 8);
+	assert_int_equal(client_drain(f->c), 0);
+	assert_int_equal(q_int(f, "SELECT free_ns FROM allocations WHERE size = 32"), 500);
+	assert_int_equal(q_int(f, "SELECT free_ns FROM allocations WHERE size = 48"), 550);
+	assert_int_equal(q_int(f, "SELECT count(*) FROM allocations WHERE size = 64 "
+			       "AND free_ns IS NULL"), 1);
 }
 
 /* Records stamped after the pass began wait for the next pass (or the
@@ -2339,6 +2391,7 @@ int main(void)
 		T(test_client_sampled_weight),
 		T(test_client_cross_thread_free),
 		T(test_client_late_free_displaced),
+		T(test_client_free_paired_by_heap_order),
 		T(test_client_future_records_wait),
 		T(test_client_sample_release_only),
 		T(test_client_pending_freed_in_batch),

@@ -1,0 +1,574 @@
+/*
+ * wl_hard: workloads that try to break the shim from inside the traced
+ * program (issue 13): its descriptors taken away, signal handlers that
+ * allocate, threads that come and go, addresses reused across threads,
+ * libraries opened with RTLD_DEEPBIND, fatal signals, no descriptors left.
+ * Each says on stdout what it did (its own exact counts), so a test can
+ * hold the store against them.  Counted work runs on threads of its own
+ * ("workers"): their exact counters hold nothing but the workload's calls.
+ * No stdio: its buffers would be heap calls of their own.
+ *
+ *   wl_hard closefds         close every descriptor above 2, then talk
+ *                            on a socketpair: "got N" (bytes received, of 5)
+ *   wl_hard replacefds       the same, every number from 3 to 1023 made a
+ *                            copy of the socketpair's sending end
+ *   wl_hard lowfds           dup2 /dev/null onto 3..9, then work
+ *   wl_hard sigmalloc N US   a worker: N malloc+free pairs (64..568 bytes)
+ *                            while a timer signals it every US microseconds;
+ *                            its handler makes a 40-byte pair: "tid T mallocs
+ *                            M frees F ticks K"
+ *   wl_hard churn TOTAL ALIVE N   TOTAL workers over the run, at most ALIVE
+ *                            at once, N malloc(40)+free pairs each, each
+ *                            worker's last block kept until it ends
+ *   wl_hard reuse THREADS N SIZE  workers: N x (malloc(SIZE), free) in one
+ *                            arena, so that freed addresses come back at
+ *                            once to other threads: "tid T pairs N" each
+ *   wl_hard deepbind LIB N   dlopen(LIB, RTLD_NOW | RTLD_DEEPBIND), then its
+ *                            hard_lib_allocs(N): N malloc(4321), N - 3 freed
+ *   wl_hard fatal KIND       segv | abort | fpe | ill | bus | kill | caught
+ *                            (kill: SIGBUS sent to itself with kill(2);
+ *                            caught: its own SIGSEGV handler recovers)
+ *   wl_hard fdfill           open descriptors until EMFILE, fork a child
+ *                            that allocates, start a thread: "ok"
+ *   wl_hard load THREADS N [keep]  workers, all live at once (one 16-byte
+ *                            pair each, then a barrier): N malloc+free pairs
+ *                            of 24..536 bytes (keep: N mallocs, never freed)
+ *   wl_hard exits            fork a child that allocates and _exit(0)s;
+ *                            wait for it: "child P"; then a vfork child
+ *                            that _exit(0)s, a pause, malloc(888)
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static void out(const char *s)
+{
+	size_t n = strlen(s);
+
+	while (n) {
+		ssize_t w = write(1, s, n);
+
+		if (w <= 0)
+			return;
+		s += w;
+		n -= (size_t)w;
+	}
+}
+
+/* "key V " appended to buf (no stdio). */
+static char *put(char *p, const char *key, uint64_t v)
+{
+	char tmp[24];
+	int n = 0;
+
+	while (*key)
+		*p++ = *key++;
+	*p++ = ' ';
+	do
+		tmp[n++] = (char)('0' + v % 10);
+	while ((v /= 10) && n < 24);
+	while (n)
+		*p++ = tmp[--n];
+	*p++ = ' ';
+	return p;
+}
+
+static void out_line(char *buf, char *end)
+{
+	end[-1] = '\n';
+	*end = 0;
+	out(buf);
+}
+
+/* malloc(n) and free, which the compiler may not fold away. */
+static void pair(size_t n)
+{
+	void *volatile p = malloc(n);
+
+	free(p);
+}
+
+static void die(const char *why)
+{
+	out(why);
+	out("\n");
+	_exit(1);
+}
+
+/* ---- descriptors ---- */
+
+static void *alloc_some(void *arg)
+{
+	(void)arg;
+	for (int i = 0; i < 100; i++)
+		pair(100 + (size_t)i);
+	return 0;
+}
+
+/* Traced activity that makes the shim send: a new thread (THREAD), a
+ * library loaded (its module's name), plenty of heap calls. */
+static void activity(void)
+{
+	pthread_t th;
+	void *h;
+
+	alloc_some(0);
+	if (pthread_create(&th, 0, alloc_some, 0) == 0)
+		pthread_join(th, 0);
+	h = dlopen("libm.so.6", RTLD_NOW);
+	if (h)
+		dlclose(h);
+	alloc_some(0);
+}
+
+/* Puts copies of /dev/null at 3..9, as daemons set up their descriptors
+ * (dup2 onto fixed numbers), then works: "low fds ok". */
+static int mode_lowfds(void)
+{
+	int fd = open("/dev/null", O_RDWR);
+
+	if (fd < 0)
+		die("open failed");
+	for (int i = 3; i < 10; i++)
+		if (i != fd && dup2(fd, i) < 0)
+			die("dup2 failed");
+	activity();
+	out("low fds ok\n");
+	return 0;
+}
+
+static int mode_fds(int replace)
+{
+	char buf[4096], line[64];
+	int sp[2];
+	ssize_t n, got = 0;
+
+	if (syscall(SYS_close_range, 3, ~0u, 0) < 0)
+		for (int fd = 3; fd < 65536; fd++)
+			close(fd);
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0)
+		die("socketpair failed");
+	if (replace)
+		for (int fd = 3; fd < 1024; fd++)
+			if (fd != sp[0] && fd != sp[1])
+				dup2(sp[0], fd);
+	if (write(sp[0], "hello", 5) != 5)
+		die("write failed");
+	activity();
+	fcntl(sp[1], F_SETFL, O_NONBLOCK);
+	while ((n = read(sp[1], buf, sizeof(buf))) > 0)
+		got += n;
+	out_line(line, put(line, "got", (uint64_t)got));
+	return 0;
+}
+
+/* ---- a signal handler that allocates ---- */
+
+static volatile sig_atomic_t fired;
+
+/*
+ * malloc is not async-signal-safe: a handler's malloc that needs the lock
+ * the interrupted one holds deadlocks, in glibc, with or without the shim.
+ * This handler's 40 bytes come from glibc's per-thread cache, filled before
+ * the timer starts, in a size class the loop never uses: it takes no lock
+ * and touches nothing the interrupted call does.  Whatever it interrupts
+ * in the shim, the shim must cope.
+ */
+static void on_tick(int sig)
+{
+	int saved = errno;
+
+	(void)sig;
+	pair(40);
+	fired++;
+	errno = saved;
+}
+
+struct sig_job {
+	unsigned n, us;
+	uint64_t mallocs, frees;
+	int tid;
+};
+
+static void *sig_worker(void *arg)
+{
+	struct sig_job *j = arg;
+	struct sigevent ev = { .sigev_notify = SIGEV_THREAD_ID, .sigev_signo = SIGUSR1 };
+	struct itimerspec its = { { 0, (long)j->us * 1000 }, { 0, (long)j->us * 1000 } };
+	sigset_t set;
+	timer_t tm;
+
+	j->tid = gettid();
+	ev._sigev_un._tid = j->tid;
+	/* the thread's first traced call sets it up (claims its ring): in
+	 * that the shim passes a handler's calls through uncounted; it also
+	 * puts a 40-byte block in glibc's cache for the handler */
+	pair(40);
+	if (timer_create(CLOCK_MONOTONIC, &ev, &tm) < 0 || timer_settime(tm, 0, &its, 0) < 0)
+		die("timer failed");
+	for (unsigned i = 0; i < j->n; i++) {
+		void *p = malloc(64 + (i % 64) * 8);
+
+		*(volatile char *)p = 1;
+		free(p);
+	}
+	/* No tick after this: the counts below are final. */
+	sigemptyset(&set);
+	sigaddset(&set, SIGUSR1);
+	pthread_sigmask(SIG_BLOCK, &set, 0);
+	timer_delete(tm);
+	j->mallocs = j->n + 1 + (uint64_t)fired;
+	j->frees = j->n + 1 + (uint64_t)fired;
+	return 0;
+}
+
+static int mode_sigmalloc(unsigned n, unsigned us)
+{
+	struct sigaction sa = { .sa_handler = on_tick, .sa_flags = SA_RESTART };
+	struct sig_job j = { .n = n, .us = us };
+	char line[160], *p = line;
+	pthread_t th;
+
+	sigaction(SIGUSR1, &sa, 0);
+	if (pthread_create(&th, 0, sig_worker, &j) != 0)
+		die("pthread_create failed");
+	pthread_join(th, 0);
+	p = put(p, "tid", (uint64_t)j.tid);
+	p = put(p, "mallocs", j.mallocs);
+	p = put(p, "frees", j.frees);
+	p = put(p, "ticks", (uint64_t)fired);
+	out_line(line, p);
+	return 0;
+}
+
+/* ---- threads that come and go ---- */
+
+static pthread_mutex_t churn_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t churn_cv = PTHREAD_COND_INITIALIZER;
+static unsigned churn_alive, churn_n;
+
+static void *churn_worker(void *arg)
+{
+	void *keep = 0;
+
+	(void)arg;
+	for (unsigned i = 0; i < churn_n; i++) {
+		void *p = malloc(40);
+
+		*(volatile char *)p = 1;
+		if (i + 1 == churn_n) {
+			keep = p; /* freed at the end: live while the thread is */
+			break;
+		}
+		free(p);
+	}
+	usleep(200);
+	free(keep);
+	pthread_mutex_lock(&churn_lock);
+	churn_alive--;
+	pthread_cond_signal(&churn_cv);
+	pthread_mutex_unlock(&churn_lock);
+	return 0;
+}
+
+static int mode_churn(unsigned total, unsigned alive, unsigned n)
+{
+	pthread_attr_t at;
+	char line[160], *p = line;
+
+	churn_n = n;
+	pthread_attr_init(&at);
+	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+	for (unsigned i = 0; i < total; i++) {
+		pthread_t th;
+
+		pthread_mutex_lock(&churn_lock);
+		while (churn_alive >= alive)
+			pthread_cond_wait(&churn_cv, &churn_lock);
+		churn_alive++;
+		pthread_mutex_unlock(&churn_lock);
+		if (pthread_create(&th, &at, churn_worker, 0) != 0)
+			die("pthread_create failed");
+	}
+	pthread_mutex_lock(&churn_lock);
+	while (churn_alive)
+		pthread_cond_wait(&churn_cv, &churn_lock);
+	pthread_mutex_unlock(&churn_lock);
+	p = put(p, "threads", total);
+	p = put(p, "mallocs", (uint64_t)total * n);
+	p = put(p, "frees", (uint64_t)total * n);
+	out_line(line, p);
+	return 0;
+}
+
+/* ---- addresses reused across threads ---- */
+
+struct reuse_job {
+	unsigned n;
+	size_t size;
+	int tid;
+};
+
+static pthread_barrier_t reuse_bar;
+
+static void *reuse_worker(void *arg)
+{
+	struct reuse_job *j = arg;
+
+	j->tid = gettid();
+	pthread_barrier_wait(&reuse_bar);
+	for (unsigned i = 0; i < j->n; i++) {
+		char *p = malloc(j->size);
+
+		*(volatile char *)p = 1;
+		free(p);
+	}
+	return 0;
+}
+
+static int mode_reuse(unsigned threads, unsigned n, size_t size)
+{
+	struct reuse_job j[64];
+	pthread_t th[64];
+	char line[160];
+
+	if (threads > 64)
+		threads = 64;
+	/* one arena for all threads (and, with GLIBC_TUNABLES'
+	 * glibc.malloc.tcache_count=0, no per-thread cache): a freed address
+	 * goes straight back to whichever thread allocates next */
+	mallopt(M_ARENA_MAX, 1);
+	pthread_barrier_init(&reuse_bar, 0, threads);
+	for (unsigned i = 0; i < threads; i++) {
+		j[i] = (struct reuse_job){ .n = n, .size = size };
+		if (pthread_create(&th[i], 0, reuse_worker, &j[i]) != 0)
+			die("pthread_create failed");
+	}
+	for (unsigned i = 0; i < threads; i++) {
+		char *p = line;
+
+		pthread_join(th[i], 0);
+		p = put(p, "tid", (uint64_t)j[i].tid);
+		p = put(p, "pairs", n);
+		out_line(line, p);
+	}
+	return 0;
+}
+
+/* ---- RTLD_DEEPBIND ---- */
+
+static int mode_deepbind(const char *lib, unsigned n)
+{
+	void *h = dlopen(lib, RTLD_NOW | RTLD_DEEPBIND);
+	unsigned (*allocs)(unsigned);
+	char line[64];
+
+	if (!h) {
+		out(dlerror());
+		die("");
+	}
+	allocs = (unsigned (*)(unsigned))dlsym(h, "hard_lib_allocs");
+	if (!allocs)
+		die("no hard_lib_allocs");
+	out_line(line, put(line, "kept", allocs(n)));
+	return 0;
+}
+
+/* ---- fatal signals ---- */
+
+static sigjmp_buf caught_env;
+
+static void on_segv(int sig)
+{
+	(void)sig;
+	siglongjmp(caught_env, 1);
+}
+
+static int mode_fatal(const char *kind)
+{
+	volatile int zero = 0;
+
+	pair(1000);
+	if (!strcmp(kind, "segv"))
+		*(volatile int *)(uintptr_t)zero = 1;
+	else if (!strcmp(kind, "abort"))
+		abort();
+	else if (!strcmp(kind, "fpe"))
+		return 10 / zero;
+	else if (!strcmp(kind, "ill"))
+		__builtin_trap();
+	else if (!strcmp(kind, "bus")) {
+		char path[] = "/tmp/wl_hard.XXXXXX";
+		int fd = mkstemp(path);
+		char *m;
+
+		if (fd < 0 || ftruncate(fd, 4096) < 0)
+			die("mkstemp failed");
+		m = mmap(0, 8192, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		unlink(path);
+		if (m == MAP_FAILED)
+			die("mmap failed");
+		m[4096] = 1; /* past the end of the file */
+	} else if (!strcmp(kind, "kill")) {
+		kill(getpid(), SIGBUS); /* sent, not a fault: si_code SI_USER */
+		pause();
+	} else if (!strcmp(kind, "caught")) {
+		struct sigaction sa = { .sa_handler = on_segv };
+
+		sigaction(SIGSEGV, &sa, 0);
+		if (!sigsetjmp(caught_env, 1))
+			*(volatile int *)(uintptr_t)zero = 1;
+		out("recovered\n");
+		return 0;
+	}
+	die("no such kind");
+	return 1;
+}
+
+/* ---- no descriptors left ---- */
+
+static int mode_fdfill(void)
+{
+	int fds[65536], n = 0, status;
+	pthread_t th;
+	pid_t pid;
+
+	while (n < 65536 && (fds[n] = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0)
+		n++;
+	if (errno != EMFILE || n == 0)
+		die("expected EMFILE");
+	if (pthread_create(&th, 0, alloc_some, 0) != 0)
+		die("pthread_create failed");
+	pthread_join(th, 0);
+	pid = fork();
+	if (pid == 0) {
+		alloc_some(0);
+		_exit(0);
+	}
+	if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
+	    WEXITSTATUS(status) != 0)
+		die("child failed");
+	while (n)
+		close(fds[--n]);
+	out("ok\n");
+	return 0;
+}
+
+/* ---- load ---- */
+
+static unsigned load_n;
+static int load_keep;
+static pthread_barrier_t load_bar;
+
+static void *load_worker(void *arg)
+{
+	uint32_t x = (uint32_t)(uintptr_t)arg * 2654435761u + 1;
+
+	/* every worker is live and has allocated before any goes on: a
+	 * shim that made a worker wait for another's slot would hang here */
+	pair(16);
+	pthread_barrier_wait(&load_bar);
+	for (unsigned i = 0; i < load_n; i++) {
+		void *p;
+
+		x = x * 1103515245u + 12345u;
+		p = malloc(24 + (x >> 16) % 513);
+		*(volatile char *)p = 1;
+		if (!load_keep)
+			free(p);
+	}
+	return 0;
+}
+
+static int mode_load(unsigned threads, unsigned n, int keep)
+{
+	pthread_t th[64];
+	char line[160], *p = line;
+
+	if (threads > 64)
+		threads = 64;
+	load_n = n;
+	load_keep = keep;
+	pthread_barrier_init(&load_bar, 0, threads);
+	for (unsigned i = 0; i < threads; i++)
+		if (pthread_create(&th[i], 0, load_worker, (void *)(uintptr_t)i) != 0)
+			die("pthread_create failed");
+	for (unsigned i = 0; i < threads; i++)
+		pthread_join(th[i], 0);
+	p = put(p, "threads", threads);
+	p = put(p, "pairs", (uint64_t)threads * n);
+	out_line(line, p);
+	return 0;
+}
+
+/* ---- exits ---- */
+
+static int mode_exits(void)
+{
+	char line[64];
+	int status;
+	pid_t pid = fork(), vpid;
+
+	if (pid == 0) {
+		pair(777);
+		_exit(0);
+	}
+	if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status))
+		die("child failed");
+	/* a vfork child shares our memory and socket: its _exit is not ours */
+	vpid = vfork();
+	if (vpid == 0)
+		_exit(0);
+	if (vpid < 0 || waitpid(vpid, &status, 0) != vpid)
+		die("vfork child failed");
+	usleep(20000);
+	pair(888);
+	out_line(line, put(line, "child", (uint64_t)pid));
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	const char *m = argc > 1 ? argv[1] : "";
+
+	if (!strcmp(m, "closefds"))
+		return mode_fds(0);
+	if (!strcmp(m, "replacefds"))
+		return mode_fds(1);
+	if (!strcmp(m, "lowfds"))
+		return mode_lowfds();
+	if (!strcmp(m, "sigmalloc") && argc == 4)
+		return mode_sigmalloc((unsigned)atoi(argv[2]), (unsigned)atoi(argv[3]));
+	if (!strcmp(m, "churn") && argc == 5)
+		return mode_churn((unsigned)atoi(argv[2]), (unsigned)atoi(argv[3]),
+				  (unsigned)atoi(argv[4]));
+	if (!strcmp(m, "reuse") && argc == 5)
+		return mode_reuse((unsigned)atoi(argv[2]), (unsigned)atoi(argv[3]),
+				  (size_t)atol(argv[4]));
+	if (!strcmp(m, "deepbind") && argc == 4)
+		return mode_deepbind(argv[2], (unsigned)atoi(argv[3]));
+	if (!strcmp(m, "fatal") && argc == 3)
+		return mode_fatal(argv[2]);
+	if (!strcmp(m, "fdfill"))
+		return mode_fdfill();
+	if (!strcmp(m, "load") && (argc == 4 || (argc == 5 && !strcmp(argv[4], "keep"))))
+		return mode_load((unsigned)atoi(argv[2]), (unsigned)atoi(argv[3]), argc == 5);
+	if (!strcmp(m, "exits"))
+		return mode_exits();
+	die("usage: wl_hard MODE ARGS (see wl_hard.c)");
+	return 2;
+}
