@@ -44,6 +44,12 @@ E2E_WL_GPU := $(O)/test/e2e/wl_gpu
 E2E_WL_GPU_OBJS := $(patsubst %,$(O)/obj/prog/test/e2e/%.o,wl_gpu wlog)
 $(eval $(call cuda_prog,$(E2E_WL_GPU),$(E2E_WL_GPU_OBJS),../fake_cudart,-ldl))
 
+# One rank of a training loop, for --by-rank (t_ranks.sh).
+E2E_WL_RANKS := $(O)/test/e2e/wl_ranks
+E2E_WL_RANKS_OBJS := $(patsubst %,$(O)/obj/prog/test/e2e/%.o,wl_ranks wlog)
+$(eval $(call cuda_prog,$(E2E_WL_RANKS),$(E2E_WL_RANKS_OBJS),../fake_cudart))
+TEST_PROGS += $(E2E_WL_RANKS)
+
 # Marked up with include/shimmer.h (header only, nothing to link).
 E2E_WL_API := $(O)/test/e2e/wl_api
 E2E_WL_API_OBJS := $(patsubst %,$(O)/obj/prog/test/e2e/%.o,wl_api wlog)
@@ -79,4 +85,10 @@ E2E_LEAKSTEP := $(O)/test/e2e/leakstep
 E2E_LEAKSTEP_OBJS := $(O)/obj/prog-O0/test/e2e/leakstep.o $(O)/obj/prog/test/e2e/wlog.o
 $(eval $(call cuda_prog,$(E2E_LEAKSTEP),$(E2E_LEAKSTEP_OBJS),../fake_cudart))
 
-TEST_PROGS += $(E2E_LEAKY) $(E2E_LEAKSTEP)
+E2E_LEAKLOOP := $(O)/test/e2e/leakloop
+$(E2E_LEAKLOOP): $(O)/obj/prog-O0/test/e2e/leakloop.o $(O)/obj/prog/test/e2e/wlog.o
+	$(call msg,LD,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -o $@ $^
+
+TEST_PROGS += $(E2E_LEAKY) $(E2E_LEAKSTEP) $(E2E_LEAKLOOP)

@@ -1144,6 +1144,8 @@ static int api_row(struct model *m, const struct model_proc *p, sqlite3_stmt *st
 		.correlation = col_i64(st, 6),
 		.start_ns = col_i64(st, 7),
 		.end_ns = col_i64(st, 8),
+		.stack_id = col_opt(st, 9),
+		.pystack_id = col_opt(st, 10),
 	};
 
 	return ((int (*)(void *, const struct model_api *))cb)(ctx, &a);
@@ -1152,12 +1154,16 @@ static int api_row(struct model *m, const struct model_proc *p, sqlite3_stmt *st
 int model_api_each(struct model *m, const struct model_scan *w,
 		   int (*cb)(void *ctx, const struct model_api *a), void *ctx)
 {
-	static const struct stream_def d = {
-		"gpu_api", "id, tid, domain, name_id, cbid, correlation, start_ns, end_ns",
+	static const struct stream_def d4 = {
+		"gpu_api", "id, tid, domain, name_id, cbid, correlation, start_ns, end_ns, NULL, NULL",
 		"start_ns", "end_ns", 2,
 	};
+	static const struct stream_def d5 = {
+		"gpu_api", "id, tid, domain, name_id, cbid, correlation, start_ns, end_ns, stack_id,"
+		" pystack_id", "start_ns", "end_ns", 5,
+	};
 
-	return stream(m, w, &d, api_row, (void *)cb, ctx);
+	return stream(m, w, m->version >= 5 ? &d5 : &d4, api_row, (void *)cb, ctx);
 }
 
 static int cuda_call_row(struct model *m, const struct model_proc *p, sqlite3_stmt *st,

@@ -415,6 +415,7 @@ struct model_api {
 	const char *domain;                  /* "runtime" or "driver" */
 	const char *name;
 	int64_t start_ns, end_ns;
+	int64_t stack_id, pystack_id;        /* the launching code's (schema 5); -1: none */
 };
 
 /* An intercepted CUDA runtime call (the shim's view). */
