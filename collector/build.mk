@@ -17,6 +17,6 @@ $(eval $(call unit_test,store,$(COLLECTOR_STORE_OBJS)))
 # The unit test rule links fixed libraries: libstdc++ goes in by path.
 LIBSTDCXX := $(shell $(CC) -print-file-name=libstdc++.so)
 COLLECTOR_CLIENT_OBJS := $(patsubst %,$(O)/obj/collector/%.o,client ring record ingest \
-	clock ptrmap)
+	clock ptrmap cputime)
 $(eval $(call unit_test,client,$(COLLECTOR_CLIENT_OBJS) $(COLLECTOR_STORE_OBJS) \
 	$(LIBSTDCXX)))

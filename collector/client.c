@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "clock_ns.h"
+#include "cputime.h"
 #include "ingest.h"
 #include "log.h"
 #include "ring.h"
@@ -47,6 +48,7 @@ struct client {
 	size_t host_len;
 	struct ring *ring;     /* the region, from HELLO on */
 	struct ingest *ingest; /* its records' meaning, from HELLO on */
+	struct cputime cpu;    /* its threads' CPU time, when the kernel named its pid */
 	int bye;
 	int exec_next; /* a later HELLO came from this pid: it exec'd */
 	uint64_t bye_ts;
@@ -217,8 +219,16 @@ static int hello(struct client *c, const char *msg, size_t len, int memfd)
 		if (!c->ingest)
 			err = -ENOMEM;
 	}
-	if (!err)
+	if (!err) {
+		struct ucred cred;
+		socklen_t clen = sizeof(cred);
+
+		/* Only the pid the kernel vouches for is read in /proc. */
+		if (c->fd >= 0 && getsockopt(c->fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) == 0 &&
+		    cred.pid > 0 && (uint32_t)cred.pid == h.pid)
+			cputime_init(&c->cpu, (uint32_t)cred.pid);
 		log_debug("pid %u connected as proc_id %lld", c->pid, (long long)c->proc_id);
+	}
 out:
 	free(argv);
 	return err;
@@ -418,6 +428,12 @@ int client_drain(struct client *c)
 	return drain(c, record_now(c));
 }
 
+int client_sample_cpu(struct client *c, int64_t now_ns)
+{
+	return c->proc_id && !c->ended ? cputime_sample(&c->cpu, c->co->store, c->proc_id, now_ns)
+				       : 0;
+}
+
 int client_flush_counts(struct client *c)
 {
 	if (!c->ring || !c->ingest)
@@ -435,8 +451,11 @@ int client_end(struct client *c, enum client_end why, int64_t now_ns)
 
 	if (c->ended)
 		return 0;
+	/* the last reading, while its /proc entries may still be there */
+	err = client_sample_cpu(c, now_ns);
 	c->ended = 1;
-	err = drain(c, UINT64_MAX);
+	if (!err)
+		err = drain(c, UINT64_MAX);
 	if (err == -EBADMSG) {
 		why = CLIENT_REJECTED;
 		err = 0;
@@ -468,6 +487,7 @@ struct client *client_new(struct collector *co, int fd)
 		return NULL;
 	c->co = co;
 	c->fd = fd;
+	cputime_init(&c->cpu, 0);
 	c->next = co->clients;
 	if (c->next)
 		c->next->pprev = &c->next;
@@ -505,6 +525,7 @@ void client_free(struct client *c)
 		c->next->pprev = c->pprev;
 	ring_free(c->ring);
 	ingest_free(c->ingest);
+	cputime_free(&c->cpu);
 	if (c->fd >= 0)
 		close(c->fd);
 	free(c->host);

@@ -29,6 +29,7 @@
 
 #include "client.h"
 #include "clock_ns.h"
+#include "cputime.h"
 #include "log.h"
 
 #define TICK_NS 5000000L
@@ -39,7 +40,7 @@ struct daemon {
 	struct collector co;
 	const char *sock_path;
 	int listen_fd, sig_fd, timer_fd, ep;
-	int64_t last_commit, last_counts;
+	int64_t last_commit, last_counts, last_cpu;
 };
 
 /* epoll tags for the daemon's own descriptors; anything else is a client */
@@ -223,6 +224,11 @@ static int tick(struct daemon *d)
 			err = end_client(d, c, CLIENT_REJECTED);
 	}
 	now = now_ns();
+	if (!err && now - d->last_cpu >= CPUTIME_PERIOD_NS) {
+		d->last_cpu = now;
+		for (struct client *c = d->co.clients; c && !err; c = client_next(c))
+			err = client_sample_cpu(c, now);
+	}
 	if (!err && now - d->last_counts >= COUNTS_NS) {
 		d->last_counts = now;
 		for (struct client *c = d->co.clients; c && !err; c = client_next(c))

@@ -28,7 +28,7 @@
 
 /* The schema_version that the schema files leave in meta: one per
  * schema/NNN_*.sql file. */
-#define STORE_SCHEMA_VERSION 5
+#define STORE_SCHEMA_VERSION 6
 
 struct store;
 
@@ -97,6 +97,11 @@ int store_process_gpu_status(struct store *s, int64_t proc_id, uint32_t status,
 int store_process_gpu_sampled(struct store *s, int64_t proc_id, int64_t since_ns);
 
 /* ---- events ---- */
+
+/* One cpu_time row: thread tid of the process had used cpu_ns of CPU time
+ * at ts_ns (the collector's CLOCK_MONOTONIC). */
+int store_cpu_time_add(struct store *s, int64_t proc_id, uint32_t tid, int64_t ts_ns,
+		       int64_t cpu_ns);
 
 /* One cuda_calls row from a validated record, times already converted. */
 int store_cuda_add(struct store *s, int64_t proc_id, uint32_t tid,

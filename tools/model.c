@@ -16,6 +16,7 @@
 
 #include "cli.h"
 #include "model_int.h"
+#include "sites.h"
 #include "store.h"
 #include "wire.h"
 
@@ -494,6 +495,10 @@ void model_close(struct model *m)
 		return;
 	model_heap_free(m->heap);
 	model_gpu_free(m->gpu);
+	if (m->call_sites) {
+		sites_close(m->call_sites);
+		free(m->call_sites);
+	}
 	for (size_t i = 0; i < m->nsteps; i++) {
 		free(m->steps[i]->name);
 		free(m->steps[i]->start);
@@ -1187,20 +1192,78 @@ static int cuda_call_row(struct model *m, const struct model_proc *p, sqlite3_st
 		c.grid[i] = col_i64(st, 11 + i);
 		c.block[i] = col_i64(st, 14 + i);
 	}
+	c.stack_id = col_opt(st, 17);
+	c.pystack_id = col_opt(st, 18);
 	return ((int (*)(void *, const struct model_cuda_call *))cb)(ctx, &c);
 }
 
 int model_cuda_calls_each(struct model *m, const struct model_scan *w,
 			  int (*cb)(void *ctx, const struct model_cuda_call *c), void *ctx)
 {
-	static const struct stream_def d = {
+	static const struct stream_def d1 = {
 		"cuda_calls",
 		"id, tid, fn_id, start_ns, end_ns, ret, device, stream, bytes, copy_kind, grid_x,"
-		" grid_y, grid_z, block_x, block_y, block_z",
+		" grid_y, grid_z, block_x, block_y, block_z, NULL, NULL",
 		"start_ns", "end_ns", 1,
 	};
+	static const struct stream_def d6 = {
+		"cuda_calls",
+		"id, tid, fn_id, start_ns, end_ns, ret, device, stream, bytes, copy_kind, grid_x,"
+		" grid_y, grid_z, block_x, block_y, block_z, stack_id, pystack_id",
+		"start_ns", "end_ns", 6,
+	};
 
-	return stream(m, w, &d, cuda_call_row, (void *)cb, ctx);
+	return stream(m, w, m->version >= 6 ? &d6 : &d1, cuda_call_row, (void *)cb, ctx);
+}
+
+static int cpu_row(struct model *m, const struct model_proc *p, sqlite3_stmt *st, void *cb,
+		   void *ctx)
+{
+	struct model_cpu c = {
+		.proc = p, .tid = col_i64(st, 1), .ts_ns = col_i64(st, 2), .cpu_ns = col_i64(st, 3),
+	};
+
+	(void)m;
+	return ((int (*)(void *, const struct model_cpu *))cb)(ctx, &c);
+}
+
+int model_cpu_each(struct model *m, const struct model_scan *w,
+		   int (*cb)(void *ctx, const struct model_cpu *c), void *ctx)
+{
+	static const struct stream_def d = { "cpu_time", "tid, ts_ns, cpu_ns", "ts_ns", NULL, 6 };
+
+	return stream(m, w, &d, cpu_row, (void *)cb, ctx);
+}
+
+int model_stack_site(struct model *m, int64_t proc_id, int64_t stack_id, int64_t pystack_id,
+		     const char **native, const char **python)
+{
+	int64_t site, folded;
+	int err = 0;
+
+	*native = *python = NULL;
+	if (stack_id < 0 && pystack_id < 0)
+		return 0;
+	if (!m->call_sites) {
+		m->call_sites = calloc(1, sizeof(*m->call_sites));
+		if (!m->call_sites)
+			return -ENOMEM;
+		err = sites_open(m->call_sites, m->db);
+		if (err) {
+			free(m->call_sites);
+			m->call_sites = NULL;
+			return err;
+		}
+	}
+	if (stack_id >= 0)
+		err = sites_of(m->call_sites, proc_id, stack_id, -1, &site, &folded);
+	if (!err && stack_id >= 0)
+		*native = m->call_sites->names.v[site];
+	if (!err && pystack_id >= 0)
+		err = sites_of(m->call_sites, proc_id, -1, pystack_id, &site, &folded);
+	if (!err && pystack_id >= 0)
+		*python = m->call_sites->names.v[site];
+	return err;
 }
 
 static int range_row(struct model *m, const struct model_proc *p, sqlite3_stmt *st, void *cb,

@@ -426,6 +426,15 @@ struct model_cuda_call {
 	int64_t start_ns, end_ns, ret;
 	int64_t device, stream, bytes, copy_kind; /* -1 / 0 when not recorded */
 	int64_t grid[3], block[3];
+	/* where it was called from, for a call that blocked its thread
+	 * SHM_BLOCKED_STACK_NS or more (schema 6); -1: none */
+	int64_t stack_id, pystack_id;
+};
+
+/* A thread's CPU time (user + system) as the collector read it (schema 6). */
+struct model_cpu {
+	const struct model_proc *proc;
+	int64_t tid, ts_ns, cpu_ns;
 };
 
 struct model_range {
@@ -465,6 +474,22 @@ int model_markers_each(struct model *m, const struct model_scan *w,
 		       int (*cb)(void *ctx, const struct model_marker *k), void *ctx);
 int model_windows_each(struct model *m, const struct model_scan *w,
 		       int (*cb)(void *ctx, const struct model_window *g), void *ctx);
+/* Readings of threads' CPU time; by time (w->by_time): per process by
+ * time, else per process by thread and time. */
+int model_cpu_each(struct model *m, const struct model_scan *w,
+		   int (*cb)(void *ctx, const struct model_cpu *c), void *ctx);
+
+/*
+ * Where a call was made from: its stacks (an API call's, a CUDA call's)
+ * rendered as the memory commands render an allocation's (sites.h): *native
+ * the innermost frame of the caller's native code outside the CUDA
+ * libraries, *python the innermost Python frame of the user's code ("fn
+ * (file.py:line)"), each NULL when the call has no such stack.  Strings
+ * owned by the model.  Returns 0, -EINVAL (a store without stacks), -EIO
+ * or -ENOMEM.
+ */
+int model_stack_site(struct model *m, int64_t proc_id, int64_t stack_id, int64_t pystack_id,
+		     const char **native, const char **python);
 
 /* Whether the store has the indexes a closed recording gets (collector/
  * store.c): without them, time-ordered and filtered streams sort or scan. */

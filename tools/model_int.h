@@ -67,6 +67,8 @@ struct model {
 
 	struct steps_item **steps;
 	size_t nsteps, steps_cap;
+
+	struct sites *call_sites; /* stacks of API and CUDA calls (model_stack_site) */
 };
 
 /* The selected process proc_id, or NULL (also when it is not selected). */
