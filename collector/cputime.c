@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,20 +48,39 @@ int cputime_parse_stat(const char *line, uint64_t *cpu_ticks, uint64_t *start_ti
 	return 0;
 }
 
-/* One stat file: 0, or -1 when it cannot be read. */
-static int read_stat(const char *path, uint64_t *cpu, uint64_t *start)
+int cputime_parse_schedstat(const char *line, int64_t *run_ns, int64_t *wait_ns)
 {
-	char buf[1024];
+	unsigned long long run, wait;
+
+	if (sscanf(line, "%llu %llu", &run, &wait) != 2 || run > INT64_MAX || wait > INT64_MAX)
+		return -EINVAL;
+	*run_ns = (int64_t)run;
+	*wait_ns = (int64_t)wait;
+	return 0;
+}
+
+/* The file at path into buf: its length, or -1. */
+static ssize_t read_file(const char *path, char *buf, size_t len)
+{
 	ssize_t n;
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 
 	if (fd < 0)
 		return -1;
-	n = read(fd, buf, sizeof(buf) - 1);
+	n = read(fd, buf, len - 1);
 	close(fd);
 	if (n <= 0)
 		return -1;
 	buf[n] = 0;
+	return n;
+}
+
+static int read_stat(const char *path, uint64_t *cpu, uint64_t *start)
+{
+	char buf[1024];
+
+	if (read_file(path, buf, sizeof(buf)) < 0)
+		return -1;
 	return cputime_parse_stat(buf, cpu, start) ? -1 : 0;
 }
 
@@ -78,8 +98,26 @@ static struct cputime_thread *thread_of(struct cputime *c, uint32_t tid)
 		c->v = v;
 		c->cap = cap;
 	}
-	c->v[c->n] = (struct cputime_thread){ .tid = tid, .cpu_ns = -1 };
+	c->v[c->n] = (struct cputime_thread){ .tid = tid, .cpu_ns = -1, .wait_ns = -1 };
 	return &c->v[c->n++];
+}
+
+/* One thread's times: schedstat's, else stat's (wait unknown). */
+static int thread_times(uint32_t pid, unsigned long tid, long tick_ns, int64_t *cpu,
+			int64_t *wait)
+{
+	char path[80], buf[256];
+	uint64_t ticks, start;
+
+	snprintf(path, sizeof(path), "/proc/%u/task/%lu/schedstat", pid, tid);
+	if (read_file(path, buf, sizeof(buf)) >= 0 && cputime_parse_schedstat(buf, cpu, wait) == 0)
+		return 0;
+	snprintf(path, sizeof(path), "/proc/%u/task/%lu/stat", pid, tid);
+	if (read_stat(path, &ticks, &start) < 0)
+		return -1;
+	*cpu = (int64_t)ticks * tick_ns;
+	*wait = -1;
+	return 0;
 }
 
 int cputime_sample(struct cputime *c, struct store *s, int64_t proc_id, int64_t now_ns)
@@ -115,21 +153,21 @@ int cputime_sample(struct cputime *c, struct store *s, int64_t proc_id, int64_t 
 		char *end;
 		unsigned long tid = strtoul(d->d_name, &end, 10);
 		struct cputime_thread *t;
-		uint64_t tstart;
+		int64_t run, wait;
 
 		if (*end || !tid || tid > UINT32_MAX)
 			continue;
-		snprintf(path, sizeof(path), "/proc/%u/task/%lu/stat", c->pid, tid);
-		if (read_stat(path, &cpu, &tstart) < 0)
+		if (thread_times(c->pid, tid, tick_ns, &run, &wait) < 0)
 			continue; /* the thread ended meanwhile */
 		t = thread_of(c, (uint32_t)tid);
 		if (!t) {
 			err = -ENOMEM;
 			break;
 		}
-		if ((int64_t)cpu * tick_ns != t->cpu_ns) {
-			t->cpu_ns = (int64_t)cpu * tick_ns;
-			err = store_cpu_time_add(s, proc_id, (uint32_t)tid, now_ns, t->cpu_ns);
+		if (run != t->cpu_ns || wait != t->wait_ns) {
+			t->cpu_ns = run;
+			t->wait_ns = wait;
+			err = store_cpu_time_add(s, proc_id, (uint32_t)tid, now_ns, run, wait);
 		}
 	}
 	closedir(dir);

@@ -1,10 +1,11 @@
 /*
  * The CPU time of a traced process's threads, read by the collector from
- * /proc/PID/task/TID/stat (user + system time) every CPUTIME_PERIOD_NS
- * while the process is connected, and stored as cpu_time rows
- * (schema/006_findings.sql) when a thread's time changed.  The tools turn
- * the rows into busy shares: a DataLoader worker busy or idle, what a
- * thread did while the GPU waited.
+ * /proc/PID/task/TID/schedstat (time on a CPU and time runnable waiting for
+ * one, in ns; .../stat's user + system ticks where the kernel keeps no
+ * schedstat) every CPUTIME_PERIOD_NS while the process is connected, and
+ * stored as cpu_time rows (schema/006_findings.sql) when a thread's times
+ * changed.  The tools turn the rows into busy shares: a DataLoader worker
+ * busy or idle, what a thread did while the GPU waited.
  *
  * The pid is the kernel's (SO_PEERCRED of the client's socket), never what
  * the client says, and the process is recognised by its start time
@@ -21,12 +22,13 @@
 
 #include "store.h"
 
-#define CPUTIME_PERIOD_NS 100000000 /* between two reads of a process */
+#include "wire.h"
+
+#define CPUTIME_PERIOD_NS SHM_CPUTIME_PERIOD_NS /* between two reads of a process */
 
 struct cputime_thread {
 	uint32_t tid;
-	int64_t cpu_ns; /* last stored */
-	int seen;       /* in the current read */
+	int64_t cpu_ns, wait_ns; /* last stored */
 };
 
 struct cputime {
@@ -52,5 +54,8 @@ void cputime_free(struct cputime *c);
  * time (field 22).  Returns 0, or -EINVAL for a line it cannot read.  For
  * tests. */
 int cputime_parse_stat(const char *line, uint64_t *cpu_ticks, uint64_t *start_ticks);
+
+/* Parses a schedstat line: "run_ns wait_ns slices".  0 or -EINVAL. */
+int cputime_parse_schedstat(const char *line, int64_t *run_ns, int64_t *wait_ns);
 
 #endif /* SHIMMER_COLLECTOR_CPUTIME_H */

@@ -112,8 +112,8 @@ static const char *const sql[ST_N] = {
 		     "VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (proc_id, tid, fn_id) "
 		     "DO UPDATE SET count = count + excluded.count, "
 		     "bytes = bytes + excluded.bytes",
-	[ST_CPU_TIME] = "INSERT OR REPLACE INTO cpu_time (proc_id, tid, ts_ns, cpu_ns) "
-			"VALUES (?1, ?2, ?3, ?4)",
+	[ST_CPU_TIME] = "INSERT OR REPLACE INTO cpu_time (proc_id, tid, ts_ns, cpu_ns, wait_ns) "
+			"VALUES (?1, ?2, ?3, ?4, ?5)",
 	[ST_DROP] = "INSERT INTO drops (proc_id, tid, reason, events) "
 		    "VALUES (?1, ?2, ?3, ?4) ON CONFLICT (proc_id, tid, reason) "
 		    "DO UPDATE SET events = events + excluded.events",
@@ -957,7 +957,7 @@ int store_drop_add(struct store *s, int64_t proc_id, uint32_t tid,
 }
 
 int store_cpu_time_add(struct store *s, int64_t proc_id, uint32_t tid, int64_t ts_ns,
-		       int64_t cpu_ns)
+		       int64_t cpu_ns, int64_t wait_ns)
 {
 	sqlite3_stmt *st = s->st[ST_CPU_TIME];
 	int err = tx(s);
@@ -968,6 +968,10 @@ int store_cpu_time_add(struct store *s, int64_t proc_id, uint32_t tid, int64_t t
 	sqlite3_bind_int64(st, 2, tid);
 	sqlite3_bind_int64(st, 3, ts_ns);
 	sqlite3_bind_int64(st, 4, cpu_ns);
+	if (wait_ns >= 0)
+		sqlite3_bind_int64(st, 5, wait_ns);
+	else
+		sqlite3_bind_null(st, 5);
 	return step(s, st);
 }
 

@@ -101,6 +101,13 @@ enum shm_family { SHM_FAMILY_HEAP = 1, SHM_FAMILY_CUDA = 2 };
  */
 #define SHM_BLOCKED_STACK_NS 50000u
 
+/*
+ * The collector reads each connected process's threads' CPU time this
+ * often (store table cpu_time), keeping a reading only when it changed: a
+ * rise between two readings happened within the period before the later.
+ */
+#define SHM_CPUTIME_PERIOD_NS 100000000
+
 /* The calls that may block their thread on the GPU: they get stacks when
  * they did (SHM_BLOCKED_STACK_NS). */
 #define SHM_FN_MAY_BLOCK(fn)                                                  	((shm_fn_info[fn].flags & (SHM_FNF_SYNC | SHM_FNF_COPY)) ||         	 (fn) == SHM_FN_CUDA_MEMSET || (fn) == SHM_FN_CUDA_MEMSET_ASYNC)

@@ -8,17 +8,21 @@
 ALTER TABLE cuda_calls ADD COLUMN stack_id INTEGER;   -- stack_frames.stack_id
 ALTER TABLE cuda_calls ADD COLUMN pystack_id INTEGER; -- python_frames.pystack_id
 
--- Each thread's CPU time (user + system), read by the collector from
--- /proc/PID/task/TID/stat about every 100 ms while the process is connected,
--- a row when it changed (so a thread asleep adds none).  Busy share between
--- two rows: (cpu_ns difference) / (ts_ns difference); the kernel counts in
--- clock ticks (10 ms at USER_HZ 100), so shares over less than a second
--- are coarse.
+-- Each thread's CPU time, read by the collector about every 100 ms while
+-- the process is connected (wire.h SHM_CPUTIME_PERIOD_NS), a row when it
+-- changed (so a thread asleep adds none): from /proc/PID/task/TID/schedstat
+-- (the scheduler's run and run-queue wait times, in ns), or where the kernel
+-- has none, from .../stat (user + system time, in clock ticks of 10 ms at
+-- USER_HZ 100; wait_ns NULL).  Between two rows the rise happened within
+-- the period before the later one.  Busy share over an interval: the rise
+-- of cpu_ns (on a CPU) and of wait_ns (runnable, waiting for one) over its
+-- length.
 CREATE TABLE IF NOT EXISTS cpu_time (
 	proc_id INTEGER NOT NULL,
 	tid INTEGER NOT NULL,
 	ts_ns INTEGER NOT NULL,        -- when read (the host's CLOCK_MONOTONIC)
-	cpu_ns INTEGER NOT NULL,       -- the thread's CPU time since it started
+	cpu_ns INTEGER NOT NULL,       -- time on a CPU since the thread started
+	wait_ns INTEGER,               -- time runnable but waiting for a CPU; NULL: unknown
 	PRIMARY KEY (proc_id, tid, ts_ns)
 ) WITHOUT ROWID;
 

@@ -92,3 +92,10 @@ $(E2E_LEAKLOOP): $(O)/obj/prog-O0/test/e2e/leakloop.o $(O)/obj/prog/test/e2e/wlo
 	$(Q)$(CC) -o $@ $^
 
 TEST_PROGS += $(E2E_LEAKY) $(E2E_LEAKSTEP) $(E2E_LEAKLOOP)
+
+# The bottleneck workloads (t_bottlenecks.sh): -O0 with full debug
+# information, so that each planted call keeps its own line.
+E2E_WL_BNECK := $(O)/test/e2e/wl_bneck
+E2E_WL_BNECK_OBJS := $(O)/obj/prog-O0/test/e2e/wl_bneck.o $(O)/obj/prog/test/e2e/wlog.o
+$(eval $(call cuda_prog,$(E2E_WL_BNECK),$(E2E_WL_BNECK_OBJS),../fake_cudart))
+TEST_PROGS += $(E2E_WL_BNECK)

@@ -32,6 +32,7 @@ extern const struct command peak_command;
 extern const struct command temporary_command;
 extern const struct command export_command;
 extern const struct command compare_command;
+extern const struct command bottlenecks_command;
 
 /* Print "shimmer: error: <fmt>\n" on stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -15,6 +15,7 @@ static const struct command *const commands[] = {
 	&peak_command,
 	&temporary_command,
 	&export_command,
+	&bottlenecks_command,
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))

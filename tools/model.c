@@ -1002,7 +1002,8 @@ static int stream(struct model *m, const struct model_scan *w, const struct stre
 		  stream_row row, void *cb, void *ctx)
 {
 	int by_time = w && w->by_time;
-	int per_proc = m->indexed && (by_time || m->nselected < m->nprocs);
+	int one = w && w->proc_id > 0;
+	int per_proc = one || (m->indexed && (by_time || m->nselected < m->nprocs));
 	sqlite3_stmt *st = NULL;
 	char sql[1024];
 	size_t n;
@@ -1034,7 +1035,7 @@ static int stream(struct model *m, const struct model_scan *w, const struct stre
 	}
 	for (size_t i = 0; i < (per_proc ? m->nprocs : 1) && !err; i++) {
 		if (per_proc) {
-			if (!m->procs[i].selected)
+			if (!m->procs[i].selected || (one && m->procs[i].proc_id != w->proc_id))
 				continue;
 			sqlite3_reset(st);
 			sqlite3_bind_int64(st, 3, m->procs[i].proc_id);
@@ -1221,6 +1222,7 @@ static int cpu_row(struct model *m, const struct model_proc *p, sqlite3_stmt *st
 {
 	struct model_cpu c = {
 		.proc = p, .tid = col_i64(st, 1), .ts_ns = col_i64(st, 2), .cpu_ns = col_i64(st, 3),
+		.wait_ns = col_opt(st, 4),
 	};
 
 	(void)m;
@@ -1230,7 +1232,8 @@ static int cpu_row(struct model *m, const struct model_proc *p, sqlite3_stmt *st
 int model_cpu_each(struct model *m, const struct model_scan *w,
 		   int (*cb)(void *ctx, const struct model_cpu *c), void *ctx)
 {
-	static const struct stream_def d = { "cpu_time", "tid, ts_ns, cpu_ns", "ts_ns", NULL, 6 };
+	static const struct stream_def d = { "cpu_time", "tid, ts_ns, cpu_ns, wait_ns", "ts_ns", NULL,
+					     6 };
 
 	return stream(m, w, &d, cpu_row, (void *)cb, ctx);
 }

@@ -385,7 +385,14 @@ int model_gpu(struct model *m, const struct model_proc *p, struct model_gpu *out
 struct model_scan {
 	int64_t begin_ns, end_ns;
 	int by_time;
+	int64_t proc_id; /* > 0: only this process's rows (it must be selected) */
 };
+
+/* Every row of one process (by time when by_time). */
+static inline struct model_scan model_scan_proc(const struct model_proc *p, int by_time)
+{
+	return (struct model_scan){ INT64_MIN, INT64_MAX, by_time, p->proc_id };
+}
 
 struct model_kernel {
 	const struct model_proc *proc;
@@ -431,10 +438,11 @@ struct model_cuda_call {
 	int64_t stack_id, pystack_id;
 };
 
-/* A thread's CPU time (user + system) as the collector read it (schema 6). */
+/* A thread's CPU time as the collector read it (schema 6): on a CPU, and
+ * runnable waiting for one (-1: unknown). */
 struct model_cpu {
 	const struct model_proc *proc;
-	int64_t tid, ts_ns, cpu_ns;
+	int64_t tid, ts_ns, cpu_ns, wait_ns;
 };
 
 struct model_range {

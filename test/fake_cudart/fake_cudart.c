@@ -285,11 +285,11 @@ static void gpu_run(struct call *c, struct fake_gpu_op *op, uint32_t device)
 		sleep_until(end);
 }
 
-/* A CLOCK_MONOTONIC instant on CUPTI's clock.  The rate is measured once
+/* Two CLOCK_MONOTONIC instants on CUPTI's clock.  The rate is measured once
  * over 0.5 ms (the first record's call takes that much longer), then from
  * the anchor as time passes; activity kinds are on only while the
  * subscriber's clock is registered, so it is one clock. */
-static uint64_t to_cupti(const struct fake_cupti_ops *cupti, uint64_t t)
+static void to_cupti(const struct fake_cupti_ops *cupti, uint64_t *t0, uint64_t *t1)
 {
 	uint64_t m, ts;
 	double rate;
@@ -313,7 +313,9 @@ static uint64_t to_cupti(const struct fake_cupti_ops *cupti, uint64_t t)
 	}
 	rate = ts_rate;
 	pthread_mutex_unlock(&gpu_lock);
-	return (uint64_t)((double)ts + ((double)t - (double)m) * rate);
+	/* one reading for both: the order of start and end is kept */
+	*t0 = (uint64_t)((double)ts + ((double)*t0 - (double)m) * rate);
+	*t1 = (uint64_t)((double)ts + ((double)*t1 - (double)m) * rate);
 }
 
 /* Ends the call: waits out the delay (the GPU work, when op is given, runs
@@ -341,8 +343,7 @@ static int call_end(struct call *c, int err, struct fake_gpu_op *op)
 		gpu_run(c, op, (uint32_t)cur_device);
 	if (op && c->cupti && err == 0) {
 		if (async && c->gpu != GPU_NONE) {
-			op->start = to_cupti(c->cupti, op->start);
-			op->end = to_cupti(c->cupti, op->end);
+			to_cupti(c->cupti, &op->start, &op->end);
 		} else {
 			op->start = start;
 			op->end = c->cupti->timestamp();
