@@ -1108,15 +1108,20 @@ static int cpu_watches(struct gproc *g, int *have)
 }
 
 /* A process's time on a CPU and waiting for one over its life, from its
- * threads' last readings; -1 when there is none (*wait: unknown). */
-static int proc_cpu(struct model *m, const struct model_proc *p, double *cpu, double *wait)
+ * threads' last readings; -1 when there is none (*wait: unknown).  *last:
+ * when the last of them was read. */
+static int proc_cpu(struct model *m, const struct model_proc *p, double *cpu, double *wait,
+		    int64_t *last)
 {
 	struct model_scan w = model_scan_proc(p, 0);
 	struct cpu_load l = { 0 };
 	int err = model_cpu_each(m, &w, cpu_cb, &l);
 
 	*cpu = *wait = l.n ? 0 : -1;
+	*last = p->start_ns;
 	for (size_t i = 0; i < l.n; i++) {
+		if (l.v[i].ts[l.v[i].n - 1] > *last)
+			*last = l.v[i].ts[l.v[i].n - 1];
 		*cpu += (double)l.v[i].cpu[l.v[i].n - 1];
 		if (l.v[i].wait[l.v[i].n - 1] < 0)
 			*wait = -1;
@@ -1322,20 +1327,22 @@ static int rule_sync(struct gproc *g)
 	finding_detail(x, "Threads were blocked in CUDA calls that wait for the GPU for %s in %lld"
 		       " calls (%s), against %s of GPU work.", dur(b[0], (double)g->blocked_ns),
 		       (long long)g->blocked_calls, fns, dur(b[1], (double)busy));
-	if (s->n && g->step_blocked) {
-		for (size_t k = 0; k < s->n; k++) {
+	if (s->n >= 2 && g->step_blocked) {
+		size_t n = s->n - 1; /* after the first, as the rest */
+
+		for (size_t k = 1; k < s->n; k++) {
 			with += g->step_blocked[k] > 0;
 			blocksum += g->step_blocked[k];
 			stepsum += s->end[k] - s->start[k];
 		}
 		if (with)
-			finding_detail(x, "%zu of %zu '%s' steps blocked, %s a step on average (%.0f%%"
-				       " of the step).", with, s->n, s->name,
-				       dur(b[2], (double)blocksum / (double)s->n),
+			finding_detail(x, "%zu of %zu '%s' steps (after the first) blocked, %s a step on"
+				       " average (%.0f%% of the step).", with, n, s->name,
+				       dur(b[2], (double)blocksum / (double)n),
 				       stepsum ? 100.0 * (double)blocksum / (double)stepsum : 0.0);
-		finding_kv(x, "steps", EMIT_INT, ev_int((int64_t)s->n));
+		finding_kv(x, "steps", EMIT_INT, ev_int((int64_t)n));
 		finding_kv(x, "steps_blocked", EMIT_INT, ev_int((int64_t)with));
-		finding_kv(x, "blocked_per_step_ns", EMIT_NS, ev_real((double)blocksum / (double)s->n));
+		finding_kv(x, "blocked_per_step_ns", EMIT_NS, ev_real((double)blocksum / (double)n));
 	}
 	finding_kv(x, "blocked_ns", EMIT_NS, ev_int(g->blocked_ns));
 	finding_kv(x, "blocked_calls", EMIT_INT, ev_int(g->blocked_calls));
@@ -1841,15 +1848,20 @@ static int rule_loading(struct gproc *g)
 	for (size_t i = 0; i < p->nchildren && !err; i++) {
 		const struct model_proc *c = p->children[i];
 		double cpu, cwait, life = model_proc_wall(c), busy;
+		int64_t last;
 
 		if (!is_worker(p, c))
 			continue;
 		nworkers++;
-		err = proc_cpu(g->m, c, &cpu, &cwait);
+		err = proc_cpu(g->m, c, &cpu, &cwait, &last);
 		if (err)
 			break;
-		/* busy: on a CPU, or runnable and waiting for one */
-		busy = cpu >= 0 && life > 0 ? (cpu + (cwait > 0 ? cwait : 0)) / life : -1;
+		/* busy: on a CPU, or runnable and waiting for one, until the
+		 * last reading (a process gone is not read at its end) */
+		busy = cpu >= 0 && last > c->start_ns ?
+			       (cpu + (cwait > 0 ? cwait : 0)) / (double)(last - c->start_ns) : -1;
+		if (busy > 1)
+			busy = 1; /* its threads began before it said HELLO */
 		if (busy >= 0) {
 			nknown++;
 			nbusy += busy >= 0.8;
@@ -2205,29 +2217,13 @@ out:
 static const struct emit_col rank_cols[] = {
 	{ "rank", "RANK", EMIT_INT, 5, 0, 0, 0 },
 	{ "pid", "PID", EMIT_INT, 8, 0, 0, 0 },
-	{ "mean_step_ns", "MEAN STEP", EMIT_NS, 10, 0, 0, 0 },
+	{ "median_step_ns", "MEDIAN STEP", EMIT_NS, 11, 0, 0, 0 },
 	{ "slowest_steps", "SLOWEST IN", EMIT_INT, 10, 0, 0, 0 },
 	{ "late_ns", "LATE AT COLLECTIVES", EMIT_NS, 19, 0, 0, 0 },
 	{ "latest", "LATEST IN", EMIT_INT, 9, 0, 0, 0 },
 };
 
 static const struct emit_table rank_table = { "items", rank_cols, 6, 4, 0 };
-
-struct rank {
-	int64_t rank;
-	const struct model_proc *p;
-	const struct model_steps *s;
-	const struct findings_proc *fp;
-	size_t slowest, latest;
-	double late;
-};
-
-static int cmp_rank(const void *x, const void *y)
-{
-	const struct rank *a = x, *b = y;
-
-	return (a->rank > b->rank) - (a->rank < b->rank);
-}
 
 static int cmp_double(const void *x, const void *y)
 {
@@ -2236,12 +2232,44 @@ static int cmp_double(const void *x, const void *y)
 	return (a > b) - (a < b);
 }
 
+struct rank {
+	int64_t rank;
+	const struct model_proc *p;
+	const struct model_steps *s;
+	const struct findings_proc *fp;
+	size_t slowest, latest;
+	double late, median;
+};
+
+/* The median of s's steps after the first. */
+static int median_step(const struct model_steps *s, double *out)
+{
+	double *d = malloc(s->n * sizeof(*d));
+	size_t n = 0;
+
+	if (!d)
+		return -ENOMEM;
+	for (size_t i = 1; i < s->n; i++)
+		d[n++] = (double)(s->end[i] - s->start[i]);
+	qsort(d, n, sizeof(*d), cmp_double);
+	*out = n ? (n % 2 ? d[n / 2] : (d[n / 2 - 1] + d[n / 2]) / 2) : 0;
+	free(d);
+	return 0;
+}
+
+static int cmp_rank(const void *x, const void *y)
+{
+	const struct rank *a = x, *b = y;
+
+	return (a->rank > b->rank) - (a->rank < b->rank);
+}
+
 /*
- * A straggler: a rank slowest in more than half the steps, whose mean step
+ * A straggler: a rank slowest in two thirds of the steps, whose median step
  * is FINDINGS_STRAGGLER_MARGIN or more above the median rank's; or, on one
- * host (one clock), a rank that launched the same collective last in more
- * than half of them by a margin as large against the median step (or its
- * collectives' spacing, without steps).
+ * host (one clock), a rank that launched the same collective last in two
+ * thirds of them, on average that margin of the median step (or of the
+ * collectives' spacing, without steps) after the median rank.
  */
 static int rule_ranks(struct findings *f)
 {
@@ -2297,8 +2325,10 @@ static int rule_ranks(struct findings *f)
 		err = -ENOMEM;
 		goto out;
 	}
-	if (nsteps >= 3) {
-		for (size_t i = 0; i < nsteps; i++) {
+	/* steps after the first (a warm-up), each rank's median */
+	if (nsteps != SIZE_MAX && nsteps >= 4) {
+		nsteps--;
+		for (size_t i = 1; i <= nsteps; i++) {
 			size_t w = 0;
 
 			for (size_t k = 1; k < nr; k++)
@@ -2306,35 +2336,50 @@ static int rule_ranks(struct findings *f)
 					w = k;
 			r[w].slowest++;
 		}
+		for (size_t k = 0; k < nr && !err; k++)
+			err = median_step(r[k].s, &r[k].median);
 		for (size_t k = 0; k < nr; k++)
-			means[k] = r[k].s->mean_ns;
+			means[k] = r[k].median;
 		for (size_t k = 1; k < nr; k++)
 			if (r[k].slowest > r[best].slowest)
 				best = k;
 		qsort(means, nr, sizeof(*means), cmp_double);
 		med = nr % 2 ? means[nr / 2] : (means[nr / 2 - 1] + means[nr / 2]) / 2;
 		if (med > 0)
-			excess = r[best].s->mean_ns / med - 1;
+			excess = r[best].median / med - 1;
+	} else {
+		nsteps = 0;
 	}
+	if (err)
+		goto out;
 	if (one_host && ncoll != SIZE_MAX && ncoll >= 3) {
+		double *t = calloc(nr, sizeof(*t)), *sorted = calloc(nr, sizeof(*sorted));
+
+		if (!t || !sorted) {
+			free(t);
+			free(sorted);
+			err = -ENOMEM;
+			goto out;
+		}
+		/* each rank's lateness against the median rank's launch of the
+		 * same collective: jitter averages out, a straggler's does not */
 		for (size_t i = 0; i < ncoll; i++) {
-			int64_t first = INT64_MAX, last = INT64_MIN;
 			size_t w = 0;
+			double med_t;
 
 			for (size_t k = 0; k < nr; k++) {
-				int64_t t = r[k].fp->arrivals[i];
-
-				if (t < first)
-					first = t;
-				if (t > last) {
-					last = t;
+				t[k] = sorted[k] = (double)r[k].fp->arrivals[i];
+				if (t[k] > t[w])
 					w = k;
-				}
 			}
+			qsort(sorted, nr, sizeof(*sorted), cmp_double);
+			med_t = nr % 2 ? sorted[nr / 2] : (sorted[nr / 2 - 1] + sorted[nr / 2]) / 2;
 			for (size_t k = 0; k < nr; k++)
-				r[k].late += (double)(r[k].fp->arrivals[i] - first);
+				r[k].late += t[k] - med_t;
 			r[w].latest++;
 		}
+		free(t);
+		free(sorted);
 		for (size_t k = 0; k < nr; k++)
 			r[k].late /= (double)ncoll;
 		for (size_t k = 1; k < nr; k++)
@@ -2347,10 +2392,12 @@ static int rule_ranks(struct findings *f)
 			late_share = r[late_best].late / spacing;
 	}
 	{
-		int by_steps = nsteps >= 3 && 2 * r[best].slowest > nsteps &&
+		/* consistently: the slowest (the latest) in two thirds of them */
+		int by_steps = nsteps >= 3 && 3 * r[best].slowest >= 2 * nsteps &&
 			       excess >= FINDINGS_STRAGGLER_MARGIN;
 		int by_coll = ncoll >= 3 && ncoll != SIZE_MAX && one_host &&
-			      2 * r[late_best].latest > ncoll && late_share >= FINDINGS_STRAGGLER_MARGIN;
+			      3 * r[late_best].latest >= 2 * ncoll &&
+			      late_share >= FINDINGS_STRAGGLER_MARGIN;
 		size_t who = by_steps ? best : late_best;
 		double share = by_steps ? excess : late_share;
 		struct finding *x;
@@ -2365,14 +2412,15 @@ static int rule_ranks(struct findings *f)
 			goto out;
 		}
 		if (nsteps >= 3)
-			finding_detail(x, "Over %zu '%s' steps, rank %lld was the slowest in %zu; its mean"
-				       " step %s against %s for the median rank (%+.0f%%).", nsteps,
+			finding_detail(x, "Over %zu '%s' steps (after the first), rank %lld was the"
+				       " slowest in %zu; its median step %s against %s for the median"
+				       " rank (%+.0f%%).", nsteps,
 				       r[best].s->name ? r[best].s->name : "?", (long long)r[best].rank,
-				       r[best].slowest, dur(b[0], r[best].s->mean_ns), dur(b[1], med),
+				       r[best].slowest, dur(b[0], r[best].median), dur(b[1], med),
 				       100 * excess);
 		if (ncoll >= 3 && ncoll != SIZE_MAX && one_host)
 			finding_detail(x, "At %zu NCCL collectives, rank %lld launched last in %zu, on"
-				       " average %s after the first rank: the others wait for it inside"
+				       " average %s after the median rank: the others wait for it inside"
 				       " the collective.", ncoll, (long long)r[late_best].rank,
 				       r[late_best].latest, dur(b[2], r[late_best].late));
 		finding_kv(x, "rank", EMIT_INT, ev_int(r[who].rank));
@@ -2386,7 +2434,7 @@ static int rule_ranks(struct findings *f)
 		for (size_t k = 0; k < nr; k++)
 			finding_row(x, (struct emit_val[]){
 					       ev_int(r[k].rank), ev_int(r[k].p->pid),
-					       r[k].s->n ? ev_real(r[k].s->mean_ns) : ev_none(),
+					       nsteps >= 3 ? ev_real(r[k].median) : ev_none(),
 					       nsteps >= 3 ? ev_int((int64_t)r[k].slowest) : ev_none(),
 					       ncoll >= 3 && ncoll != SIZE_MAX && one_host ?
 						       ev_real(r[k].late) : ev_none(),

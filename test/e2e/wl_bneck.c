@@ -30,15 +30,21 @@
  *                            and it is made again
  *   wl_bneck churn STEPS     clean, plus 40,000 malloc/free pairs a step
  *   wl_bneck hot STEPS       one kernel of 6 ms and 4 of 1 ms, a nested range
- *                            "forward" of 4 ms, 300 cudaMemsetAsync a step
+ *                            "forward" of 4 ms, 30 cudaMalloc/cudaFree a step
  *
  * It logs (wlog.h) the line of each planted call, for the test to find in
- * the findings:  S,pid,what,line
+ * the findings:  B,pid,what,line
+ *
+ * Ranks run in step, as collectives make them: with WL_BARRIER naming a
+ * file of 4 KiB of zeros shared by WORLD_SIZE ranks, each step ends with a
+ * barrier on a counter in it.
  */
 #include <cuda_runtime_api.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -72,7 +78,7 @@ static cudaStream_t stream_a = (cudaStream_t)(uintptr_t)0x21, stream_b = (cudaSt
 
 static void site(const char *what, int line)
 {
-	wlog_line("sdsd", "S", (int64_t)getpid(), what, (int64_t)line);
+	wlog_line("sdsd", "B", (int64_t)getpid(), what, (int64_t)line);
 }
 
 static void must(int ok)
@@ -194,7 +200,7 @@ static int mode_launch(int steps)
 	for (int k = 0; k < steps; k++) {
 		shimmer_range_push("step");
 		for (int i = 0; i < 300; i++) {
-			launch(f[i % 3], stream_a); if (k == 0 && i == 0) site("launch", __LINE__);
+			must(cudaLaunchKernel(f[i % 3], G, B, NULL, 0, stream_a) == cudaSuccess); if (k == 0 && i == 0) site("launch", __LINE__);
 		}
 		shimmer_range_pop();
 	}
@@ -249,11 +255,43 @@ static int mode_loading(int steps, int workers)
 	return 0;
 }
 
+/* The ranks' barrier: a counter in a shared file, each rank adding one
+ * per step and waiting for all. */
+static volatile uint64_t *barrier_word;
+static uint64_t world = 1;
+
+static void barrier_open(void)
+{
+	const char *path = getenv("WL_BARRIER"), *w = getenv("WORLD_SIZE");
+	int fd;
+	void *p;
+
+	if (!path || !w)
+		return;
+	world = (uint64_t)atoi(w);
+	fd = open(path, O_RDWR);
+	must(fd >= 0);
+	p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	must(p != MAP_FAILED);
+	close(fd);
+	barrier_word = p;
+}
+
+static void barrier(uint64_t generation)
+{
+	if (!barrier_word)
+		return;
+	__atomic_add_fetch(barrier_word, 1, __ATOMIC_SEQ_CST);
+	while (__atomic_load_n(barrier_word, __ATOMIC_SEQ_CST) < generation * world)
+		nap(20 * US);
+}
+
 static int mode_rank(int steps, int slow, uint64_t extra_us, int overlap)
 {
 	const char *r = getenv("RANK");
 	int rank = r ? atoi(r) : -1;
 
+	barrier_open();
 	for (int k = 0; k < steps; k++) {
 		shimmer_range_push("step");
 		launch((const void *)(uintptr_t)k_train, stream_a);
@@ -261,6 +299,7 @@ static int mode_rank(int steps, int slow, uint64_t extra_us, int overlap)
 			nap(extra_us * US);
 		launch((const void *)(uintptr_t)k_nccl, overlap ? stream_b : stream_a);
 		must(cudaDeviceSynchronize() == cudaSuccess);
+		barrier((uint64_t)k + 1);
 		shimmer_range_pop();
 	}
 	return 0;
@@ -311,8 +350,12 @@ static int mode_hot(int steps)
 		shimmer_range_pop();
 		for (int i = 0; i < 4; i++)
 			launch(&kfuncs[i], stream_a);
-		for (int i = 0; i < 300; i++)
-			must(cudaMemsetAsync(dev, i, 64, stream_b) == cudaSuccess);
+		for (int i = 0; i < 30; i++) {
+			void *tmp = NULL;
+
+			must(cudaMalloc(&tmp, 4096) == cudaSuccess);
+			must(cudaFree(tmp) == cudaSuccess);
+		}
 		shimmer_range_pop();
 	}
 	must(cudaDeviceSynchronize() == cudaSuccess);
