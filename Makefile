@@ -100,6 +100,12 @@ install: all
 	install -m 755 $(LIB) $(DESTDIR)$(PREFIX)/lib/
 	install -m 644 include/shimmer.h $(DESTDIR)$(PREFIX)/include/
 	install -m 644 schema/*.sql $(DESTDIR)$(PREFIX)/share/shimmer/schema/
+	@if [ -f $(O)/share/shimmer/chart.umd.min.js ]; then \
+		install -m 644 $(O)/share/shimmer/chart.umd.min.js $(O)/share/shimmer/*.LICENSE.md \
+			$(DESTDIR)$(PREFIX)/share/shimmer/; \
+	else \
+		echo "install: $(O)/share/shimmer/chart.umd.min.js missing: shimmer report will not work (install npm, then make)" >&2; \
+	fi
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/shimmerd $(DESTDIR)$(PREFIX)/bin/shimmer $(DESTDIR)$(PREFIX)/lib/libshimmer.so \

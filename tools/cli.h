@@ -33,6 +33,7 @@ extern const struct command temporary_command;
 extern const struct command export_command;
 extern const struct command compare_command;
 extern const struct command bottlenecks_command;
+extern const struct command report_command;
 
 /* Print "shimmer: error: <fmt>\n" on stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -237,8 +237,10 @@ void findings_free(struct findings *f)
 	for (size_t i = 0; i < f->nw; i++)
 		free(f->w[i].reason);
 	free(f->w);
-	for (size_t i = 0; i < f->nprocs; i++)
+	for (size_t i = 0; i < f->nprocs; i++) {
 		free(f->procs[i].arrivals);
+		free(f->procs[i].busy);
+	}
 	free(f->procs);
 	memset(f, 0, sizeof(*f));
 }

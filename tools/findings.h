@@ -111,6 +111,18 @@ struct findings_proc {
 	int64_t blocked_ns;                     /* CPU blocked on the GPU */
 	int64_t *arrivals;                      /* NCCL kernels' launches, in order */
 	size_t narrivals;
+	struct findings_busy *busy;             /* per device, over the whole run */
+	size_t nbusy;
+};
+
+/* A device's busy share over time: FINDINGS_BUSY_BINS equal bins from the
+ * first operation's start (a) to the last's end (b); a bin outside every
+ * sampling window is NaN (not recorded, not idle). */
+#define FINDINGS_BUSY_BINS 400
+struct findings_busy {
+	int64_t device;
+	int64_t a, b;
+	float share[FINDINGS_BUSY_BINS];
 };
 
 struct findings {

@@ -2163,6 +2163,32 @@ static int process(struct findings *f, const struct model_proc *p)
 		if (err)
 			goto out;
 	}
+	/* each device's busy share over the run, for the report */
+	fp->busy = calloc(g.ndevs + 1, sizeof(*fp->busy));
+	if (!fp->busy) {
+		err = -ENOMEM;
+		goto out;
+	}
+	fp->nbusy = g.ndevs;
+	for (size_t i = 0; i < g.ndevs; i++) {
+		const struct dev *d = &g.devs[i];
+		struct findings_busy *fb = &fp->busy[i];
+		size_t from = 0, wfrom = 0;
+
+		fb->device = d->device;
+		fb->a = d->busy.n ? d->busy.v[0].a : 0;
+		fb->b = d->busy.n ? d->busy.v[d->busy.n - 1].b : 0;
+		for (int k = 0; k < FINDINGS_BUSY_BINS; k++) {
+			int64_t a = fb->a + (fb->b - fb->a) * k / FINDINGS_BUSY_BINS;
+			int64_t b = fb->a + (fb->b - fb->a) * (k + 1) / FINDINGS_BUSY_BINS;
+			int64_t rec = g.sampled ? ivs_overlap_one(&g.windows, &wfrom, a, b) : b - a;
+
+			/* sampled: busy within what was recorded of the bin */
+			fb->share[k] = rec <= 0 ? NAN :
+				       (float)((double)ivs_overlap_one(&d->busy, &from, a, b) /
+					       (double)rec);
+		}
+	}
 	/* when each collective was launched (the kernel's start without its call) */
 	for (size_t i = 0, cap = 0; i < g.nops; i++) {
 		const struct op *o = &g.ops[i];

@@ -16,6 +16,7 @@ static const struct command *const commands[] = {
 	&temporary_command,
 	&export_command,
 	&bottlenecks_command,
+	&report_command,
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))

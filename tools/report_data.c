@@ -1,0 +1,567 @@
+/*
+ * The data of the report's charts, as one JSON object; see report.h.
+ *
+ *   steps   per process with steps (the most frequent top-level range):
+ *           [step index, duration ns], at most REPORT_POINTS of them (a
+ *           bucket's shortest and longest step where there are more)
+ *   kernels the kernels with the most GPU time over the processes
+ *           (estimates for sampled ones): short name, full name, ns, count
+ *   sites   the same by the line that launched them: the Python line, else
+ *           the native call site (the launch stacks of schema 5)
+ *   gpu     per process and device, the busy share in equal bins from its
+ *           first operation to its last (null outside sampling windows)
+ *   memory  per process and memory (the largest peaks first): its live
+ *           bytes over time, a bucket's lowest and highest values kept, the
+ *           peak exactly, and the fitted lines of its growing call sites
+ *
+ * Times are seconds since r->origin_ns.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fmt.h"
+#include "leaks.h"
+#include "map.h"
+#include "report.h"
+
+/* A JSON string with <, > and & escaped too: the data sits in a <script>. */
+static void jstr(FILE *out, const char *s)
+{
+	fputc('"', out);
+	for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+		if (*p == '"' || *p == '\\')
+			fprintf(out, "\\%c", *p);
+		else if (*p < 0x20 || *p == '<' || *p == '>' || *p == '&')
+			fprintf(out, "\\u%04x", *p);
+		else
+			fputc(*p, out);
+	}
+	fputc('"', out);
+}
+
+static void jnum(FILE *out, double v)
+{
+	if (isfinite(v))
+		fprintf(out, "%.6g", v);
+	else
+		fputs("null", out);
+}
+
+static double sec(const struct report *r, int64_t ns)
+{
+	return (double)(ns - r->origin_ns) / 1e9;
+}
+
+static void label(const struct model_proc *p, const char *what, char *buf, size_t len)
+{
+	char who[200];
+
+	snprintf(buf, len, "%s%s%s", findings_proc_label(p, who, sizeof(who)), what ? " " : "",
+		 what ? what : "");
+}
+
+/* ---- steps ------------------------------------------------------------------ */
+
+static int cmp_steps(const void *x, const void *y)
+{
+	const struct model_steps *a = *(const struct model_steps *const *)x;
+	const struct model_steps *b = *(const struct model_steps *const *)y;
+
+	return (a->n < b->n) - (a->n > b->n);
+}
+
+static int steps(struct report *r)
+{
+	const struct model_steps **v = calloc(model_nprocs(r->m) + 1, sizeof(*v));
+	size_t n = 0;
+	int err = 0;
+
+	if (!v)
+		return -ENOMEM;
+	for (size_t i = 0; i < model_nprocs(r->m) && !err; i++) {
+		const struct model_proc *p = model_proc(r->m, i);
+		const struct model_steps *s;
+
+		if (!p->selected || (err = model_steps(r->m, p, NULL, &s)))
+			continue;
+		if (s->n >= 2)
+			v[n++] = s;
+	}
+	qsort(v, n, sizeof(*v), cmp_steps);
+	fputs("\"steps\":[", r->out);
+	for (size_t i = 0; i < n && i < REPORT_SERIES && !err; i++) {
+		const struct model_steps *s = v[i];
+		size_t buckets = s->n > REPORT_POINTS / 2 ? REPORT_POINTS / 2 : s->n;
+		char name[300];
+
+		label(s->proc, s->name, name, sizeof(name));
+		fputs(i ? ",{\"label\":" : "{\"label\":", r->out);
+		jstr(r->out, name);
+		fputs(",\"points\":[", r->out);
+		for (size_t b = 0, first = 1; b < buckets; b++) {
+			size_t lo = s->n * b / buckets, hi = s->n * (b + 1) / buckets, kmin = lo, kmax = lo;
+
+			for (size_t k = lo; k < hi; k++) {
+				if (s->end[k] - s->start[k] < s->end[kmin] - s->start[kmin])
+					kmin = k;
+				if (s->end[k] - s->start[k] > s->end[kmax] - s->start[kmax])
+					kmax = k;
+			}
+			for (int j = 0; j < (kmin == kmax ? 1 : 2); j++) {
+				size_t k = j == 0 ? (kmin < kmax ? kmin : kmax) : (kmin < kmax ? kmax : kmin);
+
+				fprintf(r->out, "%s[%zu,%lld]", first ? "" : ",", k,
+					(long long)(s->end[k] - s->start[k]));
+				first = 0;
+			}
+		}
+		fputs("]}", r->out);
+		r->has_steps = 1;
+	}
+	fputs("]", r->out);
+	free(v);
+	return err;
+}
+
+/* ---- kernels, and the lines that launched them ------------------------------------ */
+
+struct bar {
+	char *name, *full;
+	double ns, count;
+};
+
+static int cmp_bar(const void *x, const void *y)
+{
+	const struct bar *a = x, *b = y;
+
+	return (a->ns < b->ns) - (a->ns > b->ns);
+}
+
+static void bars_out(struct report *r, const char *key, struct bar *v, size_t n)
+{
+	qsort(v, n, sizeof(*v), cmp_bar);
+	fprintf(r->out, ",\"%s\":[", key);
+	for (size_t i = 0; i < n && i < REPORT_BARS; i++) {
+		fputs(i ? ",{\"name\":" : "{\"name\":", r->out);
+		jstr(r->out, v[i].name);
+		fputs(",\"site\":", r->out);
+		jstr(r->out, v[i].name);
+		fputs(",\"full\":", r->out);
+		jstr(r->out, v[i].full ? v[i].full : v[i].name);
+		fputs(",\"ns\":", r->out);
+		jnum(r->out, v[i].ns);
+		fputs(",\"count\":", r->out);
+		jnum(r->out, v[i].count);
+		fputs("}", r->out);
+	}
+	fputs("]", r->out);
+}
+
+static int kernels(struct report *r)
+{
+	struct strtab names = { 0 };
+	struct bar *v = NULL;
+	size_t cap = 0;
+	int err = 0;
+
+	for (size_t i = 0; i < model_nprocs(r->m) && !err; i++) {
+		const struct model_proc *p = model_proc(r->m, i);
+		struct model_gpu g;
+
+		if (!p->selected || (err = model_gpu(r->m, p, &g)))
+			continue;
+		for (size_t k = 0; k < g.nkernels && !err; k++) {
+			int64_t idx;
+
+			err = strtab_index(&names, g.kernels[k]->name, &idx);
+			if (err)
+				break;
+			if ((size_t)idx >= cap) {
+				size_t ncap = (size_t)idx * 2 + 16;
+				struct bar *nv = realloc(v, ncap * sizeof(*v));
+
+				if (!nv) {
+					err = -ENOMEM;
+					break;
+				}
+				memset(nv + cap, 0, (ncap - cap) * sizeof(*nv));
+				v = nv;
+				cap = ncap;
+			}
+			v[idx].ns += (double)g.kernels[k]->sum * g.scale;
+			v[idx].count += (double)g.kernels[k]->st.n * g.scale;
+		}
+	}
+	for (size_t i = 0; !err && i < names.n; i++) {
+		char shortn[256];
+
+		fmt_short_name(shortn, sizeof(shortn), names.v[i]);
+		v[i].name = strdup(shortn);
+		v[i].full = strdup(names.v[i]);
+		if (!v[i].name || !v[i].full)
+			err = -ENOMEM;
+	}
+	if (!err)
+		bars_out(r, "kernels", v, names.n);
+	r->has_kernels = names.n > 0;
+	for (size_t i = 0; i < names.n && v; i++) {
+		free(v[i].name);
+		free(v[i].full);
+	}
+	free(v);
+	strtab_free(&names);
+	return err;
+}
+
+struct launch_item {
+	struct map_key key; /* correlation, 0, 0 */
+	int64_t stack, pystack;
+};
+
+struct site_pass {
+	struct report *r;
+	const struct model_proc *p;
+	double scale;
+	struct map launches;
+	struct strtab names;
+	double *ns;
+	size_t cap;
+};
+
+static int site_api(void *ctx, const struct model_api *a)
+{
+	struct site_pass *s = ctx;
+	struct map_key k = { a->correlation, 0, 0 };
+	struct launch_item *it = map_get(&s->launches, &k);
+
+	if (!it)
+		return -ENOMEM;
+	it->stack = a->stack_id;
+	it->pystack = a->pystack_id;
+	return 0;
+}
+
+static int site_kernel(void *ctx, const struct model_kernel *k)
+{
+	struct site_pass *s = ctx;
+	struct map_key key = { k->correlation, 0, 0 };
+	const struct launch_item *l = map_find(&s->launches, &key);
+	const char *nat = NULL, *py = NULL, *site;
+	int64_t idx;
+	int err = 0;
+
+	if (l)
+		err = model_stack_site(s->r->m, s->p->proc_id, l->stack, l->pystack, &nat, &py);
+	if (err == -EINVAL)
+		err = 0;
+	if (err)
+		return err;
+	site = py ? py : nat ? nat : l ? "(launched with no stack recorded)" :
+					 "(launch call not recorded)";
+	if ((err = strtab_index(&s->names, site, &idx)))
+		return err;
+	if ((size_t)idx >= s->cap) {
+		size_t ncap = (size_t)idx * 2 + 16;
+		double *nv = realloc(s->ns, ncap * sizeof(*nv));
+
+		if (!nv)
+			return -ENOMEM;
+		memset(nv + s->cap, 0, (ncap - s->cap) * sizeof(*nv));
+		s->ns = nv;
+		s->cap = ncap;
+	}
+	s->ns[idx] += (double)(k->end_ns - k->start_ns) * s->scale;
+	return 0;
+}
+
+static int sites(struct report *r)
+{
+	struct site_pass s = { .r = r };
+	struct bar *v = NULL;
+	int err = 0;
+
+	for (size_t i = 0; i < model_nprocs(r->m) && !err; i++) {
+		const struct model_proc *p = model_proc(r->m, i);
+		struct model_scan w;
+
+		if (!p->selected || !p->gpu_status)
+			continue;
+		w = model_scan_proc(p, 0);
+		s.p = p;
+		s.scale = p->sampling && p->sampling->scale > 0 ? p->sampling->scale : 1;
+		map_free(&s.launches);
+		s.launches.item_size = sizeof(struct launch_item);
+		err = model_api_each(r->m, &w, site_api, &s);
+		if (!err)
+			err = model_kernels_each(r->m, &w, site_kernel, &s);
+	}
+	if (!err && s.names.n && !(v = calloc(s.names.n, sizeof(*v))))
+		err = -ENOMEM;
+	for (size_t i = 0; !err && i < s.names.n; i++) {
+		v[i].name = s.names.v[i];
+		v[i].ns = s.ns[i];
+	}
+	if (!err)
+		bars_out(r, "sites", v, s.names.n);
+	r->has_sites = s.names.n > 0;
+	free(v);
+	free(s.ns);
+	map_free(&s.launches);
+	strtab_free(&s.names);
+	return err;
+}
+
+/* ---- GPU busy ---------------------------------------------------------------------- */
+
+static void gpu(struct report *r)
+{
+	size_t shown = 0;
+
+	fputs(",\"gpu\":[", r->out);
+	for (size_t i = 0; i < r->f->nprocs; i++) {
+		const struct findings_proc *fp = &r->f->procs[i];
+
+		for (size_t d = 0; d < fp->nbusy && shown < REPORT_SERIES; d++) {
+			const struct findings_busy *b = &fp->busy[d];
+			char what[32], name[300];
+
+			snprintf(what, sizeof(what), "cuda:%lld", (long long)b->device);
+			label(fp->p, what, name, sizeof(name));
+			fputs(shown ? ",{\"label\":" : "{\"label\":", r->out);
+			jstr(r->out, name);
+			fputs(",\"points\":[", r->out);
+			for (int k = 0; k < FINDINGS_BUSY_BINS; k++) {
+				int64_t t = b->a + (b->b - b->a) * k / FINDINGS_BUSY_BINS;
+
+				fprintf(r->out, "%s[", k ? "," : "");
+				jnum(r->out, sec(r, t));
+				fputs(",", r->out);
+				jnum(r->out, b->share[k]);
+				fputs("]", r->out);
+			}
+			fputs("]}", r->out);
+			shown++;
+			r->has_gpu = 1;
+		}
+	}
+	fputs("]", r->out);
+}
+
+/* ---- memory ------------------------------------------------------------------------ */
+
+/* A memory's live bytes, REPORT_POINTS / 3 buckets over its process's life:
+ * in each, its lowest and highest values (in their order) and its last. */
+struct mem_pass {
+	struct report *r;
+	int64_t a, b;
+	size_t nb;
+	int64_t cur_bucket;
+	double lo, hi, last;
+	int64_t lo_t, hi_t, last_t;
+	int first;
+};
+
+static void mem_flush(struct mem_pass *s)
+{
+	struct { int64_t t; double v; } pt[3];
+	size_t n = 0;
+
+	if (s->cur_bucket < 0)
+		return;
+	if (s->lo_t <= s->hi_t) {
+		pt[n++] = (__typeof__(pt[0])){ s->lo_t, s->lo };
+		pt[n++] = (__typeof__(pt[0])){ s->hi_t, s->hi };
+	} else {
+		pt[n++] = (__typeof__(pt[0])){ s->hi_t, s->hi };
+		pt[n++] = (__typeof__(pt[0])){ s->lo_t, s->lo };
+	}
+	if (s->last_t > pt[1].t)
+		pt[n++] = (__typeof__(pt[0])){ s->last_t, s->last };
+	for (size_t i = 0; i < n; i++) {
+		fprintf(s->r->out, "%s[", s->first ? "" : ",");
+		jnum(s->r->out, sec(s->r, pt[i].t));
+		fputs(",", s->r->out);
+		jnum(s->r->out, pt[i].v);
+		fputs("]", s->r->out);
+		s->first = 0;
+	}
+}
+
+static int mem_event(void *ctx, int64_t t, double live)
+{
+	struct mem_pass *s = ctx;
+	int64_t k = s->b > s->a ? (int64_t)((double)(t - s->a) * (double)s->nb /
+					    (double)(s->b - s->a)) : 0;
+
+	if (k != s->cur_bucket) {
+		mem_flush(s);
+		s->cur_bucket = k;
+		s->lo = s->hi = live;
+		s->lo_t = s->hi_t = t;
+	}
+	if (live < s->lo) {
+		s->lo = live;
+		s->lo_t = t;
+	}
+	if (live > s->hi) {
+		s->hi = live;
+		s->hi_t = t;
+	}
+	s->last = live;
+	s->last_t = t;
+	return 0;
+}
+
+/* The fitted lines of the growing call sites, collected once. */
+struct fit_line {
+	const struct model_mem *mem;
+	char *label;
+	double *t, *y; /* s since the origin, bytes */
+	size_t n;
+};
+
+struct fits {
+	struct report *r;
+	struct fit_line *v;
+	size_t n, cap;
+};
+
+static int fit_cb(void *ctx, const struct leaks_fit *fit)
+{
+	struct fits *c = ctx;
+	char name[600], b[FMT_UNIT_MAX];
+	struct fit_line *l;
+	size_t pts, stride;
+
+	if (strcmp(fit->verdict, "growing") || fit->n <= fit->warm + 1)
+		return 0;
+	if (array_grow(&c->v, &c->cap, c->n, sizeof(*c->v)) < 0)
+		return -ENOMEM;
+	l = &c->v[c->n++];
+	memset(l, 0, sizeof(*l));
+	l->mem = fit->g->mem;
+	pts = fit->n - fit->warm;
+	stride = pts > 100 ? pts / 100 : 1;
+	if (fit->range)
+		snprintf(name, sizeof(name), "%s, %s a step, R2 %.3f", fit->g->name,
+			 fmt_bytes(b, sizeof(b), fit->slope_step), fit->r2);
+	else
+		snprintf(name, sizeof(name), "%s, %s a second, R2 %.3f", fit->g->name,
+			 fmt_bytes(b, sizeof(b), fit->slope_s), fit->r2);
+	l->label = strdup(name);
+	l->t = malloc((pts / stride + 2) * sizeof(*l->t));
+	l->y = malloc((pts / stride + 2) * sizeof(*l->y));
+	if (!l->label || !l->t || !l->y)
+		return -ENOMEM;
+	for (size_t k = fit->warm; k < fit->n; k += stride) {
+		l->t[l->n] = sec(c->r, fit->t[k]);
+		l->y[l->n++] = fit->range ? fit->icpt_step + fit->slope_step * (double)k :
+				fit->icpt_s + fit->slope_s * (double)(fit->t[k] - fit->t[0]) / 1e9;
+	}
+	return 0;
+}
+
+static void fits_free(struct fits *c)
+{
+	for (size_t i = 0; i < c->n; i++) {
+		free(c->v[i].label);
+		free(c->v[i].t);
+		free(c->v[i].y);
+	}
+	free(c->v);
+}
+
+static int cmp_mem(const void *x, const void *y)
+{
+	const struct model_mem *a = *(struct model_mem *const *)x, *b = *(struct model_mem *const *)y;
+
+	return (a->peak < b->peak) - (a->peak > b->peak);
+}
+
+static int memory(struct report *r)
+{
+	struct model_mem *const *mems;
+	struct model_mem **v = NULL;
+	struct fits fits = { .r = r };
+	struct leaks_opts o;
+	size_t n;
+	int err = model_memories(r->m, &mems, &n);
+
+	leaks_opts_init(&o);
+	if (!err && model_schema_version(r->m) >= 3)
+		err = leaks_each(r->m, &o, fit_cb, &fits);
+	fputs(",\"memory\":[", r->out);
+	if (!err && n && !(v = malloc(n * sizeof(*v))))
+		err = -ENOMEM;
+	if (!err) {
+		memcpy(v, mems, n * sizeof(*v));
+		qsort(v, n, sizeof(*v), cmp_mem);
+	}
+	for (size_t i = 0, shown = 0; !err && i < n && shown < REPORT_SERIES; i++) {
+		const struct model_mem *mem = v[i];
+		struct mem_pass s = { .r = r, .a = mem->proc->start_ns, .b = mem->proc->end_ns,
+				      .nb = REPORT_POINTS / 3, .cur_bucket = -1, .first = 1 };
+		char name[300];
+		int nf = 0;
+
+		if (mem->peak <= 0)
+			continue;
+		label(mem->proc, mem->label, name, sizeof(name));
+		fputs(shown ? ",{\"label\":" : "{\"label\":", r->out);
+		jstr(r->out, name);
+		fputs(",\"points\":[", r->out);
+		err = model_mem_events(r->m, mem, mem_event, &s);
+		mem_flush(&s);
+		fputs("],\"peak\":[", r->out);
+		jnum(r->out, sec(r, mem->peak_ns));
+		fputs(",", r->out);
+		jnum(r->out, mem->peak);
+		fputs("],\"fits\":[", r->out);
+		for (size_t f = 0; f < fits.n; f++) {
+			const struct fit_line *l = &fits.v[f];
+
+			if (l->mem != mem)
+				continue;
+			fputs(nf++ ? ",{\"label\":" : "{\"label\":", r->out);
+			jstr(r->out, l->label);
+			fputs(",\"points\":[", r->out);
+			for (size_t k = 0; k < l->n; k++) {
+				fprintf(r->out, "%s[", k ? "," : "");
+				jnum(r->out, l->t[k]);
+				fputs(",", r->out);
+				jnum(r->out, l->y[k]);
+				fputs("]", r->out);
+			}
+			fputs("]}", r->out);
+		}
+		fputs("]}", r->out);
+		shown++;
+		r->has_memory = 1;
+	}
+	fputs("]", r->out);
+	free(v);
+	fits_free(&fits);
+	return err;
+}
+
+int report_data(struct report *r)
+{
+	int err;
+
+	fputc('{', r->out);
+	err = steps(r);
+	if (!err)
+		err = kernels(r);
+	if (!err && model_schema_version(r->m) >= 2)
+		err = sites(r);
+	else if (!err)
+		fputs(",\"sites\":[]", r->out);
+	if (!err)
+		gpu(r);
+	if (!err)
+		err = memory(r);
+	fputs("}", r->out);
+	return err;
+}
