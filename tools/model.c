@@ -1207,14 +1207,15 @@ int model_cuda_calls_each(struct model *m, const struct model_scan *w,
 		" grid_y, grid_z, block_x, block_y, block_z, NULL, NULL",
 		"start_ns", "end_ns", 1,
 	};
-	static const struct stream_def d6 = {
+	static const struct stream_def d7 = {
 		"cuda_calls",
 		"id, tid, fn_id, start_ns, end_ns, ret, device, stream, bytes, copy_kind, grid_x,"
 		" grid_y, grid_z, block_x, block_y, block_z, stack_id, pystack_id",
-		"start_ns", "end_ns", 6,
+		"start_ns", "end_ns", MODEL_V_FINDINGS,
 	};
 
-	return stream(m, w, m->version >= 6 ? &d6 : &d1, cuda_call_row, (void *)cb, ctx);
+	return stream(m, w, m->version >= MODEL_V_FINDINGS ? &d7 : &d1, cuda_call_row, (void *)cb,
+		      ctx);
 }
 
 static int cpu_row(struct model *m, const struct model_proc *p, sqlite3_stmt *st, void *cb,
@@ -1233,7 +1234,7 @@ int model_cpu_each(struct model *m, const struct model_scan *w,
 		   int (*cb)(void *ctx, const struct model_cpu *c), void *ctx)
 {
 	static const struct stream_def d = { "cpu_time", "tid, ts_ns, cpu_ns, wait_ns", "ts_ns", NULL,
-					     6 };
+					     MODEL_V_FINDINGS };
 
 	return stream(m, w, &d, cpu_row, (void *)cb, ctx);
 }

@@ -262,8 +262,7 @@ static void *work(void *arg)
 
 	if (w->own_db) {
 		/* A connection of its own: SQLite serialises one connection. */
-		if (sqlite3_open_v2(w->m->path, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX,
-				    NULL) != SQLITE_OK) {
+		if (store_connect(w->m->path, &db) != SQLITE_OK) {
 			cli_error("cannot open the store again: %s", sqlite3_errmsg(db));
 			sqlite3_close(db);
 			w->err = -EIO;

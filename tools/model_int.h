@@ -10,6 +10,9 @@
 #include "map.h"
 #include "model.h"
 
+/* The schema that has cuda_calls' stacks and cpu_time (007_findings.sql). */
+#define MODEL_V_FINDINGS 7
+
 struct model_heap;
 struct model_gpu_data;
 
