@@ -1164,12 +1164,13 @@ static void watch_words(const struct watch *w, int have_cpu, char *buf, size_t l
 			continue;
 		n += (size_t)snprintf(buf + n, len - n, "%sthread %lld", shown ? "; " : "",
 				      (long long)t->tid);
+		/* (readings land up to a period late: a share can pass 100%) */
 		if (t->cpu_known && n < len)
 			n += (size_t)snprintf(buf + n, len - n, " on CPU %.0f%%",
-					      100.0 * (double)t->cpu_ns / kd);
+					      fmin(100.0, 100.0 * (double)t->cpu_ns / kd));
 		if (t->cpu_known && (double)t->wait_ns >= 0.05 * kd && n < len)
 			n += (size_t)snprintf(buf + n, len - n, ", waiting for a CPU %.0f%%",
-					      100.0 * (double)t->wait_ns / kd);
+					      fmin(100.0, 100.0 * (double)t->wait_ns / kd));
 		for (k = 0; k < WATCH_FNS && t->fn[k].fn && n < len; k++)
 			if ((double)t->fn[k].ns >= 0.02 * d)
 				n += (size_t)snprintf(buf + n, len - n, ", in %s %.0f%%", t->fn[k].fn,

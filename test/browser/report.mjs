@@ -6,8 +6,8 @@
 //
 // Prints one JSON object on stdout:
 //   {"title": ..., "sections": [ids present], "charts": {name: {drawn, datasets,
-//    points, painted}}, "flames": {id: boxes}, "findings": n, "requests": [...],
-//    "errors": [...]}
+//    points, painted}}, "flames": {id: boxes}, "findings": n, "ranks_rows": n,
+//    "requests": [...], "errors": [...]}
 // charts: every <canvas data-chart>, whether Chart.js drew it (its chart
 // object, its datasets and their points) and whether its pixels are painted
 // (not all blank); requests: every request the page made besides loading the
@@ -35,8 +35,8 @@ const browser = await chromium.launchPersistentContext(profile, {
 	args: ['--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking',
 	       '--disable-component-update', '--disable-sync'],
 });
-const out = { title: '', sections: [], charts: {}, flames: {}, findings: 0, requests: [],
-	      errors: [] };
+const out = { title: '', sections: [], charts: {}, flames: {}, findings: 0, ranks_rows: 0,
+	      requests: [], errors: [] };
 try {
 	const page = browser.pages()[0] || await browser.newPage();
 	page.on('pageerror', (e) => out.errors.push(`page error: ${e.message}`));
@@ -68,6 +68,7 @@ try {
 			res.flames[s.id] = s.querySelectorAll('rect').length;
 		});
 		res.findings = document.querySelectorAll('.finding').length;
+		res.ranks_rows = document.querySelectorAll('#ranks table tr').length;
 		return res;
 	}));
 	if (shot)
