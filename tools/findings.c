@@ -241,6 +241,12 @@ void findings_free(struct findings *f)
 		free(f->procs[i].arrivals);
 		free(f->procs[i].busy);
 	}
+	for (size_t i = 0; i < f->nfits; i++) {
+		free(f->fits[i].site);
+		free(f->fits[i].t);
+		free(f->fits[i].y);
+	}
+	free(f->fits);
 	free(f->procs);
 	memset(f, 0, sizeof(*f));
 }

@@ -125,6 +125,19 @@ struct findings_busy {
 	float share[FINDINGS_BUSY_BINS];
 };
 
+/* A growing call site's fitted line (the leak regression's), for charts:
+ * at most FINDINGS_FIT_POINTS of its fit points. */
+#define FINDINGS_FIT_POINTS 100
+struct findings_fit {
+	const struct model_mem *mem;
+	char *site;
+	double slope, r2; /* bytes a step (per_step) or a second */
+	int per_step;
+	int64_t *t;       /* ns */
+	double *y;        /* fitted live bytes */
+	size_t n;
+};
+
 struct findings {
 	struct model *m;
 	const struct findings_opts *o;
@@ -134,6 +147,8 @@ struct findings {
 	size_t nw, wcap;
 	struct findings_proc *procs; /* the processes with GPU activity */
 	size_t nprocs, procs_cap;
+	struct findings_fit *fits;   /* every growing site's */
+	size_t nfits, fits_cap;
 	int err; /* sticky -ENOMEM */
 };
 

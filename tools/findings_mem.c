@@ -54,6 +54,33 @@ static int growth_cb(void *ctx, const struct leaks_fit *fit)
 		return 0;
 	if (array_grow(&c->v, &c->cap, c->n, sizeof(*c->v)) < 0)
 		return -ENOMEM;
+	/* the fitted line, for the report's chart */
+	{
+		struct findings *f = c->f;
+		size_t stride = pts > FINDINGS_FIT_POINTS ? pts / FINDINGS_FIT_POINTS : 1;
+		struct findings_fit *l;
+
+		if (array_grow(&f->fits, &f->fits_cap, f->nfits, sizeof(*f->fits)) < 0)
+			return -ENOMEM;
+		l = &f->fits[f->nfits++];
+		memset(l, 0, sizeof(*l));
+		l->mem = fit->g->mem;
+		l->per_step = fit->range != NULL;
+		l->slope = l->per_step ? fit->slope_step : fit->slope_s;
+		l->r2 = fit->r2;
+		l->site = strdup(fit->g->name);
+		l->t = malloc((pts / stride + 2) * sizeof(*l->t));
+		l->y = malloc((pts / stride + 2) * sizeof(*l->y));
+		if (!l->site || !l->t || !l->y)
+			return -ENOMEM;
+		for (size_t k = fit->warm; k < fit->n; k += stride) {
+			l->t[l->n] = fit->t[k];
+			l->y[l->n++] = l->per_step ?
+					       fit->icpt_step + fit->slope_step * (double)k :
+					       fit->icpt_s + fit->slope_s *
+								     (double)(fit->t[k] - fit->t[0]) / 1e9;
+		}
+	}
 	g = &c->v[c->n++];
 	g->mem = fit->g->mem;
 	g->site = fit->g->name;

@@ -22,7 +22,6 @@
 #include <string.h>
 
 #include "fmt.h"
-#include "leaks.h"
 #include "map.h"
 #include "report.h"
 
@@ -414,65 +413,6 @@ static int mem_event(void *ctx, int64_t t, double live)
 	return 0;
 }
 
-/* The fitted lines of the growing call sites, collected once. */
-struct fit_line {
-	const struct model_mem *mem;
-	char *label;
-	double *t, *y; /* s since the origin, bytes */
-	size_t n;
-};
-
-struct fits {
-	struct report *r;
-	struct fit_line *v;
-	size_t n, cap;
-};
-
-static int fit_cb(void *ctx, const struct leaks_fit *fit)
-{
-	struct fits *c = ctx;
-	char name[600], b[FMT_UNIT_MAX];
-	struct fit_line *l;
-	size_t pts, stride;
-
-	if (strcmp(fit->verdict, "growing") || fit->n <= fit->warm + 1)
-		return 0;
-	if (array_grow(&c->v, &c->cap, c->n, sizeof(*c->v)) < 0)
-		return -ENOMEM;
-	l = &c->v[c->n++];
-	memset(l, 0, sizeof(*l));
-	l->mem = fit->g->mem;
-	pts = fit->n - fit->warm;
-	stride = pts > 100 ? pts / 100 : 1;
-	if (fit->range)
-		snprintf(name, sizeof(name), "%s, %s a step, R2 %.3f", fit->g->name,
-			 fmt_bytes(b, sizeof(b), fit->slope_step), fit->r2);
-	else
-		snprintf(name, sizeof(name), "%s, %s a second, R2 %.3f", fit->g->name,
-			 fmt_bytes(b, sizeof(b), fit->slope_s), fit->r2);
-	l->label = strdup(name);
-	l->t = malloc((pts / stride + 2) * sizeof(*l->t));
-	l->y = malloc((pts / stride + 2) * sizeof(*l->y));
-	if (!l->label || !l->t || !l->y)
-		return -ENOMEM;
-	for (size_t k = fit->warm; k < fit->n; k += stride) {
-		l->t[l->n] = sec(c->r, fit->t[k]);
-		l->y[l->n++] = fit->range ? fit->icpt_step + fit->slope_step * (double)k :
-				fit->icpt_s + fit->slope_s * (double)(fit->t[k] - fit->t[0]) / 1e9;
-	}
-	return 0;
-}
-
-static void fits_free(struct fits *c)
-{
-	for (size_t i = 0; i < c->n; i++) {
-		free(c->v[i].label);
-		free(c->v[i].t);
-		free(c->v[i].y);
-	}
-	free(c->v);
-}
-
 static int cmp_mem(const void *x, const void *y)
 {
 	const struct model_mem *a = *(struct model_mem *const *)x, *b = *(struct model_mem *const *)y;
@@ -484,14 +424,9 @@ static int memory(struct report *r)
 {
 	struct model_mem *const *mems;
 	struct model_mem **v = NULL;
-	struct fits fits = { .r = r };
-	struct leaks_opts o;
 	size_t n;
 	int err = model_memories(r->m, &mems, &n);
 
-	leaks_opts_init(&o);
-	if (!err && model_schema_version(r->m) >= 3)
-		err = leaks_each(r->m, &o, fit_cb, &fits);
 	fputs(",\"memory\":[", r->out);
 	if (!err && n && !(v = malloc(n * sizeof(*v))))
 		err = -ENOMEM;
@@ -519,17 +454,22 @@ static int memory(struct report *r)
 		fputs(",", r->out);
 		jnum(r->out, mem->peak);
 		fputs("],\"fits\":[", r->out);
-		for (size_t f = 0; f < fits.n; f++) {
-			const struct fit_line *l = &fits.v[f];
+		/* the fits of its growing call sites (the memory-growth rule's) */
+		for (size_t f = 0; f < r->f->nfits; f++) {
+			const struct findings_fit *l = &r->f->fits[f];
+			char fl[600], b[FMT_UNIT_MAX];
 
 			if (l->mem != mem)
 				continue;
+			snprintf(fl, sizeof(fl), "%s, %s a %s, R2 %.3f", l->site,
+				 fmt_bytes(b, sizeof(b), l->slope), l->per_step ? "step" : "second",
+				 l->r2);
 			fputs(nf++ ? ",{\"label\":" : "{\"label\":", r->out);
-			jstr(r->out, l->label);
+			jstr(r->out, fl);
 			fputs(",\"points\":[", r->out);
 			for (size_t k = 0; k < l->n; k++) {
 				fprintf(r->out, "%s[", k ? "," : "");
-				jnum(r->out, l->t[k]);
+				jnum(r->out, sec(r, l->t[k]));
 				fputs(",", r->out);
 				jnum(r->out, l->y[k]);
 				fputs("]", r->out);
@@ -542,7 +482,6 @@ static int memory(struct report *r)
 	}
 	fputs("]", r->out);
 	free(v);
-	fits_free(&fits);
 	return err;
 }
 
