@@ -581,26 +581,6 @@ int leaks_write(struct model *m, FILE *out, const struct leaks_opts *o)
 	return err;
 }
 
-int leaks_verdicts(struct model *m, const struct leaks_opts *o,
-		   int (*cb)(void *ctx, const struct model_group *g, const char *verdict,
-			     const char *withheld),
-		   void *ctx)
-{
-	struct leaks l = { .m = m, .o = o };
-	int err = need_stacks(m);
-
-	if (err)
-		return err;
-	model_want(m, MODEL_WANT_SITES);
-	err = analyze(&l);
-	for (size_t i = 0; !err && i < l.g.n; i++)
-		if (l.g.v[i].live_count > 0 || l.groups[i].verdict == V_GROWING)
-			err = cb(ctx, &l.g.v[i], verdict_name(l.groups[i].verdict),
-				 l.groups[i].verdict == V_NA ? l.groups[i].why : NULL);
-	leaks_free(&l);
-	return err;
-}
-
 int leaks_each(struct model *m, const struct leaks_opts *o,
 	       int (*cb)(void *ctx, const struct leaks_fit *fit), void *ctx)
 {
@@ -636,6 +616,29 @@ int leaks_each(struct model *m, const struct leaks_opts *o,
 	}
 	leaks_free(&l);
 	return err;
+}
+
+/* leaks_verdicts() is leaks_each() with the verdicts alone. */
+struct verdicts {
+	int (*cb)(void *ctx, const struct model_group *g, const char *verdict, const char *withheld);
+	void *ctx;
+};
+
+static int verdict_of(void *ctx, const struct leaks_fit *fit)
+{
+	struct verdicts *v = ctx;
+
+	return v->cb(v->ctx, fit->g, fit->verdict, fit->withheld);
+}
+
+int leaks_verdicts(struct model *m, const struct leaks_opts *o,
+		   int (*cb)(void *ctx, const struct model_group *g, const char *verdict,
+			     const char *withheld),
+		   void *ctx)
+{
+	struct verdicts v = { cb, ctx };
+
+	return leaks_each(m, o, verdict_of, &v);
 }
 
 /* ---- the command ------------------------------------------------------------------ */

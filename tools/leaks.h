@@ -61,7 +61,7 @@ struct leaks_fit {
 	const char *fit;         /* "steps", "time", "none" */
 	const char *range;       /* the steps' range, for a steps fit */
 	double slope_step, slope_s, r2; /* NaN: none */
-	double icpt_step;        /* live bytes = icpt_step + slope_step * k at step k - warm */
+	double icpt_step;        /* live bytes = icpt_step + slope_step * k at point k */
 	double icpt_s;           /* live bytes = icpt_s + slope_s * (t - t[0]) s */
 	size_t n, warm;          /* fit points, the first warm of them skipped */
 	const int64_t *t;        /* the points, absolute ns */
