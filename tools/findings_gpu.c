@@ -219,6 +219,12 @@ static int cmp_launched(const void *x, const void *y)
 	return (a->api_start > b->api_start) - (a->api_start < b->api_start);
 }
 
+/* HTA's idle split on one stream. */
+struct stream_idle {
+	int32_t stream;
+	int64_t hw_ns, kw_ns, other_ns;
+};
+
 /* A device of the process: its operations are ops[first, first + n). */
 struct dev {
 	int64_t device;
@@ -227,6 +233,8 @@ struct dev {
 	struct ivs span;  /* what is analysed: [first start, last end), or windows in it */
 	int64_t span_ns, busy_ns;
 	int64_t hw_ns, kw_ns, other_ns; /* HTA's idle split, over its streams */
+	struct stream_idle *streams;    /* the same per stream */
+	size_t nstreams, streams_cap;
 	struct ivs comm, compute, mem;  /* unions by class */
 	/* Nsight's gpu_gaps and gpu_time_util (whole recordings only) */
 	int64_t ngaps, gaps_ns;         /* idle stretches of FINDINGS_GAP_NS or more */
@@ -555,18 +563,30 @@ static int idle_split(struct gproc *g, struct dev *d)
 		}
 		if (first) {
 			prev_end = o->end;
+			if (array_grow(&d->streams, &d->streams_cap, d->nstreams,
+				       sizeof(*d->streams)) < 0) {
+				free(idx);
+				return -ENOMEM;
+			}
+			d->streams[d->nstreams++] = (struct stream_idle){ .stream = o->stream };
 			continue;
 		}
 		/* the gap within the span (whole recordings: its one interval) */
 		gap = (o->start < d->span.v[d->span.n - 1].b ? o->start : d->span.v[d->span.n - 1].b) -
 		      (prev_end > d->span.v[0].a ? prev_end : d->span.v[0].a);
 		if (gap > 0 && (!g->sampled || ivs_inside(&d->span, prev_end, o->start))) {
-			if (a && a->start > prev_end)
+			struct stream_idle *si = &d->streams[d->nstreams - 1];
+
+			if (a && a->start > prev_end) {
 				d->hw_ns += gap;
-			else if (gap < FINDINGS_KERNEL_WAIT_NS)
+				si->hw_ns += gap;
+			} else if (gap < FINDINGS_KERNEL_WAIT_NS) {
 				d->kw_ns += gap;
-			else
+				si->kw_ns += gap;
+			} else {
 				d->other_ns += gap;
+				si->other_ns += gap;
+			}
 		}
 		if (o->end > prev_end)
 			prev_end = o->end;
@@ -1415,6 +1435,33 @@ static int rule_idle(struct gproc *g, struct dev *d, int have_cpu)
 	finding_kv(x, "low_chunks", EMIT_INT, g->sampled ? ev_none() : ev_int(d->nlow));
 	finding_kv(x, "gaps", EMIT_INT, g->sampled ? ev_none() : ev_int(d->ngaps));
 	finding_table(x, &idle_table);
+	/* per stream (the 4 with the most idle time) */
+	for (size_t shown = 0; shown < 4; shown++) {
+		struct stream_idle *best = NULL;
+		char what[32];
+		int64_t t;
+
+		for (size_t k = 0; k < d->nstreams; k++) {
+			struct stream_idle *si = &d->streams[k];
+
+			t = si->hw_ns + si->kw_ns + si->other_ns;
+			if (t > 0 && (!best || t > best->hw_ns + best->kw_ns + best->other_ns))
+				best = si;
+		}
+		if (!best)
+			break;
+		t = best->hw_ns + best->kw_ns + best->other_ns;
+		snprintf(what, sizeof(what), "stream %d", best->stream);
+		snprintf(words, sizeof(words), "idle before its work: host wait %.0f%%, kernel wait"
+			 " %.0f%%, other %.0f%%", 100.0 * (double)best->hw_ns / (double)t,
+			 100.0 * (double)best->kw_ns / (double)t, 100.0 * (double)best->other_ns / (double)t);
+		finding_row(x, (struct emit_val[]){ ev_str(what), ev_none(), ev_int(t), ev_none(),
+						    ev_str(words) });
+		best->hw_ns = -best->hw_ns - 1; /* taken */
+	}
+	for (size_t k = 0; k < d->nstreams; k++)
+		if (d->streams[k].hw_ns < 0)
+			d->streams[k].hw_ns = -d->streams[k].hw_ns - 1;
 	for (size_t k = 0; k < d->ngap_w; k++) {
 		const struct watch *w = &g->watches[d->gap_w[k]];
 
@@ -2072,6 +2119,7 @@ static void gproc_free(struct gproc *g)
 		ivs_free(&g->devs[i].comm);
 		ivs_free(&g->devs[i].compute);
 		ivs_free(&g->devs[i].mem);
+		free(g->devs[i].streams);
 	}
 	free(g->devs);
 	ivs_free(&g->windows);
