@@ -240,6 +240,12 @@ void findings_free(struct findings *f)
 	for (size_t i = 0; i < f->nprocs; i++) {
 		free(f->procs[i].arrivals);
 		free(f->procs[i].busy);
+		for (size_t k = 0; k < f->procs[i].nsites; k++)
+			free(f->procs[i].sites[k].site);
+		free(f->procs[i].sites);
+		for (size_t k = 0; k < f->procs[i].nkernels; k++)
+			free(f->procs[i].kernels[k].site);
+		free(f->procs[i].kernels);
 	}
 	for (size_t i = 0; i < f->nfits; i++) {
 		free(f->fits[i].site);

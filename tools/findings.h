@@ -113,6 +113,20 @@ struct findings_proc {
 	size_t narrivals;
 	struct findings_busy *busy;             /* per device, over the whole run */
 	size_t nbusy;
+	struct findings_site *sites;            /* kernel time by launching line */
+	size_t nsites;
+	struct findings_site *kernels;          /* kernel time by (full) name; count too */
+	size_t nkernels;
+	double kernel_count;                    /* recorded, estimated for the run */
+};
+
+/* Kernel time launched from one line: the Python line of the launch, else
+ * its native call site (or why there is none); an estimate for the whole
+ * run where GPU activity was sampled. */
+struct findings_site {
+	char *site;
+	double ns;
+	double count; /* kernels: how many ran */
 };
 
 /* A device's busy share over time: FINDINGS_BUSY_BINS equal bins from the

@@ -203,9 +203,16 @@ struct op {
 enum dir { DIR_HTOD, DIR_DTOH, DIR_OTHER };
 
 struct api_item {
-	struct map_key key; /* proc, correlation */
+	int64_t correlation;
 	int64_t start, end, tid, stack, pystack;
 };
+
+static int cmp_api(const void *x, const void *y)
+{
+	const struct api_item *a = x, *b = y;
+
+	return (a->correlation > b->correlation) - (a->correlation < b->correlation);
+}
 
 /* An operation and when its launch call began. */
 struct launched {
@@ -284,6 +291,12 @@ struct seq_item {
 	int64_t n;
 };
 
+struct name_ptr {
+	struct map_key key; /* the model's name pointer */
+	int64_t index;      /* into names */
+	int set;
+};
+
 struct name_item {
 	struct map_key key; /* proc, name index, 0 */
 	int64_t n, short_n;
@@ -298,8 +311,11 @@ struct gproc {
 	int sampled;
 	struct op *ops;
 	size_t nops, cap;
-	struct map apis;
+	struct api_item *apis; /* by correlation */
+	size_t napis, apis_cap;
+	size_t api_hint;       /* the last one found: operations come in about its order */
 	struct strtab names;
+	struct map name_ptrs; /* the model's name pointers -> names */
 	struct dev *devs;
 	size_t ndevs, devs_cap;
 	struct ivs windows;  /* sampled: the sampling windows */
@@ -359,29 +375,74 @@ static struct op *op_new(struct gproc *g)
 	return &g->ops[g->nops++];
 }
 
+/* The launching call of an operation: the API call of its correlation.
+ * Operations are read in about the order they were launched, so the
+ * search gallops from the last one found. */
 static void op_launch(struct gproc *g, struct op *o, int64_t correlation)
 {
-	struct map_key k = { g->p->proc_id, correlation, 0 };
-	struct api_item *a = map_find(&g->apis, &k);
+	size_t n = g->napis, lo, hi, step = 1, h = g->api_hint < n ? g->api_hint : 0;
 
-	if (a)
-		o->api = (uint32_t)((a - (struct api_item *)g->apis.items) + 1);
+	if (!n)
+		return;
+	if (g->apis[h].correlation <= correlation) {
+		lo = h;
+		hi = h + 1;
+		while (hi < n && g->apis[hi].correlation <= correlation) {
+			lo = hi;
+			hi += step;
+			step *= 2;
+		}
+		if (hi > n)
+			hi = n;
+	} else {
+		hi = h;
+		lo = h;
+		while (lo > 0 && g->apis[lo].correlation > correlation) {
+			hi = lo;
+			lo = lo > step ? lo - step : 0;
+			step *= 2;
+		}
+	}
+	/* the last of [lo, hi) at or below correlation */
+	while (hi - lo > 1) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (g->apis[mid].correlation <= correlation)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	if (g->apis[lo].correlation == correlation) {
+		o->api = (uint32_t)(lo + 1);
+		g->api_hint = lo;
+	}
 }
 
 static int api_cb(void *ctx, const struct model_api *a)
 {
 	struct gproc *g = ctx;
-	struct map_key k = { g->p->proc_id, a->correlation, 0 };
-	struct api_item *it = map_get(&g->apis, &k);
+	struct api_item *it;
 
-	if (!it)
+	if (array_grow(&g->apis, &g->apis_cap, g->napis, sizeof(*g->apis)) < 0)
 		return -ENOMEM;
+	it = &g->apis[g->napis++];
+	it->correlation = a->correlation;
 	it->start = a->start_ns;
 	it->end = a->end_ns;
 	it->tid = a->tid;
 	it->stack = a->stack_id;
 	it->pystack = a->pystack_id;
 	return 0;
+}
+
+/* The API calls by correlation (they come about sorted: a check first). */
+static void apis_sort(struct gproc *g)
+{
+	for (size_t i = 1; i < g->napis; i++)
+		if (g->apis[i - 1].correlation > g->apis[i].correlation) {
+			qsort(g->apis, g->napis, sizeof(*g->apis), cmp_api);
+			return;
+		}
 }
 
 static int kernel_cb(void *ctx, const struct model_kernel *k)
@@ -397,7 +458,22 @@ static int kernel_cb(void *ctx, const struct model_kernel *k)
 	o->end = k->end_ns > k->start_ns ? k->end_ns : k->start_ns;
 	o->dev = (uint16_t)k->device;
 	o->stream = (int32_t)k->stream;
-	err = strtab_index(&g->names, k->name ? k->name : "(unnamed kernel)", &o->name);
+	/* the model hands out one pointer per name: intern each once */
+	{
+		struct map_key nk = { (int64_t)(uintptr_t)k->name, 0, 0 };
+		struct name_ptr *np = map_get(&g->name_ptrs, &nk);
+
+		if (!np)
+			return -ENOMEM;
+		if (!np->set) {
+			err = strtab_index(&g->names, k->name ? k->name : "(unnamed kernel)",
+					   &np->index);
+			np->set = 1;
+		} else {
+			err = 0;
+		}
+		o->name = np->index;
+	}
 	if (is_nccl(k->name))
 		o->flags |= OPF_NCCL;
 	op_launch(g, o, k->correlation);
@@ -450,7 +526,7 @@ static int cmp_op(const void *x, const void *y)
 
 static const struct api_item *op_api(const struct gproc *g, const struct op *o)
 {
-	return o->api ? map_item(&g->apis, o->api - 1) : NULL;
+	return o->api ? &g->apis[o->api - 1] : NULL;
 }
 
 /* The steps' thread: the thread of the first range named like the steps. */
@@ -475,11 +551,15 @@ static int load(struct gproc *g)
 	struct model_scan w = model_scan_proc(g->p, 0);
 	int err;
 
-	g->apis.item_size = sizeof(struct api_item);
+	struct model_scan wk = w;
+
 	g->sampled = g->p->sampling != NULL;
 	err = model_api_each(g->m, &w, api_cb, g);
 	if (!err)
-		err = model_kernels_each(g->m, &w, kernel_cb, g);
+		apis_sort(g);
+	wk.brief = 1;
+	if (!err)
+		err = model_kernels_each(g->m, &wk, kernel_cb, g);
 	if (!err)
 		err = model_copies_each(g->m, &w, copy_cb, g);
 	if (!err && g->sampled)
@@ -2106,13 +2186,79 @@ static int rule_hot_kernels(struct gproc *g)
 	return err;
 }
 
+/* Kernel time by the line that launched it (fp->sites) and by kernel
+ * (fp->kernels). */
+static int launch_sites(struct gproc *g, struct findings_proc *fp)
+{
+	struct map by = { .item_size = sizeof(struct site_item) };
+	double scale = g->sampled && g->p->sampling->scale > 0 ? g->p->sampling->scale : 1;
+	struct strtab names = { 0 };
+	double *ns = NULL;
+	int err = 0;
+
+	for (size_t i = 0; i < g->nops && !err; i++) {
+		const struct op *o = &g->ops[i];
+		const struct api_item *a = op_api(g, o);
+
+		if (o->kind == OP_KERNEL)
+			/* (-2, -2): the launch itself was not recorded */
+			err = site_add(&by, 0, a ? a->stack : -2, a ? a->pystack : -2,
+				       (double)(o->end - o->start) * scale);
+	}
+	if (!err && by.n && !(ns = calloc(by.n, sizeof(*ns))))
+		err = -ENOMEM;
+	for (size_t i = 0; i < by.n && !err; i++) {
+		const struct site_item *it = map_item(&by, i);
+		const char *nat = NULL, *py = NULL, *site;
+		int64_t k;
+
+		if (it->key.a >= -1 || it->key.b >= -1)
+			err = model_stack_site(g->m, g->p->proc_id, it->key.a, it->key.b, &nat, &py);
+		if (err == -EINVAL)
+			err = 0;
+		site = py ? py : nat ? nat : it->key.a == -2 ? "(launch call not recorded)" :
+		       "(launched with no stack recorded)";
+		if (!err && !(err = strtab_index(&names, site, &k)))
+			ns[k] += it->ns;
+	}
+	/* and by kernel name */
+	if (!err && g->names.n && !(fp->kernels = calloc(g->names.n, sizeof(*fp->kernels))))
+		err = -ENOMEM;
+	for (size_t k = 0; k < g->names.n && !err; k++) {
+		fp->kernels[k].site = strdup(g->names.v[k]);
+		fp->nkernels++;
+		if (!fp->kernels[k].site)
+			err = -ENOMEM;
+	}
+	for (size_t i = 0; i < g->nops && !err; i++)
+		if (g->ops[i].kind == OP_KERNEL) {
+			fp->kernels[g->ops[i].name].ns += (double)(g->ops[i].end - g->ops[i].start) * scale;
+			fp->kernels[g->ops[i].name].count += scale;
+			fp->kernel_count += scale;
+		}
+	if (!err && names.n && !(fp->sites = calloc(names.n, sizeof(*fp->sites))))
+		err = -ENOMEM;
+	for (size_t k = 0; k < names.n && !err; k++) {
+		fp->sites[k].site = strdup(names.v[k]);
+		fp->sites[k].ns = ns[k];
+		fp->nsites++;
+		if (!fp->sites[k].site)
+			err = -ENOMEM;
+	}
+	free(ns);
+	strtab_free(&names);
+	map_free(&by);
+	return err;
+}
+
 /* ---- one process ---------------------------------------------------------------------- */
 
 static void gproc_free(struct gproc *g)
 {
 	free(g->ops);
-	map_free(&g->apis);
+	free(g->apis);
 	strtab_free(&g->names);
+	map_free(&g->name_ptrs);
 	for (size_t i = 0; i < g->ndevs; i++) {
 		ivs_free(&g->devs[i].busy);
 		ivs_free(&g->devs[i].span);
@@ -2150,9 +2296,12 @@ static int process(struct findings *f, const struct model_proc *p)
 		.sync_copy_sites = { .item_size = sizeof(struct site_item) },
 		.seqs = { .item_size = sizeof(struct seq_item) },
 		.call_fns = { .item_size = sizeof(struct fn_item) },
+		.name_ptrs = { .item_size = sizeof(struct name_ptr) },
 	};
 	struct model_scan w = model_scan_proc(p, 1);
 	struct cuda_pass cp = { .g = &g };
+
+	w.brief = 1;
 	struct findings_proc *fp = NULL;
 	int64_t recorded = 0;
 	int err, have_cpu = 0;
@@ -2238,6 +2387,10 @@ static int process(struct findings *f, const struct model_proc *p)
 					       (double)rec);
 		}
 	}
+	/* kernel time by launching line, for the report */
+	err = launch_sites(&g, fp);
+	if (err)
+		goto out;
 	/* when each collective was launched (the kernel's start without its call) */
 	for (size_t i = 0, cap = 0; i < g.nops; i++) {
 		const struct op *o = &g.ops[i];

@@ -1084,6 +1084,30 @@ static int kernel_row(struct model *m, const struct model_proc *p, sqlite3_stmt 
 	return ((int (*)(void *, const struct model_kernel *))cb)(ctx, &k);
 }
 
+static int kernel_brief_row(struct model *m, const struct model_proc *p, sqlite3_stmt *st,
+			    void *cb, void *ctx)
+{
+	struct model_kernel k = {
+		.proc = p,
+		.id = col_i64(st, 1),
+		.device = col_i64(st, 2),
+		.context = col_opt(st, 3),
+		.stream = col_opt(st, 4),
+		.correlation = col_i64(st, 5),
+		.name = model_string(m, p->proc_id, col_i64(st, 6)),
+		.start_ns = col_i64(st, 7),
+		.end_ns = col_i64(st, 8),
+		.grid = { -1, -1, -1 },
+		.block = { -1, -1, -1 },
+		.registers = -1,
+		.static_smem = -1,
+		.dynamic_smem = -1,
+		.graph_id = -1,
+	};
+
+	return ((int (*)(void *, const struct model_kernel *))cb)(ctx, &k);
+}
+
 int model_kernels_each(struct model *m, const struct model_scan *w,
 		       int (*cb)(void *ctx, const struct model_kernel *k), void *ctx)
 {
@@ -1093,7 +1117,13 @@ int model_kernels_each(struct model *m, const struct model_scan *w,
 		" grid_z, block_x, block_y, block_z, registers, static_smem, dynamic_smem, graph_id",
 		"start_ns", "end_ns", 2,
 	};
+	static const struct stream_def brief = {
+		"kernels", "id, device, context, stream, correlation, name_id, start_ns, end_ns",
+		"start_ns", "end_ns", 2,
+	};
 
+	if (w && w->brief)
+		return stream(m, w, &brief, kernel_brief_row, (void *)cb, ctx);
 	return stream(m, w, &d, kernel_row, (void *)cb, ctx);
 }
 
@@ -1214,6 +1244,15 @@ int model_cuda_calls_each(struct model *m, const struct model_scan *w,
 		"start_ns", "end_ns", MODEL_V_FINDINGS,
 	};
 
+	static const struct stream_def brief7 = {
+		"cuda_calls",
+		"id, tid, fn_id, start_ns, end_ns, ret, device, stream, bytes, copy_kind, -1, -1, -1,"
+		" -1, -1, -1, stack_id, pystack_id",
+		"start_ns", "end_ns", MODEL_V_FINDINGS,
+	};
+
+	if (w && w->brief && m->version >= MODEL_V_FINDINGS)
+		return stream(m, w, &brief7, cuda_call_row, (void *)cb, ctx);
 	return stream(m, w, m->version >= MODEL_V_FINDINGS ? &d7 : &d1, cuda_call_row, (void *)cb,
 		      ctx);
 }

@@ -386,12 +386,15 @@ struct model_scan {
 	int64_t begin_ns, end_ns;
 	int by_time;
 	int64_t proc_id; /* > 0: only this process's rows (it must be selected) */
+	int brief;       /* kernels and CUDA calls: leave out the launch dimensions
+			  * (and a kernel's registers and shared memory): -1, read
+			  * faster */
 };
 
 /* Every row of one process (by time when by_time). */
 static inline struct model_scan model_scan_proc(const struct model_proc *p, int by_time)
 {
-	return (struct model_scan){ INT64_MIN, INT64_MAX, by_time, p->proc_id };
+	return (struct model_scan){ INT64_MIN, INT64_MAX, by_time, p->proc_id, 0 };
 }
 
 struct model_kernel {

@@ -149,7 +149,6 @@ static int headline(struct report *r)
 	for (size_t i = 0; i < model_nprocs(r->m) && !err; i++) {
 		const struct model_proc *p = model_proc(r->m, i);
 		const struct model_steps *s;
-		struct model_gpu g;
 
 		if (!p->selected)
 			continue;
@@ -157,16 +156,15 @@ static int headline(struct report *r)
 		dropped += p->dropped;
 		if (model_proc_wall(p) > wall)
 			wall = model_proc_wall(p);
-		if ((err = model_steps(r->m, p, NULL, &s)) || (err = model_gpu(r->m, p, &g)))
+		if ((err = model_steps(r->m, p, NULL, &s)))
 			break;
 		if (s->n && (!best || s->n > best->n))
 			best = s;
-		for (size_t k = 0; k < g.nkernels; k++)
-			kernels += (double)g.kernels[k]->st.n * g.scale;
 	}
 	if (err)
 		return err;
 	for (size_t i = 0; i < r->f->nprocs; i++) {
+		kernels += r->f->procs[i].kernel_count;
 		busy += (double)r->f->procs[i].busy_ns;
 		span += (double)r->f->procs[i].span_ns;
 		sampled |= r->f->procs[i].sampled;

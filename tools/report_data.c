@@ -158,6 +158,7 @@ static void bars_out(struct report *r, const char *key, struct bar *v, size_t n)
 	fputs("]", r->out);
 }
 
+/* Kernel time by kernel, over the processes (the findings'). */
 static int kernels(struct report *r)
 {
 	struct strtab names = { 0 };
@@ -165,17 +166,12 @@ static int kernels(struct report *r)
 	size_t cap = 0;
 	int err = 0;
 
-	for (size_t i = 0; i < model_nprocs(r->m) && !err; i++) {
-		const struct model_proc *p = model_proc(r->m, i);
-		struct model_gpu g;
-
-		if (!p->selected || (err = model_gpu(r->m, p, &g)))
-			continue;
-		for (size_t k = 0; k < g.nkernels && !err; k++) {
+	for (size_t i = 0; i < r->f->nprocs && !err; i++)
+		for (size_t k = 0; k < r->f->procs[i].nkernels && !err; k++) {
+			const struct findings_site *s = &r->f->procs[i].kernels[k];
 			int64_t idx;
 
-			err = strtab_index(&names, g.kernels[k]->name, &idx);
-			if (err)
+			if ((err = strtab_index(&names, s->site, &idx)))
 				break;
 			if ((size_t)idx >= cap) {
 				size_t ncap = (size_t)idx * 2 + 16;
@@ -189,10 +185,9 @@ static int kernels(struct report *r)
 				v = nv;
 				cap = ncap;
 			}
-			v[idx].ns += (double)g.kernels[k]->sum * g.scale;
-			v[idx].count += (double)g.kernels[k]->st.n * g.scale;
+			v[idx].ns += s->ns;
+			v[idx].count += s->count;
 		}
-	}
 	for (size_t i = 0; !err && i < names.n; i++) {
 		char shortn[256];
 
@@ -214,101 +209,41 @@ static int kernels(struct report *r)
 	return err;
 }
 
-struct launch_item {
-	struct map_key key; /* correlation, 0, 0 */
-	int64_t stack, pystack;
-};
-
-struct site_pass {
-	struct report *r;
-	const struct model_proc *p;
-	double scale;
-	struct map launches;
-	struct strtab names;
-	double *ns;
-	size_t cap;
-};
-
-static int site_api(void *ctx, const struct model_api *a)
-{
-	struct site_pass *s = ctx;
-	struct map_key k = { a->correlation, 0, 0 };
-	struct launch_item *it = map_get(&s->launches, &k);
-
-	if (!it)
-		return -ENOMEM;
-	it->stack = a->stack_id;
-	it->pystack = a->pystack_id;
-	return 0;
-}
-
-static int site_kernel(void *ctx, const struct model_kernel *k)
-{
-	struct site_pass *s = ctx;
-	struct map_key key = { k->correlation, 0, 0 };
-	const struct launch_item *l = map_find(&s->launches, &key);
-	const char *nat = NULL, *py = NULL, *site;
-	int64_t idx;
-	int err = 0;
-
-	if (l)
-		err = model_stack_site(s->r->m, s->p->proc_id, l->stack, l->pystack, &nat, &py);
-	if (err == -EINVAL)
-		err = 0;
-	if (err)
-		return err;
-	site = py ? py : nat ? nat : l ? "(launched with no stack recorded)" :
-					 "(launch call not recorded)";
-	if ((err = strtab_index(&s->names, site, &idx)))
-		return err;
-	if ((size_t)idx >= s->cap) {
-		size_t ncap = (size_t)idx * 2 + 16;
-		double *nv = realloc(s->ns, ncap * sizeof(*nv));
-
-		if (!nv)
-			return -ENOMEM;
-		memset(nv + s->cap, 0, (ncap - s->cap) * sizeof(*nv));
-		s->ns = nv;
-		s->cap = ncap;
-	}
-	s->ns[idx] += (double)(k->end_ns - k->start_ns) * s->scale;
-	return 0;
-}
-
+/* Kernel time by launching line, over the processes (the findings'). */
 static int sites(struct report *r)
 {
-	struct site_pass s = { .r = r };
+	struct strtab names = { 0 };
 	struct bar *v = NULL;
+	size_t cap = 0;
 	int err = 0;
 
-	for (size_t i = 0; i < model_nprocs(r->m) && !err; i++) {
-		const struct model_proc *p = model_proc(r->m, i);
-		struct model_scan w;
+	for (size_t i = 0; i < r->f->nprocs && !err; i++)
+		for (size_t k = 0; k < r->f->procs[i].nsites && !err; k++) {
+			const struct findings_site *s = &r->f->procs[i].sites[k];
+			int64_t idx;
 
-		if (!p->selected || !p->gpu_status)
-			continue;
-		w = model_scan_proc(p, 0);
-		s.p = p;
-		s.scale = p->sampling && p->sampling->scale > 0 ? p->sampling->scale : 1;
-		map_free(&s.launches);
-		s.launches.item_size = sizeof(struct launch_item);
-		err = model_api_each(r->m, &w, site_api, &s);
-		if (!err)
-			err = model_kernels_each(r->m, &w, site_kernel, &s);
-	}
-	if (!err && s.names.n && !(v = calloc(s.names.n, sizeof(*v))))
-		err = -ENOMEM;
-	for (size_t i = 0; !err && i < s.names.n; i++) {
-		v[i].name = s.names.v[i];
-		v[i].ns = s.ns[i];
-	}
+			if ((err = strtab_index(&names, s->site, &idx)))
+				break;
+			if ((size_t)idx >= cap) {
+				size_t ncap = (size_t)idx * 2 + 16;
+				struct bar *nv = realloc(v, ncap * sizeof(*v));
+
+				if (!nv) {
+					err = -ENOMEM;
+					break;
+				}
+				memset(nv + cap, 0, (ncap - cap) * sizeof(*nv));
+				v = nv;
+				cap = ncap;
+			}
+			v[idx].name = names.v[idx];
+			v[idx].ns += s->ns;
+		}
 	if (!err)
-		bars_out(r, "sites", v, s.names.n);
-	r->has_sites = s.names.n > 0;
+		bars_out(r, "sites", v, names.n);
+	r->has_sites = names.n > 0;
 	free(v);
-	free(s.ns);
-	map_free(&s.launches);
-	strtab_free(&s.names);
+	strtab_free(&names);
 	return err;
 }
 
@@ -493,10 +428,8 @@ int report_data(struct report *r)
 	err = steps(r);
 	if (!err)
 		err = kernels(r);
-	if (!err && model_schema_version(r->m) >= 2)
+	if (!err)
 		err = sites(r);
-	else if (!err)
-		fputs(",\"sites\":[]", r->out);
 	if (!err)
 		gpu(r);
 	if (!err)
