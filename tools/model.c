@@ -184,8 +184,8 @@ static int link_procs(struct model *m)
 static int end_unended(struct model *m)
 {
 	static const char *const parts[] = {
-		"SELECT max(alloc_ns) FROM allocations WHERE proc_id = ?1",
-		"SELECT max(free_ns) FROM allocations WHERE proc_id = ?1",
+		/* One scan of the largest table for both of its times. */
+		"SELECT max(max(alloc_ns, coalesce(free_ns, 0))) FROM allocations WHERE proc_id = ?1",
 		"SELECT max(end_ns) FROM cuda_calls WHERE proc_id = ?1",
 		"SELECT max(first_ns) FROM threads WHERE proc_id = ?1",
 		/* schema 2 */
@@ -199,7 +199,7 @@ static int end_unended(struct model *m)
 		/* schema 4 */
 		"SELECT max(end_ns) FROM gpu_windows WHERE proc_id = ?1",
 	};
-	size_t nparts = m->version >= 4 ? 12 : m->version >= 2 ? 11 : 4;
+	size_t nparts = m->version >= 4 ? 11 : m->version >= 2 ? 10 : 3;
 	int err = 0;
 
 	for (size_t i = 0; i < m->nprocs && !err; i++) {
@@ -823,7 +823,7 @@ int model_calls(struct model *m, struct model_calls *const **v, size_t *n)
 	if (!m->calls_loaded) {
 		m->calls_loaded = 1;
 		err = counts_pass(m);
-		if (!err)
+		if (!err && !(m->want & MODEL_NO_HEAP_TIMES))
 			err = model_heap_add_times(m);
 		if (err)
 			return err;
@@ -939,6 +939,9 @@ static int load_steps(struct model *m, const struct model_proc *p, const char *n
 	}
 	qsort(d, it->s.n, sizeof(*d), cmp_double);
 	it->s.mean_ns = it->s.total_ns / (double)it->s.n;
+	for (size_t i = 0; i < it->s.n; i++)
+		it->s.stddev_ns += (d[i] - it->s.mean_ns) * (d[i] - it->s.mean_ns);
+	it->s.stddev_ns = sqrt(it->s.stddev_ns / (double)it->s.n);
 	it->s.median_ns = quantile(d, it->s.n, 0.5);
 	it->s.p90_ns = quantile(d, it->s.n, 0.9);
 	it->s.min_ns = d[0];

@@ -19,7 +19,7 @@ LEAKLOOP=$O/test/e2e/leakloop
 need "$SHIM" "$SHIMMERD" "$SHIMMER" "$LEAKLOOP"
 
 C=$T/check.db
-N=2000
+N=4000
 IDLE_MS=300
 
 # run NAME MODE [ENV...]: leakloop MODE under the shim with ENV; its leaks

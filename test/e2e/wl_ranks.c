@@ -7,8 +7,11 @@
  * step's work; the rank SLOW_RANK sleeps EXTRA_US more: the planted
  * straggler (-1: none).
  *
- *   wl_ranks STEPS STEP_US SLOW_RANK EXTRA_US
+ *   wl_ranks STEPS STEP_US SLOW_RANK EXTRA_US [BYTES]
  *
+ * BYTES: the size of each step's cudaMalloc (1 MiB).  Without RANK the
+ * process is rank -1, so SLOW_RANK -1 makes it the slow one (a slower run,
+ * for compare) and -2 none.
  * It logs (wlog.h) one line per step, with CLOCK_MONOTONIC readings just
  * outside the range:
  *   S,pid,rank,step,t0,t1
@@ -32,10 +35,11 @@ int main(int argc, char **argv)
 {
 	const char *r = getenv("RANK");
 	int steps, step_us, slow, extra, rank = r ? atoi(r) : -1;
+	size_t bytes = argc > 5 ? (size_t)atol(argv[5]) : 1 << 20;
 
-	if (argc != 5 || (steps = atoi(argv[1])) < 1 || (step_us = atoi(argv[2])) < 0 ||
-	    (extra = atoi(argv[4])) < 0) {
-		wlog_puts(2, "usage: wl_ranks STEPS STEP_US SLOW_RANK EXTRA_US\n");
+	if (argc < 5 || argc > 6 || (steps = atoi(argv[1])) < 1 || (step_us = atoi(argv[2])) < 0 ||
+	    (extra = atoi(argv[4])) < 0 || bytes == 0) {
+		wlog_puts(2, "usage: wl_ranks STEPS STEP_US SLOW_RANK EXTRA_US [BYTES]\n");
 		return 2;
 	}
 	slow = atoi(argv[3]);
@@ -50,7 +54,7 @@ int main(int argc, char **argv)
 		dim3 g = { 4, 1, 1 }, b = { 128, 1, 1 };
 
 		shimmer_range_push("step");
-		if (cudaMalloc(&d, 1 << 20) != cudaSuccess ||
+		if (cudaMalloc(&d, bytes) != cudaSuccess ||
 		    cudaLaunchKernel((const void *)(uintptr_t)k_train, g, b, NULL, 0, NULL) !=
 			    cudaSuccess ||
 		    cudaDeviceSynchronize() != cudaSuccess || cudaFree(d) != cudaSuccess)

@@ -25,6 +25,7 @@ import argparse
 import contextlib
 import ctypes
 import json
+import os
 import statistics
 import time
 
@@ -66,6 +67,9 @@ def main():
                     help="read the loss on the CPU every step (loss.item(): a sync)")
     ap.add_argument("--tiny", type=int, default=0, metavar="N",
                     help="each step: N tiny element-wise ops instead of the model")
+    ap.add_argument("--slow-rank", type=int, default=-1, metavar="R",
+                    help="the process of rank R ($RANK, as torchrun sets it) sleeps 30 ms "
+                         "in every step: a planted straggler for summary --by-rank")
     ap.add_argument("--ab", type=int, metavar="BLOCK",
                     help="under the shim: alternate blocks of BLOCK timed steps recorded and "
                          "paused (shimmer_pause/resume) and report the mean time per step "
@@ -126,6 +130,7 @@ def main():
         (shim.shimmer_pause if state == "paused" else shim.shimmer_resume)()
         t_block, c_block = time.perf_counter(), time.thread_time()
 
+    slow = args.slow_rank >= 0 and int(os.environ.get("RANK", "-1")) == args.slow_rank
     t_block, c_block, state = 0.0, 0.0, "recorded"
     step_starts = []
     losses = []
@@ -160,6 +165,9 @@ def main():
             nvtx.range_pop()
             if args.item:
                 losses.append(loss.item())  # ITEM
+            if slow:
+                torch.cuda.synchronize()
+                time.sleep(0.03)
             nvtx.range_pop()
         if args.ab:
             ab_block(total)
