@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "compare.h"
 #include "emit.h"
 #include "findings.h"
 #include "fmt.h"
@@ -389,9 +390,177 @@ static void footer(struct report *r, const struct assets *a)
 	fputs("</footer>", r->out);
 }
 
+/* ---- the comparison (--baseline) ------------------------------------------------ */
+
+/* The next CSV field of *p (RFC 4180, as emit writes it) into buf; *p
+ * moves past its comma.  Returns 1 at the end of the line. */
+static int csv_field(const char **p, char *buf, size_t len)
+{
+	const char *s = *p;
+	size_t n = 0;
+
+	if (*s == '"') {
+		for (s++; *s && !(*s == '"' && s[1] != '"'); s++) {
+			if (*s == '"')
+				s++;
+			if (n + 1 < len)
+				buf[n++] = *s;
+		}
+		if (*s == '"')
+			s++;
+	} else {
+		for (; *s && *s != ',' && *s != '\n'; s++)
+			if (n + 1 < len)
+				buf[n++] = *s;
+	}
+	buf[n] = 0;
+	if (*s == ',') {
+		*p = s + 1;
+		return 0;
+	}
+	*p = *s ? s + 1 : s;
+	return 1;
+}
+
+static void compare_value(FILE *out, const char *unit, const char *v)
+{
+	char b[FMT_UNIT_MAX];
+	double x;
+
+	if (!*v) {
+		fputs("-", out);
+		return;
+	}
+	x = strtod(v, NULL);
+	if (!strcmp(unit, "ns"))
+		fputs(fmt_duration(b, sizeof(b), x), out);
+	else if (!strcmp(unit, "bytes"))
+		fputs(fmt_bytes(b, sizeof(b), x), out);
+	else if (!strcmp(unit, "share"))
+		fprintf(out, "%.1f%%", 100 * x);
+	else
+		fprintf(out, "%.0f", x);
+}
+
+/* `shimmer compare BASELINE DB`'s rows (its CSV) as a table: the figures
+ * of each pair of processes that changed, and the process, steps, GPU and
+ * memory figures whether they did or not. */
+static void compare_html(struct report *r, const char *base, const char *csv)
+{
+	const char *p = csv, *line;
+	size_t shown = 0, hidden = 0;
+	char head[16][256];
+	int nh = 0;
+
+	fputs("<section id=\"compare\"><h2>Compared with a baseline</h2><p class=\"note\">A: the"
+	      " baseline, ", r->out);
+	report_html(r->out, base);
+	fputs("; B: this run (shimmer compare A B).  Rows that differ by more than a run differs"
+	      " by itself are marked changed.</p><table><tr><th class=\"t\">pids</th>"
+	      "<th class=\"t\">section</th><th class=\"t\">figure</th><th>A</th><th>B</th>"
+	      "<th>ratio</th><th class=\"t\"></th></tr>", r->out);
+	/* the header names the columns */
+	while (nh < 16 && !csv_field(&p, head[nh], sizeof(head[nh])))
+		nh++;
+	nh++;
+	while (*p) {
+		char f[16][512];
+		const char *unit = "", *a = "", *b = "", *ratio = "", *chg = "0", *sec = "", *name = "";
+		const char *only = "", *pa = "", *pb = "";
+		int n = 0;
+
+		line = p;
+		while (n < 16 && !csv_field(&p, f[n], sizeof(f[n])))
+			n++;
+		n++;
+		if (p == line)
+			break;
+		for (int i = 0; i < n && i < nh; i++) {
+			if (!strcmp(head[i], "unit"))
+				unit = f[i];
+			else if (!strcmp(head[i], "a"))
+				a = f[i];
+			else if (!strcmp(head[i], "b"))
+				b = f[i];
+			else if (!strcmp(head[i], "ratio"))
+				ratio = f[i];
+			else if (!strcmp(head[i], "changed"))
+				chg = f[i];
+			else if (!strcmp(head[i], "section"))
+				sec = f[i];
+			else if (!strcmp(head[i], "name"))
+				name = f[i];
+			else if (!strcmp(head[i], "only"))
+				only = f[i];
+			else if (!strcmp(head[i], "a_pid"))
+				pa = f[i];
+			else if (!strcmp(head[i], "b_pid"))
+				pb = f[i];
+		}
+		if (strcmp(chg, "1") && strcmp(sec, "process") && strcmp(sec, "steps") &&
+		    strcmp(sec, "gpu") && strcmp(sec, "memory")) {
+			hidden++;
+			continue;
+		}
+		if (shown++ >= 300) {
+			hidden++;
+			continue;
+		}
+		fprintf(r->out, "<tr%s><td class=\"t\">", !strcmp(chg, "1") ? " class=\"changed\"" : "");
+		report_html(r->out, pa);
+		fputs("/", r->out);
+		report_html(r->out, pb);
+		fputs("</td><td class=\"t\">", r->out);
+		report_html(r->out, sec);
+		fputs("</td><td class=\"t\">", r->out);
+		report_html(r->out, name);
+		fputs("</td><td>", r->out);
+		compare_value(r->out, unit, a);
+		fputs("</td><td>", r->out);
+		compare_value(r->out, unit, b);
+		fputs("</td><td>", r->out);
+		if (*ratio)
+			fprintf(r->out, "%.2f", strtod(ratio, NULL));
+		else
+			fputs("-", r->out);
+		fputs("</td><td class=\"t\">", r->out);
+		if (*only)
+			fprintf(r->out, "only in %s", only);
+		else if (!strcmp(chg, "1"))
+			fputs("changed", r->out);
+		fputs("</td></tr>", r->out);
+	}
+	fprintf(r->out, "</table><p class=\"note\">%zu rows shown; %zu unchanged rows of other"
+		" sections left out (shimmer compare lists them all).</p></section>", shown, hidden);
+}
+
+/* The comparison's CSV, from models of its own (compare reads the heap its
+ * own way). */
+static int compare_csv(const char *base, const char *path, const struct model_filter *flt,
+		       char **csv)
+{
+	struct model *ma = NULL, *mb = NULL;
+	size_t len = 0;
+	FILE *mem;
+	int err;
+
+	if (model_open(base, flt, &ma) < 0 || model_open(path, flt, &mb) < 0) {
+		model_close(ma);
+		return -EIO;
+	}
+	mem = open_memstream(csv, &len);
+	err = mem ? compare_write(ma, mb, base, path, mem, EMIT_CSV) : -ENOMEM;
+	if (mem && fclose(mem) && !err)
+		err = -ENOMEM;
+	model_close(ma);
+	model_close(mb);
+	return err;
+}
+
 /* ---- the page ------------------------------------------------------------------ */
 
-static int page(struct report *r, const char *path, const struct assets *a, const char *data)
+static int page(struct report *r, const char *path, const struct assets *a, const char *data,
+		const char *base, const char *cmp)
 {
 	time_t now = time(NULL);
 	char when[64];
@@ -455,8 +624,12 @@ static int page(struct report *r, const char *path, const struct assets *a, cons
 		err = ranks(r);
 	if (err)
 		return err;
-	fputs("<section id=\"compare\"><h2>Compared with a baseline</h2><p class=\"note\">Run with"
-	      " --baseline OTHER.db to compare this run with another.</p></section>", r->out);
+	if (cmp)
+		compare_html(r, base, cmp);
+	else
+		fputs("<section id=\"compare\"><h2>Compared with a baseline</h2><p class=\"note\">"
+		      "Run with --baseline OTHER.db to compare this run with another.</p></section>",
+		      r->out);
 	fputs("</main>", r->out);
 	footer(r, a);
 	fputs("<script type=\"application/json\" id=\"shimmer-data\">", r->out);
@@ -477,19 +650,21 @@ const struct command report_command = {
 	.name = "report",
 	.brief = "one self-contained HTML report: figures, charts, flame graphs, findings",
 	.usage =
-		"usage: shimmer report DB [-o FILE] [--pid PID] [--rank R]\n"
+		"usage: shimmer report DB [-o FILE] [--baseline OTHER.db] [--pid PID] [--rank R]\n"
 		"\n"
 		"Writes one HTML file that opens offline in any browser: the run's\n"
 		"headline figures, the findings of `shimmer bottlenecks` with their\n"
 		"evidence, step time over the run, kernel time by kernel and by the line\n"
 		"that launched it, GPU busy over time, memory over time per device and\n"
 		"for the host heap (peaks marked, growing call sites' fits), flame graphs\n"
-		"of memory at the peak and of leaked memory, and a per-rank table.  The\n"
+		"of memory at the peak and of leaked memory, a per-rank table, and with\n"
+		"--baseline the comparison of `shimmer compare OTHER.db DB`.  The\n"
 		"charts are drawn by Chart.js, inlined from PREFIX/share/shimmer; the\n"
 		"figures are reduced in shimmer, so the file stays small for large\n"
 		"stores.  The file is made readable by its owner only.\n"
 		"\n"
 		"  -o FILE      the file to write (default report.html)\n"
+		"  --baseline OTHER.db  compare this run with OTHER.db's (A: OTHER, B: DB)\n"
 		"  --pid PID    only the processes with this pid\n"
 		"  --rank R     only the processes of rank R\n"
 		"\n"
@@ -504,8 +679,8 @@ static int report_main(int argc, char **argv)
 	struct findings fs = { 0 };
 	struct assets a = { 0 };
 	struct report r = { 0 };
-	const char *path = NULL, *out_path = "report.html";
-	char *data = NULL;
+	const char *path = NULL, *out_path = "report.html", *base = NULL;
+	char *data = NULL, *cmp = NULL;
 	size_t data_len = 0;
 	struct model *m = NULL;
 	struct stat sb;
@@ -521,6 +696,10 @@ static int report_main(int argc, char **argv)
 		} else if ((r_ = cli_string_opt(&report_command, argc, argv, &i, "-o", &out_path)) != 0) {
 			if (r_ < 0)
 				return CLI_EXIT_USAGE;
+		} else if ((r_ = cli_string_opt(&report_command, argc, argv, &i, "--baseline",
+						&base)) != 0) {
+			if (r_ < 0)
+				return CLI_EXIT_USAGE;
 		} else if ((err = cli_store_arg(&report_command, argv[i], &path)) != 0) {
 			return err;
 		}
@@ -529,6 +708,11 @@ static int report_main(int argc, char **argv)
 		return cli_usage_error(&report_command, "no store given");
 	if (assets_load(&a) < 0)
 		goto out;
+	if (base && (err = compare_csv(base, path, &flt, &cmp)) < 0) {
+		if (err == -ENOMEM)
+			cli_error("out of memory");
+		goto out;
+	}
 	if (model_open(path, &flt, &m) < 0)
 		goto out;
 	findings_opts_init(&fo);
@@ -562,7 +746,7 @@ static int report_main(int argc, char **argv)
 			close(fd);
 		goto out;
 	}
-	err = page(&r, path, &a, data);
+	err = page(&r, path, &a, data, base, cmp);
 	if (fclose(r.out) != 0 && !err) {
 		cli_error("cannot write %s: %s", out_path, strerror(errno));
 		goto out;
@@ -578,6 +762,7 @@ static int report_main(int argc, char **argv)
 	rc = CLI_EXIT_OK;
 out:
 	free(data);
+	free(cmp);
 	findings_free(&fs);
 	model_close(m);
 	assets_free(&a);

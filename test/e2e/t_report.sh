@@ -1,7 +1,8 @@
 #!/bin/bash
 # t_report: `shimmer report` of a multi-process store (two ranks of a
 # data-parallel loop with a planted straggler, a loop whose device memory
-# grows, a loop with DataLoader-like workers) rendered in a real browser
+# grows, a loop with DataLoader-like workers), against a baseline store
+# (--baseline: shimmer compare's rows), rendered in a real browser
 # (headless Chromium, test/browser/report.mjs): the page loads with no
 # console error and no network request, every section is there, every chart
 # has drawn (Chart.js's chart object, data and painted pixels), the flame
@@ -37,8 +38,16 @@ procs=$(sqlite3 "$DB" "SELECT count(*) FROM processes")
 check "the store has every process (2 ranks, growth, loading and 2 workers)" "processes $procs" \
 	[ "$procs" = 6 ]
 
+# a baseline: the growth loop alone, in a store of its own
+BASE=$T/base.db
+start_collector "$BASE" || { not_ok "collector"; finish; }
+SHIMMER_GPU=all FAKE_GPU_KERNEL_NS=1000000 LD_PRELOAD="$SHIM" SHIMMER_SOCKET="$SOCK" \
+	CUDA_INJECTION64_PATH="$SHIM" SHIMMER_MALLOC=all WL_LOG=/dev/null \
+	"$WL_BNECK" clean 20 > /dev/null 2>> "$T/wl.err"
+stop_collector || not_ok "collector exit status"
+
 HTML=$T/report.html
-"$SHIMMER" report "$DB" -o "$HTML" > "$T/report.out" 2> "$T/report.err"
+"$SHIMMER" report "$DB" --baseline "$BASE" -o "$HTML" > "$T/report.out" 2> "$T/report.err"
 rc=$?
 check "report: exit 0, says where it wrote" "exit $rc: $(cat "$T/report.out" "$T/report.err")" \
 	grep -q "wrote $HTML" "$T/report.out"
@@ -86,6 +95,14 @@ PY
 else
 	echo "ok - $SCRIPT: the report in a browser # SKIP no chromium, node or npm packages (.ci/install-deps)"
 fi
+
+# --baseline: shimmer compare's rows, the changed ones marked
+"$SHIMMER" compare "$BASE" "$DB" --format csv > "$T/cmp.csv"
+nchanged=$(awk -F, 'NR > 1 && $11 == 1' "$T/cmp.csv" | wc -l)
+got=$(grep -o '<tr class="changed">' "$HTML" | wc -l)
+check "--baseline: the comparison's changed rows ($nchanged in shimmer compare)" "page $got" \
+	[ "$nchanged" -gt 0 -a "$got" -gt 0 -a "$got" -le "$nchanged" ]
+grep -q "A: the baseline, $BASE" "$HTML" || not_ok "--baseline: the page names the baseline"
 
 # the findings of the page are those of shimmer bottlenecks
 "$SHIMMER" bottlenecks "$DB" --format json > "$T/b.json"
