@@ -128,6 +128,16 @@ static int rule_growth(struct findings *f)
 	for (size_t i = 0; i < c.nlost; i++)
 		findings_withhold(f, "memory_growth", c.lost[i], "events were lost between the"
 				  " program and the store: a lost free would look like growth");
+	/* the memories' peaks weigh the growth: asked for only now (a
+	 * search over every allocation event) */
+	if (c.n) {
+		struct model_mem *const *mems;
+		size_t nmems;
+
+		err = model_memories(f->m, &mems, &nmems);
+		if (err)
+			goto out;
+	}
 	qsort(c.v, c.n, sizeof(*c.v), cmp_growing);
 	for (size_t i = 0; i < c.n;) {
 		const struct model_mem *mem = c.v[i].mem;
@@ -293,10 +303,12 @@ static int released_cb(void *ctx, const struct model_block *b)
 	return 0;
 }
 
-static int rule_retry(struct findings *f, struct model_mem *const *mems, size_t nmems)
+static int rule_retry(struct findings *f)
 {
 	struct retry_ctx r = { 0 };
 	struct released_ctx rc = { .m = f->m };
+	struct model_mem *const *mems;
+	size_t nmems = 0;
 	int err = 0;
 
 	for (size_t i = 0; i < model_nprocs(f->m) && !err; i++) {
@@ -309,7 +321,8 @@ static int rule_retry(struct findings *f, struct model_mem *const *mems, size_t 
 		r.npend = 0;
 		err = model_cuda_calls_each(f->m, &w, retry_cb, &r);
 	}
-	if (err || !r.n)
+	/* the memories (and their peaks) only when there is a retry to weigh */
+	if (err || !r.n || (err = model_memories(f->m, &mems, &nmems)))
 		goto out;
 	rc.v = r.v;
 	rc.n = r.n;
@@ -510,18 +523,14 @@ static int rule_churn(struct findings *f)
 
 int findings_mem(struct findings *f)
 {
-	struct model_mem *const *mems;
-	size_t nmems;
 	int err;
 
 	if (model_schema_version(f->m) < 3)
 		return 0;
 	model_want(f->m, MODEL_WANT_SITES | MODEL_WANT_CALLS);
-	err = model_memories(f->m, &mems, &nmems);
+	err = rule_growth(f);
 	if (!err)
-		err = rule_growth(f);
-	if (!err)
-		err = rule_retry(f, mems, nmems);
+		err = rule_retry(f);
 	if (!err)
 		err = rule_churn(f);
 	return err;
