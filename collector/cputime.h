@@ -3,7 +3,7 @@
  * /proc/PID/task/TID/schedstat (time on a CPU and time runnable waiting for
  * one, in ns; .../stat's user + system ticks where the kernel keeps no
  * schedstat) every CPUTIME_PERIOD_NS while the process is connected, and
- * stored as cpu_time rows (schema/007_findings.sql) when a thread's times
+ * stored as cpu_time rows (schema/008_findings.sql) when a thread's times
  * changed.  The tools turn the rows into busy shares: a DataLoader worker
  * busy or idle, what a thread did while the GPU waited.
  *

@@ -21,6 +21,7 @@ struct settings {
 	int malloc_mode;        /* SHIMMER_MALLOC: enum shm_malloc_mode */
 	uint64_t sample_bytes;  /* SHIMMER_SAMPLE_BYTES */
 	int lossless;           /* SHIMMER_LOSSLESS */
+	int offcpu;             /* SHIMMER_OFFCPU: ask the collector for off-CPU time */
 	uint32_t ring_bytes;    /* SHIMMER_RING_KB * 1024, a power of two */
 	uint32_t nslots;        /* SHIMMER_MAX_THREADS */
 	int stacks;             /* SHIMMER_STACKS */

@@ -99,3 +99,24 @@ E2E_WL_BNECK := $(O)/test/e2e/wl_bneck
 E2E_WL_BNECK_OBJS := $(O)/obj/prog-O0/test/e2e/wl_bneck.o $(O)/obj/prog/test/e2e/wlog.o
 $(eval $(call cuda_prog,$(E2E_WL_BNECK),$(E2E_WL_BNECK_OBJS),../fake_cudart))
 TEST_PROGS += $(E2E_WL_BNECK)
+
+# shimmer attach's workload (t_attach.sh): commands on stdin, the fake
+# runtime, and the fake driver (launch entry points only) next to it.
+FAKE_CUDA_DIR := $(O)/test/fake_cuda
+FAKE_CUDA := $(FAKE_CUDA_DIR)/libcuda.so.1
+$(FAKE_CUDA): $(O)/obj/prog/test/fake_cuda/fake_cuda.o test/fake_cuda/libcuda.map
+	$(call msg,LD,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -shared -o $@ $< -Wl,-soname,libcuda.so.1 \
+		-Wl,--version-script=test/fake_cuda/libcuda.map
+	$(Q)ln -sf libcuda.so.1 $(FAKE_CUDA_DIR)/libcuda.so
+
+E2E_WL_ATTACH := $(O)/test/e2e/wl_attach
+E2E_WL_ATTACH_OBJS := $(patsubst %,$(O)/obj/prog/test/e2e/%.o,wl_attach wlog wl_cuda_plain \
+	wl_cuda_ptsz)
+# ($$$$: the value goes through $(call) and $(eval) before the shell)
+E2E_WL_ATTACH_LIBS = -L$(FAKE_CUDA_DIR) -lcuda '-Wl,-rpath,$$$$ORIGIN/../fake_cuda'
+$(E2E_WL_ATTACH): $(FAKE_CUDA)
+$(eval $(call cuda_prog,$(E2E_WL_ATTACH),$(E2E_WL_ATTACH_OBJS),../fake_cudart,$(E2E_WL_ATTACH_LIBS)))
+
+TEST_PROGS += $(FAKE_CUDA) $(E2E_WL_ATTACH)

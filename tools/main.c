@@ -12,6 +12,7 @@
 
 static const struct command *const commands[] = {
 	&run_command,
+	&attach_command,
 	&summary_command,
 	&leaks_command,
 	&peak_command,

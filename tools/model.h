@@ -443,11 +443,11 @@ struct model_cuda_call {
 	int64_t device, stream, bytes, copy_kind; /* -1 / 0 when not recorded */
 	int64_t grid[3], block[3];
 	/* where it was called from, for a call that blocked its thread
-	 * SHM_BLOCKED_STACK_NS or more (schema 7); -1: none */
+	 * SHM_BLOCKED_STACK_NS or more (schema 8); -1: none */
 	int64_t stack_id, pystack_id;
 };
 
-/* A thread's CPU time as the collector read it (schema 7): on a CPU, and
+/* A thread's CPU time as the collector read it (schema 8): on a CPU, and
  * runnable waiting for one (-1: unknown). */
 struct model_cpu {
 	const struct model_proc *proc;

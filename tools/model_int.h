@@ -10,8 +10,8 @@
 #include "map.h"
 #include "model.h"
 
-/* The schema that has cuda_calls' stacks and cpu_time (007_findings.sql). */
-#define MODEL_V_FINDINGS 7
+/* The schema that has cuda_calls' stacks and cpu_time (008_findings.sql). */
+#define MODEL_V_FINDINGS 8
 
 struct model_heap;
 struct model_gpu_data;

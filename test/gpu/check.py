@@ -384,6 +384,45 @@ def compare_rows():
 
 compare_rows()
 
+# Issue 16: shimmer attach on a running training loop (attach.py): the
+# cudaMalloc oracle over the steps made while attached.
+def attach_rows():
+    check_line = open(f"{out}/attach.check").read().strip() if os.path.exists(
+        f"{out}/attach.check") else "attach: not run"
+    if not os.path.exists(f"{out}/attach.rc"):
+        print(f"attach: not checked here: {check_line}")
+        return
+    oracle = last_json(f"{out}/attach.json")
+    arc = int(open(f"{out}/attach.rc").read().strip() or -1)
+    row("attach: shimmer attach exit status", arc, 0, arc == 0)
+    try:
+        adb = sqlite3.connect(f"{out}/attach_store.db")
+        (traced_by, end_reason), = adb.execute(
+            "select traced_by, end_reason from processes").fetchall()
+        n, b = adb.execute("select count(*), coalesce(sum(bytes), 0) from cuda_calls_named "
+                           "where fn = 'cudaMalloc' and ret = 0").fetchone()
+        nf = adb.execute("select count(*) from cuda_calls_named "
+                         "where fn = 'cudaFree' and ret = 0").fetchone()[0]
+        rows = adb.execute("select count(*) from allocations where space = 'device'").fetchone()[0]
+        drops = adb.execute("select coalesce(sum(events), 0) from drops").fetchone()[0]
+    except (sqlite3.Error, ValueError) as e:
+        row("attach: store readable", str(e)[:14], "ok", False)
+        return
+    print(f"   attach: {open(f'{out}/attach.stderr').readline().strip()[:120]}")
+    row("attach: an attached process, detached", f"{traced_by}/{end_reason}", "attach/detach",
+        (traced_by, end_reason) == ("attach", "detach"))
+    row("attach: cudaMalloc calls == num_device_alloc", n, oracle.get("num_device_alloc"),
+        n == oracle.get("num_device_alloc"))
+    row("attach: cudaMalloc bytes == reserved allocated", b,
+        oracle.get("reserved_bytes_allocated"), b == oracle.get("reserved_bytes_allocated"))
+    row("attach: cudaFree calls == num_device_free", nf, oracle.get("num_device_free"),
+        nf == oracle.get("num_device_free"))
+    row("attach: device allocation rows == num_device_alloc", rows,
+        oracle.get("num_device_alloc"), rows == oracle.get("num_device_alloc"))
+    row("attach: dropped events", drops, 0, drops == 0)
+
+
+attach_rows()
 print(f"\nloop: bare {bare.get('loop_s')} s, shimmer {traced.get('loop_s')} s, "
       f"torch.profiler {last_json(out + '/prof.json').get('loop_s')} s (one run each; see bench/gpu-overhead)")
 print("gpu: ALL PASS" if not failed else f"gpu: {len(failed)} FAILED: " + "; ".join(failed))

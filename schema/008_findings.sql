@@ -1,4 +1,4 @@
--- shimmer store, schema version 7: what the findings (shimmer bottlenecks,
+-- shimmer store, schema version 8: what the findings (shimmer bottlenecks,
 -- shimmer report) need besides the GPU timeline: where the CPU waited for
 -- the GPU, and how much CPU time each thread used over the run.
 
@@ -26,4 +26,4 @@ CREATE TABLE IF NOT EXISTS cpu_time (
 	PRIMARY KEY (proc_id, tid, ts_ns)
 ) WITHOUT ROWID;
 
-INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', '7');
+INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', '8');
