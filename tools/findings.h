@@ -163,6 +163,10 @@ struct findings {
 	size_t nprocs, procs_cap;
 	struct findings_fit *fits;   /* every growing site's */
 	size_t nfits, fits_cap;
+	int64_t failed_allocs;       /* device allocations that failed, seen by
+				      * findings_gpu's pass over the CUDA calls:
+				      * the allocator-retry rule reads the calls
+				      * again only when there are some */
 	int err; /* sticky -ENOMEM */
 };
 
@@ -211,6 +215,8 @@ void findings_withhold(struct findings *f, const char *kind, const struct model_
 
 /* The rules. */
 int findings_gpu(struct findings *f);
+/* A device allocation function (cudaMalloc*, not cudaMallocHost). */
+int findings_device_alloc_fn(const struct model_fn *fn);
 int findings_mem(struct findings *f);
 int findings_hot(struct findings *f);
 

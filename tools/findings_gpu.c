@@ -66,7 +66,12 @@ static void ivs_merge(struct ivs *s)
 {
 	size_t n = 0;
 
-	qsort(s->v, s->n, sizeof(*s->v), cmp_iv);
+	/* they often come sorted (a device's operations): a check first */
+	for (size_t i = 1; i < s->n; i++)
+		if (s->v[i].a < s->v[i - 1].a) {
+			qsort(s->v, s->n, sizeof(*s->v), cmp_iv);
+			break;
+		}
 	for (size_t i = 0; i < s->n; i++) {
 		if (n && s->v[i].a <= s->v[n - 1].b) {
 			if (s->v[i].b > s->v[n - 1].b)
@@ -1005,6 +1010,8 @@ static int cuda_cb(void *ctx, const struct model_cuda_call *c)
 	int err = 0;
 
 	g->any_cuda = 1;
+	if (c->ret != 0 && findings_device_alloc_fn(c->fn))
+		g->f->failed_allocs++;
 	if (c->fn) {
 		int64_t in = ivs_overlap_one(&g->win, &cp->call_from, a, b);
 		struct map_key k = { c->fn->fn_id, 0, 0 };
@@ -1590,9 +1597,41 @@ static int cmp_i64(const void *x, const void *y)
 	return (a > b) - (a < b);
 }
 
-static double pct(const int64_t *v, size_t n, double q)
+/* The element of rank k in v[0, n), reordering v so that the smaller ones
+ * come before v[k] and the larger after (Wirth's selection): linear on
+ * average, where a sort is n log n. */
+static int64_t select_k(int64_t *v, size_t n, size_t k)
 {
-	return n ? (double)v[(size_t)((double)(n - 1) * q)] : 0;
+	ptrdiff_t l = 0, r = (ptrdiff_t)n - 1, kk = (ptrdiff_t)k;
+
+	while (l < r) {
+		int64_t x = v[kk];
+		ptrdiff_t i = l, j = r;
+
+		do {
+			while (v[i] < x)
+				i++;
+			while (x < v[j])
+				j--;
+			if (i <= j) {
+				int64_t t = v[i];
+
+				v[i++] = v[j];
+				v[j--] = t;
+			}
+		} while (i <= j);
+		if (j < kk)
+			l = i;
+		if (kk < i)
+			r = j;
+	}
+	return v[kk];
+}
+
+/* The q-quantile of v[0, n) (the element of rank (n - 1) q), reordering v. */
+static double pct(int64_t *v, size_t n, double q)
+{
+	return n ? (double)select_k(v, n, (size_t)((double)(n - 1) * q)) : 0;
 }
 
 static const struct emit_col launch_cols[] = {
@@ -1681,9 +1720,6 @@ static int rule_launch(struct gproc *g)
 	if (known < FINDINGS_LAUNCH_MIN || (double)nshort < FINDINGS_LAUNCH_SHORT * (double)known ||
 	    hw_share < FINDINGS_LAUNCH_HOSTWAIT)
 		goto out;
-	qsort(kd, nk, sizeof(*kd), cmp_i64);
-	qsort(ld, nl, sizeof(*ld), cmp_i64);
-	qsort(g->delays, g->ndelays, sizeof(*g->delays), cmp_i64);
 	x = finding_new(g->f, "launch_bound", g->p, hw_share,
 			"%.0f%% of the kernels ran shorter than their launch; the GPU waited for"
 			" launches %.0f%% of the time", 100.0 * (double)nshort / (double)known,
@@ -1754,7 +1790,6 @@ static int rule_launch(struct gproc *g)
 		char shortn[128], site[512];
 
 		nks++;
-		qsort(ks[i].durs, ks[i].nd, sizeof(int64_t), cmp_i64);
 		err = model_stack_site(g->m, g->p->proc_id, ks[i].site_stack, ks[i].site_py, &nat,
 				       &py);
 		if (err == -EINVAL)

@@ -232,11 +232,13 @@ struct retry_ctx {
 	size_t npend, pend_cap;
 };
 
-static int device_alloc_fn(const struct model_fn *fn)
+int findings_device_alloc_fn(const struct model_fn *fn)
 {
 	return fn && (fn->flags & 0x1u /* SHM_FNF_ALLOC */) && fn->name &&
 	       strncmp(fn->name, "cudaMalloc", 10) == 0 && strcmp(fn->name, "cudaMallocHost") != 0;
 }
+
+#define device_alloc_fn findings_device_alloc_fn
 
 /* In each thread's calls: a device allocation that failed, one or more
  * frees, then the same allocation succeeding. */
@@ -311,7 +313,9 @@ static int rule_retry(struct findings *f)
 	size_t nmems = 0;
 	int err = 0;
 
-	for (size_t i = 0; i < model_nprocs(f->m) && !err; i++) {
+	/* findings_gpu counted the failed device allocations (schema 2 on) */
+	for (size_t i = 0; i < model_nprocs(f->m) && !err &&
+			   (f->failed_allocs || model_schema_version(f->m) < 2); i++) {
 		const struct model_proc *p = model_proc(f->m, i);
 		struct model_scan w;
 
