@@ -287,7 +287,7 @@ int findings_run(struct model *m, const struct findings_opts *o, struct findings
 	if (!err)
 		err = f->err;
 	if (!err)
-		qsort(f->v, f->n, sizeof(*f->v), cmp_finding);
+		array_sort(f->v, f->n, sizeof(*f->v), cmp_finding);
 	return err;
 }
 

@@ -69,7 +69,7 @@ static void ivs_merge(struct ivs *s)
 	/* they often come sorted (a device's operations): a check first */
 	for (size_t i = 1; i < s->n; i++)
 		if (s->v[i].a < s->v[i - 1].a) {
-			qsort(s->v, s->n, sizeof(*s->v), cmp_iv);
+			array_sort(s->v, s->n, sizeof(*s->v), cmp_iv);
 			break;
 		}
 	for (size_t i = 0; i < s->n; i++) {
@@ -445,7 +445,7 @@ static void apis_sort(struct gproc *g)
 {
 	for (size_t i = 1; i < g->napis; i++)
 		if (g->apis[i - 1].correlation > g->apis[i].correlation) {
-			qsort(g->apis, g->napis, sizeof(*g->apis), cmp_api);
+			array_sort(g->apis, g->napis, sizeof(*g->apis), cmp_api);
 			return;
 		}
 }
@@ -572,7 +572,7 @@ static int load(struct gproc *g)
 	if (err)
 		return err;
 	ivs_merge(&g->windows);
-	qsort(g->ops, g->nops, sizeof(*g->ops), cmp_op);
+	array_sort(g->ops, g->nops, sizeof(*g->ops), cmp_op);
 	err = model_steps(g->m, g->p, NULL, &g->steps);
 	g->step_tid = -1;
 	if (!err && g->steps->n && g->steps->name) {
@@ -745,7 +745,7 @@ static int devices(struct gproc *g)
 			g->launched[g->nlaunched++] = (struct launched){ a->start, g->ops[i].start,
 									 g->ops[i].end };
 	}
-	qsort(g->launched, g->nlaunched, sizeof(*g->launched), cmp_launched);
+	array_sort(g->launched, g->nlaunched, sizeof(*g->launched), cmp_launched);
 	if (s->n >= 1) {
 		int64_t ga = INT64_MAX, gb = INT64_MIN;
 
@@ -1351,7 +1351,7 @@ static int site_rows(struct gproc *g, struct finding *x, struct map *m, double t
 		return -ENOMEM;
 	for (size_t i = 0; i < m->n; i++)
 		v[i] = map_item(m, i);
-	qsort(v, m->n, sizeof(*v), cmp_site);
+	array_sort(v, m->n, sizeof(*v), cmp_site);
 	finding_table(x, &site_table);
 	/* stacks that render as one site are one row */
 	struct strtab names = { 0 };
@@ -1783,7 +1783,7 @@ static int rule_launch(struct gproc *g)
 	finding_kv(x, "launch_delay_p50_ns", EMIT_NS, ev_real(pct(g->delays, g->ndelays, 0.5)));
 	finding_kv(x, "launch_delay_p99_ns", EMIT_NS, ev_real(pct(g->delays, g->ndelays, 0.99)));
 	finding_kv(x, "launch_delay_outliers", EMIT_INT, ev_int(g->delay_outliers));
-	qsort(ks, g->names.n, sizeof(*ks), cmp_kstat);
+	array_sort(ks, g->names.n, sizeof(*ks), cmp_kstat);
 	finding_table(x, &launch_table);
 	for (size_t i = 0; i < g->names.n && i < 5 && ks[i].short_n > 0 && !err; i++) {
 		const char *nat = NULL, *py = NULL;
@@ -1885,7 +1885,7 @@ static int rule_copies(struct gproc *g, unsigned flag)
 	}
 	for (size_t i = 0; i < sites.n; i++)
 		top[i] = map_item(&sites, i);
-	qsort(top, sites.n, sizeof(*top), cmp_site);
+	array_sort(top, sites.n, sizeof(*top), cmp_site);
 	for (size_t i = 0; i < sites.n && i < 5 && !err; i++) {
 		const char *nat = NULL, *py = NULL;
 		char site[512];
@@ -2439,7 +2439,7 @@ static int process(struct findings *f, const struct model_proc *p)
 		}
 		fp->arrivals[fp->narrivals++] = a ? a->start : o->start;
 	}
-	qsort(fp->arrivals, fp->narrivals, sizeof(*fp->arrivals), cmp_i64);
+	array_sort(fp->arrivals, fp->narrivals, sizeof(*fp->arrivals), cmp_i64);
 	/* CUPTI lost records: idle and launch gaps would be made of them */
 	recorded = (int64_t)g.nops;
 	if (p->dropped_gpu * 100 > recorded) {
@@ -2514,7 +2514,7 @@ static int median_step(const struct model_steps *s, double *out)
 		return -ENOMEM;
 	for (size_t i = 1; i < s->n; i++)
 		d[n++] = (double)(s->end[i] - s->start[i]);
-	qsort(d, n, sizeof(*d), cmp_double);
+	array_sort(d, n, sizeof(*d), cmp_double);
 	*out = n ? (n % 2 ? d[n / 2] : (d[n / 2 - 1] + d[n / 2]) / 2) : 0;
 	free(d);
 	return 0;
@@ -2571,7 +2571,7 @@ static int rule_ranks(struct findings *f)
 	}
 	if (err || nr < 2)
 		goto out;
-	qsort(r, nr, sizeof(*r), cmp_rank);
+	array_sort(r, nr, sizeof(*r), cmp_rank);
 	for (size_t k = 0; k < nr; k++) {
 		for (size_t j = 0; j < f->nprocs; j++)
 			if (f->procs[j].p == r[k].p)
@@ -2606,7 +2606,7 @@ static int rule_ranks(struct findings *f)
 		for (size_t k = 1; k < nr; k++)
 			if (r[k].slowest > r[best].slowest)
 				best = k;
-		qsort(means, nr, sizeof(*means), cmp_double);
+		array_sort(means, nr, sizeof(*means), cmp_double);
 		med = nr % 2 ? means[nr / 2] : (means[nr / 2 - 1] + means[nr / 2]) / 2;
 		if (med > 0)
 			excess = r[best].median / med - 1;
@@ -2635,7 +2635,7 @@ static int rule_ranks(struct findings *f)
 				if (t[k] > t[w])
 					w = k;
 			}
-			qsort(sorted, nr, sizeof(*sorted), cmp_double);
+			array_sort(sorted, nr, sizeof(*sorted), cmp_double);
 			med_t = nr % 2 ? sorted[nr / 2] : (sorted[nr / 2 - 1] + sorted[nr / 2]) / 2;
 			for (size_t k = 0; k < nr; k++)
 				r[k].late += t[k] - med_t;

@@ -138,7 +138,7 @@ static int rule_growth(struct findings *f)
 		if (err)
 			goto out;
 	}
-	qsort(c.v, c.n, sizeof(*c.v), cmp_growing);
+	array_sort(c.v, c.n, sizeof(*c.v), cmp_growing);
 	for (size_t i = 0; i < c.n;) {
 		const struct model_mem *mem = c.v[i].mem;
 		double growth = 0, per_step = 0, per_s = 0;
@@ -483,12 +483,12 @@ static int rule_churn(struct findings *f)
 									 FINDINGS_CHURN_LIFE_NS),
 			       count / wall, wall);
 		if (share >= 0 && tf >= 0)
-			finding_detail(x, "At the mean malloc (%s) and free (%s) of this process, that is"
-				       " %.1f%% of its time.", fmt_duration(b[0], sizeof(b[0]), ta),
+			finding_detail(x, "At the mean allocation call (%s) and free (%s) of this"
+				       " process, that is %.1f%% of its time.", fmt_duration(b[0], sizeof(b[0]), ta),
 				       fmt_duration(b[1], sizeof(b[1]), tf), 100 * share);
 		else if (share >= 0)
-			finding_detail(x, "At the mean malloc of this process (%s; frees were not timed),"
-				       " that is %.1f%% of its time or more.",
+			finding_detail(x, "At the mean allocation call of this process (%s; frees were"
+				       " not timed), that is %.1f%% of its time or more.",
 				       fmt_duration(b[0], sizeof(b[0]), ta), 100 * share);
 		finding_kv(x, "allocations", EMIT_REAL, ev_real(count));
 		finding_kv(x, "per_s", EMIT_REAL, ev_real(count / wall));

@@ -1061,36 +1061,11 @@ static const char *domain_of(struct model *m, int64_t proc_id, int64_t id)
 	return id == 0 ? NULL : model_string(m, proc_id, id);
 }
 
-static int kernel_row(struct model *m, const struct model_proc *p, sqlite3_stmt *st, void *cb,
-		      void *ctx)
+/* A kernel's columns that both reads have (1-8); the rest unknown (-1). */
+static struct model_kernel kernel_brief(struct model *m, const struct model_proc *p,
+					sqlite3_stmt *st)
 {
-	struct model_kernel k = {
-		.proc = p,
-		.id = col_i64(st, 1),
-		.device = col_i64(st, 2),
-		.context = col_opt(st, 3),
-		.stream = col_opt(st, 4),
-		.correlation = col_i64(st, 5),
-		.name = model_string(m, p->proc_id, col_i64(st, 6)),
-		.start_ns = col_i64(st, 7),
-		.end_ns = col_i64(st, 8),
-		.registers = col_opt(st, 15),
-		.static_smem = col_opt(st, 16),
-		.dynamic_smem = col_opt(st, 17),
-		.graph_id = col_opt(st, 18),
-	};
-
-	for (int i = 0; i < 3; i++) {
-		k.grid[i] = col_i64(st, 9 + i);
-		k.block[i] = col_i64(st, 12 + i);
-	}
-	return ((int (*)(void *, const struct model_kernel *))cb)(ctx, &k);
-}
-
-static int kernel_brief_row(struct model *m, const struct model_proc *p, sqlite3_stmt *st,
-			    void *cb, void *ctx)
-{
-	struct model_kernel k = {
+	return (struct model_kernel){
 		.proc = p,
 		.id = col_i64(st, 1),
 		.device = col_i64(st, 2),
@@ -1107,6 +1082,28 @@ static int kernel_brief_row(struct model *m, const struct model_proc *p, sqlite3
 		.dynamic_smem = -1,
 		.graph_id = -1,
 	};
+}
+
+static int kernel_row(struct model *m, const struct model_proc *p, sqlite3_stmt *st, void *cb,
+		      void *ctx)
+{
+	struct model_kernel k = kernel_brief(m, p, st);
+
+	k.registers = col_opt(st, 15);
+	k.static_smem = col_opt(st, 16);
+	k.dynamic_smem = col_opt(st, 17);
+	k.graph_id = col_opt(st, 18);
+	for (int i = 0; i < 3; i++) {
+		k.grid[i] = col_i64(st, 9 + i);
+		k.block[i] = col_i64(st, 12 + i);
+	}
+	return ((int (*)(void *, const struct model_kernel *))cb)(ctx, &k);
+}
+
+static int kernel_brief_row(struct model *m, const struct model_proc *p, sqlite3_stmt *st,
+			    void *cb, void *ctx)
+{
+	struct model_kernel k = kernel_brief(m, p, st);
 
 	return ((int (*)(void *, const struct model_kernel *))cb)(ctx, &k);
 }

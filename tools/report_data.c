@@ -88,7 +88,7 @@ static int steps(struct report *r)
 		if (s->n >= 2)
 			v[n++] = s;
 	}
-	qsort(v, n, sizeof(*v), cmp_steps);
+	array_sort(v, n, sizeof(*v), cmp_steps);
 	fputs("\"steps\":[", r->out);
 	for (size_t i = 0; i < n && i < REPORT_SERIES && !err; i++) {
 		const struct model_steps *s = v[i];
@@ -140,7 +140,7 @@ static int cmp_bar(const void *x, const void *y)
 
 static void bars_out(struct report *r, const char *key, struct bar *v, size_t n)
 {
-	qsort(v, n, sizeof(*v), cmp_bar);
+	array_sort(v, n, sizeof(*v), cmp_bar);
 	fprintf(r->out, ",\"%s\":[", key);
 	for (size_t i = 0; i < n && i < REPORT_BARS; i++) {
 		fputs(i ? ",{\"name\":" : "{\"name\":", r->out);
@@ -158,17 +158,22 @@ static void bars_out(struct report *r, const char *key, struct bar *v, size_t n)
 	fputs("]", r->out);
 }
 
-/* Kernel time by kernel, over the processes (the findings'). */
-static int kernels(struct report *r)
+/* Kernel time by kernel (by_site 0: each bar's name the short name, full the
+ * whole) or by launching line (1), over the processes (the findings'). */
+static int bars(struct report *r, int by_site)
 {
+	const char *key = by_site ? "sites" : "kernels";
 	struct strtab names = { 0 };
 	struct bar *v = NULL;
 	size_t cap = 0;
 	int err = 0;
 
-	for (size_t i = 0; i < r->f->nprocs && !err; i++)
-		for (size_t k = 0; k < r->f->procs[i].nkernels && !err; k++) {
-			const struct findings_site *s = &r->f->procs[i].kernels[k];
+	for (size_t i = 0; i < r->f->nprocs && !err; i++) {
+		const struct findings_proc *fp = &r->f->procs[i];
+		size_t n = by_site ? fp->nsites : fp->nkernels;
+
+		for (size_t k = 0; k < n && !err; k++) {
+			const struct findings_site *s = by_site ? &fp->sites[k] : &fp->kernels[k];
 			int64_t idx;
 
 			if ((err = strtab_index(&names, s->site, &idx)))
@@ -188,60 +193,30 @@ static int kernels(struct report *r)
 			v[idx].ns += s->ns;
 			v[idx].count += s->count;
 		}
+	}
 	for (size_t i = 0; !err && i < names.n; i++) {
 		char shortn[256];
 
-		fmt_short_name(shortn, sizeof(shortn), names.v[i]);
-		v[i].name = strdup(shortn);
-		v[i].full = strdup(names.v[i]);
-		if (!v[i].name || !v[i].full)
+		if (by_site) {
+			v[i].name = strdup(names.v[i]);
+		} else {
+			fmt_short_name(shortn, sizeof(shortn), names.v[i]);
+			v[i].name = strdup(shortn);
+			v[i].full = strdup(names.v[i]);
+		}
+		if (!v[i].name || (!by_site && !v[i].full))
 			err = -ENOMEM;
 	}
 	if (!err)
-		bars_out(r, "kernels", v, names.n);
-	r->has_kernels = names.n > 0;
+		bars_out(r, key, v, names.n);
+	if (by_site)
+		r->has_sites = names.n > 0;
+	else
+		r->has_kernels = names.n > 0;
 	for (size_t i = 0; i < names.n && v; i++) {
 		free(v[i].name);
 		free(v[i].full);
 	}
-	free(v);
-	strtab_free(&names);
-	return err;
-}
-
-/* Kernel time by launching line, over the processes (the findings'). */
-static int sites(struct report *r)
-{
-	struct strtab names = { 0 };
-	struct bar *v = NULL;
-	size_t cap = 0;
-	int err = 0;
-
-	for (size_t i = 0; i < r->f->nprocs && !err; i++)
-		for (size_t k = 0; k < r->f->procs[i].nsites && !err; k++) {
-			const struct findings_site *s = &r->f->procs[i].sites[k];
-			int64_t idx;
-
-			if ((err = strtab_index(&names, s->site, &idx)))
-				break;
-			if ((size_t)idx >= cap) {
-				size_t ncap = (size_t)idx * 2 + 16;
-				struct bar *nv = realloc(v, ncap * sizeof(*v));
-
-				if (!nv) {
-					err = -ENOMEM;
-					break;
-				}
-				memset(nv + cap, 0, (ncap - cap) * sizeof(*nv));
-				v = nv;
-				cap = ncap;
-			}
-			v[idx].name = names.v[idx];
-			v[idx].ns += s->ns;
-		}
-	if (!err)
-		bars_out(r, "sites", v, names.n);
-	r->has_sites = names.n > 0;
 	free(v);
 	strtab_free(&names);
 	return err;
@@ -367,7 +342,7 @@ static int memory(struct report *r)
 		err = -ENOMEM;
 	if (!err) {
 		memcpy(v, mems, n * sizeof(*v));
-		qsort(v, n, sizeof(*v), cmp_mem);
+		array_sort(v, n, sizeof(*v), cmp_mem);
 	}
 	for (size_t i = 0, shown = 0; !err && i < n && shown < REPORT_SERIES; i++) {
 		const struct model_mem *mem = v[i];
@@ -427,9 +402,9 @@ int report_data(struct report *r)
 	fputc('{', r->out);
 	err = steps(r);
 	if (!err)
-		err = kernels(r);
+		err = bars(r, 0);
 	if (!err)
-		err = sites(r);
+		err = bars(r, 1);
 	if (!err)
 		gpu(r);
 	if (!err)

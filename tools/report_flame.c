@@ -118,7 +118,7 @@ static int layout(struct tree *t, double *total)
 	for (size_t i = 0; i < t->n; i++)
 		order[i] = i;
 	sort_tree = t;
-	qsort(order, t->n, sizeof(*order), cmp_node);
+	array_sort(order, t->n, sizeof(*order), cmp_node);
 	sort_tree = NULL;
 	/* parents were made before their children: by parent, x is known */
 	for (size_t i = 0; i < t->n; i++) {

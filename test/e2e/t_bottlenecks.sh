@@ -232,12 +232,20 @@ expect retry "allocator_retry: 6 retries on cuda:0, 16 MiB given back each" \
 	'f("allocator_retry") is not None and f("allocator_retry")["evidence"]["retries"] == 6 and f("allocator_retry")["evidence"]["released_bytes"] == 6 * 16 * 1048576'
 
 # --- heap churn ----------------------------------------------------------------------------------
-record churn SHIMMER_MALLOC=all SHIMMER_LOSSLESS=1 -- "$WL_BNECK" churn 20
-findings churn
-l=$(line churn churn)
-# (a few pairs outlive 1 ms when the thread is preempted between them)
-expect churn "heap_churn: the loop's line, 40,000 a step" \
-	"f('heap_churn') is not None and any('wl_bneck.c:$l)' in r['site'] and 0.99 * 800000 <= r['count'] <= 800000 for r in f('heap_churn')['items'])"
+# 40,000 zeroed 16 KiB buffers a step, each freed at once: 16% of the traced
+# run's time in calloc here, far above the rule's 1%.  Under ThreadSanitizer
+# the traced loop (its collector instrumented, every event waited for)
+# makes fewer than the rule's 100,000 allocations a second: not churn at
+# that speed, so there the case is skipped, saying why.
+if ldd "$SHIMMERD" 2> /dev/null | grep -q libtsan; then
+	ok "heap_churn: the loop's line, 40,000 a step # SKIP ThreadSanitizer build: the traced loop runs under the rule's 100,000 allocations a second"
+else
+	record churn SHIMMER_MALLOC=all SHIMMER_LOSSLESS=1 -- "$WL_BNECK" churn 20
+	findings churn
+	l=$(line churn churn)
+	expect churn "heap_churn: the loop's line, 40,000 a step" \
+		"f('heap_churn') is not None and any('wl_bneck.c:$l)' in r['site'] and 0.99 * 800000 <= r['count'] <= 800000 for r in f('heap_churn')['items'])"
+fi
 
 # --- hot operations --------------------------------------------------------------------------------
 record hot FAKE_CUDA_DELAY_NS=200000 -- "$WL_BNECK" hot 20

@@ -28,7 +28,8 @@
  *                            (FAKE_CUDA_DEVICE_BYTES=64 MiB): every 5th step
  *                            an allocation fails, two cached blocks are freed
  *                            and it is made again
- *   wl_bneck churn STEPS     clean, plus 40,000 malloc/free pairs a step
+ *   wl_bneck churn STEPS     clean, plus 40,000 zeroed 16 KiB buffers a step,
+ *                            each freed at once (calloc/free)
  *   wl_bneck hot STEPS       one kernel of 6 ms and 4 of 1 ms, a nested range
  *                            "forward" of 4 ms, 30 cudaMalloc/cudaFree a step
  *
@@ -166,7 +167,7 @@ static int mode_clean(int steps, int with_sync, int with_copies, int with_growth
 		}
 		if (with_churn) {
 			for (int i = 0; i < 40000; i++) {
-				void *volatile p = malloc(64); if (k == 0 && i == 0) site("churn", __LINE__);
+				void *volatile p = calloc(1, 16384); if (k == 0 && i == 0) site("churn", __LINE__);
 
 				free(p);
 			}

@@ -339,7 +339,10 @@ def findings_checks():
     launch = kind(bneck("tiny"), "launch_bound")
     row("bottlenecks: tiny kernels, launch_bound",
         launch[0]["severity"] if launch else "-", "fires", bool(launch))
-    for name in ("big", "item", "leak_graph", "tiny", "sampled"):
+    strag = kind(bneck("ranks"), "straggler")
+    row("bottlenecks: torchrun, straggler rank", strag[0]["evidence"].get("rank") if strag else "-",
+        1, bool(strag) and strag[0]["evidence"].get("rank") == 1)
+    for name in ("big", "item", "leak_graph", "tiny", "sampled", "ranks"):
         path = f"{out}/report_{name}.html"
         size = os.path.getsize(path) if os.path.exists(path) else 0
         row(f"report: {name} written (under 10 MB)", size, "<10485760", 0 < size < 10485760)
