@@ -110,6 +110,10 @@ UNITDIR ?= $(PREFIX)/lib/systemd/system
 SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
 SYSCONFDIR ?= /etc
 
+# shimmer report looks for Chart.js beside its bin/ (../share/shimmer: the
+# build tree's, or an install with the default layout), then in DATADIR.
+$(O)/obj/tools/report.o: ALL_CFLAGS += -DSHIMMER_DATADIR='"$(DATADIR)"'
+
 SERVICE_UNIT := $(O)/dist/shimmerd.service
 $(SERVICE_UNIT): dist/systemd/shimmerd.service.in FORCE
 	$(Q)mkdir -p $(@D)

@@ -54,6 +54,10 @@ static int share_dir(char *buf, size_t len)
 	return 0;
 }
 
+#ifndef SHIMMER_DATADIR
+#define SHIMMER_DATADIR "/usr/local/share/shimmer"
+#endif
+
 static char *slurp(const char *path, size_t *len)
 {
 	FILE *f = fopen(path, "re");
@@ -83,6 +87,7 @@ struct assets {
 static int assets_load(struct assets *a)
 {
 	char path[PATH_MAX + 64];
+	char first[PATH_MAX + 64];
 	int err = share_dir(a->dir, sizeof(a->dir));
 
 	if (err)
@@ -90,8 +95,15 @@ static int assets_load(struct assets *a)
 	snprintf(path, sizeof(path), "%s/" CHART_LIB, a->dir);
 	a->lib = slurp(path, &a->lib_len);
 	if (!a->lib) {
-		cli_error("the charting library is missing: %s (Chart.js from npm: run"
-			  " .ci/install-deps, then make; make install copies it)", path);
+		/* then where make install put it (DATADIR, when not bin/'s sibling) */
+		snprintf(first, sizeof(first), "%s", path);
+		snprintf(a->dir, sizeof(a->dir), "%s", SHIMMER_DATADIR);
+		snprintf(path, sizeof(path), "%s/" CHART_LIB, a->dir);
+		a->lib = slurp(path, &a->lib_len);
+	}
+	if (!a->lib) {
+		cli_error("the charting library is missing: %s, and %s (Chart.js from npm: run"
+			  " .ci/install-deps, then make; make install copies it)", first, path);
 		return -ENOENT;
 	}
 	snprintf(path, sizeof(path), "%s/chart.js.LICENSE.md", a->dir);

@@ -116,13 +116,18 @@ pid=$(sqlite3 "$DB" "SELECT pid FROM processes WHERE rank IS NULL AND parent_pro
 check "--pid: the page names that process only" "$(grep -o 'pid [0-9]*' "$T/one.html" | sort -u | head)" \
 	[ "$(grep -o 'pid [0-9]* ' "$T/one.html" | sort -u | wc -l)" = 1 ]
 
-# without the charting library: one clear line, exit 1
-mkdir -p "$T/alone/bin"
-cp "$SHIMMER" "$T/alone/bin/shimmer"
-"$T/alone/bin/shimmer" report "$DB" -o "$T/none.html" > /dev/null 2> "$T/none.err"
-rc=$?
-check "no charting library: exit 1 with one line naming the file" "exit $rc: $(cat "$T/none.err")" \
-	[ $rc = 1 -a "$(wc -l < "$T/none.err")" = 1 ]
-grep -q "charting library is missing: .*share/shimmer/chart.umd.min.js" "$T/none.err" ||
-	not_ok "no charting library: the line names the file" "$(cat "$T/none.err")"
+# without the charting library: one clear line, exit 1 (unless an install
+# left one in DATADIR, the second place looked at)
+if [ -f /usr/local/share/shimmer/chart.umd.min.js ]; then
+	ok "no charting library # SKIP an installed one is in /usr/local/share/shimmer"
+else
+	mkdir -p "$T/alone/bin"
+	cp "$SHIMMER" "$T/alone/bin/shimmer"
+	"$T/alone/bin/shimmer" report "$DB" -o "$T/none.html" > /dev/null 2> "$T/none.err"
+	rc=$?
+	check "no charting library: exit 1 with one line naming the file" "exit $rc: $(cat "$T/none.err")" \
+		[ $rc = 1 -a "$(wc -l < "$T/none.err")" = 1 ]
+	grep -q "charting library is missing: .*share/shimmer/chart.umd.min.js" "$T/none.err" ||
+		not_ok "no charting library: the line names the file" "$(cat "$T/none.err")"
+fi
 finish
