@@ -62,3 +62,12 @@ $(ATTACH_BENCH_LIBDIR)/.stamp: $(O)/obj/prog/bench/attach_lib.o
 	$(Q)$(CC) -shared -o $(@D)/libfill.so $<
 	$(Q)for i in $$(seq -w 1 $(ATTACH_BENCH_LIBS)); do cp $(@D)/libfill.so $(@D)/libfill_$$i.so; done
 	$(Q)rm -f $(@D)/libfill.so && touch $@
+
+# gen_store: large stores written through the collector's store module, for
+# the tools' benchmarks (run-bench, section 9)
+BENCH_PROGS += $(O)/bench/gen_store
+
+$(O)/bench/gen_store: $(O)/obj/bench/gen_store.o $(COLLECTOR_STORE_OBJS)
+	$(call msg,LD,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ -lsqlite3 -lm

@@ -191,7 +191,7 @@ void cupti_exit(void)
 		cupti_fn.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
 		/* losses that came with no buffer to complete, so far unasked */
 		if (cupti_fn.cuptiActivityGetNumDroppedRecords(NULL, 0, &dropped) == CUPTI_SUCCESS)
-			cupti_count_dropped(dropped);
+			cupti_count_dropped(dropped, "CUPTI's count, at exit");
 		dlclose(h);
 	}
 	cupti_converter_finish();

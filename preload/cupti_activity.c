@@ -16,6 +16,7 @@
 #include "cupti_activity.h"
 #include "cupti_lib.h"
 #include "intern.h"
+#include "log.h"
 #include "shim.h"
 
 #define BUF_BYTES (4u << 20)
@@ -69,9 +70,12 @@ CUptiResult cupti_kinds_enable(int sync)
 	return CUPTI_SUCCESS;
 }
 
-void cupti_count_dropped(size_t n)
+void cupti_count_dropped(size_t n, const char *why)
 {
-	if (n && shim.region.hdr)
+	if (!n)
+		return;
+	log_debug("CUPTI: %zu records lost (%s)", n, why);
+	if (shim.region.hdr)
 		__atomic_fetch_add(&shim.region.hdr->dropped_cupti, n, __ATOMIC_RELAXED);
 }
 
@@ -274,7 +278,7 @@ static int complete(uint64_t start, uint64_t end)
 {
 	if (end && end >= start)
 		return 1;
-	cupti_count_dropped(1);
+	cupti_count_dropped(1, "handed over without its end");
 	return 0;
 }
 
@@ -385,7 +389,7 @@ void CUPTIAPI cupti_buf_complete(CUcontext ctx, uint32_t stream, uint8_t *buffer
 	(void)size;
 	t->in_shim++;
 	if (cupti_fn.cuptiActivityGetNumDroppedRecords(ctx, stream, &dropped) == CUPTI_SUCCESS)
-		cupti_count_dropped(dropped);
+		cupti_count_dropped(dropped, "CUPTI's count, with a buffer");
 	/* Not lent (any more): reclaimed after a detach, and maybe lent
 	 * again; never ours to read or release twice. */
 	if (buffer && lent_take(buffer) == 0) {

@@ -52,9 +52,10 @@ static inline uint64_t cupti_corr_of(uint32_t id)
 /* Raises *at to id if id is larger (atomic). */
 void cupti_corr_max(uint32_t *at, uint32_t id);
 
-/* Records CUPTI reported lost: the collector stores them as drops of
- * reason 'cupti' (they are no thread's and no ring's). */
-void cupti_count_dropped(size_t n);
+/* Records CUPTI reported lost, or we could not use: the collector stores
+ * them as drops of reason 'cupti' (they are no thread's and no ring's);
+ * why is said under SHIMMER_DEBUG. */
+void cupti_count_dropped(size_t n, const char *why);
 
 /* ---- activity kinds ---- */
 

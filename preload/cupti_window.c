@@ -112,7 +112,7 @@ static int drain(void)
 	}
 	cupti_fn.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
 	if (cupti_fn.cuptiActivityGetNumDroppedRecords(NULL, 0, &dropped) == CUPTI_SUCCESS)
-		cupti_count_dropped(dropped);
+		cupti_count_dropped(dropped, "CUPTI's count, at a drain");
 	log_debug("CUPTI: window drained in %llu us (buffers held %d, correlation %u of %u)",
 		 (unsigned long long)((clock_ns(CLOCK_MONOTONIC) - t0) / 1000),
 		 __atomic_load_n(&cupti_bufs_out, __ATOMIC_RELAXED),
@@ -158,6 +158,14 @@ void cupti_finalize_here(void)
 		return;
 	t0 = clock_ns(CLOCK_MONOTONIC);
 	shim_tls.in_shim++;
+	/* The drain had the records of every call that returned by the
+	 * window's close, not those of work launched in the window by a call
+	 * still running then (a long copy, a thread descheduled between its
+	 * launch and its return): recorded since, they sit in a buffer that
+	 * cuptiFinalize keeps, and lent buffers are cleared when CUPTI is
+	 * attached again.  Handed over now, to the converter's queue (work
+	 * still running goes without its end: counted lost, not lost unseen). */
+	cupti_fn.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
 	res = cupti_fn.cuptiFinalize();
 	log_debug("CUPTI: detached in %llu us",
 		 (unsigned long long)((clock_ns(CLOCK_MONOTONIC) - t0) / 1000));

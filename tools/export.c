@@ -1,6 +1,6 @@
 /*
  * shimmer export: the command, the processes it selects, the one clock,
- * the buffered writer and the CSV event log; see export.h.
+ * the buffered writer; see export.h.
  *
  * The clock: times in the store are each host's CLOCK_MONOTONIC.  Each
  * host's processes are placed on the wall clock by the earliest of them
@@ -32,27 +32,51 @@ const char *export_weight_name(enum export_weight wt)
 
 int xout_init(struct xout *w, FILE *f)
 {
-	*w = (struct xout){ .f = f, .cap = 1u << 20 };
+	*w = (struct xout){ .f = f, .cap = f ? 1u << 20 : 1u << 16 };
 	w->buf = malloc(w->cap);
 	return w->buf ? 0 : -ENOMEM;
 }
 
 void xout_flush(struct xout *w)
 {
+	if (!w->f)
+		return;
 	if (w->n && fwrite(w->buf, 1, w->n, w->f) != w->n)
 		w->err = 1;
 	w->written += w->n;
 	w->n = 0;
 }
 
+void xout_room(struct xout *w, size_t n)
+{
+	size_t cap = w->cap;
+	char *b;
+
+	if (w->f) {
+		xout_flush(w);
+		return;
+	}
+	while (cap < w->n + n)
+		cap *= 2;
+	b = realloc(w->buf, cap);
+	if (!b) {
+		w->err = 1;
+		return;
+	}
+	w->buf = b;
+	w->cap = cap;
+}
+
 int xout_finish(struct xout *w)
 {
+	int mem = !w->f;
+
 	xout_flush(w);
-	if (fflush(w->f))
+	if (w->f && fflush(w->f))
 		w->err = 1;
 	free(w->buf);
 	w->buf = NULL;
-	return w->err ? -EIO : 0;
+	return w->err ? (mem ? -ENOMEM : -EIO) : 0;
 }
 
 void xout_str(struct xout *w, const char *s)
@@ -62,13 +86,27 @@ void xout_str(struct xout *w, const char *s)
 
 void xout_u64(struct xout *w, uint64_t v)
 {
+	static const char pairs[] =
+		"00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+		"40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+		"8081828384858687888990919293949596979899";
 	char tmp[24];
 	int i = sizeof(tmp);
 
-	do {
-		tmp[--i] = (char)('0' + v % 10);
-		v /= 10;
-	} while (v);
+	/* two digits a division: a CSV row or trace event has several numbers */
+	while (v >= 100) {
+		unsigned d = (unsigned)(v % 100);
+
+		v /= 100;
+		tmp[--i] = pairs[2 * d + 1];
+		tmp[--i] = pairs[2 * d];
+	}
+	if (v >= 10) {
+		tmp[--i] = pairs[2 * v + 1];
+		tmp[--i] = pairs[2 * v];
+	} else {
+		tmp[--i] = (char)('0' + v);
+	}
 	xout_mem(w, tmp + i, sizeof(tmp) - (size_t)i);
 }
 
@@ -270,239 +308,6 @@ static void free_procs(struct export *x)
 		free(x->procs[i].label);
 	}
 	free(x->procs);
-}
-
-/* ---- csv ---- */
-
-/* Names by (process, string id): one lookup per distinct name. */
-struct names {
-	sqlite3 *db;
-	sqlite3_stmt *st;
-	struct map ids;     /* (proc, id) -> index into text */
-	struct strtab text;
-};
-
-struct name_item {
-	struct map_key key;
-	int64_t idx;
-};
-
-static const char *name_of(struct names *n, int64_t proc_id, int64_t id, int *err)
-{
-	struct map_key k = { proc_id, id, 0 };
-	struct name_item *it = map_find(&n->ids, &k);
-	const char *s;
-	int64_t idx;
-
-	if (it)
-		return it->idx < 0 ? NULL : n->text.v[it->idx];
-	sqlite3_reset(n->st);
-	sqlite3_bind_int64(n->st, 1, proc_id);
-	sqlite3_bind_int64(n->st, 2, id);
-	idx = -1;
-	if (store_step(n->db, n->st) > 0 && (s = (const char *)sqlite3_column_text(n->st, 0))) {
-		*err = strtab_index(&n->text, s, &idx);
-		if (*err)
-			return NULL;
-	}
-	it = map_get(&n->ids, &k);
-	if (!it) {
-		*err = -ENOMEM;
-		return NULL;
-	}
-	it->idx = idx;
-	return idx < 0 ? NULL : n->text.v[idx];
-}
-
-static int names_open(struct names *n, sqlite3 *db)
-{
-	memset(n, 0, sizeof(*n));
-	n->db = db;
-	n->ids.item_size = sizeof(struct name_item);
-	return store_prepare(db, "SELECT coalesce(demangled, text) FROM strings"
-			     " WHERE proc_id = ?1 AND id = ?2", &n->st);
-}
-
-static void names_close(struct names *n)
-{
-	sqlite3_finalize(n->st);
-	map_free(&n->ids);
-	strtab_free(&n->text);
-}
-
-struct csv_row {
-	const char *kind, *name;
-	const struct xproc *p;
-	int64_t tid, device, stream, begin, end, bytes, corr;
-	int has_tid, has_device, has_stream, has_end, has_bytes, has_corr;
-};
-
-static void csv_opt(struct xout *w, int has, int64_t v)
-{
-	xout_lit(w, ",");
-	if (has)
-		xout_i64(w, v);
-}
-
-static void csv_write(const struct export *x, struct xout *w, const struct csv_row *r)
-{
-	xout_str(w, r->kind);
-	xout_lit(w, ",");
-	xout_csv(w, r->name);
-	xout_lit(w, ",");
-	xout_i64(w, r->p->pid);
-	csv_opt(w, r->p->rank >= 0, r->p->rank);
-	csv_opt(w, r->has_tid, r->tid);
-	csv_opt(w, r->has_device, r->device);
-	csv_opt(w, r->has_stream, r->stream);
-	csv_opt(w, 1, r->begin + r->p->offset_ns - x->origin_ns);
-	csv_opt(w, r->has_end, r->end + r->p->offset_ns - x->origin_ns);
-	csv_opt(w, r->has_bytes, r->bytes);
-	csv_opt(w, r->has_corr, r->corr);
-	xout_lit(w, "\n");
-}
-
-/* One table's rows: sql's columns are proc_id, start, end (maybe NULL),
- * then what fill() reads. */
-struct csv_table {
-	const char *kind;
-	int min_schema;
-	const char *sql;
-	void (*fill)(struct csv_row *r, sqlite3_stmt *st, struct names *n, int *err);
-};
-
-static int64_t col_or(sqlite3_stmt *st, int c, int *has)
-{
-	*has = sqlite3_column_type(st, c) != SQLITE_NULL;
-	return *has ? sqlite3_column_int64(st, c) : 0;
-}
-
-static void fill_cuda(struct csv_row *r, sqlite3_stmt *st, struct names *n, int *err)
-{
-	(void)n;
-	(void)err;
-	r->name = (const char *)sqlite3_column_text(st, 3);
-	r->tid = col_or(st, 4, &r->has_tid);
-	r->device = col_or(st, 5, &r->has_device);
-	r->stream = col_or(st, 6, &r->has_stream);
-	r->bytes = col_or(st, 7, &r->has_bytes);
-}
-
-static void fill_api(struct csv_row *r, sqlite3_stmt *st, struct names *n, int *err)
-{
-	r->name = name_of(n, r->p->proc_id, sqlite3_column_int64(st, 3), err);
-	r->tid = col_or(st, 4, &r->has_tid);
-	r->corr = col_or(st, 5, &r->has_corr);
-}
-
-static void fill_kernel(struct csv_row *r, sqlite3_stmt *st, struct names *n, int *err)
-{
-	r->name = name_of(n, r->p->proc_id, sqlite3_column_int64(st, 3), err);
-	r->device = col_or(st, 4, &r->has_device);
-	r->stream = col_or(st, 5, &r->has_stream);
-	r->corr = col_or(st, 6, &r->has_corr);
-}
-
-static void fill_copy(struct csv_row *r, sqlite3_stmt *st, struct names *n, int *err)
-{
-	(void)n;
-	(void)err;
-	r->kind = (const char *)sqlite3_column_text(st, 3);
-	r->name = (const char *)sqlite3_column_text(st, 4);
-	r->device = col_or(st, 5, &r->has_device);
-	r->stream = col_or(st, 6, &r->has_stream);
-	r->bytes = col_or(st, 7, &r->has_bytes);
-	r->corr = col_or(st, 8, &r->has_corr);
-}
-
-static void fill_sync(struct csv_row *r, sqlite3_stmt *st, struct names *n, int *err)
-{
-	(void)n;
-	(void)err;
-	r->name = (const char *)sqlite3_column_text(st, 3);
-	r->stream = col_or(st, 4, &r->has_stream);
-	r->corr = col_or(st, 5, &r->has_corr);
-}
-
-static void fill_named_tid(struct csv_row *r, sqlite3_stmt *st, struct names *n, int *err)
-{
-	r->name = name_of(n, r->p->proc_id, sqlite3_column_int64(st, 3), err);
-	r->tid = col_or(st, 4, &r->has_tid);
-}
-
-static void fill_window(struct csv_row *r, sqlite3_stmt *st, struct names *n, int *err)
-{
-	(void)st;
-	(void)n;
-	(void)err;
-	r->name = "GPU sampling window";
-}
-
-static void fill_alloc(struct csv_row *r, sqlite3_stmt *st, struct names *n, int *err)
-{
-	(void)n;
-	(void)err;
-	r->name = (const char *)sqlite3_column_text(st, 3);
-	r->tid = col_or(st, 4, &r->has_tid);
-	r->device = col_or(st, 5, &r->has_device);
-	r->bytes = col_or(st, 6, &r->has_bytes);
-}
-
-static const struct csv_table csv_tables[] = {
-	{ "cuda", 1, "SELECT c.proc_id, c.start_ns, c.end_ns, f.name, c.tid, c.device, c.stream,"
-		     " c.bytes FROM cuda_calls c LEFT JOIN functions f USING (fn_id)", fill_cuda },
-	{ "api", 2, "SELECT proc_id, start_ns, end_ns, name_id, tid, correlation FROM gpu_api",
-	  fill_api },
-	{ "kernel", 2, "SELECT proc_id, start_ns, end_ns, name_id, device, stream, correlation"
-		       " FROM kernels", fill_kernel },
-	{ "copy", 2, "SELECT proc_id, start_ns, end_ns, op, coalesce(copy_kind, op), device,"
-		     " stream, bytes, correlation FROM gpu_copies", fill_copy },
-	{ "sync", 2, "SELECT proc_id, start_ns, end_ns, type, stream, correlation FROM gpu_syncs",
-	  fill_sync },
-	{ "range", 2, "SELECT proc_id, start_ns, end_ns, name_id, tid FROM ranges",
-	  fill_named_tid },
-	{ "marker", 2, "SELECT proc_id, ts_ns, ts_ns, name_id, tid FROM markers", fill_named_tid },
-	{ "window", 4, "SELECT proc_id, start_ns, end_ns FROM gpu_windows", fill_window },
-	{ "alloc", 1, "SELECT a.proc_id, a.alloc_ns, a.free_ns, f.name, a.alloc_tid, a.device,"
-		      " a.size FROM allocations a LEFT JOIN functions f ON f.fn_id = a.alloc_fn",
-	  fill_alloc },
-};
-
-static int export_csv(struct export *x, struct xout *w)
-{
-	struct names n;
-	int err = names_open(&n, x->db);
-
-	xout_lit(w, "kind,name,pid,rank,tid,device,stream,begin_ns,end_ns,bytes,correlation\n");
-	for (size_t t = 0; !err && t < sizeof(csv_tables) / sizeof(csv_tables[0]); t++) {
-		const struct csv_table *ct = &csv_tables[t];
-		sqlite3_stmt *st = NULL;
-		int r;
-
-		if (x->schema < ct->min_schema)
-			continue;
-		err = store_prepare(x->db, ct->sql, &st);
-		while (!err && (r = store_step(x->db, st)) > 0) {
-			struct csv_row row = { .kind = ct->kind };
-			int64_t begin = sqlite3_column_int64(st, 1);
-
-			row.p = export_proc(x, sqlite3_column_int64(st, 0));
-			if (!row.p)
-				continue;
-			row.begin = begin;
-			row.end = col_or(st, 2, &row.has_end);
-			if (!export_in(row.p, begin, row.has_end ? row.end : INT64_MAX))
-				continue;
-			ct->fill(&row, st, &n, &err);
-			if (!err)
-				csv_write(x, w, &row);
-		}
-		if (!err && r < 0)
-			err = r;
-		sqlite3_finalize(st);
-	}
-	names_close(&n);
-	return err;
 }
 
 /* ---- the command ---- */

@@ -7,8 +7,8 @@
  *   speedscope  speedscope's own file format
  *
  * This header is shared by the export files only: export.c (the command,
- * the selection of processes, the one clock, CSV), export_chrome.c and
- * export_stacks.c (folded, speedscope).  Every writer goes through struct
+ * the selection of processes, the one clock), export_chrome.c,
+ * export_csv.c and export_stacks.c (folded, speedscope).  Every writer goes through struct
  * xout, a buffered writer with the few formatters the formats need, so
  * that a million events take well under a second to write.
  */
@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #include <sqlite3.h>
 
@@ -76,6 +77,8 @@ static inline int export_in(const struct xproc *p, int64_t start, int64_t end)
 
 /* ---- buffered output ---- */
 
+/* To a file (through a 1 MiB buffer), or to memory (f NULL: buf grows
+ * and holds everything written, n bytes; err set when it cannot grow). */
 struct xout {
 	FILE *f;
 	char *buf;
@@ -84,19 +87,20 @@ struct xout {
 	int err;          /* a write failed */
 };
 
-int xout_init(struct xout *w, FILE *f);
-int xout_finish(struct xout *w); /* flush and free; 0 or -EIO */
-void xout_flush(struct xout *w);
+int xout_init(struct xout *w, FILE *f); /* f NULL: to memory */
+int xout_finish(struct xout *w); /* flush and free; 0 or -EIO (-ENOMEM) */
+void xout_flush(struct xout *w); /* to memory: nothing */
+void xout_room(struct xout *w, size_t n); /* room for n more bytes in buf, if it can */
 
 static inline void xout_need(struct xout *w, size_t n)
 {
 	if (w->n + n > w->cap)
-		xout_flush(w);
+		xout_room(w, n);
 }
 
 static inline void xout_mem(struct xout *w, const char *s, size_t n)
 {
-	if (n >= w->cap) {
+	if (n >= w->cap && w->f) {
 		xout_flush(w);
 		if (fwrite(s, 1, n, w->f) != n)
 			w->err = 1;
@@ -104,8 +108,9 @@ static inline void xout_mem(struct xout *w, const char *s, size_t n)
 		return;
 	}
 	xout_need(w, n);
-	for (size_t i = 0; i < n; i++)
-		w->buf[w->n + i] = s[i];
+	if (w->n + n > w->cap)
+		return; /* to memory, out of it: err is set */
+	memcpy(w->buf + w->n, s, n);
 	w->n += n;
 }
 
@@ -122,6 +127,7 @@ void xout_double(struct xout *w, double v);
 /* ---- the writers ---- */
 
 int export_chrome(struct export *x, struct xout *w);
+int export_csv(struct export *x, struct xout *w);
 int export_folded(struct export *x, struct xout *w);
 int export_speedscope(struct export *x, struct xout *w);
 

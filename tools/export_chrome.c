@@ -40,17 +40,28 @@ struct chrome {
 	struct xout *w;
 	int first;
 	int64_t flows;
-	struct map api;     /* (proc, correlation) -> api_item */
+	struct launch *launches; /* the API calls written, by (proc, correlation) */
+	size_t nlaunches, launches_cap, hint;
+	int unsorted;
 	struct map streams; /* (proc, device, stream) -> seen */
 	struct map jnames;  /* (proc, string id) -> index into jtext */
 	struct strtab jtext; /* names as JSON literals */
 	sqlite3_stmt *name_st;
 };
 
-struct api_item {
-	struct map_key key;
-	int64_t tid, start;
+/* An API call that started GPU work, where a flow to its work starts. */
+struct launch {
+	int64_t proc_id, corr, tid, start;
 };
+
+static int cmp_launch(const void *x, const void *y)
+{
+	const struct launch *a = x, *b = y;
+
+	if (a->proc_id != b->proc_id)
+		return a->proc_id < b->proc_id ? -1 : 1;
+	return a->corr < b->corr ? -1 : a->corr > b->corr;
+}
 
 struct seen_item {
 	struct map_key key;
@@ -363,24 +374,26 @@ static int cuda_row(struct chrome *c, const struct xproc *p, sqlite3_stmt *st)
 
 static int api_row(struct chrome *c, const struct xproc *p, sqlite3_stmt *st)
 {
-	struct map_key k = { p->proc_id, sqlite3_column_int64(st, 5), 0 };
-	struct api_item *a;
+	struct launch *a;
 	const char *lit;
 	int n = 0, err = jname(c, p->proc_id, sqlite3_column_int64(st, 4), &lit);
 
+	if (!err)
+		err = array_grow(&c->launches, &c->launches_cap, c->nlaunches, sizeof(*a));
 	if (err)
 		return err;
-	a = map_get(&c->api, &k);
-	if (!a)
-		return -ENOMEM;
-	a->tid = sqlite3_column_int64(st, 3);
-	a->start = sqlite3_column_int64(st, 1);
+	a = &c->launches[c->nlaunches++];
+	*a = (struct launch){ p->proc_id, sqlite3_column_int64(st, 5), sqlite3_column_int64(st, 3),
+			      sqlite3_column_int64(st, 1) };
+	/* stored by id: in correlation order, unless the store says otherwise */
+	if (c->nlaunches > 1 && cmp_launch(a - 1, a) > 0)
+		c->unsorted = 1;
 	ev(c, "X", p, a->tid, a->start);
 	dur(c, a->start, sqlite3_column_int64(st, 2));
 	name_lit(c, lit, "cuda_api");
 	xout_lit(c->w, ",\"args\":{");
 	arg_s(c->w, "domain", (const char *)sqlite3_column_text(st, 6), &n);
-	arg_i(c->w, "correlation", k.a, &n);
+	arg_i(c->w, "correlation", a->corr, &n);
 	xout_lit(c->w, "}}");
 	return 0;
 }
@@ -399,11 +412,39 @@ static int stream_track(struct chrome *c, const struct xproc *p, int64_t dev, in
 	return 0;
 }
 
+/* The launching call of (proc, corr), or NULL.  Work is stored nearly in
+ * the order of its calls, so the search starts where the last one ended. */
+static const struct launch *launch_of(struct chrome *c, int64_t proc_id, int64_t corr)
+{
+	struct launch k = { proc_id, corr, 0, 0 };
+	size_t lo = 0, hi = c->nlaunches, h = c->hint;
+
+	if (h < c->nlaunches && cmp_launch(&c->launches[h], &k) <= 0) {
+		lo = h;
+		/* gallop forward from the hint */
+		for (size_t step = 1; lo + step < hi && cmp_launch(&c->launches[lo + step], &k) <= 0;
+		     step *= 2)
+			lo += step;
+	}
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (cmp_launch(&c->launches[mid], &k) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo < c->nlaunches && cmp_launch(&c->launches[lo], &k) == 0) {
+		c->hint = lo + 1;
+		return &c->launches[lo];
+	}
+	return NULL;
+}
+
 /* The flow's two ends, when the launching call was written. */
 static void flow(struct chrome *c, const struct xproc *p, int64_t corr, int64_t tid, int64_t ns)
 {
-	struct map_key k = { p->proc_id, corr, 0 };
-	const struct api_item *a = map_find(&c->api, &k);
+	const struct launch *a = launch_of(c, p->proc_id, corr);
 	int64_t id;
 
 	if (!a)
@@ -419,11 +460,29 @@ static void flow(struct chrome *c, const struct xproc *p, int64_t corr, int64_t 
 	xout_lit(c->w, ",\"name\":\"launch\",\"cat\":\"launch\"}");
 }
 
+/* The stream column of a GPU row: -1 when unknown. */
+static int64_t col_stream(sqlite3_stmt *st, int col)
+{
+	return sqlite3_column_type(st, col) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, col);
+}
+
+/* What every GPU row ends with: where it ran, its correlation, the closing
+ * braces, and the flow from its launching call. */
+static void gpu_row_end(struct chrome *c, const struct xproc *p, int64_t dev, int64_t stream,
+			int64_t corr, int64_t tid, int64_t start, int *n)
+{
+	arg_i(c->w, "device", dev, n);
+	arg_i(c->w, "stream", stream, n);
+	arg_i(c->w, "correlation", corr, n);
+	xout_lit(c->w, "}}");
+	flow(c, p, corr, tid, start);
+}
+
 static int kernel_row(struct chrome *c, const struct xproc *p, sqlite3_stmt *st)
 {
 	struct xout *w = c->w;
 	int64_t dev = sqlite3_column_int64(st, 3);
-	int64_t stream = sqlite3_column_type(st, 4) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 4);
+	int64_t stream = col_stream(st, 4);
 	int64_t start = sqlite3_column_int64(st, 1), corr = sqlite3_column_int64(st, 5), tid;
 	const char *lit;
 	int n = 0, err = jname(c, p->proc_id, sqlite3_column_int64(st, 6), &lit);
@@ -441,11 +500,7 @@ static int kernel_row(struct chrome *c, const struct xproc *p, sqlite3_stmt *st)
 	arg_i(w, "registers", sqlite3_column_int64(st, 13), &n);
 	arg_i(w, "static_smem", sqlite3_column_int64(st, 14), &n);
 	arg_i(w, "dynamic_smem", sqlite3_column_int64(st, 15), &n);
-	arg_i(w, "device", dev, &n);
-	arg_i(w, "stream", stream, &n);
-	arg_i(w, "correlation", corr, &n);
-	xout_lit(w, "}}");
-	flow(c, p, corr, tid, start);
+	gpu_row_end(c, p, dev, stream, corr, tid, start, &n);
 	return 0;
 }
 
@@ -455,7 +510,7 @@ static int copy_row(struct chrome *c, const struct xproc *p, sqlite3_stmt *st)
 	const char *op = (const char *)sqlite3_column_text(st, 3);
 	const char *kind = (const char *)sqlite3_column_text(st, 8);
 	int64_t dev = sqlite3_column_int64(st, 4);
-	int64_t stream = sqlite3_column_type(st, 5) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 5);
+	int64_t stream = col_stream(st, 5);
 	int64_t start = sqlite3_column_int64(st, 1), corr = sqlite3_column_int64(st, 6), tid;
 	int memset_ = op && strcmp(op, "memset") == 0, n = 0;
 	char name[64];
@@ -480,11 +535,7 @@ static int copy_row(struct chrome *c, const struct xproc *p, sqlite3_stmt *st)
 		arg_s(w, "src_kind", (const char *)sqlite3_column_text(st, 9), &n);
 		arg_s(w, "dst_kind", (const char *)sqlite3_column_text(st, 10), &n);
 	}
-	arg_i(w, "device", dev, &n);
-	arg_i(w, "stream", stream, &n);
-	arg_i(w, "correlation", corr, &n);
-	xout_lit(w, "}}");
-	flow(c, p, corr, tid, start);
+	gpu_row_end(c, p, dev, stream, corr, tid, start, &n);
 	return 0;
 }
 
@@ -711,7 +762,6 @@ int export_chrome(struct export *x, struct xout *w)
 {
 	struct chrome c = {
 		.x = x, .w = w, .first = 1,
-		.api = { .item_size = sizeof(struct api_item) },
 		.streams = { .item_size = sizeof(struct seen_item) },
 		.jnames = { .item_size = sizeof(struct jname_item) },
 	};
@@ -738,6 +788,8 @@ int export_chrome(struct export *x, struct xout *w)
 	if (!err)
 		err = each(&c, 2, "SELECT proc_id, start_ns, end_ns, tid, name_id, correlation, domain"
 			   " FROM gpu_api", api_row);
+	if (!err && c.unsorted)
+		qsort(c.launches, c.nlaunches, sizeof(*c.launches), cmp_launch);
 	if (!err)
 		err = each(&c, 2, "SELECT proc_id, start_ns, end_ns, device, stream, correlation,"
 			   " name_id, grid_x, grid_y, grid_z, block_x, block_y, block_z,"
@@ -765,7 +817,7 @@ int export_chrome(struct export *x, struct xout *w)
 		err = names(&c);
 	xout_lit(w, "\n]}\n");
 	sqlite3_finalize(c.name_st);
-	map_free(&c.api);
+	free(c.launches);
 	map_free(&c.streams);
 	map_free(&c.jnames);
 	strtab_free(&c.jtext);

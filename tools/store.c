@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "store.h"
@@ -45,6 +46,13 @@ int store_connect(const char *path, sqlite3 **db)
 			     NULL);
 	free(uri);
 	return rc;
+}
+
+size_t store_readers(size_t max)
+{
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+	return n < 1 ? 1 : (size_t)n > max ? max : (size_t)n;
 }
 
 int store_open(const char *path, sqlite3 **out)

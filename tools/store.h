@@ -7,6 +7,8 @@
 #ifndef SHIMMER_TOOLS_STORE_H
 #define SHIMMER_TOOLS_STORE_H
 
+#include <stddef.h>
+
 #include <sqlite3.h>
 
 /*
@@ -22,6 +24,10 @@ int store_open(const char *path, sqlite3 **db);
  * reader that wants one more.  Returns SQLite's result code; *db must be
  * closed either way.  Prints nothing. */
 int store_connect(const char *path, sqlite3 **db);
+
+/* How many connections a reader reading one table in parallel should use:
+ * the CPUs online, at least 1 and at most max. */
+size_t store_readers(size_t max);
 
 /* ---- reading: each failure prints one "shimmer: error:" line ---- */
 

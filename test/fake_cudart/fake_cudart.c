@@ -326,6 +326,9 @@ static int call_end(struct call *c, int err, struct fake_gpu_op *op)
 	uint64_t start = op && c->cupti && gpu_kernel_ns < 0 ? c->cupti->timestamp() : 0;
 	int async = gpu_kernel_ns >= 0;
 
+	if (op && c->cupti)
+		c->cupti->work_begins(op);
+
 	if (async && delay_ns > 0) {
 		sleep_until(c->t0 + (uint64_t)delay_ns);
 	} else if (delay_ns > 0) {

@@ -15,6 +15,10 @@
  *    calling thread, with a fresh correlation id per call that the call's
  *    activity records carry too; cuptiGetCallbackName knows the names of
  *    the calls the fakes make and fails for other ids;
+ *  - work is recorded when its activity kind is enabled as it begins, on
+ *    the clock of then, even if the kind goes off before it ends (work
+ *    that began with CUPTI detached, or ends after a detach, is not: the
+ *    latter counted dropped);
  *  - activity records are written, laid out as the header's structs for
  *    each kind (CUpti_ActivityKernel10, Memcpy6, Memset4,
  *    Synchronization2), into buffers obtained from the client's
@@ -849,19 +853,45 @@ static uint64_t end_of(const struct fake_gpu_op *op)
 	 (r).contextId = (op)->context, (r).streamId = (op)->stream,           \
 	 (r).correlationId = (op)->correlation)
 
+static void op_work_begins(struct fake_gpu_op *op)
+{
+	static const CUpti_ActivityKind kinds[][2] = {
+		[FAKE_OP_KERNEL] = { CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_KERNEL },
+		[FAKE_OP_MEMCPY] = { CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMCPY },
+		[FAKE_OP_MEMSET] = { CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_MEMSET },
+		[FAKE_OP_SYNC] = { CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
+				   CUPTI_ACTIVITY_KIND_SYNCHRONIZATION },
+	};
+
+	op->rec_kind = 0;
+	for (int i = 0; i < 2 && !op->rec_kind; i++)
+		if (kind_enabled(kinds[op->kind][i]))
+			op->rec_kind = kinds[op->kind][i];
+	/* a detached CUPTI records nothing */
+	op->rec_attach = __atomic_load_n(&attached, __ATOMIC_ACQUIRE)
+			 ? __atomic_load_n(&attaches, __ATOMIC_ACQUIRE) : 0;
+	if (!op->rec_attach)
+		op->rec_kind = 0;
+}
+
 static void op_record(const struct fake_gpu_op *op)
 {
+	if (!op->rec_kind)
+		return;
+	/* CUPTI was detached (and maybe attached again) while it ran */
+	if (!__atomic_load_n(&attached, __ATOMIC_ACQUIRE) ||
+	    __atomic_load_n(&attaches, __ATOMIC_ACQUIRE) != op->rec_attach) {
+		pthread_mutex_lock(&lock);
+		dropped++;
+		pthread_mutex_unlock(&lock);
+		return;
+	}
 	switch (op->kind) {
 	case FAKE_OP_KERNEL: {
 		CUpti_ActivityKernel10 k;
 
 		memset(&k, 0, sizeof(k));
-		if (kind_enabled(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL))
-			k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
-		else if (kind_enabled(CUPTI_ACTIVITY_KIND_KERNEL))
-			k.kind = CUPTI_ACTIVITY_KIND_KERNEL;
-		else
-			return;
+		k.kind = (CUpti_ActivityKind)op->rec_kind;
 		k.registersPerThread = op->registers;
 		PLACE(k, op);
 		k.completed = k.end;
@@ -880,8 +910,6 @@ static void op_record(const struct fake_gpu_op *op)
 	case FAKE_OP_MEMCPY: {
 		CUpti_ActivityMemcpy6 m;
 
-		if (!kind_enabled(CUPTI_ACTIVITY_KIND_MEMCPY))
-			return;
 		memset(&m, 0, sizeof(m));
 		m.kind = CUPTI_ACTIVITY_KIND_MEMCPY;
 		m.copyKind = op->copy_kind;
@@ -897,8 +925,6 @@ static void op_record(const struct fake_gpu_op *op)
 	case FAKE_OP_MEMSET: {
 		CUpti_ActivityMemset4 m;
 
-		if (!kind_enabled(CUPTI_ACTIVITY_KIND_MEMSET))
-			return;
 		memset(&m, 0, sizeof(m));
 		m.kind = CUPTI_ACTIVITY_KIND_MEMSET;
 		m.value = op->value;
@@ -912,8 +938,6 @@ static void op_record(const struct fake_gpu_op *op)
 	case FAKE_OP_SYNC: {
 		CUpti_ActivitySynchronization2 s;
 
-		if (!kind_enabled(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION))
-			return;
 		memset(&s, 0, sizeof(s));
 		s.kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
 		s.type = (CUpti_ActivitySynchronizationType)op->sync_type;
@@ -933,6 +957,7 @@ static const struct fake_cupti_ops ops = {
 	.api_enter = op_api_enter,
 	.api_exit = op_api_exit,
 	.timestamp = timestamp,
+	.work_begins = op_work_begins,
 	.record = op_record,
 };
 

@@ -13,8 +13,12 @@
  *                subscriber's CUPTI_API_ENTER callback if it is enabled;
  *   timestamp()  CUPTI's clock (the registered timestamp callback, else
  *                CLOCK_REALTIME, which is not the host's monotonic clock);
- *   record()     one activity record for work the "GPU" did, when that
- *                activity kind is enabled;
+ *   work_begins() as the "GPU" starts work: whether CUPTI records it (its
+ *                activity kind enabled now), in op;
+ *   record()     one activity record for work the "GPU" did, if it was
+ *                recorded as it began (whatever the kinds are by its end, as
+ *                CUPTI records work launched while its kind was on; lost,
+ *                and counted, when CUPTI was detached meanwhile);
  *   api_exit()   CUPTI_API_EXIT with the call's return value.
  *
  * All operations are thread-safe; none allocates with malloc.
@@ -63,12 +67,16 @@ struct fake_gpu_op {
 	/* sync */
 	uint32_t sync_type; /* CUpti_ActivitySynchronizationType */
 	uint32_t event;
+	/* set by work_begins() */
+	uint32_t rec_kind;  /* CUpti_ActivityKind recording it; 0: none */
+	uint64_t rec_attach; /* the attachment it began in */
 };
 
 struct fake_cupti_ops {
 	void (*api_enter)(struct fake_cupti_call *call);
 	void (*api_exit)(struct fake_cupti_call *call);
 	uint64_t (*timestamp)(void);
+	void (*work_begins)(struct fake_gpu_op *op);
 	void (*record)(const struct fake_gpu_op *op);
 };
 
