@@ -49,6 +49,7 @@
 #include "bpfsrc.h"
 #include "client.h"
 #include "clock_ns.h"
+#include "cputime.h"
 #include "ctl.h"
 #include "job.h"
 #include "log.h"
@@ -91,7 +92,7 @@ struct daemon {
 	int activated;           /* the listening socket is systemd's (not ours to unlink) */
 	int64_t last_status, last_watchdog, watchdog_ns;
 	int parent_fd;           /* --parent-fd: stop at its EOF; -1 when none */
-	int64_t last_commit, last_counts, last_refusal_log, last_attach_tick;
+	int64_t last_commit, last_counts, last_refusal_log, last_attach_tick, last_cpu;
 	unsigned per_user;       /* connections one uid may hold */
 	int accept_paused;       /* the listening socket is out of the epoll set */
 	int64_t accept_resume;   /* when to put it back */
@@ -427,6 +428,11 @@ static int tick(struct daemon *d)
 			err = end_client(d, c, CLIENT_REJECTED);
 	}
 	now = now_ns();
+	if (!err && now - d->last_cpu >= CPUTIME_PERIOD_NS) {
+		d->last_cpu = now;
+		for (struct client *c = d->co.clients; c && !err; c = client_next(c))
+			err = client_sample_cpu(c, now);
+	}
 	for (struct offcpu_session *o = d->offcpu; o && !err; o = o->next)
 		if (o->a)
 			err = attach_poll(o->a);

@@ -59,6 +59,7 @@ enum {
 	ST_FREE,
 	ST_COUNT,
 	ST_DROP,
+	ST_CPU_TIME,
 	ST_STRING,
 	ST_GPU_STATUS,
 	ST_GPU_SAMPLED,
@@ -111,8 +112,9 @@ static const char *const sql[ST_N] = {
 	[ST_CUDA] = "INSERT INTO cuda_calls (proc_id, tid, fn_id, start_ns, end_ns, "
 		    "ret, device, ptr, bytes, stream, copy_kind, aux, aux2, "
 		    "grid_x, grid_y, grid_z, block_x, block_y, block_z, "
-		    "per_thread_stream) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, "
-		    "?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)",
+		    "per_thread_stream, stack_id, pystack_id) VALUES (?1, ?2, ?3, ?4, "
+		    "?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, "
+		    "?19, ?20, ?21, ?22)",
 	[ST_ALLOC] = "INSERT INTO allocations (" ALLOC_COLUMNS ") VALUES "
 		     "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
 	[ST_FREE] = "UPDATE allocations SET free_fn = ?2, free_tid = ?3, "
@@ -121,6 +123,8 @@ static const char *const sql[ST_N] = {
 		     "VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (proc_id, tid, fn_id) "
 		     "DO UPDATE SET count = count + excluded.count, "
 		     "bytes = bytes + excluded.bytes",
+	[ST_CPU_TIME] = "INSERT OR REPLACE INTO cpu_time (proc_id, tid, ts_ns, cpu_ns, wait_ns) "
+			"VALUES (?1, ?2, ?3, ?4, ?5)",
 	[ST_DROP] = "INSERT INTO drops (proc_id, tid, reason, events) "
 		    "VALUES (?1, ?2, ?3, ?4) ON CONFLICT (proc_id, tid, reason) "
 		    "DO UPDATE SET events = events + excluded.events",
@@ -569,6 +573,9 @@ int store_cuda_add(struct store *s, int64_t proc_id, uint32_t tid,
 		}
 	}
 	sqlite3_bind_int(st, 20, !!(r->hdr.flags & SHM_F_PTSZ));
+	/* an allocation's stacks go with its allocations row */
+	bind_nonzero(st, 21, flags & SHM_FNF_ALLOC ? 0 : r->stack_id);
+	bind_nonzero(st, 22, flags & SHM_FNF_ALLOC ? 0 : r->pystack_id);
 	return step(s, st);
 }
 
@@ -1048,6 +1055,25 @@ int store_drop_add(struct store *s, int64_t proc_id, uint32_t tid,
 	sqlite3_bind_int64(st, 2, tid);
 	sqlite3_bind_text(st, 3, reason, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(st, 4, (int64_t)events);
+	return step(s, st);
+}
+
+int store_cpu_time_add(struct store *s, int64_t proc_id, uint32_t tid, int64_t ts_ns,
+		       int64_t cpu_ns, int64_t wait_ns)
+{
+	sqlite3_stmt *st = s->st[ST_CPU_TIME];
+	int err = tx(s);
+
+	if (err)
+		return err;
+	sqlite3_bind_int64(st, 1, proc_id);
+	sqlite3_bind_int64(st, 2, tid);
+	sqlite3_bind_int64(st, 3, ts_ns);
+	sqlite3_bind_int64(st, 4, cpu_ns);
+	if (wait_ns >= 0)
+		sqlite3_bind_int64(st, 5, wait_ns);
+	else
+		sqlite3_bind_null(st, 5);
 	return step(s, st);
 }
 

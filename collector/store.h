@@ -29,7 +29,7 @@
 
 /* The schema_version that the schema files leave in meta: one per
  * schema/NNN_*.sql file. */
-#define STORE_SCHEMA_VERSION 7
+#define STORE_SCHEMA_VERSION 8
 
 struct store;
 
@@ -131,6 +131,12 @@ int store_process_offcpu(struct store *s, int64_t proc_id, int traced, const cha
 int store_process_gpu_sampled(struct store *s, int64_t proc_id, int64_t since_ns);
 
 /* ---- events ---- */
+
+/* One cpu_time row: thread tid of the process had run cpu_ns on a CPU and
+ * waited wait_ns for one (< 0: unknown) at ts_ns (the collector's
+ * CLOCK_MONOTONIC). */
+int store_cpu_time_add(struct store *s, int64_t proc_id, uint32_t tid, int64_t ts_ns,
+		       int64_t cpu_ns, int64_t wait_ns);
 
 /* One cuda_calls row from a validated record, times already converted. */
 int store_cuda_add(struct store *s, int64_t proc_id, uint32_t tid,

@@ -45,6 +45,7 @@ enum verdict { V_NA = -1, V_OK = 0, V_GROWING = 1 };
 struct group {
 	double *y; /* difference array, then live bytes per point */
 	double slope_step, slope_s, r2;
+	double icpt_step, icpt_s; /* the fits' intercepts */
 	enum verdict verdict;
 	int fitted;      /* slope and R^2 were computed */
 	const char *why; /* a withheld verdict's reason */
@@ -247,8 +248,10 @@ static int block(void *ctx, const struct model_block *b)
 
 /* ---- the fit ------------------------------------------------------------------ */
 
-/* Least squares of y on x over n points: slope and R^2 (NaN when y is constant). */
-static void fit_line(const double *x, const double *y, size_t n, double *slope, double *r2)
+/* Least squares of y on x over n points: slope, intercept and R^2 (NaN when
+ * y is constant). */
+static void fit_line(const double *x, const double *y, size_t n, double *slope, double *icpt,
+		     double *r2)
 {
 	double mx = 0, my = 0, sxx = 0, sxy = 0, syy = 0;
 
@@ -264,6 +267,7 @@ static void fit_line(const double *x, const double *y, size_t n, double *slope, 
 		syy += (y[i] - my) * (y[i] - my);
 	}
 	*slope = sxx > 0 ? sxy / sxx : 0;
+	*icpt = my - *slope * mx;
 	*r2 = sxx > 0 && syy > 0 ? sxy * sxy / (sxx * syy) : NAN;
 }
 
@@ -309,8 +313,8 @@ static void fit_group(struct leaks *l, size_t gi, double *xs, double *xt)
 			xs[k] = (double)(f->warm + k);
 			xt[k] = (double)(f->t[f->warm + k] - f->t[0]) / 1e9;
 		}
-		fit_line(xt, y, n, &g->slope_s, &r2t);
-		fit_line(xs, y, n, &g->slope_step, &r2s);
+		fit_line(xt, y, n, &g->slope_s, &g->icpt_s, &r2t);
+		fit_line(xs, y, n, &g->slope_step, &g->icpt_step, &r2s);
 		/* Steadiness along the steps, or along the allocations; the
 		 * threshold per step, or per second. */
 		g->r2 = r2s;
@@ -577,10 +581,8 @@ int leaks_write(struct model *m, FILE *out, const struct leaks_opts *o)
 	return err;
 }
 
-int leaks_verdicts(struct model *m, const struct leaks_opts *o,
-		   int (*cb)(void *ctx, const struct model_group *g, const char *verdict,
-			     const char *withheld),
-		   void *ctx)
+int leaks_each(struct model *m, const struct leaks_opts *o,
+	       int (*cb)(void *ctx, const struct leaks_fit *fit), void *ctx)
 {
 	struct leaks l = { .m = m, .o = o };
 	int err = need_stacks(m);
@@ -589,12 +591,54 @@ int leaks_verdicts(struct model *m, const struct leaks_opts *o,
 		return err;
 	model_want(m, MODEL_WANT_SITES);
 	err = analyze(&l);
-	for (size_t i = 0; !err && i < l.g.n; i++)
-		if (l.g.v[i].live_count > 0 || l.groups[i].verdict == V_GROWING)
-			err = cb(ctx, &l.g.v[i], verdict_name(l.groups[i].verdict),
-				 l.groups[i].verdict == V_NA ? l.groups[i].why : NULL);
+	for (size_t i = 0; !err && i < l.g.n; i++) {
+		const struct group *g = &l.groups[i];
+		const struct fit_proc *f = &l.fits[l.g.v[i].mem->proc->index];
+		struct leaks_fit fit = {
+			.g = &l.g.v[i],
+			.verdict = verdict_name(g->verdict),
+			.withheld = g->verdict == V_NA ? g->why : NULL,
+			.fit = fit_name(f->kind),
+			.range = f->kind == FIT_STEPS ? f->range : NULL,
+			.slope_step = g->fitted && f->kind == FIT_STEPS ? g->slope_step : NAN,
+			.slope_s = g->fitted ? g->slope_s : NAN,
+			.r2 = g->fitted ? g->r2 : NAN,
+			.icpt_step = g->icpt_step,
+			.icpt_s = g->icpt_s,
+			.n = f->kind == FIT_NONE ? 0 : f->n,
+			.warm = f->warm,
+			.t = f->t,
+			.y = g->y,
+		};
+
+		if (l.g.v[i].live_count > 0 || g->verdict == V_GROWING)
+			err = cb(ctx, &fit);
+	}
 	leaks_free(&l);
 	return err;
+}
+
+/* leaks_verdicts() is leaks_each() with the verdicts alone. */
+struct verdicts {
+	int (*cb)(void *ctx, const struct model_group *g, const char *verdict, const char *withheld);
+	void *ctx;
+};
+
+static int verdict_of(void *ctx, const struct leaks_fit *fit)
+{
+	struct verdicts *v = ctx;
+
+	return v->cb(v->ctx, fit->g, fit->verdict, fit->withheld);
+}
+
+int leaks_verdicts(struct model *m, const struct leaks_opts *o,
+		   int (*cb)(void *ctx, const struct model_group *g, const char *verdict,
+			     const char *withheld),
+		   void *ctx)
+{
+	struct verdicts v = { cb, ctx };
+
+	return leaks_each(m, o, verdict_of, &v);
 }
 
 /* ---- the command ------------------------------------------------------------------ */

@@ -391,7 +391,17 @@ int model_gpu(struct model *m, const struct model_proc *p, struct model_gpu *out
 struct model_scan {
 	int64_t begin_ns, end_ns;
 	int by_time;
+	int64_t proc_id; /* > 0: only this process's rows (it must be selected) */
+	int brief;       /* kernels and CUDA calls: leave out the launch dimensions
+			  * (and a kernel's registers and shared memory): -1, read
+			  * faster */
 };
+
+/* Every row of one process (by time when by_time). */
+static inline struct model_scan model_scan_proc(const struct model_proc *p, int by_time)
+{
+	return (struct model_scan){ INT64_MIN, INT64_MAX, by_time, p->proc_id, 0 };
+}
 
 struct model_kernel {
 	const struct model_proc *proc;
@@ -432,6 +442,16 @@ struct model_cuda_call {
 	int64_t start_ns, end_ns, ret;
 	int64_t device, stream, bytes, copy_kind; /* -1 / 0 when not recorded */
 	int64_t grid[3], block[3];
+	/* where it was called from, for a call that blocked its thread
+	 * SHM_BLOCKED_STACK_NS or more (schema 8); -1: none */
+	int64_t stack_id, pystack_id;
+};
+
+/* A thread's CPU time as the collector read it (schema 8): on a CPU, and
+ * runnable waiting for one (-1: unknown). */
+struct model_cpu {
+	const struct model_proc *proc;
+	int64_t tid, ts_ns, cpu_ns, wait_ns;
 };
 
 struct model_range {
@@ -471,6 +491,22 @@ int model_markers_each(struct model *m, const struct model_scan *w,
 		       int (*cb)(void *ctx, const struct model_marker *k), void *ctx);
 int model_windows_each(struct model *m, const struct model_scan *w,
 		       int (*cb)(void *ctx, const struct model_window *g), void *ctx);
+/* Readings of threads' CPU time; by time (w->by_time): per process by
+ * time, else per process by thread and time. */
+int model_cpu_each(struct model *m, const struct model_scan *w,
+		   int (*cb)(void *ctx, const struct model_cpu *c), void *ctx);
+
+/*
+ * Where a call was made from: its stacks (an API call's, a CUDA call's)
+ * rendered as the memory commands render an allocation's (sites.h): *native
+ * the innermost frame of the caller's native code outside the CUDA
+ * libraries, *python the innermost Python frame of the user's code ("fn
+ * (file.py:line)"), each NULL when the call has no such stack.  Strings
+ * owned by the model.  Returns 0, -EINVAL (a store without stacks), -EIO
+ * or -ENOMEM.
+ */
+int model_stack_site(struct model *m, int64_t proc_id, int64_t stack_id, int64_t pystack_id,
+		     const char **native, const char **python);
 
 /* Whether the store has the indexes a closed recording gets (collector/
  * store.c): without them, time-ordered and filtered streams sort or scan. */
