@@ -1,20 +1,23 @@
 /*
- * Stack capture and interning.  Cost per captured stack: unw_backtrace
- * over depth + STACK_SKIP frames (cached per return address by libunwind
- * after the first time), a hash of the pcs, one probe and compare in the
- * table.  A new stack also writes its record.  The pcs are hashed and
- * compared where libunwind wrote them, not copied.
+ * Stack capture and interning.  Cost per captured native stack: the walk
+ * (unwind.h; about a nanosecond a frame where it matches the thread's
+ * previous walk, a rule lookup and a step elsewhere), then, unless the pcs
+ * are the previous capture's, a hash of the pcs and one probe and compare
+ * in the table.  A new stack also writes its record.
  *
- * libunwind's caching policy is left at its default: unw_backtrace's
- * cache of return addresses is per thread whatever the policy, and a
- * capture of known addresses takes no lock and makes no system call.  The
- * policy governs the DWARF cache of a return address's first unwind, which
- * masks signals around its lock (and around dl_iterate_phdr, whatever the
- * policy); and Debian 12's libunwind 1.6.2, built without per-thread
- * caches, turns UNW_CACHE_PER_THREAD into UNW_CACHE_GLOBAL anyway.
+ * A capture the walk refuses is made by unw_backtrace (cached per return
+ * address by libunwind after the first time).  libunwind's caching policy
+ * is left at its default: unw_backtrace's cache of return addresses is per
+ * thread whatever the policy, and a capture of known addresses takes no
+ * lock and makes no system call.  The policy governs the DWARF cache of a
+ * return address's first unwind, which masks signals around its lock (and
+ * around dl_iterate_phdr, whatever the policy); and Debian 12's libunwind
+ * 1.6.2, built without per-thread caches, turns UNW_CACHE_PER_THREAD into
+ * UNW_CACHE_GLOBAL anyway.
  *
  * The tables are process-wide (stacktab.h); the emit callback writes the
- * record into the capturing thread's ring.
+ * record into the capturing thread's ring.  Each thread keeps its last
+ * walk and the id it got (initial-exec TLS, about 4 KiB a thread).
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -24,11 +27,14 @@
 #include "pyframes.h"
 #include "stack.h"
 #include "stacktab.h"
+#include "unwind.h"
 
 #define NATIVE_CAP (1u << 16)
 #define NATIVE_WORDS (8u << 20) /* 64 MiB of pcs, reserved, not committed */
 #define PY_CAP (1u << 14)
 #define PY_WORDS (1u << 20)
+/* unw_backtrace's room for the shim's own frames above the caller's */
+#define SELF_MAX 16u
 
 struct stack_rec {
 	struct shm_rec_stack hdr; /* same layout as shm_rec_pystack */
@@ -38,14 +44,22 @@ struct stack_rec {
 _Static_assert(sizeof(struct shm_rec_stack) == sizeof(struct shm_rec_pystack), "stack hdrs");
 _Static_assert(sizeof(struct shm_pyframe) == 2 * sizeof(uint64_t), "pyframe words");
 _Static_assert(sizeof(void *) == sizeof(uint64_t), "pcs are words");
+_Static_assert(SHM_STACK_MAX <= UNWIND_MAX, "a walk holds a whole stack");
 
 struct emit_ctx {
 	struct shim_thread *t;
 	uint16_t type;
 };
 
-int (*stack_unw_bt)(void **, int);
+/* The thread's last walk, and the id its pcs got in stacktab epoch
+ * walk_epoch (0: none). */
+static __thread struct unwind_cache walk;
+static __thread uint32_t walk_id, walk_epoch;
 
+static int (*unw_bt)(void **, int);
+static int walks;      /* unwind_setup succeeded */
+static int check;      /* SHIMMER_STACK_CHECK=1 */
+static uint64_t n_walked, n_full, n_differ;
 static uintptr_t self_lo, self_hi;
 static struct stacktab native, python;
 
@@ -68,6 +82,7 @@ void stack_setup(void)
 {
 	int (*bt)(void **, int);
 	void *lib;
+	int err;
 
 	if (!shim.stacks)
 		return;
@@ -81,13 +96,25 @@ void stack_setup(void)
 	}
 	if (stacktab_init(&python, PY_CAP, PY_WORDS) < 0)
 		shim_log("python stack table: no memory; no Python frames");
-	stack_unw_bt = bt;
+	err = unwind_setup(lib);
+	if (err < 0)
+		shim_log("stack walk: %s; every stack by unw_backtrace", strerrordesc_np(-err));
+	walks = err == 0;
+	check = shim_env_flag("SHIMMER_STACK_CHECK");
+	unw_bt = bt;
 }
 
 void stack_fork_child(void)
 {
 	stacktab_fork_child(&native);
 	stacktab_fork_child(&python);
+	walk_id = 0;
+}
+
+void stack_forget(void)
+{
+	if (walks)
+		unwind_forget();
 }
 
 static inline int in_self(uint64_t pc)
@@ -95,17 +122,111 @@ static inline int in_self(uint64_t pc)
 	return pc - self_lo < self_hi - self_lo;
 }
 
-uint32_t stack_intern(struct shim_thread *t, const uint64_t *pc, int n)
+/*
+ * The state of the first frame outside the shim, followed from this
+ * function's frame by frame pointers: the return address into it, its
+ * stack pointer after the return (the shim frame's CFA) and its rbp (the
+ * one the shim frame saved).  -1 if the chain looks wrong.
+ */
+static __attribute__((noinline)) int first_frame(uint64_t *pc, uint64_t *sp, uint64_t *bp)
 {
-	struct emit_ctx c = { .t = t, .type = SHM_REC_STACK };
+	const uint64_t *fp = __builtin_frame_address(0), *next;
+	uintptr_t lo = (uintptr_t)fp;
 	int i;
 
-	for (i = 0; i < n && in_self(pc[i]); i++)
+	for (i = 0; i < (int)SELF_MAX; i++) {
+		if (!in_self(fp[1])) {
+			*pc = fp[1];
+			*sp = (uint64_t)(uintptr_t)(fp + 2);
+			*bp = fp[0];
+			return 0;
+		}
+		next = (const uint64_t *)(uintptr_t)fp[0];
+		if (next <= fp || (uintptr_t)next - lo > (1u << 20) || ((uintptr_t)next & 7))
+			return -1;
+		fp = next;
+	}
+	return -1;
+}
+
+/* The caller's stack by unw_backtrace: at most depth pcs from the first
+ * frame outside the shim. */
+static __attribute__((noinline)) int full(uint64_t *pc, uint32_t depth)
+{
+	uint64_t buf[SHM_STACK_MAX + SELF_MAX];
+	int n, i;
+
+	n = unw_bt((void **)buf, (int)(depth + SELF_MAX));
+	for (i = 0; i < n && in_self(buf[i]); i++)
 		;
 	n -= i;
-	if (n > (int)shim.stack_depth)
-		n = (int)shim.stack_depth;
-	return n > 0 ? stacktab_id(&native, pc + i, (uint32_t)n, emit, &c) : 0;
+	if (n > (int)depth)
+		n = (int)depth;
+	if (n > 0)
+		memcpy(pc, buf + i, (size_t)n * sizeof(*pc));
+	return n > 0 ? n : 0;
+}
+
+/* SHIMMER_STACK_CHECK: the walk's n pcs against unw_backtrace's. */
+static void check_walk(const uint64_t *pc, int n, uint32_t depth)
+{
+	uint64_t ref[SHM_STACK_MAX];
+	int m = full(ref, depth);
+
+	__atomic_fetch_add(&n_walked, 1, __ATOMIC_RELAXED);
+	if (m != n || memcmp(ref, pc, (size_t)n * sizeof(*pc)))
+		__atomic_fetch_add(&n_differ, 1, __ATOMIC_RELAXED);
+}
+
+uint32_t stack_native(struct shim_thread *t)
+{
+	struct emit_ctx c = { .t = t, .type = SHM_REC_STACK };
+	uint64_t pc[SHM_STACK_MAX], p0, sp, bp;
+	uint32_t id = 0, depth = shim.stack_depth, epoch;
+	int n, same, saved;
+
+	if (!unw_bt)
+		return 0;
+	saved = errno;
+	t->in_shim++;
+	modules_check();
+	if (walks && first_frame(&p0, &sp, &bp) == 0 &&
+	    (n = unwind_walk(&walk, p0, sp, bp, depth, &same)) >= 0) {
+		if (unlikely(check))
+			check_walk(walk.pc, n, depth);
+		epoch = __atomic_load_n(&native.epoch, __ATOMIC_RELAXED);
+		if (same && walk_id && walk_epoch == epoch) {
+			id = walk_id;
+		} else {
+			id = n > 0 ? stacktab_id(&native, walk.pc, (uint32_t)n, emit, &c) : 0;
+			walk_id = id;
+			walk_epoch = epoch;
+		}
+		goto out;
+	}
+	if (unlikely(check))
+		__atomic_fetch_add(&n_full, 1, __ATOMIC_RELAXED);
+	n = full(pc, depth);
+	id = n > 0 ? stacktab_id(&native, pc, (uint32_t)n, emit, &c) : 0;
+out:
+	t->in_shim--;
+	errno = saved;
+	return id;
+}
+
+/* SHIMMER_STACK_CHECK's report, when the process ends. */
+__attribute__((destructor)) static void stack_report(void)
+{
+	uint64_t rules, refused, tfull;
+
+	if (!check || !unw_bt)
+		return;
+	unwind_counts(&rules, &refused, &tfull);
+	shim_warn("stack check: %llu walked, %llu differ from unw_backtrace, %llu by "
+		  "unw_backtrace; %llu rules, %llu refused, table full %llu",
+		  (unsigned long long)n_walked, (unsigned long long)n_differ,
+		  (unsigned long long)n_full, (unsigned long long)rules,
+		  (unsigned long long)refused, (unsigned long long)tfull);
 }
 
 uint32_t stack_python(struct shim_thread *t)
@@ -115,7 +236,7 @@ uint32_t stack_python(struct shim_thread *t)
 	uint32_t n, id = 0;
 	int saved;
 
-	if (!stack_unw_bt || !python.tab)
+	if (!unw_bt || !python.tab)
 		return 0;
 	saved = errno;
 	t->in_shim++;
