@@ -17,11 +17,15 @@
  *
  * The tables are process-wide (stacktab.h); the emit callback writes the
  * record into the capturing thread's ring.  Each thread keeps its last
- * walk and the id it got (initial-exec TLS, about 4 KiB a thread).
+ * walk and the id it got in a struct walk of its slot's (8 KiB each, one
+ * per slot, mapped once and touched only when used): in TLS it would take
+ * that much from every thread's stack, which for a small one is too much.
+ * A slot's next owner starts afresh (the slot's generation tells).
  */
 #include <dlfcn.h>
 #include <errno.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "modules.h"
 #include "pyframes.h"
@@ -51,13 +55,19 @@ struct emit_ctx {
 	uint16_t type;
 };
 
-/* The thread's last walk, and the id its pcs got in stacktab epoch
- * walk_epoch (0: none). */
-static __thread struct unwind_cache walk;
-static __thread uint32_t walk_id, walk_epoch;
+/* A thread's last walk, and the id its pcs got in stacktab epoch `epoch`
+ * (0: none), for the slot's owner of generation `owner`. */
+struct walk {
+	uint64_t owner;
+	uint32_t id;
+	uint32_t epoch;
+	struct unwind_cache c;
+};
+
+static struct walk *walks_of; /* one per slot */
+static uint32_t nwalks;
 
 static int (*unw_bt)(void **, int);
-static int walks;      /* unwind_setup succeeded */
 static int check;      /* SHIMMER_STACK_CHECK=1 */
 static uint64_t n_walked, n_full, n_differ;
 static uintptr_t self_lo, self_hi;
@@ -97,9 +107,17 @@ void stack_setup(void)
 	if (stacktab_init(&python, PY_CAP, PY_WORDS) < 0)
 		shim_log("python stack table: no memory; no Python frames");
 	err = unwind_setup(lib);
+	if (!err) {
+		nwalks = shim.region.nslots;
+		walks_of = mmap(0, nwalks * sizeof(*walks_of), PROT_READ | PROT_WRITE,
+				MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		if (walks_of == MAP_FAILED) {
+			walks_of = 0;
+			err = -errno;
+		}
+	}
 	if (err < 0)
 		shim_log("stack walk: %s; every stack by unw_backtrace", strerrordesc_np(-err));
-	walks = err == 0;
 	check = shim_env_flag("SHIMMER_STACK_CHECK");
 	unw_bt = bt;
 }
@@ -108,12 +126,11 @@ void stack_fork_child(void)
 {
 	stacktab_fork_child(&native);
 	stacktab_fork_child(&python);
-	walk_id = 0;
 }
 
 void stack_forget(void)
 {
-	if (walks)
+	if (walks_of)
 		unwind_forget();
 }
 
@@ -178,11 +195,30 @@ static void check_walk(const uint64_t *pc, int n, uint32_t depth)
 		__atomic_fetch_add(&n_differ, 1, __ATOMIC_RELAXED);
 }
 
+/* The calling thread's walk: its slot's, reset for a new owner. */
+static struct walk *walk_of(struct shim_thread *t)
+{
+	struct walk *w;
+	uint64_t owner;
+
+	if (!walks_of || !t->ring.slot || t->slot_idx >= nwalks)
+		return 0;
+	w = &walks_of[t->slot_idx];
+	owner = __atomic_load_n(&t->ring.slot->generation, __ATOMIC_RELAXED);
+	if (unlikely(w->owner != owner)) {
+		w->owner = owner;
+		w->id = 0;
+		w->c.gen = 0;
+	}
+	return w;
+}
+
 uint32_t stack_native(struct shim_thread *t)
 {
 	struct emit_ctx c = { .t = t, .type = SHM_REC_STACK };
 	uint64_t pc[SHM_STACK_MAX], p0, sp, bp;
 	uint32_t id = 0, depth = shim.stack_depth, epoch;
+	struct walk *w;
 	int n, same, saved;
 
 	if (!unw_bt)
@@ -190,17 +226,17 @@ uint32_t stack_native(struct shim_thread *t)
 	saved = errno;
 	t->in_shim++;
 	modules_check();
-	if (walks && first_frame(&p0, &sp, &bp) == 0 &&
-	    (n = unwind_walk(&walk, p0, sp, bp, depth, &same)) >= 0) {
+	if ((w = walk_of(t)) && first_frame(&p0, &sp, &bp) == 0 &&
+	    (n = unwind_walk(&w->c, p0, sp, bp, depth, &same)) >= 0) {
 		if (unlikely(check))
-			check_walk(walk.pc, n, depth);
+			check_walk(w->c.pc, n, depth);
 		epoch = __atomic_load_n(&native.epoch, __ATOMIC_RELAXED);
-		if (same && walk_id && walk_epoch == epoch) {
-			id = walk_id;
+		if (same && w->id && w->epoch == epoch) {
+			id = w->id;
 		} else {
-			id = n > 0 ? stacktab_id(&native, walk.pc, (uint32_t)n, emit, &c) : 0;
-			walk_id = id;
-			walk_epoch = epoch;
+			id = n > 0 ? stacktab_id(&native, w->c.pc, (uint32_t)n, emit, &c) : 0;
+			w->id = id;
+			w->epoch = epoch;
 		}
 		goto out;
 	}

@@ -308,8 +308,9 @@ static void give(struct unwind_cache *c, const struct frames *f, uint32_t n)
 	memcpy(c->flags, f->flags, n * sizeof(*c->flags));
 }
 
-/* Which states' rbp a later step reads, from frame `last` (whose own
- * rbp counts when the walk resumes from it) down. */
+/* Which states' rbp a later step reads, from the last state down: a
+ * step whose CFA is rbp's, or that leaves rbp as it is for a later one;
+ * and a resumable last state. */
 static void mark_bp(struct unwind_cache *c)
 {
 	uint32_t m = c->n + c->has_next;
@@ -325,6 +326,38 @@ static void mark_bp(struct unwind_cache *c)
 	}
 }
 
+/* The checks of each step: its return address, and the rbp it read when
+ * a later step uses it (an rbp it leaves as it was needs no check: the
+ * state it came from was checked). */
+static void build_checks(struct unwind_cache *c)
+{
+	uint32_t steps = c->has_next ? c->n : c->n - 1, m, i = 0;
+
+	for (m = 0; m < steps; m++) {
+		c->chk_at[m] = (uint16_t)i;
+		c->chk_addr[i] = c->sp[m + 1] - 8;
+		c->chk_val[i++] = c->pc[m + 1];
+		if (c->bp_at[m] != BP_SAME && (c->flags[m + 1] & F_NEEDS_BP)) {
+			c->chk_addr[i] = c->sp[m + 1] + (int64_t)c->bp_at[m];
+			c->chk_val[i++] = c->bp[m + 1];
+		}
+	}
+	c->chk_at[m] = (uint16_t)i;
+}
+
+/* Whether the words steps [from, to) of c read still hold their values.
+ * In order, stopping at the first that does not: each check's address is
+ * one the current walk reads once the checks before it held. */
+static inline int checks_hold(const struct unwind_cache *c, uint32_t from, uint32_t to)
+{
+	uint32_t i = c->chk_at[from], e = c->chk_at[to];
+
+	for (; i < e; i++)
+		if (load(c->chk_addr[i]) != c->chk_val[i])
+			return 0;
+	return 1;
+}
+
 int unwind_walk(struct unwind_cache *c, uint64_t pc, uint64_t sp, uint64_t bp, uint32_t max,
 		int *same)
 {
@@ -334,7 +367,7 @@ int unwind_walk(struct unwind_cache *c, uint64_t pc, uint64_t sp, uint64_t bp, u
 	const struct frames f = { f_pc, f_sp, f_bp, f_at, f_fl };
 	uint32_t g = __atomic_load_n(&gen, __ATOMIC_RELAXED);
 	uint32_t pn = c->gen == g ? c->n : 0, psteps, k = 0, j = 0, m, stop = 0;
-	int joined = 0, has_next = 0, ended = 0;
+	int joined = 0, has_next = 0, ended = 0, final;
 	uint64_t r, v = 0, nb = 0, cfa;
 
 	*same = 0;
@@ -358,24 +391,30 @@ int unwind_walk(struct unwind_cache *c, uint64_t pc, uint64_t sp, uint64_t bp, u
 			j++;
 		if (j < pn && c->sp[j] == sp && c->pc[j] == pc &&
 		    (!(c->flags[j] & F_NEEDS_BP) || c->bp[j] == bp)) {
-			/* Check the previous walk's steps from j on, up to
-			 * the state the new walk's limit needs; bp follows
-			 * the current stack. */
+			/* The previous walk's steps from j on, up to the state
+			 * the new walk's limit needs: when their words hold,
+			 * the rest of the walk is the previous one's. */
 			stop = j + (max - k) < psteps ? j + (max - k) : psteps;
-			for (m = j; m < stop; m++) {
-				f.bp[k + m - j] = bp; /* for take() */
-				v = load(c->sp[m + 1] - 8);
-				nb = c->bp_at[m] == BP_SAME ? bp
-							    : load(c->sp[m + 1] + (int64_t)c->bp_at[m]);
-				if (v != c->pc[m + 1] ||
-				    (nb != c->bp[m + 1] && (c->flags[m + 1] & F_NEEDS_BP)))
-					break;
-				bp = nb;
+			final = stop == j + (max - k) || c->ended;
+			if (final && checks_hold(c, j, stop)) {
+				m = stop;
+			} else {
+				/* Find the step that differs, following rbp. */
+				for (m = j; m < stop; m++) {
+					f.bp[k + m - j] = bp; /* for take() */
+					v = load(c->sp[m + 1] - 8);
+					nb = c->bp_at[m] == BP_SAME
+						     ? bp
+						     : load(c->sp[m + 1] + (int64_t)c->bp_at[m]);
+					if (v != c->pc[m + 1] ||
+					    (nb != c->bp[m + 1] && (c->flags[m + 1] & F_NEEDS_BP)))
+						break;
+					bp = nb;
+				}
 			}
-			if (m == stop && (stop == j + (max - k) || c->ended)) {
-				/* joined: the rest is the previous walk's,
-				 * frames j..stop (stop as a state when the
-				 * walk has one) */
+			if (m == stop && final) {
+				/* joined: frames j..stop of the previous walk
+				 * (stop as a state when the walk has one) */
 				if (stop == j + (max - k)) {
 					has_next = 1;
 					ended = stop == pn && c->ended;
@@ -444,5 +483,7 @@ int unwind_walk(struct unwind_cache *c, uint64_t pc, uint64_t sp, uint64_t bp, u
 	c->ended = (uint8_t)ended;
 	c->gen = g;
 	mark_bp(c);
+	if (c->n + c->has_next > 0)
+		build_checks(c);
 	return (int)c->n;
 }

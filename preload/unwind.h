@@ -46,7 +46,13 @@
 /* The most frames a walk returns. */
 #define UNWIND_MAX 128u
 
-/* A walk: frames 0..n-1, and frame n's state when has_next. */
+/*
+ * A walk: frames 0..n-1, and frame n's state when has_next; and the words
+ * its steps read, as a list of checks (chk_*): for step m (from frame m to
+ * m+1), checks chk_at[m] .. chk_at[m+1]-1 hold each word's address and the
+ * value read there: the return address, and rbp where a later step uses it.
+ * About 8 KiB: give each thread one, not on its stack.
+ */
 struct unwind_cache {
 	uint32_t n;
 	uint8_t has_next; /* the walk stopped at its limit (it resumes from
@@ -61,6 +67,9 @@ struct unwind_cache {
 	uint64_t bp[UNWIND_MAX + 1];
 	int32_t bp_at[UNWIND_MAX + 1]; /* step k read bp[k+1] at sp[k+1] + this */
 	uint8_t flags[UNWIND_MAX + 1];
+	uint16_t chk_at[UNWIND_MAX + 2];
+	uint64_t chk_addr[2 * UNWIND_MAX + 2];
+	uint64_t chk_val[2 * UNWIND_MAX + 2];
 };
 
 /* Resolves what the walk needs from libunwind (lib: its dlopen handle)
