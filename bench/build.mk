@@ -3,6 +3,7 @@
 #   heap_bench   malloc+free pairs, timed inside the loop (bare, shim, heaptrack)
 #   cuda_bench   CUDA runtime calls against the fake runtime from test/
 #   stack_bench  malloc+free pairs at the bottom of a 32-deep call chain
+#   heap_random  PAIRS random-size allocations and frees (exact-mode comparison)
 #   e2e_driver   one shimmerd + N traced clients, wall and collector CPU time
 #
 # The workloads run under the shim, so they are built as $(O)/obj/prog/
@@ -24,7 +25,7 @@ $(O)/bench/heap_bench: $(O)/obj/prog/bench/heap_bench.o
 $(O)/bench/stack_bench: $(O)/obj/prog/bench/stack_bench.o
 	$(call msg,LD,$@)
 	$(Q)mkdir -p $(@D)
-	$(Q)$(CC) $(LDFLAGS) -o $@ $^
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ -lpthread
 
 $(O)/bench/e2e_driver: $(O)/obj/bench/e2e_driver.o
 	$(call msg,LD,$@)
@@ -40,3 +41,10 @@ $(O)/bench/cuda_bench: $(O)/obj/prog/bench/cuda_bench.o $(BENCH_CUDART)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $(O)/obj/prog/bench/cuda_bench.o \
 		-L$(BENCH_CUDART_DIR) -l:libcudart.so.13 -Wl,-rpath,'$$ORIGIN/../test/fake_cudart'
 endif
+
+# heap_random: the exact-mode comparison's workload (2 x PAIRS heap events)
+BENCH_PROGS += $(O)/bench/heap_random
+$(O)/bench/heap_random: $(O)/obj/prog/bench/heap_random.o
+	$(call msg,LD,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^
