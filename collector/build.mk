@@ -16,6 +16,7 @@ $(eval $(call unit_test,ptrmap,$(O)/obj/collector/ptrmap.o))
 $(eval $(call unit_test,store,$(COLLECTOR_STORE_OBJS)))
 # The unit test rule links fixed libraries: libstdc++ goes in by path.
 LIBSTDCXX := $(shell $(CC) -print-file-name=libstdc++.so)
-$(eval $(call unit_test,client,$(O)/obj/collector/client.o \
-	$(O)/obj/collector/clock.o $(O)/obj/collector/ptrmap.o $(COLLECTOR_STORE_OBJS) \
+COLLECTOR_CLIENT_OBJS := $(patsubst %,$(O)/obj/collector/%.o,client ring record ingest \
+	clock ptrmap)
+$(eval $(call unit_test,client,$(COLLECTOR_CLIENT_OBJS) $(COLLECTOR_STORE_OBJS) \
 	$(LIBSTDCXX)))

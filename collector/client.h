@@ -1,10 +1,11 @@
 /*
- * One traced process: its control socket, its event region and the state
- * needed to turn its records into rows.  Everything a client sends is
- * untrusted; validation lives here, and so does the mapping of messages
- * and records to store calls, so tests drive it without a socket:
- * client_message() takes a message and its fds as recvmsg() gave them,
- * client_drain() consumes the region.
+ * One traced process's control connection: the protocol of common/wire.h
+ * (HELLO, STRING, THREAD, GPU_STATUS, KICK, BYE), the processes row and
+ * its parent and exec links.  Its event region is read by a ring source
+ * (ring.h) into an ingest sink (ingest.h); this module only starts and
+ * ends them.  Everything a client sends is untrusted.  Tests drive it
+ * without a socket: client_message() takes a message and its fds as
+ * recvmsg() gave them, client_drain() consumes the region.
  *
  * Return codes: 0; -EBADMSG when the client sent something invalid (one
  * line was logged; the caller ends it with CLIENT_REJECTED); any other

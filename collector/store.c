@@ -129,7 +129,8 @@ static const char *const sql[ST_N] = {
 	[ST_SYNC] = "INSERT INTO gpu_syncs (proc_id, type, context, stream, event, "
 		    "correlation, start_ns, end_ns) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
 	[ST_API] = "INSERT INTO gpu_api (proc_id, tid, domain, name_id, cbid, "
-		   "correlation, start_ns, end_ns) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+		   "correlation, start_ns, end_ns, stack_id, pystack_id) "
+		   "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
 	[ST_RANGE] = "INSERT INTO ranges (proc_id, tid, kind, domain_id, name_id, "
 		     "start_ns, depth, parent_id, color, category) "
 		     "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
@@ -733,6 +734,8 @@ int store_api_add(struct store *s, int64_t proc_id, uint32_t tid,
 	sqlite3_bind_int64(st, 6, r->correlation);
 	sqlite3_bind_int64(st, 7, start_ns);
 	sqlite3_bind_int64(st, 8, end_ns);
+	bind_nonzero(st, 9, r->stack_id);
+	bind_nonzero(st, 10, r->pystack_id);
 	return step(s, st);
 }
 

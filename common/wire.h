@@ -27,7 +27,9 @@
 
 #include <stdint.h>
 
-#define SHM_WIRE_VERSION 3 /* 2: GPU window records, CUPTI drop count; 3: 64-bit correlation */
+#define SHM_WIRE_VERSION 5 /* 2: GPU window records, CUPTI drop count; 3: 64-bit correlation;
+			    4: heap order (seq), SIGNAL, the region's wake futex;
+			    5: launch stacks in API records */
 #define SHM_MAGIC 0x524d4853u /* "SHMR" */
 
 /* Largest control message either side sends or accepts. */
@@ -125,6 +127,7 @@ enum shm_msg_type {
 	SHM_MSG_KICK = 4,   /* shim -> collector: a lossless ring is full, drain now */
 	SHM_MSG_BYE = 5,    /* shim -> collector: orderly exit */
 	SHM_MSG_GPU_STATUS = 6, /* shim -> collector: GPU activity tracing state */
+	SHM_MSG_SIGNAL = 7, /* shim -> collector: a fatal signal is ending the process */
 };
 
 struct shm_msg_hdr {
@@ -225,6 +228,25 @@ struct shm_msg_gpu_status {
 	/* char text[len]; */
 };
 
+/*
+ * SIGNAL: sent from the shim's handler of a fatal signal (SIGSEGV, SIGBUS,
+ * SIGFPE, SIGILL, SIGABRT) just before the default action (or the handler
+ * the program had before the shim's, which it chains to) runs.  The process
+ * may still survive it (a handler of the program's that recovers), so it
+ * says what the shim saw, not how the process ended; the socket closing
+ * after it without a BYE says that.  code and addr: siginfo's si_code and
+ * si_addr; tid: the thread that received it; ts: record clock.
+ */
+struct shm_msg_signal {
+	struct shm_msg_hdr hdr;
+	int32_t signo;
+	int32_t code;
+	uint64_t addr;
+	uint32_t tid;
+	uint32_t pad;
+	uint64_t ts;
+};
+
 /* ---- the event region (memfd) ---------------------------------------- */
 
 #define SHM_REGION_HDR_BYTES 4096u
@@ -250,6 +272,18 @@ struct shm_region {
 	uint64_t heartbeat;       /* collector bumps it on every drain pass */
 	uint64_t exit_ts;         /* record clock at orderly exit, 0 before */
 	uint64_t dropped_cupti;   /* GPU records CUPTI lost (it reports how many) */
+	/*
+	 * Lossless waiting (SHIMMER_LOSSLESS=1).  A producer that finds its
+	 * ring full, or no free slot, adds itself to waiters, reads wake,
+	 * looks again and, still stuck, sleeps in FUTEX_WAIT on wake (a shared
+	 * futex: the region is MAP_SHARED).  After a pass that moved a tail or
+	 * freed a slot the collector, seeing waiters, bumps wake and wakes them
+	 * all (FUTEX_WAKE).  Both sides order their store before the other's
+	 * load with a full barrier, so a wake is never missed; waits are also
+	 * bounded in time.
+	 */
+	uint32_t wake;
+	uint32_t waiters;
 };
 
 enum shm_slot_state {
@@ -328,6 +362,16 @@ struct shm_rec_hdr {
  * block released.  size is the bytes requested (calloc: nmemb * size).
  * aux: realloc/reallocarray's old pointer; the alignment for the aligned
  * functions.
+ *
+ * seq and seq_free place the call in the process's heap order, one counter
+ * for all its threads (from 1; 0 = none): seq is taken after the real
+ * allocator returned the block (allocations), seq_free before the real
+ * free or realloc released one (free, realloc).  An address is only handed
+ * out again after its release completed, so the release of a block always
+ * has a smaller number than the allocation that reuses its address, in
+ * whatever order the threads' records arrive: pair a release with the live
+ * block of that address whose seq is smaller.  (Timestamps cannot do this:
+ * an untimed call is stamped when it starts.)
  */
 struct shm_rec_heap {
 	struct shm_rec_hdr hdr;
@@ -338,6 +382,8 @@ struct shm_rec_heap {
 	uint64_t aux;
 	uint32_t stack_id;   /* native call stack (SHM_REC_STACK), 0 = none */
 	uint32_t pystack_id; /* Python frames (SHM_REC_PYSTACK), 0 = none */
+	uint64_t seq;        /* allocations: heap order of the block's birth */
+	uint64_t seq_free;   /* free, realloc: heap order of the old block's release */
 };
 
 /*
@@ -456,6 +502,11 @@ enum shm_api_domain { SHM_API_RUNTIME = 1, SHM_API_DRIVER = 2 };
  * recorded by a CUPTI callback on the calling thread, so its slot's tid is
  * the launching thread, whichever API (runtime, driver: cuBLAS, cuDNN,
  * Triton) made the call.  start/end are host times (record clock).
+ * stack_id/pystack_id: the call stack of the launching code (native and
+ * Python, as in shm_rec_heap), 0 when none was captured; for a runtime
+ * call made through the shim's hook the native stack starts at the hook's
+ * caller, for any other call at the CUPTI callback (frames of libcupti and
+ * the CUDA libraries innermost).
  */
 struct shm_rec_api {
 	struct shm_rec_hdr hdr;
@@ -465,6 +516,8 @@ struct shm_rec_api {
 	uint32_t name_id; /* interned API function name, e.g. "cuLaunchKernelEx" */
 	uint32_t domain;  /* enum shm_api_domain */
 	uint32_t cbid;    /* CUPTI callback id within the domain */
+	uint32_t stack_id;
+	uint32_t pystack_id;
 	uint32_t pad;
 };
 

@@ -19,6 +19,7 @@
 
 #include "clock.h"
 #include "cupti.h"
+#include "cupti_api.h"
 #include "real.h"
 #include "shim.h"
 #include "stack.h"
@@ -132,6 +133,18 @@ static void end(struct shim_thread *t, struct shm_rec_cuda *r)
 	errno = saved;
 }
 
+/* While CUPTI's callbacks are on (inside a sampling window, or always with
+ * SHIMMER_GPU=all): the caller's stacks, for the API record the real call
+ * makes (cupti_api.h).  Out of line, called by the hook (STACK_SKIP). */
+static __attribute__((noinline)) void site_arm(struct shim_thread *t)
+{
+	if (!t->ring.slot || thread_would_drop(t, sizeof(struct shm_rec_api)))
+		return;
+	cupti_site.stack_id = stack_native(t);
+	cupti_site.pystack_id = stack_python(t);
+	cupti_site.armed = 1;
+}
+
 static uint64_t out_ptr(cudaError_t ret, void **p)
 {
 	return ret == cudaSuccess && p ? (uintptr_t)*p : 0;
@@ -158,8 +171,13 @@ static void set_dims(struct shm_rec_cuda *r, dim3 grid, dim3 block)
 		__typeof__(&NAME) real_ = (__typeof__(&NAME))sym(S_##NAME);  \
 		struct shm_rec_cuda r;                                       \
 		struct shim_thread *t = begin(&r, SHM_FN_##FN, FLAGS);       \
-		cudaError_t ret = real_ ? real_ ARGS : NO_RUNTIME;           \
+		cudaError_t ret;                                             \
                                                                              \
+		if (SHM_FN_STARTS_GPU_WORK(SHM_FN_##FN) && t && cupti_want_site()) \
+			site_arm(t);                                         \
+		ret = real_ ? real_ ARGS : NO_RUNTIME;                       \
+		if (SHM_FN_STARTS_GPU_WORK(SHM_FN_##FN))                     \
+			cupti_site.armed = 0;                                \
 		cupti_check();                                               \
 		if (t) {                                                     \
 			r.t_end = clock_now();                               \

@@ -12,6 +12,13 @@
  * (cupti_check()).  libcupti is dlopen'd then, never linked: a process
  * that never uses CUDA never loads it.  Whatever happens is reported once
  * with SHM_MSG_GPU_STATUS; a failure also with one line on stderr.
+ *
+ * One file per job, each with its contract in its header:
+ *   cupti_lib.h       finding libcupti and binding its functions
+ *   cupti_activity.h  activity kinds, buffers, the converter and flush threads
+ *   cupti_api.h       our subscription and the API callbacks
+ *   cupti_window.h    the sampling windows and the detach state machine
+ *   cupti.c           start, exit and fork (this header)
  */
 #ifndef SHIMMER_CUPTI_H
 #define SHIMMER_CUPTI_H

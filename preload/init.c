@@ -1,27 +1,8 @@
 /*
- * Process lifecycle: the constructor reads the SHIMMER_* environment,
+ * Process lifecycle: the constructor reads the settings (settings.h),
  * connects, builds the region and sends HELLO; fork handlers give a child
- * its own region and connection; the destructor says BYE.
- *
- * Environment (read with getenv; nothing here goes through stdio):
- *   SHIMMER_DISABLE=1        pure pass-through
- *   SHIMMER_SOCKET           collector socket (/run/shimmer/shimmer.sock)
- *   SHIMMER_MALLOC           sample (default) | all | off
- *   SHIMMER_SAMPLE_BYTES     mean bytes between heap samples (524288)
- *   SHIMMER_RING_KB          ring per thread, KiB, power of two (256)
- *   SHIMMER_MAX_THREADS      slots (256)
- *   SHIMMER_LOSSLESS=1       wait for room instead of dropping
- *   SHIMMER_DEBUG=1          debug lines on stderr
- *   SHIMMER_CUPTI=0          no GPU activity (CUPTI); API-level hooks stay
- *   SHIMMER_GPU              sample (default) | all: GPU activity only inside
- *                            sampling windows, or all of it
- *   SHIMMER_GPU_WINDOW_MS    sampling window (20)
- *   SHIMMER_GPU_PERIOD_MS    one window in every period (2000)
- *   SHIMMER_GPU_SYNC=1       GPU synchronisation records too
- *   SHIMMER_NVTX=0           no NVTX ranges
- *   SHIMMER_STACKS           on (default) | off: call stacks of CUDA
- *                            allocations and of shipped heap allocations
- *   SHIMMER_STACK_DEPTH      frames per stack (32, at most SHM_STACK_MAX)
+ * its own region and connection; the destructor says BYE.  This file only
+ * starts and stops: what tracing needs lives in the modules it calls.
  *
  * When tracing starts, CUDA_INJECTION64_PATH and NVTX_INJECTION64_PATH are
  * pointed at the shim unless already set, so CUDA and NVTX call us when
@@ -31,9 +12,6 @@
  * unreachable collector is reported, with one line on stderr.
  */
 #include <errno.h>
-#include <stdarg.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -43,146 +21,29 @@
 #include "cupti.h"
 #include "heap.h"
 #include "intern.h"
+#include "log.h"
 #include "modules.h"
 #include "nvtx.h"
 #include "real.h"
+#include "settings.h"
 #include "shim.h"
 #include "stack.h"
 
-#define DEFAULT_SOCKET "/run/shimmer/shimmer.sock"
-#define DEFAULT_SAMPLE_BYTES 524288u
-#define MAX_SAMPLE_BYTES (1ull << 40)
-#define DEFAULT_RING_KB 256u
-#define DEFAULT_SLOTS 256u
-#define DEFAULT_STACK_DEPTH 32u
-
-struct shim shim = { .sock = -1 };
-
 static int clock_kind;
-
-/* One line on stderr: prefix, the formatted text, a newline.  A stack
- * buffer and one write(2): no stdio, no malloc inside the host. */
-static void say(const char *prefix, const char *fmt, va_list ap)
-{
-	char buf[1024];
-	int n, saved = errno;
-
-	n = snprintf(buf, sizeof(buf), "%s: ", prefix);
-	n += vsnprintf(buf + n, sizeof(buf) - (size_t)n - 1, fmt, ap);
-	if (n > (int)sizeof(buf) - 2)
-		n = (int)sizeof(buf) - 2;
-	buf[n++] = '\n';
-	if (write(STDERR_FILENO, buf, (size_t)n) < 0)
-		n = 0; /* nowhere to report it */
-	errno = saved;
-}
-
-void shim_log(const char *fmt, ...)
-{
-	char prefix[32];
-	va_list ap;
-
-	if (!shim.debug)
-		return;
-	snprintf(prefix, sizeof(prefix), "shimmer[%d]", (int)getpid());
-	va_start(ap, fmt);
-	say(prefix, fmt, ap);
-	va_end(ap);
-}
-
-void shim_warn(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	say("shimmer", fmt, ap);
-	va_end(ap);
-}
-
-int shim_env_flag(const char *name)
-{
-	const char *v = getenv(name);
-
-	return v && v[0] && strcmp(v, "0");
-}
-
-uint64_t shim_env_u64(const char *name, uint64_t def)
-{
-	const char *v = getenv(name);
-	uint64_t x = 0;
-
-	if (!v || !*v)
-		return def;
-	for (; *v; v++) {
-		if (*v < '0' || *v > '9' || x > (UINT64_MAX - 9) / 10)
-			return def;
-		x = x * 10 + (uint64_t)(*v - '0');
-	}
-	return x;
-}
-
-/* The first of names that holds a non-negative integer, else SHM_NO_RANK. */
-static int32_t env_rank(const char *const *names)
-{
-	for (; *names; names++) {
-		uint64_t v = shim_env_u64(*names, UINT64_MAX);
-
-		if (v <= INT32_MAX)
-			return (int32_t)v;
-	}
-	return SHM_NO_RANK;
-}
-
-static void read_config(void)
-{
-	const char *m = getenv("SHIMMER_MALLOC"), *st = getenv("SHIMMER_STACKS");
-	uint64_t depth = shim_env_u64("SHIMMER_STACK_DEPTH", DEFAULT_STACK_DEPTH);
-	uint64_t ring = shim_env_u64("SHIMMER_RING_KB", DEFAULT_RING_KB) * 1024;
-	uint64_t slots = shim_env_u64("SHIMMER_MAX_THREADS", DEFAULT_SLOTS);
-	uint32_t r = SHM_RING_MIN_BYTES;
-
-	shim.debug = shim_env_flag("SHIMMER_DEBUG");
-	shim.lossless = shim_env_flag("SHIMMER_LOSSLESS");
-	shim.mode = SHM_MALLOC_SAMPLE;
-	if (m && !strcmp(m, "all"))
-		shim.mode = SHM_MALLOC_ALL;
-	else if (m && !strcmp(m, "off"))
-		shim.mode = SHM_MALLOC_OFF;
-	else if (m && *m && strcmp(m, "sample"))
-		shim_log("SHIMMER_MALLOC=%s unknown; using sample", m);
-	shim.stacks = !st || !*st || !strcmp(st, "on") || !strcmp(st, "1");
-	if (st && *st && strcmp(st, "on") && strcmp(st, "1") && strcmp(st, "off") &&
-	    strcmp(st, "0"))
-		shim_log("SHIMMER_STACKS=%s unknown; stacks off", st);
-	shim.stack_depth = (uint32_t)(depth < 1 ? 1 : depth > SHM_STACK_MAX ? SHM_STACK_MAX : depth);
-	shim.sample_bytes = shim_env_u64("SHIMMER_SAMPLE_BYTES", DEFAULT_SAMPLE_BYTES);
-	if (!shim.sample_bytes || shim.sample_bytes > MAX_SAMPLE_BYTES)
-		shim.sample_bytes = DEFAULT_SAMPLE_BYTES;
-	while (r < ring && r < SHM_RING_MAX_BYTES)
-		r <<= 1;
-	shim.region.ring_bytes = r;
-	shim.region.nslots = (uint32_t)(slots < 1 ? 1 : slots > SHM_SLOTS_MAX ? SHM_SLOTS_MAX : slots);
-}
 
 /* Connects, builds the region and sends HELLO.  0 or -errno. */
 static int start(uint32_t ppid)
 {
-	static const char *const rank_vars[] = { "RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK",
-						 "SLURM_PROCID", 0 };
-	static const char *const local_vars[] = { "LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
-						  "SLURM_LOCALID", 0 };
-	const char *path = getenv("SHIMMER_SOCKET");
+	const char *path = settings.socket;
 	uint32_t nslots = shim.region.nslots, ring_bytes = shim.region.ring_bytes;
 	struct shm_msg_hello h = { 0 };
 	uint64_t t0, t1;
 	int err;
 
-	if (!path || !*path)
-		path = DEFAULT_SOCKET;
 	shim.pid = (uint32_t)getpid();
 	shim.sock = conn_open(path);
 	if (shim.sock < 0) {
-		shim_warn("collector not reached at %s (%s); not tracing", path,
+		log_warn("collector not reached at %s (%s); not tracing", path,
 			  strerrordesc_np(-shim.sock));
 		err = shim.sock;
 		shim.sock = -1;
@@ -190,18 +51,18 @@ static int start(uint32_t ppid)
 	}
 	err = region_create(&shim.region, nslots, ring_bytes);
 	if (err < 0) {
-		shim_log("region: %s", strerrordesc_np(-err));
+		log_debug("region: %s", strerrordesc_np(-err));
 		goto fail;
 	}
 	h.pid = shim.pid;
 	h.ppid = ppid;
 	h.uid = (uint32_t)getuid();
-	h.flags = shim.lossless ? SHM_HELLO_LOSSLESS : 0;
-	h.rank = env_rank(rank_vars);
-	h.local_rank = env_rank(local_vars);
+	h.flags = settings.lossless ? SHM_HELLO_LOSSLESS : 0;
+	h.rank = settings.rank;
+	h.local_rank = settings.local_rank;
 	h.malloc_mode = (uint32_t)shim.mode;
 	h.clock = (uint32_t)clock_kind;
-	h.sample_bytes = shim.sample_bytes;
+	h.sample_bytes = settings.sample_bytes;
 	h.start_wall_ns = clock_ns(CLOCK_REALTIME);
 	t0 = clock_now();
 	h.start_mono_ns = clock_ns(CLOCK_MONOTONIC);
@@ -212,7 +73,7 @@ static int start(uint32_t ppid)
 	h.ring_bytes = ring_bytes;
 	err = conn_hello(shim.sock, &h, shim.region.fd);
 	if (err < 0) {
-		shim_log("hello: %s", strerrordesc_np(-err));
+		log_debug("hello: %s", strerrordesc_np(-err));
 		goto fail;
 	}
 	/* The collector holds its own descriptor now; the mapping is ours. */
@@ -220,8 +81,8 @@ static int start(uint32_t ppid)
 	shim.region.fd = -1;
 	err = intern_init(shim.sock);
 	if (err < 0)
-		shim_log("intern table: %s; names will be missing", strerrordesc_np(-err));
-	shim_log("tracing pid %u: %u slots of %u bytes, malloc mode %d, clock %d", shim.pid,
+		log_debug("intern table: %s; names will be missing", strerrordesc_np(-err));
+	log_debug("tracing pid %u: %u slots of %u bytes, malloc mode %d, clock %d", shim.pid,
 		 nslots, ring_bytes, shim.mode, clock_kind);
 	return 0;
 fail:
@@ -279,25 +140,28 @@ __attribute__((constructor)) static void shim_init(void)
 
 	shim_tls.in_shim++;
 	heap_boot();
-	if (shim_env_flag("SHIMMER_DISABLE"))
+	settings_read();
+	if (settings.disable)
 		goto out;
-	read_config();
+	shim.mode = settings.malloc_mode;
+	shim.region.ring_bytes = settings.ring_bytes;
+	shim.region.nslots = settings.nslots;
 	clock_kind = clock_init();
 	err = heap_setup(shim.mode);
 	if (err < 0) {
-		shim_log("sampled set: %s; heap not traced", strerrordesc_np(-err));
+		log_debug("sampled set: %s; heap not traced", strerrordesc_np(-err));
 		shim.mode = SHM_MALLOC_OFF;
 	}
 	err = thread_init();
 	if (err < 0) {
-		shim_log("thread key: %s", strerrordesc_np(-err));
+		log_debug("thread key: %s", strerrordesc_np(-err));
 		goto out;
 	}
 	if (start((uint32_t)getppid()) < 0)
 		goto out;
 	err = -pthread_atfork(thread_fork_prepare, thread_fork_parent, fork_child);
 	if (err < 0) {
-		shim_log("pthread_atfork: %s; not tracing", strerrordesc_np(-err));
+		log_debug("pthread_atfork: %s; not tracing", strerrordesc_np(-err));
 		goto out;
 	}
 	self = real_self_path();
@@ -305,7 +169,7 @@ __attribute__((constructor)) static void shim_init(void)
 	nvtx_setup(self);
 	err = modules_init();
 	if (err < 0)
-		shim_log("module table: %s; no module reports", strerrordesc_np(-err));
+		log_debug("module table: %s; no module reports", strerrordesc_np(-err));
 	stack_setup();
 	enable();
 	modules_report();

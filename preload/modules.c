@@ -264,6 +264,11 @@ int modules_init(void)
 	return 0;
 }
 
+void modules_mark_stale(void)
+{
+	__atomic_store_n(&modules_stale, STALE_WALKS, __ATOMIC_RELAXED);
+}
+
 static int traced_now(void)
 {
 	return mods && !shim_tls.in_shim && __atomic_load_n(&shim.on, __ATOMIC_RELAXED);

@@ -33,6 +33,11 @@ void modules_fork_child(void);
 /* Nonzero when a bare-name dlopen may have loaded objects not reported. */
 extern int modules_stale;
 
+/* Objects the shim itself loaded (libcupti): reported by the next report,
+ * as after a bare-name dlopen, since a load made inside the shim reports
+ * nothing at once.  Thread-safe. */
+void modules_mark_stale(void);
+
 /* The calling-side check of captures: cheap when nothing changed. */
 static inline void modules_check(void)
 {

@@ -23,7 +23,9 @@
 
 #include "api.h"
 #include "intern.h"
+#include "log.h"
 #include "nvtx.h"
+#include "settings.h"
 #include "utf8.h"
 
 #define UTF8_MAX 1024
@@ -272,9 +274,7 @@ static int install(const NvtxExportTableCallbacks *cb, NvtxCallbackModule module
 
 void nvtx_setup(const char *self)
 {
-	const char *v = getenv("SHIMMER_NVTX");
-
-	disabled = v && !strcmp(v, "0");
+	disabled = !settings.nvtx;
 	if (!disabled && self && !getenv("NVTX_INJECTION64_PATH"))
 		setenv("NVTX_INJECTION64_PATH", self, 1);
 }
@@ -297,6 +297,6 @@ SHIM_EXPORT int InitializeInjectionNvtx2(NvtxGetExportTableFunc_t get)
 		return 0;
 	/* Old NVTX without domains: the core still works. */
 	install(cb, NVTX_CB_MODULE_CORE2, core2, sizeof(core2) / sizeof(core2[0]));
-	shim_log("NVTX injected");
+	log_debug("NVTX injected");
 	return 1;
 }

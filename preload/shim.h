@@ -1,12 +1,14 @@
 /*
- * State shared by the shim's modules: the process-wide configuration and
- * connection (init.c), and each thread's slot, ring producer and sampler
- * (thread.c).
+ * State shared by the shim's modules: whether and how the process is
+ * traced, its connection and region (`shim`), and each thread's slot, ring
+ * producer and sampler (shim_tls); both live in thread.c.  The settings
+ * they were made from are settings.h's, lines on stderr log.h's; init.c
+ * starts and stops tracing.
  *
  * Threads: `shim` is written only by the constructor and the fork child
- * handler, before tracing is switched on, except `paused` and `heap`
- * (shimmer_pause/resume, api.c); hooks read `on`, `paused` and `heap` with
- * relaxed loads.  shim_tls is the calling thread's own state, initial-exec
+ * handler, before tracing is switched on, except `on` (tracing_stop()),
+ * `paused` and `heap` (shimmer_pause/resume, api.c); hooks read `on`,
+ * `paused` and `heap` with relaxed loads.  shim_tls is the calling thread's own state, initial-exec
  * TLS so that a hook reaches it with one %fs-relative load.  in_shim is the
  * re-entry guard: while it is set, hooks call straight through, so the
  * allocations of dlsym, pthread_setspecific and friends made on our behalf
@@ -21,6 +23,7 @@
 #include "region.h"
 #include "ring.h"
 #include "sampler.h"
+#include "settings.h"
 #include "wire.h"
 
 #define likely(x) __builtin_expect(!!(x), 1)
@@ -31,13 +34,8 @@ struct shim {
 	int on;            /* tracing: the collector has our region */
 	int paused;        /* shimmer_pause(): record nothing until resume */
 	int heap;          /* enum shm_malloc_mode in force, OFF while !on */
-	int mode;          /* the configured SHIMMER_MALLOC */
-	int lossless;      /* SHIMMER_LOSSLESS=1 */
-	int debug;         /* SHIMMER_DEBUG=1 */
-	int stacks;        /* SHIMMER_STACKS=on: capture allocation stacks */
-	uint32_t stack_depth; /* SHIMMER_STACK_DEPTH, 1..SHM_STACK_MAX */
+	int mode;          /* SHIMMER_MALLOC, OFF if its set-up failed */
 	int sock;          /* control socket, -1 when none */
-	uint64_t sample_bytes;
 	uint32_t pid;
 	pthread_key_t key; /* its destructor retires the thread's slot */
 	struct region region;
@@ -121,7 +119,7 @@ int thread_emit(struct shim_thread *t, const void *rec, uint32_t len);
  * into a no, never the reverse, until the thread writes. */
 static inline int thread_would_drop(struct shim_thread *t, uint32_t len)
 {
-	return !shim.lossless && !ring_fits(&t->ring, len);
+	return !settings.lossless && !ring_fits(&t->ring, len);
 }
 
 /* The same for a heap record, which must leave an eighth of the ring free:
@@ -129,7 +127,7 @@ static inline int thread_would_drop(struct shim_thread *t, uint32_t len)
  * room of the rarer records behind it (CUDA calls, ranges, GPU work). */
 static inline int thread_would_drop_heap(struct shim_thread *t, uint32_t len)
 {
-	return !shim.lossless && !ring_fits_spare(&t->ring, len, t->ring.bytes / 8);
+	return !settings.lossless && !ring_fits_spare(&t->ring, len, t->ring.bytes / 8);
 }
 
 /* thread_emit() that waits for room even without SHIMMER_LOSSLESS, unless
@@ -150,20 +148,5 @@ void thread_fork_prepare(void);
 void thread_fork_parent(void);
 /* In the child: forget the parent's slot; the next traced call claims one. */
 void thread_fork_child(void);
-
-/* Whether environment variable name is set, non-empty and not "0". */
-int shim_env_flag(const char *name);
-
-/* The unsigned decimal in environment variable name (digits only); def
- * when it is unset or malformed.  Never allocates. */
-uint64_t shim_env_u64(const char *name, uint64_t def);
-
-/* A debug line on stderr when SHIMMER_DEBUG=1; never allocates, preserves
- * errno. */
-void shim_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-/* The one stderr line ("shimmer: ...") that says what a failure turned
- * off, whatever SHIMMER_DEBUG says; never allocates, preserves errno. */
-void shim_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 #endif /* SHIMMER_SHIM_H */

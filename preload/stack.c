@@ -27,6 +27,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "log.h"
 #include "modules.h"
 #include "pyframes.h"
 #include "stack.h"
@@ -94,18 +95,17 @@ void stack_setup(void)
 	void *lib;
 	int err;
 
-	if (!shim.stacks)
+	if (!settings.stacks)
 		return;
 	lib = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
 	bt = lib ? (int (*)(void **, int))dlsym(lib, "unw_backtrace") : 0;
 	if (!bt || modules_span_of((const void *)stack_setup, &self_lo, &self_hi) < 0 ||
 	    stacktab_init(&native, NATIVE_CAP, NATIVE_WORDS) < 0) {
-		shim_warn("libunwind not available; no call stacks");
-		shim.stacks = 0;
+		log_warn("libunwind not available; no call stacks");
 		return;
 	}
 	if (stacktab_init(&python, PY_CAP, PY_WORDS) < 0)
-		shim_log("python stack table: no memory; no Python frames");
+		log_debug("python stack table: no memory; no Python frames");
 	err = unwind_setup(lib);
 	if (!err) {
 		nwalks = shim.region.nslots;
@@ -117,8 +117,8 @@ void stack_setup(void)
 		}
 	}
 	if (err < 0)
-		shim_log("stack walk: %s; every stack by unw_backtrace", strerrordesc_np(-err));
-	check = shim_env_flag("SHIMMER_STACK_CHECK");
+		log_debug("stack walk: %s; every stack by unw_backtrace", strerrordesc_np(-err));
+	check = settings.stack_check;
 	unw_bt = bt;
 }
 
@@ -217,7 +217,7 @@ uint32_t stack_native(struct shim_thread *t)
 {
 	struct emit_ctx c = { .t = t, .type = SHM_REC_STACK };
 	uint64_t pc[SHM_STACK_MAX], p0, sp, bp;
-	uint32_t id = 0, depth = shim.stack_depth, epoch;
+	uint32_t id = 0, depth = settings.stack_depth, epoch;
 	struct walk *w;
 	int n, same, saved;
 
@@ -258,7 +258,7 @@ __attribute__((destructor)) static void stack_report(void)
 	if (!check || !unw_bt)
 		return;
 	unwind_counts(&rules, &refused, &tfull);
-	shim_warn("stack check: %llu walked, %llu differ from unw_backtrace, %llu by "
+	log_warn("stack check: %llu walked, %llu differ from unw_backtrace, %llu by "
 		  "unw_backtrace; %llu rules, %llu refused, table full %llu",
 		  (unsigned long long)n_walked, (unsigned long long)n_differ,
 		  (unsigned long long)n_full, (unsigned long long)rules,
@@ -276,7 +276,7 @@ uint32_t stack_python(struct shim_thread *t)
 		return 0;
 	saved = errno;
 	t->in_shim++;
-	n = py_frames(f, shim.stack_depth);
+	n = py_frames(f, settings.stack_depth);
 	if (n)
 		id = stacktab_id(&python, (const uint64_t *)(const void *)f, 2 * n, emit, &c);
 	t->in_shim--;

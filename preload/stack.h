@@ -32,7 +32,7 @@
 #include "shim.h"
 
 /* Loads libunwind, finds the shim's own address range and maps the
- * tables, when shim.stacks says so; on failure leaves stacks off.  Not
+ * tables, when settings.stacks says so; on failure leaves stacks off.  Not
  * thread-safe (constructor). */
 void stack_setup(void);
 
@@ -44,7 +44,7 @@ void stack_fork_child(void);
 void stack_forget(void);
 
 /*
- * The id of the calling thread's native stack (at most shim.stack_depth
+ * The id of the calling thread's native stack (at most settings.stack_depth
  * frames, from the interposed function's caller), its STACK record written
  * first if new; 0 when stacks are off, the table is full or the record
  * could not be written.  Calls from libunwind back into our hooks pass

@@ -1,5 +1,5 @@
 /*
- * Per-thread tracing state.  A thread claims a slot lazily on its first
+ * Per-thread tracing state, and the process-wide `shim` (shim.h).  A thread claims a slot lazily on its first
  * traced call, so threads that existed before the constructor ran, or that
  * never allocate, cost nothing.  A pthread key destructor retires the slot
  * when the thread exits; the main thread never runs key destructors and
@@ -14,12 +14,14 @@
 #include "clock.h"
 #include "conn.h"
 #include "intern.h"
+#include "log.h"
 #include "shim.h"
 
 #define NOSLOT_RETRY 0xffffu        /* calls between claim retries */
 #define LOSSLESS_NAP_NS 50000
 #define COLLECTOR_GONE_NS 5000000000ull
 
+struct shim shim = { .sock = -1 };
 __thread struct shim_thread shim_tls;
 
 static uint32_t claim_hint;
@@ -49,14 +51,14 @@ static void claim(struct shim_thread *t)
 	int idx;
 
 	sampler_seed(&t->sampler, clock_now() ^ ((uint64_t)tid * 0x9e3779b97f4a7c15ull),
-		     shim.sample_bytes);
+		     settings.sample_bytes);
 	idx = region_claim(&shim.region, __atomic_load_n(&claim_hint, __ATOMIC_RELAXED), tid);
 	/* Reaped slots become claimable once the collector has drained them. */
 	if (idx < 0 && region_reap(&shim.region, shim.pid) > 0)
-		shim_log("retired the slots of exited threads");
+		log_debug("retired the slots of exited threads");
 	if (idx < 0) {
 		t->state = TS_NOSLOT;
-		shim_log("thread %u: no free slot", tid);
+		log_debug("thread %u: no free slot", tid);
 		return;
 	}
 	__atomic_store_n(&claim_hint, (uint32_t)idx + 1, __ATOMIC_RELAXED);
@@ -108,7 +110,7 @@ static void *wait_room(struct shim_thread *t, uint32_t len)
 			since = now;
 		} else if (now - since > COLLECTOR_GONE_NS) {
 			__atomic_store_n(&gone_beat, beat, __ATOMIC_RELAXED);
-			shim_log("collector heartbeat stopped; dropping instead of waiting");
+			log_debug("collector heartbeat stopped; dropping instead of waiting");
 			break;
 		}
 	}
@@ -140,7 +142,7 @@ static inline int emit(struct shim_thread *t, const void *rec, uint32_t len, int
 
 int thread_emit(struct shim_thread *t, const void *rec, uint32_t len)
 {
-	return emit(t, rec, len, shim.lossless);
+	return emit(t, rec, len, settings.lossless);
 }
 
 int thread_emit_wait(struct shim_thread *t, const void *rec, uint32_t len)

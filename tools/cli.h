@@ -30,6 +30,7 @@ extern const struct command summary_command;
 extern const struct command leaks_command;
 extern const struct command peak_command;
 extern const struct command temporary_command;
+extern const struct command export_command;
 
 /* Print "shimmer: error: <fmt>\n" on stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -14,6 +14,7 @@ static const struct command *const commands[] = {
 	&leaks_command,
 	&peak_command,
 	&temporary_command,
+	&export_command,
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))

@@ -221,7 +221,8 @@ static int allocator_frame(const struct sym_frame *f)
 	const char *mod = f->module ? base_name(f->module) : "";
 
 	if (strncmp(mod, "libshimmer", 10) == 0 || strncmp(mod, "libcudart", 9) == 0 ||
-	    strncmp(mod, "libcuda.", 8) == 0 || strncmp(mod, "libcuda-", 8) == 0)
+	    strncmp(mod, "libcuda.", 8) == 0 || strncmp(mod, "libcuda-", 8) == 0 ||
+	    strncmp(mod, "libcupti", 8) == 0)
 		return 1;
 	if (!f->function)
 		return 0;

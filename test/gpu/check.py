@@ -255,6 +255,60 @@ for keep in ("graph", "item"):
     row(f"{keep}: cuda:0 peak == max_memory_reserved", peak, torch_view["max_memory_reserved"],
         peak == torch_view["max_memory_reserved"])
 
+# Issue 11: shimmer export of the sampled loop (Perfetto trace) and GPU time
+# by launching line (folded), against the stores they come from.
+def export_checks():
+    import json
+    from collections import defaultdict
+    try:
+        ev = json.load(open(f"{out}/sampled.trace.json"))["traceEvents"]
+    except Exception as e:
+        row("export: chrome trace parses", "no", "yes", False)
+        print(f"   {e}")
+        return
+    sdb = sqlite3.connect(f"{out}/sampled.db")
+    names = {(e["pid"], e["tid"]): e["args"]["name"] for e in ev
+             if e["ph"] == "M" and e["name"] == "thread_name"}
+    kern = [e for e in ev if e["ph"] == "X" and e.get("cat") == "kernel"]
+    tracks = defaultdict(set)
+    misplaced = 0
+    for k in kern:
+        a = k["args"]
+        tracks[(k["pid"], a["device"], a["stream"])].add(k["tid"])
+        misplaced += names.get((k["pid"], k["tid"])) != f"GPU {a['device']} stream {a['stream']}"
+    streams = sdb.execute("select count(*) from (select distinct proc_id, device, stream"
+                          " from kernels)").fetchone()[0]
+    one = all(len(t) == 1 for t in tracks.values()) and not misplaced
+    row("export: one track per stream (tracks/streams)", len(tracks), streams,
+        one and len(tracks) == streams and streams > 0)
+    ends = {(e["pid"], e["tid"], e["ts"]) for e in ev if e["ph"] == "f"}
+    linked = sum((k["pid"], k["tid"], k["ts"]) in ends for k in kern)
+    in_store = sdb.execute("select count(*) from kernels_named where launch_ns is not null"
+                           ).fetchone()[0]
+    row("export: sampled kernels with a flow", linked, in_store,
+        linked == in_store and len(kern) > 0 and linked >= 0.99 * len(kern))
+    for which, summ in (("train", f"{out}/summary.csv"), ("sampled", f"{out}/sampled_summary.csv")):
+        lines = [l.rsplit(" ", 1) for l in open(f"{out}/{which}_gpu.folded").read().splitlines()]
+        total = sum(int(w) for _, w in lines)
+        # launches with Python frames (forward, optimizer) must come from
+        # train.py; autograd's device threads launch the backward pass
+        # with none (native frames only)
+        py = sum(int(w) for st, w in lines if ".py:" in st)
+        on_train = sum(int(w) for st, w in lines if "train.py:" in st)
+        ksum = sum(float(r["total_ns"] or 0) for r in csv.DictReader(open(summ))
+                   if r.get("kind") == "kernel")
+        row(f"export: {which} Python-launched time on train.py", f"{on_train / max(py, 1):.4f}",
+            ">=0.99", py > 0 and on_train >= 0.99 * py)
+        print(f"   {which}: GPU time launched with Python frames {py / max(total, 1):.1%}"
+              f" (the rest from threads running no Python: autograd's backward pass)")
+        row(f"export: {which} folded sum == summary kernels", total, int(ksum),
+            ksum > 0 and abs(total - ksum) <= max(2, 1e-6 * ksum))
+        top = sorted(((int(w), st.split(";")[-1]) for st, w in lines), reverse=True)[:3]
+        print(f"   {which}: top launching frames: " + "; ".join(f"{f} {w / 1e6:.1f} ms" for w, f in top))
+
+
+export_checks()
+
 print(f"\nloop: bare {bare.get('loop_s')} s, shimmer {traced.get('loop_s')} s, "
       f"torch.profiler {last_json(out + '/prof.json').get('loop_s')} s (one run each; see bench/gpu-overhead)")
 print("gpu: ALL PASS" if not failed else f"gpu: {len(failed)} FAILED: " + "; ".join(failed))

@@ -1,0 +1,47 @@
+/*
+ * What records mean: the sink that turns one process's checked records
+ * (record.h) into store rows.  Heap and CUDA allocations become
+ * allocations rows, their frees complete them (blocks tracked by address,
+ * see ingest.c); CUDA calls, GPU activity, API calls, marks, counters,
+ * stacks and modules become one row each; push ranges nest per stream and
+ * START/END ranges pair by id; GPU sampling windows set the process's
+ * sampled span.  Exact counters and drops are added to their tables.
+ *
+ * Timestamps arrive in the process's record clock and are converted here.
+ * Errors are the store's (already logged, fatal) or -ENOMEM.  Not
+ * thread-safe: one thread owns an ingest.
+ */
+#ifndef SHIMMER_COLLECTOR_INGEST_H
+#define SHIMMER_COLLECTOR_INGEST_H
+
+#include <stdint.h>
+
+#include "clock.h"
+#include "record.h"
+#include "store.h"
+
+struct ingest;
+
+struct ingest_conf {
+	struct store *store;
+	int64_t proc_id;          /* the processes row the rows belong to */
+	uint32_t clock;           /* enum shm_clock of the records */
+	const struct clock *tsc;  /* the collector's TSC calibration (outlives us) */
+	uint32_t malloc_mode;     /* enum shm_malloc_mode, validated */
+	uint64_t sample_bytes;    /* the sampler's mean bytes between samples */
+	uint32_t nstreams;        /* streams the source numbers from 0 */
+};
+
+/* NULL with errno ENOMEM. */
+struct ingest *ingest_new(const struct ingest_conf *conf);
+
+/* The sink that feeds this ingest (valid while it lives). */
+const struct rec_sink *ingest_sink(struct ingest *in);
+
+/* A time in the record clock as CLOCK_MONOTONIC ns. */
+int64_t ingest_ns(const struct ingest *in, uint64_t ts);
+
+/* NULL is a no-op. */
+void ingest_free(struct ingest *in);
+
+#endif

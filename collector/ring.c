@@ -1,0 +1,466 @@
+/*
+ * Reading a region follows the ring protocol of common/wire.h.  The
+ * producer can write its region at any moment, so nothing is used where it
+ * lies: head is read once per pass (acquire) and checked against our own
+ * copy of tail, and each record is copied out before its header is checked
+ * and used.  A pass over a slot consumes at most the bytes published when
+ * it started, so no loop is driven by the producer.  A malformed record
+ * stops its slot for good (it is never read again); the rest of the region
+ * is still drained.
+ *
+ * Blocks move between threads: one thread's free often ends a block that
+ * another allocated, and the two records sit in different rings.  So a
+ * pass merges the slots in rec_key() order with a binary min-heap of
+ * cursors (one per slot with records), up to a limit read before any head:
+ * a record stamped before the limit was published before any record whose
+ * call began after it, so every block a merged free refers to has its
+ * allocation in this pass or an earlier one.
+ *
+ * Exact counters: per slot we keep the count[]/bytes[]/dropped values
+ * already handed on and hand on only the difference.  When a retired slot
+ * has been drained and its totals handed on, we zero its counters before
+ * setting it FREE, so the next owner's counts start from zero whether or
+ * not the producer also zeroes them on claim; a new generation also
+ * restarts our baseline.
+ */
+#include "ring.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+
+struct slot_state {
+	uint64_t tail;
+	uint64_t generation;
+	uint64_t dropped;
+	uint64_t count[SHM_FN_COUNT];
+	uint64_t bytes[SHM_FN_COUNT];
+	int bad;
+};
+
+/* Where a pass stands in one slot: the next record, copied out. */
+struct cursor {
+	uint32_t slot;
+	uint32_t tid;
+	uint32_t state;
+	uint64_t head, tail;
+	uint64_t key; /* when the next record's event took effect (rec_key()) */
+	union rec rec;
+};
+
+struct ring {
+	void *map;
+	size_t map_bytes;
+	struct shm_region *region;
+	uint32_t nslots, ring_bytes;
+	struct slot_state *slots;
+	struct cursor *cursors;           /* nslots of them, for ring_drain() */
+	struct cursor **frontier, **heap; /* the pass's open cursors; the merge's heap */
+	uint64_t no_slot_stored;
+	uint64_t cupti_stored;
+	uint64_t heartbeat;
+	char why[256]; /* the first reason data was invalid */
+};
+
+/* Keeps the first reason and returns -EBADMSG. */
+__attribute__((format(printf, 2, 3)))
+static int invalid(struct ring *r, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!r->why[0]) {
+		va_start(ap, fmt);
+		vsnprintf(r->why, sizeof(r->why), fmt, ap);
+		va_end(ap);
+	}
+	return -EBADMSG;
+}
+
+const char *ring_why(const struct ring *r)
+{
+	return r->why;
+}
+
+static struct shm_slot *slot_at(const struct ring *r, uint32_t i)
+{
+	return (struct shm_slot *)((char *)r->map + SHM_REGION_HDR_BYTES +
+				   i * SHM_SLOT_STRIDE(r->ring_bytes));
+}
+
+/* ---- mapping ---- */
+
+__attribute__((format(printf, 3, 4)))
+static struct ring *refuse(char *why, size_t len, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(why, len, fmt, ap);
+	va_end(ap);
+	errno = EBADMSG;
+	return NULL;
+}
+
+static int check_geometry(const struct ring_geometry *g, char *why, size_t len)
+{
+	if (g->nslots == 0 || g->nslots > SHM_SLOTS_MAX)
+		return refuse(why, len, "HELLO nslots %u outside [1, %u]", g->nslots,
+			      SHM_SLOTS_MAX), -EBADMSG;
+	if (g->ring_bytes < SHM_RING_MIN_BYTES || g->ring_bytes > SHM_RING_MAX_BYTES ||
+	    (g->ring_bytes & (g->ring_bytes - 1)))
+		return refuse(why, len, "HELLO ring_bytes %u is not a power of two in [%u, %u]",
+			      g->ring_bytes, SHM_RING_MIN_BYTES, SHM_RING_MAX_BYTES), -EBADMSG;
+	if (g->region_bytes != SHM_REGION_BYTES(g->nslots, g->ring_bytes))
+		return refuse(why, len, "HELLO region_bytes %llu does not match %u slots of %u bytes",
+			      (unsigned long long)g->region_bytes, g->nslots, g->ring_bytes),
+		       -EBADMSG;
+	return 0;
+}
+
+struct ring *ring_new(int memfd, const struct ring_geometry *g, char *why, size_t why_len)
+{
+	struct shm_region hdr;
+	struct ring *r;
+	struct stat sb;
+	int seals;
+	void *map;
+
+	if (check_geometry(g, why, why_len))
+		return NULL;
+	if (fstat(memfd, &sb) < 0 || (uint64_t)sb.st_size != g->region_bytes)
+		return refuse(why, why_len, "region memfd is not %llu bytes long",
+			      (unsigned long long)g->region_bytes);
+	seals = fcntl(memfd, F_GET_SEALS);
+	if (seals < 0 || !(seals & F_SEAL_SHRINK))
+		return refuse(why, why_len, "region memfd is not sealed against shrinking");
+	map = mmap(NULL, g->region_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+	if (map == MAP_FAILED)
+		return refuse(why, why_len, "cannot map the region: %s", strerror(errno));
+	memcpy(&hdr, map, sizeof(hdr));
+	if (hdr.magic != SHM_MAGIC || hdr.version != SHM_WIRE_VERSION ||
+	    hdr.nslots != g->nslots || hdr.ring_bytes != g->ring_bytes) {
+		munmap(map, g->region_bytes);
+		return refuse(why, why_len, "region header does not match HELLO");
+	}
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		goto nomem;
+	r->map = map;
+	r->map_bytes = g->region_bytes;
+	r->region = map;
+	r->nslots = g->nslots;
+	r->ring_bytes = g->ring_bytes;
+	r->slots = calloc(g->nslots, sizeof(*r->slots));
+	r->cursors = calloc(g->nslots, sizeof(*r->cursors));
+	r->frontier = calloc(g->nslots, sizeof(*r->frontier));
+	r->heap = calloc(g->nslots, sizeof(*r->heap));
+	if (!r->slots || !r->cursors || !r->frontier || !r->heap) {
+		ring_free(r);
+		errno = ENOMEM;
+		return NULL;
+	}
+	for (uint32_t i = 0; i < r->nslots; i++)
+		r->slots[i].tail = __atomic_load_n(&slot_at(r, i)->tail, __ATOMIC_RELAXED);
+	return r;
+nomem:
+	munmap(map, g->region_bytes);
+	errno = ENOMEM;
+	return NULL;
+}
+
+void ring_free(struct ring *r)
+{
+	if (!r)
+		return;
+	if (r->map)
+		munmap(r->map, r->map_bytes);
+	free(r->slots);
+	free(r->cursors);
+	free(r->frontier);
+	free(r->heap);
+	free(r);
+}
+
+/* ---- counters ---- */
+
+/* A new owner (generation) restarts the baseline of the counters and the
+ * sink's state for the slot. */
+static void sync_owner(struct ring *r, uint32_t i, const struct rec_sink *sink)
+{
+	struct slot_state *ss = &r->slots[i];
+	uint64_t gen = __atomic_load_n(&slot_at(r, i)->generation, __ATOMIC_ACQUIRE);
+
+	if (gen == ss->generation)
+		return;
+	ss->generation = gen;
+	ss->dropped = 0;
+	memset(ss->count, 0, sizeof(ss->count));
+	memset(ss->bytes, 0, sizeof(ss->bytes));
+	sink->stream_new(sink->ctx, i);
+}
+
+/* Difference since the last hand-on; a counter that went backwards was
+ * restarted by its owner, so all of it is new. */
+static uint64_t delta(uint64_t *stored, uint64_t now)
+{
+	uint64_t d = now >= *stored ? now - *stored : now;
+
+	*stored = now;
+	return d;
+}
+
+static int flush_slot(struct ring *r, uint32_t i, const struct rec_sink *sink)
+{
+	struct shm_slot *sl = slot_at(r, i);
+	struct slot_state *ss = &r->slots[i];
+	uint32_t tid = __atomic_load_n(&sl->tid, __ATOMIC_RELAXED);
+	uint64_t d;
+	int err = 0;
+
+	sync_owner(r, i, sink);
+	for (uint16_t fn = 1; !err && fn < SHM_FN_COUNT; fn++) {
+		uint64_t dc = delta(&ss->count[fn], __atomic_load_n(&sl->count[fn], __ATOMIC_RELAXED));
+		uint64_t db = delta(&ss->bytes[fn], __atomic_load_n(&sl->bytes[fn], __ATOMIC_RELAXED));
+
+		if (dc || db)
+			err = sink->counts(sink->ctx, tid, fn, dc, db);
+	}
+	d = delta(&ss->dropped, __atomic_load_n(&sl->dropped, __ATOMIC_RELAXED));
+	if (!err && d)
+		err = sink->drops(sink->ctx, tid, "ring_full", d);
+	return err;
+}
+
+/* A retired slot is drained: hand on its totals, zero its counters and
+ * hand it back to the producer. */
+static int free_slot(struct ring *r, uint32_t i, const struct rec_sink *sink)
+{
+	struct shm_slot *sl = slot_at(r, i);
+	struct slot_state *ss = &r->slots[i];
+	int err = flush_slot(r, i, sink);
+
+	if (err)
+		return err;
+	memset(sl->count, 0, sizeof(sl->count));
+	memset(sl->bytes, 0, sizeof(sl->bytes));
+	sl->dropped = 0;
+	ss->dropped = 0;
+	memset(ss->count, 0, sizeof(ss->count));
+	memset(ss->bytes, 0, sizeof(ss->bytes));
+	__atomic_store_n(&sl->state, SHM_SLOT_FREE, __ATOMIC_RELEASE);
+	return 0;
+}
+
+int ring_flush(struct ring *r, const struct rec_sink *sink)
+{
+	uint32_t hwm = __atomic_load_n(&r->region->slots_hwm, __ATOMIC_ACQUIRE);
+	uint64_t d;
+	int err = 0;
+
+	for (uint32_t i = 0; !err && i < hwm && i < r->nslots; i++)
+		if (__atomic_load_n(&slot_at(r, i)->state, __ATOMIC_ACQUIRE) != SHM_SLOT_FREE)
+			err = flush_slot(r, i, sink);
+	d = delta(&r->no_slot_stored,
+		  __atomic_load_n(&r->region->dropped_no_slot, __ATOMIC_RELAXED));
+	if (!err && d)
+		err = sink->drops(sink->ctx, 0, "no_slot", d);
+	d = delta(&r->cupti_stored,
+		  __atomic_load_n(&r->region->dropped_cupti, __ATOMIC_RELAXED));
+	if (!err && d)
+		err = sink->drops(sink->ctx, 0, "cupti", d);
+	return err;
+}
+
+/* ---- cursors ---- */
+
+/* Stops slot i for good after malformed data; a malformed record (counted)
+ * is one event lost. */
+__attribute__((format(printf, 5, 6)))
+static int bad_slot(struct ring *r, uint32_t i, const struct rec_sink *sink, int counted,
+		    const char *fmt, ...)
+{
+	uint32_t tid = __atomic_load_n(&slot_at(r, i)->tid, __ATOMIC_RELAXED);
+	char why[200];
+	va_list ap;
+	int err = 0;
+
+	r->slots[i].bad = 1;
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof(why), fmt, ap);
+	va_end(ap);
+	if (counted)
+		err = sink->drops(sink->ctx, tid, "malformed", 1);
+	return err ? err : invalid(r, "slot %u: %s", i, why);
+}
+
+/* Copies out and checks the record at cur->tail, skipping PAD.  Returns 1
+ * when a record is ready, 0 at head, -EBADMSG for a malformed record.
+ * The header is copied and checked first, then only the record's own
+ * bytes follow it (most records are far smaller than a stack). */
+static int cursor_peek(const struct ring *r, struct cursor *cur)
+{
+	const unsigned char *ring = (const unsigned char *)slot_at(r, cur->slot) + SHM_SLOT_CTL_BYTES;
+	uint64_t prev = cur->key;
+
+	while (cur->tail != cur->head) {
+		size_t pos = cur->tail & (r->ring_bytes - 1);
+		size_t avail = cur->head - cur->tail, room = r->ring_bytes - pos;
+		union rec *rec = &cur->rec;
+
+		if (avail < sizeof(rec->h))
+			return -EBADMSG;
+		memcpy(&rec->h, ring + pos, sizeof(rec->h));
+		if (rec->h.size < 8 || rec->h.size % 8 || rec->h.size > avail || rec->h.size > room)
+			return -EBADMSG;
+		if (rec->h.type == SHM_REC_PAD) {
+			if (pos + rec->h.size != r->ring_bytes)
+				return -EBADMSG;
+			cur->tail += rec->h.size;
+			continue;
+		}
+		if (rec->h.size > sizeof(*rec))
+			return -EBADMSG;
+		memcpy((unsigned char *)rec + sizeof(rec->h), ring + pos + sizeof(rec->h),
+		       rec->h.size - sizeof(rec->h));
+		if (rec_check(rec))
+			return -EBADMSG;
+		cur->key = rec_key(rec, prev);
+		return 1;
+	}
+	return 0;
+}
+
+/* A binary min-heap of cursors by key: the merge's frontier. */
+static void heap_sift_up(struct cursor **h, size_t i)
+{
+	while (i && h[(i - 1) / 2]->key > h[i]->key) {
+		struct cursor *t = h[i];
+
+		h[i] = h[(i - 1) / 2];
+		h[(i - 1) / 2] = t;
+		i = (i - 1) / 2;
+	}
+}
+
+static void heap_sift_down(struct cursor **h, size_t n, size_t i)
+{
+	for (;;) {
+		size_t l = 2 * i + 1, m = i;
+		struct cursor *t;
+
+		if (l < n && h[l]->key < h[m]->key)
+			m = l;
+		if (l + 1 < n && h[l + 1]->key < h[m]->key)
+			m = l + 1;
+		if (m == i)
+			return;
+		t = h[i];
+		h[i] = h[m];
+		h[m] = t;
+		i = m;
+	}
+}
+
+/* Opens slot i for a pass; returns 1 if it has records to merge. */
+static int cursor_open(struct ring *r, struct cursor *cur, uint32_t i,
+		       const struct rec_sink *sink)
+{
+	struct shm_slot *sl = slot_at(r, i);
+
+	cur->slot = i;
+	cur->state = __atomic_load_n(&sl->state, __ATOMIC_ACQUIRE);
+	if (cur->state == SHM_SLOT_FREE)
+		return 0;
+	if (cur->state != SHM_SLOT_ACTIVE && cur->state != SHM_SLOT_RETIRED)
+		return bad_slot(r, i, sink, 0, "state %u", cur->state);
+	cur->head = __atomic_load_n(&sl->head, __ATOMIC_ACQUIRE);
+	cur->tid = __atomic_load_n(&sl->tid, __ATOMIC_RELAXED);
+	cur->tail = r->slots[i].tail;
+	cur->key = 0; /* what a stack first in this pass takes (rec_key()) */
+	sync_owner(r, i, sink);
+	if (cur->head - cur->tail > r->ring_bytes || (cur->head - cur->tail) % 8)
+		return bad_slot(r, i, sink, 0, "head %llu is not within a ring of tail %llu",
+				(unsigned long long)cur->head, (unsigned long long)cur->tail);
+	return 1;
+}
+
+static int cursor_fail(struct ring *r, struct cursor *cur, const struct rec_sink *sink)
+{
+	return bad_slot(r, cur->slot, sink, 1, "bad record (type %u, size %u, fn %u) at byte %llu",
+			cur->rec.h.type, cur->rec.h.size, cur->rec.h.fn,
+			(unsigned long long)cur->tail);
+}
+
+/* Hands consumed bytes back to the producer; frees a retired slot once
+ * it is empty. */
+static int cursor_close(struct ring *r, struct cursor *cur, const struct rec_sink *sink)
+{
+	struct shm_slot *sl = slot_at(r, cur->slot);
+
+	r->slots[cur->slot].tail = cur->tail;
+	__atomic_store_n(&sl->tail, cur->tail, __ATOMIC_RELEASE);
+	if (cur->state == SHM_SLOT_RETIRED && cur->tail == cur->head && !r->slots[cur->slot].bad)
+		return free_slot(r, cur->slot, sink);
+	return 0;
+}
+
+int ring_drain(struct ring *r, uint64_t limit, const struct rec_sink *sink)
+{
+	uint32_t hwm, n = 0, nheap = 0;
+	int bad = 0, err = 0;
+
+	hwm = __atomic_load_n(&r->region->slots_hwm, __ATOMIC_ACQUIRE);
+	if (hwm > r->nslots) {
+		bad = invalid(r, "slots_hwm %u exceeds nslots %u", hwm, r->nslots);
+		hwm = r->nslots;
+	}
+	for (uint32_t i = 0; i < hwm; i++) {
+		struct cursor *cur = &r->cursors[n];
+		int o = r->slots[i].bad ? 0 : cursor_open(r, cur, i, sink);
+
+		if (o == -EBADMSG)
+			bad = o;
+		else if (o < 0)
+			return o;
+		else if (o)
+			r->frontier[n++] = cur;
+	}
+	for (uint32_t k = 0; k < n; k++) {
+		struct cursor *cur = r->frontier[k];
+		int p = cursor_peek(r, cur);
+
+		if (p < 0)
+			bad = cursor_fail(r, cur, sink);
+		else if (p && cur->key <= limit)
+			r->heap[nheap++] = cur, heap_sift_up(r->heap, nheap - 1);
+	}
+	while (nheap && !err) {
+		struct cursor *cur = r->heap[0];
+		int p;
+
+		err = sink->record(sink->ctx, cur->slot, cur->tid, &cur->rec);
+		if (err)
+			break;
+		cur->tail += cur->rec.h.size;
+		p = cursor_peek(r, cur);
+		if (p < 0)
+			bad = cursor_fail(r, cur, sink);
+		if (p == 1 && cur->key <= limit) {
+			heap_sift_down(r->heap, nheap, 0);
+		} else {
+			r->heap[0] = r->heap[--nheap];
+			heap_sift_down(r->heap, nheap, 0);
+		}
+	}
+	for (uint32_t k = 0; k < n && !err; k++)
+		err = cursor_close(r, r->frontier[k], sink);
+	if (err)
+		return err;
+	__atomic_store_n(&r->region->heartbeat, ++r->heartbeat, __ATOMIC_RELEASE);
+	return bad;
+}

@@ -1,0 +1,56 @@
+/*
+ * The shared-memory record source: one traced process's event region (a
+ * sealed memfd holding one single-producer ring per thread, see
+ * common/wire.h), mapped, read pass by pass, and handed to a rec_sink as
+ * checked records merged across threads in rec_key() order.  It also hands
+ * on the region's exact counters and drop counts.
+ *
+ * The region is untrusted and the producer writes it at any moment: see
+ * ring.c for how nothing is used where it lies.  Malformed data stops the
+ * slot it is in for good (the rest is still drained): ring_drain() then
+ * returns -EBADMSG and ring_why() says why.
+ *
+ * Return codes: 0; -EBADMSG for invalid data (the first reason is kept for
+ * ring_why()); -ENOMEM; any other negative errno is the sink's, returned as
+ * it came.  Not thread-safe: one thread owns a ring.
+ */
+#ifndef SHIMMER_COLLECTOR_RING_H
+#define SHIMMER_COLLECTOR_RING_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "record.h"
+
+struct ring;
+
+/* The region's shape as the producer announced it (HELLO). */
+struct ring_geometry {
+	uint32_t nslots;
+	uint32_t ring_bytes;
+	uint64_t region_bytes;
+};
+
+/* Checks g and the memfd (size, seals, header) and maps the region.  The
+ * memfd is not kept (the mapping outlives it).  NULL with errno EBADMSG
+ * (why filled in, one line) when the producer's region or geometry is
+ * invalid, else another errno. */
+struct ring *ring_new(int memfd, const struct ring_geometry *g, char *why, size_t why_len);
+
+/* One pass: every slot's records published before the pass began, merged
+ * by rec_key(), up to limit (records stamped later wait for a later pass),
+ * handed to sink; tails handed back; retired slots freed once drained (their
+ * totals handed on first); the heartbeat bumped. */
+int ring_drain(struct ring *r, uint64_t limit, const struct rec_sink *sink);
+
+/* Hands on the counters and drop counts that grew since the last call:
+ * per live slot, and the region's no_slot and cupti drops. */
+int ring_flush(struct ring *r, const struct rec_sink *sink);
+
+/* The first reason data was found invalid, or "" . */
+const char *ring_why(const struct ring *r);
+
+/* Unmaps and frees.  NULL is a no-op. */
+void ring_free(struct ring *r);
+
+#endif

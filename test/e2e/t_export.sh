@@ -1,0 +1,316 @@
+#!/bin/bash
+# t_export: shimmer export against the workloads' own logs and real
+# consumers.  wl_gpu kernels (SHIMMER_GPU=all: every launch recorded, with
+# its stack) and a Python workload that launches kernels through ctypes
+# from two lines of its own, a known number of times each, every kernel
+# lasting FAKE_CUDA_DELAY_NS on the fake GPU.  Checked:
+#  - chrome: parses; every event has the fields the Trace Event Format
+#    requires for its phase; every logged launch has its kernel, on the
+#    track of its stream (one track per stream), linked by one flow from
+#    the launching thread; times are microseconds on one clock (the
+#    kernel inside the logged call, the flow starting inside it);
+#    speedscope (a real viewer, in headless Chromium) opens it with a
+#    profile per thread and per stream, no error;
+#  - csv: parses; one kernel row per logged launch, inside its call;
+#  - folded gpu-time: the kernels' time lands on the Python lines that
+#    launched them (count x delay), and on wl_gpu's launching lines; lines
+#    sum to summary's kernel total; folded allocated sums to summary's
+#    allocated bytes;
+#  - speedscope: parses, weights equal the folded lines; the viewer opens it;
+#  - the size limit refuses a trace with advice, and --begin/--end and
+#    --pid cut it.
+. "$(dirname "$0")/lib.sh"
+
+CUDART=$O/test/fake_cudart/libcudart.so.13
+need "$SHIM" "$SHIMMERD" "$SHIMMER" "$WL_GPU" "$FAKE_CUPTI"
+# the interpreter itself, not a launcher such as pyenv's shim
+PY=$(python3 -c 'import sys; print(sys.executable)')
+VIEWER=$ROOT/test/browser/viewer.mjs
+
+# --- a store: wl_gpu's kernels, then the Python workload -------------------
+DB=$T/x.db
+WLOG=$T/wl.log
+DELAY=2000000
+start_collector "$DB" || { not_ok "collector"; finish; }
+SHIMMER_GPU=all CUDA_INJECTION64_PATH=$SHIM traced "$WL_GPU" kernels > /dev/null 2> "$T/wl.err"
+rc=$?
+cat > "$T/wl.py" <<'PY'
+import ctypes, inspect, sys
+
+ctypes.CDLL(sys.argv[1], mode=ctypes.RTLD_GLOBAL)
+cuda = ctypes.CDLL(None)  # the global scope: the shim's hooks first
+log = open(sys.argv[2], "w")
+
+
+class dim3(ctypes.Structure):
+    _fields_ = [("x", ctypes.c_uint), ("y", ctypes.c_uint), ("z", ctypes.c_uint)]
+
+
+K = ctypes.c_void_p(0x1000)
+B = dim3(32, 1, 1)
+Z = ctypes.c_size_t(0)
+
+
+def here():
+    return inspect.currentframe().f_back.f_lineno
+
+
+def warmup():
+    assert cuda.cudaLaunchKernel(K, dim3(99, 1, 1), B, None, Z, None) == 0; log.write("L,warmup,%d\n" % here())
+
+
+def forward(n):
+    for i in range(n):
+        assert cuda.cudaLaunchKernel(K, dim3(100 + i, 1, 1), B, None, Z, None) == 0; log.write("L,forward,%d\n" % here())
+
+
+def backward(n):
+    for i in range(n):
+        assert cuda.cudaLaunchKernel(K, dim3(200 + i, 1, 1), B, None, Z, None) == 0; log.write("L,backward,%d\n" % here())
+
+
+warmup()  # the first launch starts CUPTI: its time is not the kernel's alone
+forward(3)
+backward(5)
+log.close()
+PY
+SHIMMER_GPU=all FAKE_CUDA_DELAY_NS=$DELAY CUDA_INJECTION64_PATH=$SHIM \
+	traced "$PY" "$T/wl.py" "$CUDART" "$T/py.log" 2> "$T/py.err"
+prc=$?
+stop_collector || not_ok "collector exit status"
+check "workloads exit 0" "wl_gpu $rc, python $prc: $(head -3 "$T/wl.err" "$T/py.err")" \
+	[ "$rc/$prc" = 0/0 ]
+
+WLPID=$(awk -F, '$1 == "P" { print $2; exit }' "$WLOG")
+PYPID=$(sqlite3 "$DB" "SELECT pid FROM processes WHERE pid <> $WLPID LIMIT 1")
+
+# --- chrome ---------------------------------------------------------------
+"$SHIMMER" export "$DB" -o "$T/x.json" 2> "$T/x.json.err"
+check "chrome: exits 0" "$(cat "$T/x.json.err")" [ $? = 0 ]
+grep '^K,' "$WLOG" > "$T/K.csv"
+"$PY" - "$T/x.json" "$T/K.csv" "$DB" "$WLPID" > "$T/chrome.check" 2>&1 <<'PY'
+import json, sqlite3, sys
+from collections import defaultdict
+
+trace = json.load(open(sys.argv[1]))
+ev = trace["traceEvents"]
+db = sqlite3.connect(sys.argv[3])
+wlpid = int(sys.argv[4])
+bad = []
+need = {"X": ["name", "ts", "dur", "pid", "tid"], "i": ["name", "ts", "pid", "tid", "s"],
+        "C": ["name", "ts", "pid", "args"], "M": ["name", "pid", "args"],
+        "s": ["name", "id", "ts", "pid", "tid", "cat"], "f": ["name", "id", "ts", "pid", "tid", "cat"],
+        "b": ["name", "id", "ts", "pid", "cat"], "e": ["name", "id", "ts", "pid", "cat"]}
+for e in ev:
+    ph = e.get("ph")
+    if ph not in need:
+        bad.append("phase %r: %s" % (ph, e))
+        continue
+    miss = [k for k in need[ph] if k not in e]
+    if miss or any(not isinstance(e[k], (int, float)) for k in ("ts", "dur", "pid", "tid") if k in e):
+        bad.append("%s event lacks %s or has a bad number: %s" % (ph, miss, e))
+for b in bad[:5]:
+    print("format:", b)
+# the clock: microseconds since the first process started (one host)
+start_ns = db.execute("SELECT min(start_ns) FROM processes").fetchone()[0]
+def mono(ts):
+    return ts * 1000 + start_ns
+names = {(e["pid"], e["tid"]): e["args"]["name"] for e in ev
+         if e["ph"] == "M" and e["name"] == "thread_name"}
+kern = [e for e in ev if e["ph"] == "X" and e.get("cat") == "kernel" and e["pid"] == wlpid]
+flows_s = {e["id"]: e for e in ev if e["ph"] == "s"}
+flows_f = {e["id"]: e for e in ev if e["ph"] == "f"}
+if set(flows_s) != set(flows_f):
+    print("flows: unmatched ids", sorted(set(flows_s) ^ set(flows_f))[:5])
+f_at = {(e["pid"], e["tid"], e["ts"]): e for e in flows_f.values()}
+by_gx = defaultdict(list)
+for k in kern:
+    by_gx[k["args"]["grid"][0]].append(k)
+TOL = 200000  # ns: the workload's clock readings and the shim's
+stream_tracks = defaultdict(set)
+for line in open(sys.argv[2]):
+    f = line.rstrip("\n").split(",")
+    pid, tid, gx, stream, t0, t1 = int(f[1]), int(f[2]), int(f[6]), f[12], int(f[14]), int(f[15])
+    # gx repeats across rounds and threads: the kernel is the one run
+    # during the call and linked to the launching thread
+    def launched_by(k):
+        fl = f_at.get((k["pid"], k["tid"], k["ts"]))
+        s = fl and flows_s[fl["id"]]
+        # the call CUPTI saw lies inside the logged call (2 us: clock conversion)
+        return s and s["tid"] == tid and t0 - 2000 <= mono(s["ts"]) <= t1 + 2000
+    ks = [k for k in by_gx.get(gx, []) if launched_by(k)]
+    if len(ks) != 1:
+        print("launch gx %d at %d: %d kernels in the trace during the call" % (gx, t0, len(ks)))
+        continue
+    k = ks[0]
+    if not (t0 - TOL <= mono(k["ts"]) and mono(k["ts"] + k["dur"]) <= t1 + TOL):
+        print("kernel gx %d at %.3f+%.3f us, outside its call [%d, %d] ns" % (gx, k["ts"], k["dur"], t0, t1))
+    want = "GPU %d stream %d" % (k["args"]["device"], k["args"]["stream"])
+    if names.get((k["pid"], k["tid"])) != want:
+        print("kernel gx %d on track %r, not %r" % (gx, names.get((k["pid"], k["tid"])), want))
+    stream_tracks[stream].add(k["tid"])
+    fl = f_at.get((k["pid"], k["tid"], k["ts"]))
+    if not fl:
+        print("kernel gx %d: no flow ends at it" % gx)
+        continue
+    s = flows_s[fl["id"]]
+    if s["tid"] != tid or not (t0 - TOL <= mono(s["ts"]) <= t1 + TOL):
+        print("kernel gx %d: flow from tid %d at %d ns, launched by tid %d in [%d, %d]"
+              % (gx, s["tid"], mono(s["ts"]), tid, t0, t1))
+    launch = [e for e in ev if e["ph"] == "X" and e["pid"] == s["pid"] and e["tid"] == s["tid"]
+              and e.get("cat") == "cuda_api" and e["ts"] == s["ts"]]
+    if len(launch) != 1:
+        print("kernel gx %d: the flow starts at no launching call" % gx)
+# one track per stream: each logged stream's kernels on one track, no two streams share one
+for st, tids in stream_tracks.items():
+    if len(tids) != 1:
+        print("stream %s: kernels on %d tracks" % (st, len(tids)))
+alltids = [t for tids in stream_tracks.values() for t in tids]
+if len(alltids) != len(set(alltids)):
+    print("two streams share a track")
+if not kern:
+    print("no kernel in the trace")
+print("kernels %d streams %d" % (len(kern), len(stream_tracks)), file=sys.stderr)
+PY
+expect_empty "chrome: every event well formed; each launch's kernel on its stream's track, one flow from its call, one clock" \
+	"$(grep -v '^kernels ' "$T/chrome.check")"
+
+if [ -f "$ROOT/test/browser/node_modules/playwright-core/package.json" ] && [ -x /usr/bin/chromium ] &&
+	command -v node > /dev/null; then
+	node "$VIEWER" speedscope "$T/x.json" > "$T/view.json" 2> "$T/view.err"
+	vrc=$?
+	"$PY" - "$T/view.json" "$WLPID" > "$T/view.check" <<'PY'
+import json, sys
+v = json.load(open(sys.argv[1]))
+p = v["profiles"]
+for e in v["errors"]:
+    print("viewer error:", e)
+if not any("GPU 0 stream" in n for n in p):
+    print("no GPU stream profile in", p)
+if sum("wl_gpu" in n and "stream" not in n for n in p) < 3:
+    print("fewer than wl_gpu's 3 threads in", p)
+PY
+	expect_empty "chrome: speedscope in headless Chromium opens it, threads and streams listed" \
+		"$( [ $vrc = 0 ] || echo "viewer exit $vrc: $(cat "$T/view.err")"; cat "$T/view.check")"
+else
+	echo "ok - $SCRIPT: chrome in a real viewer # SKIP no chromium, node or npm packages (.ci/install-deps)"
+fi
+
+# --- csv --------------------------------------------------------------------
+"$SHIMMER" export "$DB" --format csv -o "$T/x.csv"
+"$PY" - "$T/x.csv" "$T/K.csv" "$DB" > "$T/csv.check" <<'PY'
+import csv, sqlite3, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+want = "kind,name,pid,rank,tid,device,stream,begin_ns,end_ns,bytes,correlation".split(",")
+if list(rows[0].keys()) != want:
+    print("columns", list(rows[0].keys()))
+start_ns = sqlite3.connect(sys.argv[3]).execute("SELECT min(start_ns) FROM processes").fetchone()[0]
+k = [r for r in rows if r["kind"] == "kernel"]
+launches = [l.split(",") for l in open(sys.argv[2])]
+wl = [r for r in k if int(r["pid"]) == int(launches[0][1])]
+if len(wl) != len(launches):
+    print("wl_gpu kernels: %d rows, %d launches" % (len(wl), len(launches)))
+for l in launches:
+    t0, t1 = int(l[14]), int(l[15])
+    inside = [r for r in wl if t0 - 200000 <= int(r["begin_ns"]) + start_ns <= t1 + 200000]
+    if not inside:
+        print("launch at %d: no kernel row inside its call" % t0)
+if not any(r["kind"] == "alloc" for r in rows) or not any(r["kind"] == "api" and r["correlation"] for r in rows):
+    print("no alloc rows, or api rows without correlation")
+PY
+expect_empty "csv: parses; one kernel row per launch, inside its call" "$(cat "$T/csv.check")"
+
+# --- folded -------------------------------------------------------------------
+"$SHIMMER" export "$DB" --format folded --weight gpu-time > "$T/gpu.folded"
+"$PY" - "$T/gpu.folded" "$T/py.log" "$PYPID" "$DELAY" > "$T/fold.check" <<'PY'
+import sys
+from collections import defaultdict
+lines = [l.rsplit(" ", 1) for l in open(sys.argv[1]).read().splitlines()]
+pypid, delay = sys.argv[3], int(sys.argv[4])
+want = defaultdict(int)
+for l in open(sys.argv[2]):
+    _, fn, ln = l.strip().split(",")
+    want["%s (wl.py:%s)" % (fn, ln)] += 1
+got = defaultdict(int)
+for stack, w in lines:
+    if stack.startswith("pid %s;" % pypid):
+        got[stack.split(";")[-1]] += int(w)
+for site, n in want.items():
+    if site.startswith("warmup") and got.get(site, 0) > 0:
+        continue
+    if not (n * delay <= got.get(site, 0) < n * delay * 1.5):
+        print("%s: %d ns of GPU time, %d launches of %d ns" % (site, got.get(site, 0), n, delay))
+extra = set(got) - set(want)
+if extra:
+    print("GPU time on other lines:", extra)
+PY
+expect_empty "folded gpu-time: kernels' time on the Python lines that launched them" \
+	"$(cat "$T/fold.check")"
+wl_lines=$(grep "^pid $WLPID;" "$T/gpu.folded")
+expect_empty "folded gpu-time: wl_gpu's runtime and driver launches on its launching function" \
+	"$(printf '%s\n' "$wl_lines" | awk '{ n = split($0, f, ";"); sub(/ [0-9]+$/, "", f[n]) }
+		f[n] !~ /^gpu_round \(wl_gpu.c:[0-9]+\)$/ { print "innermost frame: " f[n] }')"
+
+# sums: folded lines against summary's totals
+"$SHIMMER" summary "$DB" --format csv > "$T/sum.csv"
+import_csv "$T/sum.db" SUM "$T/sum.csv"
+sum_k=$(sqlite3 "$T/sum.db" "SELECT sum(total_ns) FROM SUM WHERE kind = 'kernel'")
+fold_k=$(awk '{ s += $NF } END { print s + 0 }' "$T/gpu.folded")
+check "folded gpu-time sums to summary's kernel total" "folded $fold_k, summary $sum_k" \
+	awk -v a="$fold_k" -v b="$sum_k" 'BEGIN { d = a - b; exit !(d <= 2 && d >= -2 && a > 0) }'
+"$SHIMMER" export "$DB" --format folded --weight allocated > "$T/alloc.folded"
+fold_a=$(awk '{ s += $NF } END { print s + 0 }' "$T/alloc.folded")
+sum_a=$(sqlite3 "$DB" "SELECT CAST(round(sum(weight)) AS INTEGER) FROM allocations
+	WHERE pystack_id IS NOT NULL OR stack_id IS NOT NULL OR 1")
+check "folded allocated sums to the store's allocated bytes" "folded $fold_a, store $sum_a" \
+	awk -v a="$fold_a" -v b="$sum_a" 'BEGIN { d = a - b; exit !(d * d <= 100 && a > 0) }'
+
+# --- speedscope ---------------------------------------------------------------
+"$SHIMMER" export "$DB" --format speedscope --weight all -o "$T/x.speedscope.json"
+"$PY" - "$T/x.speedscope.json" "$T/gpu.folded" > "$T/ss.check" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+fr = d["shared"]["frames"]
+want = {}
+for l in open(sys.argv[2]).read().splitlines():
+    stack, w = l.rsplit(" ", 1)
+    want[stack] = int(w)
+got = {}
+for p in d["profiles"]:
+    if p["type"] != "sampled" or len(p["samples"]) != len(p["weights"]) or \
+       p["endValue"] != sum(p["weights"]):
+        print("profile %s malformed" % p["name"])
+    if not p["name"].endswith(" gpu-time"):
+        continue
+    head = ";".join(p["name"].split(" ")[:3]).replace("pid;", "pid ")
+    for s, w in zip(p["samples"], p["weights"]):
+        got[head + ";" + ";".join(fr[i]["name"] for i in s)] = w
+if got != want:
+    print("gpu-time profiles differ from the folded lines:", set(got.items()) ^ set(want.items()))
+PY
+expect_empty "speedscope: parses; gpu-time profiles equal the folded lines" "$(cat "$T/ss.check")"
+if [ -f "$ROOT/test/browser/node_modules/playwright-core/package.json" ] && [ -x /usr/bin/chromium ]; then
+	node "$VIEWER" speedscope "$T/x.speedscope.json" > "$T/ssview.json" 2>&1
+	check "speedscope: the viewer opens it, a profile per process, memory and weight" \
+		"$(cat "$T/ssview.json")" grep -q "\"pid $PYPID cuda:0 gpu-time\".*\"errors\":\[\]" "$T/ssview.json"
+fi
+
+# --- size limit, time span, process -----------------------------------------------
+"$SHIMMER" export "$DB" --max-mb 0.001 -o "$T/big.json" 2> "$T/big.err"
+brc=$?
+check "chrome: a trace above --max-mb is refused with advice, nothing written" \
+	"exit $brc: $(cat "$T/big.err")" \
+	bash -c "[ $brc = 1 ] && grep -q -- '--begin' '$T/big.err' && [ ! -e '$T/big.json' ]"
+"$SHIMMER" export "$DB" --pid "$PYPID" --begin 0 --end 1000 -o "$T/py.json"
+"$PY" - "$T/py.json" "$PYPID" > "$T/cut.check" <<'PY'
+import json, sys
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+if any(e["pid"] != int(sys.argv[2]) for e in ev):
+    print("events of other processes")
+k = [e for e in ev if e.get("cat") == "kernel"]
+if len(k) != 9:
+    print("%d kernels, not the 9 launched" % len(k))
+PY
+expect_empty "chrome: --pid keeps one process" "$(cat "$T/cut.check")"
+check_integrity "store integrity" "$DB"
+finish

@@ -1,0 +1,835 @@
+/*
+ * shimmer export --format chrome: Trace Event Format JSON, as the Perfetto
+ * UI and chrome://tracing load it (docs/usage.md has the layout).
+ *
+ * Tracks: each traced process is a trace process (named "exe rank R" with
+ * its pid); each CPU thread a thread track (the CUDA runtime calls the
+ * shim intercepted, the API calls CUPTI saw start GPU work nested inside
+ * them, NVTX/shimmer push ranges, markers); each GPU stream a thread track
+ * of its own, numbered above any real tid (GPU_TID); the GPU sampling
+ * windows another.  Start/end ranges, which may cross threads, are async
+ * events of the process.  A flow joins each API call to the kernel, copy
+ * or memset it launched (same process and correlation id).  Live memory is
+ * a counter per process and memory (host heap, cuda:N, ...): every change
+ * would be millions of samples, so each track keeps, per time bucket of
+ * COUNTER_BUCKETS per process life, the highest value and the last one,
+ * and the peak is always among them.
+ *
+ * Before writing anything, the file's size is estimated from row counts;
+ * above --max-mb (500 MB, about what a browser tab loads) the export is
+ * refused with advice.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "export.h"
+#include "store.h"
+
+#define COUNTER_BUCKETS 20000
+/* Thread ids of the tracks that are no thread: above any Linux tid. */
+#define GPU_TID(dev, stream) \
+	((int64_t)(1 << 30) + (((int64_t)(dev) & 0x3ff) << 20) + ((int64_t)(stream) & 0xfffff))
+#define WINDOWS_TID ((int64_t)(1 << 30) - 1)
+
+struct chrome {
+	struct export *x;
+	struct xout *w;
+	int first;
+	int64_t flows;
+	struct map api;     /* (proc, correlation) -> api_item */
+	struct map streams; /* (proc, device, stream) -> seen */
+	struct map jnames;  /* (proc, string id) -> index into jtext */
+	struct strtab jtext; /* names as JSON literals */
+	sqlite3_stmt *name_st;
+};
+
+struct api_item {
+	struct map_key key;
+	int64_t tid, start;
+};
+
+struct seen_item {
+	struct map_key key;
+};
+
+struct jname_item {
+	struct map_key key;
+	int64_t idx;
+};
+
+/* ---- writing events ---- */
+
+static void sep(struct chrome *c)
+{
+	if (c->first)
+		c->first = 0;
+	else
+		xout_lit(c->w, ",\n");
+}
+
+/* ns of p's clock on the export's, as microseconds */
+static void ts(struct chrome *c, const struct xproc *p, int64_t ns)
+{
+	xout_us(c->w, ns + p->offset_ns - c->x->origin_ns);
+}
+
+/* {"ph":PH,"pid":P,"tid":T,"ts":TS  (the caller closes it) */
+static void ev(struct chrome *c, const char *ph, const struct xproc *p, int64_t tid, int64_t ns)
+{
+	struct xout *w = c->w;
+
+	sep(c);
+	xout_lit(w, "{\"ph\":\"");
+	xout_str(w, ph);
+	xout_lit(w, "\",\"pid\":");
+	xout_i64(w, p->trace_pid);
+	xout_lit(w, ",\"tid\":");
+	xout_i64(w, tid);
+	xout_lit(w, ",\"ts\":");
+	ts(c, p, ns);
+}
+
+static void dur(struct chrome *c, int64_t start, int64_t end)
+{
+	xout_lit(c->w, ",\"dur\":");
+	xout_us(c->w, end > start ? end - start : 0);
+}
+
+static void arg_i(struct xout *w, const char *key, int64_t v, int *n)
+{
+	xout_str(w, *n ? ",\"" : "\"");
+	xout_str(w, key);
+	xout_lit(w, "\":");
+	xout_i64(w, v);
+	(*n)++;
+}
+
+static void arg_s(struct xout *w, const char *key, const char *v, int *n)
+{
+	xout_str(w, *n ? ",\"" : "\"");
+	xout_str(w, key);
+	xout_lit(w, "\":");
+	xout_json(w, v);
+	(*n)++;
+}
+
+static void arg_dim(struct xout *w, const char *key, sqlite3_stmt *st, int col, int *n)
+{
+	xout_str(w, *n ? ",\"" : "\"");
+	xout_str(w, key);
+	xout_lit(w, "\":[");
+	for (int i = 0; i < 3; i++) {
+		if (i)
+			xout_lit(w, ",");
+		xout_i64(w, sqlite3_column_int64(st, col + i));
+	}
+	xout_lit(w, "]");
+	(*n)++;
+}
+
+/* A metadata event naming or ordering a process or thread. */
+static void meta(struct chrome *c, const struct xproc *p, int64_t tid, const char *what,
+		 const char *key, const char *sval, int64_t ival)
+{
+	struct xout *w = c->w;
+
+	sep(c);
+	xout_lit(w, "{\"ph\":\"M\",\"pid\":");
+	xout_i64(w, p->trace_pid);
+	xout_lit(w, ",\"tid\":");
+	xout_i64(w, tid);
+	xout_lit(w, ",\"name\":\"");
+	xout_str(w, what);
+	xout_lit(w, "\",\"args\":{\"");
+	xout_str(w, key);
+	xout_lit(w, "\":");
+	if (sval)
+		xout_json(w, sval);
+	else
+		xout_i64(w, ival);
+	xout_lit(w, "}}");
+}
+
+/* A JSON literal of a process's string: escaped once per name. */
+static char *json_dup(const char *s)
+{
+	size_t n = strlen(s), k = 2;
+	char *out, *o;
+
+	for (size_t i = 0; i < n; i++)
+		k += ((unsigned char)s[i] < 0x20 || s[i] == 0x7f) ? 6 : (s[i] == '"' || s[i] == '\\') ? 2 : 1;
+	out = o = malloc(k + 1);
+	if (!out)
+		return NULL;
+	*o++ = '"';
+	for (size_t i = 0; i < n; i++) {
+		unsigned char ch = (unsigned char)s[i];
+
+		if (ch == '"' || ch == '\\') {
+			*o++ = '\\';
+			*o++ = (char)ch;
+		} else if (ch < 0x20 || ch == 0x7f) {
+			o += sprintf(o, "\\u%04x", ch);
+		} else {
+			*o++ = (char)ch;
+		}
+	}
+	*o++ = '"';
+	*o = 0;
+	return out;
+}
+
+static int jname(struct chrome *c, int64_t proc_id, int64_t id, const char **lit)
+{
+	struct map_key k = { proc_id, id, 0 };
+	struct jname_item *it = map_find(&c->jnames, &k);
+	const char *s;
+	char *j;
+	int64_t idx;
+	int err = 0, r;
+
+	if (!it) {
+		sqlite3_reset(c->name_st);
+		sqlite3_bind_int64(c->name_st, 1, proc_id);
+		sqlite3_bind_int64(c->name_st, 2, id);
+		r = store_step(c->x->db, c->name_st);
+		if (r < 0)
+			return r;
+		s = r > 0 ? (const char *)sqlite3_column_text(c->name_st, 0) : NULL;
+		j = json_dup(s ? s : "?");
+		if (!j)
+			return -ENOMEM;
+		err = strtab_index(&c->jtext, j, &idx);
+		free(j);
+		if (err)
+			return err;
+		it = map_get(&c->jnames, &k);
+		if (!it)
+			return -ENOMEM;
+		it->idx = idx;
+	}
+	*lit = c->jtext.v[it->idx];
+	return 0;
+}
+
+static void name_lit(struct chrome *c, const char *lit, const char *cat)
+{
+	xout_lit(c->w, ",\"name\":");
+	xout_str(c->w, lit);
+	xout_lit(c->w, ",\"cat\":\"");
+	xout_str(c->w, cat);
+	xout_lit(c->w, "\"");
+}
+
+static void name_raw(struct chrome *c, const char *name, const char *cat)
+{
+	xout_lit(c->w, ",\"name\":");
+	xout_json(c->w, name);
+	xout_lit(c->w, ",\"cat\":\"");
+	xout_str(c->w, cat);
+	xout_lit(c->w, "\"");
+}
+
+/* ---- size estimate ---- */
+
+struct est_table {
+	int min_schema;
+	const char *sql; /* proc_id, count(*) of rows overlapping [?1, ?2] */
+	double bytes;    /* per row */
+};
+
+static const struct est_table est_tables[] = {
+	{ 1, "SELECT proc_id, count(*) FROM cuda_calls WHERE end_ns >= ?1 AND start_ns <= ?2"
+	     " GROUP BY proc_id", 190 },
+	/* the call, and its flow's two ends */
+	{ 2, "SELECT proc_id, count(*) FROM gpu_api WHERE end_ns >= ?1 AND start_ns <= ?2"
+	     " GROUP BY proc_id", 200 + 2 * 110 },
+	{ 2, "SELECT proc_id, count(*) FROM kernels WHERE end_ns >= ?1 AND start_ns <= ?2"
+	     " GROUP BY proc_id", 420 },
+	{ 2, "SELECT proc_id, count(*) FROM gpu_copies WHERE end_ns >= ?1 AND start_ns <= ?2"
+	     " GROUP BY proc_id", 260 },
+	{ 2, "SELECT proc_id, count(*) FROM ranges WHERE coalesce(end_ns, start_ns) >= ?1"
+	     " AND start_ns <= ?2 GROUP BY proc_id", 160 },
+	{ 2, "SELECT proc_id, count(*) FROM markers WHERE ts_ns >= ?1 AND ts_ns <= ?2"
+	     " GROUP BY proc_id", 130 },
+	{ 2, "SELECT proc_id, count(*) FROM counters WHERE ts_ns >= ?1 AND ts_ns <= ?2"
+	     " GROUP BY proc_id", 120 },
+	/* memory counters: two samples a bucket at most, per memory */
+	{ 1, "SELECT proc_id, min(2 * count(*), 2 * " "20000" " * count(DISTINCT space || device))"
+	     " FROM allocations GROUP BY proc_id", 110 },
+};
+
+static int estimate(struct chrome *c, double *bytes)
+{
+	struct export *x = c->x;
+	int64_t lo = INT64_MAX, hi = INT64_MIN;
+	int err = 0, r;
+
+	*bytes = 0;
+	for (size_t i = 0; i < x->nprocs; i++) {
+		if (x->procs[i].begin_abs < lo)
+			lo = x->procs[i].begin_abs;
+		if (x->procs[i].end_abs > hi)
+			hi = x->procs[i].end_abs;
+	}
+	for (size_t t = 0; !err && t < sizeof(est_tables) / sizeof(est_tables[0]); t++) {
+		sqlite3_stmt *st = NULL;
+
+		if (x->schema < est_tables[t].min_schema)
+			continue;
+		err = store_prepare(x->db, est_tables[t].sql, &st);
+		if (err)
+			break;
+		sqlite3_bind_int64(st, 1, lo);
+		sqlite3_bind_int64(st, 2, hi);
+		while ((r = store_step(x->db, st)) > 0)
+			if (export_proc(x, sqlite3_column_int64(st, 0)))
+				*bytes += (double)sqlite3_column_int64(st, 1) * est_tables[t].bytes;
+		if (r < 0)
+			err = r;
+		sqlite3_finalize(st);
+	}
+	return err;
+}
+
+/* ---- the tables ---- */
+
+/* Rows of sql (proc_id, start, end first) of selected processes within
+ * the time window, each to row(). */
+static int each(struct chrome *c, int min_schema, const char *sql,
+		int (*row)(struct chrome *c, const struct xproc *p, sqlite3_stmt *st))
+{
+	sqlite3_stmt *st = NULL;
+	int err, r;
+
+	if (c->x->schema < min_schema)
+		return 0;
+	err = store_prepare(c->x->db, sql, &st);
+	if (err)
+		return err;
+	while ((r = store_step(c->x->db, st)) > 0) {
+		const struct xproc *p = export_proc(c->x, sqlite3_column_int64(st, 0));
+		int64_t start = sqlite3_column_int64(st, 1);
+		int64_t end = sqlite3_column_type(st, 2) == SQLITE_NULL ? INT64_MAX
+									 : sqlite3_column_int64(st, 2);
+
+		if (!p || !export_in(p, start, end))
+			continue;
+		r = row(c, p, st);
+		if (r < 0)
+			break;
+	}
+	sqlite3_finalize(st);
+	return r < 0 ? r : 0;
+}
+
+static int cuda_row(struct chrome *c, const struct xproc *p, sqlite3_stmt *st)
+{
+	struct xout *w = c->w;
+	int n = 0;
+
+	ev(c, "X", p, sqlite3_column_int64(st, 3), sqlite3_column_int64(st, 1));
+	dur(c, sqlite3_column_int64(st, 1), sqlite3_column_int64(st, 2));
+	name_raw(c, (const char *)sqlite3_column_text(st, 4), "cuda");
+	xout_lit(w, ",\"args\":{");
+	arg_i(w, "ret", sqlite3_column_int64(st, 5), &n);
+	if (sqlite3_column_type(st, 6) != SQLITE_NULL)
+		arg_i(w, "device", sqlite3_column_int64(st, 6), &n);
+	if (sqlite3_column_int64(st, 7))
+		arg_i(w, "stream", sqlite3_column_int64(st, 7), &n);
+	if (sqlite3_column_int64(st, 8))
+		arg_i(w, "bytes", sqlite3_column_int64(st, 8), &n);
+	xout_lit(w, "}}");
+	return 0;
+}
+
+static int api_row(struct chrome *c, const struct xproc *p, sqlite3_stmt *st)
+{
+	struct map_key k = { p->proc_id, sqlite3_column_int64(st, 5), 0 };
+	struct api_item *a;
+	const char *lit;
+	int n = 0, err = jname(c, p->proc_id, sqlite3_column_int64(st, 4), &lit);
+
+	if (err)
+		return err;
+	a = map_get(&c->api, &k);
+	if (!a)
+		return -ENOMEM;
+	a->tid = sqlite3_column_int64(st, 3);
+	a->start = sqlite3_column_int64(st, 1);
+	ev(c, "X", p, a->tid, a->start);
+	dur(c, a->start, sqlite3_column_int64(st, 2));
+	name_lit(c, lit, "cuda_api");
+	xout_lit(c->w, ",\"args\":{");
+	arg_s(c->w, "domain", (const char *)sqlite3_column_text(st, 6), &n);
+	arg_i(c->w, "correlation", k.a, &n);
+	xout_lit(c->w, "}}");
+	return 0;
+}
+
+/* The GPU stream's track, named once. */
+static int stream_track(struct chrome *c, const struct xproc *p, int64_t dev, int64_t stream,
+			int64_t *tid)
+{
+	struct map_key k = { p->proc_id, dev, stream };
+	size_t before = c->streams.n;
+
+	if (!map_get(&c->streams, &k))
+		return -ENOMEM;
+	*tid = GPU_TID(dev, stream);
+	(void)before;
+	return 0;
+}
+
+/* The flow's two ends, when the launching call was written. */
+static void flow(struct chrome *c, const struct xproc *p, int64_t corr, int64_t tid, int64_t ns)
+{
+	struct map_key k = { p->proc_id, corr, 0 };
+	const struct api_item *a = map_find(&c->api, &k);
+	int64_t id;
+
+	if (!a)
+		return;
+	id = ++c->flows;
+	ev(c, "s", p, a->tid, a->start);
+	xout_lit(c->w, ",\"id\":");
+	xout_i64(c->w, id);
+	xout_lit(c->w, ",\"name\":\"launch\",\"cat\":\"launch\"}");
+	ev(c, "f", p, tid, ns);
+	xout_lit(c->w, ",\"bp\":\"e\",\"id\":");
+	xout_i64(c->w, id);
+	xout_lit(c->w, ",\"name\":\"launch\",\"cat\":\"launch\"}");
+}
+
+static int kernel_row(struct chrome *c, const struct xproc *p, sqlite3_stmt *st)
+{
+	struct xout *w = c->w;
+	int64_t dev = sqlite3_column_int64(st, 3);
+	int64_t stream = sqlite3_column_type(st, 4) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 4);
+	int64_t start = sqlite3_column_int64(st, 1), corr = sqlite3_column_int64(st, 5), tid;
+	const char *lit;
+	int n = 0, err = jname(c, p->proc_id, sqlite3_column_int64(st, 6), &lit);
+
+	if (!err)
+		err = stream_track(c, p, dev, stream, &tid);
+	if (err)
+		return err;
+	ev(c, "X", p, tid, start);
+	dur(c, start, sqlite3_column_int64(st, 2));
+	name_lit(c, lit, "kernel");
+	xout_lit(w, ",\"args\":{");
+	arg_dim(w, "grid", st, 7, &n);
+	arg_dim(w, "block", st, 10, &n);
+	arg_i(w, "registers", sqlite3_column_int64(st, 13), &n);
+	arg_i(w, "static_smem", sqlite3_column_int64(st, 14), &n);
+	arg_i(w, "dynamic_smem", sqlite3_column_int64(st, 15), &n);
+	arg_i(w, "device", dev, &n);
+	arg_i(w, "stream", stream, &n);
+	arg_i(w, "correlation", corr, &n);
+	xout_lit(w, "}}");
+	flow(c, p, corr, tid, start);
+	return 0;
+}
+
+static int copy_row(struct chrome *c, const struct xproc *p, sqlite3_stmt *st)
+{
+	struct xout *w = c->w;
+	const char *op = (const char *)sqlite3_column_text(st, 3);
+	const char *kind = (const char *)sqlite3_column_text(st, 8);
+	int64_t dev = sqlite3_column_int64(st, 4);
+	int64_t stream = sqlite3_column_type(st, 5) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 5);
+	int64_t start = sqlite3_column_int64(st, 1), corr = sqlite3_column_int64(st, 6), tid;
+	int memset_ = op && strcmp(op, "memset") == 0, n = 0;
+	char name[64];
+	int err = stream_track(c, p, dev, stream, &tid);
+
+	if (err)
+		return err;
+	if (memset_)
+		snprintf(name, sizeof(name), "memset");
+	else
+		snprintf(name, sizeof(name), "memcpy %.40s", kind ? kind : "?");
+	ev(c, "X", p, tid, start);
+	dur(c, start, sqlite3_column_int64(st, 2));
+	name_raw(c, name, memset_ ? "memset" : "memcpy");
+	xout_lit(w, ",\"args\":{");
+	arg_i(w, "bytes", sqlite3_column_int64(st, 7), &n);
+	if (memset_) {
+		arg_i(w, "value", sqlite3_column_int64(st, 11), &n);
+		arg_s(w, "memory", (const char *)sqlite3_column_text(st, 10), &n);
+	} else {
+		arg_s(w, "copy_kind", kind, &n);
+		arg_s(w, "src_kind", (const char *)sqlite3_column_text(st, 9), &n);
+		arg_s(w, "dst_kind", (const char *)sqlite3_column_text(st, 10), &n);
+	}
+	arg_i(w, "device", dev, &n);
+	arg_i(w, "stream", stream, &n);
+	arg_i(w, "correlation", corr, &n);
+	xout_lit(w, "}}");
+	flow(c, p, corr, tid, start);
+	return 0;
+}
+
+static int range_row(struct chrome *c, const struct xproc *p, sqlite3_stmt *st)
+{
+	struct xout *w = c->w;
+	int64_t start = sqlite3_column_int64(st, 1);
+	int open = sqlite3_column_type(st, 2) == SQLITE_NULL;
+	int64_t end = open ? (p->end_ns > start ? p->end_ns : start) : sqlite3_column_int64(st, 2);
+	int push = strcmp((const char *)sqlite3_column_text(st, 4), "push") == 0;
+	const char *lit, *dom = NULL;
+	int n = 0, err = jname(c, p->proc_id, sqlite3_column_int64(st, 5), &lit);
+
+	if (err)
+		return err;
+	if (sqlite3_column_int64(st, 6) &&
+	    (err = jname(c, p->proc_id, sqlite3_column_int64(st, 6), &dom)))
+		return err;
+	if (push) {
+		ev(c, "X", p, sqlite3_column_int64(st, 3), start);
+		dur(c, start, end);
+	} else {
+		/* may end on another thread: an async slice of the process */
+		ev(c, "b", p, sqlite3_column_int64(st, 3), start);
+		xout_lit(w, ",\"id\":");
+		xout_i64(w, sqlite3_column_int64(st, 7));
+	}
+	name_lit(c, lit, "range");
+	xout_lit(w, ",\"args\":{");
+	if (dom) {
+		xout_lit(w, "\"domain\":");
+		xout_str(w, dom);
+		n++;
+	}
+	if (open)
+		arg_i(w, "open", 1, &n);
+	xout_lit(w, "}}");
+	if (!push) {
+		ev(c, "e", p, sqlite3_column_int64(st, 3), end);
+		xout_lit(w, ",\"id\":");
+		xout_i64(w, sqlite3_column_int64(st, 7));
+		name_lit(c, lit, "range");
+		xout_lit(w, "}");
+	}
+	return 0;
+}
+
+static int marker_row(struct chrome *c, const struct xproc *p, sqlite3_stmt *st)
+{
+	const char *lit;
+	int err = jname(c, p->proc_id, sqlite3_column_int64(st, 4), &lit);
+
+	if (err)
+		return err;
+	ev(c, "i", p, sqlite3_column_int64(st, 3), sqlite3_column_int64(st, 1));
+	xout_lit(c->w, ",\"s\":\"t\"");
+	name_lit(c, lit, "marker");
+	xout_lit(c->w, "}");
+	return 0;
+}
+
+static int counter_row(struct chrome *c, const struct xproc *p, sqlite3_stmt *st)
+{
+	const char *lit;
+	int err = jname(c, p->proc_id, sqlite3_column_int64(st, 3), &lit);
+
+	if (err)
+		return err;
+	ev(c, "C", p, 0, sqlite3_column_int64(st, 1));
+	name_lit(c, lit, "counter");
+	xout_lit(c->w, ",\"args\":{\"value\":");
+	xout_double(c->w, sqlite3_column_double(st, 4));
+	xout_lit(c->w, "}}");
+	return 0;
+}
+
+static int window_row(struct chrome *c, const struct xproc *p, sqlite3_stmt *st)
+{
+	int n = 0;
+
+	ev(c, "X", p, WINDOWS_TID, sqlite3_column_int64(st, 1));
+	dur(c, sqlite3_column_int64(st, 1), sqlite3_column_int64(st, 2));
+	name_raw(c, "GPU recorded", "gpu_window");
+	xout_lit(c->w, ",\"args\":{");
+	arg_i(c->w, "gpu_work_calls", sqlite3_column_int64(st, 3), &n);
+	xout_lit(c->w, "}}");
+	return 0;
+}
+
+/* ---- memory counters ---- */
+
+struct mem_ev {
+	int64_t t;
+	double delta;
+	uint32_t track;
+};
+
+struct mem_track {
+	struct map_key key; /* proc, label */
+	const struct xproc *p;
+	char name[48];
+};
+
+static int cmp_mem_ev(const void *a, const void *b)
+{
+	const struct mem_ev *x = a, *y = b;
+
+	if (x->track != y->track)
+		return x->track < y->track ? -1 : 1;
+	if (x->t != y->t)
+		return x->t < y->t ? -1 : 1;
+	/* a free and an allocation at one instant: the free first */
+	return (x->delta > y->delta) - (x->delta < y->delta);
+}
+
+static void counter_point(struct chrome *c, const struct mem_track *tr, int64_t t, double v)
+{
+	ev(c, "C", tr->p, 0, t);
+	xout_lit(c->w, ",\"name\":");
+	xout_json(c->w, tr->name);
+	xout_lit(c->w, ",\"cat\":\"memory\",\"args\":{\"bytes\":");
+	xout_i64(c->w, llround(v));
+	xout_lit(c->w, "}}");
+}
+
+/* One track's events, sorted: the highest and the last value of each
+ * bucket (the highest first when it came first). */
+static void sweep(struct chrome *c, const struct mem_track *tr, const struct mem_ev *e, size_t n)
+{
+	const struct xproc *p = tr->p;
+	int64_t span = p->end_ns - p->start_ns, width = span / COUNTER_BUCKETS;
+	double live = 0;
+	size_t i = 0;
+
+	if (width < 1000)
+		width = 1000;
+	counter_point(c, tr, p->start_ns, 0);
+	while (i < n) {
+		int64_t b = (e[i].t - p->start_ns) / width;
+		double max = -INFINITY, last = 0;
+		int64_t max_t = 0, last_t = 0;
+
+		for (; i < n && (e[i].t - p->start_ns) / width == b; i++) {
+			int64_t t = e[i].t;
+
+			/* every change at one instant, then the value */
+			for (; i < n && e[i].t == t; i++)
+				live += e[i].delta;
+			i--;
+			if (live > max) {
+				max = live;
+				max_t = t;
+			}
+			last = live;
+			last_t = t;
+		}
+		if (export_in(p, max_t, last_t)) {
+			counter_point(c, tr, max_t, max);
+			if (last_t != max_t)
+				counter_point(c, tr, last_t, last);
+		}
+	}
+}
+
+static int memory(struct chrome *c)
+{
+	struct export *x = c->x;
+	struct map tracks = { .item_size = sizeof(struct mem_track) };
+	struct mem_ev *v = NULL;
+	size_t n = 0, cap = 0;
+	sqlite3_stmt *st = NULL;
+	int err, r;
+
+	err = store_prepare(x->db, "SELECT proc_id, space, device, weight, alloc_ns, free_ns"
+			    " FROM allocations", &st);
+	if (err)
+		return err;
+	while ((r = store_step(x->db, st)) > 0) {
+		const struct xproc *p = export_proc(x, sqlite3_column_int64(st, 0));
+		const char *space = (const char *)sqlite3_column_text(st, 1);
+		int64_t dev = sqlite3_column_int64(st, 2), label;
+		struct mem_track *tr;
+		struct map_key k;
+		double wt = sqlite3_column_double(st, 3);
+
+		if (!p)
+			continue;
+		/* host 0, device dev+1, pinned -1, managed -(dev+2) */
+		label = !space || !strcmp(space, "host") ? 0 : !strcmp(space, "device") ? dev + 1
+			: !strcmp(space, "pinned") ? -1 : -(dev + 2);
+		k = (struct map_key){ p->proc_id, label, 0 };
+		tr = map_get(&tracks, &k);
+		if (!tr) {
+			err = -ENOMEM;
+			break;
+		}
+		if (!tr->p) {
+			tr->p = p;
+			if (label == 0)
+				snprintf(tr->name, sizeof(tr->name), "memory host");
+			else if (label > 0)
+				snprintf(tr->name, sizeof(tr->name), "memory cuda:%lld", (long long)dev);
+			else if (label == -1)
+				snprintf(tr->name, sizeof(tr->name), "memory pinned");
+			else
+				snprintf(tr->name, sizeof(tr->name), "memory managed:%lld",
+					 (long long)dev);
+		}
+		if (n + 2 > cap) {
+			size_t nc = cap ? cap * 2 : 1u << 16;
+			struct mem_ev *g = realloc(v, nc * sizeof(*v));
+
+			if (!g) {
+				err = -ENOMEM;
+				break;
+			}
+			v = g;
+			cap = nc;
+		}
+		v[n++] = (struct mem_ev){ sqlite3_column_int64(st, 4), wt,
+					  (uint32_t)(tr - (struct mem_track *)tracks.items) };
+		if (sqlite3_column_type(st, 5) != SQLITE_NULL)
+			v[n++] = (struct mem_ev){ sqlite3_column_int64(st, 5), -wt, v[n - 1].track };
+	}
+	if (!err && r < 0)
+		err = r;
+	sqlite3_finalize(st);
+	if (!err) {
+		qsort(v, n, sizeof(*v), cmp_mem_ev);
+		for (size_t i = 0; i < n;) {
+			size_t j = i;
+
+			while (j < n && v[j].track == v[i].track)
+				j++;
+			sweep(c, map_item(&tracks, v[i].track), v + i, j - i);
+			i = j;
+		}
+	}
+	free(v);
+	map_free(&tracks);
+	return err;
+}
+
+/* ---- names of processes and tracks ---- */
+
+static int names(struct chrome *c)
+{
+	struct export *x = c->x;
+	sqlite3_stmt *st = NULL;
+	char buf[600];
+	int err, r;
+
+	for (size_t i = 0; i < x->nprocs; i++) {
+		const struct xproc *p = &x->procs[i];
+
+		meta(c, p, 0, "process_name", "name", p->label, 0);
+		snprintf(buf, sizeof(buf), "pid %lld%s%.200s%s", (long long)p->pid,
+			 p->host ? " on " : "", p->host ? p->host : "",
+			 p->sampled ? ", GPU sampled: see its GPU sampling track" : "");
+		meta(c, p, 0, "process_labels", "labels", buf, 0);
+		meta(c, p, 0, "process_sort_index", "sort_index", NULL, (int64_t)i);
+		if (p->sampled) {
+			meta(c, p, WINDOWS_TID, "thread_name", "name",
+			     "GPU sampling: recorded windows (GPU work outside them is not shown)", 0);
+			meta(c, p, WINDOWS_TID, "thread_sort_index", "sort_index", NULL, 1 << 30);
+		}
+	}
+	err = store_prepare(x->db, "SELECT proc_id, tid, name FROM threads", &st);
+	if (err)
+		return err;
+	while ((r = store_step(x->db, st)) > 0) {
+		const struct xproc *p = export_proc(x, sqlite3_column_int64(st, 0));
+		const char *name = (const char *)sqlite3_column_text(st, 2);
+		int64_t tid = sqlite3_column_int64(st, 1);
+
+		if (!p)
+			continue;
+		/* viewers show the tid beside the name */
+		meta(c, p, tid, "thread_name", "name", name ? name : "thread", 0);
+	}
+	sqlite3_finalize(st);
+	if (r < 0)
+		return r;
+	for (size_t i = 0; i < c->streams.n; i++) {
+		const struct seen_item *s = map_item(&c->streams, i);
+		const struct xproc *p = export_proc(x, s->key.proc_id);
+		int64_t tid = GPU_TID(s->key.a, s->key.b);
+
+		if (s->key.b >= 0)
+			snprintf(buf, sizeof(buf), "GPU %lld stream %lld", (long long)s->key.a,
+				 (long long)s->key.b);
+		else
+			snprintf(buf, sizeof(buf), "GPU %lld stream ?", (long long)s->key.a);
+		meta(c, p, tid, "thread_name", "name", buf, 0);
+		meta(c, p, tid, "thread_sort_index", "sort_index", NULL, tid);
+	}
+	return 0;
+}
+
+int export_chrome(struct export *x, struct xout *w)
+{
+	struct chrome c = {
+		.x = x, .w = w, .first = 1,
+		.api = { .item_size = sizeof(struct api_item) },
+		.streams = { .item_size = sizeof(struct seen_item) },
+		.jnames = { .item_size = sizeof(struct jname_item) },
+	};
+	double bytes;
+	int err = estimate(&c, &bytes);
+
+	if (err)
+		return err;
+	if (bytes > x->o->max_mb * 1e6) {
+		cli_error("the trace would be about %.0f MB, more than a browser loads (--max-mb %.0f):"
+			  " export a time span (--begin S --end S) or one process (--pid, --rank),"
+			  " or write csv", bytes / 1e6, x->o->max_mb);
+		return -EFBIG;
+	}
+	err = store_prepare(x->db, "SELECT coalesce(demangled, text) FROM strings"
+			    " WHERE proc_id = ?1 AND id = ?2", &c.name_st);
+	if (err)
+		return err;
+	xout_lit(w, "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"exporter\":\"shimmer\","
+		    "\"clock\":\"microseconds since the first process started\"},\n\"traceEvents\":[\n");
+	err = each(&c, 1, "SELECT c.proc_id, c.start_ns, c.end_ns, c.tid, f.name, c.ret, c.device,"
+		   " c.stream, c.bytes FROM cuda_calls c LEFT JOIN functions f USING (fn_id)",
+		   cuda_row);
+	if (!err)
+		err = each(&c, 2, "SELECT proc_id, start_ns, end_ns, tid, name_id, correlation, domain"
+			   " FROM gpu_api", api_row);
+	if (!err)
+		err = each(&c, 2, "SELECT proc_id, start_ns, end_ns, device, stream, correlation,"
+			   " name_id, grid_x, grid_y, grid_z, block_x, block_y, block_z,"
+			   " coalesce(registers, 0), coalesce(static_smem, 0),"
+			   " coalesce(dynamic_smem, 0) FROM kernels", kernel_row);
+	if (!err)
+		err = each(&c, 2, "SELECT proc_id, start_ns, end_ns, op, device, stream, correlation,"
+			   " bytes, copy_kind, src_kind, dst_kind, coalesce(value, 0)"
+			   " FROM gpu_copies", copy_row);
+	if (!err)
+		err = each(&c, 2, "SELECT proc_id, start_ns, end_ns, tid, kind, name_id, domain_id, id"
+			   " FROM ranges", range_row);
+	if (!err)
+		err = each(&c, 2, "SELECT proc_id, ts_ns, ts_ns, tid, name_id FROM markers",
+			   marker_row);
+	if (!err)
+		err = each(&c, 2, "SELECT proc_id, ts_ns, ts_ns, name_id, coalesce(value, 0)"
+			   " FROM counters", counter_row);
+	if (!err)
+		err = each(&c, 4, "SELECT proc_id, start_ns, end_ns, calls FROM gpu_windows",
+			   window_row);
+	if (!err)
+		err = memory(&c);
+	if (!err)
+		err = names(&c);
+	xout_lit(w, "\n]}\n");
+	sqlite3_finalize(c.name_st);
+	map_free(&c.api);
+	map_free(&c.streams);
+	map_free(&c.jnames);
+	strtab_free(&c.jtext);
+	return err;
+}
