@@ -16,7 +16,9 @@ $(eval $(call unit_test,ptrmap,$(O)/obj/collector/ptrmap.o))
 $(eval $(call unit_test,store,$(COLLECTOR_STORE_OBJS)))
 # The unit test rule links fixed libraries: libstdc++ goes in by path.
 LIBSTDCXX := $(shell $(CC) -print-file-name=libstdc++.so)
-COLLECTOR_CLIENT_OBJS := $(patsubst %,$(O)/obj/collector/%.o,client ring record ingest \
+COLLECTOR_CLIENT_OBJS := $(patsubst %,$(O)/obj/collector/%.o,client ring record ingest heapagg \
 	clock ptrmap)
 $(eval $(call unit_test,client,$(COLLECTOR_CLIENT_OBJS) $(COLLECTOR_STORE_OBJS) \
 	$(LIBSTDCXX)))
+$(eval $(call unit_test,heapagg,$(O)/obj/collector/heapagg.o $(O)/obj/collector/ptrmap.o \
+	$(COLLECTOR_STORE_OBJS)))

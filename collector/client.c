@@ -211,6 +211,8 @@ static int hello(struct client *c, const char *msg, size_t len, int memfd)
 			.store = c->co->store, .proc_id = c->proc_id, .clock = h.clock,
 			.tsc = &c->co->clock, .malloc_mode = h.malloc_mode,
 			.sample_bytes = h.sample_bytes, .nstreams = h.nslots,
+			.heap_rows = h.flags & (SHM_HELLO_HEAP_ROWS | SHM_HELLO_HEAP_AGG),
+			.start_ns = (int64_t)h.start_mono_ns,
 		};
 
 		c->ingest = ingest_new(&ic);
@@ -443,6 +445,8 @@ int client_end(struct client *c, enum client_end why, int64_t now_ns)
 	}
 	if (!err)
 		err = client_flush_counts(c);
+	if (!err && c->ingest)
+		err = ingest_end(c->ingest);
 	if (why == CLIENT_REJECTED || c->rejected)
 		reason = reasons[CLIENT_REJECTED];
 	else if (why == CLIENT_SHUTDOWN)

@@ -150,6 +150,12 @@ enum shm_clock {
 };
 
 #define SHM_HELLO_LOSSLESS 0x1u /* SHIMMER_LOSSLESS=1: producers wait, never drop */
+/* SHIMMER_MALLOC=all: what the collector keeps of the host heap.  AGG: the
+ * answers computed as events arrive and a row only for the blocks that need
+ * one (the default); ROWS: a row per allocation (SHIMMER_HEAP_ROWS=all);
+ * both: both, from the same events (SHIMMER_HEAP_ROWS=both). */
+#define SHM_HELLO_HEAP_ROWS 0x2u
+#define SHM_HELLO_HEAP_AGG 0x4u
 
 #define SHM_NO_RANK (-1)
 

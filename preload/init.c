@@ -57,7 +57,7 @@ static int start(uint32_t ppid)
 	h.pid = shim.pid;
 	h.ppid = ppid;
 	h.uid = (uint32_t)getuid();
-	h.flags = settings.lossless ? SHM_HELLO_LOSSLESS : 0;
+	h.flags = (settings.lossless ? SHM_HELLO_LOSSLESS : 0) | settings.heap_rows;
 	h.rank = settings.rank;
 	h.local_rank = settings.local_rank;
 	h.malloc_mode = (uint32_t)shim.mode;

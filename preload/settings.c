@@ -40,6 +40,9 @@ struct var {
 
 static const char *const malloc_words[] = { "sample", "all", "off", 0 };
 static const uint64_t malloc_vals[] = { SHM_MALLOC_SAMPLE, SHM_MALLOC_ALL, SHM_MALLOC_OFF };
+static const char *const heap_rows_words[] = { "kept", "all", "both", 0 };
+static const uint64_t heap_rows_vals[] = { SHM_HELLO_HEAP_AGG, SHM_HELLO_HEAP_ROWS,
+					   SHM_HELLO_HEAP_ROWS | SHM_HELLO_HEAP_AGG };
 static const char *const gpu_words[] = { "sample", "all", 0 };
 static const uint64_t gpu_vals[] = { 1, 0 };
 
@@ -51,6 +54,9 @@ static const struct var vars[] = {
 	  malloc_vals },
 	{ "SHIMMER_SAMPLE_BYTES", NUMBER, F(sample_bytes), 524288, 1, 1ull << 40, 1, 0, 0 },
 	{ "SHIMMER_LOSSLESS", SWITCH, F(lossless), 0, 0, 1, 1, 0, 0 },
+	/* rows until the tools read the aggregated heap (issue 15, item 4) */
+	{ "SHIMMER_HEAP_ROWS", WORD, F(heap_rows), SHM_HELLO_HEAP_ROWS, 0, 0, 1, heap_rows_words,
+	  heap_rows_vals },
 	{ "SHIMMER_RING_KB", POW2, F(ring_bytes), 256, SHM_RING_MIN_BYTES / 1024,
 	  SHM_RING_MAX_BYTES / 1024, 1024, 0, 0 },
 	{ "SHIMMER_MAX_THREADS", NUMBER, F(nslots), 256, 1, SHM_SLOTS_MAX, 1, 0, 0 },
@@ -232,6 +238,11 @@ void settings_read(void)
 		if (i == 0)
 			log_init(settings.debug);
 	}
+	/* Exact mode is lossless unless told otherwise: producers wait for a
+	 * collector that keeps up, and drop (counted) only when it stops. */
+	s = getenv("SHIMMER_LOSSLESS");
+	if ((!s || !*s) && settings.malloc_mode == SHM_MALLOC_ALL)
+		settings.lossless = 1;
 	settings.socket = getenv("SHIMMER_SOCKET");
 	if (!settings.socket || !*settings.socket)
 		settings.socket = DEFAULT_SOCKET;

@@ -20,7 +20,8 @@ struct settings {
 	const char *socket;     /* SHIMMER_SOCKET */
 	int malloc_mode;        /* SHIMMER_MALLOC: enum shm_malloc_mode */
 	uint64_t sample_bytes;  /* SHIMMER_SAMPLE_BYTES */
-	int lossless;           /* SHIMMER_LOSSLESS */
+	int lossless;           /* SHIMMER_LOSSLESS; on by default with SHIMMER_MALLOC=all */
+	uint32_t heap_rows;     /* SHIMMER_HEAP_ROWS: SHM_HELLO_HEAP_* (all mode) */
 	uint32_t ring_bytes;    /* SHIMMER_RING_KB * 1024, a power of two */
 	uint32_t nslots;        /* SHIMMER_MAX_THREADS */
 	int stacks;             /* SHIMMER_STACKS */

@@ -358,8 +358,10 @@ static inline int checks_hold(const struct unwind_cache *c, uint32_t from, uint3
 	return 1;
 }
 
-int unwind_walk(struct unwind_cache *c, uint64_t pc, uint64_t sp, uint64_t bp, uint32_t max,
-		int *same)
+/* The walk when it is not the previous one: new frames go to arrays on
+ * the stack first, joined to the previous walk's at the end. */
+static __attribute__((noinline)) int walk(struct unwind_cache *c, uint64_t pc, uint64_t sp,
+					   uint64_t bp, uint32_t max, int *same)
 {
 	uint64_t f_pc[max + 1], f_sp[max + 1], f_bp[max + 1];
 	int32_t f_at[max + 1];
@@ -370,9 +372,6 @@ int unwind_walk(struct unwind_cache *c, uint64_t pc, uint64_t sp, uint64_t bp, u
 	int joined = 0, has_next = 0, ended = 0, final;
 	uint64_t r, v = 0, nb = 0, cfa;
 
-	*same = 0;
-	if (!rules || max < 1 || max > UNWIND_MAX)
-		return -1;
 	/* steps the previous walk made: one from each frame but an ending one */
 	psteps = pn ? (c->has_next ? pn : pn - 1) : 0;
 	for (;;) {
@@ -486,4 +485,28 @@ int unwind_walk(struct unwind_cache *c, uint64_t pc, uint64_t sp, uint64_t bp, u
 	if (c->n + c->has_next > 0)
 		build_checks(c);
 	return (int)c->n;
+}
+
+int unwind_walk(struct unwind_cache *c, uint64_t pc, uint64_t sp, uint64_t bp, uint32_t max,
+		int *same)
+{
+	uint32_t stop, psteps;
+
+	*same = 0;
+	if (!rules || max < 1 || max > UNWIND_MAX)
+		return -1;
+	/* The common case first, without the arrays: the previous walk from
+	 * its first frame on, the same limit, every check holding.  (walk()
+	 * finds the same, and anything else.) */
+	if (c->gen == __atomic_load_n(&gen, __ATOMIC_RELAXED) && c->n && c->sp[0] == sp &&
+	    c->pc[0] == pc && (!(c->flags[0] & F_NEEDS_BP) || c->bp[0] == bp) && pc >= PC_MIN) {
+		psteps = c->has_next ? c->n : c->n - 1;
+		stop = max < psteps ? max : psteps;
+		if ((stop == max ? c->has_next && stop == c->n && !c->ended : c->ended) &&
+		    checks_hold(c, 0, stop)) {
+			*same = 1;
+			return (int)c->n;
+		}
+	}
+	return walk(c, pc, sp, bp, max, same);
 }
