@@ -23,6 +23,7 @@
 
 #include <errno.h>
 #include <sqlite3.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -1254,6 +1255,48 @@ static char *alloc_n_text(void)
 	return text;
 }
 
+/*
+ * The indexes readers need (docs/schema.md): made when a recording closes,
+ * never kept during ingest, where each would slow every insert.  A store
+ * opened again to record more drops them first; meta 'indexed' = 1 tells
+ * the tools they are there.
+ */
+static const char *const reader_indexes[][2] = {
+	{ "kernels_proc_start", "kernels (proc_id, start_ns)" },
+	{ "gpu_copies_proc_start", "gpu_copies (proc_id, start_ns)" },
+	{ "gpu_api_proc_start", "gpu_api (proc_id, start_ns)" },
+	{ "gpu_api_correlation", "gpu_api (proc_id, correlation)" },
+	{ "cuda_calls_proc_start", "cuda_calls (proc_id, start_ns)" },
+	{ "ranges_proc_start", "ranges (proc_id, start_ns)" },
+	{ "ranges_thread", "ranges (proc_id, tid, start_ns)" },
+	{ "markers_proc_ts", "markers (proc_id, ts_ns)" },
+};
+
+#define NINDEXES (sizeof(reader_indexes) / sizeof(reader_indexes[0]))
+
+/* create: make them (at close) or drop them (at open), in the caller's
+ * transaction or one of its own. */
+static int reader_indexes_set(struct store *s, int create)
+{
+	char text[160];
+	int rc = SQLITE_OK;
+
+	for (size_t i = 0; rc == SQLITE_OK && i < NINDEXES; i++) {
+		if (create)
+			snprintf(text, sizeof(text), "CREATE INDEX IF NOT EXISTS %s ON %s",
+				 reader_indexes[i][0], reader_indexes[i][1]);
+		else
+			snprintf(text, sizeof(text), "DROP INDEX IF EXISTS %s", reader_indexes[i][0]);
+		rc = sqlite3_exec(s->db, text, NULL, NULL, NULL);
+	}
+	if (rc == SQLITE_OK)
+		rc = sqlite3_exec(s->db, create ? "INSERT OR REPLACE INTO meta (key, value) "
+					"VALUES ('indexed', '1')"
+				       : "DELETE FROM meta WHERE key = 'indexed'",
+				  NULL, NULL, NULL);
+	return rc == SQLITE_OK ? 0 : fail(s, rc);
+}
+
 /* WAL, the schema migrations and the functions table, in one transaction;
  * then the statements. */
 static int prepare_db(struct store *s)
@@ -1295,6 +1338,8 @@ static int prepare_db(struct store *s)
 		err = migrate(s, version);
 	if (!err)
 		err = add_functions(s);
+	if (!err)
+		err = reader_indexes_set(s, 0);
 	if (err) {
 		if (!sqlite3_get_autocommit(s->db))
 			sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
@@ -1349,6 +1394,17 @@ int store_close(struct store *s)
 	err = store_commit(s);
 	for (int i = 0; i < ST_N; i++)
 		sqlite3_finalize(s->st[i]);
+	/* The recording is over: the readers' indexes, in one transaction. */
+	if (!err && s->db && !s->broken) {
+		int rc = sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+
+		if (rc == SQLITE_OK && reader_indexes_set(s, 1) == 0)
+			rc = sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL);
+		if (!sqlite3_get_autocommit(s->db))
+			sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+		if (rc != SQLITE_OK)
+			log_error("cannot index %s: %s", s->path, sqlite3_errmsg(s->db));
+	}
 	if (s->db && !s->broken)
 		sqlite3_wal_checkpoint_v2(s->db, NULL, SQLITE_CHECKPOINT_TRUNCATE,
 					  NULL, NULL);

@@ -65,7 +65,7 @@
 	X(CUDA_FREE_ASYNC, "cudaFreeAsync", CUDA, SHM_FNF_FREE)               \
 	X(CUDA_MALLOC_FROM_POOL_ASYNC, "cudaMallocFromPoolAsync", CUDA,       \
 	  SHM_FNF_ALLOC)                                                     \
-	X(CUDA_MEMCPY, "cudaMemcpy", CUDA, SHM_FNF_COPY)                      \
+	X(CUDA_MEMCPY, "cudaMemcpy", CUDA, SHM_FNF_COPY | SHM_FNF_SYNC)       \
 	X(CUDA_MEMCPY_ASYNC, "cudaMemcpyAsync", CUDA, SHM_FNF_COPY)           \
 	X(CUDA_MEMCPY_PEER_ASYNC, "cudaMemcpyPeerAsync", CUDA, SHM_FNF_COPY)  \
 	X(CUDA_MEMSET, "cudaMemset", CUDA, 0)                                 \
@@ -79,14 +79,17 @@
 	X(CUDA_STREAM_SYNCHRONIZE, "cudaStreamSynchronize", CUDA, SHM_FNF_SYNC) \
 	X(CUDA_DEVICE_SYNCHRONIZE, "cudaDeviceSynchronize", CUDA, SHM_FNF_SYNC) \
 	X(CUDA_EVENT_SYNCHRONIZE, "cudaEventSynchronize", CUDA, SHM_FNF_SYNC) \
-	X(CUDA_STREAM_WAIT_EVENT, "cudaStreamWaitEvent", CUDA, SHM_FNF_SYNC)
+	X(CUDA_STREAM_WAIT_EVENT, "cudaStreamWaitEvent", CUDA, SHM_FNF_WAIT)
 
 /* Function property flags (shm_fn_info.flags). */
 #define SHM_FNF_ALLOC 0x1u  /* returns memory */
 #define SHM_FNF_FREE 0x2u   /* releases memory */
 #define SHM_FNF_COPY 0x4u   /* moves bytes */
 #define SHM_FNF_LAUNCH 0x8u /* starts GPU work */
-#define SHM_FNF_SYNC 0x10u  /* may block the CPU on the GPU */
+#define SHM_FNF_SYNC 0x10u  /* blocks the calling CPU thread until GPU work is
+			     * done (the synchronous cudaMemcpy too); the tools'
+			     * "CPU blocked in synchronizing calls" */
+#define SHM_FNF_WAIT 0x20u  /* makes a stream wait for other GPU work, not the CPU */
 
 enum shm_family { SHM_FAMILY_HEAP = 1, SHM_FAMILY_CUDA = 2 };
 

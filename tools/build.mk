@@ -1,30 +1,26 @@
 # tools/: the shimmer command.
 TOOLS_SRCS := $(wildcard tools/*.c)
 TOOLS_OBJS := $(TOOLS_SRCS:%.c=$(O)/obj/%.o)
+# Everything but the dispatcher: what the unit tests link.
+TOOLS_LIB_OBJS := $(filter-out $(O)/obj/tools/main.o,$(TOOLS_OBJS))
+TOOLS_LIBS := -lsqlite3 -ldw -lelf -lstdc++ -lpthread -lm
 
 $(SHIMMER): $(TOOLS_OBJS)
 	$(call msg,LD,$@)
 	$(Q)mkdir -p $(@D)
-	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ -lsqlite3 -ldw -lelf -lstdc++ -lm
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(TOOLS_LIBS)
 
-# Unit tests of the tools' modules.
-TOOLS_SUMMARY_OBJS := $(patsubst %,$(O)/obj/tools/%.o,summary gpu map stats fmt cli store)
+# Unit tests of the tools' modules.  Those of the model and the commands
+# link the whole of tools/ (less main.o), the embedded schema to make
+# stores with, libdw (symbolization) and the C++ runtime (demangling).
 $(eval $(call unit_test,stats,$(O)/obj/tools/stats.o))
 $(eval $(call unit_test,fmt,$(O)/obj/tools/fmt.o))
-$(eval $(call unit_test,summary,$(TOOLS_SUMMARY_OBJS) $(O)/gen/schema_sql.o))
 
-# The memory commands' tests link libdw (symbolization) and the C++
-# runtime (demangling), which the shared unit_test rule does not.
-TOOLS_MEM_OBJS := $(patsubst %,$(O)/obj/tools/%.o,sites symbolize map fmt cli store) \
-	$(O)/gen/schema_sql.o
-define tools_mem_test
+define tools_test
 UNIT_TESTS += $(O)/test/test_$(1)
-$(O)/test/test_$(1): $(O)/obj/test/unit/test_$(1).o $(sort $(O)/obj/tools/$(1).o $(TOOLS_MEM_OBJS))
+$(O)/test/test_$(1): $(O)/obj/test/unit/test_$(1).o $(TOOLS_LIB_OBJS) $(O)/gen/schema_sql.o
 	$$(call msg,LD,$$@)
 	$$(Q)mkdir -p $$(@D)
-	$$(Q)$$(CC) $$(ALL_LDFLAGS) -o $$@ $$^ -lcmocka -lsqlite3 -ldw -lelf -lstdc++ -lm
+	$$(Q)$$(CC) $$(ALL_LDFLAGS) -o $$@ $$^ -lcmocka $(TOOLS_LIBS)
 endef
-$(eval $(call tools_mem_test,leaks))
-$(eval $(call tools_mem_test,symbolize))
-$(eval $(call tools_mem_test,peak))
-$(eval $(call tools_mem_test,temporary))
+$(foreach t,summary leaks symbolize peak temporary emit model,$(eval $(call tools_test,$(t))))

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "model.h"
 
 static void vline(const char *what, const char *fmt, va_list ap)
 {
@@ -156,4 +157,14 @@ int cli_format_opt(const struct command *cmd, int argc, char **argv, int *i,
 	}
 	cli_usage_error(cmd, "unknown format '%s'", v);
 	return -1;
+}
+
+int cli_filter_opt(const struct command *cmd, int argc, char **argv, int *i,
+		   struct model_filter *f)
+{
+	int r = cli_int_opt(cmd, argc, argv, i, "--pid", &f->pid);
+
+	if (r == 0)
+		r = cli_int_opt(cmd, argc, argv, i, "--rank", &f->rank);
+	return r;
 }

@@ -31,6 +31,7 @@ extern const struct command leaks_command;
 extern const struct command peak_command;
 extern const struct command temporary_command;
 extern const struct command export_command;
+extern const struct command compare_command;
 
 /* Print "shimmer: error: <fmt>\n" on stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -72,6 +73,12 @@ int cli_number_opt(const struct command *cmd, int argc, char **argv, int *i,
 /* An integer >= 0. */
 int cli_int_opt(const struct command *cmd, int argc, char **argv, int *i,
 		const char *name, int64_t *value);
+
+struct model_filter;
+
+/* "--pid PID" and "--rank R": the processes a command reads. */
+int cli_filter_opt(const struct command *cmd, int argc, char **argv, int *i,
+		   struct model_filter *f);
 
 /* "--format": *fmt is the index of the value in names, a NULL-terminated
  * list of the formats cmd writes. */

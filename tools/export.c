@@ -171,12 +171,6 @@ const struct xproc *export_proc(const struct export *x, int64_t proc_id)
 	return bsearch(&k, x->procs, x->nprocs, sizeof(k), cmp_proc);
 }
 
-static const char procs_sql[] =
-	"SELECT proc_id, pid, rank, exe, hostname, start_ns, start_wall_ns,"
-	" coalesce(end_ns, (SELECT max(end_ns) FROM cuda_calls c WHERE c.proc_id = p.proc_id),"
-	" start_ns) FROM processes p"
-	" WHERE (?1 < 0 OR pid = ?1) AND (?2 < 0 OR rank = ?2) ORDER BY proc_id";
-
 static const char *base_name(const char *path)
 {
 	const char *s = path ? strrchr(path, '/') : NULL;
@@ -184,80 +178,46 @@ static const char *base_name(const char *path)
 	return s ? s + 1 : path ? path : "?";
 }
 
+/* The model's selected processes, with what the export adds to them. */
 static int load_procs(struct export *x)
 {
-	const struct export_opts *o = x->o;
-	sqlite3_stmt *st = NULL;
 	size_t cap = 0;
-	int err, r;
+	int err;
 
-	err = store_prepare(x->db, procs_sql, &st);
-	if (err)
-		return err;
-	sqlite3_bind_int64(st, 1, o->pid);
-	sqlite3_bind_int64(st, 2, o->rank);
-	while ((r = store_step(x->db, st)) > 0) {
+	for (size_t i = 0; i < model_nprocs(x->m); i++) {
+		const struct model_proc *mp = model_proc(x->m, i);
 		struct xproc *p;
 		char label[512];
 
+		if (!mp->selected)
+			continue;
 		err = array_grow(&x->procs, &cap, x->nprocs, sizeof(*x->procs));
 		if (err)
-			goto out;
+			return err;
 		p = &x->procs[x->nprocs++];
 		*p = (struct xproc){
-			.proc_id = sqlite3_column_int64(st, 0),
-			.pid = sqlite3_column_int64(st, 1),
-			.rank = sqlite3_column_type(st, 2) == SQLITE_NULL ? -1
-									: sqlite3_column_int64(st, 2),
-			.start_ns = sqlite3_column_int64(st, 5),
-			.offset_ns = sqlite3_column_int64(st, 6) - sqlite3_column_int64(st, 5),
-			.end_ns = sqlite3_column_int64(st, 7),
-			.gpu_scale = 1,
+			.mp = mp,
+			.proc_id = mp->proc_id,
+			.pid = mp->pid,
+			.rank = mp->rank,
+			.start_ns = mp->start_ns,
+			.offset_ns = mp->start_wall_ns - mp->start_ns,
+			.end_ns = mp->end_ns,
+			.sampled = mp->sampling != NULL,
+			.gpu_scale = mp->sampling && mp->sampling->scale > 0 ? mp->sampling->scale : 1,
 		};
-		p->exe = store_column_dup(st, 3, &err);
-		if (!err)
-			p->host = store_column_dup(st, 4, &err);
-		if (err)
-			goto out;
+		p->exe = mp->exe ? strdup(mp->exe) : NULL;
+		p->host = mp->host ? strdup(mp->host) : NULL;
 		if (p->rank >= 0)
 			snprintf(label, sizeof(label), "%.400s rank %lld", base_name(p->exe),
 				 (long long)p->rank);
 		else
 			snprintf(label, sizeof(label), "%.400s", base_name(p->exe));
 		p->label = strdup(label);
-		if (!p->label) {
-			err = -ENOMEM;
-			goto out;
-		}
+		if (!p->label || (mp->exe && !p->exe) || (mp->host && !p->host))
+			return -ENOMEM;
 	}
-	err = r;
-out:
-	sqlite3_finalize(st);
-	return err;
-}
-
-/* GPU sampling: which processes were sampled, and their scale. */
-static int load_sampling(struct export *x)
-{
-	sqlite3_stmt *st = NULL;
-	int err, r;
-
-	if (x->schema < 4)
-		return 0;
-	err = store_prepare(x->db, "SELECT proc_id, scale FROM gpu_sampling", &st);
-	if (err)
-		return err;
-	while ((r = store_step(x->db, st)) > 0) {
-		struct xproc *p = (struct xproc *)export_proc(x, sqlite3_column_int64(st, 0));
-
-		if (!p)
-			continue;
-		p->sampled = 1;
-		if (sqlite3_column_type(st, 1) != SQLITE_NULL)
-			p->gpu_scale = sqlite3_column_double(st, 1);
-	}
-	sqlite3_finalize(st);
-	return r;
+	return 0;
 }
 
 /* One wall-clock offset per host (its earliest process's), the origin,
@@ -636,6 +596,7 @@ static int parse(int argc, char **argv, struct export_opts *o)
 
 static int export_main(int argc, char **argv)
 {
+	struct model_filter f = model_filter_all();
 	struct export_opts o;
 	struct export x = { .o = &o };
 	struct xout w = { 0 };
@@ -644,17 +605,18 @@ static int export_main(int argc, char **argv)
 
 	if (rc >= 0)
 		return rc;
-	if (store_open(o.path, &x.db) < 0)
+	f.pid = o.pid;
+	f.rank = o.rank;
+	if (model_open(o.path, &f, &x.m) < 0)
 		return CLI_EXIT_ERROR;
-	x.schema = store_schema_version(x.db);
+	x.db = model_db(x.m);
+	x.schema = model_schema_version(x.m);
 	err = load_procs(&x);
-	if (!err)
-		err = load_sampling(&x);
 	if (err)
 		goto out;
-	if (!x.nprocs) {
+	/* The model warned when --pid or --rank matched nothing. */
+	if (!x.nprocs && o.pid < 0 && o.rank < 0)
 		cli_warn("no process selected in %s", o.path);
-	}
 	place(&x);
 	if (o.out_path && !(out = fopen(o.out_path, "w"))) {
 		cli_error("cannot write %s: %s", o.out_path, strerror(errno));
@@ -692,7 +654,7 @@ out:
 	if (err && o.out_path && out)
 		remove(o.out_path);
 	free_procs(&x);
-	sqlite3_close(x.db);
+	model_close(x.m);
 	if (err == -ENOMEM)
 		cli_error("out of memory");
 	return err ? CLI_EXIT_ERROR : CLI_EXIT_OK;

@@ -22,6 +22,7 @@
 #include <sqlite3.h>
 
 #include "map.h"
+#include "model.h"
 
 enum export_weight {
 	XW_ALLOCATED, /* bytes of every allocation */
@@ -33,9 +34,10 @@ enum export_weight {
 
 /* A selected process, and where its times land on the export's clock. */
 struct xproc {
+	const struct model_proc *mp; /* the model's process */
 	int64_t proc_id, pid, rank; /* rank -1: none */
 	int64_t trace_pid;          /* pid in the trace (the pid, unless two share it) */
-	int64_t start_ns, end_ns;   /* end: recorded, else its last event */
+	int64_t start_ns, end_ns;   /* the model's: end recorded, else its last event */
 	int64_t offset_ns;          /* add to a time of this process: export clock, ns */
 	int64_t begin_abs, end_abs; /* --begin/--end in this process's own clock */
 	int sampled;                /* GPU activity recorded only in windows */
@@ -55,7 +57,8 @@ struct export_opts {
 
 struct export {
 	const struct export_opts *o;
-	sqlite3 *db;
+	struct model *m;         /* the store, with the --pid and --rank filter */
+	sqlite3 *db;             /* the model's connection */
 	int schema;
 	struct xproc *procs;     /* selected, by proc_id */
 	size_t nprocs;

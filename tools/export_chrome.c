@@ -10,8 +10,9 @@
  * windows another.  Start/end ranges, which may cross threads, are async
  * events of the process.  A flow joins each API call to the kernel, copy
  * or memset it launched (same process and correlation id).  Live memory is
- * a counter per process and memory (host heap, cuda:N, ...): every change
- * would be millions of samples, so each track keeps, per time bucket of
+ * a counter per process and memory (host, cuda:N, ...), the model's live
+ * bytes (model_mem_events, the peak's own definition): every change would
+ * be millions of samples, so each track keeps, per time bucket of
  * COUNTER_BUCKETS per process life, the highest value and the last one,
  * and the peak is always among them.
  *
@@ -561,29 +562,18 @@ static int window_row(struct chrome *c, const struct xproc *p, sqlite3_stmt *st)
 
 /* ---- memory counters ---- */
 
-struct mem_ev {
-	int64_t t;
-	double delta;
-	uint32_t track;
-};
-
+/* One memory's counter track: the model's live bytes after each instant
+ * they change, kept per time bucket as the highest value (its first
+ * instant) and the last one, so the peak is always among them. */
 struct mem_track {
-	struct map_key key; /* proc, label */
+	struct chrome *c;
 	const struct xproc *p;
-	char name[48];
+	char name[64];
+	int64_t width, bucket;
+	double max, last;
+	int64_t max_t, last_t;
+	int any;
 };
-
-static int cmp_mem_ev(const void *a, const void *b)
-{
-	const struct mem_ev *x = a, *y = b;
-
-	if (x->track != y->track)
-		return x->track < y->track ? -1 : 1;
-	if (x->t != y->t)
-		return x->t < y->t ? -1 : 1;
-	/* a free and an allocation at one instant: the free first */
-	return (x->delta > y->delta) - (x->delta < y->delta);
-}
 
 static void counter_point(struct chrome *c, const struct mem_track *tr, int64_t t, double v)
 {
@@ -595,121 +585,55 @@ static void counter_point(struct chrome *c, const struct mem_track *tr, int64_t 
 	xout_lit(c->w, "}}");
 }
 
-/* One track's events, sorted: the highest and the last value of each
- * bucket (the highest first when it came first). */
-static void sweep(struct chrome *c, const struct mem_track *tr, const struct mem_ev *e, size_t n)
+static void bucket_out(struct mem_track *tr)
 {
-	const struct xproc *p = tr->p;
-	int64_t span = p->end_ns - p->start_ns, width = span / COUNTER_BUCKETS;
-	double live = 0;
-	size_t i = 0;
+	if (!tr->any || !export_in(tr->p, tr->max_t, tr->last_t))
+		return;
+	counter_point(tr->c, tr, tr->max_t, tr->max);
+	if (tr->last_t != tr->max_t)
+		counter_point(tr->c, tr, tr->last_t, tr->last);
+}
 
-	if (width < 1000)
-		width = 1000;
-	counter_point(c, tr, p->start_ns, 0);
-	while (i < n) {
-		int64_t b = (e[i].t - p->start_ns) / width;
-		double max = -INFINITY, last = 0;
-		int64_t max_t = 0, last_t = 0;
+static int mem_instant(void *ctx, int64_t t, double live)
+{
+	struct mem_track *tr = ctx;
+	int64_t b = (t - tr->p->start_ns) / tr->width;
 
-		for (; i < n && (e[i].t - p->start_ns) / width == b; i++) {
-			int64_t t = e[i].t;
-
-			/* every change at one instant, then the value */
-			for (; i < n && e[i].t == t; i++)
-				live += e[i].delta;
-			i--;
-			if (live > max) {
-				max = live;
-				max_t = t;
-			}
-			last = live;
-			last_t = t;
-		}
-		if (export_in(p, max_t, last_t)) {
-			counter_point(c, tr, max_t, max);
-			if (last_t != max_t)
-				counter_point(c, tr, last_t, last);
-		}
+	if (!tr->any || b != tr->bucket) {
+		bucket_out(tr);
+		tr->any = 1;
+		tr->bucket = b;
+		tr->max = live;
+		tr->max_t = t;
+	} else if (live > tr->max) {
+		tr->max = live;
+		tr->max_t = t;
 	}
+	tr->last = live;
+	tr->last_t = t;
+	return tr->c->w->err ? -EIO : 0;
 }
 
 static int memory(struct chrome *c)
 {
-	struct export *x = c->x;
-	struct map tracks = { .item_size = sizeof(struct mem_track) };
-	struct mem_ev *v = NULL;
-	size_t n = 0, cap = 0;
-	sqlite3_stmt *st = NULL;
-	int err, r;
+	struct model_mem *const *mems;
+	size_t n;
+	int err = model_memories(c->x->m, &mems, &n);
 
-	err = store_prepare(x->db, "SELECT proc_id, space, device, weight, alloc_ns, free_ns"
-			    " FROM allocations", &st);
-	if (err)
-		return err;
-	while ((r = store_step(x->db, st)) > 0) {
-		const struct xproc *p = export_proc(x, sqlite3_column_int64(st, 0));
-		const char *space = (const char *)sqlite3_column_text(st, 1);
-		int64_t dev = sqlite3_column_int64(st, 2), label;
-		struct mem_track *tr;
-		struct map_key k;
-		double wt = sqlite3_column_double(st, 3);
+	for (size_t i = 0; !err && i < n; i++) {
+		struct mem_track tr = { .c = c, .p = export_proc(c->x, mems[i]->proc->proc_id) };
+		int64_t span;
 
-		if (!p)
+		if (!tr.p)
 			continue;
-		/* host 0, device dev+1, pinned -1, managed -(dev+2) */
-		label = !space || !strcmp(space, "host") ? 0 : !strcmp(space, "device") ? dev + 1
-			: !strcmp(space, "pinned") ? -1 : -(dev + 2);
-		k = (struct map_key){ p->proc_id, label, 0 };
-		tr = map_get(&tracks, &k);
-		if (!tr) {
-			err = -ENOMEM;
-			break;
-		}
-		if (!tr->p) {
-			tr->p = p;
-			if (label == 0)
-				snprintf(tr->name, sizeof(tr->name), "memory host");
-			else if (label > 0)
-				snprintf(tr->name, sizeof(tr->name), "memory cuda:%lld", (long long)dev);
-			else if (label == -1)
-				snprintf(tr->name, sizeof(tr->name), "memory pinned");
-			else
-				snprintf(tr->name, sizeof(tr->name), "memory managed:%lld",
-					 (long long)dev);
-		}
-		if (n + 2 > cap) {
-			size_t nc = cap ? cap * 2 : 1u << 16;
-			struct mem_ev *g = realloc(v, nc * sizeof(*v));
-
-			if (!g) {
-				err = -ENOMEM;
-				break;
-			}
-			v = g;
-			cap = nc;
-		}
-		v[n++] = (struct mem_ev){ sqlite3_column_int64(st, 4), wt,
-					  (uint32_t)(tr - (struct mem_track *)tracks.items) };
-		if (sqlite3_column_type(st, 5) != SQLITE_NULL)
-			v[n++] = (struct mem_ev){ sqlite3_column_int64(st, 5), -wt, v[n - 1].track };
+		span = tr.p->end_ns - tr.p->start_ns;
+		tr.width = span / COUNTER_BUCKETS < 1000 ? 1000 : span / COUNTER_BUCKETS;
+		snprintf(tr.name, sizeof(tr.name), "memory %s", mems[i]->label);
+		counter_point(c, &tr, tr.p->start_ns, 0);
+		err = model_mem_events(c->x->m, mems[i], mem_instant, &tr);
+		if (!err)
+			bucket_out(&tr);
 	}
-	if (!err && r < 0)
-		err = r;
-	sqlite3_finalize(st);
-	if (!err) {
-		qsort(v, n, sizeof(*v), cmp_mem_ev);
-		for (size_t i = 0; i < n;) {
-			size_t j = i;
-
-			while (j < n && v[j].track == v[i].track)
-				j++;
-			sweep(c, map_item(&tracks, v[i].track), v + i, j - i);
-			i = j;
-		}
-	}
-	free(v);
-	map_free(&tracks);
 	return err;
 }
 

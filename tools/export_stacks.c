@@ -26,6 +26,7 @@
 #include "export.h"
 #include "leaks.h"
 #include "peak.h"
+#include "present.h"
 #include "sites.h"
 #include "store.h"
 
@@ -41,16 +42,23 @@ struct gpu_item {
 	double ns;
 };
 
+/* The stacks and the memories' names ("cuda:N", as every command names
+ * them), for the comparison. */
+struct gpu_names {
+	struct sites s;
+	struct strtab labels;
+};
+
 static int cmp_gpu(const void *a, const void *b, void *ctx)
 {
 	const struct gpu_item *x = *(struct gpu_item *const *)a, *y = *(struct gpu_item *const *)b;
-	const struct sites *s = ctx;
+	const struct gpu_names *n = ctx;
 	int c;
 
 	if (x->key.proc_id != y->key.proc_id)
 		return x->key.proc_id < y->key.proc_id ? -1 : 1;
-	c = strcmp(s->labels.v[x->key.a], s->labels.v[y->key.a]);
-	return c ? c : strcmp(s->folded.v[x->key.b], s->folded.v[y->key.b]);
+	c = strcmp(n->labels.v[x->key.a], n->labels.v[y->key.a]);
+	return c ? c : strcmp(n->s.folded.v[x->key.b], n->s.folded.v[y->key.b]);
 }
 
 static int64_t col_id(sqlite3_stmt *st, int c)
@@ -93,12 +101,12 @@ static int gpu_time(struct export *x, struct xout *w)
 	struct map groups = { .item_size = sizeof(struct gpu_item) };
 	struct gpu_item **order = NULL;
 	sqlite3_stmt *st = NULL;
-	struct sites s;
+	struct gpu_names nm = { 0 };
 	int err, r = 0;
 
 	if (x->schema < 2)
 		return 0;
-	err = sites_open(&s, x->db, -1);
+	err = sites_open(&nm.s, x->db);
 	if (err)
 		return err;
 	err = load_launches(x, &launches);
@@ -111,6 +119,7 @@ static int gpu_time(struct export *x, struct xout *w)
 		int64_t start = sqlite3_column_int64(st, 3), end = sqlite3_column_int64(st, 4);
 		const struct launch_item *l;
 		struct gpu_item *g;
+		char label[32];
 		int64_t site;
 
 		if (!p || !export_in(p, start, end))
@@ -118,12 +127,13 @@ static int gpu_time(struct export *x, struct xout *w)
 		lk.proc_id = p->proc_id;
 		l = map_find(&launches, &lk);
 		gk.proc_id = p->proc_id;
-		err = sites_label(&s, "device", sqlite3_column_int64(st, 1), &gk.a);
+		snprintf(label, sizeof(label), "cuda:%lld", (long long)sqlite3_column_int64(st, 1));
+		err = strtab_index(&nm.labels, label, &gk.a);
+		/* A launch with Python frames is the user's Python line's. */
 		if (!err && l)
-			err = sites_of(&s, p->proc_id, "device", l->stack_id, l->pystack_id, &site,
-				       &gk.b);
+			err = sites_of(&nm.s, p->proc_id, l->stack_id, l->pystack_id, &site, &gk.b);
 		else if (!err)
-			err = strtab_index(&s.folded, NO_LAUNCH, &gk.b);
+			err = strtab_index(&nm.s.folded, NO_LAUNCH, &gk.b);
 		if (err)
 			break;
 		g = map_get(&groups, &gk);
@@ -142,7 +152,7 @@ static int gpu_time(struct export *x, struct xout *w)
 		for (size_t i = 0; i < groups.n; i++)
 			order[i] = map_item(&groups, i);
 		/* by process, memory, stack: the order of the memory commands' lines */
-		qsort_r(order, groups.n, sizeof(*order), cmp_gpu, &s);
+		qsort_r(order, groups.n, sizeof(*order), cmp_gpu, &nm);
 		for (size_t i = 0; i < groups.n; i++) {
 			const struct gpu_item *g = order[i];
 			const struct xproc *p = export_proc(x, g->key.proc_id);
@@ -153,9 +163,9 @@ static int gpu_time(struct export *x, struct xout *w)
 			xout_lit(w, "pid ");
 			xout_i64(w, p->pid);
 			xout_lit(w, ";");
-			xout_str(w, s.labels.v[g->key.a]);
+			xout_str(w, nm.labels.v[g->key.a]);
 			xout_lit(w, ";");
-			xout_str(w, s.folded.v[g->key.b]);
+			xout_str(w, nm.s.folded.v[g->key.b]);
 			xout_lit(w, " ");
 			xout_i64(w, ns);
 			xout_lit(w, "\n");
@@ -164,43 +174,26 @@ static int gpu_time(struct export *x, struct xout *w)
 	free(order);
 	map_free(&launches);
 	map_free(&groups);
-	sites_close(&s);
+	sites_close(&nm.s);
+	strtab_free(&nm.labels);
 	return err;
 }
 
-/* The pids whose memory figures to write: every one (-1) or the
- * selected processes' (--pid, --rank). */
+/* The memory weights: the memory commands' own folded lines (leaks, peak)
+ * of the selected processes, from the model. */
 static int memory_folded(struct export *x, struct xout *w, enum export_weight wt)
 {
-	int64_t last = INT64_MIN;
-	int err = 0;
+	struct leaks_opts lo;
 
 	xout_flush(w);
 	if (w->err)
 		return -EIO;
-	if (x->o->pid < 0 && x->o->rank < 0)
-		last = -1;
-	for (size_t i = 0; !err && (last == -1 ? i == 0 : i < x->nprocs); i++) {
-		int64_t pid = last == -1 ? -1 : x->procs[i].pid;
-		int seen = 0;
-
-		for (size_t j = 0; last != -1 && j < i; j++)
-			seen |= x->procs[j].pid == pid;
-		if (seen)
-			continue;
-		if (wt == XW_PEAK) {
-			err = peak_write(x->db, w->f, MEM_FOLDED, pid);
-		} else {
-			struct leaks_opts lo;
-
-			leaks_opts_init(&lo);
-			lo.fmt = MEM_FOLDED;
-			lo.pid = pid;
-			lo.all_allocations = wt == XW_ALLOCATED;
-			err = leaks_write(x->db, w->f, &lo);
-		}
-	}
-	return err;
+	if (wt == XW_PEAK)
+		return peak_write(x->m, w->f, PRESENT_FOLDED);
+	leaks_opts_init(&lo);
+	lo.fmt = PRESENT_FOLDED;
+	lo.all_allocations = wt == XW_ALLOCATED;
+	return leaks_write(x->m, w->f, &lo);
 }
 
 static int folded_weight(struct export *x, struct xout *w, enum export_weight wt)

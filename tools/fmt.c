@@ -91,3 +91,115 @@ void fmt_json(FILE *out, const char *s)
 	}
 	fputc('"', out);
 }
+
+/* ---- short names ------------------------------------------------------------ */
+
+static int opens(char c)
+{
+	return c == '<' || c == '(' || c == '[' || c == '{';
+}
+
+static int closes(char c)
+{
+	return c == '>' || c == ')' || c == ']' || c == '}';
+}
+
+/* Where "operator" ends when name[i..] starts an operator's name whose
+ * symbol is a bracket or an arrow ("operator()", "operator<<", ...), so
+ * that its brackets are not taken for nesting; i otherwise. */
+static size_t skip_operator(const char *name, size_t i, size_t n)
+{
+	static const char *const ops[] = { "()", "[]", "<<=", ">>=", "<<", ">>", "<=>", "<=",
+					   ">=", "<", ">", "->*", "->" };
+
+	if (n - i < 8 || strncmp(name + i, "operator", 8) != 0)
+		return i;
+	i += 8;
+	while (i < n && name[i] == ' ')
+		i++;
+	for (size_t k = 0; k < sizeof(ops) / sizeof(ops[0]); k++)
+		if (strncmp(name + i, ops[k], strlen(ops[k])) == 0)
+			return i + strlen(ops[k]);
+	return i;
+}
+
+char *fmt_short_name(char *buf, size_t len, const char *name)
+{
+	size_t n, end, start = 0, comp = 0, i, out = 0;
+	int depth = 0;
+
+	if (!name) {
+		snprintf(buf, len, "?");
+		return buf;
+	}
+	n = strlen(name);
+	end = n;
+	/* Trailing qualifiers of a member function ("... const"). */
+	while (end > 0 && name[end - 1] == ' ')
+		end--;
+	if (end >= 6 && strncmp(name + end - 6, " const", 6) == 0)
+		end -= 6;
+	/* The parameter list: the last bracket group, when it is (...). */
+	if (end > 0 && name[end - 1] == ')') {
+		for (i = end; i-- > 0;) {
+			if (closes(name[i]))
+				depth++;
+			else if (opens(name[i]) && --depth == 0)
+				break;
+		}
+		if (depth != 0 || i == (size_t)-1)
+			goto as_is;
+		/* "operator()(int)": the first () is the name's. */
+		end = i;
+	}
+	/* The return type: up to the last space outside brackets; the last
+	 * scope: after the last "::" outside brackets. */
+	depth = 0;
+	for (i = 0; i < end; i++) {
+		size_t j = depth == 0 ? skip_operator(name, i, end) : i;
+
+		if (j != i) {
+			i = j - 1;
+			continue;
+		}
+		if (opens(name[i])) {
+			depth++;
+		} else if (closes(name[i])) {
+			if (--depth < 0)
+				goto as_is;
+		} else if (depth == 0 && name[i] == ' ') {
+			start = comp = i + 1;
+		} else if (depth == 0 && name[i] == ':' && i + 1 < end && name[i + 1] == ':') {
+			comp = i + 2;
+			i++;
+		}
+	}
+	if (depth != 0)
+		goto as_is;
+	(void)start;
+	/* The component, less its template arguments (outside brackets only). */
+	depth = 0;
+	for (i = comp; i < end && out + 1 < len; i++) {
+		size_t j = depth == 0 ? skip_operator(name, i, end) : i;
+
+		if (j != i) {
+			for (; i < j && out + 1 < len; i++)
+				buf[out++] = name[i];
+			i--;
+			continue;
+		}
+		if (name[i] == '<')
+			depth++;
+		else if (name[i] == '>')
+			depth--;
+		else if (depth == 0)
+			buf[out++] = name[i];
+	}
+	if (len)
+		buf[out] = 0;
+	if (out > 0)
+		return buf;
+as_is:
+	snprintf(buf, len, "%s", name);
+	return buf;
+}

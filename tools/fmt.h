@@ -24,4 +24,13 @@ void fmt_csv(FILE *out, const char *s);
 /* Write s as a JSON string literal, quotes included; NULL is null. */
 void fmt_json(FILE *out, const char *s);
 
+/*
+ * The short form of a function's (demangled) name, as tables show kernels:
+ * its return type, parameter list, template arguments and enclosing
+ * scopes elided ("void at::native::elementwise_kernel<128, 2, ...>(int,
+ * ...)" reads "elementwise_kernel").  A name that does not parse (an
+ * unbalanced bracket) is written as it is.  Returns buf.
+ */
+char *fmt_short_name(char *buf, size_t len, const char *name);
+
 #endif /* SHIMMER_TOOLS_FMT_H */

@@ -3,65 +3,29 @@
  * CUPTI reported it (kernels per name, copies per kind, memsets), the
  * NVTX ranges, per-stream and per-device busy time (the union of the
  * intervals, overlaps counted once), and the CPU time blocked in
- * synchronizing calls; written as table sections, CSV rows or a JSON
- * member.  For a process whose GPU activity was sampled (schema 4), the
- * kernel, copy and busy counts and totals are estimates for the whole
- * process, marked as such.  docs/usage.md describes the output.
+ * synchronizing calls; written through the emitter as table sections, CSV
+ * rows (the summary's columns) or a JSON member "gpu".  For a process
+ * whose GPU activity was sampled, the kernel, copy and busy counts and
+ * totals are estimates for the whole process, marked as such.  The
+ * figures are the model's (model_gpu); docs/usage.md describes the output.
  */
 #ifndef SHIMMER_TOOLS_GPU_H
 #define SHIMMER_TOOLS_GPU_H
 
-#include <stddef.h>
-#include <stdint.h>
-#include <stdio.h>
+#include "emit.h"
+#include "model.h"
 
-#include <sqlite3.h>
+/* The summary's CSV columns, shared by every row it writes: each table of
+ * the summary lists these (marked EMIT_IN_CSV) in this order. */
+#define SUMMARY_CSV_HEAD                                                                  \
+	"pid,rank,event,count,bytes,total_ns,mean_ns,stddev_ns,min_ns,max_ns,timed,"      \
+	"wall_share,kind,proc_id"
 
-struct gpu;
-
-/* A synchronizing CUDA call's figures in one process, from the caller's
- * per-function statistics. */
-struct gpu_sync_fn {
-	const char *name;
-	int64_t count;
-	double total_ns; /* mean x count when not exact */
-	int exact;       /* every call was timed */
-};
-
-/* What the GPU writers need to know of a process besides the GPU tables. */
-struct gpu_proc {
-	int64_t proc_id;
-	int64_t pid;
-	int64_t rank;
-	int has_rank;
-	double wall_ns;     /* -1 when unknown */
-	const char *status; /* processes.gpu_status; NULL: CUDA never started */
-	const char *detail; /* processes.gpu_status_detail */
-	int used_cuda;      /* CUDA runtime calls were intercepted */
-	const struct gpu_sync_fn *sync;
-	size_t nsync;
-};
-
-/* 1 when the CUDA runtime function name blocks the CPU until the GPU is
- * done: cudaStreamSynchronize, cudaDeviceSynchronize, cudaEventSynchronize
- * and the synchronous cudaMemcpy. */
-int gpu_is_sync_fn(const char *name);
-
-/*
- * Read the GPU tables of db into *out, one scan of each (and one sort of
- * the kernel and copy intervals for the busy times), and the gpu_sampling
- * view from schema version 4 on.  A store older than schema version 2
- * gives an empty result.  Returns 0, -EIO after printing
- * one "shimmer: error:" line, or -ENOMEM.  Release with gpu_free().
- */
-int gpu_load(sqlite3 *db, struct gpu **out);
-
-void gpu_free(struct gpu *g);
-
-/* Write p's GPU sections: table sections, CSV rows (the summary's columns)
- * or a JSON member `"gpu":{...}` (no leading comma). */
-void gpu_table(const struct gpu *g, FILE *out, const struct gpu_proc *p);
-void gpu_csv(const struct gpu *g, FILE *out, const struct gpu_proc *p);
-void gpu_json(const struct gpu *g, FILE *out, const struct gpu_proc *p);
+/* Write p's GPU sections; kernel names in tables are short unless
+ * full_names; max_rows > 0 limits each table section to its first rows
+ * (by time), with a line saying how many more there are.  Returns 0 or a
+ * negative errno (the model's). */
+int gpu_emit(struct emit *e, struct model *m, const struct model_proc *p, int full_names,
+	     size_t max_rows);
 
 #endif /* SHIMMER_TOOLS_GPU_H */

@@ -1,21 +1,22 @@
 /*
  * shimmer leaks; see leaks.h.
  *
- * One scan of allocations groups rows by (process, memory label, call
- * site).  Rows still live count as leaked.  For the regression, each
- * process has fit points t_0 < ... < t_{n-1}: the ends of its steps, or
- * LEAKS_TIME_POINTS evenly spaced instants up to its end.  A block is live
- * at t_k when alloc_ns <= t_k < free_ns, i.e. for k in [lb(alloc_ns),
- * lb(free_ns)) where lb is the first point at or after a time; each row
- * adds its weight to a difference array over that range, so the live
- * bytes of every group at every point cost one binary search per row and
- * one prefix sum per group, and no sort.
+ * The groups (process, memory, call site) are the model's: every block of
+ * a site, with those never freed counted as leaked.  For the regression,
+ * each process has fit points t_0 < ... < t_{n-1}: the ends of its steps,
+ * or LEAKS_TIME_POINTS evenly spaced instants up to its end.  A block is
+ * live at t_k when alloc_ns <= t_k < free_ns, i.e. for k in [lb(alloc_ns),
+ * lb(free_ns)) where lb is the first point at or after a time; each block
+ * adds its weight to a difference array over that range, so the live bytes
+ * of every group at every point cost one binary search per block and one
+ * prefix sum per group, and no sort.
  *
  * The fit is ordinary least squares of live bytes on the step index (the
  * slope per step) and on t_k in seconds (the slope per second), over the
  * points after the warm-up; R^2 is that of the first fit (of the second
  * for a time fit).  A constant series has no R^2 (printed empty) and is
- * never growth.
+ * never growth.  The verdict (verdict() below) is withheld when the
+ * process lost events: a lost free makes a freed block look leaked.
  */
 #include <errno.h>
 #include <math.h>
@@ -23,41 +24,37 @@
 #include <string.h>
 
 #include "cli.h"
+#include "emit.h"
 #include "fmt.h"
 #include "leaks.h"
-#include "map.h"
-#include "store.h"
+#include "present.h"
 
 enum fit_kind { FIT_NONE, FIT_STEPS, FIT_TIME };
 
 struct fit_proc {
 	enum fit_kind kind;
-	char *range;   /* the steps' range name */
-	int64_t *t;    /* fit points, ns */
+	const char *range; /* the steps' range name */
+	int64_t *t;        /* fit points, ns */
 	size_t n;
-	size_t warm;   /* points skipped */
+	size_t warm;       /* points skipped */
 };
+
+enum verdict { V_NA = -1, V_OK = 0, V_GROWING = 1 };
 
 struct group {
-	struct map_key key; /* proc, label, site */
-	double count;       /* live at the end; sum(weight / size) when sampled */
-	double bytes;
-	double *y;          /* difference array, then live bytes per point */
+	double *y; /* difference array, then live bytes per point */
 	double slope_step, slope_s, r2;
-	int verdict;        /* -1 n/a, 0 ok, 1 growing */
-};
-
-struct fold_item {
-	struct map_key key; /* proc, label, folded */
-	double bytes;
+	enum verdict verdict;
+	int fitted;      /* slope and R^2 were computed */
+	const char *why; /* a withheld verdict's reason */
 };
 
 struct leaks {
+	struct model *m;
 	const struct leaks_opts *o;
-	struct sites s;
-	struct fit_proc *fits; /* parallel to s.procs */
-	struct map groups;
-	struct map folds;
+	struct fit_proc *fits; /* per process (model_proc order) */
+	struct model_groups g;
+	struct group *groups;  /* parallel to g.v */
 };
 
 void leaks_opts_init(struct leaks_opts *o)
@@ -66,81 +63,40 @@ void leaks_opts_init(struct leaks_opts *o)
 		.threshold_per_step = LEAKS_THRESHOLD_PER_STEP,
 		.threshold_per_s = LEAKS_THRESHOLD_PER_S,
 		.warmup_steps = -1,
-		.pid = -1,
 	};
 }
 
 /* ---- fit points ------------------------------------------------------------ */
 
-static const char default_range_sql[] =
-	"SELECT s.text FROM ranges r JOIN strings s ON s.proc_id = r.proc_id AND s.id = r.name_id"
-	" WHERE r.proc_id = ? AND r.kind = 'push' AND r.depth = 0 AND r.end_ns IS NOT NULL"
-	" GROUP BY s.text ORDER BY count(*) DESC, s.text LIMIT 1";
-
-/* Default steps: depth-0 push ranges; a named range: any of that name. */
-static const char steps_sql[] =
-	"SELECT r.end_ns FROM ranges r JOIN strings s ON s.proc_id = r.proc_id AND s.id = r.name_id"
-	" WHERE r.proc_id = ?1 AND s.text = ?2 AND r.end_ns IS NOT NULL"
-	" AND (?3 OR (r.kind = 'push' AND r.depth = 0)) ORDER BY r.end_ns";
-
-static int load_steps(struct leaks *l, const struct site_proc *p, struct fit_proc *f)
+static int cmp_i64(const void *x, const void *y)
 {
-	sqlite3_stmt *st = NULL;
-	size_t cap = 0;
-	int err, r;
+	int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
 
-	if (l->o->steps) {
-		f->range = strdup(l->o->steps);
-	} else {
-		err = store_prepare(l->s.db, default_range_sql, &st);
-		if (err)
-			return err;
-		sqlite3_bind_int64(st, 1, p->proc_id);
-		r = store_step(l->s.db, st);
-		f->range = r > 0 ? store_column_dup(st, 0, &err) : NULL;
-		sqlite3_finalize(st);
-		st = NULL;
-		if (r < 0)
-			return r;
-		if (!f->range)
-			return err;
-	}
-	if (!f->range)
-		return -ENOMEM;
-	err = store_prepare(l->s.db, steps_sql, &st);
-	if (err)
-		return err;
-	sqlite3_bind_int64(st, 1, p->proc_id);
-	sqlite3_bind_text(st, 2, f->range, -1, SQLITE_STATIC);
-	sqlite3_bind_int(st, 3, l->o->steps != NULL);
-	while ((r = store_step(l->s.db, st)) > 0) {
-		err = array_grow(&f->t, &cap, f->n, sizeof(*f->t));
-		if (err)
-			goto out;
-		f->t[f->n++] = sqlite3_column_int64(st, 0);
-	}
-	err = r;
-out:
-	sqlite3_finalize(st);
-	return err;
+	return (a > b) - (a < b);
 }
 
-static int load_fit(struct leaks *l, const struct site_proc *p, struct fit_proc *f)
+static int load_fit(struct leaks *l, const struct model_proc *p, struct fit_proc *f)
 {
-	int err = load_steps(l, p, f);
+	const struct model_steps *s;
+	int err = model_steps(l->m, p, l->o->steps, &s);
 
 	if (err)
 		return err;
-	if (f->n > 0) {
+	if (s->n > 0) {
 		f->kind = FIT_STEPS;
+		f->range = s->name;
+		f->n = s->n;
+		f->t = malloc(s->n * sizeof(*f->t));
+		if (!f->t)
+			return -ENOMEM;
+		memcpy(f->t, s->end, s->n * sizeof(*f->t));
+		qsort(f->t, f->n, sizeof(*f->t), cmp_i64);
 		f->warm = l->o->warmup_steps >= 0 ? (size_t)l->o->warmup_steps
-						  : (size_t)(f->n * LEAKS_WARMUP_FRACTION);
+						  : (size_t)((double)f->n * LEAKS_WARMUP_FRACTION);
 		if (f->warm > f->n)
 			f->warm = f->n;
 		return 0;
 	}
-	free(f->range);
-	f->range = NULL;
 	if (p->end_ns <= p->start_ns)
 		return 0; /* no time to fit over */
 	f->t = calloc(LEAKS_TIME_POINTS, sizeof(*f->t));
@@ -171,56 +127,28 @@ static size_t lower_bound(const int64_t *v, size_t n, int64_t t)
 	return lo;
 }
 
-/* ---- the scan ---------------------------------------------------------------- */
-
-static const char scan_sql[] = "SELECT proc_id, space, device, stack_id, pystack_id, weight,"
-			       " alloc_ns, free_ns, size FROM allocations";
-
-static int scan_row(void *ctx, sqlite3_stmt *st)
+static int block(void *ctx, const struct model_block *b)
 {
 	struct leaks *l = ctx;
-	int64_t proc_id = sqlite3_column_int64(st, 0);
-	const struct site_proc *p = sites_proc(&l->s, proc_id);
-	int live = sqlite3_column_type(st, 7) == SQLITE_NULL;
-	double w = sqlite3_column_double(st, 5);
+	uint32_t gi = l->g.of_key[b->key];
 	const struct fit_proc *f;
-	struct map_key k;
-	int64_t folded;
 	struct group *g;
 	size_t ka, kf;
-	int err;
 
-	if (!p)
-		return 0; /* another pid, or a process row never stored */
-	f = &l->fits[p - l->s.procs];
-	err = sites_row(&l->s, st, 0, &k, &folded);
-	if (err)
-		return err;
-	if (live || l->o->all_allocations) {
-		struct map_key fk = { proc_id, k.a, folded };
-		struct fold_item *fi = map_get(&l->folds, &fk);
-
-		if (!fi)
-			return -ENOMEM;
-		fi->bytes += w;
-	}
-	g = map_get(&l->groups, &k);
-	if (!g)
-		return -ENOMEM;
-	if (live) {
-		g->count += sites_count(w, sqlite3_column_int64(st, 8));
-		g->bytes += w;
-	}
+	if (gi == UINT32_MAX)
+		return 0;
+	f = &l->fits[l->g.v[gi].mem->proc->index];
 	if (f->kind == FIT_NONE)
 		return 0;
-	ka = lower_bound(f->t, f->n, sqlite3_column_int64(st, 6));
-	kf = live ? f->n : lower_bound(f->t, f->n, sqlite3_column_int64(st, 7));
+	g = &l->groups[gi];
+	ka = lower_bound(f->t, f->n, b->alloc_ns);
+	kf = b->free_ns == INT64_MAX ? f->n : lower_bound(f->t, f->n, b->free_ns);
 	if (ka >= kf)
 		return 0;
 	if (!g->y && !(g->y = calloc(f->n + 1, sizeof(*g->y))))
 		return -ENOMEM;
-	g->y[ka] += w;
-	g->y[kf] -= w;
+	g->y[ka] += b->weight;
+	g->y[kf] -= b->weight;
 	return 0;
 }
 
@@ -246,306 +174,284 @@ static void fit_line(const double *x, const double *y, size_t n, double *slope, 
 	*r2 = sxx > 0 && syy > 0 ? sxy * sxy / (sxx * syy) : NAN;
 }
 
-static int fit_group(struct leaks *l, struct group *g, double *xs, double *xt)
+/*
+ * Growth is steady when the live bytes rise along a line (R^2 >= the
+ * minimum) at least as fast as the threshold.
+ */
+static enum verdict verdict(double slope, double r2, double threshold)
 {
-	const struct fit_proc *f = &l->fits[sites_proc(&l->s, g->key.proc_id) - l->s.procs];
+	return !isnan(r2) && r2 >= LEAKS_MIN_R2 && slope >= threshold ? V_GROWING : V_OK;
+}
+
+static void fit_group(struct leaks *l, size_t gi, double *xs, double *xt)
+{
+	const struct model_proc *p = l->g.v[gi].mem->proc;
+	const struct fit_proc *f = &l->fits[p->index];
+	struct group *g = &l->groups[gi];
 	size_t n = f->n - f->warm;
 	double r2s = NAN, r2t = NAN;
 	double *y;
 
-	g->verdict = -1;
+	g->verdict = V_NA;
 	g->slope_step = g->slope_s = 0;
 	g->r2 = NAN;
-	if (f->kind == FIT_NONE || n < LEAKS_MIN_POINTS)
-		return 0;
+	if (f->kind == FIT_NONE) {
+		g->why = "no steps and no duration";
+		return;
+	}
+	if (n < LEAKS_MIN_POINTS) {
+		g->why = "too few points";
+		return;
+	}
 	if (g->y)
 		for (size_t k = 1; k < f->n; k++)
 			g->y[k] += g->y[k - 1];
 	y = g->y ? g->y + f->warm : NULL;
+	g->fitted = 1;
 	if (!y) {
 		/* Never live at a point: a flat zero series. */
-		g->verdict = 0;
-		return 0;
-	}
-	for (size_t k = 0; k < n; k++) {
-		xs[k] = (double)(f->warm + k);
-		xt[k] = (double)(f->t[f->warm + k] - f->t[0]) / 1e9;
-	}
-	fit_line(xt, y, n, &g->slope_s, &r2t);
-	if (f->kind == FIT_STEPS) {
-		fit_line(xs, y, n, &g->slope_step, &r2s);
-		g->r2 = r2s;
-		g->verdict = !isnan(r2s) && r2s >= LEAKS_MIN_R2 &&
-			     g->slope_step >= l->o->threshold_per_step;
+		g->verdict = V_OK;
 	} else {
-		g->r2 = r2t;
-		g->verdict = !isnan(r2t) && r2t >= LEAKS_MIN_R2 &&
-			     g->slope_s >= l->o->threshold_per_s;
+		for (size_t k = 0; k < n; k++) {
+			xs[k] = (double)(f->warm + k);
+			xt[k] = (double)(f->t[f->warm + k] - f->t[0]) / 1e9;
+		}
+		fit_line(xt, y, n, &g->slope_s, &r2t);
+		if (f->kind == FIT_STEPS) {
+			fit_line(xs, y, n, &g->slope_step, &r2s);
+			g->r2 = r2s;
+			g->verdict = verdict(g->slope_step, r2s, l->o->threshold_per_step);
+		} else {
+			g->r2 = r2t;
+			g->verdict = verdict(g->slope_s, r2t, l->o->threshold_per_s);
+		}
 	}
-	return 0;
+	/* A lost free looks like a leak, a lost allocation hides one. */
+	if (!model_proc_complete(p)) {
+		g->verdict = V_NA;
+		g->why = "events were lost";
+	}
 }
 
 /* ---- output --------------------------------------------------------------------- */
-
-static const struct leaks *sort_ctx;
-
-static int cmp_group(const void *x, const void *y)
-{
-	const struct group *a = *(struct group *const *)x, *b = *(struct group *const *)y;
-	int c;
-
-	c = sites_cmp_key(&sort_ctx->s, &a->key, &b->key);
-	if (c)
-		return c;
-	if (a->verdict != b->verdict)
-		return a->verdict > b->verdict ? -1 : 1;
-	if (a->bytes != b->bytes)
-		return a->bytes > b->bytes ? -1 : 1;
-	return strcmp(sort_ctx->s.names.v[a->key.b], sort_ctx->s.names.v[b->key.b]);
-}
 
 static const char *fit_name(enum fit_kind k)
 {
 	return k == FIT_STEPS ? "steps" : k == FIT_TIME ? "time" : "none";
 }
 
-static const char *verdict_name(int v)
+static const char *verdict_name(enum verdict v)
 {
-	return v > 0 ? "growing" : v == 0 ? "ok" : "n/a";
+	return v == V_GROWING ? "growing" : v == V_OK ? "ok" : "n/a";
 }
 
-static void num(FILE *out, double v, const char *nan)
-{
-	if (isnan(v))
-		fputs(nan, out);
-	else
-		fprintf(out, "%.17g", v);
-}
+static const struct emit_col cols[] = {
+	{ "pid", NULL, EMIT_INT, 0, EMIT_IN_CSV, 0, 0 },
+	{ "proc_id", NULL, EMIT_INT, 0, EMIT_IN_CSV, 0, 0 },
+	{ "memory", "MEMORY", EMIT_STR, -10, 0, 0, 0 },
+	{ "count", "COUNT", EMIT_INT, 8, 0, 0, 0 },
+	{ "bytes", "LIVE AT END", EMIT_BYTES, -12, 0, 0, 2 },
+	{ "estimated", NULL, EMIT_BOOL, 0, EMIT_IN_DATA, 0, 0 },
+	{ "frame", NULL, EMIT_STR, 0, EMIT_IN_DATA, 0, 0 },
+	{ "fit", NULL, EMIT_STR, 0, EMIT_IN_CSV, 0, 0 },
+	{ "steps_range", NULL, EMIT_STR, 0, EMIT_IN_CSV, 0, 0 },
+	{ "points", NULL, EMIT_INT, 0, EMIT_IN_CSV, 0, 0 },
+	{ "slope_bytes_per_step", "PER STEP", EMIT_BYTES, 12, 0, 1, 0 },
+	{ "slope_bytes_per_s", "PER SECOND", EMIT_BYTES, 12, 0, 1, 0 },
+	{ "r2", "R2", EMIT_REAL, 6, 0, 3, 0 },
+	{ "verdict", "VERDICT", EMIT_STR, -8, 0, 0, 2 },
+	{ "withheld", NULL, EMIT_STR, 0, EMIT_IN_DATA, 0, 0 },
+	{ "complete", NULL, EMIT_BOOL, 0, EMIT_IN_CSV, 0, 0 },
+	{ "site", "CALL SITE", EMIT_STR, -1, EMIT_IN_TABLE, 0, 0 },
+};
 
-static void write_csv_row(struct leaks *l, FILE *out, const struct group *g)
-{
-	const struct site_proc *p = sites_proc(&l->s, g->key.proc_id);
-	const struct fit_proc *f = &l->fits[p - l->s.procs];
+#define NCOLS (sizeof(cols) / sizeof(cols[0]))
 
-	fprintf(out, "%lld,%lld,", (long long)p->pid, (long long)p->proc_id);
-	fmt_csv(out, l->s.labels.v[g->key.a]);
-	fprintf(out, ",%lld,%lld,%d,", sites_round(g->count), sites_round(g->bytes),
-		sites_estimated(&l->s, p, g->key.a));
-	fmt_csv(out, l->s.names.v[g->key.b]);
-	fprintf(out, ",%s,", fit_name(f->kind));
-	fmt_csv(out, f->range);
-	fprintf(out, ",%zu,", f->kind == FIT_NONE ? 0 : f->n - f->warm);
+static const struct emit_table sites_table = { "sites", cols, NCOLS, 2, 0 };
+
+static void fit_heading(struct emit *e, const struct fit_proc *f)
+{
+	emit_kv(e, "fit", EMIT_STR, ev_str(fit_name(f->kind)));
+	emit_kv(e, "steps_range", EMIT_STR, ev_str(f->kind == FIT_STEPS ? f->range : NULL));
+	emit_kv(e, "points", EMIT_INT, ev_int(f->kind == FIT_NONE ? 0 : (int64_t)(f->n - f->warm)));
+	emit_kv(e, "warmup", EMIT_INT, ev_int((int64_t)f->warm));
 	if (f->kind == FIT_STEPS)
-		num(out, g->slope_step, "");
-	fputc(',', out);
-	if (g->verdict >= 0)
-		num(out, g->slope_s, "");
-	fputc(',', out);
-	num(out, g->r2, "");
-	fprintf(out, ",%s\n", verdict_name(g->verdict));
-}
-
-static void write_json_group(struct leaks *l, FILE *out, const struct group *g, int first)
-{
-	const struct site_proc *p = sites_proc(&l->s, g->key.proc_id);
-	const struct fit_proc *f = &l->fits[p - l->s.procs];
-
-	fprintf(out, "%s\n    {\"device\": ", first ? "" : ",");
-	fmt_json(out, l->s.labels.v[g->key.a]);
-	fprintf(out, ", \"count\": %lld, \"bytes\": %lld, \"estimated\": %s, \"frame\": ",
-		sites_round(g->count), sites_round(g->bytes),
-		sites_estimated(&l->s, p, g->key.a) ? "true" : "false");
-	fmt_json(out, l->s.names.v[g->key.b]);
-	fputs(", \"slope_bytes_per_step\": ", out);
-	num(out, f->kind == FIT_STEPS && g->verdict >= 0 ? g->slope_step : NAN, "null");
-	fputs(", \"slope_bytes_per_s\": ", out);
-	num(out, g->verdict >= 0 ? g->slope_s : NAN, "null");
-	fputs(", \"r2\": ", out);
-	num(out, g->r2, "null");
-	fprintf(out, ", \"verdict\": \"%s\"}", verdict_name(g->verdict));
-}
-
-/* Returns whether the row's bytes are estimates. */
-static int write_table_group(struct leaks *l, FILE *out, const struct group *g)
-{
-	const struct site_proc *p = sites_proc(&l->s, g->key.proc_id);
-	const struct fit_proc *f = &l->fits[p - l->s.procs];
-	char b[FMT_UNIT_MAX], ss[FMT_UNIT_MAX + 8], st[FMT_UNIT_MAX + 8], r2[16];
-
-	fmt_bytes(b, sizeof(b), g->bytes);
-	snprintf(ss, sizeof(ss), "-");
-	snprintf(st, sizeof(st), "-");
-	snprintf(r2, sizeof(r2), "-");
-	if (g->verdict >= 0) {
-		if (f->kind == FIT_STEPS)
-			fmt_bytes(ss, sizeof(ss), g->slope_step);
-		fmt_bytes(st, sizeof(st), g->slope_s);
-		if (!isnan(g->r2))
-			snprintf(r2, sizeof(r2), "%.3f", g->r2);
-	}
-	fprintf(out, "  %-10s %8lld %s%-11s %12s %12s %6s  %-8s %s\n", l->s.labels.v[g->key.a],
-		sites_round(g->count), sites_estimated(&l->s, p, g->key.a) ? "~" : " ", b, ss, st,
-		r2, verdict_name(g->verdict), l->s.names.v[g->key.b]);
-	return sites_estimated(&l->s, p, g->key.a);
-}
-
-static void write_table_heading(struct leaks *l, FILE *out, const struct site_proc *p)
-{
-	const struct fit_proc *f = &l->fits[p - l->s.procs];
-
-	fputc('\n', out);
-	sites_heading(out, p);
-	if (f->kind == FIT_STEPS)
-		fprintf(out, "  growth fitted over %zu of %zu '%s' ranges (first %zu skipped as warm-up)\n",
-			f->n - f->warm, f->n, f->range, f->warm);
+		emit_text(e, "  growth fitted over %zu of %zu '%s' ranges (first %zu skipped as"
+			  " warm-up)\n", f->n - f->warm, f->n, f->range, f->warm);
 	else if (f->kind == FIT_TIME)
-		fprintf(out, "  no steps: growth fitted over time, %zu of %zu evenly spaced instants\n",
-			f->n - f->warm, f->n);
+		emit_text(e, "  no steps: growth fitted over time, %zu of %zu evenly spaced"
+			  " instants\n", f->n - f->warm, f->n);
 	else
-		fputs("  no steps and no duration: no growth fit\n", out);
-	fprintf(out, "  %-10s %8s  %-11s %12s %12s %6s  %-8s %s\n", "MEMORY", "COUNT", "LIVE AT END",
-		"PER STEP", "PER SECOND", "R2", "VERDICT", "CALL SITE");
+		emit_text(e, "  no steps and no duration: no growth fit\n");
 }
 
-static int cmp_fold(const void *x, const void *y)
+static struct emit_val num(double v)
 {
-	const struct fold_item *a = *(struct fold_item *const *)x, *b = *(struct fold_item *const *)y;
-
-	int c = sites_cmp_key(&sort_ctx->s, &a->key, &b->key);
-
-	if (c)
-		return c;
-	return strcmp(sort_ctx->s.folded.v[a->key.b], sort_ctx->s.folded.v[b->key.b]);
+	return isnan(v) ? ev_none() : ev_real(v);
 }
 
-static int write_folded(struct leaks *l, FILE *out)
+static void row(struct leaks *l, struct emit *e, size_t gi)
 {
-	struct fold_item **v = calloc(l->folds.n + 1, sizeof(*v));
+	const struct model_group *s = &l->g.v[gi];
+	const struct group *g = &l->groups[gi];
+	const struct model_proc *p = s->mem->proc;
+	const struct fit_proc *f = &l->fits[p->index];
+	int est = s->mem->estimated, fitted = g->fitted;
+	struct emit_val r[NCOLS] = {
+		ev_int(p->pid),
+		ev_int(p->proc_id),
+		ev_str(s->mem->label),
+		ev_int(llround(s->live_count)),
+		ev_approx(ev_real(s->live_bytes), est),
+		ev_int(est),
+		ev_str(s->name),
+		ev_str(fit_name(f->kind)),
+		ev_str(f->kind == FIT_STEPS ? f->range : NULL),
+		ev_int(f->kind == FIT_NONE ? 0 : (int64_t)(f->n - f->warm)),
+		f->kind == FIT_STEPS && fitted ? num(g->slope_step) : ev_none(),
+		fitted && f->kind != FIT_NONE ? num(g->slope_s) : ev_none(),
+		fitted ? num(g->r2) : ev_none(),
+		ev_str(verdict_name(g->verdict)),
+		ev_str(g->verdict == V_NA ? g->why : NULL),
+		ev_int(model_proc_complete(p)),
+		ev_str(s->name),
+	};
+
+	emit_row(e, r);
+}
+
+static const struct leaks *order_l;
+
+static int cmp_rows(const void *x, const void *y)
+{
+	size_t a = *(const size_t *)x, b = *(const size_t *)y;
+	const struct model_group *ga = &order_l->g.v[a], *gb = &order_l->g.v[b];
+	const struct group *va = &order_l->groups[a], *vb = &order_l->groups[b];
+
+	if (ga->mem->proc != gb->mem->proc)
+		return ga->mem->proc->index < gb->mem->proc->index ? -1 : 1;
+	if (ga->mem != gb->mem)
+		return strcmp(ga->mem->label, gb->mem->label);
+	if (va->verdict != vb->verdict)
+		return va->verdict > vb->verdict ? -1 : 1;
+	if (ga->live_bytes != gb->live_bytes)
+		return ga->live_bytes > gb->live_bytes ? -1 : 1;
+	return strcmp(ga->name, gb->name);
+}
+
+static int report(struct leaks *l, FILE *out)
+{
+	size_t *v = calloc(l->g.n + 1, sizeof(*v)), n = 0, j = 0;
+	struct emit e;
+	int est = 0;
 
 	if (!v)
 		return -ENOMEM;
-	for (size_t i = 0; i < l->folds.n; i++)
-		v[i] = map_item(&l->folds, i);
-	sort_ctx = l;
-	qsort(v, l->folds.n, sizeof(*v), cmp_fold);
-	for (size_t i = 0; i < l->folds.n; i++) {
-		const struct site_proc *p = sites_proc(&l->s, v[i]->key.proc_id);
+	for (size_t i = 0; i < l->g.n; i++)
+		if (l->g.v[i].live_count > 0 || l->groups[i].verdict == V_GROWING)
+			v[n++] = i;
+	order_l = l;
+	qsort(v, n, sizeof(*v), cmp_rows);
+	order_l = NULL;
+	emit_init(&e, out, l->o->fmt);
+	emit_array_begin(&e, "processes");
+	for (size_t pi = 0; pi < model_nprocs(l->m); pi++) {
+		const struct model_proc *p = model_proc(l->m, pi);
 
-		if (sites_round(v[i]->bytes) > 0)
-			fprintf(out, "pid %lld;%s;%s %lld\n", (long long)p->pid,
-				l->s.labels.v[v[i]->key.a], l->s.folded.v[v[i]->key.b],
-				sites_round(v[i]->bytes));
-	}
-	free(v);
-	return 0;
-}
-
-static int write_report(struct leaks *l, FILE *out)
-{
-	struct group **v = calloc(l->groups.n + 1, sizeof(*v));
-	size_t n = 0, j = 0;
-	int first = 1, est = 0;
-
-	if (!v)
-		return -ENOMEM;
-	for (size_t i = 0; i < l->groups.n; i++) {
-		struct group *g = map_item(&l->groups, i);
-
-		if (g->count > 0 || g->verdict > 0)
-			v[n++] = g;
-	}
-	sort_ctx = l;
-	qsort(v, n, sizeof(*v), cmp_group);
-	if (l->o->fmt == MEM_CSV)
-		fputs("pid,proc_id,device,count,bytes,estimated,frame,fit,steps_range,points,"
-		      "slope_bytes_per_step,slope_bytes_per_s,r2,verdict\n", out);
-	if (l->o->fmt == MEM_JSON)
-		fputs("{\"processes\": [", out);
-	for (size_t pi = 0; pi < l->s.nprocs; pi++) {
-		const struct site_proc *p = &l->s.procs[pi];
-		const struct fit_proc *f = &l->fits[pi];
-
-		if (l->o->fmt == MEM_JSON) {
-			fprintf(out, "%s\n  {\"proc_id\": %lld, \"pid\": %lld, \"exe\": ", pi ? "," : "",
-				(long long)p->proc_id, (long long)p->pid);
-			fmt_json(out, p->exe);
-			fprintf(out, ", \"fit\": \"%s\", \"steps_range\": ", fit_name(f->kind));
-			fmt_json(out, f->range);
-			fprintf(out, ", \"points\": %zu, \"warmup\": %zu, \"sites\": [",
-				f->kind == FIT_NONE ? 0 : f->n - f->warm, f->warm);
-			first = 1;
-		} else if (l->o->fmt == MEM_TABLE) {
-			write_table_heading(l, out, p);
+		if (!p->selected)
+			continue;
+		emit_object_begin(&e, NULL);
+		present_proc(&e, p, "blocks whose free was lost count as leaked, lost allocations"
+			     " are missing: no verdict is given");
+		fit_heading(&e, &l->fits[pi]);
+		emit_table_begin(&e, &sites_table);
+		for (; j < n && l->g.v[v[j]].mem->proc == p; j++) {
+			row(l, &e, v[j]);
+			est |= l->g.v[v[j]].mem->estimated;
 		}
-		for (; j < n && v[j]->key.proc_id == p->proc_id; j++) {
-			if (l->o->fmt == MEM_CSV)
-				write_csv_row(l, out, v[j]);
-			else if (l->o->fmt == MEM_JSON)
-				write_json_group(l, out, v[j], first);
-			else
-				est |= write_table_group(l, out, v[j]);
-			first = 0;
-		}
-		if (l->o->fmt == MEM_JSON)
-			fputs("]}", out);
+		emit_table_end(&e);
+		emit_object_end(&e);
 	}
-	if (l->o->fmt == MEM_JSON)
-		fputs("\n]}\n", out);
+	emit_array_end(&e);
 	if (est)
-		fputs("\n~: estimated from sampled allocations\n", out);
+		emit_text(&e, "\n~: estimated from sampled allocations\n");
 	free(v);
+	return emit_finish(&e);
+}
+
+static int folded(struct leaks *l, FILE *out)
+{
+	struct model_groups g;
+	int err = model_heap_groups(l->m, l->o->all_allocations ? MODEL_ALLOCATED : MODEL_LIVE_END,
+				    1, 0, &g);
+
+	if (err)
+		return err;
+	for (size_t i = 0; i < g.n; i++)
+		if (llround(g.v[i].bytes) > 0)
+			fprintf(out, "pid %lld;%s;%s %lld\n", (long long)g.v[i].mem->proc->pid,
+				g.v[i].mem->label, g.v[i].name, llround(g.v[i].bytes));
+	model_groups_free(&g);
+	if (fflush(out) == EOF || ferror(out)) {
+		cli_error("cannot write the output");
+		return -EIO;
+	}
 	return 0;
 }
 
-int leaks_write(sqlite3 *db, FILE *out, const struct leaks_opts *o)
+int leaks_write(struct model *m, FILE *out, const struct leaks_opts *o)
 {
-	struct leaks l = { .o = o };
+	struct leaks l = { .m = m, .o = o };
 	double *xs = NULL, *xt = NULL;
 	size_t maxn = 0;
 	int err;
 
-	l.groups.item_size = sizeof(struct group);
-	l.folds.item_size = sizeof(struct fold_item);
-	err = sites_open(&l.s, db, o->pid);
-	if (err)
-		goto out;
-	l.fits = calloc(l.s.nprocs + 1, sizeof(*l.fits));
-	if (!l.fits) {
-		err = -ENOMEM;
-		goto out;
+	if (model_schema_version(m) < 3) {
+		cli_error("the store has no call stacks (schema version %d; 3 or later needed)",
+			  model_schema_version(m));
+		return -EINVAL;
 	}
-	for (size_t i = 0; i < l.s.nprocs; i++) {
-		err = load_fit(&l, &l.s.procs[i], &l.fits[i]);
+	model_want(m, MODEL_WANT_SITES);
+	if (o->fmt == PRESENT_FOLDED)
+		return folded(&l, out);
+	l.fits = calloc(model_nprocs(m) + 1, sizeof(*l.fits));
+	if (!l.fits)
+		return -ENOMEM;
+	for (size_t i = 0; i < model_nprocs(m); i++) {
+		if (!model_proc(m, i)->selected)
+			continue;
+		err = load_fit(&l, model_proc(m, i), &l.fits[i]);
 		if (err)
 			goto out;
 		if (l.fits[i].n > maxn)
 			maxn = l.fits[i].n;
 	}
-	err = store_each_row(db, scan_sql, scan_row, &l);
+	err = model_heap_groups(m, MODEL_ALLOCATED, 0, 0, &l.g);
 	if (err)
 		goto out;
+	l.groups = calloc(l.g.n + 1, sizeof(*l.groups));
 	xs = calloc(maxn + 1, sizeof(*xs));
 	xt = calloc(maxn + 1, sizeof(*xt));
-	if (!xs || !xt) {
+	if (!l.groups || !xs || !xt) {
 		err = -ENOMEM;
 		goto out;
 	}
-	for (size_t i = 0; i < l.groups.n; i++)
-		fit_group(&l, map_item(&l.groups, i), xs, xt);
-	err = o->fmt == MEM_FOLDED ? write_folded(&l, out) : write_report(&l, out);
+	err = model_blocks_each(m, block, &l);
+	if (err)
+		goto out;
+	for (size_t i = 0; i < l.g.n; i++)
+		fit_group(&l, i, xs, xt);
+	err = report(&l, out);
 out:
-	for (size_t i = 0; i < l.groups.n; i++)
-		free(((struct group *)map_item(&l.groups, i))->y);
-	for (size_t i = 0; l.fits && i < l.s.nprocs; i++) {
-		free(l.fits[i].range);
+	for (size_t i = 0; l.groups && i < l.g.n; i++)
+		free(l.groups[i].y);
+	free(l.groups);
+	model_groups_free(&l.g);
+	for (size_t i = 0; l.fits && i < model_nprocs(m); i++)
 		free(l.fits[i].t);
-	}
 	free(l.fits);
 	free(xs);
 	free(xt);
-	map_free(&l.groups);
-	map_free(&l.folds);
-	sites_close(&l.s);
 	return err;
 }
 
@@ -557,25 +463,28 @@ const struct command leaks_command = {
 	.name = "leaks",
 	.brief = "memory still allocated at exit by call site, and steady growth per step",
 	.usage =
-		"usage: shimmer leaks DB [--format table|csv|json|folded] [--pid PID]\n"
+		"usage: shimmer leaks DB [--format table|csv|json|folded] [--pid PID] [--rank R]\n"
 		"                        [--steps RANGE_NAME] [--warmup-steps N]\n"
 		"                        [--threshold-mb-per-step X] [--threshold-mb-per-s X]\n"
 		"                        [--all-allocations]\n"
 		"\n"
-		"Per process, memory (host heap, cuda:N, pinned, managed:N) and call site:\n"
+		"Per process, memory (host, cuda:N, managed:N, pinned) and call site:\n"
 		"the blocks still allocated when the process ended (count, bytes; host\n"
 		"bytes in sample mode are estimates, marked ~), and a least-squares fit\n"
 		"of the site's live bytes at the end of each step (slope per step and\n"
 		"per second, R^2).  Steps are the ranges named RANGE_NAME, by default\n"
 		"the most frequent push range at depth 0; without any, the fit is over\n"
 		"time.  A site is 'growing' when, after the warm-up, R^2 >= 0.8 and the\n"
-		"slope reaches the threshold.  See docs/usage.md for the columns.\n"
+		"slope reaches the threshold.  A process that lost events gets no\n"
+		"verdict ('n/a'): a lost free would look like a leak.  See\n"
+		"docs/usage.md for the columns.\n"
 		"\n"
 		"  --format table|csv|json   output (default table)\n"
 		"  --format folded           'outer;...;inner BYTES' lines of the leaked\n"
 		"                            bytes, for flame graph tools\n"
 		"  --all-allocations         with folded: every allocation's bytes\n"
 		"  --pid PID                 only the processes with this pid\n"
+		"  --rank R                  only the processes of rank R\n"
 		"  --steps RANGE_NAME        the range that marks a step\n"
 		"  --warmup-steps N          steps skipped before the fit (default 20%)\n"
 		"  --threshold-mb-per-step X growth flagged from X MiB per step (default 1)\n"
@@ -585,16 +494,12 @@ const struct command leaks_command = {
 	.main = leaks_main,
 };
 
-static const char *const leaks_formats[] = {
-	[MEM_TABLE] = "table", [MEM_CSV] = "csv", [MEM_JSON] = "json", [MEM_FOLDED] = "folded",
-	NULL,
-};
-
 static int leaks_main(int argc, char **argv)
 {
+	struct model_filter flt = model_filter_all();
 	struct leaks_opts o;
 	const char *path = NULL;
-	sqlite3 *db;
+	struct model *m;
 	double v;
 	int f, r, rc;
 
@@ -602,10 +507,14 @@ static int leaks_main(int argc, char **argv)
 	for (int i = 1; i < argc; i++) {
 		if (cli_is_help(argv[i]))
 			return cli_help(&leaks_command);
-		if ((r = cli_format_opt(&leaks_command, argc, argv, &i, leaks_formats, &f)) != 0) {
+		if ((r = cli_format_opt(&leaks_command, argc, argv, &i, present_mem_formats,
+					&f)) != 0) {
 			if (r < 0)
 				return CLI_EXIT_USAGE;
 			o.fmt = f;
+		} else if ((r = cli_filter_opt(&leaks_command, argc, argv, &i, &flt)) != 0) {
+			if (r < 0)
+				return CLI_EXIT_USAGE;
 		} else if ((r = cli_number_opt(&leaks_command, argc, argv, &i,
 						 "--threshold-mb-per-step", &v)) != 0) {
 			if (r < 0)
@@ -620,9 +529,6 @@ static int leaks_main(int argc, char **argv)
 					    &o.warmup_steps)) != 0) {
 			if (r < 0)
 				return CLI_EXIT_USAGE;
-		} else if ((r = cli_int_opt(&leaks_command, argc, argv, &i, "--pid", &o.pid)) != 0) {
-			if (r < 0)
-				return CLI_EXIT_USAGE;
 		} else if ((r = cli_string_opt(&leaks_command, argc, argv, &i, "--steps",
 					       &o.steps)) != 0) {
 			if (r < 0)
@@ -635,11 +541,13 @@ static int leaks_main(int argc, char **argv)
 	}
 	if (!path)
 		return cli_usage_error(&leaks_command, "no store given");
-	if (o.all_allocations && o.fmt != MEM_FOLDED)
+	if (o.all_allocations && o.fmt != PRESENT_FOLDED)
 		return cli_usage_error(&leaks_command, "--all-allocations goes with --format folded");
-	if (store_open(path, &db) < 0)
+	if (model_open(path, &flt, &m) < 0)
 		return CLI_EXIT_ERROR;
-	rc = sites_result(leaks_write(db, stdout, &o));
-	sqlite3_close(db);
-	return rc;
+	rc = leaks_write(m, stdout, &o);
+	if (rc == -ENOMEM)
+		cli_error("out of memory");
+	model_close(m);
+	return rc < 0 ? CLI_EXIT_ERROR : CLI_EXIT_OK;
 }

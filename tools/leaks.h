@@ -1,6 +1,6 @@
 /*
  * `shimmer leaks`: memory still allocated at exit, by process, memory
- * (host heap, cuda:N, ...) and call site (sites.h), and for each such
+ * (host, cuda:N, ...) and call site, and for each such
  * group a least-squares fit of its live bytes over the training steps (or
  * over time when the process has no steps) that flags steady growth.
  * docs/usage.md describes the columns.
@@ -11,9 +11,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include <sqlite3.h>
-
-#include "sites.h"
+#include "model.h"
 
 /* Defaults, documented in docs/usage.md. */
 #define LEAKS_THRESHOLD_PER_STEP (1024.0 * 1024.0) /* bytes per step */
@@ -24,12 +22,11 @@
 #define LEAKS_TIME_POINTS 100                      /* samples of a time fit */
 
 struct leaks_opts {
-	enum mem_format fmt;
+	int fmt;                   /* an emit_format, or PRESENT_FOLDED */
 	double threshold_per_step; /* bytes */
 	double threshold_per_s;    /* bytes */
 	const char *steps;         /* range name; NULL: the most frequent at depth 0 */
 	int64_t warmup_steps;      /* -1: LEAKS_WARMUP_FRACTION of the points */
-	int64_t pid;               /* -1: every process */
 	int all_allocations;       /* folded: every allocation, not only the live */
 };
 
@@ -37,10 +34,11 @@ struct leaks_opts {
 void leaks_opts_init(struct leaks_opts *o);
 
 /*
- * Write the report on db to out.  One scan of allocations; memory is
- * proportional to call sites x fit points.  Returns 0, -EIO or -EINVAL
- * after printing one "shimmer: error:" line, or -ENOMEM.
+ * Write the report on m's selected processes to out.  The model's one pass
+ * over the allocations; memory is proportional to call sites x fit points.
+ * Returns 0, -EINVAL after one error line (no call stacks), or another
+ * negative errno.
  */
-int leaks_write(sqlite3 *db, FILE *out, const struct leaks_opts *o);
+int leaks_write(struct model *m, FILE *out, const struct leaks_opts *o);
 
 #endif /* SHIMMER_TOOLS_LEAKS_H */

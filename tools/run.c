@@ -34,7 +34,7 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "store.h"
+#include "model.h"
 #include "summary.h"
 
 #define READY_TIMEOUT_MS 10000
@@ -338,14 +338,22 @@ static void stop_collector(struct run *r)
 			 WTERMSIG(st));
 }
 
+/* The brief summary, which ends by naming the store and what to run next;
+ * the store's name alone when it cannot be read. */
 static void print_summary(struct run *r)
 {
-	sqlite3 *db;
+	struct model_filter f = model_filter_all();
+	struct summary_opts o;
+	struct model *m;
 
-	if (store_open(r->db, &db) == 0) {
-		summary_write(db, stderr, SUMMARY_TABLE);
-		sqlite3_close(db);
+	summary_opts_init(&o);
+	o.brief = 1;
+	o.path = r->db;
+	if (model_open(r->db, &f, &m) == 0 && summary_write(m, stderr, &o) == 0) {
+		model_close(m);
+		return;
 	}
+	model_close(m);
 	fprintf(stderr, "shimmer: store: %s\n", r->db);
 }
 

@@ -68,7 +68,7 @@ static void buf_printf(struct buf *b, const char *fmt, ...)
 	buf_puts(b, tmp);
 }
 
-/* ---- processes and labels ------------------------------------------------ */
+/* ---- opening ------------------------------------------------------------ */
 
 static const char *base_name(const char *path)
 {
@@ -77,15 +77,9 @@ static const char *base_name(const char *path)
 	return p ? p + 1 : path ? path : "?";
 }
 
-static const char procs_sql[] =
-	"SELECT proc_id, pid, start_ns, coalesce(end_ns, (SELECT max(coalesce(max(free_ns), 0),"
-	" coalesce(max(alloc_ns), 0)) FROM allocations a WHERE a.proc_id = p.proc_id), start_ns),"
-	" malloc_mode = 'sample', exe FROM processes p WHERE ?1 < 0 OR pid = ?1 ORDER BY proc_id";
-
-int sites_open(struct sites *s, sqlite3 *db, int64_t pid)
+int sites_open(struct sites *s, sqlite3 *db)
 {
-	sqlite3_stmt *st = NULL;
-	int err, r, v;
+	int err, v;
 
 	memset(s, 0, sizeof(*s));
 	s->db = db;
@@ -106,34 +100,6 @@ int sites_open(struct sites *s, sqlite3 *db, int64_t pid)
 				    " LEFT JOIN strings fn ON fn.proc_id = f.proc_id AND fn.id = f.func_id"
 				    " WHERE f.proc_id = ? AND f.pystack_id = ? ORDER BY f.level",
 				    &s->py_st);
-	if (!err)
-		err = store_prepare(db, procs_sql, &st);
-	if (err)
-		goto out;
-	sqlite3_bind_int64(st, 1, pid);
-	while ((r = store_step(db, st)) > 0) {
-		struct site_proc *p;
-
-		err = array_grow(&s->procs, &s->procs_cap, s->nprocs, sizeof(*s->procs));
-		if (err)
-			goto out;
-		p = &s->procs[s->nprocs++];
-		*p = (struct site_proc){
-			.proc_id = sqlite3_column_int64(st, 0),
-			.pid = sqlite3_column_int64(st, 1),
-			.start_ns = sqlite3_column_int64(st, 2),
-			.end_ns = sqlite3_column_int64(st, 3),
-			.sampled = sqlite3_column_int(st, 4),
-		};
-		p->exe = store_column_dup(st, 5, &err);
-		if (err)
-			goto out;
-	}
-	err = r;
-	if (!err && pid >= 0 && s->nprocs == 0)
-		cli_warn("no process with pid %lld in the store", (long long)pid);
-out:
-	sqlite3_finalize(st);
 	return err;
 }
 
@@ -143,67 +109,9 @@ void sites_close(struct sites *s)
 	map_free(&s->stacks);
 	strtab_free(&s->names);
 	strtab_free(&s->folded);
-	strtab_free(&s->labels);
-	for (size_t i = 0; i < s->nprocs; i++)
-		free(s->procs[i].exe);
-	free(s->procs);
 	sqlite3_finalize(s->frames_st);
 	sqlite3_finalize(s->py_st);
 	memset(s, 0, sizeof(*s));
-}
-
-const struct site_proc *sites_proc(const struct sites *s, int64_t proc_id)
-{
-	size_t lo = 0, hi = s->nprocs;
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (s->procs[mid].proc_id == proc_id)
-			return &s->procs[mid];
-		if (s->procs[mid].proc_id < proc_id)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return NULL;
-}
-
-int sites_label(struct sites *s, const char *space, int64_t device, int64_t *label)
-{
-	char buf[48];
-
-	if (!space || strcmp(space, "host") == 0)
-		return strtab_index(&s->labels, "host", label);
-	if (strcmp(space, "device") == 0)
-		snprintf(buf, sizeof(buf), "cuda:%lld", (long long)device);
-	else if (strcmp(space, "managed") == 0)
-		snprintf(buf, sizeof(buf), "managed:%lld", (long long)device);
-	else
-		snprintf(buf, sizeof(buf), "%.40s", space);
-	return strtab_index(&s->labels, buf, label);
-}
-
-int sites_estimated(const struct sites *s, const struct site_proc *p, int64_t label)
-{
-	return p && p->sampled && strcmp(s->labels.v[label], "host") == 0;
-}
-
-double sites_count(double w, int64_t size)
-{
-	return size > 0 ? w / (double)size : 1.0;
-}
-
-int sites_result(int err)
-{
-	if (err == -ENOMEM)
-		cli_error("out of memory");
-	return err < 0 ? CLI_EXIT_ERROR : CLI_EXIT_OK;
-}
-
-long long sites_round(double bytes)
-{
-	return llround(bytes);
 }
 
 /* ---- call sites ---------------------------------------------------------- */
@@ -381,10 +289,10 @@ out:
 	return err;
 }
 
-int sites_of(struct sites *s, int64_t proc_id, const char *space, int64_t stack_id,
-	     int64_t pystack_id, int64_t *site, int64_t *folded)
+int sites_of(struct sites *s, int64_t proc_id, int64_t stack_id, int64_t pystack_id,
+	     int64_t *site, int64_t *folded)
 {
-	int python = pystack_id >= 0 && space && strcmp(space, "host") != 0;
+	int python = pystack_id >= 0;
 	/* A native site depends on the stack alone. */
 	struct map_key k = { proc_id, stack_id, python ? pystack_id * 2 + 1 : -1 };
 	struct stack_item *it = map_find(&s->stacks, &k);
@@ -405,36 +313,4 @@ int sites_of(struct sites *s, int64_t proc_id, const char *space, int64_t stack_
 	*site = it->site;
 	*folded = it->folded;
 	return 0;
-}
-
-int sites_row(struct sites *s, sqlite3_stmt *st, int col, struct map_key *k, int64_t *folded)
-{
-	const char *space = (const char *)sqlite3_column_text(st, col + 1);
-	int err;
-
-	k->proc_id = sqlite3_column_int64(st, col);
-	err = sites_label(s, space, sqlite3_column_int64(st, col + 2), &k->a);
-	if (err)
-		return err;
-	return sites_of(s, k->proc_id, space,
-			sqlite3_column_type(st, col + 3) == SQLITE_NULL ? -1
-									 : sqlite3_column_int64(st, col + 3),
-			sqlite3_column_type(st, col + 4) == SQLITE_NULL ? -1
-									 : sqlite3_column_int64(st, col + 4),
-			&k->b, folded);
-}
-
-int sites_cmp_key(const struct sites *s, const struct map_key *a, const struct map_key *b)
-{
-	if (a->proc_id != b->proc_id)
-		return a->proc_id < b->proc_id ? -1 : 1;
-	return strcmp(s->labels.v[a->a], s->labels.v[b->a]);
-}
-
-/* ---- headings ---------------------------------------------------------- */
-
-void sites_heading(FILE *out, const struct site_proc *p)
-{
-	fprintf(out, "pid %lld (proc %lld) %s\n", (long long)p->pid, (long long)p->proc_id,
-		p->exe ? p->exe : "");
 }

@@ -332,7 +332,7 @@ CREATE TABLE site (seq INTEGER, kind TEXT, pid INTEGER, func TEXT, file TEXT, li
 }
 
 # site_rows REPORT KIND: SQL for a view of the rows of table REPORT (a
-# report's csv: pid, device, count, bytes, frame) that belong to the
+# report's csv: pid, memory, count, bytes, frame) that belong to the
 # program's own code, as (site, dev, count, bytes): site is "func@file:line"
 # when frame names a call site of KIND in table site ("func (file:line)",
 # the file as a basename or a path ending in it), else the frame itself.
@@ -340,7 +340,7 @@ CREATE TABLE site (seq INTEGER, kind TEXT, pid INTEGER, func TEXT, file TEXT, li
 # names one of leaky's files or starts with one of its functions.
 site_rows() {
 	local r=$1 kind=$2
-	echo "CREATE TEMP VIEW own_$r AS SELECT CAST(r.pid AS INTEGER) AS pid, r.device AS dev,
+	echo "CREATE TEMP VIEW own_$r AS SELECT CAST(r.pid AS INTEGER) AS pid, r.memory AS dev,
 	CAST(r.count AS INTEGER) AS count, CAST(r.bytes AS INTEGER) AS bytes, r.frame,
 	coalesce((SELECT e.func || '@' || e.file || ':' || e.line FROM site e
 		WHERE e.kind = '$kind' AND (r.frame = e.func || ' (' || e.file || ':' || e.line || ')'
@@ -357,7 +357,7 @@ site_rows() {
 # site_diff REPORT KIND WHERE [GOT_WHERE]: SQL listing the differences
 # between the logged blocks of KIND and the program's own rows of REPORT
 # (site_rows), both restricted to WHERE (on dev), the rows also to
-# GOT_WHERE, by call site and device, as (site, dev, count, bytes).
+# GOT_WHERE, by call site and memory, as (site, dev, count, bytes).
 site_diff() {
 	echo "$(site_rows "$1" "$2")
 CREATE TEMP VIEW exp AS SELECT func || '@' || file || ':' || line AS site, dev,

@@ -10,7 +10,7 @@
 #    sites (nothing else of leaky's code), with exact counts and bytes;
 #  - the default sample mode: the CUDA sites are the same and exact, and
 #    host rows, if any were sampled, are labelled as estimates;
-#  - `peak`: at the peak of device 0 and of the host heap, the program's
+#  - `peak`: at the peak of cuda:0 and of the host heap, the program's
 #    live blocks are exactly the K blocks (by construction, see leaky.c);
 #  - `temporary`: the X site, with every one of its blocks;
 #  - the store copied to another directory (and read from another working
@@ -44,7 +44,7 @@ report() {
 
 # csv_case CASE CMD DB CHECKDB TABLE [OPTION...]: runs the report, imports
 # it as TABLE; not ok (and false) when the report fails or lacks a column a
-# report of call sites has (pid, device, count, bytes, frame).
+# report of call sites has (pid, memory, count, bytes, frame).
 csv_case() {
 	local name=$1 cmd=$2 db=$3 cdb=$4 tab=$5 c
 	shift 5
@@ -53,7 +53,7 @@ csv_case() {
 		return 1
 	fi
 	import_csv "$cdb" "$tab" "$T/$tab.csv"
-	for c in pid device count bytes frame; do
+	for c in pid memory count bytes frame; do
 		if ! has_column "$cdb" "$tab" "$c"; then
 			not_ok "$name" "shimmer $cmd --format csv has no column $c; header: $(head -1 "$T/$tab.csv")"
 			return 1
@@ -73,20 +73,20 @@ $(site_diff leaks L 1)" 2>&1)"
 	# is a planted one.
 	expect_empty "all: no CUDA leak but the planted ones" "$(sq "$C" "
 $(site_rows leaks L)
-SELECT 'unplanted CUDA row:', pid, device, count, bytes, frame FROM leaks
-	WHERE device <> 'host' AND CAST(pid AS INTEGER) IN (SELECT pid FROM site)
+SELECT 'unplanted CUDA row:', pid, memory, count, bytes, frame FROM leaks
+	WHERE memory <> 'host' AND CAST(pid AS INTEGER) IN (SELECT pid FROM site)
 	AND frame NOT IN (SELECT frame FROM own_leaks WHERE site <> frame);
 SELECT 'planted CUDA bytes', (SELECT sum(bytes) FROM site WHERE kind = 'L' AND dev <> 'host'),
-	'reported', (SELECT sum(CAST(bytes AS INTEGER)) FROM leaks WHERE device <> 'host')
+	'reported', (SELECT sum(CAST(bytes AS INTEGER)) FROM leaks WHERE memory <> 'host')
 	WHERE (SELECT sum(bytes) FROM site WHERE kind = 'L' AND dev <> 'host') IS NOT
-	(SELECT sum(CAST(bytes AS INTEGER)) FROM leaks WHERE device <> 'host');" 2>&1)"
+	(SELECT sum(CAST(bytes AS INTEGER)) FROM leaks WHERE memory <> 'host');" 2>&1)"
 	if has_column "$C" leaks space; then
 		expect_empty "all: leaks space column" "$(sq "$C" "
 $(site_rows leaks L)
 SELECT 'site', site, 'logged space', (SELECT group_concat(DISTINCT e.space) FROM site e
 	WHERE e.kind = 'L' AND e.func || '@' || e.file || ':' || e.line = o.site),
 	'reported', l.space FROM own_leaks o JOIN leaks l ON l.frame = o.frame
-	AND l.device = o.dev WHERE l.space NOT IN (SELECT e.space FROM site e WHERE e.kind = 'L'
+	AND l.memory = o.dev WHERE l.space NOT IN (SELECT e.space FROM site e WHERE e.kind = 'L'
 	AND e.func || '@' || e.file || ':' || e.line = o.site);" 2>&1)"
 	fi
 fi
@@ -97,11 +97,11 @@ if csv_case "all: peak csv" peak "$T/all.db" "$C" peak; then
 	expect_empty "all: peak holds exactly leaky's K blocks (host heap and cuda:0)" "$(sq "$C" "
 $(site_diff peak K "dev IN ('host', 'cuda:0')")
 SELECT 'cuda:0 peak_bytes', peak_bytes, 'K bytes', (SELECT sum(bytes) FROM site
-	WHERE kind = 'K' AND dev = 'cuda:0') FROM peak WHERE device = 'cuda:0'
+	WHERE kind = 'K' AND dev = 'cuda:0') FROM peak WHERE memory = 'cuda:0'
 	AND CAST(peak_bytes AS INTEGER) IS NOT (SELECT sum(bytes) FROM site
 	WHERE kind = 'K' AND dev = 'cuda:0');
 SELECT 'host peak_bytes', peak_bytes, '< K bytes', (SELECT sum(bytes) FROM site
-	WHERE kind = 'K' AND dev = 'host') FROM peak WHERE device = 'host'
+	WHERE kind = 'K' AND dev = 'host') FROM peak WHERE memory = 'host'
 	AND CAST(peak_bytes AS INTEGER) < (SELECT sum(bytes) FROM site
 	WHERE kind = 'K' AND dev = 'host');" 2>&1)"
 	# shimmer summary computes the same peaks on its own: they must agree.
@@ -109,12 +109,10 @@ SELECT 'host peak_bytes', peak_bytes, '< K bytes', (SELECT sum(bytes) FROM site
 	expect_empty "all: summary's peaks are peak's (bytes and instant, each memory)" "$(sq "$C" "
 CREATE TEMP TABLE sj AS SELECT readfile('$T/summary.json') AS t;
 CREATE TEMP VIEW from_summary AS SELECT p.value ->> 'pid' AS pid,
-	CASE k.value ->> 'space' WHEN 'host' THEN 'host' WHEN 'pinned' THEN 'pinned'
-		WHEN 'device' THEN 'cuda:' || (k.value ->> 'device')
-		ELSE (k.value ->> 'space') || ':' || (k.value ->> 'device') END AS device,
+	k.value ->> 'memory' AS memory,
 	k.value ->> 'peak_bytes' AS bytes, k.value ->> 'at_ns' AS at_ns
 	FROM sj, json_each(sj.t, '\$.processes') p, json_each(p.value, '\$.peaks') k;
-CREATE TEMP VIEW from_peak AS SELECT DISTINCT CAST(pid AS INTEGER) AS pid, device,
+CREATE TEMP VIEW from_peak AS SELECT DISTINCT CAST(pid AS INTEGER) AS pid, memory,
 	CAST(peak_bytes AS INTEGER) AS bytes, CAST(peak_at_ns AS INTEGER) AS at_ns FROM peak;
 SELECT 'summary', * FROM (SELECT * FROM from_summary EXCEPT SELECT * FROM from_peak);
 SELECT 'peak', * FROM (SELECT * FROM from_peak EXCEPT SELECT * FROM from_summary);
@@ -175,8 +173,8 @@ $(site_diff leaks L "dev <> 'host'")" 2>&1)"
 			"no estimated/exact column; header: $(head -1 "$T/leaks.csv")"
 	else
 		expect_empty "sample: host rows labelled estimates, CUDA rows exact" "$(sq "$C" "
-SELECT 'host row not an estimate:', frame FROM leaks WHERE device = 'host' AND NOT ($est);
-SELECT 'CUDA row an estimate:', frame FROM leaks WHERE device <> 'host' AND ($est);" 2>&1)"
+SELECT 'host row not an estimate:', frame FROM leaks WHERE memory = 'host' AND NOT ($est);
+SELECT 'CUDA row an estimate:', frame FROM leaks WHERE memory <> 'host' AND ($est);" 2>&1)"
 	fi
 fi
 

@@ -44,7 +44,7 @@ run() {
 # (growing, ok, n/a); a flagged row is a growing one.
 fit_columns() {
 	local tab=$1 c
-	for c in pid device count bytes frame slope_bytes_per_step r2 verdict; do
+	for c in pid memory count bytes frame slope_bytes_per_step r2 verdict; do
 		if ! has_column "$C" "$tab" "$c"; then
 			not_ok "$tab: fit columns" "no column $c; header: $(head -1 "$T/$tab.csv")"
 			return 1
@@ -56,14 +56,14 @@ flagged() { echo "(verdict = 'growing')"; }
 
 # site_sql MODE: SQL defining exp (pid, n, bytes, per_step: the blocks the
 # steps kept, as logged) and got (MODE's rows for their call site, frame
-# "function (leakstep.c:LINE)", the file as a basename or a path, device
+# "function (leakstep.c:LINE)", the file as a basename or a path, memory
 # cuda:0), and listing how they differ: not one row, other counts or bytes.
 site_sql() {
 	local m=$1 line
 	line=$(sq "$C" "SELECT DISTINCT line FROM S_$m WHERE kept > 0;")
 	echo "CREATE TEMP VIEW exp AS SELECT pid, count(*) AS n, sum(kept) AS bytes,
 	max(kept) AS per_step FROM S_$m WHERE kept > 0;
-CREATE TEMP VIEW got AS SELECT * FROM $m WHERE device = 'cuda:0'
+CREATE TEMP VIEW got AS SELECT * FROM $m WHERE memory = 'cuda:0'
 	AND (frame GLOB '* (leakstep.c:$line)' OR frame GLOB '* (*/leakstep.c:$line)');
 SELECT 'rows for the site:', (SELECT count(*) FROM got), 'frames:',
 	(SELECT group_concat(frame, ' | ') FROM $m) WHERE (SELECT count(*) FROM got) <> 1;
@@ -83,7 +83,7 @@ fi
 if run plateau && fit_columns plateau; then
 	expect_empty "plateau: the cache site, every block, nothing flagged" "$(sq "$C" "
 $(site_sql plateau)
-SELECT 'flagged:', frame, device, $SLOPE, r2, verdict FROM plateau WHERE $(flagged);" 2>&1)"
+SELECT 'flagged:', frame, memory, $SLOPE, r2, verdict FROM plateau WHERE $(flagged);" 2>&1)"
 fi
 
 finish

@@ -88,6 +88,60 @@ static void test_fmt_json_escaping(void **state)
 	expect(fmt_json, "surrogate\xed\xa0\x80", "\"surrogate\\ufffd\\ufffd\\ufffd\"");
 }
 
+/*
+ * Short kernel names: real names PyTorch 2.x runs on CUDA (as CUPTI
+ * reports them, demangled), each with the name Nsight Systems shows for
+ * it; and names that are not C++ at all.
+ */
+static void test_fmt_short_names(void **state)
+{
+	static const struct {
+		const char *full, *want;
+	} names[] = {
+		{ "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>,"
+		  " at::detail::Array<char*, 3> >(int, at::native::CUDAFunctor_add<float>,"
+		  " at::detail::Array<char*, 3>)", "vectorized_elementwise_kernel" },
+		{ "void at::native::elementwise_kernel<128, 2, at::native::gpu_kernel_impl_nocast<"
+		  "at::native::BinaryFunctor<float, float, float, at::native::binary_internal::"
+		  "MulFunctor<float> > >(at::TensorIteratorBase&, at::native::BinaryFunctor<float,"
+		  " float, float, at::native::binary_internal::MulFunctor<float> > const&)::{lambda"
+		  "(int)#1}>(int, at::native::gpu_kernel_impl_nocast<at::native::BinaryFunctor<float,"
+		  " float, float, at::native::binary_internal::MulFunctor<float> > >(at::"
+		  "TensorIteratorBase&, at::native::BinaryFunctor<float, float, float, at::native::"
+		  "binary_internal::MulFunctor<float> > const&)::{lambda(int)#1})",
+		  "elementwise_kernel" },
+		{ "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::"
+		  "MeanOps<float, float, float, float>, unsigned int, float, 4> >(at::native::ReduceOp"
+		  "<float, at::native::MeanOps<float, float, float, float>, unsigned int, float, 4>)",
+		  "reduce_kernel" },
+		{ "void at::native::(anonymous namespace)::CatArrayBatchedCopy<float, unsigned int, 2,"
+		  " 64, 64>(float*, at::native::(anonymous namespace)::CatArrInputTensorMetadata<float,"
+		  " unsigned int, 64, 64>, at::native::(anonymous namespace)::TensorSizeStride<"
+		  "unsigned int, 4u>, int, unsigned int)", "CatArrayBatchedCopy" },
+		{ "void (anonymous namespace)::softmax_warp_forward<float, float, float, 8, false,"
+		  " false>(float*, float const*, int, int, int, bool const*, int, bool)",
+		  "softmax_warp_forward" },
+		{ "void cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_64x64_16x6_tn_align4>("
+		  "cutlass_80_tensorop_s1688gemm_64x64_16x6_tn_align4::Params)", "Kernel2" },
+		{ "ampere_sgemm_128x64_tn", "ampere_sgemm_128x64_tn" },
+		{ "gemm(float*, float*)", "gemm" },
+		{ "void k<int, 2>(int*)", "k" },
+		{ "Foo::operator()(int) const", "operator()" },
+		{ "void a::b<c>::operator<<(int)", "operator<<" },
+		/* Not demangled, or not a name that parses: as they are. */
+		{ "_Z4gemmPfS_", "_Z4gemmPfS_" },
+		{ "bad<(", "bad<(" },
+	};
+	char buf[256], small[6];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		assert_string_equal(fmt_short_name(buf, sizeof(buf), names[i].full), names[i].want);
+	/* A short buffer truncates, terminated. */
+	assert_string_equal(fmt_short_name(small, sizeof(small), names[0].full), "vecto");
+	assert_string_equal(fmt_short_name(buf, sizeof(buf), NULL), "?");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -95,6 +149,7 @@ int main(void)
 		cmocka_unit_test(test_fmt_bytes_units),
 		cmocka_unit_test(test_fmt_csv_quoting),
 		cmocka_unit_test(test_fmt_json_escaping),
+		cmocka_unit_test(test_fmt_short_names),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

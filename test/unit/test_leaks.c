@@ -23,7 +23,10 @@
 
 #include "sqlexec.h"
 
+#include "tools/emit.h"
 #include "tools/leaks.h"
+#include "tools/model.h"
+#include "tools/present.h"
 
 #define MIB (1024.0 * 1024.0)
 
@@ -111,21 +114,32 @@ static int setup(void **state)
 	return 0;
 }
 
-/* Run leaks_write with o into a string the caller frees. */
-static char *run(sqlite3 *db, const struct leaks_opts *o)
+/* Run leaks_write with o on the processes of pid (-1: all) into a string
+ * the caller frees. */
+static char *run_pid(sqlite3 *db, const struct leaks_opts *o, int64_t pid)
 {
+	struct model_filter flt = model_filter_all();
+	struct model *m;
 	char *buf = NULL;
 	size_t len = 0;
 	FILE *out = open_memstream(&buf, &len);
 
 	assert_non_null(out);
-	assert_int_equal(leaks_write(db, out, o), 0);
+	flt.pid = pid;
+	assert_int_equal(model_load(db, &flt, &m), 0);
+	assert_int_equal(leaks_write(m, out, o), 0);
+	model_close(m);
 	fclose(out);
 	return buf;
 }
 
+static char *run(sqlite3 *db, const struct leaks_opts *o)
+{
+	return run_pid(db, o, -1);
+}
+
 /* CSV fields of the test's rows: none holds a comma or quote. */
-#define NF 14
+#define NF 16
 static int split(char *line, char **field)
 {
 	int n = 0;
@@ -177,9 +191,9 @@ static void test_leaks_groups_by_site_and_device(void **state)
 	for (size_t i = 0; i < NGROUPING; i++)
 		add_alloc(f->db, &grouping[i]);
 	leaks_opts_init(&o);
-	o.fmt = MEM_CSV;
+	o.fmt = EMIT_CSV;
 	csv = run(f->db, &o);
-	assert_non_null(strstr(csv, "pid,proc_id,device,count,bytes,estimated,frame,fit,"));
+	assert_non_null(strstr(csv, "pid,proc_id,memory,count,bytes,estimated,frame,fit,"));
 	/* Every expected group, with its sums taken here. */
 	for (size_t i = 0; i < NGROUPING; i++) {
 		const struct alloc *g = &grouping[i];
@@ -210,7 +224,7 @@ static void test_leaks_groups_by_site_and_device(void **state)
 	free(csv);
 
 	/* Folded: outermost first, leaked bytes. */
-	o.fmt = MEM_FOLDED;
+	o.fmt = PRESENT_FOLDED;
 	csv = run(f->db, &o);
 	assert_non_null(strstr(csv, "pid 100;cuda:0;" FOLD_A " 4000\n"));
 	assert_non_null(strstr(csv, "pid 100;cuda:0;" FOLD_PY " 7000\n"));
@@ -222,10 +236,9 @@ static void test_leaks_groups_by_site_and_device(void **state)
 	free(csv);
 
 	/* --pid keeps one process. */
-	o.fmt = MEM_CSV;
+	o.fmt = EMIT_CSV;
 	o.all_allocations = 0;
-	o.pid = 200;
-	csv = run(f->db, &o);
+	csv = run_pid(f->db, &o, 200);
 	assert_null(strstr(csv, "\n100,"));
 	assert_non_null(strstr(csv, "\n200,"));
 	free(csv);
@@ -334,7 +347,7 @@ static void test_leaks_regression_flags_steady_growth(void **state)
 	assert_non_null(v);
 	n = make_steps(f->db, v);
 	leaks_opts_init(&o);
-	o.fmt = MEM_CSV;
+	o.fmt = EMIT_CSV;
 	csv = run(f->db, &o);
 	/* 2 MiB a step from the steady leak: growing. */
 	check_fit(csv, v, n, "host", SITE_B, NSTEPS / 5, "growing");
@@ -376,7 +389,7 @@ static void test_leaks_table_and_json(void **state)
 	assert_non_null(strstr(out, "growth fitted over 40 of 50 'step' ranges (first 10 skipped"));
 	assert_non_null(strstr(out, "growing  " SITE_B));
 	free(out);
-	o.fmt = MEM_JSON;
+	o.fmt = EMIT_JSON;
 	out = run(f->db, &o);
 	/* Read back through SQLite's JSON functions. */
 	assert_int_equal(sqlite3_prepare_v2(f->db,
@@ -396,11 +409,15 @@ static void test_leaks_needs_stacks(void **state)
 {
 	struct store_fixture *f = *state;
 	struct leaks_opts o;
+	struct model_filter flt = model_filter_all();
 	FILE *out = fopen("/dev/null", "w");
+	struct model *m;
 
 	exec(f->db, "UPDATE meta SET value = '2' WHERE key = 'schema_version'");
 	leaks_opts_init(&o);
-	assert_int_equal(leaks_write(f->db, out, &o), -EINVAL);
+	assert_int_equal(model_load(f->db, &flt, &m), 0);
+	assert_int_equal(leaks_write(m, out, &o), -EINVAL);
+	model_close(m);
 	fclose(out);
 }
 

@@ -21,7 +21,10 @@
 
 #include "sqlexec.h"
 
+#include "tools/emit.h"
+#include "tools/model.h"
 #include "tools/peak.h"
+#include "tools/present.h"
 
 #define NALLOCS 300
 #define START 5000
@@ -79,21 +82,25 @@ static int live_at(const struct alloc *a, int64_t t)
 	return a->at <= t && (!a->freed || a->freed > t);
 }
 
-static char *run(sqlite3 *db, enum mem_format fmt)
+static char *run(sqlite3 *db, int fmt)
 {
+	struct model_filter flt = model_filter_all();
+	struct model *m;
 	char *buf = NULL;
 	size_t len = 0;
 	FILE *out = open_memstream(&buf, &len);
 
 	assert_non_null(out);
-	assert_int_equal(peak_write(db, out, fmt, -1), 0);
+	assert_int_equal(model_load(db, &flt, &m), 0);
+	assert_int_equal(peak_write(m, out, fmt), 0);
+	model_close(m);
 	fclose(out);
 	return buf;
 }
 
 static void check_peaks(struct store_fixture *f)
 {
-	char *csv = run(f->db, MEM_CSV), *folded = run(f->db, MEM_FOLDED);
+	char *csv = run(f->db, EMIT_CSV), *folded = run(f->db, PRESENT_FOLDED);
 
 	for (int dev = -1; dev <= 0; dev++) {
 		int64_t peak = -1, at = 0;
@@ -121,7 +128,7 @@ static void check_peaks(struct store_fixture *f)
 					bytes += allocs[j].size;
 					count++;
 				}
-			snprintf(want, sizeof(want), "77,1,%s,%lld,%lld,0,%lld,%lld,0x%x\n",
+			snprintf(want, sizeof(want), "77,1,%s,%lld,%lld,0,1,%lld,%lld,0x%x\n",
 				 dev < 0 ? "host" : "cuda:0", (long long)peak, (long long)(at - START),
 				 (long long)count, (long long)bytes, 0x1000 * s + 1);
 			if (count && !strstr(csv, want))
@@ -156,14 +163,14 @@ static void test_peak_events_outside_the_lifetime(void **state)
 static void test_peak_json_reads_back(void **state)
 {
 	struct store_fixture *f = *state;
-	char *json = run(f->db, MEM_JSON);
+	char *json = run(f->db, EMIT_JSON);
 	sqlite3_stmt *st;
 
 	/* Per peak, the sites add up to it. */
 	assert_int_equal(sqlite3_prepare_v2(f->db,
 		"SELECT json_extract(p.value, '$.peak_bytes'),"
 		" (SELECT sum(json_extract(s.value, '$.bytes')) FROM json_each(p.value, '$.sites') s)"
-		" FROM json_each(json_extract(?, '$.peaks')) p", -1, &st, NULL), SQLITE_OK);
+		" FROM json_each(json_extract(?, '$.processes[0].peaks')) p", -1, &st, NULL), SQLITE_OK);
 	sqlite3_bind_text(st, 1, json, -1, SQLITE_STATIC);
 	for (int n = 0; n < 2; n++) {
 		assert_int_equal(sqlite3_step(st), SQLITE_ROW);

@@ -24,6 +24,7 @@
 
 #include "tools/fmt.h"
 #include "tools/store.h"
+#include "tools/model.h"
 #include "tools/summary.h"
 
 enum { MALLOC = 1, FREE = 2, CALLOC = 3, REALLOC = 4, CUDA_MALLOC = 11, CUDA_FREE = 12,
@@ -367,14 +368,23 @@ static int setup(void **state)
 	return 0;
 }
 
-static char *render(sqlite3 *db, enum summary_format fmt)
+/* The summary of every process of db, in fmt (the command's own path:
+ * the model, then the writer). */
+static char *render(sqlite3 *db, enum emit_format fmt)
 {
+	struct model_filter f = model_filter_all();
+	struct summary_opts o;
+	struct model *m;
 	char *buf = NULL;
 	size_t len = 0;
 	FILE *out = open_memstream(&buf, &len);
 
 	assert_non_null(out);
-	assert_int_equal(summary_write(db, out, fmt), 0);
+	summary_opts_init(&o);
+	o.fmt = fmt;
+	assert_int_equal(model_load(db, &f, &m), 0);
+	assert_int_equal(summary_write(m, out, &o), 0);
+	model_close(m);
 	assert_int_equal(fclose(out), 0);
 	return buf;
 }
@@ -568,7 +578,7 @@ static void check_row(const char *csv, const struct proc *p, int fn, const char 
 static void test_summary_csv_matches_rows(void **state)
 {
 	struct store_fixture *fx = *state;
-	char *csv = render(fx->db, SUMMARY_CSV);
+	char *csv = render(fx->db, EMIT_CSV);
 	size_t rows = 0, want = 0;
 
 	assert_true(strncmp(csv, "pid,rank,event,count,bytes,total_ns,mean_ns,stddev_ns,min_ns,"
@@ -619,7 +629,7 @@ static char *jq(sqlite3 *db, const char *json, const char *sql, int pid, const c
 static void test_summary_estimated_when_sampled(void **state)
 {
 	struct store_fixture *fx = *state;
-	char *csv = render(fx->db, SUMMARY_CSV), *table = render(fx->db, SUMMARY_TABLE);
+	char *csv = render(fx->db, EMIT_CSV), *table = render(fx->db, EMIT_TABLE);
 	struct expect e = expected(2, MALLOC);
 	char f[NCOLS][64];
 
@@ -637,7 +647,7 @@ static void test_summary_estimated_when_sampled(void **state)
 	free(csv);
 	free(table);
 	{
-		char *json = render(fx->db, SUMMARY_JSON);
+		char *json = render(fx->db, EMIT_JSON);
 		/* total_ns_estimated null?  cudaStreamSynchronize no, malloc yes */
 		char *v = jq(fx->db, json,
 			     "SELECT group_concat(x, ',') FROM (SELECT json_extract(f.value,"
@@ -666,9 +676,15 @@ static void check_peak(const char *json, const struct proc *p, const char *space
 	expected_peak(p->id, space, device, &peak, &at);
 	assert_true(peak > 0);
 	snprintf(want, sizeof(want),
-		 "{\"space\":\"%s\",\"device\":%d,\"peak_bytes\":%.0f,\"at_ns\":%lld,"
-		 "\"estimated\":%s}",
-		 space, device, peak, (long long)(at - p->start), estimated ? "true" : "false");
+		 "\"space\":\"%s\",\"device\":%d,\"peak_bytes\":%.0f,\"at_ns\":%lld,"
+		 "\"live_end_bytes\":",
+		 space, device, peak, (long long)(at - p->start));
+	if (!strstr(json, want)) {
+		print_error("missing %s in %s\n", want, json);
+		fail();
+	}
+	snprintf(want, sizeof(want), "\"estimated\":%s,\"complete\":%s}",
+		 estimated ? "true" : "false", p->id == 2 ? "false" : "true");
 	if (!strstr(json, want)) {
 		print_error("missing %s in %s\n", want, json);
 		fail();
@@ -678,7 +694,7 @@ static void check_peak(const char *json, const struct proc *p, const char *space
 static void test_summary_json_peaks_and_drops(void **state)
 {
 	struct store_fixture *fx = *state;
-	char *json = render(fx->db, SUMMARY_JSON);
+	char *json = render(fx->db, EMIT_JSON);
 	sqlite3_stmt *st;
 	char want[128];
 	int64_t dropped = 0, ring_full = 0;
@@ -714,7 +730,7 @@ static void test_summary_json_peaks_and_drops(void **state)
 static void test_summary_table_warns_of_drops(void **state)
 {
 	struct store_fixture *fx = *state;
-	char *table = render(fx->db, SUMMARY_TABLE);
+	char *table = render(fx->db, EMIT_TABLE);
 	char want[64];
 	int64_t dropped = 0;
 
@@ -1102,7 +1118,7 @@ static int is_gpu_kind(const char *k)
 static void test_summary_gpu_csv(void **state)
 {
 	struct store_fixture *fx = *state;
-	char *csv = render(fx->db, SUMMARY_CSV);
+	char *csv = render(fx->db, EMIT_CSV);
 	size_t want = 0, rows = 0;
 
 	for (size_t i = 0; i < N(procs); i++)
@@ -1225,7 +1241,7 @@ static void check_json_group(sqlite3 *db, const char *json, const struct proc *p
 static void test_summary_gpu_json(void **state)
 {
 	struct store_fixture *fx = *state;
-	char *json = render(fx->db, SUMMARY_JSON), *v;
+	char *json = render(fx->db, EMIT_JSON), *v;
 	const struct proc *p = proc_of(1), *busy = proc_of(2), *idle = proc_of(3);
 	double wall = (double)(p->end - p->start), sync;
 	int pairs[64][2], devs[64], exact;
@@ -1320,7 +1336,7 @@ static void want_in(const char *text, const char *want)
 static void test_summary_gpu_table(void **state)
 {
 	struct store_fixture *fx = *state;
-	char *table = render(fx->db, SUMMARY_TABLE);
+	char *table = render(fx->db, EMIT_TABLE);
 	const struct proc *p = proc_of(1), *busy = proc_of(2);
 	double wall = (double)(p->end - p->start), sync;
 	char labels[32][64], want[256], u[2][FMT_UNIT_MAX];
@@ -1338,8 +1354,12 @@ static void test_summary_gpu_table(void **state)
 	for (size_t i = 0; i < n; i++) {
 		struct expect e = expect_group(p->id, G_KERNEL, labels[i], &open);
 
+		char shortname[64];
+
+		/* Tables show kernels by their short names (fmt_short_name). */
 		snprintf(want, sizeof(want), " %.1f%%  %s\n",
-			 100.0 * (double)e.sum / (double)kernel_total(p->id), labels[i]);
+			 100.0 * (double)e.sum / (double)kernel_total(p->id),
+			 fmt_short_name(shortname, sizeof(shortname), labels[i]));
 		want_in(table, want);
 	}
 	/* GB/s ends each copy line. */
@@ -1400,11 +1420,11 @@ static void test_summary_schema_v1_store(void **state)
 		 "INSERT INTO function_counts VALUES (1, 1, 1, 1, 0);"
 		 "INSERT INTO cuda_calls (proc_id, tid, fn_id, start_ns, end_ns, ret,"
 		 " per_thread_stream) VALUES (1, 1, 1, 100, 350, 0, 0)");
-	out = render(db, SUMMARY_TABLE);
+	out = render(db, EMIT_TABLE);
 	want_in(out, "GPU activity: NOT traced: no GPU status was recorded");
 	want_in(out, "CPU blocked in synchronizing calls: 250 ns, 25.0% of wall\n");
 	free(out);
-	out = render(db, SUMMARY_CSV);
+	out = render(db, EMIT_CSV);
 	want_in(out, "\n42,,sync,1,,250,,,,,,0.250000,gpu,1\n");
 	free(out);
 	store_remove(db, path);
@@ -1573,7 +1593,7 @@ static void want_no_nan(const char *text)
 static void test_summary_sampled_table(void **state)
 {
 	struct store_fixture *fx = *state;
-	char *table = render(fx->db, SUMMARY_TABLE), *sec;
+	char *table = render(fx->db, EMIT_TABLE), *sec;
 	struct sexpect e = sampled_expect();
 	char want[512], u[5][FMT_UNIT_MAX], c[3][32];
 
@@ -1604,7 +1624,7 @@ static void test_summary_sampled_table(void **state)
 			 total, fmt_duration(u[1], FMT_UNIT_MAX, (double)e.gemm_sum / (double)e.gemm_n),
 			 fmt_duration(u[2], FMT_UNIT_MAX, 0), fmt_duration(u[3], FMT_UNIT_MAX, 1e6),
 			 fmt_duration(u[4], FMT_UNIT_MAX, 1e6),
-			 100.0 * (double)e.gemm_sum / (double)(e.gemm_sum + e.relu_sum), GEMM);
+			 100.0 * (double)e.gemm_sum / (double)(e.gemm_sum + e.relu_sum), "gemm");
 		want_in(sec, want);
 		assert_string_equal(c[0], "~30");
 		assert_string_equal(total, "~30.00 ms");
@@ -1673,7 +1693,7 @@ static void test_summary_sampled_table(void **state)
 static void test_summary_sampled_csv(void **state)
 {
 	struct store_fixture *fx = *state;
-	char *csv = render(fx->db, SUMMARY_CSV);
+	char *csv = render(fx->db, EMIT_CSV);
 	struct sexpect e = sampled_expect();
 	char f[NCOLS][64];
 
@@ -1764,7 +1784,7 @@ static void test_summary_sampled_by_calls(void **state)
 	exec(fx->db, "INSERT INTO function_counts VALUES (%d, 1, 30, %lld, 0), (%d, 2, 31, %lld, 0),"
 		     " (%d, 1, 32, 999, 0)", S_PROC, (long long)(all_calls - 20), S_PROC, 20LL, S_PROC);
 
-	table = render(fx->db, SUMMARY_TABLE);
+	table = render(fx->db, EMIT_TABLE);
 	sec = section(table, 1000);
 	snprintf(want, sizeof(want),
 		 "  GPU activity sampled: %d windows, %s traced of %s (%.2f%%), with %lld of the"
@@ -1778,7 +1798,7 @@ static void test_summary_sampled_by_calls(void **state)
 	free(sec);
 	free(table);
 
-	json = render(fx->db, SUMMARY_JSON);
+	json = render(fx->db, EMIT_JSON);
 	want_json_num(fx->db, json, 1000, ".sampling.calls", (double)all_calls, 0);
 	want_json_num(fx->db, json, 1000, ".sampling.calls_traced", (double)traced_calls, 0);
 	want_json_num(fx->db, json, 1000, ".sampling.scale", scale, 1e-9);
@@ -1792,7 +1812,7 @@ static void test_summary_sampled_by_calls(void **state)
 static void test_summary_sampled_json(void **state)
 {
 	struct store_fixture *fx = *state;
-	char *json = render(fx->db, SUMMARY_JSON), *v;
+	char *json = render(fx->db, EMIT_JSON), *v;
 	struct sexpect e = sampled_expect();
 
 	want_no_nan(json);

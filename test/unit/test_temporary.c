@@ -20,6 +20,8 @@
 
 #include "sqlexec.h"
 
+#include "tools/emit.h"
+#include "tools/model.h"
 #include "tools/temporary.h"
 
 static const struct alloc {
@@ -67,14 +69,18 @@ static int setup(void **state)
 	return 0;
 }
 
-static char *run(sqlite3 *db, enum mem_format fmt, int64_t max_ns)
+static char *run(sqlite3 *db, int fmt, int64_t max_ns)
 {
+	struct model_filter flt = model_filter_all();
+	struct model *m;
 	char *buf = NULL;
 	size_t len = 0;
 	FILE *out = open_memstream(&buf, &len);
 
 	assert_non_null(out);
-	assert_int_equal(temporary_write(db, out, fmt, -1, max_ns), 0);
+	assert_int_equal(model_load(db, &flt, &m), 0);
+	assert_int_equal(temporary_write(m, out, fmt, max_ns), 0);
+	model_close(m);
 	fclose(out);
 	return buf;
 }
@@ -121,7 +127,7 @@ static void check(const char *csv, int64_t max_ns)
 				if (strcmp(a->space, "host"))
 					label = "cuda:0";
 			}
-			snprintf(want, sizeof(want), "%d,%d,%s,%lld,%lld,%d,%.17g,0x%x\n", 10 * p, p,
+			snprintf(want, sizeof(want), "%d,%d,%s,%lld,%lld,%d,1,%.17g,0x%x\n", 10 * p, p,
 				 label, (long long)llround(count), (long long)llround(bytes),
 				 p == 2 && strcmp(label, "host") == 0, n ? median_of(lives, n) : 0,
 				 0x100 * s);
@@ -147,7 +153,7 @@ static void test_temporary_counts_bytes_and_median(void **state)
 	const int64_t limits[] = { 1000000, 1000001, 600, 0 };
 
 	for (size_t i = 0; i < sizeof(limits) / sizeof(limits[0]); i++) {
-		char *csv = run(f->db, MEM_CSV, limits[i]);
+		char *csv = run(f->db, EMIT_CSV, limits[i]);
 
 		check(csv, limits[i]);
 		free(csv);
@@ -157,13 +163,13 @@ static void test_temporary_counts_bytes_and_median(void **state)
 static void test_temporary_json(void **state)
 {
 	struct store_fixture *f = *state;
-	char *json = run(f->db, MEM_JSON, 1000000);
+	char *json = run(f->db, EMIT_JSON, 1000000);
 	sqlite3_stmt *st;
 
 	assert_int_equal(sqlite3_prepare_v2(f->db,
 		"SELECT json_extract(value, '$.count'), json_extract(value, '$.median_lifetime_ns')"
-		" FROM json_each(json_extract(?, '$.sites'))"
-		" WHERE json_extract(value, '$.device') = 'cuda:0'", -1, &st, NULL), SQLITE_OK);
+		" FROM json_each(json_extract(?, '$.processes[0].sites'))"
+		" WHERE json_extract(value, '$.memory') = 'cuda:0'", -1, &st, NULL), SQLITE_OK);
 	sqlite3_bind_text(st, 1, json, -1, SQLITE_STATIC);
 	assert_int_equal(sqlite3_step(st), SQLITE_ROW);
 	assert_int_equal(sqlite3_column_int64(st, 0), 4);

@@ -1,0 +1,34 @@
+/*
+ * Process headings and drop warnings of the memory commands; see present.h.
+ */
+#include <string.h>
+
+#include "present.h"
+
+const char *const present_mem_formats[] = {
+	[EMIT_TABLE] = "table", [EMIT_CSV] = "csv", [EMIT_JSON] = "json",
+	[PRESENT_FOLDED] = "folded", NULL,
+};
+
+void present_proc(struct emit *e, const struct model_proc *p, const char *effect)
+{
+	emit_kv(e, "proc_id", EMIT_INT, ev_int(p->proc_id));
+	emit_kv(e, "pid", EMIT_INT, ev_int(p->pid));
+	emit_kv(e, "rank", EMIT_INT, p->rank >= 0 ? ev_int(p->rank) : ev_none());
+	emit_kv(e, "exe", EMIT_STR, ev_str(p->exe));
+	emit_kv(e, "dropped_events", EMIT_INT, ev_int(p->dropped_host));
+	emit_kv(e, "complete", EMIT_BOOL, ev_int(model_proc_complete(p)));
+	emit_text(e, "\npid %lld (proc %lld", (long long)p->pid, (long long)p->proc_id);
+	if (p->rank >= 0)
+		emit_text(e, ", rank %lld", (long long)p->rank);
+	emit_text(e, ") %s\n", p->exe ? p->exe : "");
+	if (!model_proc_complete(p)) {
+		emit_text(e, "  WARNING: %lld events of this process were lost before the store (",
+			  (long long)p->dropped_host);
+		for (size_t i = 0, n = 0; i < p->ndrops; i++)
+			if (strcmp(p->drops[i].reason, "cupti") != 0)
+				emit_text(e, "%s%s %lld", n++ ? ", " : "", p->drops[i].reason,
+					  (long long)p->drops[i].events);
+		emit_text(e, "): %s; SHIMMER_LOSSLESS=1 keeps every event\n", effect);
+	}
+}

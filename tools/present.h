@@ -1,0 +1,25 @@
+/*
+ * What the memory commands (leaks, peak, temporary) say of each process
+ * besides their rows, in every format: the heading, and whether events
+ * lost between the shim and the store (drops) touch the answer, in words
+ * that name what they do to it.  The summary has its own, longer heading.
+ */
+#ifndef SHIMMER_TOOLS_PRESENT_H
+#define SHIMMER_TOOLS_PRESENT_H
+
+#include "emit.h"
+#include "model.h"
+
+/*
+ * Table: "pid P (proc N, rank R) EXE" and, when p lost heap events, a
+ * "WARNING: ..." line ending with effect (what the loss does to this
+ * command's answer).  JSON: the process's members (proc_id, pid, rank,
+ * exe, dropped_events, complete).  CSV: nothing.
+ */
+void present_proc(struct emit *e, const struct model_proc *p, const char *effect);
+
+/* The "--format" values of the memory commands: the emitter's and folded. */
+#define PRESENT_FOLDED 3
+extern const char *const present_mem_formats[];
+
+#endif /* SHIMMER_TOOLS_PRESENT_H */
