@@ -15,13 +15,13 @@
  *  - Memory over time: at most HEAPAGG_TIMELINE buckets, each the lowest,
  *    highest and last live bytes in it; when the run outgrows them the
  *    width doubles and neighbours merge.
- *  - Each site's live bytes at the checkpoints (the points of the time
- *    grid, start + k * grid_ns, and the ends of top-level push ranges),
- *    run-length coded and lazily again: when a site changes it first
- *    records the value it held at the checkpoints passed since its last
- *    change, if that differs from its last run.  grid_ns doubles so that
- *    at most HEAPAGG_GRID_POINTS points fit; a coarser grid's points are
- *    points of the finer one, so the runs are renumbered, not recomputed.
+ *  - Each site's live bytes at the checkpoints (the instants of every
+ *    step-th allocation of the process, and the ends of top-level push
+ *    ranges), run-length coded and lazily again: when a site changes it
+ *    first records the value it held at the checkpoints passed since its
+ *    last change, if that differs from its last run.  step doubles so that
+ *    at most HEAPAGG_POINTS points are kept; the coarser points are points
+ *    of the finer ones, so the runs are renumbered, not recomputed.
  *  - A row only for a block freed after row_ns, or never freed.
  *
  * Blocks live in a slab with a free list; the pointer map holds a block's
@@ -55,7 +55,8 @@ struct ev {
 	uint32_t stack_id, pystack_id;
 	uint16_t fn;
 	uint8_t part;
-	uint8_t pad[5];
+	uint8_t count_only; /* an allocation of another memory: counted only */
+	uint8_t pad[4];
 };
 
 struct bucket {
@@ -85,8 +86,8 @@ struct site {
 	uint64_t touch;                 /* seq of its last change */
 	int64_t temp_count, temp_bytes, short_count, short_bytes;
 	struct hist sizes, lives;
-	struct rle grid, steps;
-	uint32_t grid_next, step_next; /* the first checkpoint its runs do not cover */
+	struct rle points, steps;
+	uint32_t point_next, step_next; /* the first checkpoint its runs do not cover */
 };
 
 struct block {
@@ -142,8 +143,11 @@ struct heapagg {
 	int have_t;
 	int64_t peak_bytes, peak_count, peak_ns;
 	/* checkpoints */
-	int64_t grid_ns;
-	uint32_t grid_passed; /* grid points before the current instant */
+	int64_t allocs_all;   /* allocations of every memory, applied (counted) */
+	int64_t point_allocs; /* a point every this many of them */
+	int64_t *points;      /* points[m - 1]: the instant of allocation m * point_allocs */
+	uint32_t npoints, points_cap;
+	uint32_t points_passed; /* points before the current instant */
 	struct { int64_t ns, range_id; } *steps; /* top-level range ends, in order */
 	uint32_t nsteps, steps_cap;
 	int err; /* a failed allocation in touch() */
@@ -300,7 +304,7 @@ static int rle_put(struct rle *r, uint32_t idx, int64_t v)
 	return 0;
 }
 
-/* The grid doubled: point i is old point 2i; an entry from old point k on
+/* The points halved: point i is old point 2i; an entry from old point k on
  * starts at new point ceil(k / 2), and of two that start there the later
  * one holds. */
 static void rle_halve(struct rle *r)
@@ -331,10 +335,10 @@ static void touch(struct heapagg *h, struct site *s)
 		s->snap_bytes = s->cur_bytes;
 	}
 	s->touch = h->seq;
-	if (h->grid_passed >= s->grid_next) {
-		if (rle_put(&s->grid, s->grid_next, s->cur_bytes))
+	if (h->points_passed >= s->point_next) {
+		if (rle_put(&s->points, s->point_next, s->cur_bytes))
 			h->err = -ENOMEM;
-		s->grid_next = h->grid_passed + 1;
+		s->point_next = h->points_passed + 1;
 	}
 	if (h->nsteps > s->step_next) {
 		if (rle_put(&s->steps, s->step_next, s->cur_bytes))
@@ -406,24 +410,32 @@ static void end_instant(struct heapagg *h)
 	timeline(h, h->cur_t, h->live_bytes);
 }
 
-/*
- * The instant is now t: the grid's spacing for a run that has reached t
- * (doubling, and the sites' runs with it, while more than
- * HEAPAGG_GRID_POINTS points would fit), and how many of its points,
- * start + k * grid_ns for k >= 1, lie before t (their values are final).
- */
-static void grid_to(struct heapagg *h, int64_t t)
+/* One more allocation (of any memory) was applied at instant t: every
+ * point_allocs-th is a checkpoint; past HEAPAGG_POINTS of them every
+ * other one goes (and point_allocs doubles). */
+static int count_alloc(struct heapagg *h, int64_t t)
 {
-	int64_t d = t - h->conf.start_ns;
+	int err;
 
-	while (d > (int64_t)HEAPAGG_GRID_POINTS * h->grid_ns) {
-		h->grid_ns *= 2;
-		for (uint32_t i = 0; i < h->nsites; i++) {
-			rle_halve(&h->sites[i].grid);
-			h->sites[i].grid_next = (h->sites[i].grid_next + 1) / 2;
-		}
+	h->allocs_all++;
+	if (h->allocs_all % h->point_allocs)
+		return 0;
+	err = grow((void **)&h->points, &h->points_cap, h->npoints, sizeof(*h->points), 64);
+	if (err)
+		return err;
+	h->points[h->npoints++] = t;
+	if (h->npoints <= HEAPAGG_POINTS)
+		return 0;
+	for (uint32_t i = 1; 2 * i <= h->npoints; i++)
+		h->points[i - 1] = h->points[2 * i - 1];
+	h->npoints /= 2;
+	h->points_passed /= 2;
+	h->point_allocs *= 2;
+	for (uint32_t i = 0; i < h->nsites; i++) {
+		rle_halve(&h->sites[i].points);
+		h->sites[i].point_next = (h->sites[i].point_next + 1) / 2;
 	}
-	h->grid_passed = d > 0 ? (uint32_t)((d - 1) / h->grid_ns) : 0;
+	return 0;
 }
 
 /* ---- blocks ---- */
@@ -599,7 +611,8 @@ static int apply_alloc(struct heapagg *h, const struct ev *e)
 		call_add(h, e->fn, 0, e->end_ns - e->begin_ns);
 	ss->last = i;
 	ss->last_gen = b->gen;
-	return hist_add(&s->sizes, size_bucket(e->size), (int64_t)e->size);
+	err = hist_add(&s->sizes, size_bucket(e->size), (int64_t)e->size);
+	return err ? err : count_alloc(h, e->key);
 }
 
 /* A step checkpoint: it sees every site's value as it is now (the sites
@@ -624,7 +637,8 @@ static int apply(struct heapagg *h, const struct ev *e)
 		end_instant(h);
 		h->cur_t = e->key;
 		h->have_t = 1;
-		grid_to(h, e->key);
+		/* the points of earlier instants have their values */
+		h->points_passed = h->npoints;
 	}
 	h->seq++;
 	switch (e->part) {
@@ -632,7 +646,7 @@ static int apply(struct heapagg *h, const struct ev *e)
 		err = apply_free(h, e);
 		break;
 	case P_ALLOC:
-		err = apply_alloc(h, e);
+		err = e->count_only ? count_alloc(h, e->key) : apply_alloc(h, e);
 		break;
 	default:
 		err = apply_step(h, e);
@@ -712,17 +726,17 @@ static int enqueue(struct heapagg *h, const struct ev *e)
  * still change). */
 static int write_series(struct heapagg *h, const struct site *s)
 {
-	static const char *const kinds[] = { "grid", "step" };
-	const struct rle *r[2] = { &s->grid, &s->steps };
-	const uint32_t next[2] = { s->grid_next, s->step_next };
+	static const char *const kinds[] = { "alloc", "step" };
+	const struct rle *r[2] = { &s->points, &s->steps };
+	const uint32_t next[2] = { s->point_next, s->step_next };
 	int err = 0;
 
 	for (int k = 0; !err && k < 2; k++) {
 		uint32_t n = r[k]->n;
 		int64_t before;
 
-		if (k == 1 && !h->nsteps)
-			break; /* no steps, no step runs */
+		if (k == 0 ? !h->npoints : !h->nsteps)
+			continue; /* no checkpoints of the kind, no runs */
 
 		/* an entry at next itself gives way to the current value */
 		if (n && r[k]->idx[n - 1] == next[k])
@@ -752,7 +766,7 @@ static int write_tables(struct heapagg *h, int final)
 		.temp_count = h->temp_count, .temp_bytes = h->temp_bytes,
 		.short_ns = h->conf.short_ns, .row_ns = h->conf.row_ns,
 		.short_count = h->short_count,
-		.short_bytes = h->short_bytes, .grid_ns = h->grid_ns,
+		.short_bytes = h->short_bytes, .point_allocs = h->point_allocs,
 		.late_events = h->late_events, .late_steps = h->late_steps,
 	};
 	int err = store_heap_totals(st, &t);
@@ -802,6 +816,8 @@ static int write_tables(struct heapagg *h, int final)
 		err = write_series(h, &h->sites[i]);
 	for (uint32_t i = 0; !err && i < h->nsteps; i++)
 		err = store_heap_step(st, p, i, h->steps[i].ns, h->steps[i].range_id);
+	for (uint32_t i = 0; !err && i < h->npoints; i++)
+		err = store_heap_point(st, p, i + 1, h->points[i]);
 	return err;
 }
 
@@ -830,10 +846,10 @@ struct heapagg *heapagg_new(const struct heapagg_conf *conf, uint32_t nstreams)
 	for (uint32_t i = 0; i < h->nstreams; i++)
 		h->streams[i].last = NONE;
 	h->free_head = NONE;
-	if (h->conf.grid_ns <= 0)
-		h->conf.grid_ns = HEAPAGG_GRID_NS;
-	h->grid_ns = h->conf.grid_ns;
-	h->tl_w = h->conf.grid_ns;
+	if (h->conf.timeline_ns <= 0)
+		h->conf.timeline_ns = HEAPAGG_TIMELINE_NS;
+	h->point_allocs = 1;
+	h->tl_w = h->conf.timeline_ns;
 	h->newest = INT64_MIN;
 	h->next_snapshot = conf->start_ns + HEAPAGG_SNAPSHOT_NS;
 	return h;
@@ -877,7 +893,7 @@ int heapagg_heap(struct heapagg *h, uint32_t stream, uint32_t tid, const struct 
 		}
 	}
 	if (!err && (fnf & SHM_FNF_ALLOC) && r->ptr) {
-		e.key = end_ns >= 0 ? end_ns : begin_ns;
+		e.key = begin_ns;
 		e.end_ns = end_ns;
 		e.ptr = r->ptr;
 		e.size = r->size;
@@ -890,6 +906,14 @@ int heapagg_heap(struct heapagg *h, uint32_t stream, uint32_t tid, const struct 
 int heapagg_step_end(struct heapagg *h, int64_t ns, int64_t range_id)
 {
 	struct ev e = { .key = ns, .part = P_STEP, .ptr = (uint64_t)range_id };
+	int err = enqueue(h, &e);
+
+	return err ? err : progress(h);
+}
+
+int heapagg_count(struct heapagg *h, int64_t ns)
+{
+	struct ev e = { .key = ns, .part = P_ALLOC, .count_only = 1 };
 	int err = enqueue(h, &e);
 
 	return err ? err : progress(h);
@@ -935,6 +959,7 @@ void heapagg_free(struct heapagg *h)
 	ptrmap_free(&h->old);
 	free(h->q);
 	free(h->steps);
+	free(h->points);
 	free(h->streams);
 	free(h);
 }

@@ -7,8 +7,8 @@
  * histograms of sizes and of lifetimes up to row_ns.  Per process: the same
  * totals, the exact peak, memory over time at a bounded resolution, and
  * the timed calls' durations; each site's live bytes at every checkpoint
- * (the points of a time grid and the ends of top-level push ranges: what
- * `leaks` fits over).  An allocations row is kept only for a block that
+ * (the instants of every point_allocs-th allocation of the process, any
+ * memory, and the ends of top-level push ranges: what `leaks` fits over).  An allocations row is kept only for a block that
  * outlives row_ns or is never freed.
  * docs/schema.md describes the tables.
  *
@@ -17,11 +17,11 @@
  * would: records are applied once the newest record seen is `window` ns
  * past them, so one published late by a preempted thread still takes its
  * place.  One later than that is applied when it comes and counted
- * (heap_totals.late_events).  Instants: a block is live from the end of
- * the call that returned it (its start when untimed) to the start of the
- * call that released it; at one instant frees come before allocations and
- * the peak is read after every event of the instant.  Lifetimes are from
- * the start of one call to the start of the other, as the rows' columns.
+ * (heap_totals.late_events).  Instants, as the rows' readers take them
+ * (tools/model.h): a block is live from the start of the call that
+ * returned it (alloc_ns) to the start of the call that released it
+ * (free_ns); the peak is read after every event of an instant, and so are
+ * the checkpoints.
  *
  * Errors are the store's (logged, fatal) or -ENOMEM.  Not thread-safe: one
  * thread owns an aggregation.
@@ -38,8 +38,8 @@
 #define HEAPAGG_SHORT_NS 1000000ll     /* 1 ms: short-lived (temporary's default) */
 #define HEAPAGG_ROW_NS 1000000000ll    /* 1 s: longer-lived blocks keep a row */
 #define HEAPAGG_WINDOW_NS 20000000ll   /* 20 ms of reordering */
-#define HEAPAGG_GRID_NS 1000000ll      /* the time grid's finest spacing */
-#define HEAPAGG_GRID_POINTS 256u       /* at most this many grid points */
+#define HEAPAGG_POINTS 256u            /* at most this many allocation points */
+#define HEAPAGG_TIMELINE_NS 1000000ll  /* the timeline's finest bucket */
 #define HEAPAGG_TIMELINE 512u          /* at most this many timeline buckets */
 #define HEAPAGG_SNAPSHOT_NS 10000000000ll /* tables rewritten every 10 s of a run */
 
@@ -51,7 +51,7 @@ struct heapagg_conf {
 	int64_t start_ns;  /* the process's start: origin of the grid and timeline */
 	int rows;          /* write the kept rows (0: SHIMMER_HEAP_ROWS=both,
 			    * where the row path writes every row) */
-	int64_t short_ns, row_ns, window_ns, grid_ns; /* 0: the defaults */
+	int64_t short_ns, row_ns, window_ns, timeline_ns; /* 0: the defaults */
 };
 
 /* For a process whose records come in nstreams streams (ring slots).
@@ -66,6 +66,10 @@ int heapagg_heap(struct heapagg *h, uint32_t stream, uint32_t tid, const struct 
 /* A top-level push range (ranges row range_id) ended at ns: a checkpoint
  * of the step fits. */
 int heapagg_step_end(struct heapagg *h, int64_t ns, int64_t range_id);
+
+/* An allocation of another memory (CUDA) at ns: allocations of every
+ * memory are counted for the checkpoints. */
+int heapagg_count(struct heapagg *h, int64_t ns);
 
 /* stream has a new owner. */
 void heapagg_stream_new(struct heapagg *h, uint32_t stream);

@@ -172,6 +172,9 @@ static int cuda_event(struct ingest *in, uint32_t tid, const struct shm_rec_cuda
 		if (!err)
 			err = block_put(&in->cuda, &in->cuda_old, r->ptr, id,
 					rec_live_ts(&r->hdr, r->t_begin, r->t_end));
+		/* the checkpoints count every memory's allocations */
+		if (!err && in->agg)
+			err = heapagg_count(in->agg, ns);
 	} else if (fnf & SHM_FNF_FREE) {
 		int64_t id = block_take(&in->cuda, &in->cuda_old, r->ptr, r->t_begin);
 

@@ -75,6 +75,8 @@ enum {
 	ST_HEAP_CALL,
 	ST_HEAP_TL_CLEAR,
 	ST_HEAP_SERIES_CLEAR,
+	ST_HEAP_POINTS_CLEAR,
+	ST_HEAP_POINT,
 	ST_HEAP_TL,
 	ST_HEAP_SERIES,
 	ST_HEAP_STEP,
@@ -167,7 +169,7 @@ static const char *const sql[ST_N] = {
 	[ST_HEAP_TOTALS] = "INSERT OR REPLACE INTO heap_totals (proc_id, final, allocs, "
 			   "alloc_bytes, frees, freed_bytes, live_count, live_bytes, "
 			   "peak_bytes, peak_count, peak_ns, temp_count, temp_bytes, "
-			   "short_ns, short_count, short_bytes, row_ns, grid_ns, late_events, "
+			   "short_ns, short_count, short_bytes, row_ns, point_allocs, late_events, "
 			   "late_steps) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, "
 			   "?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)",
 	[ST_HEAP_SITE] = "INSERT OR REPLACE INTO heap_sites (proc_id, stack_id, pystack_id, "
@@ -183,6 +185,8 @@ static const char *const sql[ST_N] = {
 			 "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
 	[ST_HEAP_TL_CLEAR] = "DELETE FROM heap_timeline WHERE proc_id = ?1",
 	[ST_HEAP_SERIES_CLEAR] = "DELETE FROM heap_series WHERE proc_id = ?1",
+	[ST_HEAP_POINTS_CLEAR] = "DELETE FROM heap_points WHERE proc_id = ?1",
+	[ST_HEAP_POINT] = "INSERT INTO heap_points (proc_id, idx, ns) VALUES (?1, ?2, ?3)",
 	[ST_HEAP_SERIES] = "INSERT INTO heap_series (proc_id, stack_id, pystack_id, kind, idx, "
 			   "bytes) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
 	[ST_HEAP_STEP] = "INSERT OR REPLACE INTO heap_steps (proc_id, idx, ns, range_id) "
@@ -609,7 +613,7 @@ int store_heap_totals(struct store *s, const struct store_heap_totals *t)
 	const int64_t a[] = { t->allocs, t->alloc_bytes, t->frees, t->freed_bytes,
 			      t->live_count, t->live_bytes, t->peak_bytes, t->peak_count };
 	const int64_t b[] = { t->temp_count, t->temp_bytes, t->short_ns, t->short_count,
-			      t->short_bytes, t->row_ns, t->grid_ns, t->late_events,
+			      t->short_bytes, t->row_ns, t->point_allocs, t->late_events,
 			      t->late_steps };
 	int err = tx(s);
 
@@ -693,7 +697,24 @@ int store_heap_clear(struct store *s, int64_t proc_id)
 	if (err)
 		return err;
 	sqlite3_bind_int64(s->st[ST_HEAP_SERIES_CLEAR], 1, proc_id);
-	return step(s, s->st[ST_HEAP_SERIES_CLEAR]);
+	err = step(s, s->st[ST_HEAP_SERIES_CLEAR]);
+	if (err)
+		return err;
+	sqlite3_bind_int64(s->st[ST_HEAP_POINTS_CLEAR], 1, proc_id);
+	return step(s, s->st[ST_HEAP_POINTS_CLEAR]);
+}
+
+int store_heap_point(struct store *s, int64_t proc_id, uint32_t idx, int64_t ns)
+{
+	sqlite3_stmt *st = s->st[ST_HEAP_POINT];
+	int err = tx(s);
+
+	if (err)
+		return err;
+	sqlite3_bind_int64(st, 1, proc_id);
+	sqlite3_bind_int64(st, 2, idx);
+	sqlite3_bind_int64(st, 3, ns);
+	return step(s, st);
 }
 
 int store_heap_series(struct store *s, int64_t proc_id, uint32_t stack_id, uint32_t pystack_id,

@@ -188,7 +188,7 @@ struct store_heap_totals {
 	int64_t allocs, alloc_bytes, frees, freed_bytes, live_count, live_bytes;
 	int64_t peak_bytes, peak_count, peak_ns; /* peak_ns < 0: NULL */
 	int64_t temp_count, temp_bytes, short_ns, short_count, short_bytes;
-	int64_t row_ns, grid_ns, late_events, late_steps;
+	int64_t row_ns, point_allocs, late_events, late_steps;
 };
 
 struct store_heap_site {
@@ -208,14 +208,16 @@ int store_heap_hist(struct store *s, int64_t proc_id, uint32_t stack_id, uint32_
 int store_heap_call(struct store *s, int64_t proc_id, uint16_t fn, const char *side,
 		    int64_t timed, int64_t total_ns, double sumsq_ns, int64_t min_ns,
 		    int64_t max_ns);
-/* Deletes the process's heap_timeline and heap_series rows (they change
- * as the run goes on, not only grow); they are then added one by one. */
+/* Deletes the process's heap_timeline, heap_series and heap_points rows
+ * (they change as the run goes on, not only grow); they are then added
+ * one by one. */
 int store_heap_clear(struct store *s, int64_t proc_id);
 int store_heap_timeline(struct store *s, int64_t proc_id, int64_t start_ns, int64_t end_ns,
 			int64_t min_bytes, int64_t max_bytes, int64_t end_bytes);
-/* kind: "grid" or "step" (static). */
+/* kind: "alloc" or "step" (static). */
 int store_heap_series(struct store *s, int64_t proc_id, uint32_t stack_id, uint32_t pystack_id,
 		      const char *kind, uint32_t idx, int64_t bytes);
+int store_heap_point(struct store *s, int64_t proc_id, uint32_t idx, int64_t ns);
 /* range_id: the ranges row, 0 for NULL. */
 int store_heap_step(struct store *s, int64_t proc_id, uint32_t idx, int64_t ns,
 		    int64_t range_id);

@@ -31,7 +31,7 @@ CREATE TABLE IF NOT EXISTS heap_totals (
 	row_ns INTEGER NOT NULL,       -- blocks that live longer also keep a row
 	                               -- of allocations; shorter ones are in the
 	                               -- lifetime histogram
-	grid_ns INTEGER NOT NULL,      -- the time grid's spacing at the end
+	point_allocs INTEGER NOT NULL, -- a checkpoint at every this many allocations
 	late_events INTEGER NOT NULL,  -- heap events applied out of time order
 	late_steps INTEGER NOT NULL    -- range ends that came after that too
 );
@@ -100,9 +100,17 @@ CREATE TABLE IF NOT EXISTS heap_calls (
 	PRIMARY KEY (proc_id, fn_id, side)
 ) WITHOUT ROWID;
 
--- Checkpoints, where `leaks` fits live bytes over a run.  The time grid:
--- points start_ns + k * heap_totals.grid_ns, k = 1, 2, ...  Steps: the
--- ends of top-level push ranges, numbered in time order (heap_steps).
+-- Checkpoints, where `leaks` fits live bytes over a run.  Points: the
+-- instant of allocation k * heap_totals.point_allocs of the process (every
+-- memory, in time order), k = 1, 2, ... (heap_points).  Steps: the ends of
+-- top-level push ranges, numbered in time order (heap_steps).
+CREATE TABLE IF NOT EXISTS heap_points (
+	proc_id INTEGER NOT NULL,
+	idx INTEGER NOT NULL,
+	ns INTEGER NOT NULL,
+	PRIMARY KEY (proc_id, idx)
+) WITHOUT ROWID;
+
 CREATE TABLE IF NOT EXISTS heap_steps (
 	proc_id INTEGER NOT NULL,
 	idx INTEGER NOT NULL,
@@ -112,8 +120,9 @@ CREATE TABLE IF NOT EXISTS heap_steps (
 ) WITHOUT ROWID;
 
 -- Each site's live bytes at the checkpoints, run-length coded: bytes from
--- checkpoint idx (of kind 'grid', k; or 'step', heap_steps.idx) on, up to
--- the site's next row of that kind; 0 before its first.
+-- checkpoint idx (of kind 'alloc', heap_points.idx; or 'step',
+-- heap_steps.idx) on, up to the site's next row of that kind; 0 before
+-- its first.
 CREATE TABLE IF NOT EXISTS heap_series (
 	proc_id INTEGER NOT NULL,
 	stack_id INTEGER NOT NULL,

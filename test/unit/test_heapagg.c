@@ -9,8 +9,8 @@
  * allocations, then checkpoints) and recomputes every table: totals, the
  * peak and its first instant, each site's counts, bytes, live bytes at the
  * peak, heaptrack's temporaries, short-lived blocks, both histograms, its
- * live bytes at every grid point and step end, the timeline, the timed
- * calls, and the rows kept.  Everything is compared exactly.
+ * live bytes at every allocation point and step end, the timeline, the
+ * timed calls, and the rows kept.  Everything is compared exactly.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -35,7 +35,7 @@
 struct oev {
 	int64_t key, begin, end; /* end -1: untimed */
 	int part;                /* 0 free, 1 alloc, 2 step */
-	int block;               /* which block (index into blocks) */
+	int block;               /* which block (index into blocks); -1: counted only */
 	int stream;
 	uint16_t fn;
 	int64_t pub;             /* when it is handed to heapagg */
@@ -56,7 +56,7 @@ struct oblock {
 /* A record to hand on: a heap record, or a step end. */
 struct feed {
 	int64_t pub;
-	int step;
+	int step;                /* 1: a step end; 2: an allocation counted only */
 	int64_t step_ns;
 	int stream, tid;
 	struct shm_rec_heap r;
@@ -133,7 +133,7 @@ static void add_feed(struct gen *g, int stream, int tid, const struct shm_rec_he
 	f->end = end;
 }
 
-static void gen_run(struct gen *g, int ncalls, int64_t tick)
+static void gen_run(struct gen *g, int ncalls, int64_t tick, int64_t quant)
 {
 	nev = nblk = nfeed = 0;
 	memset(g->clock, 0, sizeof(g->clock));
@@ -143,6 +143,9 @@ static void gen_run(struct gen *g, int ncalls, int64_t tick)
 	for (int c = 0; c < ncalls && nblk < MAXB - 2; c++) {
 		int s = (int)rnd(STREAMS), tid = 100 + s;
 		int64_t begin = g->clock[s] + tick * (int64_t)(1 + rnd(20));
+		/* a coarse clock: many events share an instant */
+		if (quant > 1)
+			begin = (begin / quant + 1) * quant;
 		int timed = rnd(3) == 0;
 		int64_t end = timed ? begin + tick * (int64_t)rnd(4) : -1;
 		int64_t done = timed ? end : begin;
@@ -154,6 +157,14 @@ static void gen_run(struct gen *g, int ncalls, int64_t tick)
 		g->clock[s] = done + 1;
 		r.t_begin = (uint64_t)begin;
 		r.t_end = timed ? (uint64_t)end : 0;
+		if (rnd(30) == 0) {
+			/* another memory's allocation: counted, nothing more */
+			struct feed *f = &fd_[nfeed++];
+
+			*f = (struct feed){ .pub = begin + (int64_t)rnd(3), .step = 2, .step_ns = begin };
+			ev[nev++] = (struct oev){ .key = begin, .part = 1, .block = -1, .rec = rec };
+			continue;
+		}
 		if (s == 0 && rnd(25) == 0) {
 			/* a top-level range ends on stream 0 */
 			struct feed *f = &fd_[nfeed++];
@@ -181,7 +192,7 @@ static void gen_run(struct gen *g, int ncalls, int64_t tick)
 
 				for (int j = 0; j < nblk; j++)
 					if (blk[j].ptr == blk[k].ptr)
-						ok &= blk[j].freed && blk[j].free_ns < done;
+						ok &= blk[j].freed && blk[j].free_ns < begin;
 				if (ok)
 					b->ptr = blk[k].ptr;
 			}
@@ -190,7 +201,7 @@ static void gen_run(struct gen *g, int ncalls, int64_t tick)
 			r.size = b->size;
 			r.stack_id = (uint32_t)b->site % 4;
 			r.pystack_id = (uint32_t)b->site / 4;
-			ev[nev++] = (struct oev){ .key = done, .begin = begin, .end = end, .part = 1,
+			ev[nev++] = (struct oev){ .key = begin, .begin = begin, .end = end, .part = 1,
 						  .block = nblk, .stream = s, .fn = b->fn, .rec = rec };
 			g->live[g->nlive++] = nblk++;
 			add_feed(g, s, tid, &r, begin, end);
@@ -227,7 +238,7 @@ static void gen_run(struct gen *g, int ncalls, int64_t tick)
 				r.size = n->size;
 				r.stack_id = (uint32_t)n->site % 4;
 				r.pystack_id = (uint32_t)n->site / 4;
-				ev[nev++] = (struct oev){ .key = done, .begin = begin, .end = end,
+				ev[nev++] = (struct oev){ .key = begin, .begin = begin, .end = end,
 							  .part = 1, .block = nblk, .stream = s,
 							  .fn = SHM_FN_REALLOC, .rec = rec };
 				g->live[g->nlive++] = nblk++;
@@ -255,12 +266,12 @@ struct oracle {
 	int64_t temp_count, temp_bytes, short_count, short_bytes;
 	int64_t calls_t[SHM_FN_COUNT][2], calls_tot[SHM_FN_COUNT][2];
 	int64_t calls_min[SHM_FN_COUNT][2], calls_max[SHM_FN_COUNT][2];
-	int64_t grid_ns;
-	int64_t last_t;
+	int64_t point_allocs;
 	int nsteps;
 	int64_t step_ns[4 * MAXB];
-	int64_t *grid_val;  /* [site * npoints + k] */
-	int64_t *step_val;  /* [site * nsteps + i] */
+	int64_t point_ns[4 * MAXB];
+	int64_t *point_val; /* [site * (npoints + 1) + m] */
+	int64_t *step_val;  /* [site * (nev + 1) + i] */
 	int npoints;
 	int kept[MAXB];
 };
@@ -279,7 +290,7 @@ static void oracle_run(struct oracle *o, const struct heapagg_conf *conf)
 {
 	int64_t live_site[SITES] = { 0 }, cnt_site[SITES] = { 0 };
 	int last_alloc[STREAMS];
-	int64_t cur_t = 0, span;
+	int64_t cur_t = 0, nallocs = 0, seen = 0;
 	int have = 0, i, s;
 
 	memset(o, 0, sizeof(*o));
@@ -287,14 +298,14 @@ static void oracle_run(struct oracle *o, const struct heapagg_conf *conf)
 		last_alloc[i] = -1;
 	qsort(ev, (size_t)nev, sizeof(*ev), cmp_ev);
 	o->peak_ns = -1;
-	/* the grid's final spacing, from the last instant */
-	o->grid_ns = conf->grid_ns;
-	o->last_t = nev ? ev[nev - 1].key : 0;
-	while (o->last_t - conf->start_ns > (int64_t)HEAPAGG_GRID_POINTS * o->grid_ns)
-		o->grid_ns *= 2;
-	span = o->last_t - conf->start_ns;
-	o->npoints = span > 0 ? (int)(span / o->grid_ns) + 2 : 2;
-	o->grid_val = calloc((size_t)SITES * (size_t)o->npoints, sizeof(int64_t));
+	/* points: every point_allocs-th allocation, at most HEAPAGG_POINTS */
+	for (i = 0; i < nev; i++)
+		nallocs += ev[i].part == 1;
+	o->point_allocs = 1;
+	while (nallocs / o->point_allocs > (int64_t)HEAPAGG_POINTS)
+		o->point_allocs *= 2;
+	o->npoints = (int)(nallocs / o->point_allocs);
+	o->point_val = calloc((size_t)SITES * (size_t)(o->npoints + 1), sizeof(int64_t));
 	o->step_val = calloc((size_t)SITES * (size_t)(nev + 1), sizeof(int64_t));
 	for (i = 0; i <= nev; i++) {
 		const struct oev *e = i < nev ? &ev[i] : NULL;
@@ -310,20 +321,20 @@ static void oracle_run(struct oracle *o, const struct heapagg_conf *conf)
 					o->site[s].peak_count = cnt_site[s];
 				}
 			}
-			/* grid points from cur_t up to the next instant hold
-			 * these values */
-			for (int k = 1; k < o->npoints; k++) {
-				int64_t gp = conf->start_ns + (int64_t)k * o->grid_ns;
-
-				if (gp >= cur_t && (!e || gp < e->key))
+			/* points at this instant take its final values */
+			for (int k = 1; k <= o->npoints; k++)
+				if (o->point_ns[k] == cur_t)
 					for (s = 0; s < SITES; s++)
-						o->grid_val[s * o->npoints + k] = live_site[s];
-			}
+						o->point_val[s * (o->npoints + 1) + k] = live_site[s];
 		}
 		if (!e)
 			break;
 		cur_t = e->key;
 		have = 1;
+		if (e->part == 1 && ++seen % o->point_allocs == 0 && seen / o->point_allocs <= o->npoints)
+			o->point_ns[seen / o->point_allocs] = e->key;
+		if (e->part == 1 && e->block < 0)
+			continue;
 		if (e->part == 2) {
 			o->step_ns[o->nsteps] = e->key;
 			for (s = 0; s < SITES; s++)
@@ -479,7 +490,7 @@ static void check_store(const struct oracle *o, const struct heapagg_conf *conf,
 	eq("temp_bytes", qf("SELECT temp_bytes FROM heap_totals"), o->temp_bytes);
 	eq("short_count", qf("SELECT short_count FROM heap_totals"), o->short_count);
 	eq("short_bytes", qf("SELECT short_bytes FROM heap_totals"), o->short_bytes);
-	eq("grid_ns", qf("SELECT grid_ns FROM heap_totals"), o->grid_ns);
+	eq("point_allocs", qf("SELECT point_allocs FROM heap_totals"), o->point_allocs);
 	for (s = 0; s < SITES; s++) {
 		const struct osite *os = &o->site[s];
 		const int64_t want[] = { os->allocs, os->alloc_bytes, os->frees, os->freed_bytes,
@@ -518,18 +529,21 @@ static void check_store(const struct oracle *o, const struct heapagg_conf *conf,
 
 			assert_int_equal(c, os->life_c[k]);
 		}
-		/* live bytes at every grid point and step end */
-		for (k = 1; k < o->npoints; k++)
-			if (series_at(s, "grid", k) != o->grid_val[s * o->npoints + k])
-				fail_msg("site %d grid point %d: %lld, expected %lld", s, k,
-					 (long long)series_at(s, "grid", k),
-					 (long long)o->grid_val[s * o->npoints + k]);
+		/* live bytes at every point and step end */
+		for (k = 1; k <= o->npoints; k++)
+			if (series_at(s, "alloc", k) != o->point_val[s * (o->npoints + 1) + k])
+				fail_msg("site %d point %d: %lld, expected %lld", s, k,
+					 (long long)series_at(s, "alloc", k),
+					 (long long)o->point_val[s * (o->npoints + 1) + k]);
 		for (k = 0; k < o->nsteps; k++)
 			if (series_at(s, "step", k) != o->step_val[s * (nev + 1) + k])
 				fail_msg("site %d step %d: %lld, expected %lld", s, k,
 					 (long long)series_at(s, "step", k),
 					 (long long)o->step_val[s * (nev + 1) + k]);
 	}
+	assert_int_equal(qf("SELECT count(*) FROM heap_points"), o->npoints);
+	for (k = 1; k <= o->npoints; k++)
+		assert_int_equal(qf("SELECT ns FROM heap_points WHERE idx = %d", k), o->point_ns[k]);
 	assert_int_equal(qf("SELECT count(*) FROM heap_steps"), o->nsteps);
 	for (k = 0; k < o->nsteps; k++)
 		assert_int_equal(qf("SELECT ns FROM heap_steps WHERE idx = %d", k), o->step_ns[k]);
@@ -605,7 +619,7 @@ static void check_timeline(const struct heapagg_conf *conf)
 			int64_t t = ev[i].key;
 
 			for (; i < nev && ev[i].key == t; i++) {
-				if (ev[i].part == 2)
+				if (ev[i].part == 2 || ev[i].block < 0)
 					continue;
 				live += ev[i].part == 1 ? (int64_t)blk[ev[i].block].size
 							: -(int64_t)blk[ev[i].block].size;
@@ -623,7 +637,7 @@ static void check_timeline(const struct heapagg_conf *conf)
 	assert_int_equal(i, nev);
 }
 
-static void one_run(uint64_t seed, int ncalls, int64_t tick, int beyond)
+static void one_run(uint64_t seed, int ncalls, int64_t tick, int64_t quant, int beyond)
 {
 	char path[] = "/tmp/test_heapagg.XXXXXX";
 	int fd = mkstemp(path);
@@ -631,7 +645,7 @@ static void one_run(uint64_t seed, int ncalls, int64_t tick, int beyond)
 	struct heapagg *h;
 	struct gen g = { .window = 2000 };
 	struct heapagg_conf conf = { .proc_id = 1, .start_ns = 0, .rows = 1, .short_ns = 300,
-				     .row_ns = 3000, .window_ns = 2000, .grid_ns = 100 };
+				     .row_ns = 3000, .window_ns = 2000, .timeline_ns = 100 };
 	struct oracle o;
 	int err = 0, i;
 
@@ -639,7 +653,7 @@ static void one_run(uint64_t seed, int ncalls, int64_t tick, int beyond)
 	close(fd);
 	unlink(path);
 	rnd_x = seed;
-	gen_run(&g, ncalls, tick);
+	gen_run(&g, ncalls, tick, quant);
 	if (!beyond) {
 		/* no record later than the window: every answer exact */
 		for (i = 0; i < nfeed; i++) {
@@ -676,7 +690,9 @@ static void one_run(uint64_t seed, int ncalls, int64_t tick, int beyond)
 	h = heapagg_new(&conf, STREAMS);
 	assert_non_null(h);
 	for (i = 0; !err && i < nfeed; i++) {
-		if (fd_[i].step)
+		if (fd_[i].step == 2)
+			err = heapagg_count(h, fd_[i].step_ns);
+		else if (fd_[i].step)
 			err = heapagg_step_end(h, fd_[i].step_ns, 0);
 		else
 			err = heapagg_heap(h, (uint32_t)fd_[i].stream, (uint32_t)fd_[i].tid,
@@ -696,7 +712,7 @@ static void one_run(uint64_t seed, int ncalls, int64_t tick, int beyond)
 		assert_true(qf("SELECT late_events FROM heap_totals") > 0 || !g.late_beyond);
 	}
 	sqlite3_close(db);
-	free(o.grid_val);
+	free(o.point_val);
 	free(o.step_val);
 	unlink(path);
 	strcat(path, "-wal");
@@ -710,27 +726,36 @@ static void test_heapagg_random_runs(void **state)
 {
 	(void)state;
 	for (uint64_t seed = 1; seed <= 12; seed++)
-		one_run(seed * 0x9e3779b97f4a7c15ull, 1500, 3, 0);
+		one_run(seed * 0x9e3779b97f4a7c15ull, 1500, 3, 1, 0);
 }
 
 /* A long run: the grid doubles several times, the timeline too. */
 static void test_heapagg_long_run(void **state)
 {
 	(void)state;
-	one_run(77, 3500, 40, 0);
+	one_run(77, 3500, 40, 1, 0);
 }
 
 static void test_heapagg_late_counted(void **state)
 {
 	(void)state;
 	for (uint64_t seed = 1; seed <= 4; seed++)
-		one_run(seed * 7919, 1500, 3, 1);
+		one_run(seed * 7919, 1500, 3, 1, 1);
+}
+
+/* Many events to an instant, across the halvings of the points. */
+static void test_heapagg_ties(void **state)
+{
+	(void)state;
+	for (uint64_t seed = 1; seed <= 4; seed++)
+		one_run(seed * 104729, 3500, 2, 60, 0);
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_heapagg_random_runs),
+		cmocka_unit_test(test_heapagg_ties),
 		cmocka_unit_test(test_heapagg_long_run),
 		cmocka_unit_test(test_heapagg_late_counted),
 	};
