@@ -103,7 +103,7 @@ struct block {
 
 struct call_stats {
 	int64_t timed, total, min, max;
-	double sumsq;
+	double mean, m2; /* Welford's */
 };
 
 struct tl_bucket {
@@ -142,6 +142,7 @@ struct heapagg {
 	int64_t cur_t; /* instant of the last applied event */
 	int have_t;
 	int64_t peak_bytes, peak_count, peak_ns;
+	int have_peak;
 	/* checkpoints */
 	int64_t allocs_all;   /* allocations of every memory, applied (counted) */
 	int64_t point_allocs; /* a point every this many of them */
@@ -401,7 +402,8 @@ static void end_instant(struct heapagg *h)
 {
 	if (!h->have_t)
 		return;
-	if (h->live_bytes > h->peak_bytes) {
+	if (!h->have_peak || h->live_bytes > h->peak_bytes) {
+		h->have_peak = 1;
 		h->peak_bytes = h->live_bytes;
 		h->peak_count = h->live_count;
 		h->peak_ns = h->cur_t;
@@ -501,7 +503,12 @@ static void call_add(struct heapagg *h, uint16_t fn, int side, int64_t d)
 		c->max = d;
 	c->timed++;
 	c->total += d;
-	c->sumsq += (double)d * (double)d;
+	{
+		double x = (double)d, delta = x - c->mean;
+
+		c->mean += delta / (double)c->timed;
+		c->m2 += delta * (x - c->mean);
+	}
 }
 
 /* Its allocations row, as the row path writes it. */
@@ -801,7 +808,7 @@ static int write_tables(struct heapagg *h, int final)
 
 			if (c->timed)
 				err = store_heap_call(st, p, fn, side ? "free" : "alloc", c->timed,
-						      c->total, c->sumsq, c->min, c->max);
+						      c->total, c->m2, c->min, c->max);
 		}
 	}
 	if (!err)
@@ -851,6 +858,7 @@ struct heapagg *heapagg_new(const struct heapagg_conf *conf, uint32_t nstreams)
 	h->point_allocs = 1;
 	h->tl_w = h->conf.timeline_ns;
 	h->newest = INT64_MIN;
+	h->peak_ns = -1;
 	h->next_snapshot = conf->start_ns + HEAPAGG_SNAPSHOT_NS;
 	return h;
 }

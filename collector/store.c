@@ -181,7 +181,7 @@ static const char *const sql[ST_N] = {
 			 "pystack_id, kind, bucket, count, bytes) "
 			 "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
 	[ST_HEAP_CALL] = "INSERT OR REPLACE INTO heap_calls (proc_id, fn_id, side, timed, "
-			 "total_ns, sumsq_ns, min_ns, max_ns) "
+			 "total_ns, m2, min_ns, max_ns) "
 			 "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
 	[ST_HEAP_TL_CLEAR] = "DELETE FROM heap_timeline WHERE proc_id = ?1",
 	[ST_HEAP_SERIES_CLEAR] = "DELETE FROM heap_series WHERE proc_id = ?1",
@@ -667,7 +667,7 @@ int store_heap_hist(struct store *s, int64_t proc_id, uint32_t stack_id, uint32_
 }
 
 int store_heap_call(struct store *s, int64_t proc_id, uint16_t fn, const char *side,
-		    int64_t timed, int64_t total_ns, double sumsq_ns, int64_t min_ns,
+		    int64_t timed, int64_t total_ns, double m2, int64_t min_ns,
 		    int64_t max_ns)
 {
 	sqlite3_stmt *st = s->st[ST_HEAP_CALL];
@@ -680,7 +680,7 @@ int store_heap_call(struct store *s, int64_t proc_id, uint16_t fn, const char *s
 	sqlite3_bind_text(st, 3, side, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(st, 4, timed);
 	sqlite3_bind_int64(st, 5, total_ns);
-	sqlite3_bind_double(st, 6, sumsq_ns);
+	sqlite3_bind_double(st, 6, m2);
 	sqlite3_bind_int64(st, 7, min_ns);
 	sqlite3_bind_int64(st, 8, max_ns);
 	return step(s, st);

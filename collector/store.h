@@ -206,7 +206,7 @@ int store_heap_hist(struct store *s, int64_t proc_id, uint32_t stack_id, uint32_
 		    const char *kind, uint32_t bucket, int64_t count, int64_t bytes);
 /* side: "alloc" or "free" (static). */
 int store_heap_call(struct store *s, int64_t proc_id, uint16_t fn, const char *side,
-		    int64_t timed, int64_t total_ns, double sumsq_ns, int64_t min_ns,
+		    int64_t timed, int64_t total_ns, double m2, int64_t min_ns,
 		    int64_t max_ns);
 /* Deletes the process's heap_timeline, heap_series and heap_points rows
  * (they change as the run goes on, not only grow); they are then added

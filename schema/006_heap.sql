@@ -94,7 +94,8 @@ CREATE TABLE IF NOT EXISTS heap_calls (
 	side TEXT NOT NULL,
 	timed INTEGER NOT NULL,
 	total_ns INTEGER NOT NULL,
-	sumsq_ns REAL NOT NULL,        -- sum of the squared durations
+	m2 REAL NOT NULL,              -- sum of squared deviations from the mean
+	                               -- (variance: m2 / timed)
 	min_ns INTEGER NOT NULL,
 	max_ns INTEGER NOT NULL,
 	PRIMARY KEY (proc_id, fn_id, side)

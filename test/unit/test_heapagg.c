@@ -312,7 +312,7 @@ static void oracle_run(struct oracle *o, const struct heapagg_conf *conf)
 
 		if (have && (!e || e->key > cur_t)) {
 			/* the instant cur_t is complete */
-			if (o->live_bytes > o->peak_bytes) {
+			if (o->peak_ns < 0 || o->live_bytes > o->peak_bytes) {
 				o->peak_bytes = o->live_bytes;
 				o->peak_count = o->live_count;
 				o->peak_ns = cur_t;
