@@ -54,8 +54,7 @@ static const struct var vars[] = {
 	  malloc_vals },
 	{ "SHIMMER_SAMPLE_BYTES", NUMBER, F(sample_bytes), 524288, 1, 1ull << 40, 1, 0, 0 },
 	{ "SHIMMER_LOSSLESS", SWITCH, F(lossless), 0, 0, 1, 1, 0, 0 },
-	/* rows until the tools read the aggregated heap (issue 15, item 4) */
-	{ "SHIMMER_HEAP_ROWS", WORD, F(heap_rows), SHM_HELLO_HEAP_ROWS, 0, 0, 1, heap_rows_words,
+	{ "SHIMMER_HEAP_ROWS", WORD, F(heap_rows), SHM_HELLO_HEAP_AGG, 0, 0, 1, heap_rows_words,
 	  heap_rows_vals },
 	{ "SHIMMER_RING_KB", POW2, F(ring_bytes), 256, SHM_RING_MIN_BYTES / 1024,
 	  SHM_RING_MAX_BYTES / 1024, 1024, 0, 0 },

@@ -80,3 +80,6 @@ E2E_LEAKSTEP_OBJS := $(O)/obj/prog-O0/test/e2e/leakstep.o $(O)/obj/prog/test/e2e
 $(eval $(call cuda_prog,$(E2E_LEAKSTEP),$(E2E_LEAKSTEP_OBJS),../fake_cudart))
 
 TEST_PROGS += $(E2E_LEAKY) $(E2E_LEAKSTEP)
+
+# t_heapagg's 10-million-event run uses the benchmark's workload.
+TEST_PROGS += $(O)/bench/heap_random

@@ -4,12 +4,13 @@
  * The groups (process, memory, call site) are the model's: every block of
  * a site, with those never freed counted as leaked.  For the regression,
  * each process has fit points t_0 < ... < t_{n-1}: the ends of its steps,
- * or LEAKS_TIME_POINTS evenly spaced instants up to its end.  A block is
- * live at t_k when alloc_ns <= t_k < free_ns, i.e. for k in [lb(alloc_ns),
- * lb(free_ns)) where lb is the first point at or after a time; each block
- * adds its weight to a difference array over that range, so the live bytes
- * of every group at every point cost one binary search per block and one
- * prefix sum per group, and no sort.
+ * or its heap's checkpoints (model_heap_points: the instants of every
+ * 2^j-th allocation, at most 256 of them, so that a program that leaks
+ * only while it works is fitted over its work, not its idle spells).  The
+ * live bytes of each group at each point (a block is live at t_k when
+ * alloc_ns <= t_k < free_ns) are the model's (model_groups_live_at): from
+ * the rows, or, for a heap aggregated at ingest, from what the collector
+ * kept at those very instants.
  *
  * The fit is ordinary least squares of live bytes on the step index (the
  * slope per step) and on t_k in seconds (the slope per second), over the
@@ -46,6 +47,7 @@ struct group {
 	double slope_step, slope_s, r2;
 	enum verdict verdict;
 	int fitted;      /* slope and R^2 were computed */
+	int exact;       /* its live bytes at every point are known */
 	const char *why; /* a withheld verdict's reason */
 };
 
@@ -97,59 +99,59 @@ static int load_fit(struct leaks *l, const struct model_proc *p, struct fit_proc
 			f->warm = f->n;
 		return 0;
 	}
-	if (p->end_ns <= p->start_ns)
-		return 0; /* no time to fit over */
-	f->t = calloc(LEAKS_TIME_POINTS, sizeof(*f->t));
-	if (!f->t)
-		return -ENOMEM;
-	f->kind = FIT_TIME;
-	f->n = LEAKS_TIME_POINTS;
-	f->warm = (size_t)(f->n * LEAKS_WARMUP_FRACTION);
-	for (size_t k = 0; k < f->n; k++)
-		f->t[k] = p->start_ns + (int64_t)((double)(p->end_ns - p->start_ns) *
-						  (double)(k + 1) / (double)f->n);
-	return 0;
-}
+	{
+		const int64_t *pt;
+		size_t n;
 
-/* The first point at or after t. */
-static size_t lower_bound(const int64_t *v, size_t n, int64_t t)
-{
-	size_t lo = 0, hi = n;
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (v[mid] < t)
-			lo = mid + 1;
-		else
-			hi = mid;
+		err = model_heap_points(l->m, p, &pt, &n);
+		if (err || n == 0)
+			return err; /* no allocations, no fit */
+		f->t = malloc(n * sizeof(*f->t));
+		if (!f->t)
+			return -ENOMEM;
+		memcpy(f->t, pt, n * sizeof(*f->t));
+		f->kind = FIT_TIME;
+		f->n = n;
+		f->warm = (size_t)((double)f->n * LEAKS_WARMUP_FRACTION);
 	}
-	return lo;
+	return 0;
 }
 
-static int block(void *ctx, const struct model_block *b)
+/* Each group's live bytes at its process's fit points. */
+static int live_at_points(struct leaks *l)
 {
-	struct leaks *l = ctx;
-	uint32_t gi = l->g.of_key[b->key];
-	const struct fit_proc *f;
-	struct group *g;
-	size_t ka, kf;
+	size_t np = model_nprocs(l->m);
+	const int64_t **t = calloc(np + 1, sizeof(*t));
+	size_t *n = calloc(np + 1, sizeof(*n));
+	double **y = calloc(l->g.n + 1, sizeof(*y));
+	int *exact = calloc(l->g.n + 1, sizeof(*exact));
+	int err = 0;
 
-	if (gi == UINT32_MAX)
-		return 0;
-	f = &l->fits[l->g.v[gi].mem->proc->index];
-	if (f->kind == FIT_NONE)
-		return 0;
-	g = &l->groups[gi];
-	ka = lower_bound(f->t, f->n, b->alloc_ns);
-	kf = b->free_ns == INT64_MAX ? f->n : lower_bound(f->t, f->n, b->free_ns);
-	if (ka >= kf)
-		return 0;
-	if (!g->y && !(g->y = calloc(f->n + 1, sizeof(*g->y))))
-		return -ENOMEM;
-	g->y[ka] += b->weight;
-	g->y[kf] -= b->weight;
-	return 0;
+	if (!t || !n || !y || !exact) {
+		err = -ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < np; i++) {
+		t[i] = l->fits[i].t;
+		n[i] = l->fits[i].kind == FIT_NONE ? 0 : l->fits[i].n;
+	}
+	for (size_t gi = 0; gi < l->g.n && !err; gi++) {
+		size_t k = n[l->g.v[gi].mem->proc->index];
+
+		if (k && !(l->groups[gi].y = calloc(k + 1, sizeof(double))))
+			err = -ENOMEM;
+		y[gi] = l->groups[gi].y;
+	}
+	if (!err)
+		err = model_groups_live_at(l->m, &l->g, t, n, y, exact);
+	for (size_t gi = 0; gi < l->g.n && !err; gi++)
+		l->groups[gi].exact = exact[gi];
+out:
+	free(t);
+	free(n);
+	free(y);
+	free(exact);
+	return err;
 }
 
 /* ---- the fit ------------------------------------------------------------------ */
@@ -196,16 +198,17 @@ static void fit_group(struct leaks *l, size_t gi, double *xs, double *xt)
 	g->slope_step = g->slope_s = 0;
 	g->r2 = NAN;
 	if (f->kind == FIT_NONE) {
-		g->why = "no steps and no duration";
+		g->why = "no steps and no allocations";
 		return;
 	}
 	if (n < LEAKS_MIN_POINTS) {
 		g->why = "too few points";
 		return;
 	}
-	if (g->y)
-		for (size_t k = 1; k < f->n; k++)
-			g->y[k] += g->y[k - 1];
+	if (!g->exact) {
+		g->why = "its live bytes are kept only at the heap's checkpoints (top-level ranges)";
+		return;
+	}
 	y = g->y ? g->y + f->warm : NULL;
 	g->fitted = 1;
 	if (!y) {
@@ -279,10 +282,10 @@ static void fit_heading(struct emit *e, const struct fit_proc *f)
 		emit_text(e, "  growth fitted over %zu of %zu '%s' ranges (first %zu skipped as"
 			  " warm-up)\n", f->n - f->warm, f->n, f->range, f->warm);
 	else if (f->kind == FIT_TIME)
-		emit_text(e, "  no steps: growth fitted over time, %zu of %zu evenly spaced"
-			  " instants\n", f->n - f->warm, f->n);
+		emit_text(e, "  no steps: growth fitted over time, at %zu of the %zu instants by which"
+			  " its allocations reached each 1/%zu of them\n", f->n - f->warm, f->n, f->n);
 	else
-		emit_text(e, "  no steps and no duration: no growth fit\n");
+		emit_text(e, "  no steps and no allocations: no growth fit\n");
 }
 
 static struct emit_val num(double v)
@@ -436,7 +439,7 @@ int leaks_write(struct model *m, FILE *out, const struct leaks_opts *o)
 		err = -ENOMEM;
 		goto out;
 	}
-	err = model_blocks_each(m, block, &l);
+	err = live_at_points(&l);
 	if (err)
 		goto out;
 	for (size_t i = 0; i < l.g.n; i++)

@@ -19,7 +19,6 @@
 #define LEAKS_WARMUP_FRACTION 0.2                  /* of the points, skipped */
 #define LEAKS_MIN_R2 0.8                           /* below: not steady growth */
 #define LEAKS_MIN_POINTS 3                         /* fewer: no verdict */
-#define LEAKS_TIME_POINTS 100                      /* samples of a time fit */
 
 struct leaks_opts {
 	int fmt;                   /* an emit_format, or PRESENT_FOLDED */
