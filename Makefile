@@ -5,6 +5,7 @@
 #   make test          unit (cmocka) and end-to-end tests
 #   make bench         benchmarks (see bench/RESULTS.md)
 #   make asan | tsan   the tests again under AddressSanitizer+UBSan / ThreadSanitizer
+#   make fuzz          libFuzzer on every decoder of untrusted input (test/fuzz/)
 #   make demo          install Debian packages, build, profile an example program
 #   make install PREFIX=/usr/local [DESTDIR=...]
 #   V=1 for full command lines, O=dir to build elsewhere.
@@ -52,6 +53,7 @@ include preload/build.mk
 include collector/build.mk
 include tools/build.mk
 include test/build.mk
+include test/fuzz/build.mk
 include bench/build.mk
 
 all: $(LIB) $(SHIMMERD) $(SHIMMER)

@@ -2,11 +2,11 @@
 COLLECTOR_SRCS := $(wildcard collector/*.c)
 COLLECTOR_OBJS := $(COLLECTOR_SRCS:%.c=$(O)/obj/%.o) $(O)/gen/schema_sql.o
 
-# libstdc++ for __cxa_demangle only (kernel names); the daemon stays C.
+# libiberty for its bounded (callback) demangler of kernel names.
 $(SHIMMERD): $(COLLECTOR_OBJS)
 	$(call msg,LD,$@)
 	$(Q)mkdir -p $(@D)
-	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ -lsqlite3 -lstdc++ -lm
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ -lsqlite3 -liberty -lm
 
 # Unit tests: each links only the modules it exercises.
 COLLECTOR_STORE_OBJS := $(O)/obj/collector/store.o $(O)/obj/collector/log.o \
@@ -14,11 +14,13 @@ COLLECTOR_STORE_OBJS := $(O)/obj/collector/store.o $(O)/obj/collector/log.o \
 $(eval $(call unit_test,clock,$(O)/obj/collector/clock.o))
 $(eval $(call unit_test,ptrmap,$(O)/obj/collector/ptrmap.o))
 $(eval $(call unit_test,store,$(COLLECTOR_STORE_OBJS)))
-# The unit test rule links fixed libraries: libstdc++ goes in by path.
-LIBSTDCXX := $(shell $(CC) -print-file-name=libstdc++.so)
-COLLECTOR_CLIENT_OBJS := $(patsubst %,$(O)/obj/collector/%.o,client ring record ingest heapagg \
-	clock ptrmap)
+# The unit test rule links fixed libraries: libiberty goes in by path.
+LIBIBERTY := $(shell $(CC) -print-file-name=libiberty.a)
+COLLECTOR_CLIENT_OBJS := $(patsubst %,$(O)/obj/collector/%.o,client ring record ingest \
+	heapagg demangle clock ptrmap)
 $(eval $(call unit_test,client,$(COLLECTOR_CLIENT_OBJS) $(COLLECTOR_STORE_OBJS) \
-	$(LIBSTDCXX)))
+	$(LIBIBERTY)))
+$(eval $(call unit_test,demangle,$(O)/obj/collector/demangle.o $(LIBIBERTY)))
+$(eval $(call unit_test,collector_ring,$(patsubst %,$(O)/obj/collector/%.o,ring record)))
 $(eval $(call unit_test,heapagg,$(O)/obj/collector/heapagg.o $(O)/obj/collector/ptrmap.o \
 	$(COLLECTOR_STORE_OBJS)))

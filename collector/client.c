@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "clock_ns.h"
+#include "demangle.h"
 #include "ingest.h"
 #include "log.h"
 #include "ring.h"
@@ -30,17 +31,15 @@
 #define RECV_BATCH 64          /* messages per wake-up, for fairness */
 #define FDS_MAX 8              /* room to receive (and close) extra fds */
 
-/* libstdc++'s demangler (the Itanium C++ ABI's), declared here so that the
- * collector stays C.  Returns a malloc'd string, or NULL with *status
- * non-zero when name is not a mangled name. */
-extern char *__cxa_demangle(const char *name, char *buf, size_t *len, int *status);
-
 struct client {
 	struct collector *co;
 	struct client *next, **pprev;
 	int fd;
 	int64_t proc_id;
-	uint32_t pid;
+	uint32_t pid, uid;           /* as HELLO said, once it matched the peer */
+	uint32_t peer_pid, peer_uid; /* the kernel's (SO_PEERCRED) */
+	int has_peer;
+	int64_t born_ns;             /* accepted, CLOCK_MONOTONIC */
 	uint32_t clock;
 	uint32_t nslots;
 	char *host;
@@ -50,6 +49,8 @@ struct client {
 	int bye;
 	int exec_next; /* a later HELLO came from this pid: it exec'd */
 	uint64_t bye_ts;
+	uint32_t fatal_signo; /* SIGNAL: the fatal signal the shim saw, 0 before */
+	uint64_t fatal_ts;
 	int rejected;
 	int ended;
 };
@@ -118,38 +119,50 @@ static int json_argv(const char *argv, size_t len, char **out, size_t *out_len)
 	return 0;
 }
 
+/* Whether live client o is the same user's on the same host as c. */
+static int same_owner(const struct client *o, const struct client *c)
+{
+	return o->uid == c->uid && o->host_len == c->host_len &&
+	       !memcmp(o->host, c->host, c->host_len);
+}
+
 /* The traced parent: a live client first (its pid cannot have been reused
- * yet), else the latest process of that pid on the host. */
+ * yet), else the latest process of that pid on the host.  Only the same
+ * user's processes count: ppid is the client's word, and no one may hang
+ * rows under another user's process. */
 static int find_parent(struct client *c, uint32_t ppid, int64_t *parent)
 {
 	*parent = 0;
 	for (struct client *o = c->co->clients; o; o = o->next)
 		if (o != c && o->proc_id > *parent && !o->ended && o->pid == ppid &&
-		    o->host_len == c->host_len && !memcmp(o->host, c->host, c->host_len))
+		    same_owner(o, c))
 			*parent = o->proc_id;
 	if (*parent)
 		return 0;
-	return store_process_find(c->co->store, ppid, c->host, c->host_len, parent);
+	return store_process_find(c->co->store, ppid, c->uid, c->host, c->host_len, parent);
 }
 
 /*
  * exec() keeps the pid and closes the old image's socket without a BYE, and
  * the new image says HELLO again at once.  So the same pid on the same host
  * saying HELLO while its old connection lives, or seconds after it closed
- * without BYE, means the old one exec'd.
+ * without BYE, means the old one exec'd.  pid and uid are the kernel's, so
+ * only the same process (or one its pid was reused for, by the same user)
+ * is marked.
  */
 #define EXEC_WINDOW_NS 2000000000ll
 
 static int mark_exec(struct client *c, int64_t start_ns)
 {
 	for (struct client *o = c->co->clients; o; o = o->next)
-		if (o != c && !o->ended && o->proc_id && o->pid == c->pid &&
-		    o->host_len == c->host_len && !memcmp(o->host, c->host, c->host_len)) {
+		if (o != c && !o->ended && o->proc_id && o->pid == c->pid && same_owner(o, c)) {
 			o->exec_next = 1;
 			return 0;
 		}
-	return store_process_exec(c->co->store, c->pid, c->host, c->host_len,
-				  start_ns - EXEC_WINDOW_NS);
+	/* start_ns is the client's word: any value, so saturate */
+	return store_process_exec(c->co->store, c->pid, c->uid, c->host, c->host_len,
+				  start_ns < INT64_MIN + EXEC_WINDOW_NS ? INT64_MIN
+									: start_ns - EXEC_WINDOW_NS);
 }
 
 static int hello(struct client *c, const char *msg, size_t len, int memfd)
@@ -167,7 +180,15 @@ static int hello(struct client *c, const char *msg, size_t len, int memfd)
 	if (len < sizeof(h))
 		return reject(c, "HELLO of %zu bytes", len);
 	memcpy(&h, msg, sizeof(h));
+	/* Identity is the kernel's: a HELLO that claims another pid or uid
+	 * (another process's rows, another user's) is refused. */
+	if (!c->has_peer)
+		return reject(c, "HELLO from a peer of unknown identity");
+	if (h.pid != c->peer_pid || h.uid != c->peer_uid)
+		return reject(c, "HELLO says pid %u uid %u, the socket's peer is pid %u uid %u",
+			      h.pid, h.uid, c->peer_pid, c->peer_uid);
 	c->pid = h.pid;
+	c->uid = h.uid;
 	if (len != sizeof(h) + h.exe_len + h.argv_len + h.host_len)
 		return reject(c, "HELLO length %zu does not match its strings", len);
 	if (h.malloc_mode > SHM_MALLOC_ALL)
@@ -238,9 +259,9 @@ out:
 static int string_msg(struct client *c, const char *msg, size_t len)
 {
 	static char text[SHM_MSG_MAX + 1]; /* the text, NUL-terminated */
+	static char demangled[DEMANGLE_OUT_MAX];
 	struct shm_msg_string m;
-	char *demangled = NULL;
-	int status = -1, err;
+	long n = -1;
 
 	if (len < sizeof(m))
 		return reject(c, "STRING of %zu bytes", len);
@@ -249,13 +270,12 @@ static int string_msg(struct client *c, const char *msg, size_t len)
 		return reject(c, "malformed STRING (id %u, %u bytes)", m.id, m.len);
 	memcpy(text, msg + sizeof(m), m.len);
 	text[m.len] = 0;
-	/* CUPTI gives kernel names mangled; readers want them as written. */
-	if (m.len > 2 && text[0] == '_' && text[1] == 'Z' && strlen(text) == m.len)
-		demangled = __cxa_demangle(text, NULL, NULL, &status);
-	err = store_string_add(c->co->store, c->proc_id, m.id, text, m.len,
-			       status == 0 ? demangled : NULL);
-	free(demangled);
-	return err;
+	/* CUPTI gives kernel names mangled; readers want them as written.
+	 * Bounded: a crafted name must not stall the daemon (demangle.h). */
+	if (m.len > 2 && text[0] == '_' && text[1] == 'Z')
+		n = demangle(text, m.len, demangled, sizeof(demangled));
+	return store_string_add(c->co->store, c->proc_id, m.id, text, m.len,
+				n >= 0 ? demangled : NULL);
 }
 
 static int thread_msg(struct client *c, const char *msg, size_t len)
@@ -284,6 +304,24 @@ static int gpu_status_msg(struct client *c, const char *msg, size_t len)
 		return reject(c, "GPU_STATUS status %u", m.status);
 	return store_process_gpu_status(c->co->store, c->proc_id, m.status,
 					msg + sizeof(m), m.len);
+}
+
+/* SIGNAL: the shim saw a fatal signal (the first one counts).  Whether it
+ * ended the process, the socket closing without a BYE says. */
+static int signal_msg(struct client *c, const char *msg, size_t len)
+{
+	struct shm_msg_signal m;
+
+	if (len != sizeof(m))
+		return reject(c, "SIGNAL of %zu bytes", len);
+	memcpy(&m, msg, sizeof(m));
+	if (m.signo <= 0 || m.signo > 64)
+		return reject(c, "SIGNAL signal %d", m.signo);
+	if (!c->fatal_signo) {
+		c->fatal_signo = (uint32_t)m.signo;
+		c->fatal_ts = m.ts;
+	}
+	return 0;
 }
 
 int client_message(struct client *c, const void *msg, size_t len,
@@ -343,6 +381,9 @@ int client_message(struct client *c, const void *msg, size_t len,
 		c->bye = 1;
 		err = 0;
 		break;
+	case SHM_MSG_SIGNAL:
+		err = signal_msg(c, msg, len);
+		break;
 	default:
 		err = reject(c, "unknown message type %u", h.type);
 	}
@@ -393,7 +434,7 @@ int client_recv(struct client *c)
 		if (err)
 			return err;
 	}
-	return 0;
+	return 1;
 }
 
 /* Now, in the client's record clock. */
@@ -447,15 +488,25 @@ int client_end(struct client *c, enum client_end why, int64_t now_ns)
 		err = client_flush_counts(c);
 	if (!err && c->ingest)
 		err = ingest_end(c->ingest);
+	/* What the process told us of its end wins over how its connection
+	 * ended: a BYE already in hand at shutdown is an 'exit', not a
+	 * 'shutdown'; a fatal SIGNAL not followed by a BYE (a handler may
+	 * recover) is a 'signal'. */
 	if (why == CLIENT_REJECTED || c->rejected)
 		reason = reasons[CLIENT_REJECTED];
+	else if (c->bye)
+		reason = "exit";
+	else if (c->fatal_signo)
+		reason = "signal";
 	else if (why == CLIENT_SHUTDOWN)
 		reason = reasons[CLIENT_SHUTDOWN];
 	else
-		reason = c->bye ? "exit" : c->exec_next ? "exec" : "disconnect";
+		reason = c->exec_next ? "exec" : "disconnect";
 	if (!err && c->proc_id)
 		err = store_process_end(c->co->store, c->proc_id,
-					c->bye ? ingest_ns(c->ingest, c->bye_ts) : now_ns, reason);
+					c->bye ? ingest_ns(c->ingest, c->bye_ts) :
+					c->fatal_signo ? ingest_ns(c->ingest, c->fatal_ts) : now_ns,
+					reason, strcmp(reason, "signal") ? 0 : (int)c->fatal_signo);
 	if (!err)
 		err = store_commit(c->co->store);
 	if (!err && c->proc_id)
@@ -467,17 +518,46 @@ int client_end(struct client *c, enum client_end why, int64_t now_ns)
 struct client *client_new(struct collector *co, int fd)
 {
 	struct client *c = calloc(1, sizeof(*c));
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
 
 	if (!c)
 		return NULL;
+	if (fd >= 0) {
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
+			free(c);
+			return NULL;
+		}
+		/* pid 0: the peer is in a pid namespace we cannot see into */
+		if (cred.pid > 0)
+			client_set_peer(c, (uint32_t)cred.pid, cred.uid);
+	}
 	c->co = co;
 	c->fd = fd;
+	c->born_ns = (int64_t)clock_ns(CLOCK_MONOTONIC);
 	c->next = co->clients;
 	if (c->next)
 		c->next->pprev = &c->next;
 	c->pprev = &co->clients;
 	co->clients = c;
 	return c;
+}
+
+void client_set_peer(struct client *c, uint32_t pid, uint32_t uid)
+{
+	c->peer_pid = pid;
+	c->peer_uid = uid;
+	c->has_peer = 1;
+}
+
+int client_peer_uid(const struct client *c)
+{
+	return c->has_peer ? (int)c->peer_uid : -1;
+}
+
+int64_t client_born_ns(const struct client *c)
+{
+	return c->born_ns;
 }
 
 int client_fd(const struct client *c)

@@ -37,9 +37,21 @@ enum client_end {
 
 struct client;
 
-/* A client on socket fd (-1 in tests), linked into co->clients.  The
- * client owns fd from now on.  NULL on error, errno set. */
+/* A client on socket fd (-1 in tests), linked into co->clients, its
+ * peer's pid and uid taken from the kernel (SO_PEERCRED).  The client owns
+ * fd from now on.  NULL on error, errno set. */
 struct client *client_new(struct collector *co, int fd);
+
+/* Sets the peer's identity, for a client without a socket (tests).  A
+ * HELLO is accepted only from a peer of known identity, and only when its
+ * pid and uid are the peer's. */
+void client_set_peer(struct client *c, uint32_t pid, uint32_t uid);
+
+/* The peer's uid (SO_PEERCRED), -1 when unknown. */
+int client_peer_uid(const struct client *c);
+
+/* When client_new() made it (CLOCK_MONOTONIC ns). */
+int64_t client_born_ns(const struct client *c);
 
 /* The socket, or -1. */
 int client_fd(const struct client *c);
@@ -52,8 +64,9 @@ int client_message(struct client *c, const void *msg, size_t len,
 		   const int *fds, int nfds, int ctrunc);
 
 /* Receives and processes the messages waiting on the socket (at most a
- * fixed number, so one client cannot starve the others).  Returns 0,
- * -EPIPE when the peer closed, -EBADMSG, or a store error. */
+ * fixed number, so one client cannot starve the others).  Returns 0 when
+ * none is left, 1 when more may wait, -EPIPE when the peer closed,
+ * -EBADMSG, or a store error. */
 int client_recv(struct client *c);
 
 /* One pass over the region: consumes every slot's records, bumps the

@@ -32,7 +32,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 
 struct slot_state {
 	uint64_t tail;
@@ -126,18 +128,27 @@ struct ring *ring_new(int memfd, const struct ring_geometry *g, char *why, size_
 {
 	struct shm_region hdr;
 	struct ring *r;
+	struct statfs fs;
 	struct stat sb;
 	int seals;
 	void *map;
 
 	if (check_geometry(g, why, why_len))
 		return NULL;
-	if (fstat(memfd, &sb) < 0 || (uint64_t)sb.st_size != g->region_bytes)
-		return refuse(why, why_len, "region memfd is not %llu bytes long",
-			      (unsigned long long)g->region_bytes);
+	/* Seals first, then the size: once F_SEAL_SHRINK is on, the size
+	 * can only grow, so a size checked after it holds for as long as
+	 * the mapping lives.  (The other order lets the producer shrink the
+	 * file between the two checks and seal it, and the first read past
+	 * its end would kill the daemon with SIGBUS.)  Only a tmpfs file (a
+	 * memfd): a hugetlbfs one may fail to fault its pages in. */
 	seals = fcntl(memfd, F_GET_SEALS);
 	if (seals < 0 || !(seals & F_SEAL_SHRINK))
 		return refuse(why, why_len, "region memfd is not sealed against shrinking");
+	if (fstatfs(memfd, &fs) < 0 || fs.f_type != TMPFS_MAGIC)
+		return refuse(why, why_len, "region is not a memfd");
+	if (fstat(memfd, &sb) < 0 || (uint64_t)sb.st_size != g->region_bytes)
+		return refuse(why, why_len, "region memfd is not %llu bytes long",
+			      (unsigned long long)g->region_bytes);
 	map = mmap(NULL, g->region_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
 	if (map == MAP_FAILED)
 		return refuse(why, why_len, "cannot map the region: %s", strerror(errno));

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -30,20 +31,39 @@
 #include "client.h"
 #include "clock_ns.h"
 #include "log.h"
+#include "version.h"
 
 #define TICK_NS 5000000L
 #define COMMIT_NS 100000000LL
 #define COUNTS_NS 1000000000LL
+#define HELLO_TIMEOUT_NS 2000000000LL  /* a connection must say HELLO by then */
+#define ACCEPT_PAUSE_NS 100000000LL    /* out of descriptors: stop accepting this long */
+#define FDS_RESERVED 32                /* descriptors kept for the store, the loop, logs */
 
+/*
+ * Descriptors are the resource a local user can exhaust: each connection
+ * holds one.  So a connection that says no HELLO within HELLO_TIMEOUT_NS
+ * is closed, one user holds at most per_user of them (a quarter of what
+ * the descriptor limit leaves after FDS_RESERVED; more are accepted and
+ * closed at once), and when accept4() still finds no descriptor (EMFILE,
+ * ENFILE) the listening socket leaves the epoll set for ACCEPT_PAUSE_NS,
+ * instead of waking the loop at once again (it stays readable) and
+ * spinning.  Refusals are counted and logged once a second.
+ */
 struct daemon {
 	struct collector co;
 	const char *sock_path;
 	int listen_fd, sig_fd, timer_fd, ep;
-	int64_t last_commit, last_counts;
+	int parent_fd;           /* --parent-fd: stop at its EOF; -1 when none */
+	int64_t last_commit, last_counts, last_refusal_log;
+	unsigned per_user;       /* connections one uid may hold */
+	int accept_paused;       /* the listening socket is out of the epoll set */
+	int64_t accept_resume;   /* when to put it back */
+	uint64_t refused_user, refused_fds, timed_out; /* since the last log line */
 };
 
 /* epoll tags for the daemon's own descriptors; anything else is a client */
-static char tag_listen, tag_signal, tag_timer;
+static char tag_listen, tag_signal, tag_timer, tag_parent;
 
 static int64_t now_ns(void)
 {
@@ -53,7 +73,8 @@ static int64_t now_ns(void)
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: shimmerd --socket PATH --db PATH [--foreground] "
-		   "[--verbose] [--ready-fd N]\n");
+		   "[--verbose] [--quiet] [--ready-fd N] [--parent-fd N]\n"
+		   "       shimmerd --version\n");
 }
 
 /* path made absolute against the current directory, so that it still
@@ -128,8 +149,11 @@ static int listen_on(const char *path)
 		}
 	}
 	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	/* Any local process may connect (to reach it, the socket must be
+	 * writable): who it is comes from the kernel, not from the mode.  A
+	 * private collector's socket lies in a private directory. */
 	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
-	    listen(fd, SOMAXCONN) < 0) {
+	    chmod(path, 0666) < 0 || listen(fd, SOMAXCONN) < 0) {
 		err = -errno;
 		log_error("cannot listen on %s: %s", path, strerror(errno));
 		goto out;
@@ -166,6 +190,27 @@ static void reap(struct daemon *d)
 	}
 }
 
+/* Out of descriptors: stop watching the listening socket for a while. */
+static int pause_accepting(struct daemon *d)
+{
+	d->refused_fds++;
+	if (d->accept_paused)
+		return 0;
+	d->accept_paused = 1;
+	d->accept_resume = now_ns() + ACCEPT_PAUSE_NS;
+	return epoll_ctl(d->ep, EPOLL_CTL_DEL, d->listen_fd, NULL) < 0 ? -errno : 0;
+}
+
+/* Live connections of uid. */
+static unsigned connections_of(struct daemon *d, int uid)
+{
+	unsigned n = 0;
+
+	for (struct client *c = d->co.clients; c; c = client_next(c))
+		n += !client_ended(c) && client_peer_uid(c) == uid;
+	return n;
+}
+
 static int accept_all(struct daemon *d)
 {
 	for (;;) {
@@ -173,13 +218,22 @@ static int accept_all(struct daemon *d)
 		struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP };
 		struct client *c;
 
+		if (fd < 0 && (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
+			       errno == ENOMEM))
+			return pause_accepting(d);
 		if (fd < 0)
-			return errno == EAGAIN || errno == EINTR || errno == ECONNABORTED ||
-			       errno == EMFILE || errno == ENFILE ? 0 : -errno;
+			return errno == EAGAIN || errno == EINTR || errno == ECONNABORTED ? 0 : -errno;
 		c = client_new(&d->co, fd);
 		if (!c) {
 			close(fd);
-			return -ENOMEM;
+			if (errno == ENOMEM)
+				return -ENOMEM;
+			continue; /* the peer left before we asked who it was */
+		}
+		if (connections_of(d, client_peer_uid(c)) > d->per_user) {
+			d->refused_user++;
+			client_free(c);
+			continue;
 		}
 		ev.data.ptr = c;
 		if (epoll_ctl(d->ep, EPOLL_CTL_ADD, fd, &ev) < 0) {
@@ -195,6 +249,13 @@ static int accept_all(struct daemon *d)
 static int on_client(struct daemon *d, struct client *c, int stopping)
 {
 	int err = client_recv(c);
+
+	/* Stopping, everything it sent still counts (a BYE behind many
+	 * messages makes an 'exit'), within reason. */
+	for (int n = 0; stopping && err == 1 && n < 10000; n++)
+		err = client_recv(c);
+	if (err == 1)
+		err = 0;
 
 	if (err == -EPIPE)
 		return end_client(d, c, CLIENT_CLOSED);
@@ -223,6 +284,28 @@ static int tick(struct daemon *d)
 			err = end_client(d, c, CLIENT_REJECTED);
 	}
 	now = now_ns();
+	if (!err && d->accept_paused && now >= d->accept_resume) {
+		d->accept_paused = 0;
+		err = watch(d, d->listen_fd, &tag_listen);
+	}
+	/* Connections that never said HELLO give their descriptor back. */
+	for (struct client *c = d->co.clients; c && !err; c = client_next(c))
+		if (!client_ended(c) && !client_proc_id(c) &&
+		    now - client_born_ns(c) > HELLO_TIMEOUT_NS) {
+			d->timed_out++;
+			err = end_client(d, c, CLIENT_CLOSED);
+		}
+	if (now - d->last_refusal_log >= COUNTS_NS &&
+	    (d->refused_user || d->refused_fds || d->timed_out)) {
+		log_warn("in the last second: %llu connections refused (a user over %u "
+			 "connections), %llu accepts failed for lack of descriptors, %llu "
+			 "closed without HELLO after %lld s",
+			 (unsigned long long)d->refused_user, d->per_user,
+			 (unsigned long long)d->refused_fds, (unsigned long long)d->timed_out,
+			 HELLO_TIMEOUT_NS / 1000000000LL);
+		d->refused_user = d->refused_fds = d->timed_out = 0;
+		d->last_refusal_log = now;
+	}
 	if (!err && now - d->last_counts >= COUNTS_NS) {
 		d->last_counts = now;
 		for (struct client *c = d->co.clients; c && !err; c = client_next(c))
@@ -269,6 +352,11 @@ static int loop(struct daemon *d)
 				if (read(d->sig_fd, &si, sizeof(si)) == sizeof(si))
 					log_info("signal %u: shutting down", si.ssi_signo);
 				stop = 1;
+			} else if (tag == &tag_parent) {
+				/* EOF (or anything) on --parent-fd: the parent is
+				 * done, or gone (killed): so are we. */
+				log_debug("the parent closed --parent-fd: shutting down");
+				stop = 1;
 			} else if (tag == &tag_timer) {
 				if (read(d->timer_fd, &ticks, sizeof(ticks)) == sizeof(ticks))
 					err = tick(d);
@@ -286,6 +374,8 @@ static int loop(struct daemon *d)
 static int setup(struct daemon *d, const char *db_path)
 {
 	struct itimerspec its = { { 0, TICK_NS }, { 0, TICK_NS } };
+	struct rlimit nofile;
+	unsigned lost;
 	sigset_t sigs;
 	int err;
 
@@ -304,6 +394,16 @@ static int setup(struct daemon *d, const char *db_path)
 		log_error("cannot set up the event loop: %s", strerror(errno));
 		return err;
 	}
+	/* As many descriptors as we may have; a quarter of them per user. */
+	if (getrlimit(RLIMIT_NOFILE, &nofile) == 0) {
+		nofile.rlim_cur = nofile.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &nofile);
+		getrlimit(RLIMIT_NOFILE, &nofile);
+		d->per_user = nofile.rlim_cur > 4 * FDS_RESERVED ?
+			      (unsigned)((nofile.rlim_cur - FDS_RESERVED) / 4) : FDS_RESERVED;
+		if (nofile.rlim_cur > 1u << 20)
+			d->per_user = (1u << 20) / 4;
+	}
 	err = clock_calibrate(&d->co.clock);
 	if (err) {
 		log_error("cannot calibrate the TSC against CLOCK_MONOTONIC");
@@ -321,7 +421,15 @@ static int setup(struct daemon *d, const char *db_path)
 	d->co.store = store_open(db_path);
 	if (!d->co.store)
 		return -errno;
-	err = watch(d, d->listen_fd, &tag_listen);
+	err = store_recover(d->co.store, &lost);
+	if (!err && lost)
+		log_warn("%u processes were live in %s when the collector writing it stopped "
+			 "without ending them: ended as 'collector_lost' at its last commit; "
+			 "what they did after it is not stored", lost, db_path);
+	if (!err)
+		err = watch(d, d->listen_fd, &tag_listen);
+	if (!err && d->parent_fd >= 0)
+		err = watch(d, d->parent_fd, &tag_parent);
 	if (!err)
 		err = watch(d, d->sig_fd, &tag_signal);
 	if (!err)
@@ -380,14 +488,18 @@ int main(int argc, char **argv)
 		{ "foreground", no_argument, NULL, 'f' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "ready-fd", required_argument, NULL, 'r' },
+		{ "parent-fd", required_argument, NULL, 'p' },
+		{ "quiet", no_argument, NULL, 'q' },
+		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
-	struct daemon d = { .listen_fd = -1, .sig_fd = -1, .timer_fd = -1, .ep = -1 };
+	struct daemon d = { .listen_fd = -1, .sig_fd = -1, .timer_fd = -1, .ep = -1,
+			    .parent_fd = -1 };
 	char *sock = NULL, *db = NULL, *end;
 	int foreground = 0, ready_fd = -1, ready_pipe = -1, opt, err;
 
-	while ((opt = getopt_long(argc, argv, "s:d:fvr:h", opts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "s:d:fvqr:p:Vh", opts, NULL)) != -1) {
 		switch (opt) {
 		case 's':
 			free(sock);
@@ -411,6 +523,22 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			break;
+		case 'q':
+			log_level = LOG_LVL_WARN;
+			break;
+		case 'p':
+			errno = 0;
+			d.parent_fd = (int)strtol(optarg, &end, 10);
+			if (errno || *end || d.parent_fd < 0 || fcntl(d.parent_fd, F_GETFD) < 0) {
+				log_error("--parent-fd %s is not an open descriptor", optarg);
+				return 2;
+			}
+			fcntl(d.parent_fd, F_SETFD, FD_CLOEXEC);
+			break;
+		case 'V':
+			printf("shimmerd %s (wire format %d, store schema %d)\n", SHIMMER_VERSION,
+			       SHM_WIRE_VERSION, STORE_SCHEMA_VERSION);
+			return 0;
 		case 'h':
 			usage(stdout);
 			return 0;

@@ -22,10 +22,17 @@
 #include "store.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "clock_ns.h"
 
 #include "log.h"
 
@@ -80,6 +87,7 @@ enum {
 	ST_HEAP_TL,
 	ST_HEAP_SERIES,
 	ST_HEAP_STEP,
+	ST_LAST_COMMIT,
 	ST_ALLOC_N, /* ALLOC_ROWS rows of ST_ALLOC's columns, built in prepare_db() */
 	ST_N
 };
@@ -98,13 +106,13 @@ static const char *const sql[ST_N] = {
 		    "hostname, exe, argv, rank, local_rank, malloc_mode, "
 		    "sample_bytes, lossless, start_wall_ns, start_ns) "
 		    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
-	[ST_PROC_END] = "UPDATE processes SET end_ns = ?2, end_reason = ?3 "
+	[ST_PROC_END] = "UPDATE processes SET end_ns = ?2, end_reason = ?3, end_signal = ?4 "
 			"WHERE proc_id = ?1",
 	[ST_PROC_FIND] = "SELECT proc_id FROM processes WHERE pid = ?1 AND "
-			 "hostname = ?2 ORDER BY proc_id DESC LIMIT 1",
+			 "hostname = ?2 AND uid = ?3 ORDER BY proc_id DESC LIMIT 1",
 	[ST_PROC_EXEC] = "UPDATE processes SET end_reason = 'exec' WHERE proc_id = "
 			 "(SELECT max(proc_id) FROM processes WHERE pid = ?1 AND "
-			 "hostname = ?2) AND end_reason = 'disconnect' AND end_ns >= ?3",
+			 "hostname = ?2) AND uid = ?4 AND end_reason = 'disconnect' AND end_ns >= ?3",
 	[ST_THREAD] = "INSERT OR IGNORE INTO threads (proc_id, tid, name, first_ns) "
 		      "VALUES (?1, ?2, (SELECT text FROM strings WHERE proc_id = ?1 "
 		      "AND id = ?3), ?4)",
@@ -193,6 +201,9 @@ static const char *const sql[ST_N] = {
 			 "VALUES (?1, ?2, ?3, ?4)",
 	[ST_HEAP_TL] = "INSERT INTO heap_timeline (proc_id, start_ns, end_ns, min_bytes, "
 		       "max_bytes, end_bytes) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+	/* When the last batch was committed: where a process's recording ends
+	 * if this collector dies (store_recover()). */
+	[ST_LAST_COMMIT] = "INSERT OR REPLACE INTO meta (key, value) VALUES ('last_commit_ns', ?1)",
 };
 
 /* An allocations row not yet written, with its free if one came. */
@@ -214,6 +225,8 @@ struct store {
 	uint32_t npend, pend_cap;
 	int64_t pend_base, next_id;
 	int broken; /* 0 or the negative errno every call now returns */
+	int lock_fd; /* flock()ed shared while we have the store open */
+	int sole;    /* no other collector had it open when we opened it */
 	char *path;
 };
 
@@ -343,6 +356,10 @@ int store_commit(struct store *s)
 	if (s->broken || !s->in_tx)
 		return s->broken;
 	err = flush_pending(s);
+	if (!err) {
+		sqlite3_bind_int64(s->st[ST_LAST_COMMIT], 1, (int64_t)clock_ns(CLOCK_MONOTONIC));
+		err = step(s, s->st[ST_LAST_COMMIT]);
+	}
 	if (!err)
 		err = step(s, s->st[ST_COMMIT]);
 	if (!err)
@@ -398,7 +415,7 @@ int store_process_add(struct store *s, const struct store_proc *p, int64_t *proc
 }
 
 int store_process_end(struct store *s, int64_t proc_id, int64_t end_ns,
-		      const char *reason)
+		      const char *reason, int signo)
 {
 	sqlite3_stmt *st = s->st[ST_PROC_END];
 	int err = tx(s);
@@ -408,10 +425,45 @@ int store_process_end(struct store *s, int64_t proc_id, int64_t end_ns,
 	sqlite3_bind_int64(st, 1, proc_id);
 	sqlite3_bind_int64(st, 2, end_ns);
 	sqlite3_bind_text(st, 3, reason, -1, SQLITE_STATIC);
+	if (signo)
+		sqlite3_bind_int(st, 4, signo);
+	else
+		sqlite3_bind_null(st, 4);
 	return step(s, st);
 }
 
-int store_process_find(struct store *s, uint32_t pid, const char *host,
+/*
+ * A collector that dies (SIGKILL, a crash, power) leaves its live
+ * processes with no end.  Only when no other collector has the store open
+ * (sole: our flock() was the only one) are such rows its leftovers: they
+ * end as 'collector_lost' at the last commit (meta.last_commit_ns; what
+ * came after it was never stored), never before they started.
+ */
+int store_recover(struct store *s, unsigned *lost)
+{
+	sqlite3_stmt *st = NULL;
+	int rc, err;
+
+	*lost = 0;
+	if (!s->sole)
+		return 0;
+	err = tx(s);
+	if (err)
+		return err;
+	rc = sqlite3_prepare_v2(s->db, "UPDATE processes SET end_reason = 'collector_lost', "
+				"end_ns = max(start_ns, coalesce((SELECT CAST(value AS INTEGER) "
+				"FROM meta WHERE key = 'last_commit_ns'), start_ns)) "
+				"WHERE end_reason IS NULL", -1, &st, NULL);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_step(st);
+	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE)
+		return fail(s, rc);
+	*lost = (unsigned)sqlite3_changes(s->db);
+	return store_commit(s);
+}
+
+int store_process_find(struct store *s, uint32_t pid, uint32_t uid, const char *host,
 		       size_t host_len, int64_t *proc_id)
 {
 	sqlite3_stmt *st = s->st[ST_PROC_FIND];
@@ -421,13 +473,14 @@ int store_process_find(struct store *s, uint32_t pid, const char *host,
 		return s->broken;
 	sqlite3_bind_int64(st, 1, pid);
 	sqlite3_bind_text(st, 2, host, (int)host_len, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 3, uid);
 	rc = sqlite3_step(st);
 	*proc_id = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
 	sqlite3_reset(st);
 	return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : fail(s, rc);
 }
 
-int store_process_exec(struct store *s, uint32_t pid, const char *host,
+int store_process_exec(struct store *s, uint32_t pid, uint32_t uid, const char *host,
 		       size_t host_len, int64_t since_ns)
 {
 	sqlite3_stmt *st = s->st[ST_PROC_EXEC];
@@ -438,6 +491,7 @@ int store_process_exec(struct store *s, uint32_t pid, const char *host,
 	sqlite3_bind_int64(st, 1, pid);
 	sqlite3_bind_text(st, 2, host, (int)host_len, SQLITE_STATIC);
 	sqlite3_bind_int64(st, 3, since_ns);
+	sqlite3_bind_int64(st, 4, uid);
 	return step(s, st);
 }
 
@@ -1149,35 +1203,51 @@ int store_drop_add(struct store *s, int64_t proc_id, uint32_t tid,
 	return step(s, st);
 }
 
-/* The store's schema_version, 0 for a new file.  Returns 0 or a negative
- * errno (logged). */
-static int schema_version(struct store *s, int *version)
+/* One integer from query (0 when it gives no row); 0 or -EIO (logged). */
+static int read_int(struct store *s, const char *query, int *out)
 {
 	sqlite3_stmt *st;
-	int rc;
+	int rc = sqlite3_prepare_v2(s->db, query, -1, &st, NULL);
 
-	*version = 0;
-	rc = sqlite3_prepare_v2(s->db, "SELECT name FROM sqlite_master WHERE "
-				"name = 'meta'", -1, &st, NULL);
-	if (rc == SQLITE_OK) {
-		rc = sqlite3_step(st);
-		sqlite3_finalize(st);
-	}
-	if (rc == SQLITE_DONE)
-		return 0;
-	if (rc == SQLITE_ROW)
-		rc = sqlite3_prepare_v2(s->db, "SELECT value FROM meta WHERE key = "
-					"'schema_version'", -1, &st, NULL);
+	*out = 0;
 	if (rc == SQLITE_OK) {
 		rc = sqlite3_step(st);
 		if (rc == SQLITE_ROW)
-			*version = sqlite3_column_int(st, 0);
+			*out = sqlite3_column_int(st, 0);
 		sqlite3_finalize(st);
 	}
 	if (rc == SQLITE_ROW || rc == SQLITE_DONE)
 		return 0;
 	log_error("cannot read %s: %s", s->path, sqlite3_errmsg(s->db));
 	return -EIO;
+}
+
+/* The store's schema_version, 0 for a new (empty) file.  A database that
+ * holds anything but is no shimmer store (no meta table, or no version in
+ * it) is refused (-EEXIST, logged) before anything is written to it: it is
+ * someone's data, not ours to add ~28 tables and views to.  Returns 0 or
+ * a negative errno (logged). */
+static int schema_version(struct store *s, int *version)
+{
+	int objects, has_meta, err;
+
+	*version = 0;
+	err = read_int(s, "SELECT count(*) FROM sqlite_master", &objects);
+	if (!err && objects)
+		err = read_int(s, "SELECT count(*) FROM sqlite_master WHERE type = 'table' "
+			       "AND name = 'meta'", &has_meta);
+	if (err || !objects)
+		return err;
+	if (has_meta)
+		err = read_int(s, "SELECT value FROM meta WHERE key = 'schema_version'", version);
+	if (!err && *version < 1) {
+		log_error("%s is an SQLite database but not a shimmer store (%s): "
+			  "refusing to write to it; give --db a new file or a store",
+			  s->path, has_meta ? "no schema_version in its meta table"
+					    : "it has no meta table");
+		return -EEXIST;
+	}
+	return err;
 }
 
 #define STRINGIFY_(x) #x
@@ -1379,13 +1449,60 @@ static int prepare_db(struct store *s)
 	return fail(s, rc);
 }
 
+/*
+ * A new store is created here, 0600 and exclusively, before SQLite opens
+ * it: it holds other users' command lines, executables and allocations.
+ * SQLite gives its -wal and -shm files the database file's mode, so they
+ * are private too.  An existing store keeps its mode (its owner chose it),
+ * with a warning when others may read it.
+ */
+static int create_private(const char *path)
+{
+	struct stat sb;
+	int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+
+	if (fd >= 0) {
+		close(fd);
+		return 0;
+	}
+	if (errno != EEXIST) {
+		log_error("cannot create %s: %s", path, strerror(errno));
+		return -errno;
+	}
+	if (stat(path, &sb) < 0) {
+		log_error("cannot open %s: %s", path, strerror(errno));
+		return -errno;
+	}
+	if (!S_ISREG(sb.st_mode)) {
+		log_error("%s is not a regular file", path);
+		return -EINVAL;
+	}
+	if (sb.st_mode & 077)
+		log_warn("%s may be read by other users (mode %04o): it holds command lines and "
+			 "allocations; chmod 600 it", path, (unsigned)(sb.st_mode & 07777));
+	return 0;
+}
+
 struct store *store_open(const char *path)
 {
 	struct store *s = calloc(1, sizeof(*s));
 	int err = -ENOMEM, rc;
 
+	if (s)
+		s->lock_fd = -1;
 	if (!s || !(s->path = strdup(path)))
 		goto out;
+	err = create_private(path);
+	if (err)
+		goto out;
+	/* Collectors that share a store each hold a shared flock() on it
+	 * (independent of SQLite's fcntl() locks); one that gets it
+	 * exclusively first is alone (store_recover()). */
+	s->lock_fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (s->lock_fd >= 0) {
+		s->sole = flock(s->lock_fd, LOCK_EX | LOCK_NB) == 0;
+		flock(s->lock_fd, LOCK_SH);
+	}
 	rc = sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
 			     SQLITE_OPEN_NOMUTEX, NULL);
 	if (rc != SQLITE_OK) {
@@ -1430,6 +1547,8 @@ int store_close(struct store *s)
 		sqlite3_wal_checkpoint_v2(s->db, NULL, SQLITE_CHECKPOINT_TRUNCATE,
 					  NULL, NULL);
 	sqlite3_close(s->db);
+	if (s->lock_fd >= 0)
+		close(s->lock_fd);
 	free(s->pend);
 	free(s->path);
 	free(s);

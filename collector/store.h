@@ -28,7 +28,7 @@
 
 /* The schema_version that the schema files leave in meta: one per
  * schema/NNN_*.sql file. */
-#define STORE_SCHEMA_VERSION 6
+#define STORE_SCHEMA_VERSION 7
 
 struct store;
 
@@ -63,19 +63,25 @@ struct store_proc {
 /* Inserts a processes row; *proc_id receives its key. */
 int store_process_add(struct store *s, const struct store_proc *p, int64_t *proc_id);
 
-/* Sets end_ns and end_reason. */
+/* Sets end_ns, end_reason and end_signal (signo 0: NULL). */
 int store_process_end(struct store *s, int64_t proc_id, int64_t end_ns,
-		      const char *reason);
+		      const char *reason, int signo);
 
-/* The most recently added process with this pid on this host: its proc_id
- * in *proc_id, or 0 when there is none. */
-int store_process_find(struct store *s, uint32_t pid, const char *host,
+/* Ends the processes a collector that died left without an end
+ * ('collector_lost', at its last commit), if no other collector has the
+ * store open; *lost receives how many.  Called once, at start. */
+int store_recover(struct store *s, unsigned *lost);
+
+/* The most recently added process with this pid and uid on this host:
+ * its proc_id in *proc_id, or 0 when there is none.  (A process of
+ * another user is never found: no client links its rows to them.) */
+int store_process_find(struct store *s, uint32_t pid, uint32_t uid, const char *host,
 		       size_t host_len, int64_t *proc_id);
 
-/* The latest process with this pid on this host, if it ended as a
- * 'disconnect' at or after since_ns, replaced itself by exec: its
+/* The latest process with this pid on this host, if it is uid's and ended
+ * as a 'disconnect' at or after since_ns, replaced itself by exec: its
  * end_reason becomes 'exec'. */
-int store_process_exec(struct store *s, uint32_t pid, const char *host,
+int store_process_exec(struct store *s, uint32_t pid, uint32_t uid, const char *host,
 		       size_t host_len, int64_t since_ns);
 
 /* Adds a threads row named by the process's string name_id (NULL when 0
@@ -180,7 +186,7 @@ int store_pystack_add(struct store *s, int64_t proc_id, uint32_t stack_id,
 int store_module_add(struct store *s, int64_t proc_id, const struct shm_rec_module *r,
 		     int64_t ns);
 
-/* ---- the aggregated heap (heapagg.h; schema 6) ---- */
+/* ---- the aggregated heap (heapagg.h; schema 7) ---- */
 
 struct store_heap_totals {
 	int64_t proc_id;

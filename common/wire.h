@@ -171,9 +171,9 @@ enum shm_clock {
  */
 struct shm_msg_hello {
 	struct shm_msg_hdr hdr;
-	uint32_t pid;
+	uint32_t pid;         /* must be the socket's peer's (SO_PEERCRED) */
 	uint32_t ppid;
-	uint32_t uid;
+	uint32_t uid;         /* the effective uid: must be the peer's too */
 	uint32_t flags;       /* SHM_HELLO_* */
 	int32_t rank;         /* RANK, OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID */
 	int32_t local_rank;   /* LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID */

@@ -56,7 +56,8 @@ static int start(uint32_t ppid)
 	}
 	h.pid = shim.pid;
 	h.ppid = ppid;
-	h.uid = (uint32_t)getuid();
+	/* the effective uid: what the collector reads from the socket (SO_PEERCRED) */
+	h.uid = (uint32_t)geteuid();
 	h.flags = (settings.lossless ? SHM_HELLO_LOSSLESS : 0) | settings.heap_rows;
 	h.rank = settings.rank;
 	h.local_rank = settings.local_rank;

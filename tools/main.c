@@ -7,6 +7,8 @@
 #include <string.h>
 
 #include "cli.h"
+#include "version.h"
+#include "wire.h"
 
 static const struct command *const commands[] = {
 	&run_command,
@@ -30,6 +32,7 @@ static int usage(FILE *out)
 	for (size_t i = 0; i < NCOMMANDS; i++)
 		fprintf(out, "  %-10s %s\n", commands[i]->name, commands[i]->brief);
 	fputs("  help       show this text, or 'shimmer help COMMAND'\n"
+	      "  --version  the release and the wire format it speaks\n"
 	      "\n"
 	      "exit codes: 0 ok, 1 error, 2 usage; 'run' exits with its program's status.\n",
 	      out);
@@ -54,6 +57,10 @@ int main(int argc, char **argv)
 	}
 	if (cli_is_help(argv[1]))
 		return usage(stdout);
+	if (strcmp(argv[1], "--version") == 0) {
+		printf("shimmer %s (wire format %d)\n", SHIMMER_VERSION, SHM_WIRE_VERSION);
+		return CLI_EXIT_OK;
+	}
 	if (strcmp(argv[1], "help") == 0) {
 		if (argc < 3)
 			return usage(stdout);

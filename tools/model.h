@@ -41,7 +41,7 @@
  * bytes per allocation (struct model_block) from which every heap figure
  * is computed.  A process traced in exact mode (SHIMMER_MALLOC=all) has
  * its host heap's answers computed by the collector as events arrived
- * (schema 6's heap_* tables, collector/heapagg.h) and rows only for its
+ * (schema 7's heap_* tables, collector/heapagg.h) and rows only for its
  * long-lived and never-freed blocks: the same pass reads those tables
  * into the same figures, with the same definitions (struct
  * model_mem.aggregated says which memory came so); every answer is the

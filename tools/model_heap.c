@@ -14,7 +14,7 @@
  * between two threads' reads, which at worst shows a free it just stored.
  *
  * This file is the only reader of allocation rows, and of the heap tables
- * aggregated at ingest (schema 6): a process that has a heap_totals row
+ * aggregated at ingest (schema 7): a process that has a heap_totals row
  * had its host heap aggregated, and its host memory, the host call sites
  * and the heap timings come from the heap_* tables straight into the same
  * figures; its rows (the blocks it kept: long-lived or never freed) add
@@ -332,8 +332,7 @@ static void *work(void *arg)
 
 	if (w->own_db) {
 		/* A connection of its own: SQLite serialises one connection. */
-		if (sqlite3_open_v2(w->m->path, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX,
-				    NULL) != SQLITE_OK) {
+		if (store_connect(w->m->path, &db) != SQLITE_OK) {
 			cli_error("cannot open the store again: %s", sqlite3_errmsg(db));
 			sqlite3_close(db);
 			w->err = -EIO;

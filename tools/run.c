@@ -16,8 +16,10 @@
  *     close-on-exec pipe carries execvp's errno back when the exec fails.
  *  4. Wait for it; like time(1), ignore SIGINT and SIGQUIT meanwhile and
  *     forward SIGTERM and SIGHUP.
- *  5. SIGTERM the collector and wait: it drains what is left and closes
- *     the store.  Then summarise.
+ *  5. Close the collector's --parent-fd pipe and wait: it drains what is
+ *     left and closes the store.  (If shimmer itself is killed, the pipe
+ *     closes all the same and the collector goes with it.)  Then note the
+ *     program's exit status in the store and summarise.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -35,7 +37,11 @@
 
 #include "cli.h"
 #include "model.h"
+#include "store.h"
 #include "summary.h"
+
+/* Last: its EV_* macros would clash with emit.h's names. */
+#include <elf.h>
 
 #define READY_TIMEOUT_MS 10000
 #define SOCK_NAME "shimmer.sock"
@@ -48,11 +54,12 @@ struct run {
 	char sock_dir[PATH_MAX]; /* empty when none was made */
 	char sock[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	char db[PATH_MAX];
-	int db_is_ours; /* default name: a fresh file nobody else wrote */
+	int db_is_ours; /* we made the file: nobody else wrote it */
 	pid_t child;
 	pid_t collector; /* 0 when none runs */
 	int go[2];       /* releases the paused child */
 	int exec_err[2]; /* the child's execvp errno, or EOF on success */
+	int stop;        /* the collector stops at this pipe's EOF; -1 when none */
 };
 
 static volatile sig_atomic_t forward_to;
@@ -148,32 +155,58 @@ static int make_sock_dir(struct run *r)
 	return err;
 }
 
-static int name_store(struct run *r)
+/*
+ * Names the store and makes it, private (0600) and exclusively: the store
+ * holds the command line and every allocation.  A file already at the
+ * default name is refused, never reused: the name is predictable, and
+ * another user could have made it to read the recording.  A --db that
+ * exists is the user's own choice of store (the collector refuses it when
+ * it is no shimmer store).  On failure writes why into `why`.
+ */
+static int name_store(struct run *r, char *why, size_t len)
 {
 	char host[256] = "localhost", stamp[32];
 	time_t now = time(NULL);
 	struct tm tm;
 	size_t n;
+	int fd;
 
 	if (r->db_opt) {
 		n = (size_t)snprintf(r->db, sizeof(r->db), "%s", r->db_opt);
-		return n < sizeof(r->db) ? 0 : -ENAMETOOLONG;
+	} else {
+		gethostname(host, sizeof(host) - 1);
+		host[sizeof(host) - 1] = '\0';
+		localtime_r(&now, &tm);
+		strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", &tm);
+		n = (size_t)snprintf(r->db, sizeof(r->db), "./shimmer-%s-%ld-%s.db", host,
+				     (long)r->child, stamp);
 	}
-	gethostname(host, sizeof(host) - 1);
-	host[sizeof(host) - 1] = '\0';
-	localtime_r(&now, &tm);
-	strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", &tm);
-	n = (size_t)snprintf(r->db, sizeof(r->db), "./shimmer-%s-%ld-%s.db", host,
-			     (long)r->child, stamp);
-	r->db_is_ours = 1;
-	return n < sizeof(r->db) ? 0 : -ENAMETOOLONG;
+	if (n >= sizeof(r->db)) {
+		snprintf(why, len, "the store's name is too long");
+		return -ENAMETOOLONG;
+	}
+	fd = open(r->db, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd >= 0) {
+		close(fd);
+		r->db_is_ours = 1;
+		return 0;
+	}
+	if (errno == EEXIST && r->db_opt)
+		return 0;
+	if (errno == EEXIST)
+		snprintf(why, len, "%s already exists: a store at a default name is never reused "
+			 "(another user may have made it to read the recording); remove it or "
+			 "give --db", r->db);
+	else
+		snprintf(why, len, "cannot create %s: %s", r->db, strerror(errno));
+	return -errno;
 }
 
 static void __attribute__((noreturn)) collector_main(struct run *r, int ready_fd,
-						     const sigset_t *mask)
+						     int parent_fd, const sigset_t *mask)
 {
 	static const int sigs[] = { SIGINT, SIGQUIT, SIGTERM, SIGHUP, SIGPIPE };
-	char fd[16];
+	char fd[16], pfd[16];
 	int null;
 
 	setpgid(0, 0);
@@ -186,9 +219,11 @@ static void __attribute__((noreturn)) collector_main(struct run *r, int ready_fd
 	/* stdout belongs to the traced program's consumer. */
 	dup2(STDERR_FILENO, STDOUT_FILENO);
 	fcntl(ready_fd, F_SETFD, 0);
+	fcntl(parent_fd, F_SETFD, 0);
 	snprintf(fd, sizeof(fd), "%d", ready_fd);
-	execl(r->shimmerd, r->shimmerd, "--foreground", "--socket", r->sock, "--db", r->db,
-	      "--ready-fd", fd, (char *)NULL);
+	snprintf(pfd, sizeof(pfd), "%d", parent_fd);
+	execl(r->shimmerd, r->shimmerd, "--foreground", "--quiet", "--socket", r->sock, "--db",
+	      r->db, "--ready-fd", fd, "--parent-fd", pfd, (char *)NULL);
 	_exit(127);
 }
 
@@ -241,11 +276,11 @@ static int prepare_trace(struct run *r, char *why, size_t len)
  */
 static int start_collector(struct run *r, const sigset_t *mask, char *why, size_t len)
 {
-	int ready[2] = { -1, -1 }, err = 0, st;
+	int ready[2] = { -1, -1 }, stop[2] = { -1, -1 }, err = 0, st;
 	int64_t deadline;
 	char byte;
 
-	if (pipe2(ready, O_CLOEXEC) < 0) {
+	if (pipe2(ready, O_CLOEXEC) < 0 || pipe2(stop, O_CLOEXEC) < 0) {
 		err = -errno;
 		snprintf(why, len, "cannot make a pipe: %s", strerror(errno));
 		goto out;
@@ -258,8 +293,11 @@ static int start_collector(struct run *r, const sigset_t *mask, char *why, size_
 		goto out;
 	}
 	if (r->collector == 0)
-		collector_main(r, ready[1], mask);
+		collector_main(r, ready[1], stop[0], mask);
 	close_fd(&ready[1]);
+	close_fd(&stop[0]);
+	r->stop = stop[1];
+	stop[1] = -1;
 	deadline = now_ms() + READY_TIMEOUT_MS;
 	for (;;) {
 		struct pollfd p = { .fd = ready[0], .events = POLLIN };
@@ -295,6 +333,10 @@ static int start_collector(struct run *r, const sigset_t *mask, char *why, size_
 out:
 	close_fd(&ready[0]);
 	close_fd(&ready[1]);
+	close_fd(&stop[0]);
+	close_fd(&stop[1]);
+	if (err)
+		close_fd(&r->stop);
 	return err;
 }
 
@@ -327,7 +369,7 @@ static void stop_collector(struct run *r)
 
 	if (!r->collector)
 		return;
-	kill(r->collector, SIGTERM);
+	close_fd(&r->stop);
 	st = reap(r->collector);
 	r->collector = 0;
 	if (st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) != 0)
@@ -338,14 +380,127 @@ static void stop_collector(struct run *r)
 			 WTERMSIG(st));
 }
 
-/* The brief summary, which ends by naming the store and what to run next;
- * the store's name alone when it cannot be read. */
-static void print_summary(struct run *r)
+/*
+ * The program's wait status, into its processes row (the latest with its
+ * pid: an exec'd program keeps it): exit_status, or end_signal for a
+ * signal the shim could not see (SIGKILL), which also makes a
+ * 'disconnect' a 'signal'.  We made the store and the collector is gone,
+ * so this is the one write the tools make.
+ */
+static void note_status(struct run *r, int st)
+{
+	sqlite3 *db = NULL;
+	sqlite3_stmt *q = NULL;
+
+	if (st < 0 || sqlite3_open_v2(r->db, &db, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK ||
+	    sqlite3_prepare_v2(db, "UPDATE processes SET exit_status = ?2, "
+			       "end_signal = coalesce(end_signal, ?3), end_reason = CASE WHEN ?3 "
+			       "IS NOT NULL AND end_reason = 'disconnect' THEN 'signal' ELSE "
+			       "end_reason END WHERE proc_id = (SELECT max(proc_id) FROM processes "
+			       "WHERE pid = ?1)", -1, &q, NULL) != SQLITE_OK) {
+		cli_warn("cannot note the exit status in %s: %s", r->db,
+			 db ? sqlite3_errmsg(db) : "out of memory");
+		goto out;
+	}
+	sqlite3_bind_int64(q, 1, r->child);
+	if (WIFEXITED(st))
+		sqlite3_bind_int(q, 2, WEXITSTATUS(st));
+	if (WIFSIGNALED(st))
+		sqlite3_bind_int(q, 3, WTERMSIG(st));
+	if (sqlite3_step(q) != SQLITE_DONE)
+		cli_warn("cannot note the exit status in %s: %s", r->db, sqlite3_errmsg(db));
+out:
+	sqlite3_finalize(q);
+	sqlite3_close(db);
+}
+
+/* Whether the file exec would run for cmd has no program interpreter
+ * (PT_INTERP): a static binary, which LD_PRELOAD cannot reach. */
+static int is_static(const char *cmd)
+{
+	char path[PATH_MAX];
+	const char *dirs = strchr(cmd, '/') ? "" : getenv("PATH");
+	Elf64_Ehdr eh;
+	int fd = -1, interp = 0;
+
+	for (const char *d = dirs ? dirs : "/usr/bin:/bin"; fd < 0;) {
+		size_t n = strcspn(d, ":");
+
+		if (strchr(cmd, '/'))
+			snprintf(path, sizeof(path), "%s", cmd);
+		else
+			snprintf(path, sizeof(path), "%.*s/%s", (int)n, n ? d : ".", cmd);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (strchr(cmd, '/') || !d[n])
+			break;
+		d += n + 1;
+	}
+	if (fd < 0 || pread(fd, &eh, sizeof(eh), 0) != sizeof(eh) ||
+	    memcmp(eh.e_ident, ELFMAG, SELFMAG) || eh.e_ident[EI_CLASS] != ELFCLASS64) {
+		if (fd >= 0)
+			close(fd);
+		return 0;
+	}
+	for (unsigned i = 0; i < eh.e_phnum && !interp; i++) {
+		Elf64_Phdr ph;
+
+		if (pread(fd, &ph, sizeof(ph), (off_t)(eh.e_phoff + (uint64_t)i * eh.e_phentsize)) !=
+		    sizeof(ph))
+			break;
+		interp = ph.p_type == PT_INTERP;
+	}
+	close(fd);
+	return !interp;
+}
+
+static const char *status_text(int st, char *buf, size_t len)
+{
+	if (st >= 0 && WIFSIGNALED(st))
+		snprintf(buf, len, "killed by signal %d (%s)", WTERMSIG(st),
+			 sigdescr_np(WTERMSIG(st)) ? sigdescr_np(WTERMSIG(st)) : "unknown");
+	else if (st >= 0 && WIFEXITED(st))
+		snprintf(buf, len, "exit status %d", WEXITSTATUS(st));
+	else
+		snprintf(buf, len, "status unknown");
+	return buf;
+}
+
+/* How many processes the store holds, -1 when it cannot say. */
+static int count_processes(sqlite3 *db)
+{
+	sqlite3_stmt *q = NULL;
+	int n = -1;
+
+	if (sqlite3_prepare_v2(db, "SELECT count(*) FROM processes", -1, &q, NULL) == SQLITE_OK &&
+	    sqlite3_step(q) == SQLITE_ROW)
+		n = sqlite3_column_int(q, 0);
+	sqlite3_finalize(q);
+	return n;
+}
+
+/* How the command ended (and why nothing was traced, when nothing was),
+ * then the brief summary, which ends by naming the store and what to run
+ * next; the store's name alone when it cannot be read. */
+static void print_summary(struct run *r, int st)
 {
 	struct model_filter f = model_filter_all();
 	struct summary_opts o;
 	struct model *m;
+	sqlite3 *db;
+	char how[128];
+	int procs = -1;
 
+	if (store_open(r->db, &db) == 0) {
+		procs = count_processes(db);
+		sqlite3_close(db);
+	}
+	if (procs == 0)
+		cli_warn(is_static(r->cmd[0]) ?
+			 "%s is statically linked: LD_PRELOAD cannot reach it, so nothing was "
+			 "traced (link it dynamically to profile it)" :
+			 "no process of %s was traced: it may have cleared LD_PRELOAD, or be "
+			 "setuid (the loader then ignores LD_PRELOAD)", r->cmd[0]);
+	fprintf(stderr, "shimmer: %s: %s\n", r->cmd[0], status_text(st, how, sizeof(how)));
 	summary_opts_init(&o);
 	o.brief = 1;
 	o.path = r->db;
@@ -405,10 +560,11 @@ static int run_main(int argc, char **argv)
 	struct run r = {
 		.go = { -1, -1 },
 		.exec_err = { -1, -1 },
+		.stop = -1,
 	};
 	struct sigaction fwd = { .sa_handler = forward, .sa_flags = SA_RESTART }, old;
 	sigset_t block, mask;
-	char why[PATH_MAX + 128];
+	char why[PATH_MAX + 256];
 	int rc, st, e = 0, traced;
 	ssize_t n;
 
@@ -455,10 +611,8 @@ static int run_main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	sigprocmask(SIG_SETMASK, &mask, NULL);
 
-	if (traced && name_store(&r) < 0) {
-		snprintf(why, sizeof(why), "the store's name is too long");
+	if (traced && name_store(&r, why, sizeof(why)) < 0)
 		traced = 0;
-	}
 	if (traced)
 		traced = start_collector(&r, &mask, why, sizeof(why)) == 0;
 	if (!traced) {
@@ -485,7 +639,8 @@ static int run_main(int argc, char **argv)
 	}
 	if (traced) {
 		stop_collector(&r);
-		print_summary(&r);
+		note_status(&r, st);
+		print_summary(&r, st);
 	}
 	if (st < 0)
 		rc = CLI_EXIT_ERROR;

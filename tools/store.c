@@ -4,12 +4,48 @@
  * keeps.
  */
 #include <errno.h>
+#include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "cli.h"
 #include "store.h"
+
+/*
+ * Read-only, and creating nothing beside the store: the tools never write,
+ * and the store's directory may be read-only or another user's.  A store
+ * with no -wal file beside it was closed cleanly (the collector
+ * checkpoints and removes it) and nobody is writing it: it is opened
+ * immutable, so SQLite neither locks it nor makes -wal and -shm files, as it
+ * otherwise would to read a WAL-mode file.  With a -wal file a collector
+ * may be writing it: a plain read-only connection then reads the WAL too.
+ */
+int store_connect(const char *path, sqlite3 **db)
+{
+	static const char safe[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+				   "0123456789/._-~";
+	char wal[PATH_MAX + 8], *uri, *p;
+	struct stat sb;
+	int rc;
+
+	snprintf(wal, sizeof(wal), "%s-wal", path);
+	if (stat(wal, &sb) == 0)
+		return sqlite3_open_v2(path, db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL);
+	/* file: URI, every byte outside `safe` percent-encoded */
+	uri = malloc(strlen(path) * 3 + 32);
+	if (!uri)
+		return SQLITE_NOMEM;
+	p = uri + sprintf(uri, "file:");
+	for (const unsigned char *c = (const unsigned char *)path; *c; c++)
+		p += strchr(safe, *c) ? sprintf(p, "%c", *c) : sprintf(p, "%%%02X", *c);
+	strcpy(p, "?immutable=1");
+	rc = sqlite3_open_v2(uri, db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX,
+			     NULL);
+	free(uri);
+	return rc;
+}
 
 int store_open(const char *path, sqlite3 **out)
 {
@@ -28,12 +64,7 @@ int store_open(const char *path, sqlite3 **out)
 		cli_error("%s is not a shimmer store (not a regular file)", path);
 		goto out;
 	}
-	/* Read-write, though the tools never write, so that closing the last
-	 * connection to a WAL store checkpoints it and removes its -wal and
-	 * -shm files; SQLite falls back to read-only for a write-protected
-	 * file.  Without SQLITE_OPEN_CREATE a file that vanished since stat()
-	 * stays vanished instead of appearing empty. */
-	rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL);
+	rc = store_connect(path, &db);
 	if (rc != SQLITE_OK) {
 		err = -EIO;
 		cli_error("cannot open store %s: %s", path,

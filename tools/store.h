@@ -17,6 +17,12 @@
  */
 int store_open(const char *path, sqlite3 **db);
 
+/* A read-only connection to the store at path, made as store_open()
+ * makes its own (creating nothing beside the store; see store.c), for a
+ * reader that wants one more.  Returns SQLite's result code; *db must be
+ * closed either way.  Prints nothing. */
+int store_connect(const char *path, sqlite3 **db);
+
 /* ---- reading: each failure prints one "shimmer: error:" line ---- */
 
 /* Prepare sql on db.  Returns 0, or -EIO with *st NULL. */

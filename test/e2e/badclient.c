@@ -8,6 +8,19 @@
  *   badclient SOCKET corrupt    good HELLO, one good heap record (size
  *                               424243), then a record with a bad size
  *
+ *   badclient SOCKET spoof [PID UID]  HELLO claiming PID (default: its
+ *                               parent's), then one claiming UID (default:
+ *                               its own + 1): each is refused
+ *   badclient SOCKET race N     N HELLOs whose memfd is shrunk and sealed
+ *                               just after it is sent: each is refused
+ *   badclient SOCKET idle N S   opens N connections (as many as it can),
+ *                               says nothing on them for S seconds; prints
+ *                               "held K" once they are open
+ *   badclient SOCKET flood S    good HELLO, then S seconds of valid STRING
+ *                               messages as fast as the socket takes them
+ *                               (64 KiB ones, and names crafted to demangle
+ *                               to gigabytes); expects to stay connected
+ *
  * It prints "pid N" first, waits until the collector has consumed the good
  * record (the ring's tail moved), sends the bad part and then expects the
  * collector to close the connection.  Exit status 0 when it did, 1 (with a
@@ -20,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <time.h>
@@ -84,7 +98,22 @@ static int make_region(void **out, uint64_t *bytes)
 	return fd;
 }
 
+static int send_hello_full(int sock, int memfd, uint64_t region_bytes, uint16_t version,
+			   uint32_t pid, uint32_t uid);
+
 static int send_hello(int sock, int memfd, uint64_t region_bytes, uint16_t version)
+{
+	return send_hello_full(sock, memfd, region_bytes, version, (uint32_t)getpid(),
+			       (uint32_t)geteuid());
+}
+
+static int send_hello_as(int sock, int memfd, uint64_t region_bytes, uint32_t pid, uint32_t uid)
+{
+	return send_hello_full(sock, memfd, region_bytes, SHM_WIRE_VERSION, pid, uid);
+}
+
+static int send_hello_full(int sock, int memfd, uint64_t region_bytes, uint16_t version,
+			   uint32_t pid, uint32_t uid)
 {
 	static const char exe[] = "/badclient", argv0[] = "badclient", host[] = "localhost";
 	char buf[sizeof(struct shm_msg_hello) + 64];
@@ -101,9 +130,9 @@ static int send_hello(int sock, int memfd, uint64_t region_bytes, uint16_t versi
 	memset(buf, 0, sizeof(buf));
 	hdr(&h->hdr, SHM_MSG_HELLO, (uint32_t)len);
 	h->hdr.version = version;
-	h->pid = (uint32_t)getpid();
+	h->pid = pid;
 	h->ppid = (uint32_t)getppid();
-	h->uid = (uint32_t)getuid();
+	h->uid = uid;
 	h->rank = SHM_NO_RANK;
 	h->local_rank = SHM_NO_RANK;
 	h->malloc_mode = SHM_MALLOC_ALL;
@@ -187,6 +216,113 @@ static int wait_closed(int sock)
 	}
 }
 
+/* A HELLO claiming pid and uid on a fresh connection: 0 when refused. */
+static int spoof(const char *path, uint32_t pid, uint32_t uid)
+{
+	void *region;
+	uint64_t bytes;
+	int sock = connect_to(path), memfd = make_region(&region, &bytes);
+	int err;
+
+	if (sock < 0 || memfd < 0)
+		return fail("connect");
+	err = send_hello_as(sock, memfd, bytes, pid, uid);
+	if (!err)
+		err = wait_closed(sock);
+	close(sock);
+	close(memfd);
+	munmap(region, bytes);
+	return err ? fail("collector kept a client with a spoofed identity") : 0;
+}
+
+/* n times: an unsealed region of the right size in a HELLO, shrunk to one
+ * page and sealed as soon as it is sent (defect 1: the collector checked
+ * the size, then the seals, and mapped past the end). */
+static int race(const char *path, int n)
+{
+	uint64_t bytes = SHM_REGION_BYTES(1, RING_BYTES);
+
+	for (int i = 0; i < n; i++) {
+		int sock = connect_to(path);
+		int memfd = memfd_create("race", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+		struct shm_region h = { .magic = SHM_MAGIC, .version = SHM_WIRE_VERSION,
+					.nslots = 1, .ring_bytes = RING_BYTES };
+
+		if (sock < 0 || memfd < 0 || ftruncate(memfd, (off_t)bytes) < 0 ||
+		    pwrite(memfd, &h, sizeof(h), 0) != sizeof(h))
+			return fail("race setup");
+		if (send_hello_as(sock, memfd, bytes, (uint32_t)getpid(), (uint32_t)geteuid()) < 0)
+			return fail("send hello");
+		if (ftruncate(memfd, 4096) < 0 ||
+		    fcntl(memfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) < 0)
+			return fail("shrink and seal");
+		if (wait_closed(sock) < 0)
+			return fail("collector kept a region that shrank");
+		close(sock);
+		close(memfd);
+	}
+	return 0;
+}
+
+/* n idle connections held for secs seconds. */
+static int idle(const char *path, int n, int secs)
+{
+	struct rlimit rl;
+	int held = 0;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+	for (int i = 0; i < n; i++)
+		held += connect_to(path) >= 0;
+	printf("held %d\n", held);
+	fflush(stdout);
+	sleep((unsigned)secs);
+	return held ? 0 : fail("no connection at all");
+}
+
+/* secs seconds of valid strings, as fast as the socket takes them. */
+static int flood(const char *path, int secs)
+{
+	static char buf[SHM_MSG_MAX];
+	struct shm_msg_string *m = (struct shm_msg_string *)buf;
+	void *region;
+	uint64_t bytes;
+	int sock = connect_to(path), memfd = make_region(&region, &bytes);
+	uint64_t end = clock_ns(CLOCK_MONOTONIC) + (uint64_t)secs * 1000000000ull;
+	unsigned long sent = 0;
+
+	if (sock < 0 || memfd < 0 ||
+	    send_hello_as(sock, memfd, bytes, (uint32_t)getpid(), (uint32_t)geteuid()) < 0)
+		return fail("connect");
+	for (uint32_t id = 1; clock_ns(CLOCK_MONOTONIC) < end; id++) {
+		size_t n = 0;
+
+		if (id % 2) {
+			/* 24 template levels, each repeating the one before twice */
+			n = (size_t)snprintf(buf + sizeof(*m), 512, "_Z1fI1AIiE");
+			for (int k = 1; k <= 24; k++)
+				n += (size_t)snprintf(buf + sizeof(*m) + n, 512 - n, "S_IS%c_S%c_E",
+						      "0123456789ABCDEFGHIJKLMNO"[k],
+						      "0123456789ABCDEFGHIJKLMNO"[k]);
+			n += (size_t)snprintf(buf + sizeof(*m) + n, 512 - n, "Evv");
+		} else {
+			n = sizeof(buf) - sizeof(*m);
+			memset(buf + sizeof(*m), 'a' + id % 26, n);
+		}
+		hdr(&m->hdr, SHM_MSG_STRING, (uint32_t)(sizeof(*m) + n));
+		m->id = id;
+		m->len = (uint32_t)n;
+		if (send(sock, buf, sizeof(*m) + n, MSG_NOSIGNAL) < 0)
+			return fail("the collector closed a client that sent valid strings");
+		sent++;
+	}
+	printf("sent %lu\n", sent);
+	close(sock);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct shm_rec_heap good = { .hdr = { SHM_REC_HEAP, sizeof(good), SHM_FN_MALLOC, SHM_F_TIMED },
@@ -196,13 +332,25 @@ int main(int argc, char **argv)
 	int sock, memfd;
 	const char *what;
 
-	if (argc != 3) {
-		fprintf(stderr, "usage: badclient SOCKET version|oversize|corrupt\n");
+	if (argc < 3) {
+		fprintf(stderr, "usage: badclient SOCKET version|oversize|corrupt|spoof|"
+			"race N|idle N S|flood S\n");
 		return 2;
 	}
 	what = argv[2];
 	printf("pid %d\n", (int)getpid());
 	fflush(stdout);
+	if (!strcmp(what, "spoof"))
+		return spoof(argv[1], argc > 3 ? (uint32_t)atoi(argv[3]) : (uint32_t)getppid(),
+			     (uint32_t)geteuid()) ||
+		       spoof(argv[1], (uint32_t)getpid(),
+			     argc > 4 ? (uint32_t)atoi(argv[4]) : (uint32_t)geteuid() + 1);
+	if (!strcmp(what, "race") && argc == 4)
+		return race(argv[1], atoi(argv[3]));
+	if (!strcmp(what, "idle") && argc == 5)
+		return idle(argv[1], atoi(argv[3]), atoi(argv[4]));
+	if (!strcmp(what, "flood") && argc == 4)
+		return flood(argv[1], atoi(argv[3]));
 	sock = connect_to(argv[1]);
 	if (sock < 0)
 		return fail("connect");

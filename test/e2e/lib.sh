@@ -76,7 +76,9 @@ start_collector() {
 	local db=$1 fifo=$T/ready.$RANDOM byte
 	rm -f "$SOCK"
 	mkfifo "$fifo"
-	"$SHIMMERD" --foreground --socket "$SOCK" --db "$db" --ready-fd 3 \
+	# SHIMMERD_NOFILE=N: the collector runs with at most N descriptors.
+	${SHIMMERD_NOFILE:+prlimit --nofile=$SHIMMERD_NOFILE:$SHIMMERD_NOFILE} \
+		"$SHIMMERD" --foreground --socket "$SOCK" --db "$db" --ready-fd 3 \
 		3>"$fifo" 2>>"$T/collector.log" &
 	CPID=$!
 	byte=$(timeout 20 head -c1 "$fifo" | od -An -c)

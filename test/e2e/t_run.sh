@@ -43,10 +43,95 @@ run_case ok 0 0
 run_case status7 7 7
 run_case signal sig15 143
 
+# Issue 13, items 12 and 14: how the command ended is stored and shown,
+# and a normal run says nothing of the collector's own stopping.
+ended() { sq "$T/$1.db" "SELECT end_reason || '|' || coalesce(end_signal, '-') || '|' ||
+	coalesce(exit_status, '-') FROM processes WHERE proc_id = (SELECT max(proc_id) FROM processes)"; }
+check "ok: stored as exit, status 0" "got $(ended ok)" [ "$(ended ok)" = "exit|-|0" ]
+check "status7: stored as exit, status 7" "got $(ended status7)" [ "$(ended status7)" = "exit|-|7" ]
+check "signal: stored as signal 15" "got $(ended signal)" [ "$(ended signal)" = "signal|15|-" ]
+check "status7: shown" "stderr: $(tail -3 "$T/status7.err1")" grep -q ": exit status 7$" "$T/status7.err1"
+check "signal: shown" "stderr: $(tail -3 "$T/signal.err1")" \
+	grep -q ": killed by signal 15 (Terminated)$" "$T/signal.err1"
+check "ok: summary says end: exit, and no collector chatter" "stderr: $(head -c 600 "$T/ok.err1")" \
+	eval 'grep -q "end: exit" "$T/ok.err1" && ! grep -q "^shimmerd:" "$T/ok.err1"'
+
+# A static binary: a hint instead of a bare "0 processes".
+if printf 'int main(void) { return 0; }\n' | cc -static -x c -o "$T/static" - 2> /dev/null; then
+	"$SHIMMER" run --db "$T/static.db" -- "$T/static" > /dev/null 2> "$T/static.err"
+	check "static binary: hint" "stderr: $(cat "$T/static.err")" \
+		grep -q "is statically linked: LD_PRELOAD cannot reach it" "$T/static.err"
+else
+	ok "static binary: hint # SKIP no static libc to link with"
+fi
+
+# A SIGKILLed shimmer run takes its collector with it.
+"$SHIMMER" run --db "$T/killed.db" -- sleep 30 > /dev/null 2>&1 &
+runner=$!
+collector=
+for _ in $(seq 100); do
+	collector=$(pgrep -P $runner -x shimmerd) && [ -e "$T/killed.db" ] && break
+	sleep 0.05
+done
+sleep 0.3
+sleeper=$(pgrep -P $runner -x sleep)
+kill -KILL $runner
+wait $runner 2> /dev/null
+for _ in $(seq 100); do [ -d "/proc/${collector:-0}" ] || break; sleep 0.05; done
+check "SIGKILLed shimmer run: its collector ends too" "collector '${collector}' still there" \
+	[ -n "$collector" -a ! -d "/proc/${collector:-0}" ]
+[ -n "$sleeper" ] && kill -KILL $sleeper 2> /dev/null
+
+check "shimmer --version" "$("$SHIMMER" --version 2>&1)" \
+	grep -qE '^shimmer [0-9]+\.[0-9]+\.[0-9]+ \(wire format [0-9]+\)$' <<< "$("$SHIMMER" --version)"
+check "shimmerd --version" "$("$SHIMMERD" --version 2>&1)" \
+	grep -qE '^shimmerd [0-9.]+ \(wire format [0-9]+, store schema [0-9]+\)$' <<< "$("$SHIMMERD" --version)"
+
+# Reading creates nothing beside the store, and works in a read-only
+# directory (a read-only bind mount: root ignores directory modes).
+mkdir "$T/ro"
+cp "$T/ok.db" "$T/ro/"
+"$SHIMMER" summary "$T/ro/ok.db" > /dev/null 2> "$T/ro.err"
+check "reading a store leaves no -wal or -shm beside it" "files: $(ls "$T/ro")" \
+	[ "$(ls "$T/ro")" = ok.db ]
+if [ "$(id -u)" = 0 ] && unshare -m true 2> /dev/null; then
+	out=$(unshare -m sh -c 'mount --bind "$1" "$1" && mount -o remount,ro,bind "$1" &&
+		"$2" summary "$1/ok.db"' sh "$T/ro" "$SHIMMER" 2>&1)
+	check "reading a store in a read-only directory" "got: $(head -c 300 <<< "$out")" \
+		grep -q "shimmer summary: 1 process" <<< "$out"
+else
+	ok "reading a store in a read-only directory # SKIP needs root and unshare -m"
+fi
+
 # Without --db: the documented name, ./shimmer-HOST-PID-YYYYmmdd-HHMMSS.db
 mkdir "$T/cwd"
 (cd "$T/cwd" && WL_LOG=/dev/null "$SHIMMER" run -- "$WL" simple 1 4096 0 > /dev/null 2> ../default.err)
 made=$(cd "$T/cwd" && ls)
 check "default store name shimmer-HOST-PID-YYYYmmdd-HHMMSS.db" "files made: $made" \
 	grep -qxE "shimmer-$(hostname)-[0-9]+-[0-9]{8}-[0-9]{6}\.db" <<< "$(ls "$T/cwd" | grep -v -- '-wal$\|-shm$')"
+
+# Defect 4 of issue 13: stores are private, and a file already at the
+# default name (predictable: host, pid, time) is never reused.
+mode() { stat -c %a "$1"; }
+store=$(cd "$T/cwd" && ls | grep -v -- '-wal$\|-shm$' | head -1)
+check "default store is private (0600)" "mode $(mode "$T/cwd/$store")" [ "$(mode "$T/cwd/$store")" = 600 ]
+check "--db store is private (0600)" "mode $(mode "$T/ok.db")" [ "$(mode "$T/ok.db")" = 600 ]
+if [ "$(id -u)" = 0 ] && unshare -pf true 2> /dev/null; then
+	# In a new pid namespace `shimmer run` is pid 1 and its program pid 2,
+	# so the default name is known but for the second: plant them all.
+	mkdir "$T/planted"
+	for i in 0 1 2 3 4 5 6 7 8 9; do
+		echo planted > "$T/planted/shimmer-$(hostname)-2-$(date -d "+$i sec" +%Y%m%d-%H%M%S).db"
+	done
+	(cd "$T/planted" && WL_LOG=/dev/null unshare -pf "$SHIMMER" run -- "$WL" simple 1 4096 0 \
+		> /dev/null 2> ../planted.err)
+	rc=$?
+	check "planted default name: refused, said so, program ran untraced" \
+		"exit $rc; stderr: $(head -c 400 "$T/planted.err")" \
+		grep -q "already exists: a store at a default name is never reused" "$T/planted.err"
+	check "planted default name: every planted file untouched" "$(cat "$T"/planted/* | sort | uniq -c)" \
+		[ "$(cat "$T"/planted/* | sort -u)" = planted -a "$(ls "$T/planted" | wc -l)" = 10 ]
+else
+	ok "planted default name # SKIP needs root and unshare -p"
+fi
 finish

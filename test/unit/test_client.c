@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <math.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -15,6 +16,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -223,10 +225,25 @@ static size_t hello_make(void *buf, const struct region *r, uint32_t pid, uint32
 	return h.hdr.len;
 }
 
-/* Sends msg to c with a duplicate of fd (the client closes what it gets). */
+/* For a HELLO: the peer is the process it names (as the kernel would say
+ * of an honest client). */
+static void honest_peer(struct client *c, const void *hello)
+{
+	struct shm_msg_hello h;
+
+	memcpy(&h, hello, sizeof(h));
+	client_set_peer(c, h.pid, h.uid);
+}
+
+/* Sends msg to c with a duplicate of fd (the client closes what it gets);
+ * a HELLO comes from an honest peer. */
 static int deliver(struct client *c, const void *msg, size_t len, int fd)
 {
 	int dup_fd = fd >= 0 ? dup(fd) : -1;
+
+	if (len >= sizeof(struct shm_msg_hello) &&
+	    ((const struct shm_msg_hdr *)msg)->type == SHM_MSG_HELLO)
+		honest_peer(c, msg);
 
 	return client_message(c, msg, len, &dup_fd, fd >= 0 ? 1 : 0, 0);
 }
@@ -751,6 +768,81 @@ static void test_client_exec(void **state)
 	region_drop(&r3);
 }
 
+/* ---- identity (defect 3 of issue 13) ---- */
+
+/* HELLO from (pid, uid, ppid) through a peer the kernel says is
+ * (peer_pid, peer_uid), on a new client; returns what client_message()
+ * did.  *out receives the client. */
+static int hello_as(struct fixture *f, struct region *r, uint32_t pid, uint32_t uid,
+		    uint32_t ppid, uint32_t peer_pid, uint32_t peer_uid, struct client **out)
+{
+	char buf[512];
+	size_t len = hello_make(buf, r, pid, ppid, SHM_MALLOC_ALL, SHM_CLOCK_MONOTONIC, "x", "",
+				0, "h");
+	int fd = dup(r->fd);
+	struct client *c = client_new(&f->co, -1);
+
+	((struct shm_msg_hello *)buf)->uid = uid;
+	client_set_peer(c, peer_pid, peer_uid);
+	*out = c;
+	return client_message(c, buf, len, &fd, 1, 0);
+}
+
+/* pid and uid are the kernel's: a HELLO that claims others is refused. */
+static void test_client_identity_spoofed(void **state)
+{
+	struct fixture *f = *state;
+	char buf[512];
+	size_t len = hello_make(buf, &f->r, 42, 1, SHM_MALLOC_ALL, SHM_CLOCK_MONOTONIC, "x", "",
+				0, "h");
+	struct client *c;
+	int fd;
+
+	assert_int_equal(hello_as(f, &f->r, 42, 1000, 1, 43, 1000, &c), -EBADMSG);
+	assert_int_equal(client_proc_id(c), 0);
+	assert_int_equal(hello_as(f, &f->r, 42, 0, 1, 42, 1000, &c), -EBADMSG);
+	assert_int_equal(hello_as(f, &f->r, 42, 1000, 1, 42, 0, &c), -EBADMSG);
+	/* no identity at all (a peer in a pid namespace we cannot see) */
+	fd = dup(f->r.fd);
+	assert_int_equal(client_message(f->c, buf, len, &fd, 1, 0), -EBADMSG);
+	assert_int_equal(q_int(f, "SELECT count(*) FROM processes"), 0);
+	/* the honest one */
+	assert_int_equal(hello_as(f, &f->r, 42, 1000, 1, 42, 1000, &c), 0);
+	assert_int_equal(q_int(f, "SELECT count(*) FROM processes WHERE pid = 42 AND uid = 1000"), 1);
+}
+
+/* ppid is the client's word: it never links to another user's process,
+ * live or in the store, and an exec never ends another user's row. */
+static void test_client_identity_other_user(void **state)
+{
+	struct fixture *f = *state;
+	struct region r2, r3, r4;
+	struct client *root, *u1, *u2;
+
+	region_make(&r2, 1, RING);
+	region_make(&r3, 1, RING);
+	region_make(&r4, 1, RING);
+	assert_int_equal(hello_as(f, &f->r, 100, 0, 1, 100, 0, &root), 0);
+	/* another user claims to be root's child, and the same user's */
+	assert_int_equal(hello_as(f, &r2, 200, 1000, 100, 200, 1000, &u1), 0);
+	assert_int_equal(hello_as(f, &r3, 201, 1000, 200, 201, 1000, &u2), 0);
+	assert_int_equal(q_int(f, "SELECT parent_proc_id IS NULL FROM processes WHERE pid = 200"), 1);
+	assert_int_equal(q_int(f, "SELECT parent_proc_id FROM processes WHERE pid = 201"),
+			 client_proc_id(u1));
+	/* root's process ends: the store does not link to it either */
+	assert_int_equal(client_end(root, CLIENT_CLOSED, 9000), 0);
+	assert_int_equal(hello_as(f, &r4, 202, 1000, 100, 202, 1000, &u2), 0);
+	assert_int_equal(q_int(f, "SELECT parent_proc_id IS NULL FROM processes WHERE pid = 202"), 1);
+	/* root's pid 100 reused by the user within the exec window: root's
+	 * row stays 'disconnect' */
+	assert_int_equal(hello_as(f, &r4, 100, 1000, 1, 100, 1000, &u2), 0);
+	assert_int_equal(q_int(f, "SELECT end_reason = 'disconnect' FROM processes WHERE "
+				  "pid = 100 AND uid = 0"), 1);
+	region_drop(&r2);
+	region_drop(&r3);
+	region_drop(&r4);
+}
+
 /* ---- CUDA ---- */
 
 static void test_client_cuda_rows(void **state)
@@ -916,6 +1008,31 @@ static void test_client_strings(void **state)
 	/* redefined: the last text wins, an empty one is still text */
 	assert_int_equal(q_int(f, "SELECT length(text) FROM strings WHERE id = 5 AND "
 				  "text IS NOT NULL"), 0);
+}
+
+/* Defect 2 of issue 13: a 253-byte name whose demangled form is 400 MB
+ * (each of 24 template levels repeats the one before twice) took
+ * __cxa_demangle 2.7 s and stored a 400 MB row.  Now it is kept mangled,
+ * at once. */
+static void test_client_string_blowup(void **state)
+{
+	struct fixture *f = *state;
+	char name[512];
+	size_t n = (size_t)snprintf(name, sizeof(name), "_Z1fI1AIiE");
+	struct timespec t0, t1;
+
+	for (int k = 1; k <= 24; k++)
+		n += (size_t)snprintf(name + n, sizeof(name) - n, "S_IS%c_S%c_E",
+				      "0123456789ABCDEFGHIJKLMNO"[k], "0123456789ABCDEFGHIJKLMNO"[k]);
+	n += (size_t)snprintf(name + n, sizeof(name) - n, "Evv");
+	assert_int_equal(n, 253);
+	assert_int_equal(connect_region(f, &f->r, 42, 1, SHM_MALLOC_OFF, SHM_CLOCK_MONOTONIC), 0);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	send_string(f->c, 1, name);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	assert_true((t1.tv_sec - t0.tv_sec) * 1000000000ll + (t1.tv_nsec - t0.tv_nsec) < 100000000);
+	assert_int_equal(q_int(f, "SELECT count(*) FROM strings WHERE id = 1 AND demangled IS NULL "
+				  "AND length(text) = 253"), 1);
 }
 
 static void test_client_gpu_status(void **state)
@@ -1457,6 +1574,46 @@ static void test_client_disconnect_and_shutdown(void **state)
 	region_drop(&r2);
 }
 
+/* A fatal SIGNAL with no BYE after it makes the end a 'signal' at its
+ * time; a BYE already in hand at shutdown makes it an 'exit' (issue 13,
+ * items 12 and 14). */
+static void test_client_fatal_and_bye_at_shutdown(void **state)
+{
+	struct fixture *f = *state;
+	struct region r2, r3;
+	struct client *c1 = f->c, *c2 = client_new(&f->co, -1), *c3 = client_new(&f->co, -1);
+	struct shm_msg_signal m = { { SHM_MAGIC, SHM_WIRE_VERSION, SHM_MSG_SIGNAL, sizeof(m), 0 },
+				    SIGSEGV, 1, 0xdead, 42, 0, 7777 };
+
+	region_make(&r2, 1, RING);
+	region_make(&r3, 1, RING);
+	assert_int_equal(connect_region(f, &f->r, 42, 1, SHM_MALLOC_ALL, SHM_CLOCK_MONOTONIC), 0);
+	f->c = c2;
+	assert_int_equal(connect_region(f, &r2, 43, 1, SHM_MALLOC_ALL, SHM_CLOCK_MONOTONIC), 0);
+	f->c = c3;
+	assert_int_equal(connect_region(f, &r3, 44, 1, SHM_MALLOC_ALL, SHM_CLOCK_MONOTONIC), 0);
+	assert_int_equal(client_message(c1, &m, sizeof(m), NULL, 0, 0), 0);
+	m.signo = SIGBUS; /* only the first counts */
+	assert_int_equal(client_message(c1, &m, sizeof(m), NULL, 0, 0), 0);
+	send_simple(c2, SHM_MSG_BYE, sizeof(struct shm_msg_bye), 8888);
+	assert_int_equal(client_end(c1, CLIENT_CLOSED, 9000), 0);
+	assert_int_equal(client_end(c2, CLIENT_SHUTDOWN, 9000), 0);
+	assert_int_equal(client_end(c3, CLIENT_SHUTDOWN, 9000), 0);
+	assert_int_equal(q_int(f, "SELECT count(*) FROM processes WHERE pid = 42 AND "
+				  "end_reason = 'signal' AND end_signal = 11 AND end_ns = 7777"), 1);
+	assert_int_equal(q_int(f, "SELECT count(*) FROM processes WHERE pid = 43 AND "
+				  "end_reason = 'exit' AND end_signal IS NULL AND end_ns = 8888"), 1);
+	assert_int_equal(q_int(f, "SELECT count(*) FROM processes WHERE pid = 44 AND "
+				  "end_reason = 'shutdown'"), 1);
+	/* malformed SIGNALs are refused */
+	m.signo = 0;
+	assert_int_equal(client_message(c3, &m, sizeof(m), NULL, 0, 0), -EBADMSG);
+	m.signo = SIGSEGV;
+	assert_int_equal(client_message(c3, &m, sizeof(m) - 8, NULL, 0, 0), -EBADMSG);
+	region_drop(&r2);
+	region_drop(&r3);
+}
+
 /* ---- counters ---- */
 
 static void set_counts(struct region *r, uint32_t i, uint64_t n, uint64_t dropped)
@@ -1603,6 +1760,24 @@ static void bad_type(struct region *r)
 	struct shm_rec_heap h = { .hdr = { 99, sizeof(h), SHM_FN_MALLOC, 0 } };
 
 	write_raw(r, &h, sizeof(h));
+}
+
+/* A CUDA record short or long by 8 bytes: its fixed size is checked (a
+ * short one would leave the previous record's bytes in its fields). */
+static void bad_cuda_short(struct region *r)
+{
+	struct shm_rec_cuda c = cuda_rec(SHM_FN_CUDA_MALLOC, 100, 0, 0x1000, 16);
+
+	c.hdr.size = sizeof(c) - 8;
+	write_raw(r, &c, sizeof(c) - 8);
+}
+
+static void bad_cuda_long(struct region *r)
+{
+	struct shm_rec_cuda c[2] = { cuda_rec(SHM_FN_CUDA_MALLOC, 100, 0, 0x1000, 16) };
+
+	c[0].hdr.size = sizeof(c[0]) + 8;
+	write_raw(r, c, sizeof(c[0]) + 8);
 }
 
 static void bad_kernel_size(struct region *r)
@@ -1826,6 +2001,8 @@ static void test_client_reject_fn_range(void **s) { expect_rejected(*s, bad_fn_r
 static void test_client_reject_fn_none(void **s) { expect_rejected(*s, bad_fn_none, 1, 2); }
 static void test_client_reject_type(void **s) { expect_rejected(*s, bad_type, 1, 2); }
 static void test_client_reject_pad_middle(void **s) { expect_rejected(*s, bad_pad_middle, 1, 2); }
+static void test_client_reject_cuda_short(void **s) { expect_rejected(*s, bad_cuda_short, 1, 2); }
+static void test_client_reject_cuda_long(void **s) { expect_rejected(*s, bad_cuda_long, 1, 2); }
 static void test_client_reject_kernel_size(void **s) { expect_rejected(*s, bad_kernel_size, 1, 2); }
 static void test_client_reject_memcpy_size(void **s) { expect_rejected(*s, bad_memcpy_size, 1, 2); }
 static void test_client_reject_gpu_fn(void **s) { expect_rejected(*s, bad_gpu_fn, 1, 2); }
@@ -1938,6 +2115,7 @@ static void expect_bad_hello(struct fixture *f, struct region *r, void (*edit)(v
 	int fds[2] = { dup(r->fd), dup(r->fd) };
 	struct client *c = client_new(&f->co, -1);
 
+	honest_peer(c, buf);
 	if (edit)
 		edit(buf);
 	assert_int_equal(client_message(c, buf, len, fds, nfds, 0), -EBADMSG);
@@ -2013,6 +2191,28 @@ static void test_client_reject_hello(void **state)
 	assert_int_equal(q_int(f, "SELECT count(*) FROM processes"), 0);
 }
 
+/* The largest ring a HELLO may announce, 64 MiB (README, wire.h), is
+ * taken; 128 MiB is refused, though the memfd really is that large: the
+ * bound, not the size check, refuses it.  Literal sizes, so that loosening
+ * SHM_RING_MAX_BYTES fails here too. */
+static void test_client_ring_max(void **state)
+{
+	struct fixture *f = *state;
+	struct region big, huge;
+	struct client *c;
+
+	region_make(&big, 1, 64u << 20);
+	region_make(&huge, 1, 128u << 20);
+	assert_int_equal(connect_region(f, &big, 42, 1, SHM_MALLOC_ALL, SHM_CLOCK_MONOTONIC), 0);
+	c = f->c = client_new(&f->co, -1);
+	assert_int_equal(connect_region(f, &huge, 43, 1, SHM_MALLOC_ALL, SHM_CLOCK_MONOTONIC),
+			 -EBADMSG);
+	assert_int_equal(client_proc_id(c), 0);
+	assert_int_equal(q_int(f, "SELECT count(*) FROM processes"), 1);
+	region_drop(&big);
+	region_drop(&huge);
+}
+
 /* ---- through a real socket ---- */
 
 static void send_fd(int sock, const void *msg, size_t len, int fd)
@@ -2046,7 +2246,9 @@ static void test_client_socket(void **state)
 	assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv), 0);
 	client_free(f->c);
 	c = f->c = client_new(&f->co, sv[0]);
-	len = hello_make(buf, &f->r, 42, 1, SHM_MALLOC_ALL, SHM_CLOCK_MONOTONIC, "x", "", 0, "h");
+	len = hello_make(buf, &f->r, (uint32_t)getpid(), 1, SHM_MALLOC_ALL, SHM_CLOCK_MONOTONIC,
+			 "x", "", 0, "h");
+	((struct shm_msg_hello *)buf)->uid = getuid();
 	send_fd(sv[1], buf, len, f->r.fd);
 	assert_int_equal(send(sv[1], &bye, sizeof(bye), 0), (ssize_t)sizeof(bye));
 	assert_int_equal(client_recv(c), 0);
@@ -2087,8 +2289,11 @@ int main(void)
 		T(test_client_stack_max),
 		T(test_client_module_rows),
 		T(test_client_exec),
+		T(test_client_identity_spoofed),
+		T(test_client_identity_other_user),
 		T(test_client_cuda_rows),
 		T(test_client_strings),
+		T(test_client_string_blowup),
 		T(test_client_gpu_status),
 		T(test_client_reject_gpu_status),
 		T(test_client_gpu_rows),
@@ -2106,6 +2311,7 @@ int main(void)
 		T(test_client_tsc_times),
 		T(test_client_thread_and_bye),
 		T(test_client_disconnect_and_shutdown),
+		T(test_client_fatal_and_bye_at_shutdown),
 		T(test_client_counts_slot_reuse),
 		T(test_client_ring_wraps),
 		T(test_client_reject_size),
@@ -2116,6 +2322,8 @@ int main(void)
 		T(test_client_reject_fn_none),
 		T(test_client_reject_type),
 		T(test_client_reject_pad_middle),
+		T(test_client_reject_cuda_short),
+		T(test_client_reject_cuda_long),
 		T(test_client_reject_kernel_size),
 		T(test_client_reject_memcpy_size),
 		T(test_client_reject_gpu_fn),
@@ -2147,6 +2355,7 @@ int main(void)
 		T(test_client_pad_at_end_accepted),
 		T(test_client_reject_messages),
 		T(test_client_reject_hello),
+		T(test_client_ring_max),
 		T(test_client_socket),
 #undef T
 	};

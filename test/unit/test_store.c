@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -29,6 +30,16 @@
 #include "wire.h"
 
 extern const char *const shimmer_schema_steps[];
+
+/* The first line cmd prints. */
+static void query_text_cmd(const char *cmd, char *out, size_t n)
+{
+	FILE *p = popen(cmd, "r");
+
+	assert_non_null(p);
+	assert_non_null(fgets(out, (int)n, p));
+	assert_int_equal(pclose(p), 0);
+}
 
 struct fixture {
 	char dir[64], db[96];
@@ -285,11 +296,135 @@ static void test_store_refuses_non_database(void **state)
 	assert_null(store_open(f->db));
 }
 
+static int mode_of(const char *path)
+{
+	struct stat sb;
+
+	return stat(path, &sb) == 0 ? (int)(sb.st_mode & 07777) : -1;
+}
+
+/* Defect 4 of issue 13: under the usual umask a store and its -wal and
+ * -shm were 0644, so any user read every traced command line. */
+static void test_store_private(void **state)
+{
+	struct fixture *f = *state;
+	struct store_proc p = { .pid = 5, .ppid = 1, .uid = 1000, .host = "h", .host_len = 1,
+				.rank = SHM_NO_RANK, .local_rank = SHM_NO_RANK,
+				.malloc_mode = "all", .sample_bytes = -1 };
+	char wal[128], shm[128];
+	mode_t old = umask(022);
+	struct store *s = store_open(f->db);
+	int64_t id;
+
+	umask(old);
+	assert_non_null(s);
+	assert_int_equal(store_process_add(s, &p, &id), 0);
+	assert_int_equal(store_commit(s), 0);
+	snprintf(wal, sizeof(wal), "%s-wal", f->db);
+	snprintf(shm, sizeof(shm), "%s-shm", f->db);
+	assert_int_equal(mode_of(f->db), 0600);
+	assert_int_equal(mode_of(wal), 0600);
+	assert_int_equal(mode_of(shm), 0600);
+	assert_int_equal(store_close(s), 0);
+	/* a symbolic link where a new store would be made is not followed */
+	assert_int_equal(unlink(f->db), 0);
+	assert_int_equal(symlink("/nonexistent/target", f->db), 0);
+	assert_null(store_open(f->db));
+}
+
+/* Defect 5 of issue 13: a database that is not a shimmer store is
+ * refused before anything is written: the file is byte-identical after. */
+static void refuse_foreign(struct fixture *f, const char *sql)
+{
+	char before[4096], after[4096], cmd[256];
+	sqlite3 *db;
+
+	unlink(f->db);
+	assert_int_equal(sqlite3_open(f->db, &db), SQLITE_OK);
+	exec(db, "%s", sql);
+	sqlite3_close(db);
+	snprintf(cmd, sizeof(cmd), "sha256sum < %s", f->db);
+	query_text_cmd(cmd, before, sizeof(before));
+	assert_null(store_open(f->db));
+	assert_int_equal(errno, EEXIST);
+	query_text_cmd(cmd, after, sizeof(after));
+	assert_string_equal(before, after);
+	assert_int_equal(query_int(f->db, "SELECT count(*) FROM sqlite_master WHERE name IN "
+					  "('allocations', 'functions', 'strings')"), 0);
+}
+
+static void test_store_refuses_foreign(void **state)
+{
+	struct fixture *f = *state;
+
+	refuse_foreign(f, "CREATE TABLE notes (t TEXT); INSERT INTO notes VALUES ('mine');");
+	/* a name clash: the daemon used to fail half-way, the file changed */
+	refuse_foreign(f, "CREATE TABLE processes (x); INSERT INTO processes VALUES (1);");
+	refuse_foreign(f, "CREATE TABLE meta (key TEXT, value TEXT);");
+	refuse_foreign(f, "CREATE VIEW v AS SELECT 1;");
+	/* an empty database is a new store */
+	unlink(f->db);
+	{
+		sqlite3 *db;
+		struct store *s;
+
+		assert_int_equal(sqlite3_open(f->db, &db), SQLITE_OK);
+		exec(db, "PRAGMA user_version = 0;");
+		sqlite3_close(db);
+		s = store_open(f->db);
+		assert_non_null(s);
+		store_close(s);
+	}
+}
+
+/* Defect 11 of issue 13: a collector killed with live processes left
+ * their rows without an end forever.  The next one to open the store
+ * alone ends them as 'collector_lost' at the last commit; one that opens
+ * it beside a live collector leaves them to it. */
+static void test_store_recover_lost(void **state)
+{
+	struct fixture *f = *state;
+	struct store_proc p = { .pid = 5, .ppid = 1, .uid = 1000, .host = "h", .host_len = 1,
+				.rank = SHM_NO_RANK, .local_rank = SHM_NO_RANK,
+				.malloc_mode = "all", .sample_bytes = -1, .start_ns = 10 };
+	struct store *s = store_open(f->db), *other;
+	unsigned lost = 99;
+	int64_t id, ended;
+
+	assert_non_null(s);
+	assert_int_equal(store_recover(s, &lost), 0);
+	assert_int_equal(lost, 0);
+	assert_int_equal(store_process_add(s, &p, &id), 0);
+	assert_int_equal(store_process_add(s, &p, &ended), 0);
+	assert_int_equal(store_process_end(s, ended, 20, "exit", 0), 0);
+	assert_int_equal(store_commit(s), 0);
+	/* a second collector beside the live one recovers nothing */
+	other = store_open(f->db);
+	assert_non_null(other);
+	assert_int_equal(store_recover(other, &lost), 0);
+	assert_int_equal(lost, 0);
+	store_close(other);
+	assert_int_equal(query_int(f->db, "SELECT count(*) FROM processes WHERE end_reason IS NULL"), 1);
+	/* the first "dies": its lock goes with its descriptors */
+	store_close(s);
+	s = store_open(f->db);
+	assert_non_null(s);
+	assert_int_equal(store_recover(s, &lost), 0);
+	assert_int_equal(lost, 1);
+	/* at the dead one's last commit: before the recovery's own */
+	assert_int_equal(query_int(f->db, "SELECT count(*) FROM processes WHERE "
+					  "end_reason = 'collector_lost' AND end_ns > 10 AND end_ns < "
+					  "(SELECT CAST(value AS INTEGER) FROM meta WHERE "
+					  "key = 'last_commit_ns')"), 1);
+	assert_int_equal(query_int(f->db, "SELECT end_ns FROM processes WHERE end_reason = 'exit'"), 20);
+	store_close(s);
+}
+
 static void test_store_batches(void **state)
 {
 	struct fixture *f = *state;
 	struct store *s = store_open(f->db);
-	struct store_proc p = { .pid = 5, .ppid = 1, .host = "h", .host_len = 1,
+	struct store_proc p = { .pid = 5, .ppid = 1, .uid = 1000, .host = "h", .host_len = 1,
 				.rank = SHM_NO_RANK, .local_rank = SHM_NO_RANK,
 				.malloc_mode = "all", .sample_bytes = -1 };
 	int64_t proc_id, id;
@@ -315,11 +450,14 @@ static void test_store_batches(void **state)
 	assert_int_equal(store_thread_add(s, proc_id, 5, 4, 200), 0);
 	assert_int_equal(store_thread_add(s, proc_id, 6, 0, 300), 0);
 	assert_int_equal(store_thread_add(s, proc_id, 7, 99, 400), 0);
-	assert_int_equal(store_process_find(s, 5, "h", 1, &id), 0);
+	assert_int_equal(store_process_find(s, 5, 1000, "h", 1, &id), 0);
 	assert_int_equal(id, proc_id);
-	assert_int_equal(store_process_find(s, 5, "other", 5, &id), 0);
+	assert_int_equal(store_process_find(s, 5, 1000, "other", 5, &id), 0);
 	assert_int_equal(id, 0);
-	assert_int_equal(store_process_end(s, proc_id, 999, "exit"), 0);
+	/* another user's process of that pid is never found */
+	assert_int_equal(store_process_find(s, 5, 1001, "h", 1, &id), 0);
+	assert_int_equal(id, 0);
+	assert_int_equal(store_process_end(s, proc_id, 999, "exit", 0), 0);
 	assert_int_equal(store_close(s), 0);
 	assert_int_equal(query_int(f->db, "SELECT free_tid * 1000 + free_end_ns FROM allocations "
 					  "WHERE free_fn = 2 AND free_ns = 20"), 6025);
@@ -476,6 +614,9 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+		T(test_store_private),
+		T(test_store_recover_lost),
+		T(test_store_refuses_foreign),
 		T(test_store_creates_schema),
 		T(test_store_indexes_at_close),
 		T(test_store_refuses_newer_schema),

@@ -1,0 +1,11 @@
+/*
+ * The release, printed by `shimmer --version` and `shimmerd --version`
+ * with the versions that decide compatibility: the wire format (a shim and
+ * a collector must agree on it) and the store's schema.
+ */
+#ifndef SHIMMER_VERSION_H
+#define SHIMMER_VERSION_H
+
+#define SHIMMER_VERSION "0.1.0"
+
+#endif
