@@ -958,6 +958,10 @@ void heapagg_free(struct heapagg *h)
 	for (uint32_t i = 0; i < h->nsites; i++) {
 		free(h->sites[i].sizes.v);
 		free(h->sites[i].lives.v);
+		free(h->sites[i].points.idx);
+		free(h->sites[i].points.val);
+		free(h->sites[i].steps.idx);
+		free(h->sites[i].steps.val);
 	}
 	free(h->sites);
 	free(h->site_keys);

@@ -1732,9 +1732,9 @@ static int points_of(int64_t *v, size_t n, int64_t **out, size_t *nout)
 	*nout = 0;
 	while (n / every > MODEL_POINTS)
 		every *= 2;
-	qsort(v, n, sizeof(*v), cmp_i64);
 	if (n / every == 0)
 		return 0;
+	qsort(v, n, sizeof(*v), cmp_i64);
 	*out = malloc((n / every) * sizeof(**out));
 	if (!*out)
 		return -ENOMEM;

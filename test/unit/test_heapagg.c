@@ -639,7 +639,7 @@ static void check_timeline(const struct heapagg_conf *conf)
 
 static void one_run(uint64_t seed, int ncalls, int64_t tick, int64_t quant, int beyond)
 {
-	char path[] = "/tmp/test_heapagg.XXXXXX";
+	char path[64] = "/tmp/test_heapagg.XXXXXX";
 	int fd = mkstemp(path);
 	struct store *st;
 	struct heapagg *h;
