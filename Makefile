@@ -50,6 +50,7 @@ BENCH_PROGS :=
 
 include common/build.mk
 include preload/build.mk
+include bpf/build.mk
 include collector/build.mk
 include tools/build.mk
 include test/build.mk

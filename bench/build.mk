@@ -42,6 +42,28 @@ $(O)/bench/cuda_bench: $(O)/obj/prog/bench/cuda_bench.o $(BENCH_CUDART)
 		-L$(BENCH_CUDART_DIR) -l:libcudart.so.13 -Wl,-rpath,'$$ORIGIN/../test/fake_cudart'
 endif
 
+# attach_bench: shimmer attach's process (run-bench section 6): the fake
+# runtime and driver linked, and ATTACH_BENCH_LIBS small libraries to load
+# (copies of one file, each its own mapping; no soname, so the loader keeps
+# them apart by path).
+ATTACH_BENCH_LIBS := 200
+ATTACH_BENCH_LIBDIR := $(O)/bench/libs
+BENCH_PROGS += $(O)/bench/attach_bench $(ATTACH_BENCH_LIBDIR)/.stamp
+
+$(O)/bench/attach_bench: $(O)/obj/prog/bench/attach_bench.o $(FAKE_CUDART) $(FAKE_CUDA)
+	$(call msg,LD,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $< -L$(FAKE_CUDART_DIR) -l:libcudart.so.13 \
+		-L$(FAKE_CUDA_DIR) -lcuda -Wl,-rpath,'$$ORIGIN/../test/fake_cudart' \
+		-Wl,-rpath,'$$ORIGIN/../test/fake_cuda' -Wl,--enable-new-dtags -ldl
+
+$(ATTACH_BENCH_LIBDIR)/.stamp: $(O)/obj/prog/bench/attach_lib.o
+	$(call msg,LD,$(ATTACH_BENCH_LIBDIR))
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -shared -o $(@D)/libfill.so $<
+	$(Q)for i in $$(seq -w 1 $(ATTACH_BENCH_LIBS)); do cp $(@D)/libfill.so $(@D)/libfill_$$i.so; done
+	$(Q)rm -f $(@D)/libfill.so && touch $@
+
 # heap_random: the exact-mode comparison's workload (2 x PAIRS heap events)
 BENCH_PROGS += $(O)/bench/heap_random
 $(O)/bench/heap_random: $(O)/obj/prog/bench/heap_random.o

@@ -2,11 +2,13 @@
 COLLECTOR_SRCS := $(wildcard collector/*.c)
 COLLECTOR_OBJS := $(COLLECTOR_SRCS:%.c=$(O)/obj/%.o) $(O)/gen/schema_sql.o
 
-# libiberty for its bounded (callback) demangler of kernel names.
+# libiberty for its bounded (callback) demangler of kernel names;
+# libbpf (static) for the eBPF source, libdw for its stacks' CFI.
 $(SHIMMERD): $(COLLECTOR_OBJS)
+	$(BPF_SAY)
 	$(call msg,LD,$@)
 	$(Q)mkdir -p $(@D)
-	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ -lsqlite3 -liberty -lm
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ -lsqlite3 -liberty $(BPF_LDLIBS) -ldw -lelf -lpthread -lm
 
 # Unit tests: each links only the modules it exercises.
 COLLECTOR_STORE_OBJS := $(O)/obj/collector/store.o $(O)/obj/collector/log.o \
@@ -24,3 +26,11 @@ $(eval $(call unit_test,demangle,$(O)/obj/collector/demangle.o $(LIBIBERTY)))
 $(eval $(call unit_test,collector_ring,$(patsubst %,$(O)/obj/collector/%.o,ring record)))
 $(eval $(call unit_test,heapagg,$(O)/obj/collector/heapagg.o $(O)/obj/collector/ptrmap.o \
 	$(COLLECTOR_STORE_OBJS)))
+
+# The eBPF source's helpers: they read this very process from outside.
+# (The rule links fixed libraries: libelf and libdw go in by path.)
+LIBELF_SO := $(shell $(CC) -print-file-name=libelf.so)
+LIBDW_SO := $(shell $(CC) -print-file-name=libdw.so)
+$(eval $(call unit_test,procmaps,$(O)/obj/collector/procmaps.o $(LIBELF_SO)))
+$(eval $(call unit_test,caller,$(O)/obj/collector/caller.o $(O)/obj/collector/procmaps.o \
+	$(LIBDW_SO) $(LIBELF_SO)))

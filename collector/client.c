@@ -41,6 +41,7 @@ struct client {
 	int has_peer;
 	int64_t born_ns;             /* accepted, CLOCK_MONOTONIC */
 	uint32_t clock;
+	uint32_t hello_flags;  /* SHM_HELLO_* */
 	uint32_t nslots;
 	char *host;
 	size_t host_len;
@@ -78,9 +79,7 @@ static int reject(struct client *c, const char *fmt, ...)
 
 /* ---- HELLO ---- */
 
-/* argv (elements separated by NUL) as a JSON array of strings; bytes that
- * are not UTF-8 become U+FFFD.  The caller frees *out. */
-static int json_argv(const char *argv, size_t len, char **out, size_t *out_len)
+int client_json_argv(const char *argv, size_t len, char **out, size_t *out_len)
 {
 	const unsigned char *s = (const unsigned char *)argv;
 	char *j = malloc(len * 6 + 8), *p;
@@ -200,6 +199,7 @@ static int hello(struct client *c, const char *msg, size_t len, int memfd)
 	if (!c->ring)
 		return errno == EBADMSG ? reject(c, "%s", why) : -errno;
 	c->clock = h.clock;
+	c->hello_flags = h.flags;
 	c->nslots = h.nslots;
 	c->host_len = h.host_len;
 	c->host = malloc(h.host_len + 1);
@@ -218,7 +218,7 @@ static int hello(struct client *c, const char *msg, size_t len, int memfd)
 		.start_wall_ns = (int64_t)h.start_wall_ns,
 		.start_ns = (int64_t)h.start_mono_ns,
 	};
-	err = json_argv(text + h.exe_len, h.argv_len, &argv, &p.argv_json_len);
+	err = client_json_argv(text + h.exe_len, h.argv_len, &argv, &p.argv_json_len);
 	if (err)
 		goto out;
 	p.argv_json = argv;
@@ -563,6 +563,16 @@ int64_t client_born_ns(const struct client *c)
 int client_fd(const struct client *c)
 {
 	return c->fd;
+}
+
+uint32_t client_pid(const struct client *c)
+{
+	return c->proc_id ? c->pid : 0;
+}
+
+uint32_t client_hello_flags(const struct client *c)
+{
+	return c->hello_flags;
 }
 
 int64_t client_proc_id(const struct client *c)

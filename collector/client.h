@@ -85,11 +85,22 @@ int client_end(struct client *c, enum client_end why, int64_t now_ns);
 /* Unmaps, closes, unlinks from the collector and frees.  NULL is a no-op. */
 void client_free(struct client *c);
 
+/* The process's pid (the kernel's), 0 before HELLO. */
+uint32_t client_pid(const struct client *c);
+
+/* HELLO's flags (SHM_HELLO_*), 0 before HELLO. */
+uint32_t client_hello_flags(const struct client *c);
+
 /* The proc_id of this client's processes row, 0 before HELLO. */
 int64_t client_proc_id(const struct client *c);
 
 /* Whether client_end() was called. */
 int client_ended(const struct client *c);
+
+/* argv (elements separated by NUL) as a JSON array of strings, as the
+ * processes table stores it; bytes that are not UTF-8 become U+FFFD.  The
+ * caller frees *out.  0 or -ENOMEM. */
+int client_json_argv(const char *argv, size_t len, char **out, size_t *out_len);
 
 /* The next client in co->clients, or NULL. */
 struct client *client_next(const struct client *c);

@@ -351,6 +351,9 @@ static int on_record(void *ctx, uint32_t stream, uint32_t tid, const union rec *
 		return store_module_add(st, p, &r->module, ingest_ns(in, r->module.ts));
 	case SHM_REC_GPU_WINDOW:
 		return gpu_window(in, &r->window);
+	case SHM_REC_OFFCPU:
+		return store_offcpu_add(st, p, tid, &r->offcpu, ingest_ns(in, r->offcpu.start),
+					ingest_ns(in, r->offcpu.end));
 	default: /* SHM_REC_COUNTER: rec_check() let no other type through */
 		return store_counter_add(st, p, tid, &r->counter, ingest_ns(in, r->counter.ts));
 	}

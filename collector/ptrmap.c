@@ -96,6 +96,20 @@ int64_t ptrmap_take(struct ptrmap *m, uint64_t key, uint64_t *t)
 	return val;
 }
 
+int64_t ptrmap_get(const struct ptrmap *m, uint64_t key, uint64_t *t)
+{
+	size_t i;
+
+	if (!m->slots || !key)
+		return 0;
+	for (i = bucket(m, key); m->slots[i].key != key; i = (i + 1) & m->mask)
+		if (!m->slots[i].key)
+			return 0;
+	if (t)
+		*t = m->slots[i].t;
+	return m->slots[i].val;
+}
+
 void ptrmap_free(struct ptrmap *m)
 {
 	free(m->slots);

@@ -35,6 +35,10 @@ int ptrmap_put(struct ptrmap *m, uint64_t key, int64_t val, uint64_t t,
  * 0 when absent. */
 int64_t ptrmap_take(struct ptrmap *m, uint64_t key, uint64_t *t);
 
+/* key's value (and its t in *t if t is not NULL), left in place, or 0
+ * when absent. */
+int64_t ptrmap_get(const struct ptrmap *m, uint64_t key, uint64_t *t);
+
 /* Releases the table; the map is empty and reusable afterwards. */
 void ptrmap_free(struct ptrmap *m);
 

@@ -23,6 +23,7 @@ static const uint16_t plain_size[] = {
 	[SHM_REC_COUNTER] = sizeof(struct shm_rec_counter),
 	[SHM_REC_MODULE] = sizeof(struct shm_rec_module),
 	[SHM_REC_GPU_WINDOW] = sizeof(struct shm_rec_gpu_window),
+	[SHM_REC_OFFCPU] = sizeof(struct shm_rec_offcpu),
 };
 
 /* Whether a record of a type in plain_size[] is well formed. */
@@ -41,6 +42,9 @@ static int plain_ok(const union rec *r)
 		       r->module.unload <= 1 && r->module.lo <= r->module.hi;
 	if (r->h.type == SHM_REC_GPU_WINDOW)
 		return r->window.since <= r->window.start && r->window.start <= r->window.end;
+	if (r->h.type == SHM_REC_OFFCPU)
+		return r->offcpu.start <= r->offcpu.end && r->offcpu.state >= SHM_OFFCPU_PREEMPTED &&
+		       r->offcpu.state <= SHM_OFFCPU_OTHER;
 	return 1;
 }
 
@@ -124,6 +128,8 @@ uint64_t rec_key(const union rec *r, uint64_t prev)
 		return r->module.ts;
 	case SHM_REC_GPU_WINDOW:
 		return r->window.start;
+	case SHM_REC_OFFCPU:
+		return r->offcpu.start;
 	case SHM_REC_STACK:
 	case SHM_REC_PYSTACK:
 		return prev;

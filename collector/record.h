@@ -33,6 +33,7 @@ union rec {
 	struct shm_rec_counter counter;
 	struct shm_rec_module module;
 	struct shm_rec_gpu_window window;
+	struct shm_rec_offcpu offcpu;
 	struct {
 		struct shm_rec_stack h;
 		uint64_t pc[SHM_STACK_MAX];

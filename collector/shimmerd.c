@@ -2,7 +2,9 @@
  * shimmerd: accepts traced processes on a SOCK_SEQPACKET socket and stores
  * their events.  One thread, one epoll loop over the listening socket, a
  * signalfd (SIGTERM/SIGINT), a 5 ms timerfd that drives the drain passes,
- * and the clients' sockets.  A client that ends during a batch of epoll
+ * and the clients' sockets.  With --attach PID it also traces a running
+ * process through eBPF (attach.h) until --for elapses, a signal comes or
+ * the process exits, and then stops (the socket is optional then).  A client that ends during a batch of epoll
  * events is only freed after the batch, so a later event in the same batch
  * never points at freed memory.
  *
@@ -28,6 +30,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "attach.h"
+#include "bpfsrc.h"
 #include "client.h"
 #include "clock_ns.h"
 #include "log.h"
@@ -36,6 +40,16 @@
 #define TICK_NS 5000000L
 #define COMMIT_NS 100000000LL
 #define COUNTS_NS 1000000000LL
+#define ATTACH_TICK_NS 100000000LL
+#define OFFCPU_MAX 64 /* preloaded processes traced off the CPU at once */
+
+/* A preloaded process that asked for off-CPU time (SHIMMER_OFFCPU=1):
+ * a = NULL when it could not be given (the row says why). */
+struct offcpu_session {
+	struct client *c;
+	struct attach *a;
+	struct offcpu_session *next;
+};
 #define HELLO_TIMEOUT_NS 2000000000LL  /* a connection must say HELLO by then */
 #define ACCEPT_PAUSE_NS 100000000LL    /* out of descriptors: stop accepting this long */
 #define FDS_RESERVED 32                /* descriptors kept for the store, the loop, logs */
@@ -55,15 +69,19 @@ struct daemon {
 	const char *sock_path;
 	int listen_fd, sig_fd, timer_fd, ep;
 	int parent_fd;           /* --parent-fd: stop at its EOF; -1 when none */
-	int64_t last_commit, last_counts, last_refusal_log;
+	int64_t last_commit, last_counts, last_refusal_log, last_attach_tick;
 	unsigned per_user;       /* connections one uid may hold */
 	int accept_paused;       /* the listening socket is out of the epoll set */
 	int64_t accept_resume;   /* when to put it back */
 	uint64_t refused_user, refused_fds, timed_out; /* since the last log line */
+	struct attach_conf attach_conf; /* --attach: pid > 0 */
+	struct attach *attach;
+	struct offcpu_session *offcpu;
+	unsigned noffcpu;
 };
 
 /* epoll tags for the daemon's own descriptors; anything else is a client */
-static char tag_listen, tag_signal, tag_timer, tag_parent;
+static char tag_listen, tag_signal, tag_timer, tag_parent, tag_attach, tag_attach_exit;
 
 static int64_t now_ns(void)
 {
@@ -74,7 +92,9 @@ static void usage(FILE *f)
 {
 	fprintf(f, "usage: shimmerd --socket PATH --db PATH [--foreground] "
 		   "[--verbose] [--quiet] [--ready-fd N] [--parent-fd N]\n"
-		   "       shimmerd --version\n");
+		   "       shimmerd --attach PID [--for SECONDS] [--probes cuda,heap,offcpu] "
+		   "[--sample-bytes N] --db PATH [--socket PATH] ...\n"
+		   "       shimmerd --check-attach | --version\n");
 }
 
 /* path made absolute against the current directory, so that it still
@@ -172,10 +192,68 @@ static int watch(struct daemon *d, int fd, void *tag)
 	return epoll_ctl(d->ep, EPOLL_CTL_ADD, fd, &ev) < 0 ? -errno : 0;
 }
 
+/* Off-CPU time for a client that asked for it in its HELLO, once: an
+ * eBPF source into its row, or the row says why not (no privilege, too
+ * many at once). */
+static int offcpu_check(struct daemon *d, struct client *c)
+{
+	struct offcpu_session *o;
+	char why[512];
+
+	if (!client_proc_id(c) || !(client_hello_flags(c) & SHM_HELLO_OFFCPU))
+		return 0;
+	for (o = d->offcpu; o; o = o->next)
+		if (o->c == c)
+			return 0;
+	o = calloc(1, sizeof(*o));
+	if (!o)
+		return -ENOMEM;
+	o->c = c;
+	o->next = d->offcpu;
+	d->offcpu = o;
+	if (d->noffcpu >= OFFCPU_MAX)
+		snprintf(why, sizeof(why), "the collector traces off-CPU time for at most %d "
+			 "processes at once", OFFCPU_MAX);
+	else
+		o->a = attach_offcpu(&d->co, client_proc_id(c), (pid_t)client_pid(c), why,
+				     sizeof(why));
+	if (o->a) {
+		d->noffcpu++;
+		return 0;
+	}
+	log_warn("pid %u asked for off-CPU time: %s", client_pid(c), why);
+	return store_process_offcpu(d->co.store, client_proc_id(c), 0, why);
+}
+
+/* Ends a client's off-CPU session, if it has one: what is left is stored
+ * before the client's last batch commits. */
+static int offcpu_end(struct daemon *d, struct client *c)
+{
+	struct offcpu_session **pp, *o;
+	int err = 0;
+
+	for (pp = &d->offcpu; (o = *pp); pp = &o->next) {
+		if (o->c != c)
+			continue;
+		*pp = o->next;
+		if (o->a) {
+			err = attach_end(o->a, ATTACH_DETACH, now_ns());
+			attach_free(o->a);
+			d->noffcpu--;
+		}
+		free(o);
+		break;
+	}
+	return err;
+}
+
 static int end_client(struct daemon *d, struct client *c, enum client_end why)
 {
+	int err;
+
 	epoll_ctl(d->ep, EPOLL_CTL_DEL, client_fd(c), NULL);
-	return client_end(c, why, now_ns());
+	err = offcpu_end(d, c);
+	return err ? err : client_end(c, why, now_ns());
 }
 
 /* Frees the clients that ended during the last batch of events. */
@@ -263,6 +341,8 @@ static int on_client(struct daemon *d, struct client *c, int stopping)
 		return end_client(d, c, CLIENT_REJECTED);
 	if (!err && stopping)
 		return end_client(d, c, CLIENT_SHUTDOWN);
+	if (!err)
+		err = offcpu_check(d, c);
 	return err;
 }
 
@@ -284,6 +364,26 @@ static int tick(struct daemon *d)
 			err = end_client(d, c, CLIENT_REJECTED);
 	}
 	now = now_ns();
+	for (struct offcpu_session *o = d->offcpu; o && !err; o = o->next)
+		if (o->a)
+			err = attach_poll(o->a);
+	/* eBPF sources: counts, new libraries, the window (attach_tick()). */
+	if (!err && now - d->last_attach_tick >= ATTACH_TICK_NS) {
+		d->last_attach_tick = now;
+		for (struct offcpu_session *o = d->offcpu; o && !err; o = o->next) {
+			int r = o->a ? attach_tick(o->a, now) : 0;
+
+			err = r < 0 ? r : 0; /* no window: never 1 */
+		}
+		if (!err && d->attach && !attach_ended(d->attach)) {
+			err = attach_tick(d->attach, now);
+			if (err == 1) {
+				log_info("pid %d: the window is over; detaching",
+					 (int)attach_pid(d->attach));
+				err = attach_end(d->attach, ATTACH_DETACH, now);
+			}
+		}
+	}
 	if (!err && d->accept_paused && now >= d->accept_resume) {
 		d->accept_paused = 0;
 		err = watch(d, d->listen_fd, &tag_listen);
@@ -325,10 +425,23 @@ static int shutdown_clients(struct daemon *d)
 {
 	int err = 0;
 
+	if (d->attach && !attach_ended(d->attach))
+		err = attach_end(d->attach, ATTACH_DETACH, now_ns());
 	for (struct client *c = d->co.clients; c && !err; c = client_next(c))
 		if (!client_ended(c))
 			err = on_client(d, c, 1);
 	return err;
+}
+
+/* The attached process exited (its pidfd is readable): what is still on
+ * the ring buffer is stored, and the row ends as 'exit'. */
+static int on_attach_exit(struct daemon *d)
+{
+	if (!d->attach || attach_ended(d->attach))
+		return 0;
+	log_info("pid %d exited", (int)attach_pid(d->attach));
+	epoll_ctl(d->ep, EPOLL_CTL_DEL, attach_pidfd(d->attach), NULL);
+	return attach_end(d->attach, ATTACH_EXITED, now_ns());
 }
 
 static int loop(struct daemon *d)
@@ -362,13 +475,41 @@ static int loop(struct daemon *d)
 					err = tick(d);
 			} else if (tag == &tag_listen) {
 				err = accept_all(d);
+			} else if (tag == &tag_attach) {
+				if (!attach_ended(d->attach))
+					err = attach_poll(d->attach);
+			} else if (tag == &tag_attach_exit) {
+				err = on_attach_exit(d);
 			} else if (!client_ended(tag)) {
 				err = on_client(d, tag, 0);
 			}
 		}
 		reap(d);
+		/* --attach: the daemon lives as long as its attach. */
+		if (d->attach && attach_ended(d->attach))
+			stop = 1;
 	}
 	return err ? err : shutdown_clients(d);
+}
+
+/* --attach: traces the process from now on, or says in one line why not. */
+static int start_attach(struct daemon *d)
+{
+	char why[512];
+	int err;
+
+	d->attach = attach_start(&d->co, &d->attach_conf, why, sizeof(why));
+	if (!d->attach) {
+		log_error("cannot attach to pid %d: %s", (int)d->attach_conf.pid, why);
+		return -errno;
+	}
+	err = watch(d, attach_fd(d->attach), &tag_attach);
+	if (!err)
+		err = watch(d, attach_pidfd(d->attach), &tag_attach_exit);
+	if (!err)
+		log_info("attached to pid %d: %s", (int)d->attach_conf.pid,
+			 attach_describe(d->attach));
+	return err;
 }
 
 static int setup(struct daemon *d, const char *db_path)
@@ -410,9 +551,11 @@ static int setup(struct daemon *d, const char *db_path)
 		return err;
 	}
 	/* The socket first: a second daemon must not touch the store. */
-	d->listen_fd = listen_on(d->sock_path);
-	if (d->listen_fd < 0)
-		return d->listen_fd;
+	if (d->sock_path) {
+		d->listen_fd = listen_on(d->sock_path);
+		if (d->listen_fd < 0)
+			return d->listen_fd;
+	}
 	err = mkdir_parents(db_path);
 	if (err) {
 		log_error("cannot create the directory of %s: %s", db_path, strerror(-err));
@@ -426,7 +569,7 @@ static int setup(struct daemon *d, const char *db_path)
 		log_warn("%u processes were live in %s when the collector writing it stopped "
 			 "without ending them: ended as 'collector_lost' at its last commit; "
 			 "what they did after it is not stored", lost, db_path);
-	if (!err)
+	if (!err && d->listen_fd >= 0)
 		err = watch(d, d->listen_fd, &tag_listen);
 	if (!err && d->parent_fd >= 0)
 		err = watch(d, d->parent_fd, &tag_parent);
@@ -434,7 +577,9 @@ static int setup(struct daemon *d, const char *db_path)
 		err = watch(d, d->sig_fd, &tag_signal);
 	if (!err)
 		err = watch(d, d->timer_fd, &tag_timer);
-	d->last_commit = d->last_counts = now_ns();
+	d->last_commit = d->last_counts = d->last_attach_tick = now_ns();
+	if (!err && d->attach_conf.pid > 0)
+		err = start_attach(d);
 	return err;
 }
 
@@ -471,13 +616,80 @@ static int daemonize(int *ready_pipe)
 	return 0;
 }
 
-static void say_ready(int fd)
+/* One byte; with --attach, what was attached as a line instead (shimmer
+ * attach shows it). */
+static void say_ready(int fd, const struct daemon *d)
 {
+	char line[600];
+	size_t len = 1;
+
 	if (fd < 0)
 		return;
-	if (write(fd, "", 1) != 1)
+	line[0] = '\0';
+	if (d->attach)
+		len = (size_t)snprintf(line, sizeof(line), "%s\n", attach_describe(d->attach));
+	if (len >= sizeof(line))
+		len = sizeof(line) - 1;
+	if (write(fd, line, len) != (ssize_t)len)
 		log_warn("cannot signal readiness on fd %d: %s", fd, strerror(errno));
 	close(fd);
+}
+
+/* --check-attach: whether this daemon can attach here, in one line on
+ * stdout; exit status 0 when it can, 1 when not. */
+static int check_attach(void)
+{
+	char why[512];
+
+	if (bpfsrc_check(why, sizeof(why)) == 0 && access("/sys/kernel/btf/vmlinux", R_OK) != 0)
+		snprintf(why, sizeof(why), "the kernel exposes no BTF (/sys/kernel/btf/vmlinux: %s)",
+			 strerror(errno));
+	else if (bpfsrc_check(why, sizeof(why)) == 0) {
+		printf("attach: available\n");
+		return 0;
+	}
+	printf("attach: unavailable: %s\n", why);
+	return 1;
+}
+
+/* --probes: which of the eBPF source's sets to attach (bpfsrc.h). */
+static int parse_probes(const char *list, unsigned *what)
+{
+	static const struct {
+		const char *name;
+		unsigned bit;
+	} sets[] = { { "cuda", BPFSRC_CUDA }, { "heap", BPFSRC_HEAP }, { "offcpu", BPFSRC_OFFCPU } };
+	char *copy = strdup(list), *tok, *save = NULL;
+
+	*what = 0;
+	for (tok = copy ? strtok_r(copy, ",", &save) : NULL; tok; tok = strtok_r(NULL, ",", &save)) {
+		size_t i;
+
+		for (i = 0; i < sizeof(sets) / sizeof(sets[0]); i++)
+			if (!strcmp(tok, sets[i].name))
+				break;
+		if (i == sizeof(sets) / sizeof(sets[0])) {
+			free(copy);
+			return -EINVAL;
+		}
+		*what |= sets[i].bit;
+	}
+	free(copy);
+	return *what ? 0 : -EINVAL;
+}
+
+/* --for: seconds, a decimal number > 0. */
+static int parse_seconds(const char *s, int64_t *ns)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || end == s || *end || !(v > 0) || v > 1e9)
+		return -EINVAL;
+	*ns = (int64_t)(v * 1e9);
+	return 0;
 }
 
 int main(int argc, char **argv)
@@ -488,6 +700,11 @@ int main(int argc, char **argv)
 		{ "foreground", no_argument, NULL, 'f' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "ready-fd", required_argument, NULL, 'r' },
+		{ "attach", required_argument, NULL, 'a' },
+		{ "for", required_argument, NULL, 'F' },
+		{ "sample-bytes", required_argument, NULL, 'S' },
+		{ "check-attach", no_argument, NULL, 'C' },
+		{ "probes", required_argument, NULL, 'P' },
 		{ "parent-fd", required_argument, NULL, 'p' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "version", no_argument, NULL, 'V' },
@@ -499,7 +716,7 @@ int main(int argc, char **argv)
 	char *sock = NULL, *db = NULL, *end;
 	int foreground = 0, ready_fd = -1, ready_pipe = -1, opt, err;
 
-	while ((opt = getopt_long(argc, argv, "s:d:fvqr:p:Vh", opts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "s:d:fvqr:p:Vha:F:S:CP:", opts, NULL)) != -1) {
 		switch (opt) {
 		case 's':
 			free(sock);
@@ -523,6 +740,30 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			break;
+		case 'a':
+			errno = 0;
+			d.attach_conf.pid = (pid_t)strtol(optarg, &end, 10);
+			if (errno || *end || d.attach_conf.pid <= 0) {
+				log_error("--attach %s is not a process id", optarg);
+				return 2;
+			}
+			break;
+		case 'F':
+			if (parse_seconds(optarg, &d.attach_conf.window_ns)) {
+				log_error("--for %s is not a number of seconds > 0", optarg);
+				return 2;
+			}
+			break;
+		case 'S':
+			errno = 0;
+			d.attach_conf.sample_bytes = strtoull(optarg, &end, 10);
+			if (errno || *end || !d.attach_conf.sample_bytes ||
+			    d.attach_conf.sample_bytes > (1ull << 40)) {
+				log_error("--sample-bytes %s is not a number of bytes in [1, 2^40]",
+					  optarg);
+				return 2;
+			}
+			break;
 		case 'q':
 			log_level = LOG_LVL_WARN;
 			break;
@@ -539,6 +780,15 @@ int main(int argc, char **argv)
 			printf("shimmerd %s (wire format %d, store schema %d)\n", SHIMMER_VERSION,
 			       SHM_WIRE_VERSION, STORE_SCHEMA_VERSION);
 			return 0;
+		case 'C':
+			return check_attach();
+		case 'P':
+			if (parse_probes(optarg, &d.attach_conf.what)) {
+				log_error("--probes %s: a list of cuda, heap and offcpu, comma-separated",
+					  optarg);
+				return 2;
+			}
+			break;
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -547,7 +797,12 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
-	if (!sock || !db || optind != argc) {
+	if ((d.attach_conf.window_ns || d.attach_conf.sample_bytes || d.attach_conf.what) &&
+	    d.attach_conf.pid <= 0) {
+		log_error("--for, --sample-bytes and --probes need --attach");
+		return 2;
+	}
+	if ((!sock && d.attach_conf.pid <= 0) || !db || optind != argc) {
 		usage(stderr);
 		return 2;
 	}
@@ -556,9 +811,10 @@ int main(int argc, char **argv)
 	if (!err)
 		err = setup(&d, db);
 	if (!err) {
-		log_info("listening on %s, storing into %s", sock, db);
-		say_ready(ready_fd);
-		say_ready(ready_pipe);
+		if (sock)
+			log_info("listening on %s, storing into %s", sock, db);
+		say_ready(ready_fd, &d);
+		say_ready(ready_pipe, &d);
 		err = loop(&d);
 		if (err == -ENOMEM)
 			log_error("out of memory");
@@ -566,6 +822,14 @@ int main(int argc, char **argv)
 	if (d.listen_fd >= 0) {
 		close(d.listen_fd);
 		unlink(sock);
+	}
+	attach_free(d.attach);
+	while (d.offcpu) {
+		struct offcpu_session *o = d.offcpu;
+
+		d.offcpu = o->next;
+		attach_free(o->a);
+		free(o);
 	}
 	while (d.co.clients)
 		client_free(d.co.clients);

@@ -76,6 +76,8 @@ enum {
 	ST_MODULE,
 	ST_MODULE_END,
 	ST_GPU_WINDOW,
+	ST_OFFCPU,
+	ST_OFFCPU_STATUS,
 	ST_HEAP_TOTALS,
 	ST_HEAP_SITE,
 	ST_HEAP_HIST,
@@ -104,8 +106,8 @@ static const char *const sql[ST_N] = {
 	[ST_ALLOC_MAX] = "SELECT coalesce(max(id), 0) FROM allocations",
 	[ST_PROC] = "INSERT INTO processes (pid, ppid, parent_proc_id, uid, "
 		    "hostname, exe, argv, rank, local_rank, malloc_mode, "
-		    "sample_bytes, lossless, start_wall_ns, start_ns) "
-		    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+		    "sample_bytes, lossless, start_wall_ns, start_ns, traced_by) "
+		    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
 	[ST_PROC_END] = "UPDATE processes SET end_ns = ?2, end_reason = ?3, end_signal = ?4 "
 			"WHERE proc_id = ?1",
 	[ST_PROC_FIND] = "SELECT proc_id FROM processes WHERE pid = ?1 AND "
@@ -172,6 +174,10 @@ static const char *const sql[ST_N] = {
 	[ST_MODULE_END] = "UPDATE modules SET unloaded_ns = ?4 WHERE id = "
 			  "(SELECT max(id) FROM modules WHERE proc_id = ?1 AND "
 			  "path_id = ?2 AND lo = ?3 AND unloaded_ns IS NULL)",
+	[ST_OFFCPU] = "INSERT INTO offcpu (proc_id, tid, start_ns, end_ns, state, stack_id, "
+		      "open) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+	[ST_OFFCPU_STATUS] = "UPDATE processes SET offcpu = ?2, offcpu_detail = ?3 "
+			     "WHERE proc_id = ?1",
 	[ST_GPU_WINDOW] = "INSERT INTO gpu_windows (proc_id, start_ns, end_ns, calls) "
 			  "VALUES (?1, ?2, ?3, ?4)",
 	[ST_HEAP_TOTALS] = "INSERT OR REPLACE INTO heap_totals (proc_id, final, allocs, "
@@ -408,6 +414,7 @@ int store_process_add(struct store *s, const struct store_proc *p, int64_t *proc
 	sqlite3_bind_int(st, 12, p->lossless);
 	sqlite3_bind_int64(st, 13, p->start_wall_ns);
 	sqlite3_bind_int64(st, 14, p->start_ns);
+	sqlite3_bind_text(st, 15, p->traced_by ? p->traced_by : "preload", -1, SQLITE_STATIC);
 	err = step(s, st);
 	if (!err)
 		*proc_id = sqlite3_last_insert_rowid(s->db);
@@ -532,7 +539,7 @@ int store_process_gpu_status(struct store *s, int64_t proc_id, uint32_t status,
 	static const char *const names[] = {
 		[SHM_GPU_ACTIVE] = "active", [SHM_GPU_NO_CUPTI] = "no_cupti",
 		[SHM_GPU_BUSY] = "busy", [SHM_GPU_ERROR] = "error",
-		[SHM_GPU_DISABLED] = "disabled",
+		[SHM_GPU_DISABLED] = "disabled", [SHM_GPU_ATTACHED] = "attached",
 	};
 	sqlite3_stmt *st = s->st[ST_GPU_STATUS];
 	int err = tx(s);
@@ -1043,6 +1050,46 @@ int store_gpu_window_add(struct store *s, int64_t proc_id, int64_t start_ns,
 	sqlite3_bind_int64(st, 2, start_ns);
 	sqlite3_bind_int64(st, 3, end_ns);
 	sqlite3_bind_int64(st, 4, (sqlite3_int64)calls);
+	return step(s, st);
+}
+
+int store_offcpu_add(struct store *s, int64_t proc_id, uint32_t tid,
+		     const struct shm_rec_offcpu *r, int64_t start_ns, int64_t end_ns)
+{
+	static const char *const states[] = {
+		[SHM_OFFCPU_PREEMPTED] = "preempted", [SHM_OFFCPU_SLEEP] = "sleep",
+		[SHM_OFFCPU_DISK] = "disk", [SHM_OFFCPU_OTHER] = "other",
+	};
+	sqlite3_stmt *st = s->st[ST_OFFCPU];
+	int err = tx(s);
+
+	if (err)
+		return err;
+	if (r->state >= sizeof(states) / sizeof(states[0]) || !states[r->state])
+		return -EINVAL;
+	sqlite3_bind_int64(st, 1, proc_id);
+	sqlite3_bind_int64(st, 2, tid);
+	sqlite3_bind_int64(st, 3, start_ns);
+	sqlite3_bind_int64(st, 4, end_ns);
+	sqlite3_bind_text(st, 5, states[r->state], -1, SQLITE_STATIC);
+	if (r->stack_id)
+		sqlite3_bind_int64(st, 6, r->stack_id);
+	else
+		sqlite3_bind_null(st, 6);
+	sqlite3_bind_int(st, 7, !!(r->hdr.flags & SHM_F_OPEN));
+	return step(s, st);
+}
+
+int store_process_offcpu(struct store *s, int64_t proc_id, int traced, const char *detail)
+{
+	sqlite3_stmt *st = s->st[ST_OFFCPU_STATUS];
+	int err = tx(s);
+
+	if (err)
+		return err;
+	sqlite3_bind_int64(st, 1, proc_id);
+	sqlite3_bind_text(st, 2, traced ? "traced" : "unavailable", -1, SQLITE_STATIC);
+	bind_text(st, 3, detail, detail ? strlen(detail) : 0);
 	return step(s, st);
 }
 

@@ -28,7 +28,7 @@
 
 /* The schema_version that the schema files leave in meta: one per
  * schema/NNN_*.sql file. */
-#define STORE_SCHEMA_VERSION 7
+#define STORE_SCHEMA_VERSION 8
 
 struct store;
 
@@ -58,6 +58,7 @@ struct store_proc {
 	int64_t sample_bytes;     /* < 0: NULL */
 	int lossless;
 	int64_t start_wall_ns, start_ns;
+	const char *traced_by;    /* "preload" (NULL) or "attach"; static */
 };
 
 /* Inserts a processes row; *proc_id receives its key. */
@@ -97,6 +98,10 @@ int store_string_add(struct store *s, int64_t proc_id, uint32_t id,
  * gpu_status_detail. */
 int store_process_gpu_status(struct store *s, int64_t proc_id, uint32_t status,
 			     const char *detail, size_t len);
+
+/* Sets processes.offcpu ('traced' when traced, else 'unavailable') and
+ * offcpu_detail (NULL, or why not: one line). */
+int store_process_offcpu(struct store *s, int64_t proc_id, int traced, const char *detail);
 
 /* Sets processes.gpu_sampled_since_ns; the client calls it once per
  * process, with its first window record's since. */
@@ -148,6 +153,10 @@ int store_gpu_sync_add(struct store *s, int64_t proc_id, const struct shm_rec_gp
 int store_gpu_window_add(struct store *s, int64_t proc_id, int64_t start_ns,
 			 int64_t end_ns, uint64_t calls);
 
+/* An offcpu row from a checked record, times already converted. */
+int store_offcpu_add(struct store *s, int64_t proc_id, uint32_t tid,
+		     const struct shm_rec_offcpu *r, int64_t start_ns, int64_t end_ns);
+
 /* A gpu_api row; r->domain must be a valid enum shm_api_domain. */
 int store_api_add(struct store *s, int64_t proc_id, uint32_t tid,
 		  const struct shm_rec_api *r, int64_t start_ns, int64_t end_ns);
@@ -186,7 +195,7 @@ int store_pystack_add(struct store *s, int64_t proc_id, uint32_t stack_id,
 int store_module_add(struct store *s, int64_t proc_id, const struct shm_rec_module *r,
 		     int64_t ns);
 
-/* ---- the aggregated heap (heapagg.h; schema 7) ---- */
+/* ---- the aggregated heap (heapagg.h; schema 8) ---- */
 
 struct store_heap_totals {
 	int64_t proc_id;

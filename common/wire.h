@@ -153,14 +153,21 @@ enum shm_clock {
 };
 
 #define SHM_HELLO_LOSSLESS 0x1u /* SHIMMER_LOSSLESS=1: producers wait, never drop */
+#define SHM_HELLO_OFFCPU 0x2u   /* SHIMMER_OFFCPU=1: the collector records off-CPU time */
 /* SHIMMER_MALLOC=all: what the collector keeps of the host heap.  AGG: the
  * answers computed as events arrive and a row only for the blocks that need
  * one (the default); ROWS: a row per allocation (SHIMMER_HEAP_ROWS=all);
  * both: both, from the same events (SHIMMER_HEAP_ROWS=both). */
-#define SHM_HELLO_HEAP_ROWS 0x2u
-#define SHM_HELLO_HEAP_AGG 0x4u
+#define SHM_HELLO_HEAP_ROWS 0x4u
+#define SHM_HELLO_HEAP_AGG 0x8u
 
 #define SHM_NO_RANK (-1)
+
+/* Where a process's rank and local rank come from: the first of these
+ * environment variables that holds a non-negative integer (HELLO's rank and
+ * local_rank; the collector reads the same from an attached process). */
+#define SHM_RANK_VARS "RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"
+#define SHM_LOCAL_RANK_VARS "LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"
 
 /*
  * HELLO: exe, argv and hostname follow the fixed part, in that order, with
@@ -228,6 +235,10 @@ enum shm_gpu_status {
 	SHM_GPU_BUSY = 3,       /* another CUPTI subscriber (a profiler) owns CUPTI */
 	SHM_GPU_ERROR = 4,      /* CUPTI failed (old driver, unsupported call, ...) */
 	SHM_GPU_DISABLED = 5,   /* SHIMMER_CUPTI=0 */
+	/* The collector's own, never sent by a shim (a GPU_STATUS message
+	 * carries one of the above): the process was traced by attaching
+	 * (eBPF uprobes), which see the CPU side of CUDA calls only. */
+	SHM_GPU_ATTACHED = 6,
 };
 
 struct shm_msg_gpu_status {
@@ -351,6 +362,7 @@ enum shm_rec_type {
 	SHM_REC_PYSTACK = 13, /* Python frames, sent once per process */
 	SHM_REC_MODULE = 14,  /* a loaded object (at start and on dlopen) */
 	SHM_REC_GPU_WINDOW = 15, /* GPU sampling: a window in which CUPTI recorded */
+	SHM_REC_OFFCPU = 16,  /* a thread off the CPU (the collector's BPF source) */
 };
 
 /* Record flags. */
@@ -358,6 +370,7 @@ enum shm_rec_type {
 #define SHM_F_TIMED 0x2u   /* t_end is valid */
 #define SHM_F_PTSZ 0x4u    /* CUDA: the _ptsz/_ptds per-thread-stream variant */
 #define SHM_F_FAILED 0x8u  /* the call returned failure (NULL, ENOMEM, error) */
+#define SHM_F_OPEN 0x10u   /* off-CPU: still off when tracing stopped (end is that) */
 
 struct shm_rec_hdr {
 	uint16_t type;  /* enum shm_rec_type */
@@ -647,7 +660,31 @@ struct shm_rec_gpu_window {
 	uint64_t calls; /* runtime calls that start GPU work made in the window */
 };
 
+/*
+ * Off-CPU time: the thread was off the CPU from start to end (record
+ * clock), having gone off in `state` with the user stack stack_id (0:
+ * none).  Made by the collector's BPF source from the scheduler's
+ * switches (shimmer attach, SHIMMER_OFFCPU=1), never by the shim (a shim
+ * that wrote one would only describe itself).  hdr.fn is SHM_FN_NONE;
+ * SHM_F_OPEN: still off when tracing stopped, which is end.
+ */
+enum shm_offcpu_state {
+	SHM_OFFCPU_PREEMPTED = 1, /* runnable, waiting for a CPU */
+	SHM_OFFCPU_SLEEP = 2,     /* interruptible sleep: I/O, a lock, a wait */
+	SHM_OFFCPU_DISK = 3,      /* uninterruptible sleep */
+	SHM_OFFCPU_OTHER = 4,     /* stopped, traced or parked */
+};
+
+struct shm_rec_offcpu {
+	struct shm_rec_hdr hdr;
+	uint64_t start;
+	uint64_t end;
+	uint32_t stack_id;
+	uint32_t state; /* enum shm_offcpu_state */
+};
+
 _Static_assert(sizeof(struct shm_rec_heap) % 8 == 0, "heap rec");
+_Static_assert(sizeof(struct shm_rec_offcpu) % 8 == 0, "offcpu rec");
 _Static_assert(sizeof(struct shm_rec_stack) % 8 == 0, "stack rec");
 _Static_assert(sizeof(struct shm_rec_pystack) % 8 == 0, "pystack rec");
 _Static_assert(sizeof(struct shm_rec_module) % 8 == 0, "module rec");

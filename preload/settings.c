@@ -54,6 +54,7 @@ static const struct var vars[] = {
 	  malloc_vals },
 	{ "SHIMMER_SAMPLE_BYTES", NUMBER, F(sample_bytes), 524288, 1, 1ull << 40, 1, 0, 0 },
 	{ "SHIMMER_LOSSLESS", SWITCH, F(lossless), 0, 0, 1, 1, 0, 0 },
+	{ "SHIMMER_OFFCPU", SWITCH, F(offcpu), 0, 0, 1, 1, 0, 0 },
 	{ "SHIMMER_HEAP_ROWS", WORD, F(heap_rows), SHM_HELLO_HEAP_AGG, 0, 0, 1, heap_rows_words,
 	  heap_rows_vals },
 	{ "SHIMMER_RING_KB", POW2, F(ring_bytes), 256, SHM_RING_MIN_BYTES / 1024,
@@ -214,10 +215,8 @@ static int32_t env_rank(const char *const *names)
 
 void settings_read(void)
 {
-	static const char *const rank_vars[] = { "RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK",
-						 "SLURM_PROCID", 0 };
-	static const char *const local_vars[] = { "LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
-						  "SLURM_LOCALID", 0 };
+	static const char *const rank_vars[] = { SHM_RANK_VARS, 0 };
+	static const char *const local_vars[] = { SHM_LOCAL_RANK_VARS, 0 };
 	const char *s = getenv("SHIMMER_DISABLE");
 	int b;
 

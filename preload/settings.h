@@ -22,6 +22,7 @@ struct settings {
 	uint64_t sample_bytes;  /* SHIMMER_SAMPLE_BYTES */
 	int lossless;           /* SHIMMER_LOSSLESS; on by default with SHIMMER_MALLOC=all */
 	uint32_t heap_rows;     /* SHIMMER_HEAP_ROWS: SHM_HELLO_HEAP_* (all mode) */
+	int offcpu;             /* SHIMMER_OFFCPU: ask the collector for off-CPU time */
 	uint32_t ring_bytes;    /* SHIMMER_RING_KB * 1024, a power of two */
 	uint32_t nslots;        /* SHIMMER_MAX_THREADS */
 	int stacks;             /* SHIMMER_STACKS */

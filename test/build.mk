@@ -44,6 +44,12 @@ E2E_WL_GPU := $(O)/test/e2e/wl_gpu
 E2E_WL_GPU_OBJS := $(patsubst %,$(O)/obj/prog/test/e2e/%.o,wl_gpu wlog)
 $(eval $(call cuda_prog,$(E2E_WL_GPU),$(E2E_WL_GPU_OBJS),../fake_cudart,-ldl))
 
+# One rank of a training loop, for --by-rank (t_ranks.sh).
+E2E_WL_RANKS := $(O)/test/e2e/wl_ranks
+E2E_WL_RANKS_OBJS := $(patsubst %,$(O)/obj/prog/test/e2e/%.o,wl_ranks wlog)
+$(eval $(call cuda_prog,$(E2E_WL_RANKS),$(E2E_WL_RANKS_OBJS),../fake_cudart))
+TEST_PROGS += $(E2E_WL_RANKS)
+
 # Marked up with include/shimmer.h (header only, nothing to link).
 E2E_WL_API := $(O)/test/e2e/wl_api
 E2E_WL_API_OBJS := $(patsubst %,$(O)/obj/prog/test/e2e/%.o,wl_api wlog)
@@ -79,7 +85,34 @@ E2E_LEAKSTEP := $(O)/test/e2e/leakstep
 E2E_LEAKSTEP_OBJS := $(O)/obj/prog-O0/test/e2e/leakstep.o $(O)/obj/prog/test/e2e/wlog.o
 $(eval $(call cuda_prog,$(E2E_LEAKSTEP),$(E2E_LEAKSTEP_OBJS),../fake_cudart))
 
-TEST_PROGS += $(E2E_LEAKY) $(E2E_LEAKSTEP)
+E2E_LEAKLOOP := $(O)/test/e2e/leakloop
+$(E2E_LEAKLOOP): $(O)/obj/prog-O0/test/e2e/leakloop.o $(O)/obj/prog/test/e2e/wlog.o
+	$(call msg,LD,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -o $@ $^
+
+TEST_PROGS += $(E2E_LEAKY) $(E2E_LEAKSTEP) $(E2E_LEAKLOOP)
 
 # t_heapagg's 10-million-event run uses the benchmark's workload.
 TEST_PROGS += $(O)/bench/heap_random
+
+# shimmer attach's workload (t_attach.sh): commands on stdin, the fake
+# runtime, and the fake driver (launch entry points only) next to it.
+FAKE_CUDA_DIR := $(O)/test/fake_cuda
+FAKE_CUDA := $(FAKE_CUDA_DIR)/libcuda.so.1
+$(FAKE_CUDA): $(O)/obj/prog/test/fake_cuda/fake_cuda.o test/fake_cuda/libcuda.map
+	$(call msg,LD,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -shared -o $@ $< -Wl,-soname,libcuda.so.1 \
+		-Wl,--version-script=test/fake_cuda/libcuda.map
+	$(Q)ln -sf libcuda.so.1 $(FAKE_CUDA_DIR)/libcuda.so
+
+E2E_WL_ATTACH := $(O)/test/e2e/wl_attach
+E2E_WL_ATTACH_OBJS := $(patsubst %,$(O)/obj/prog/test/e2e/%.o,wl_attach wlog wl_cuda_plain \
+	wl_cuda_ptsz)
+# ($$$$: the value goes through $(call) and $(eval) before the shell)
+E2E_WL_ATTACH_LIBS = -L$(FAKE_CUDA_DIR) -lcuda '-Wl,-rpath,$$$$ORIGIN/../fake_cuda'
+$(E2E_WL_ATTACH): $(FAKE_CUDA)
+$(eval $(call cuda_prog,$(E2E_WL_ATTACH),$(E2E_WL_ATTACH_OBJS),../fake_cudart,$(E2E_WL_ATTACH_LIBS)))
+
+TEST_PROGS += $(FAKE_CUDA) $(E2E_WL_ATTACH)

@@ -194,8 +194,9 @@ static const struct emit_col cols[] = {
 	{ "max_ns", "Max", EMIT_NS, 10, 0, 0, 0 },
 	{ "slowest_rank", "Slowest", EMIT_INT, 7, 0, 0, 0 },
 	{ "imbalance", "Imbalance", EMIT_SHARE, 9, 0, 0, 0 },
-	{ "event", "Event", EMIT_STR, -1, 0, 0, 2 },
+	{ "event", NULL, EMIT_STR, 0, EMIT_IN_DATA, 0, 0 },
 	{ "by_rank_ns", NULL, EMIT_RAW, 0, EMIT_IN_JSON, 0, 0 },
+	{ "name", "Event", EMIT_STR, -1, EMIT_IN_TABLE, 0, 2 },
 };
 
 #define NCOLS (sizeof(cols) / sizeof(cols[0]))
@@ -328,6 +329,7 @@ int byrank_emit(struct emit *e, struct model *m)
 		const unsigned char *has = b.present + it->first - 1;
 		size_t slow = 0, nhas = 0, n = 0;
 		double min = v[0], med;
+		char shortname[256];
 		struct emit_val r[NCOLS];
 
 		for (size_t k = 0; k < b.nranks; k++) {
@@ -349,6 +351,10 @@ int byrank_emit(struct emit *e, struct model *m)
 		r[6] = med > 0 ? ev_real((v[slow] - med) / med) : ev_none();
 		r[7] = ev_str(b.names.v[it->key.a]);
 		r[8] = ev_str(json);
+		/* Kernels by their short names in the table, as everywhere. */
+		r[9] = ev_str(it->key.proc_id == K_KERNEL
+				      ? fmt_short_name(shortname, sizeof(shortname), r[7].s)
+				      : r[7].s);
 		emit_row(e, r);
 	}
 	emit_table_end(e);

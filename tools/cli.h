@@ -26,6 +26,7 @@ struct command {
 };
 
 extern const struct command run_command;
+extern const struct command attach_command;
 extern const struct command summary_command;
 extern const struct command leaks_command;
 extern const struct command peak_command;

@@ -258,10 +258,11 @@ static const struct est_table est_tables[] = {
 	     " GROUP BY proc_id", 130 },
 	{ 2, "SELECT proc_id, count(*) FROM counters WHERE ts_ns >= ?1 AND ts_ns <= ?2"
 	     " GROUP BY proc_id", 120 },
-	/* memory counters: two samples a bucket at most, per memory */
-	{ 1, "SELECT proc_id, min(2 * count(*), 2 * " "20000" " * count(DISTINCT space || device))"
-	     " FROM allocations GROUP BY proc_id", 110 },
 };
+
+/* Memory counters: two samples a bucket at most, per memory (the model's
+ * memories, read by the heap pass that makes the counters anyway). */
+#define COUNTER_BYTES 110
 
 static int estimate(struct chrome *c, double *bytes)
 {
@@ -292,6 +293,19 @@ static int estimate(struct chrome *c, double *bytes)
 		if (r < 0)
 			err = r;
 		sqlite3_finalize(st);
+	}
+	if (!err) {
+		struct model_mem *const *mems;
+		size_t n;
+
+		err = model_memories(x->m, &mems, &n);
+		for (size_t i = 0; !err && i < n; i++) {
+			double rows = 2.0 * (double)mems[i]->rows;
+
+			if (export_proc(x, mems[i]->proc->proc_id))
+				*bytes += (rows < 2.0 * COUNTER_BUCKETS ? rows : 2.0 * COUNTER_BUCKETS) *
+					  COUNTER_BYTES;
+		}
 	}
 	return err;
 }

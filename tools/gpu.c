@@ -62,6 +62,7 @@ static const char *not_traced_reason(const struct model_proc *p)
 		{ "busy", "another profiler owns CUPTI" },
 		{ "error", "CUPTI failed" },
 		{ "disabled", "disabled by SHIMMER_CUPTI=0" },
+		{ "attached", "traced by shimmer attach, whose probes see no GPU activity" },
 	};
 
 	if (traced(p))

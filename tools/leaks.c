@@ -4,10 +4,11 @@
  * The groups (process, memory, call site) are the model's: every block of
  * a site, with those never freed counted as leaked.  For the regression,
  * each process has fit points t_0 < ... < t_{n-1}: the ends of its steps,
- * or its heap's checkpoints (model_heap_points: the instants of every
- * 2^j-th allocation, at most 256 of them, so that a program that leaks
- * only while it works is fitted over its work, not its idle spells).  The
- * live bytes of each group at each point (a block is live at t_k when
+ * or without steps its heap's checkpoints (model_heap_points: the
+ * instants of every 2^j-th allocation, at most 256 of them: the instants by
+ * which each 1/n of its allocations had been made, so that a program that
+ * leaks only while it works is fitted over its work, not its idle spells).
+ * The live bytes of each group at each point (a block is live at t_k when
  * alloc_ns <= t_k < free_ns) are the model's (model_groups_live_at): from
  * the rows, or, for a heap aggregated at ingest, from what the collector
  * kept at those very instants.
@@ -198,7 +199,7 @@ static void fit_group(struct leaks *l, size_t gi, double *xs, double *xt)
 	g->slope_step = g->slope_s = 0;
 	g->r2 = NAN;
 	if (f->kind == FIT_NONE) {
-		g->why = "no steps and no allocations";
+		g->why = "no steps and no allocations over time";
 		return;
 	}
 	if (n < LEAKS_MIN_POINTS) {
@@ -220,14 +221,20 @@ static void fit_group(struct leaks *l, size_t gi, double *xs, double *xt)
 			xt[k] = (double)(f->t[f->warm + k] - f->t[0]) / 1e9;
 		}
 		fit_line(xt, y, n, &g->slope_s, &r2t);
-		if (f->kind == FIT_STEPS) {
-			fit_line(xs, y, n, &g->slope_step, &r2s);
-			g->r2 = r2s;
+		fit_line(xs, y, n, &g->slope_step, &r2s);
+		/* Steadiness along the steps, or along the allocations; the
+		 * threshold per step, or per second. */
+		g->r2 = r2s;
+		if (f->kind == FIT_STEPS)
 			g->verdict = verdict(g->slope_step, r2s, l->o->threshold_per_step);
-		} else {
-			g->r2 = r2t;
-			g->verdict = verdict(g->slope_s, r2t, l->o->threshold_per_s);
-		}
+		else
+			g->verdict = verdict(g->slope_s, r2s, l->o->threshold_per_s);
+	}
+	/* A handful of weighted samples draws a staircase of a few steps:
+	 * neither a line nor its absence can be told from it. */
+	if (l->g.v[gi].mem->estimated && l->g.v[gi].rows < LEAKS_MIN_SAMPLES) {
+		g->verdict = V_NA;
+		g->why = "too few samples";
 	}
 	/* A lost free looks like a leak, a lost allocation hides one. */
 	if (!model_proc_complete(p)) {
@@ -282,10 +289,10 @@ static void fit_heading(struct emit *e, const struct fit_proc *f)
 		emit_text(e, "  growth fitted over %zu of %zu '%s' ranges (first %zu skipped as"
 			  " warm-up)\n", f->n - f->warm, f->n, f->range, f->warm);
 	else if (f->kind == FIT_TIME)
-		emit_text(e, "  no steps: growth fitted over time, at %zu of the %zu instants by which"
-			  " its allocations reached each 1/%zu of them\n", f->n - f->warm, f->n, f->n);
+		emit_text(e, "  no steps: growth fitted over the allocations, at %zu of %zu instants"
+			  " (each 1/%zu of them made)\n", f->n - f->warm, f->n, f->n);
 	else
-		emit_text(e, "  no steps and no allocations: no growth fit\n");
+		emit_text(e, "  no steps and no allocations over time: no growth fit\n");
 }
 
 static struct emit_val num(double v)
@@ -402,59 +409,100 @@ static int folded(struct leaks *l, FILE *out)
 	return 0;
 }
 
-int leaks_write(struct model *m, FILE *out, const struct leaks_opts *o)
+/* The groups, their series and their fits (not folded). */
+static int analyze(struct leaks *l)
 {
-	struct leaks l = { .m = m, .o = o };
+	struct model *m = l->m;
 	double *xs = NULL, *xt = NULL;
 	size_t maxn = 0;
 	int err;
 
-	if (model_schema_version(m) < 3) {
-		cli_error("the store has no call stacks (schema version %d; 3 or later needed)",
-			  model_schema_version(m));
-		return -EINVAL;
-	}
-	model_want(m, MODEL_WANT_SITES);
-	if (o->fmt == PRESENT_FOLDED)
-		return folded(&l, out);
-	l.fits = calloc(model_nprocs(m) + 1, sizeof(*l.fits));
-	if (!l.fits)
+	l->fits = calloc(model_nprocs(m) + 1, sizeof(*l->fits));
+	if (!l->fits)
 		return -ENOMEM;
 	for (size_t i = 0; i < model_nprocs(m); i++) {
 		if (!model_proc(m, i)->selected)
 			continue;
-		err = load_fit(&l, model_proc(m, i), &l.fits[i]);
+		err = load_fit(l, model_proc(m, i), &l->fits[i]);
 		if (err)
-			goto out;
-		if (l.fits[i].n > maxn)
-			maxn = l.fits[i].n;
+			return err;
 	}
-	err = model_heap_groups(m, MODEL_ALLOCATED, 0, 0, &l.g);
+	err = model_heap_groups(m, MODEL_ALLOCATED, 0, 0, &l->g);
 	if (err)
-		goto out;
-	l.groups = calloc(l.g.n + 1, sizeof(*l.groups));
+		return err;
+	for (size_t i = 0; i < model_nprocs(m); i++)
+		if (l->fits[i].n > maxn)
+			maxn = l->fits[i].n;
+	l->groups = calloc(l->g.n + 1, sizeof(*l->groups));
 	xs = calloc(maxn + 1, sizeof(*xs));
 	xt = calloc(maxn + 1, sizeof(*xt));
-	if (!l.groups || !xs || !xt) {
+	if (!l->groups || !xs || !xt) {
 		err = -ENOMEM;
 		goto out;
 	}
-	err = live_at_points(&l);
-	if (err)
-		goto out;
-	for (size_t i = 0; i < l.g.n; i++)
-		fit_group(&l, i, xs, xt);
-	err = report(&l, out);
+	err = live_at_points(l);
+	for (size_t i = 0; !err && i < l->g.n; i++)
+		fit_group(l, i, xs, xt);
 out:
-	for (size_t i = 0; l.groups && i < l.g.n; i++)
-		free(l.groups[i].y);
-	free(l.groups);
-	model_groups_free(&l.g);
-	for (size_t i = 0; l.fits && i < model_nprocs(m); i++)
-		free(l.fits[i].t);
-	free(l.fits);
 	free(xs);
 	free(xt);
+	return err;
+}
+
+static void leaks_free(struct leaks *l)
+{
+	for (size_t i = 0; l->groups && i < l->g.n; i++)
+		free(l->groups[i].y);
+	free(l->groups);
+	model_groups_free(&l->g);
+	for (size_t i = 0; l->fits && i < model_nprocs(l->m); i++)
+		free(l->fits[i].t);
+	free(l->fits);
+}
+
+static int need_stacks(struct model *m)
+{
+	if (model_schema_version(m) >= 3)
+		return 0;
+	cli_error("the store has no call stacks (schema version %d; 3 or later needed)",
+		  model_schema_version(m));
+	return -EINVAL;
+}
+
+int leaks_write(struct model *m, FILE *out, const struct leaks_opts *o)
+{
+	struct leaks l = { .m = m, .o = o };
+	int err = need_stacks(m);
+
+	if (err)
+		return err;
+	model_want(m, MODEL_WANT_SITES);
+	if (o->fmt == PRESENT_FOLDED)
+		return folded(&l, out);
+	err = analyze(&l);
+	if (!err)
+		err = report(&l, out);
+	leaks_free(&l);
+	return err;
+}
+
+int leaks_verdicts(struct model *m, const struct leaks_opts *o,
+		   int (*cb)(void *ctx, const struct model_group *g, const char *verdict,
+			     const char *withheld),
+		   void *ctx)
+{
+	struct leaks l = { .m = m, .o = o };
+	int err = need_stacks(m);
+
+	if (err)
+		return err;
+	model_want(m, MODEL_WANT_SITES);
+	err = analyze(&l);
+	for (size_t i = 0; !err && i < l.g.n; i++)
+		if (l.g.v[i].live_count > 0 || l.groups[i].verdict == V_GROWING)
+			err = cb(ctx, &l.g.v[i], verdict_name(l.groups[i].verdict),
+				 l.groups[i].verdict == V_NA ? l.groups[i].why : NULL);
+	leaks_free(&l);
 	return err;
 }
 

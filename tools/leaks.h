@@ -19,6 +19,7 @@
 #define LEAKS_WARMUP_FRACTION 0.2                  /* of the points, skipped */
 #define LEAKS_MIN_R2 0.8                           /* below: not steady growth */
 #define LEAKS_MIN_POINTS 3                         /* fewer: no verdict */
+#define LEAKS_MIN_SAMPLES 8                        /* sampled rows of a site, fewer: no verdict */
 
 struct leaks_opts {
 	int fmt;                   /* an emit_format, or PRESENT_FOLDED */
@@ -39,5 +40,16 @@ void leaks_opts_init(struct leaks_opts *o);
  * negative errno.
  */
 int leaks_write(struct model *m, FILE *out, const struct leaks_opts *o);
+
+/*
+ * The same analysis, handed over site by site (those with memory live at
+ * the end, or growing): cb(ctx, group, verdict, withheld) with verdict
+ * "growing", "ok" or "n/a" and withheld the reason of an "n/a" (else
+ * NULL).  Stops at cb's first nonzero return, which it returns.
+ */
+int leaks_verdicts(struct model *m, const struct leaks_opts *o,
+		   int (*cb)(void *ctx, const struct model_group *g, const char *verdict,
+			     const char *withheld),
+		   void *ctx);
 
 #endif /* SHIMMER_TOOLS_LEAKS_H */

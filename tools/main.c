@@ -12,10 +12,12 @@
 
 static const struct command *const commands[] = {
 	&run_command,
+	&attach_command,
 	&summary_command,
 	&leaks_command,
 	&peak_command,
 	&temporary_command,
+	&compare_command,
 	&export_command,
 };
 
@@ -34,7 +36,8 @@ static int usage(FILE *out)
 	fputs("  help       show this text, or 'shimmer help COMMAND'\n"
 	      "  --version  the release and the wire format it speaks\n"
 	      "\n"
-	      "exit codes: 0 ok, 1 error, 2 usage; 'run' exits with its program's status.\n",
+	      "exit codes: 0 ok, 1 error, 2 usage, 3 a condition of 'compare --fail-if'\n"
+	      "crossed; 'run' exits with its program's status.\n",
 	      out);
 	return CLI_EXIT_OK;
 }

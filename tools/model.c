@@ -183,8 +183,8 @@ static int link_procs(struct model *m)
 static int end_unended(struct model *m)
 {
 	static const char *const parts[] = {
-		"SELECT max(alloc_ns) FROM allocations WHERE proc_id = ?1",
-		"SELECT max(free_ns) FROM allocations WHERE proc_id = ?1",
+		/* One scan of the largest table for both of its times. */
+		"SELECT max(max(alloc_ns, coalesce(free_ns, 0))) FROM allocations WHERE proc_id = ?1",
 		"SELECT max(end_ns) FROM cuda_calls WHERE proc_id = ?1",
 		"SELECT max(first_ns) FROM threads WHERE proc_id = ?1",
 		/* schema 2 */
@@ -198,7 +198,7 @@ static int end_unended(struct model *m)
 		/* schema 4 */
 		"SELECT max(end_ns) FROM gpu_windows WHERE proc_id = ?1",
 	};
-	size_t nparts = m->version >= 4 ? 12 : m->version >= 2 ? 11 : 4;
+	size_t nparts = m->version >= 4 ? 11 : m->version >= 2 ? 10 : 3;
 	int err = 0;
 
 	for (size_t i = 0; i < m->nprocs && !err; i++) {
@@ -818,7 +818,7 @@ int model_calls(struct model *m, struct model_calls *const **v, size_t *n)
 	if (!m->calls_loaded) {
 		m->calls_loaded = 1;
 		err = counts_pass(m);
-		if (!err)
+		if (!err && !(m->want & MODEL_NO_HEAP_TIMES))
 			err = model_heap_add_times(m);
 		if (err)
 			return err;
@@ -934,6 +934,9 @@ static int load_steps(struct model *m, const struct model_proc *p, const char *n
 	}
 	qsort(d, it->s.n, sizeof(*d), cmp_double);
 	it->s.mean_ns = it->s.total_ns / (double)it->s.n;
+	for (size_t i = 0; i < it->s.n; i++)
+		it->s.stddev_ns += (d[i] - it->s.mean_ns) * (d[i] - it->s.mean_ns);
+	it->s.stddev_ns = sqrt(it->s.stddev_ns / (double)it->s.n);
 	it->s.median_ns = quantile(d, it->s.n, 0.5);
 	it->s.p90_ns = quantile(d, it->s.n, 0.9);
 	it->s.min_ns = d[0];
@@ -1144,6 +1147,8 @@ static int api_row(struct model *m, const struct model_proc *p, sqlite3_stmt *st
 		.correlation = col_i64(st, 6),
 		.start_ns = col_i64(st, 7),
 		.end_ns = col_i64(st, 8),
+		.stack_id = col_opt(st, 9),
+		.pystack_id = col_opt(st, 10),
 	};
 
 	return ((int (*)(void *, const struct model_api *))cb)(ctx, &a);
@@ -1152,12 +1157,16 @@ static int api_row(struct model *m, const struct model_proc *p, sqlite3_stmt *st
 int model_api_each(struct model *m, const struct model_scan *w,
 		   int (*cb)(void *ctx, const struct model_api *a), void *ctx)
 {
-	static const struct stream_def d = {
-		"gpu_api", "id, tid, domain, name_id, cbid, correlation, start_ns, end_ns",
+	static const struct stream_def d4 = {
+		"gpu_api", "id, tid, domain, name_id, cbid, correlation, start_ns, end_ns, NULL, NULL",
 		"start_ns", "end_ns", 2,
 	};
+	static const struct stream_def d5 = {
+		"gpu_api", "id, tid, domain, name_id, cbid, correlation, start_ns, end_ns, stack_id,"
+		" pystack_id", "start_ns", "end_ns", 5,
+	};
 
-	return stream(m, w, &d, api_row, (void *)cb, ctx);
+	return stream(m, w, m->version >= 5 ? &d5 : &d4, api_row, (void *)cb, ctx);
 }
 
 static int cuda_call_row(struct model *m, const struct model_proc *p, sqlite3_stmt *st,

@@ -7,9 +7,9 @@
  * The API, in the order a command uses it:
  *
  *  - Open: model_open(path) or model_load(db), with a filter (--pid,
- *    --rank).  The processes, their tree, threads, functions, drops and
- *    GPU sampling are read at once (small tables); everything below is
- *    read on first use and kept.  All reads share one read transaction,
+ *    --rank).  The processes, their tree, functions, drops and GPU
+ *    sampling are read at once (small tables); everything below (threads
+ *    and strings too) is read on first use and kept.  All reads share one read transaction,
  *    so a store a collector is still writing is read as of one instant.
  *  - Processes: model_nprocs()/model_proc() (every process; `selected`
  *    says whether the filter keeps it).  A process's end is one
@@ -29,11 +29,13 @@
  *      model_steps()     a process's steps (the most frequent top-level
  *                        range) and their statistics.
  *  - Streams, for timelines (export) and per-event analyses: one callback
- *    per row, in time order where the table is, never all rows in memory:
+ *    per row, as stored or by time (struct model_scan: also a time span),
+ *    never all rows in memory:
  *    model_kernels_each(), model_copies_each(), model_api_each(),
  *    model_cuda_calls_each(), model_ranges_each(), model_markers_each(),
- *    model_windows_each(), model_blocks_each() (allocations), and
- *    model_mem_events() (a memory's live bytes over time).
+ *    model_windows_each(), model_blocks_each() (allocations, from the heap
+ *    pass below), and model_mem_events()/model_mem_series() (a memory's
+ *    live bytes over time).
  *
  * The heap (allocations) is the large table: model_want() says which heap
  * figures a command will ask for, and the first heap query reads the
@@ -41,7 +43,7 @@
  * bytes per allocation (struct model_block) from which every heap figure
  * is computed.  A process traced in exact mode (SHIMMER_MALLOC=all) has
  * its host heap's answers computed by the collector as events arrived
- * (schema 7's heap_* tables, collector/heapagg.h) and rows only for its
+ * (schema 8's heap_* tables, collector/heapagg.h) and rows only for its
  * long-lived and never-freed blocks: the same pass reads those tables
  * into the same figures, with the same definitions (struct
  * model_mem.aggregated says which memory came so); every answer is the
@@ -244,7 +246,8 @@ struct model_mem {
 	int64_t peak_ns; /* the first instant it was reached (absolute ns) */
 	double live_end; /* bytes never freed */
 	double allocated, freed; /* bytes */
-	double blocks;   /* allocations it stands for */
+	double blocks;   /* allocations it stands for (its rows without
+			  * MODEL_WANT_SITES; an aggregated heap: all of them) */
 	size_t rows;     /* allocation rows (an aggregated heap: those a row
 			  * store would hold, one per allocation) */
 	int estimated;   /* weighted samples (the host heap in sample mode) */
@@ -262,6 +265,9 @@ struct model_mem {
  */
 #define MODEL_WANT_CALLS 0x1u
 #define MODEL_WANT_SITES 0x2u
+/* model_calls leaves the heap functions untimed (counts and bytes stay
+ * exact): a command that shows no heap timings reads fewer columns. */
+#define MODEL_NO_HEAP_TIMES 0x4u
 void model_want(struct model *m, unsigned what);
 
 /*
@@ -281,7 +287,7 @@ struct model_block {
 };
 
 struct model_key {
-	const struct model_mem *mem;
+	const struct model_mem *mem; /* its peak is set once model_memories() ran */
 	int64_t stack_id, pystack_id; /* -1: none (or MODEL_WANT_SITES not asked) */
 };
 
@@ -374,6 +380,7 @@ struct model_steps {
 	size_t n;             /* closed ranges of that name */
 	const int64_t *start, *end; /* each step, by start */
 	double total_ns, mean_ns, median_ns, p90_ns, min_ns, max_ns;
+	double stddev_ns; /* population */
 };
 
 /*
@@ -457,6 +464,7 @@ struct model_api {
 	const char *domain;                  /* "runtime" or "driver" */
 	const char *name;
 	int64_t start_ns, end_ns;
+	int64_t stack_id, pystack_id;        /* the launching code's (schema 5); -1: none */
 };
 
 /* An intercepted CUDA runtime call (the shim's view). */

@@ -14,7 +14,7 @@
  * between two threads' reads, which at worst shows a free it just stored.
  *
  * This file is the only reader of allocation rows, and of the heap tables
- * aggregated at ingest (schema 7): a process that has a heap_totals row
+ * aggregated at ingest (schema 8): a process that has a heap_totals row
  * had its host heap aggregated, and its host memory, the host call sites
  * and the heap timings come from the heap_* tables straight into the same
  * figures; its rows (the blocks it kept: long-lived or never freed) add
@@ -141,6 +141,7 @@ struct model_heap {
 	struct sites sites;
 	int sites_open;
 	int times_added;
+	int peaks_done; /* computed on the first question that needs them */
 };
 
 /* ---- the pass ------------------------------------------------------------------- */
@@ -279,8 +280,11 @@ static int work_rows(struct worker *w, sqlite3 *db, sqlite3_stmt *st)
 		size = col_i64(st, 6);
 		b.count = size > 0 ? (float)(b.weight / (double)size) : 1.0f;
 		if (want & MODEL_WANT_CALLS) {
-			int64_t fn = col_i64(st, 7), d = col_i64(st, 8);
-			int64_t ffn = col_i64(st, 9), fd = col_i64(st, 10);
+			/* Times are never 0: 0 is NULL, an untimed call. */
+			int64_t fn = col_i64(st, 7), end = col_i64(st, 8);
+			int64_t ffn = col_i64(st, 9), fend = col_i64(st, 10);
+			int64_t d = end ? end - b.alloc_ns : -1;
+			int64_t fd = fend && b.free_ns != NO_FREE ? fend - b.free_ns : -1;
 
 			/* CUDA allocations are timed from cuda_calls instead;
 			 * the realloc family on its allocation side only; an
@@ -296,9 +300,12 @@ static int work_rows(struct worker *w, sqlite3 *db, sqlite3_stmt *st)
 		}
 		kk = (struct map_key){ mem_idx, -1, -1 };
 		if (want & MODEL_WANT_SITES) {
-			int64_t py = col_i64(st, sites_col + 1);
+			/* Stack ids start at 1: 0 is NULL, no stack. */
+			int64_t stack = col_i64(st, sites_col), py = col_i64(st, sites_col + 1);
 
-			kk.a = col_i64(st, sites_col);
+			if (py == 0)
+				py = -1;
+			kk.a = stack ? stack : -1;
 			/* CUDA memory with Python frames is the user's
 			 * Python line's; the host heap's is native. */
 			kk.b = py >= 0 && code != MODEL_HOST ? py : -1;
@@ -340,6 +347,8 @@ static void *work(void *arg)
 		}
 		own = 1;
 		sqlite3_busy_timeout(db, 10000);
+		/* Mapped, not copied through read(): a tenth of the pass. */
+		sqlite3_exec(db, "PRAGMA mmap_size = 1099511627776", NULL, NULL, NULL);
 	}
 	/* A range of rowids holds at most that many rows: no growing. */
 	if (w->hi - w->lo < (1ll << 32)) {
@@ -490,13 +499,14 @@ static int scan(struct model *m, struct model_heap *h)
 		return err;
 	if (hi <= lo || m->nselected == 0)
 		return 0;
+	/* size only makes counts of sampled rows (call sites). */
 	sql = sqlite3_mprintf(
-		"SELECT proc_id, space, device, weight, alloc_ns, free_ns, size%s%s"
+		"SELECT proc_id, space, device, weight, alloc_ns, free_ns, %s%s%s"
 		" FROM allocations WHERE id >= ?1 AND id < ?2",
-		h->want & MODEL_WANT_CALLS ? ", alloc_fn, coalesce(alloc_end_ns - alloc_ns, -1),"
-					     " free_fn, coalesce(free_end_ns - free_ns, -1)" : "",
-		h->want & MODEL_WANT_SITES ? ", coalesce(stack_id, -1), coalesce(pystack_id, -1)"
-					   : "");
+		h->want & MODEL_WANT_SITES ? "size" : "0",
+		h->want & MODEL_WANT_CALLS ? ", alloc_fn, alloc_end_ns, free_fn, free_end_ns" : "",
+		!(h->want & MODEL_WANT_SITES) ? "" : m->version >= 3 ? ", stack_id, pystack_id"
+								   : ", NULL, NULL");
 	if (!sql)
 		return -ENOMEM;
 	if (m->path && hi - lo >= PARALLEL_ROWS)
@@ -1065,7 +1075,8 @@ static int peaks(struct model_heap *h)
 		const struct mem_item *mi = map_item(&h->mems, i);
 
 		at[i] = total;
-		total += mi->mem.rows + (size_t)mi->nfreed;
+		if (!mi->agg)
+			total += mi->mem.rows + (size_t)mi->nfreed;
 	}
 	at[h->mems.n] = total;
 	all = malloc((total + 1) * sizeof(*all));
@@ -1093,6 +1104,10 @@ static int peaks(struct model_heap *h)
 		size_t n = at[i] - first;
 		int64_t lo = INT64_MAX, hi = INT64_MIN;
 
+		if (mi->agg) {
+			first = at[i];
+			continue; /* the collector's peak, set at load */
+		}
 		for (size_t k = first; k < at[i]; k++) {
 			if (all[k].t < lo)
 				lo = all[k].t;
@@ -1182,9 +1197,8 @@ static int load(struct model *m)
 			}
 		}
 	}
-	err = peaks(h);
-	if (err)
-		return err;
+	/* An aggregated memory's figures are the collector's (peaks() leaves
+	 * them alone). */
 	for (size_t i = 0; i < h->mems.n; i++) {
 		struct mem_item *mi = map_item(&h->mems, i);
 		const struct agg_proc *a = mi->agg;
@@ -1258,9 +1272,21 @@ void model_want(struct model *m, unsigned what)
 	m->want |= what;
 }
 
+/* The heap, with its memories' peaks. */
+static int heap_peaks(struct model *m, unsigned want)
+{
+	int err = heap(m, want);
+
+	if (!err && !m->heap->peaks_done) {
+		err = peaks(m->heap);
+		m->heap->peaks_done = !err;
+	}
+	return err;
+}
+
 int model_memories(struct model *m, struct model_mem *const **v, size_t *n)
 {
-	int err = heap(m, 0);
+	int err = heap_peaks(m, 0);
 
 	*v = err ? NULL : m->heap->mem_list;
 	*n = err ? 0 : m->heap->nmems;
@@ -1548,7 +1574,7 @@ int model_heap_groups(struct model *m, enum model_select sel, int folded, int64_
 	int err;
 
 	memset(out, 0, sizeof(*out));
-	err = heap(m, MODEL_WANT_SITES);
+	err = sel == MODEL_AT_PEAK ? heap_peaks(m, MODEL_WANT_SITES) : heap(m, MODEL_WANT_SITES);
 	if (err)
 		return err;
 	h = m->heap;

@@ -37,6 +37,7 @@
 
 #include "cli.h"
 #include "model.h"
+#include "spawn.h"
 #include "store.h"
 #include "summary.h"
 
@@ -49,17 +50,13 @@
 struct run {
 	char **cmd;
 	const char *db_opt;
+	struct spawn sp;         /* the collector and its store */
 	char lib[PATH_MAX];
-	char shimmerd[PATH_MAX];
 	char sock_dir[PATH_MAX]; /* empty when none was made */
 	char sock[sizeof(((struct sockaddr_un *)0)->sun_path)];
-	char db[PATH_MAX];
-	int db_is_ours; /* we made the file: nobody else wrote it */
 	pid_t child;
-	pid_t collector; /* 0 when none runs */
 	int go[2];       /* releases the paused child */
 	int exec_err[2]; /* the child's execvp errno, or EOF on success */
-	int stop;        /* the collector stops at this pipe's EOF; -1 when none */
 };
 
 static volatile sig_atomic_t forward_to;
@@ -109,26 +106,6 @@ static void __attribute__((noreturn)) child_main(struct run *r, const sigset_t *
 	_exit(e == EACCES || e == EPERM ? 126 : 127);
 }
 
-static int find_exe_dir(struct run *r)
-{
-	char self[PATH_MAX], *slash;
-	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-
-	if (n < 0)
-		return -errno;
-	self[n] = '\0';
-	slash = strrchr(self, '/');
-	if (!slash)
-		return -ENOENT;
-	*slash = '\0';
-	if ((size_t)snprintf(r->shimmerd, sizeof(r->shimmerd), "%s/shimmerd", self) >=
-		    sizeof(r->shimmerd) ||
-	    (size_t)snprintf(r->lib, sizeof(r->lib), "%s/../lib/libshimmer.so", self) >=
-		    sizeof(r->lib))
-		return -ENAMETOOLONG;
-	return 0;
-}
-
 /* A private directory for the socket, in XDG_RUNTIME_DIR when it fits. */
 static int make_sock_dir(struct run *r)
 {
@@ -156,187 +133,29 @@ static int make_sock_dir(struct run *r)
 }
 
 /*
- * Names the store and makes it, private (0600) and exclusively: the store
- * holds the command line and every allocation.  A file already at the
- * default name is refused, never reused: the name is predictable, and
- * another user could have made it to read the recording.  A --db that
- * exists is the user's own choice of store (the collector refuses it when
- * it is no shimmer store).  On failure writes why into `why`.
- */
-static int name_store(struct run *r, char *why, size_t len)
-{
-	char host[256] = "localhost", stamp[32];
-	time_t now = time(NULL);
-	struct tm tm;
-	size_t n;
-	int fd;
-
-	if (r->db_opt) {
-		n = (size_t)snprintf(r->db, sizeof(r->db), "%s", r->db_opt);
-	} else {
-		gethostname(host, sizeof(host) - 1);
-		host[sizeof(host) - 1] = '\0';
-		localtime_r(&now, &tm);
-		strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", &tm);
-		n = (size_t)snprintf(r->db, sizeof(r->db), "./shimmer-%s-%ld-%s.db", host,
-				     (long)r->child, stamp);
-	}
-	if (n >= sizeof(r->db)) {
-		snprintf(why, len, "the store's name is too long");
-		return -ENAMETOOLONG;
-	}
-	fd = open(r->db, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd >= 0) {
-		close(fd);
-		r->db_is_ours = 1;
-		return 0;
-	}
-	if (errno == EEXIST && r->db_opt)
-		return 0;
-	if (errno == EEXIST)
-		snprintf(why, len, "%s already exists: a store at a default name is never reused "
-			 "(another user may have made it to read the recording); remove it or "
-			 "give --db", r->db);
-	else
-		snprintf(why, len, "cannot create %s: %s", r->db, strerror(errno));
-	return -errno;
-}
-
-static void __attribute__((noreturn)) collector_main(struct run *r, int ready_fd,
-						     int parent_fd, const sigset_t *mask)
-{
-	static const int sigs[] = { SIGINT, SIGQUIT, SIGTERM, SIGHUP, SIGPIPE };
-	char fd[16], pfd[16];
-	int null;
-
-	setpgid(0, 0);
-	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
-		signal(sigs[i], SIG_DFL);
-	sigprocmask(SIG_SETMASK, mask, NULL);
-	null = open("/dev/null", O_RDONLY);
-	if (null >= 0 && null != STDIN_FILENO)
-		dup2(null, STDIN_FILENO);
-	/* stdout belongs to the traced program's consumer. */
-	dup2(STDERR_FILENO, STDOUT_FILENO);
-	fcntl(ready_fd, F_SETFD, 0);
-	fcntl(parent_fd, F_SETFD, 0);
-	snprintf(fd, sizeof(fd), "%d", ready_fd);
-	snprintf(pfd, sizeof(pfd), "%d", parent_fd);
-	execl(r->shimmerd, r->shimmerd, "--foreground", "--quiet", "--socket", r->sock, "--db",
-	      r->db, "--ready-fd", fd, "--parent-fd", pfd, (char *)NULL);
-	_exit(127);
-}
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* Reap the collector; returns its wait status, or -1. */
-static int reap(pid_t pid)
-{
-	int st;
-
-	while (waitpid(pid, &st, 0) < 0)
-		if (errno != EINTR)
-			return -1;
-	return st;
-}
-
-/*
  * What the program's process must know before the fork: the shim and the
  * socket.  On failure writes why into `why` and returns a negative errno.
  */
 static int prepare_trace(struct run *r, char *why, size_t len)
 {
-	int err;
+	int err = spawn_find(&r->sp, why, len);
 
+	if (err)
+		return err;
+	if ((size_t)snprintf(r->lib, sizeof(r->lib), "%s/../lib/libshimmer.so", r->sp.dir) >=
+	    sizeof(r->lib)) {
+		snprintf(why, len, "cannot find the shimmer installation: %s",
+			 strerror(ENAMETOOLONG));
+		return -ENAMETOOLONG;
+	}
 	if (access(r->lib, R_OK) < 0) {
 		err = -errno;
 		snprintf(why, len, "cannot use %s: %s", r->lib, strerror(errno));
 		return err;
 	}
-	if (access(r->shimmerd, X_OK) < 0) {
-		err = -errno;
-		snprintf(why, len, "cannot start %s: %s", r->shimmerd, strerror(errno));
-		return err;
-	}
 	err = make_sock_dir(r);
 	if (err)
 		snprintf(why, len, "cannot make a socket directory: %s", strerror(-err));
-	return err;
-}
-
-/*
- * Start shimmerd and wait for its ready byte.  On failure writes why into
- * `why`, leaves no collector behind and returns a negative errno.
- */
-static int start_collector(struct run *r, const sigset_t *mask, char *why, size_t len)
-{
-	int ready[2] = { -1, -1 }, stop[2] = { -1, -1 }, err = 0, st;
-	int64_t deadline;
-	char byte;
-
-	if (pipe2(ready, O_CLOEXEC) < 0 || pipe2(stop, O_CLOEXEC) < 0) {
-		err = -errno;
-		snprintf(why, len, "cannot make a pipe: %s", strerror(errno));
-		goto out;
-	}
-	r->collector = fork();
-	if (r->collector < 0) {
-		err = -errno;
-		r->collector = 0;
-		snprintf(why, len, "cannot fork: %s", strerror(errno));
-		goto out;
-	}
-	if (r->collector == 0)
-		collector_main(r, ready[1], stop[0], mask);
-	close_fd(&ready[1]);
-	close_fd(&stop[0]);
-	r->stop = stop[1];
-	stop[1] = -1;
-	deadline = now_ms() + READY_TIMEOUT_MS;
-	for (;;) {
-		struct pollfd p = { .fd = ready[0], .events = POLLIN };
-		int64_t left = deadline - now_ms();
-		ssize_t n;
-
-		if (left <= 0 || poll(&p, 1, (int)left) == 0) {
-			err = -ETIMEDOUT;
-			snprintf(why, len, "%s was not ready after %d s", r->shimmerd,
-				 READY_TIMEOUT_MS / 1000);
-			kill(r->collector, SIGKILL);
-			reap(r->collector);
-			break;
-		}
-		n = read(ready[0], &byte, 1);
-		if (n == 1)
-			break;
-		if (n < 0 && errno == EINTR)
-			continue;
-		/* EOF: it exited, or closed the fd, before it was ready. */
-		err = -ECHILD;
-		kill(r->collector, SIGKILL);
-		st = reap(r->collector);
-		if (st >= 0 && WIFEXITED(st))
-			snprintf(why, len, "%s exited with status %d before it was ready",
-				 r->shimmerd, WEXITSTATUS(st));
-		else
-			snprintf(why, len, "%s stopped before it was ready", r->shimmerd);
-		break;
-	}
-	if (err)
-		r->collector = 0;
-out:
-	close_fd(&ready[0]);
-	close_fd(&ready[1]);
-	close_fd(&stop[0]);
-	close_fd(&stop[1]);
-	if (err)
-		close_fd(&r->stop);
 	return err;
 }
 
@@ -347,37 +166,6 @@ static void remove_sock_dir(struct run *r)
 	unlink(r->sock);
 	rmdir(r->sock_dir);
 	r->sock_dir[0] = '\0';
-}
-
-/* A store we named that holds no run: take it away with SQLite's side files. */
-static void remove_store(struct run *r)
-{
-	static const char *const suffixes[] = { "", "-wal", "-shm", "-journal" };
-	char path[PATH_MAX + 16];
-
-	if (!r->db_is_ours)
-		return;
-	for (size_t i = 0; i < 4; i++) {
-		snprintf(path, sizeof(path), "%s%s", r->db, suffixes[i]);
-		unlink(path);
-	}
-}
-
-static void stop_collector(struct run *r)
-{
-	int st;
-
-	if (!r->collector)
-		return;
-	close_fd(&r->stop);
-	st = reap(r->collector);
-	r->collector = 0;
-	if (st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) != 0)
-		cli_warn("the collector exited with status %d; the store may be incomplete",
-			 WEXITSTATUS(st));
-	else if (st >= 0 && WIFSIGNALED(st))
-		cli_warn("the collector was killed by signal %d; the store may be incomplete",
-			 WTERMSIG(st));
 }
 
 /*
@@ -392,13 +180,13 @@ static void note_status(struct run *r, int st)
 	sqlite3 *db = NULL;
 	sqlite3_stmt *q = NULL;
 
-	if (st < 0 || sqlite3_open_v2(r->db, &db, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK ||
+	if (st < 0 || sqlite3_open_v2(r->sp.db, &db, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK ||
 	    sqlite3_prepare_v2(db, "UPDATE processes SET exit_status = ?2, "
 			       "end_signal = coalesce(end_signal, ?3), end_reason = CASE WHEN ?3 "
 			       "IS NOT NULL AND end_reason = 'disconnect' THEN 'signal' ELSE "
 			       "end_reason END WHERE proc_id = (SELECT max(proc_id) FROM processes "
 			       "WHERE pid = ?1)", -1, &q, NULL) != SQLITE_OK) {
-		cli_warn("cannot note the exit status in %s: %s", r->db,
+		cli_warn("cannot note the exit status in %s: %s", r->sp.db,
 			 db ? sqlite3_errmsg(db) : "out of memory");
 		goto out;
 	}
@@ -408,7 +196,7 @@ static void note_status(struct run *r, int st)
 	if (WIFSIGNALED(st))
 		sqlite3_bind_int(q, 3, WTERMSIG(st));
 	if (sqlite3_step(q) != SQLITE_DONE)
-		cli_warn("cannot note the exit status in %s: %s", r->db, sqlite3_errmsg(db));
+		cli_warn("cannot note the exit status in %s: %s", r->sp.db, sqlite3_errmsg(db));
 out:
 	sqlite3_finalize(q);
 	sqlite3_close(db);
@@ -490,7 +278,7 @@ static void print_summary(struct run *r, int st)
 	char how[128];
 	int procs = -1;
 
-	if (store_open(r->db, &db) == 0) {
+	if (store_open(r->sp.db, &db) == 0) {
 		procs = count_processes(db);
 		sqlite3_close(db);
 	}
@@ -503,13 +291,13 @@ static void print_summary(struct run *r, int st)
 	fprintf(stderr, "shimmer: %s: %s\n", r->cmd[0], status_text(st, how, sizeof(how)));
 	summary_opts_init(&o);
 	o.brief = 1;
-	o.path = r->db;
-	if (model_open(r->db, &f, &m) == 0 && summary_write(m, stderr, &o) == 0) {
+	o.path = r->sp.db;
+	if (model_open(r->sp.db, &f, &m) == 0 && summary_write(m, stderr, &o) == 0) {
 		model_close(m);
 		return;
 	}
 	model_close(m);
-	fprintf(stderr, "shimmer: store: %s\n", r->db);
+	fprintf(stderr, "shimmer: store: %s\n", r->sp.db);
 }
 
 /* 0 to go on; else -1 with *code the exit code (help or usage error). */
@@ -560,7 +348,6 @@ static int run_main(int argc, char **argv)
 	struct run r = {
 		.go = { -1, -1 },
 		.exec_err = { -1, -1 },
-		.stop = -1,
 	};
 	struct sigaction fwd = { .sa_handler = forward, .sa_flags = SA_RESTART }, old;
 	sigset_t block, mask;
@@ -570,12 +357,8 @@ static int run_main(int argc, char **argv)
 
 	if (parse(&r, argc, argv, &rc) < 0)
 		return rc;
-	rc = find_exe_dir(&r);
-	if (rc)
-		snprintf(why, sizeof(why), "cannot find the shimmer installation: %s",
-			 strerror(-rc));
-	else
-		rc = prepare_trace(&r, why, sizeof(why));
+	spawn_init(&r.sp, r.db_opt);
+	rc = prepare_trace(&r, why, sizeof(why));
 	traced = rc == 0;
 	if (pipe2(r.go, O_CLOEXEC) < 0 || pipe2(r.exec_err, O_CLOEXEC) < 0) {
 		cli_error("cannot make a pipe: %s", strerror(errno));
@@ -611,14 +394,17 @@ static int run_main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	sigprocmask(SIG_SETMASK, &mask, NULL);
 
-	if (traced && name_store(&r, why, sizeof(why)) < 0)
+	if (traced && spawn_name_store(&r.sp, (long)r.child, why, sizeof(why)) < 0)
 		traced = 0;
-	if (traced)
-		traced = start_collector(&r, &mask, why, sizeof(why)) == 0;
+	if (traced) {
+		const char *args[] = { "--socket", r.sock, NULL };
+
+		traced = spawn_start(&r.sp, args, &mask, READY_TIMEOUT_MS, why, sizeof(why)) == 0;
+	}
 	if (!traced) {
 		cli_warn("%s; running %s untraced", why, r.cmd[0]);
 		remove_sock_dir(&r);
-		remove_store(&r);
+		spawn_remove_store(&r.sp);
 	}
 	n = write(r.go[1], traced ? "T" : "U", 1);
 	(void)n;
@@ -626,19 +412,19 @@ static int run_main(int argc, char **argv)
 	do
 		n = read(r.exec_err[0], &e, sizeof(e));
 	while (n < 0 && errno == EINTR);
-	st = reap(r.child);
+	st = spawn_reap(r.child);
 	forward_to = 0;
 	signal(SIGINT, SIG_DFL);
 	signal(SIGQUIT, SIG_DFL);
 	if (n == (ssize_t)sizeof(e)) {
 		cli_error("cannot run %s: %s", r.cmd[0], strerror(e));
-		stop_collector(&r);
-		remove_store(&r);
+		spawn_stop(&r.sp);
+		spawn_remove_store(&r.sp);
 		rc = e == EACCES || e == EPERM ? 126 : 127;
 		goto out;
 	}
 	if (traced) {
-		stop_collector(&r);
+		spawn_stop(&r.sp);
 		note_status(&r, st);
 		print_summary(&r, st);
 	}

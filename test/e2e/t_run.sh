@@ -134,4 +134,28 @@ if [ "$(id -u)" = 0 ] && unshare -pf true 2> /dev/null; then
 else
 	ok "planted default name # SKIP needs root and unshare -p"
 fi
+
+# The summary `shimmer run` prints fits a screen: a job that runs many
+# processes (a shell running 40 short children, as a JAX job runs ptxas)
+# gets at most 5 of them in full, the rest one line per executable, then
+# the store and the commands to look further.
+db=$T/many.db
+("$SHIMMER" run --db "$db" -- /bin/sh -c \
+	'i=0; while [ $i -lt 40 ]; do /bin/true; i=$((i + 1)); done; exec '"$WL"' simple 2 4096 0' \
+	> /dev/null 2> "$T/many.err"; exit $?) 2> /dev/null
+procs=$(sqlite3 "$db" "SELECT count(*) FROM processes")
+check "many: the store has every process (the test's premise)" "processes $procs" [ "$procs" -ge 41 ]
+full=$(grep -c '^Process ' "$T/many.err")
+check "many: at most 5 processes in full" "$full in full" [ "$full" -le 5 ]
+check "many: the rest one line per executable" "$(grep -A3 'more process' "$T/many.err")" \
+	grep -qE '^  true x[0-9]+, [0-9.]+ [mun]?s total$' "$T/many.err"
+check "many: the process that did CUDA work comes first" "$(grep -m2 '^Process ' "$T/many.err")" \
+	grep -q "^Process .*: $WL\$" <<< "$(grep -m1 '^Process ' "$T/many.err")"
+lines=$(grep -cv '^shimmerd: ' "$T/many.err")
+check "many: fits a screen (at most 80 lines)" "$lines lines" [ "$lines" -le 80 ]
+check "many: names the store and the next commands" "$(tail -4 "$T/many.err")" \
+	all_in "$T/many.err" "store: $db" "shimmer summary $db"
+full=$("$SHIMMER" summary "$db" | grep -c '^Process ')
+check "many: shimmer summary DB still prints every process" "$full of $procs" \
+	[ "$full" = "$procs" ]
 finish

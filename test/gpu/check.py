@@ -232,7 +232,7 @@ for keep in ("graph", "item"):
     torch_view = last_json(f"{out}/leak_{keep}.json")
     if not torch_view:
         continue
-    rows = [r for r in leak_rows(keep) if r["device"].startswith("cuda:")]
+    rows = [r for r in leak_rows(keep) if r["memory"].startswith("cuda:")]
     growing = [r for r in rows if r["verdict"] == "growing"]
     slope = sum(float(r["slope_bytes_per_step"] or 0) for r in rows)
     if keep == "graph":
@@ -250,7 +250,7 @@ for keep in ("graph", "item"):
             "leak.py:" in top.get("frame", ""))
     else:
         row("item kept: nothing flagged growing", len(growing), 0, not growing)
-    peaks = [r for r in csv.DictReader(open(f"{out}/peak_{keep}.csv")) if r["device"] == "cuda:0"]
+    peaks = [r for r in csv.DictReader(open(f"{out}/peak_{keep}.csv")) if r["memory"] == "cuda:0"]
     peak = int(peaks[0]["peak_bytes"]) if peaks else 0
     row(f"{keep}: cuda:0 peak == max_memory_reserved", peak, torch_view["max_memory_reserved"],
         peak == torch_view["max_memory_reserved"])
@@ -309,6 +309,82 @@ def export_checks():
 
 export_checks()
 
+
+# Issue 11: compare of two runs differing only in batch size, and a 2-rank
+# torchrun job with a planted straggler through summary --by-rank.
+def compare_rows():
+    try:
+        rows = list(csv.DictReader(open(f"{out}/compare_batch.csv")))
+    except OSError:
+        rows = []
+    changed = [r for r in rows if r["changed"] == "1"]
+    row("compare batch 32/64: pairs the runs", len({(r["a_pid"], r["b_pid"]) for r in rows}),
+        1, len({(r["a_pid"], r["b_pid"]) for r in rows}) == 1)
+    # Twice the batch: each step does twice the work, so its time and the
+    # activations' memory change (the model's parameters do not).
+    step = [r for r in changed if r["section"] == "steps" and r["name"].endswith(" mean")]
+    peak = [r for r in changed if r["section"] == "memory" and r["name"] == "cuda:0 peak"]
+    row("compare batch 32/64: step mean changed", len(step), 1, len(step) == 1 and
+        float(step[0]["ratio"] or 0) > 1.2)
+    row("compare batch 32/64: cuda:0 peak changed", len(peak), 1, len(peak) == 1 and
+        float(peak[0]["ratio"] or 0) > 1.0)
+    print("   changed: " + "; ".join(f"{r['section']} {r['name'][:40]} x{float(r['ratio'] or 0):.2f}"
+                                       for r in changed[:12]))
+    rc = open(f"{out}/compare_failif.rc").read().strip() if os.path.exists(
+        f"{out}/compare_failif.rc") else "?"
+    row("compare --fail-if step_time>+10%: exit 3", rc, 3, rc == "3")
+    try:
+        byrank = json.load(open(f"{out}/byrank.json"))
+    except (OSError, ValueError):
+        byrank = {}
+    straggler = (byrank.get("straggler") or {}).get("rank")
+    row("torchrun 2 ranks: --by-rank names rank 1", straggler, 1, straggler == 1)
+    steps = [e for e in byrank.get("events", []) if e.get("kind") == "step"]
+    row("torchrun 2 ranks: step row across 2 ranks", steps[0]["ranks"] if steps else "-", 2,
+        bool(steps) and steps[0]["ranks"] == 2 and steps[0]["slowest_rank"] == 1)
+
+
+compare_rows()
+
+# Issue 16: shimmer attach on a running training loop (attach.py): the
+# cudaMalloc oracle over the steps made while attached.
+def attach_rows():
+    check_line = open(f"{out}/attach.check").read().strip() if os.path.exists(
+        f"{out}/attach.check") else "attach: not run"
+    if not os.path.exists(f"{out}/attach.rc"):
+        print(f"attach: not checked here: {check_line}")
+        return
+    oracle = last_json(f"{out}/attach.json")
+    arc = int(open(f"{out}/attach.rc").read().strip() or -1)
+    row("attach: shimmer attach exit status", arc, 0, arc == 0)
+    try:
+        adb = sqlite3.connect(f"{out}/attach_store.db")
+        (traced_by, end_reason), = adb.execute(
+            "select traced_by, end_reason from processes").fetchall()
+        n, b = adb.execute("select count(*), coalesce(sum(bytes), 0) from cuda_calls_named "
+                           "where fn = 'cudaMalloc' and ret = 0").fetchone()
+        nf = adb.execute("select count(*) from cuda_calls_named "
+                         "where fn = 'cudaFree' and ret = 0").fetchone()[0]
+        rows = adb.execute("select count(*) from allocations where space = 'device'").fetchone()[0]
+        drops = adb.execute("select coalesce(sum(events), 0) from drops").fetchone()[0]
+    except (sqlite3.Error, ValueError) as e:
+        row("attach: store readable", str(e)[:14], "ok", False)
+        return
+    print(f"   attach: {open(f'{out}/attach.stderr').readline().strip()[:120]}")
+    row("attach: an attached process, detached", f"{traced_by}/{end_reason}", "attach/detach",
+        (traced_by, end_reason) == ("attach", "detach"))
+    row("attach: cudaMalloc calls == num_device_alloc", n, oracle.get("num_device_alloc"),
+        n == oracle.get("num_device_alloc"))
+    row("attach: cudaMalloc bytes == reserved allocated", b,
+        oracle.get("reserved_bytes_allocated"), b == oracle.get("reserved_bytes_allocated"))
+    row("attach: cudaFree calls == num_device_free", nf, oracle.get("num_device_free"),
+        nf == oracle.get("num_device_free"))
+    row("attach: device allocation rows == num_device_alloc", rows,
+        oracle.get("num_device_alloc"), rows == oracle.get("num_device_alloc"))
+    row("attach: dropped events", drops, 0, drops == 0)
+
+
+attach_rows()
 print(f"\nloop: bare {bare.get('loop_s')} s, shimmer {traced.get('loop_s')} s, "
       f"torch.profiler {last_json(out + '/prof.json').get('loop_s')} s (one run each; see bench/gpu-overhead)")
 print("gpu: ALL PASS" if not failed else f"gpu: {len(failed)} FAILED: " + "; ".join(failed))

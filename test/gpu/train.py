@@ -19,6 +19,7 @@ import argparse
 import contextlib
 import ctypes
 import json
+import os
 import statistics
 import time
 
@@ -56,6 +57,9 @@ def main():
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--vocab", type=int, default=1000)
     ap.add_argument("--profile", metavar="FILE")
+    ap.add_argument("--slow-rank", type=int, default=-1, metavar="R",
+                    help="the process of rank R ($RANK, as torchrun sets it) sleeps 30 ms "
+                         "in every step: a planted straggler for summary --by-rank")
     ap.add_argument("--ab", type=int, metavar="BLOCK",
                     help="under the shim: alternate blocks of BLOCK timed steps recorded and "
                          "paused (shimmer_pause/resume) and report the mean time per step "
@@ -116,6 +120,7 @@ def main():
         (shim.shimmer_pause if state == "paused" else shim.shimmer_resume)()
         t_block, c_block = time.perf_counter(), time.thread_time()
 
+    slow = args.slow_rank >= 0 and int(os.environ.get("RANK", "-1")) == args.slow_rank
     t_block, c_block, state = 0.0, 0.0, "recorded"
     step_starts = []
     torch.cuda.synchronize()
@@ -140,6 +145,9 @@ def main():
             nvtx.range_push("optimizer")
             opt.step()
             nvtx.range_pop()
+            if slow:
+                torch.cuda.synchronize()
+                time.sleep(0.03)
             nvtx.range_pop()
         if args.ab:
             ab_block(total)

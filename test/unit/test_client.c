@@ -1221,6 +1221,45 @@ static void test_client_gpu_windows(void **state)
 	assert_int_equal(q_int(f, "SELECT gpu_sampled_since_ns FROM processes"), -1000);
 }
 
+/* Off-CPU records (the BPF source's; a shim that wrote one would only
+ * describe itself): one row each, state and open flag as text and 0/1, a
+ * stack id of 0 as NULL, times through the process's clock; HELLO's
+ * SHIMMER_OFFCPU flag is kept for the daemon. */
+static void test_client_offcpu(void **state)
+{
+	struct fixture *f = *state;
+	struct shm_rec_offcpu o[4] = {
+		{ .hdr = { SHM_REC_OFFCPU, sizeof(o[0]), 0, 0 }, .start = 1000, .end = 1500,
+		  .stack_id = 0x80000001u, .state = SHM_OFFCPU_SLEEP },
+		{ .hdr = { SHM_REC_OFFCPU, sizeof(o[0]), 0, SHM_F_OPEN }, .start = 2000,
+		  .end = 2000, .stack_id = 0, .state = SHM_OFFCPU_PREEMPTED },
+		{ .hdr = { SHM_REC_OFFCPU, sizeof(o[0]), 0, 0 }, .start = 3000, .end = 3100,
+		  .stack_id = 7, .state = SHM_OFFCPU_DISK },
+		{ .hdr = { SHM_REC_OFFCPU, sizeof(o[0]), 0, 0 }, .start = 4000, .end = 4200,
+		  .stack_id = 7, .state = SHM_OFFCPU_OTHER },
+	};
+	char text[256];
+
+	assert_int_equal(connect_region(f, &f->r, 42, 1, SHM_MALLOC_OFF, SHM_CLOCK_MONOTONIC), 0);
+	assert_int_equal(client_hello_flags(f->c) & SHM_HELLO_OFFCPU, 0);
+	claim(&f->r, 0, 100);
+	claim(&f->r, 1, 101);
+	push(&f->r, 1, &o[2], sizeof(o[2]));
+	push(&f->r, 0, &o[0], sizeof(o[0]));
+	push(&f->r, 0, &o[1], sizeof(o[1]));
+	push(&f->r, 1, &o[3], sizeof(o[3]));
+	assert_int_equal(client_drain(f->c), 0);
+	q_text(f, text, sizeof(text), "SELECT group_concat(tid || ',' || start_ns || ',' || end_ns "
+				      "|| ',' || state || ',' || coalesce(stack_id, 'NULL') || ',' || "
+				      "open, ';') FROM (SELECT * FROM offcpu ORDER BY start_ns)");
+	assert_string_equal(text, "100,1000,1500,sleep,2147483649,0;100,2000,2000,preempted,NULL,1;"
+				  "101,3000,3100,disk,7,0;101,4000,4200,other,7,0");
+	q_text(f, text, sizeof(text), "SELECT group_concat(stack_id || ',' || state || ',' || "
+				      "intervals || ',' || total_ns, ';') FROM (SELECT * FROM "
+				      "offcpu_stacks WHERE tid = 101 ORDER BY state)");
+	assert_string_equal(text, "7,disk,1,100;7,other,1,200");
+}
+
 /* Windows on the TSC clock are placed like every other record. */
 static void test_client_gpu_windows_tsc(void **state)
 {
@@ -1978,6 +2017,21 @@ static void bad_window_fn(struct region *r)
 	write_raw(r, &w, sizeof(w));
 }
 
+static void bad_offcpu(struct region *r, uint16_t size, uint16_t fn, uint64_t start,
+		       uint64_t end, uint32_t state)
+{
+	struct shm_rec_offcpu o[2] = { { .hdr = { SHM_REC_OFFCPU, size, fn, 0 },
+					 .start = start, .end = end, .state = state } };
+
+	write_raw(r, o, size);
+}
+
+static void bad_offcpu_state0(struct region *r) { bad_offcpu(r, sizeof(struct shm_rec_offcpu), 0, 1, 2, 0); }
+static void bad_offcpu_state5(struct region *r) { bad_offcpu(r, sizeof(struct shm_rec_offcpu), 0, 1, 2, 5); }
+static void bad_offcpu_order(struct region *r) { bad_offcpu(r, sizeof(struct shm_rec_offcpu), 0, 3, 2, 2); }
+static void bad_offcpu_size(struct region *r) { bad_offcpu(r, 2 * sizeof(struct shm_rec_offcpu), 0, 1, 2, 2); }
+static void bad_offcpu_fn(struct region *r) { bad_offcpu(r, sizeof(struct shm_rec_offcpu), SHM_FN_FREE, 1, 2, 2); }
+
 static void bad_head(struct region *r)
 {
 	slot(r, 0)->head += r->ring + 8;
@@ -2028,6 +2082,11 @@ static void test_client_reject_window_order(void **s) { expect_rejected(*s, bad_
 static void test_client_reject_window_since(void **s) { expect_rejected(*s, bad_window_since, 1, 2); }
 static void test_client_reject_window_size(void **s) { expect_rejected(*s, bad_window_size, 1, 2); }
 static void test_client_reject_window_fn(void **s) { expect_rejected(*s, bad_window_fn, 1, 2); }
+static void test_client_reject_offcpu_state0(void **s) { expect_rejected(*s, bad_offcpu_state0, 1, 2); }
+static void test_client_reject_offcpu_state5(void **s) { expect_rejected(*s, bad_offcpu_state5, 1, 2); }
+static void test_client_reject_offcpu_order(void **s) { expect_rejected(*s, bad_offcpu_order, 1, 2); }
+static void test_client_reject_offcpu_size(void **s) { expect_rejected(*s, bad_offcpu_size, 1, 2); }
+static void test_client_reject_offcpu_fn(void **s) { expect_rejected(*s, bad_offcpu_fn, 1, 2); }
 static void test_client_reject_head(void **s) { expect_rejected(*s, bad_head, 0, 1); }
 static void test_client_reject_state(void **s) { expect_rejected(*s, bad_state, 0, 1); }
 
@@ -2299,6 +2358,7 @@ int main(void)
 		T(test_client_gpu_rows),
 		T(test_client_gpu_tsc),
 		T(test_client_gpu_windows),
+		T(test_client_offcpu),
 		T(test_client_gpu_windows_tsc),
 		T(test_client_gpu_sampling_view),
 		T(test_client_push_pop),
@@ -2349,6 +2409,11 @@ int main(void)
 		T(test_client_reject_window_since),
 		T(test_client_reject_window_size),
 		T(test_client_reject_window_fn),
+		T(test_client_reject_offcpu_state0),
+		T(test_client_reject_offcpu_state5),
+		T(test_client_reject_offcpu_order),
+		T(test_client_reject_offcpu_size),
+		T(test_client_reject_offcpu_fn),
 		T(test_client_reject_head),
 		T(test_client_reject_state),
 		T(test_client_reject_hwm),

@@ -1,4 +1,4 @@
--- shimmer store, schema 7: heap answers computed by the collector as events
+-- shimmer store, schema 8: heap answers computed by the collector as events
 -- arrive, for processes traced with SHIMMER_MALLOC=all (unless
 -- SHIMMER_HEAP_ROWS=all): per process and per call site instead of a row per
 -- allocation.  allocations keeps a row only for each block that lived longer
@@ -150,4 +150,4 @@ SELECT proc_id, stack_id, pystack_id,
 	count, bytes
 FROM heap_histograms WHERE kind = 'life';
 
-INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', '7');
+INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', '8');

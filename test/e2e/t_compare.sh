@@ -1,0 +1,98 @@
+#!/bin/bash
+# t_compare: `shimmer compare` on runs of wl_ranks (wl_ranks.c: steps of a
+# cudaMalloc, a kernel, a synchronization, a sleep) with planted
+# differences, every kernel recorded (SHIMMER_GPU=all):
+#
+#  - base and big differ only in the size of each step's cudaMalloc (3x):
+#    the rows marked changed are exactly cudaMalloc's bytes and cuda:0's
+#    peak, each 3x; the processes pair although their argv differ;
+#  - a run with an extra process: listed as in one run only;
+#  - --fail-if exits 3 exactly when crossed: slow's steps are planted 60%
+#    longer (+60%); thresholds just under and just over the measured change give
+#    3 and 0; several conditions, one crossed, give 3; a condition on a
+#    figure neither run has is an error (1).
+. "$(dirname "$0")/lib.sh"
+
+WL_RANKS=$O/test/e2e/wl_ranks
+need "$SHIM" "$SHIMMERD" "$SHIMMER" "$WL_RANKS"
+
+C=$T/check.db
+
+# record NAME ARGS...: wl_ranks ARGS, every kernel recorded, into $T/NAME.db
+record() {
+	local name=$1 rc
+	shift
+	start_collector "$T/$name.db" || { not_ok "$name: collector"; finish; }
+	SHIMMER_GPU=all LD_PRELOAD=$SHIM SHIMMER_SOCKET=$SOCK "$@" 2> "$T/$name.err"
+	rc=$?
+	stop_collector || not_ok "$name: collector exit status"
+	check "$name: ran" "exit $rc, stderr $(head -3 "$T/$name.err")" test "$rc" = 0
+}
+
+record base "$WL_RANKS" 10 50000 -2 0
+record big "$WL_RANKS" 10 50000 -2 0 3145728
+record slow "$WL_RANKS" 10 50000 -1 30000
+record extra /bin/sh -c "$WL_RANKS 10 50000 -2 0; /bin/true"
+
+# The planted difference, and only it.
+"$SHIMMER" compare "$T/base.db" "$T/big.db" --format csv > "$T/big.csv" 2> "$T/big.err"
+rc=$?
+check "base vs big: exit 0 (no condition)" "exit $rc: $(head -3 "$T/big.err")" test $rc = 0
+import_csv "$C" big "$T/big.csv"
+expect_empty "base vs big: changed are exactly cudaMalloc's bytes and cuda:0's peak, 3x" "$(sq "$C" "
+SELECT 'changed, not planted:', section, name, a, b FROM big WHERE changed = '1'
+	AND NOT (section = 'api' AND name = 'cudaMalloc bytes')
+	AND NOT (section = 'memory' AND name = 'cuda:0 peak');
+SELECT 'planted, not changed or not 3x:', section, name, a, b, changed FROM big
+	WHERE ((section = 'api' AND name = 'cudaMalloc bytes')
+	OR (section = 'memory' AND name = 'cuda:0 peak'))
+	AND (changed <> '1' OR abs(CAST(ratio AS REAL) - 3) > 1e-9);
+SELECT 'planted rows:', count(*) FROM big WHERE (section = 'api' AND name = 'cudaMalloc bytes')
+	OR (section = 'memory' AND name = 'cuda:0 peak') HAVING count(*) <> 2;
+SELECT 'kernel rows:', count(*) FROM big WHERE section = 'kernel' HAVING count(*) <> 1;" 2>&1)"
+"$SHIMMER" compare "$T/base.db" "$T/big.db" > "$T/big.txt" 2>&1
+check "base vs big: the table marks the planted rows" "$(grep changed "$T/big.txt")" \
+	test "$(grep -c ' changed$' "$T/big.txt")" = 2
+
+# In one run only.
+"$SHIMMER" compare "$T/base.db" "$T/extra.db" --format json > "$T/extra.json" 2> "$T/extra.err"
+got=$(sq "$C" "SELECT group_concat(o.value ->> 'run' || ':' || (o.value ->> 'exe'), ' ')
+	FROM json_each(readfile('$T/extra.json'), '\$.only') o;" 2>&1)
+check "base vs extra: the shell and true are in B only" "only: $got" \
+	test "$got" = "b:/usr/bin/dash b:/usr/bin/true" -o "$got" = "b:/bin/dash b:/bin/true" \
+	-o "$(printf '%s' "$got" | grep -c 'b:.*true')" = 1
+got=$(sq "$C" "SELECT json_array_length(readfile('$T/extra.json'), '\$.pairs');")
+check "base vs extra: wl_ranks paired" "pairs $got" test "$got" = 1
+
+# --fail-if: exactly when crossed.
+failif() { # EXPECTED A B CONDITION...
+	local want=$1 a=$2 b=$3 rc args=()
+	shift 3
+	for c in "$@"; do args+=(--fail-if "$c"); done
+	"$SHIMMER" compare "$T/$a.db" "$T/$b.db" "${args[@]}" > "$T/f.out" 2>&1
+	rc=$?
+	check "$a vs $b --fail-if $*: exit $want" "exit $rc: $(tail -4 "$T/f.out")" test $rc = "$want"
+}
+"$SHIMMER" compare "$T/base.db" "$T/slow.db" --format csv > "$T/slow.csv" 2>&1
+import_csv "$C" slow "$T/slow.csv"
+change=$(sq "$C" "SELECT printf('%.3f', 100.0 * (CAST(b AS REAL) - a) / a) FROM slow
+	WHERE section = 'steps' AND name LIKE '%mean';")
+check "base vs slow: the planted step change (+60%) is measured (25% to 120%)" "change $change%" \
+	awk -v c="$change" 'BEGIN { exit !(c > 25 && c < 120) }'
+under=$(awk -v c="$change" 'BEGIN { printf "%.3f", c - 1 }')
+over=$(awk -v c="$change" 'BEGIN { printf "%.3f", c + 1 }')
+failif 3 base slow "step_time>+5%"
+failif 3 base slow "step_time>+$under%"
+failif 0 base slow "step_time>+$over%"
+failif 0 base slow "step_time<-5%"
+failif 3 base slow "kernel_time>+50%" "wall_time>+20%"
+failif 0 base big "step_time>+30%,kernel_time>+50%"
+failif 3 base big "step_time>+30%,peak_memory>+10%"
+failif 3 base big "peak_memory[cuda:0]>=+200%"
+failif 0 base big "peak_memory[cuda:0]>+200%"
+failif 3 base big "api_time<+1000%,peak_memory>+1MiB"
+failif 1 base big "peak_memory[cuda:7]>+10%"
+"$SHIMMER" compare "$T/base.db" "$T/big.db" --fail-if "speed>+5%" > /dev/null 2>&1
+rc=$?
+check "an unknown metric is a usage error (2)" "exit $rc" test $rc = 2
+finish

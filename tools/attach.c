@@ -1,0 +1,260 @@
+/*
+ * shimmer attach: trace a process that is already running, without
+ * restarting it, through eBPF, into the same store and schema as shimmer
+ * run.  The work is shimmerd's (--attach: collector/attach.c and bpfsrc.c),
+ * started privately as for run: this command names the store, waits until
+ * the probes are in, says what was attached, and when the window ends (the
+ * collector then exits by itself), the process exits, or a signal comes
+ * (SIGINT, SIGTERM, SIGHUP: the collector is told to detach by closing its
+ * --parent-fd pipe), prints the summary on stderr.
+ */
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "model.h"
+#include "spawn.h"
+#include "summary.h"
+
+#define READY_TIMEOUT_MS 60000
+
+static volatile sig_atomic_t stop_fd = -1, stop_asked;
+
+/* Closing the pipe is what tells the collector to detach; it is all a
+ * handler may do (close is async-signal-safe). */
+static void on_signal(int sig)
+{
+	(void)sig;
+	stop_asked = 1;
+	if (stop_fd >= 0) {
+		close(stop_fd);
+		stop_fd = -1;
+	}
+}
+
+/* "30s", "500ms", "2m", "1h" or plain seconds, > 0. */
+static int parse_duration(const char *s, double *seconds)
+{
+	static const struct {
+		const char *unit;
+		double scale;
+	} units[] = { { "", 1 }, { "s", 1 }, { "ms", 1e-3 }, { "m", 60 }, { "h", 3600 } };
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || end == s || !isfinite(v) || v <= 0)
+		return -EINVAL;
+	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+		if (strcmp(end, units[i].unit) == 0) {
+			*seconds = v * units[i].scale;
+			return *seconds < 1e9 ? 0 : -EINVAL;
+		}
+	return -EINVAL;
+}
+
+struct opts {
+	long pid;
+	const char *db;
+	double seconds; /* 0: until stopped */
+	int heap, no_offcpu;
+};
+
+/* 0 to go on; else -1 with *code the exit code (help or usage error). */
+static int parse(struct opts *o, int argc, char **argv, int *code)
+{
+	const char *dur = NULL;
+
+	*code = CLI_EXIT_USAGE;
+	for (int i = 1; i < argc; i++) {
+		int r;
+
+		if (cli_is_help(argv[i])) {
+			*code = cli_help(&attach_command);
+			return -1;
+		}
+		if ((r = cli_string_opt(&attach_command, argc, argv, &i, "--db", &o->db)) < 0 ||
+		    (!r && (r = cli_string_opt(&attach_command, argc, argv, &i, "--for", &dur)) < 0))
+			return -1;
+		if (r)
+			continue;
+		if (!strcmp(argv[i], "--heap")) {
+			o->heap = 1;
+			continue;
+		}
+		if (!strcmp(argv[i], "--no-offcpu")) {
+			o->no_offcpu = 1;
+			continue;
+		}
+		if (argv[i][0] == '-' || o->pid) {
+			cli_usage_error(&attach_command, o->pid ? "one process at a time ('%s')"
+						      : "unknown option '%s'", argv[i]);
+			return -1;
+		} else {
+			char *end;
+
+			errno = 0;
+			o->pid = strtol(argv[i], &end, 10);
+			if (errno || *end || o->pid <= 0) {
+				cli_usage_error(&attach_command, "'%s' is not a process id", argv[i]);
+				return -1;
+			}
+		}
+	}
+	if (!o->pid) {
+		cli_usage_error(&attach_command, "no process id given");
+		return -1;
+	}
+	if (o->db && !*o->db) {
+		cli_usage_error(&attach_command, "--db needs a file name");
+		return -1;
+	}
+	if (dur && parse_duration(dur, &o->seconds)) {
+		cli_usage_error(&attach_command, "--for %s is not a duration (30s, 500ms, 2m, 1h)",
+				dur);
+		return -1;
+	}
+	return 0;
+}
+
+/* The brief summary, as shimmer run prints it (it names the store); the
+ * store's name alone when it cannot be read. */
+static void print_summary(const struct spawn *sp)
+{
+	struct model_filter f = model_filter_all();
+	struct summary_opts o;
+	struct model *m = NULL;
+
+	summary_opts_init(&o);
+	o.brief = 1;
+	o.path = sp->db;
+	if (model_open(sp->db, &f, &m) == 0 && summary_write(m, stderr, &o) == 0) {
+		model_close(m);
+		return;
+	}
+	model_close(m);
+	fprintf(stderr, "shimmer: store: %s\n", sp->db);
+}
+
+static int attach_main(int argc, char **argv)
+{
+	struct opts o = { 0 };
+	struct spawn sp;
+	struct sigaction sa = { .sa_handler = on_signal };
+	const char *args[12];
+	char why[PATH_MAX + 256], pid[24], secs[32], bytes[32], probes[32];
+	const char *sample = getenv("SHIMMER_SAMPLE_BYTES");
+	sigset_t block, mask;
+	size_t n = 0;
+	int rc, st, err;
+
+	if (parse(&o, argc, argv, &rc) < 0)
+		return rc;
+	if (kill((pid_t)o.pid, 0) < 0 && errno == ESRCH) {
+		cli_error("no process %ld", o.pid);
+		return CLI_EXIT_ERROR;
+	}
+	spawn_init(&sp, o.db);
+	if (spawn_find(&sp, why, sizeof(why)) || spawn_name_store(&sp, o.pid, why, sizeof(why))) {
+		cli_error("%s", why);
+		return CLI_EXIT_ERROR;
+	}
+	snprintf(pid, sizeof(pid), "%ld", o.pid);
+	snprintf(probes, sizeof(probes), "cuda%s%s", o.heap ? ",heap" : "",
+		 o.no_offcpu ? "" : ",offcpu");
+	args[n++] = "--attach";
+	args[n++] = pid;
+	args[n++] = "--probes";
+	args[n++] = probes;
+	if (o.seconds > 0) {
+		snprintf(secs, sizeof(secs), "%.9g", o.seconds);
+		args[n++] = "--for";
+		args[n++] = secs;
+	}
+	if (sample && *sample) {
+		snprintf(bytes, sizeof(bytes), "%s", sample);
+		args[n++] = "--sample-bytes";
+		args[n++] = bytes;
+	}
+	args[n] = NULL;
+
+	/* The handlers see the pipe only once the collector holds it. */
+	sigemptyset(&block);
+	sigaddset(&block, SIGINT);
+	sigaddset(&block, SIGTERM);
+	sigaddset(&block, SIGHUP);
+	sigprocmask(SIG_BLOCK, &block, &mask);
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	err = spawn_start(&sp, args, &mask, READY_TIMEOUT_MS, why, sizeof(why));
+	if (err) {
+		sigprocmask(SIG_SETMASK, &mask, NULL);
+		/* The collector said why (one line) when it exited early. */
+		if (err != -ECHILD)
+			cli_error("%s", why);
+		spawn_remove_store(&sp);
+		return CLI_EXIT_ERROR;
+	}
+	stop_fd = sp.stop;
+	sp.stop = -1; /* the handler owns it now */
+	fprintf(stderr, "shimmer: attached to %ld: %s; detaching %s%s%swhen it exits or on ^C\n",
+		o.pid, sp.ready, o.seconds > 0 ? "after " : "", o.seconds > 0 ? secs : "",
+		o.seconds > 0 ? " s, " : "");
+	sigprocmask(SIG_SETMASK, &mask, NULL);
+	st = spawn_reap(sp.pid);
+	sp.pid = 0;
+	sigprocmask(SIG_BLOCK, &block, NULL);
+	if (stop_fd >= 0) {
+		close(stop_fd);
+		stop_fd = -1;
+	}
+	sigprocmask(SIG_SETMASK, &mask, NULL);
+	rc = CLI_EXIT_OK;
+	if (st < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+		if (st >= 0 && WIFSIGNALED(st))
+			cli_warn("the collector was killed by signal %d; the store may be incomplete",
+				 WTERMSIG(st));
+		else
+			cli_warn("the collector exited with status %d; the store may be incomplete",
+				 st >= 0 && WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+		rc = CLI_EXIT_ERROR;
+	}
+	print_summary(&sp);
+	return rc;
+}
+
+const struct command attach_command = {
+	.name = "attach",
+	.brief = "trace a running process (eBPF) until ^C, a time limit or its exit",
+	.usage =
+		"usage: shimmer attach PID [--db FILE] [--for DURATION] [--heap] [--no-offcpu]\n"
+		"\n"
+		"Trace the running process PID without restarting it, into the same\n"
+		"store as shimmer run: uprobes on its CUDA runtime (allocations, frees,\n"
+		"copies, launches, synchronizations) and the CUDA driver's launches,\n"
+		"and its threads' off-CPU time.  Each probed call costs about a\n"
+		"microsecond or more (a uprobe and a uretprobe).  Detaches after\n"
+		"DURATION, on ^C (SIGINT, SIGTERM, SIGHUP) or when PID exits, then\n"
+		"prints the summary on stderr; PID never notices.  Needs root, or\n"
+		"CAP_BPF and CAP_PERFMON (and CAP_SYS_PTRACE for another user's\n"
+		"process).  Exits 0, 1 when it cannot attach, 2 for a usage error.\n"
+		"\n"
+		"  --db FILE       the store (default ./shimmer-HOST-PID-YYYYmmdd-HHMMSS.db)\n"
+		"  --for DURATION  detach after DURATION (30s, 500ms, 2m, 1h; seconds\n"
+		"                  when it has no unit)\n"
+		"  --heap          the malloc family too, byte-sampled as SHIMMER_SAMPLE_BYTES\n"
+		"                  says (512 KiB by default): every malloc and free then\n"
+		"                  pays the probes\n"
+		"  --no-offcpu     no off-CPU time\n",
+	.main = attach_main,
+};

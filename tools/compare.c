@@ -1,0 +1,907 @@
+/*
+ * shimmer compare A.db B.db: two runs side by side.
+ *
+ * Processes are paired by rank when both stores have ranks, else by
+ * executable and argv, else by executable alone (a run with another batch
+ * size has another argv), in store order; what is left is listed as in one
+ * run only.  For each pair, one row per figure, all from the model: wall
+ * time, steps (the most frequent top-level range: count, mean, median,
+ * p90), GPU busy share and kernel time, each kernel, CUDA runtime
+ * function, copy kind and range by time, each memory's peak and live bytes
+ * at the end, growing sites (the leak verdicts), drops and GPU sampling
+ * coverage.  A row present in one run only says so.
+ *
+ * A row is marked changed when the two values differ by more than a run
+ * can differ by itself: exact counts and bytes by anything, times by a
+ * quarter and 100 us (and, for totals of many durations, means that
+ * differ by 3 standard errors: one slow call among fast ones is noise),
+ * shares by 5 points, estimates (sampled heap, sampled GPU activity) by
+ * half.  --fail-if conditions (compare_fail_if() below)
+ * exit 3 when a pair crosses one: a CI job's guard against a regression.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "emit.h"
+#include "fmt.h"
+#include "leaks.h"
+#include "map.h"
+#include "model.h"
+
+#define COMPARE_EXIT_CROSSED 3
+#define TOP_ROWS 10           /* per section in the table */
+#define TIME_NOISE 0.25       /* relative change a time may show by itself */
+#define TIME_FLOOR_NS 100000.0
+#define SHARE_NOISE 0.05
+#define T_MIN 3.0
+#define ESTIMATE_NOISE 0.5
+#define MAX_CONDS 16
+
+enum unit { U_NS, U_BYTES, U_COUNT, U_SHARE };
+
+static const char *const unit_names[] = { "ns", "bytes", "count", "share" };
+
+/* One figure of one process. */
+struct fig {
+	struct map_key key; /* 0, name index, 0 */
+	enum unit unit;
+	int section;        /* index into sections */
+	double v;
+	int est;            /* an estimate */
+	/* The durations a time is made of, when known: their count, mean and
+	 * standard deviation tell a change from noise. */
+	double n, mean, sd;
+};
+
+enum section { S_PROCESS, S_STEPS, S_GPU, S_KERNEL, S_API, S_COPY, S_RANGE, S_MEMORY, S_LEAKS,
+	       S_N };
+
+static const char *const sections[S_N] = { "process", "steps", "gpu", "kernel", "api",
+					   "copy", "range", "memory", "leaks" };
+
+/* Every figure of one process, keyed by "section\tname" in names. */
+struct prof {
+	const struct model_proc *p;
+	struct model *m;
+	struct map figs;
+	int has_steps;
+	double step_mean, step_median, step_p90;
+};
+
+struct cmp {
+	struct strtab names;        /* shared by both sides of every pair */
+	struct emit *e;
+	int full_names;
+	struct cond *conds;
+	size_t nconds;
+	int crossed, unknown;
+};
+
+static struct fig *last_fig;
+
+static int fig_add(struct cmp *c, struct prof *pf, int section, const char *name, enum unit u,
+		   double v, int est)
+{
+	char key[600];
+	struct map_key k = { 0, 0, 0 };
+	struct fig *f;
+	int err;
+
+	snprintf(key, sizeof(key), "%s\t%.580s", sections[section], name ? name : "?");
+	err = strtab_index(&c->names, key, &k.a);
+	if (err)
+		return err;
+	f = map_get(&pf->figs, &k);
+	if (!f)
+		return -ENOMEM;
+	f->unit = u;
+	f->section = section;
+	f->v += v;
+	f->est |= est;
+	last_fig = f;
+	return 0;
+}
+
+/* The durations behind the figure fig_add() made last. */
+static void fig_stats(double n, double mean, double sd)
+{
+	last_fig->n = n;
+	last_fig->mean = mean;
+	last_fig->sd = sd;
+}
+
+struct leak_ctx {
+	struct cmp *c;
+	struct prof *pf;
+};
+
+static int leak_site(void *ctx, const struct model_group *g, const char *verdict,
+		     const char *withheld)
+{
+	struct leak_ctx *lc = ctx;
+	char name[96];
+
+	(void)withheld;
+	if (g->mem->proc != lc->pf->p)
+		return 0;
+	snprintf(name, sizeof(name), "growing sites (%s)", g->mem->label);
+	return fig_add(lc->c, lc->pf, S_LEAKS, name, U_COUNT, strcmp(verdict, "growing") == 0, 0);
+}
+
+static int profile(struct cmp *c, struct model *m, const struct model_proc *p, struct prof *pf)
+{
+	struct model_calls *const *calls;
+	struct model_mem *const *mems;
+	const struct model_steps *s;
+	struct model_gpu g;
+	struct leaks_opts lo;
+	struct leak_ctx lc = { c, pf };
+	size_t n;
+	double busy = 0, whole;
+	int err;
+	char name[128];
+
+	memset(pf, 0, sizeof(*pf));
+	pf->p = p;
+	pf->m = m;
+	pf->figs.item_size = sizeof(struct fig);
+	err = fig_add(c, pf, S_PROCESS, "wall time", U_NS, model_proc_wall(p), 0);
+	if (!err)
+		err = fig_add(c, pf, S_PROCESS, "events lost (host)", U_COUNT,
+			      (double)p->dropped_host, 0);
+	if (!err)
+		err = fig_add(c, pf, S_PROCESS, "events lost (CUPTI)", U_COUNT,
+			      (double)p->dropped_gpu, 0);
+	if (!err && p->sampling)
+		err = fig_add(c, pf, S_PROCESS, "GPU sampling: share traced", U_SHARE,
+			      p->sampling->share, 0);
+	if (!err)
+		err = model_steps(m, p, NULL, &s);
+	if (!err && s->n > 0) {
+		pf->has_steps = 1;
+		pf->step_mean = s->mean_ns;
+		pf->step_median = s->median_ns;
+		pf->step_p90 = s->p90_ns;
+		snprintf(name, sizeof(name), "'%.100s' count", s->name);
+		err = fig_add(c, pf, S_STEPS, name, U_COUNT, (double)s->n, 0);
+		snprintf(name, sizeof(name), "'%.100s' mean", s->name);
+		if (!err && !(err = fig_add(c, pf, S_STEPS, name, U_NS, s->mean_ns, 0)))
+			fig_stats((double)s->n, s->mean_ns, s->stddev_ns);
+		snprintf(name, sizeof(name), "'%.100s' median", s->name);
+		if (!err && !(err = fig_add(c, pf, S_STEPS, name, U_NS, s->median_ns, 0)))
+			fig_stats((double)s->n, s->mean_ns, s->stddev_ns);
+		snprintf(name, sizeof(name), "'%.100s' p90", s->name);
+		if (!err && !(err = fig_add(c, pf, S_STEPS, name, U_NS, s->p90_ns, 0)))
+			fig_stats((double)s->n, s->mean_ns, s->stddev_ns);
+	}
+	if (!err)
+		err = model_gpu(m, p, &g);
+	if (err)
+		return err;
+	for (size_t i = 0; !err && i < g.nkernels + g.ncopies + g.nranges; i++) {
+		int k = i < g.nkernels ? S_KERNEL : i < g.nkernels + g.ncopies ? S_COPY : S_RANGE;
+		const struct model_gpu_agg *a = k == S_KERNEL ? g.kernels[i]
+						: k == S_COPY ? g.copies[i - g.nkernels]
+							      : g.ranges[i - g.nkernels - g.ncopies];
+		double scale = k == S_RANGE ? 1 : g.scale;
+
+		err = fig_add(c, pf, k, a->name, U_NS, (double)a->sum * scale,
+			      k != S_RANGE && p->sampling != NULL);
+		if (!err)
+			fig_stats((double)a->st.n, a->st.mean, stats_stddev(&a->st));
+	}
+	for (size_t i = 0; i < g.ndevices; i++)
+		busy += (double)g.devices[i]->busy_ns;
+	whole = p->sampling ? (double)p->sampling->traced_ns : model_proc_wall(p);
+	if (!err && (g.nkernels || g.ncopies))
+		err = fig_add(c, pf, S_GPU, "kernel time", U_NS, (double)g.kernel_total * g.scale,
+			      p->sampling != NULL);
+	if (!err && g.ndevices && whole > 0)
+		err = fig_add(c, pf, S_GPU, "busy share", U_SHARE, busy / whole, 0);
+	if (!err)
+		err = model_calls(m, &calls, &n);
+	for (size_t i = 0; !err && i < n; i++) {
+		const struct model_calls *k = calls[i];
+
+		if (k->proc != p || !k->fn || k->fn->heap)
+			continue;
+		err = fig_add(c, pf, S_API, k->fn->name, U_NS, model_calls_total(k),
+			      !model_calls_exact(k));
+		if (!err)
+			fig_stats((double)k->st.n, k->st.mean, stats_stddev(&k->st));
+		snprintf(name, sizeof(name), "%.100s calls", k->fn->name);
+		if (!err)
+			err = fig_add(c, pf, S_API, name, U_COUNT, (double)model_calls_count(k), 0);
+		snprintf(name, sizeof(name), "%.100s bytes", k->fn->name);
+		if (!err && k->bytes)
+			err = fig_add(c, pf, S_API, name, U_BYTES, (double)k->bytes, 0);
+	}
+	if (!err)
+		err = model_memories(m, &mems, &n);
+	for (size_t i = 0; !err && i < n; i++) {
+		if (mems[i]->proc != p)
+			continue;
+		snprintf(name, sizeof(name), "%s peak", mems[i]->label);
+		err = fig_add(c, pf, S_MEMORY, name, U_BYTES, mems[i]->peak, mems[i]->estimated);
+		snprintf(name, sizeof(name), "%s live at end", mems[i]->label);
+		if (!err)
+			err = fig_add(c, pf, S_MEMORY, name, U_BYTES, mems[i]->live_end,
+				      mems[i]->estimated);
+	}
+	leaks_opts_init(&lo);
+	if (!err && model_schema_version(m) >= 3)
+		err = leaks_verdicts(m, &lo, leak_site, &lc);
+	return err;
+}
+
+/* ---- pairs -------------------------------------------------------------- */
+
+struct pair {
+	const struct model_proc *a, *b;
+	const char *how; /* "rank", "argv", "exe" */
+};
+
+static int same(const char *x, const char *y)
+{
+	return x && y ? strcmp(x, y) == 0 : x == y;
+}
+
+static size_t pair_up(struct model *ma, struct model *mb, struct pair *v)
+{
+	size_t na = model_nprocs(ma), nb = model_nprocs(mb), n = 0;
+	char *used_a = calloc(na + 1, 1), *used_b = calloc(nb + 1, 1);
+	int ranked_a = 0, ranked_b = 0;
+
+	if (!used_a || !used_b) {
+		free(used_a);
+		free(used_b);
+		return (size_t)-1;
+	}
+	for (size_t i = 0; i < na; i++)
+		ranked_a |= model_proc(ma, i)->selected && model_proc(ma, i)->rank >= 0;
+	for (size_t j = 0; j < nb; j++)
+		ranked_b |= model_proc(mb, j)->selected && model_proc(mb, j)->rank >= 0;
+	for (int how = 0; how < 3; how++) {
+		if (how == 0 && !(ranked_a && ranked_b))
+			continue;
+		for (size_t i = 0; i < na; i++) {
+			const struct model_proc *a = model_proc(ma, i);
+
+			if (!a->selected || used_a[i])
+				continue;
+			for (size_t j = 0; j < nb; j++) {
+				const struct model_proc *b = model_proc(mb, j);
+				int ok;
+
+				if (!b->selected || used_b[j])
+					continue;
+				if (how == 0)
+					ok = a->rank >= 0 && a->rank == b->rank &&
+					     same(a->exe_base, b->exe_base) && !a->parent == !b->parent;
+				else if (how == 1)
+					ok = same(a->exe, b->exe) && same(a->args, b->args);
+				else
+					ok = same(a->exe_base, b->exe_base);
+				if (!ok)
+					continue;
+				used_a[i] = used_b[j] = 1;
+				v[n++] = (struct pair){ a, b, how == 0 ? "rank" : how == 1 ? "argv" : "exe" };
+				break;
+			}
+		}
+	}
+	for (size_t i = 0; i < na; i++)
+		if (model_proc(ma, i)->selected && !used_a[i])
+			v[n++] = (struct pair){ model_proc(ma, i), NULL, NULL };
+	for (size_t j = 0; j < nb; j++)
+		if (model_proc(mb, j)->selected && !used_b[j])
+			v[n++] = (struct pair){ NULL, model_proc(mb, j), NULL };
+	free(used_a);
+	free(used_b);
+	return n;
+}
+
+/* ---- --fail-if ----------------------------------------------------------- */
+
+enum metric { M_STEP, M_STEP_MEDIAN, M_STEP_P90, M_WALL, M_KERNEL, M_BUSY, M_PEAK, M_API,
+	      M_LEAKED, M_N };
+
+static const char *const metric_names[M_N] = {
+	"step_time", "step_time_median", "step_time_p90", "wall_time", "kernel_time",
+	"gpu_busy", "peak_memory", "api_time", "leaked_bytes",
+};
+
+struct cond {
+	char text[128];
+	enum metric metric;
+	char memory[48];  /* peak_memory[LABEL]; empty: every memory */
+	int op;           /* '>' '<', with ge: >= <= */
+	int ge;
+	int relative;     /* value is a percentage of A */
+	double value;
+	int crossed;
+};
+
+static double unit_scale(const char *u)
+{
+	static const struct {
+		const char *name;
+		double scale;
+	} units[] = {
+		{ "", 1 },	      { "ns", 1 },	    { "us", 1e3 },	  { "ms", 1e6 },
+		{ "s", 1e9 },	      { "B", 1 },	    { "KiB", 1024.0 },	  { "MiB", 1048576.0 },
+		{ "GiB", 1073741824.0 }, { "KB", 1e3 },	    { "MB", 1e6 },	  { "GB", 1e9 },
+	};
+
+	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+		if (strcmp(u, units[i].name) == 0)
+			return units[i].scale;
+	return -1;
+}
+
+/* One condition "METRIC OP VALUE"; 0 or -EINVAL. */
+static int parse_cond(const char *s, struct cond *c)
+{
+	size_t n = strcspn(s, "<>");
+	const char *v;
+	char name[64], *end;
+	double scale;
+
+	memset(c, 0, sizeof(*c));
+	snprintf(c->text, sizeof(c->text), "%s", s);
+	if (!s[n] || n == 0 || n >= sizeof(name))
+		return -EINVAL;
+	memcpy(name, s, n);
+	name[n] = 0;
+	while (n > 0 && name[n - 1] == ' ')
+		name[--n] = 0;
+	if (strncmp(name, "peak_memory[", 12) == 0 && name[n - 1] == ']') {
+		snprintf(c->memory, sizeof(c->memory), "%.*s", (int)(n - 13), name + 12);
+		name[11] = 0;
+	}
+	for (c->metric = 0; c->metric < M_N && strcmp(metric_names[c->metric], name); c->metric++)
+		;
+	if (c->metric == M_N)
+		return -EINVAL;
+	c->op = s[strcspn(s, "<>")];
+	v = s + strcspn(s, "<>") + 1;
+	if (*v == '=') {
+		c->ge = 1;
+		v++;
+	}
+	while (*v == ' ')
+		v++;
+	c->value = strtod(v, &end);
+	if (end == v || !isfinite(c->value))
+		return -EINVAL;
+	if (strcmp(end, "%") == 0) {
+		c->relative = 1;
+		return 0;
+	}
+	scale = unit_scale(end);
+	if (scale < 0)
+		return -EINVAL;
+	c->value *= scale;
+	return 0;
+}
+
+/* Whether the change from a to b crosses c; *shown: the change as c reads it. */
+static int crosses(const struct cond *c, double a, double b, double *shown)
+{
+	double d = b - a;
+
+	if (c->relative) {
+		if (a == 0)
+			d = b == 0 ? 0 : INFINITY;
+		else
+			d = 100.0 * (b - a) / a;
+	}
+	*shown = d;
+	if (c->op == '>')
+		return c->ge ? d >= c->value : d > c->value;
+	return c->ge ? d <= c->value : d < c->value;
+}
+
+/* ---- output --------------------------------------------------------------- */
+
+static const struct emit_col cols[] = {
+	{ "a_pid", NULL, EMIT_INT, 0, EMIT_IN_CSV, 0, 0 },
+	{ "b_pid", NULL, EMIT_INT, 0, EMIT_IN_CSV, 0, 0 },
+	{ "section", NULL, EMIT_STR, 0, EMIT_IN_DATA, 0, 0 },
+	{ "name", NULL, EMIT_STR, 0, EMIT_IN_DATA, 0, 0 },
+	{ "unit", NULL, EMIT_STR, 0, EMIT_IN_DATA, 0, 0 },
+	{ "figure", "Figure", EMIT_STR, -36, EMIT_IN_TABLE, 0, 0 },
+	{ "a", "A", EMIT_STR, 12, EMIT_IN_TABLE, 0, 0 },
+	{ "b", "B", EMIT_STR, 12, EMIT_IN_TABLE, 0, 0 },
+	{ "diff", "Diff", EMIT_STR, 13, EMIT_IN_TABLE, 0, 0 },
+	{ "a", NULL, EMIT_REAL, 0, EMIT_IN_DATA, 0, 0 },
+	{ "b", NULL, EMIT_REAL, 0, EMIT_IN_DATA, 0, 0 },
+	{ "diff", NULL, EMIT_REAL, 0, EMIT_IN_DATA, 0, 0 },
+	{ "ratio", "Ratio", EMIT_REAL, 7, 0, 2, 0 },
+	{ "estimated", NULL, EMIT_BOOL, 0, EMIT_IN_DATA, 0, 0 },
+	{ "changed", "", EMIT_STR, -1, EMIT_IN_TABLE, 0, 2 },
+	{ "changed", NULL, EMIT_BOOL, 0, EMIT_IN_DATA, 0, 0 },
+	{ "only", NULL, EMIT_STR, 0, EMIT_IN_DATA, 0, 0 },
+};
+
+#define NCOLS (sizeof(cols) / sizeof(cols[0]))
+
+static const struct emit_table rows_table = { "rows", cols, NCOLS, 2, 0 };
+
+static void value_str(char *buf, size_t len, enum unit u, double v, int est)
+{
+	char tmp[FMT_UNIT_MAX];
+
+	if (u == U_NS)
+		fmt_duration(tmp, sizeof(tmp), v);
+	else if (u == U_BYTES)
+		fmt_bytes(tmp, sizeof(tmp), v);
+	else if (u == U_SHARE)
+		snprintf(tmp, sizeof(tmp), "%.1f%%", 100.0 * v);
+	else
+		snprintf(tmp, sizeof(tmp), "%.0f", v);
+	snprintf(buf, len, "%s%s", est ? "~" : "", tmp);
+}
+
+static int changed(const struct fig *a, const struct fig *b)
+{
+	double big;
+
+	if (!a || !b)
+		return 1;
+	big = fabs(a->v) > fabs(b->v) ? fabs(a->v) : fabs(b->v);
+	if (a->v == b->v)
+		return 0;
+	if (a->est || b->est)
+		return fabs(b->v - a->v) > ESTIMATE_NOISE * big;
+	switch (a->unit) {
+	case U_NS:
+		if (fabs(b->v - a->v) <= TIME_NOISE * big || fabs(b->v - a->v) <= TIME_FLOOR_NS)
+			return 0;
+		/* Totals of many durations: their means must differ by more
+		 * than their spread explains (Welch's t above T_MIN); a count
+		 * that changed has its own row. */
+		if (a->n >= 2 && b->n >= 2) {
+			double se = sqrt(a->sd * a->sd / a->n + b->sd * b->sd / b->n);
+
+			if (se > 0 && fabs(b->mean - a->mean) / se < T_MIN)
+				return 0;
+		}
+		return 1;
+	case U_SHARE:
+		return fabs(b->v - a->v) > SHARE_NOISE;
+	default:
+		return 1;
+	}
+}
+
+struct row {
+	int section;
+	size_t name;
+	const struct fig *a, *b;
+	double key;
+};
+
+static int cmp_row(const void *x, const void *y)
+{
+	const struct row *r = x, *s = y;
+
+	if (r->section != s->section)
+		return r->section - s->section;
+	if (r->key != s->key)
+		return r->key > s->key ? -1 : 1;
+	return r->name < s->name ? -1 : r->name > s->name;
+}
+
+static void emit_row_of(struct cmp *c, const struct pair *pr, const struct row *r)
+{
+	const struct fig *f = r->a ? r->a : r->b;
+	const char *name = strchr(c->names.v[r->name], '\t') + 1;
+	char shown[300], av[40], bv[40], dv[48], shortname[256];
+	int ch = changed(r->a, r->b), est = (r->a && r->a->est) || (r->b && r->b->est);
+	struct emit_val v[NCOLS];
+
+	if (f->section == S_KERNEL && !c->full_names)
+		fmt_short_name(shortname, sizeof(shortname), name);
+	snprintf(shown, sizeof(shown), "%s %s", sections[f->section],
+		 f->section == S_KERNEL && !c->full_names ? shortname : name);
+	snprintf(av, sizeof(av), "-");
+	snprintf(bv, sizeof(bv), "-");
+	snprintf(dv, sizeof(dv), "-");
+	if (r->a)
+		value_str(av, sizeof(av), f->unit, r->a->v, r->a->est);
+	if (r->b)
+		value_str(bv, sizeof(bv), f->unit, r->b->v, r->b->est);
+	if (r->a && r->b) {
+		char t[40];
+
+		value_str(t, sizeof(t), f->unit, fabs(r->b->v - r->a->v), 0);
+		snprintf(dv, sizeof(dv), "%s%s", r->b->v >= r->a->v ? "+" : "-", t);
+	}
+	v[0] = pr->a ? ev_int(pr->a->pid) : ev_none();
+	v[1] = pr->b ? ev_int(pr->b->pid) : ev_none();
+	v[2] = ev_str(sections[f->section]);
+	v[3] = ev_str(name);
+	v[4] = ev_str(unit_names[f->unit]);
+	v[5] = ev_str(shown);
+	v[6] = ev_str(av);
+	v[7] = ev_str(bv);
+	v[8] = ev_str(dv);
+	v[9] = r->a ? ev_real(r->a->v) : ev_none();
+	v[10] = r->b ? ev_real(r->b->v) : ev_none();
+	v[11] = r->a && r->b ? ev_real(r->b->v - r->a->v) : ev_none();
+	v[12] = r->a && r->b && r->a->v != 0 ? ev_real(r->b->v / r->a->v) : ev_none();
+	v[13] = ev_int(est);
+	v[14] = ev_str(!r->a ? "only in B" : !r->b ? "only in A" : ch ? "changed" : "");
+	v[15] = ev_int(ch);
+	v[16] = ev_str(!r->a ? "b" : !r->b ? "a" : NULL);
+	emit_row(c->e, v);
+}
+
+static void proc_line(struct emit *e, const char *side, const struct model_proc *p)
+{
+	emit_object_begin(e, side);
+	emit_kv(e, "proc_id", EMIT_INT, ev_int(p->proc_id));
+	emit_kv(e, "pid", EMIT_INT, ev_int(p->pid));
+	emit_kv(e, "rank", EMIT_INT, p->rank >= 0 ? ev_int(p->rank) : ev_none());
+	emit_kv(e, "exe", EMIT_STR, ev_str(p->exe));
+	emit_kv(e, "argv", EMIT_RAW, ev_str(p->argv_json));
+	emit_object_end(e);
+	emit_text(e, "  %s: pid %lld", side, (long long)p->pid);
+	if (p->rank >= 0)
+		emit_text(e, " (rank %lld)", (long long)p->rank);
+	emit_text(e, " %s\n", p->args ? p->args : p->exe ? p->exe : "?");
+}
+
+/* The figure of prof named "section\tname", or NULL. */
+static const struct fig *fig_named(const struct cmp *c, const struct prof *pf, const char *key)
+{
+	for (size_t i = 0; i < pf->figs.n; i++) {
+		const struct fig *f = map_item(&pf->figs, i);
+
+		if (strcmp(c->names.v[f->key.a], key) == 0)
+			return f;
+	}
+	return NULL;
+}
+
+/* Whether figure key (its name after the tab) counts towards metric k:
+ * the sums of api_time and leaked_bytes, each memory of peak_memory. */
+static int of_metric(const struct cond *k, const char *key)
+{
+	const char *name = strchr(key, '\t') + 1;
+	size_t len = strlen(name), m = strlen(k->memory);
+
+	if (k->metric == M_API)
+		return strncmp(key, "api\t", 4) == 0 && (len < 6 || strcmp(name + len - 6, " calls")) &&
+		       (len < 6 || strcmp(name + len - 6, " bytes"));
+	if (k->metric == M_LEAKED)
+		return strncmp(key, "memory\t", 7) == 0 && len > 12 &&
+		       strcmp(name + len - 12, " live at end") == 0;
+	/* peak_memory */
+	return strncmp(key, "memory\t", 7) == 0 && len > 5 && strcmp(name + len - 5, " peak") == 0 &&
+	       (!m || (strncmp(name, k->memory, m) == 0 && name[m] == ' '));
+}
+
+static void cross(struct cmp *c, struct cond *k, const struct pair *pr, const char *what,
+		  double a, double b)
+{
+	double shown;
+
+	if (!crosses(k, a, b, &shown))
+		return;
+	k->crossed = 1;
+	c->crossed = 1;
+	emit_text(c->e, "FAIL: %s: %s%spid %lld -> pid %lld: %+.1f%s\n", k->text, what ? what : "",
+		  what ? ", " : "", (long long)pr->a->pid, (long long)pr->b->pid, shown,
+		  k->relative ? "%" : "");
+}
+
+/* The --fail-if conditions on the pair's figures. */
+static void check_conds(struct cmp *c, const struct pair *pr, const struct prof *pa,
+			const struct prof *pb)
+{
+	static const char *const single[M_N] = {
+		[M_WALL] = "process\twall time", [M_KERNEL] = "gpu\tkernel time",
+		[M_BUSY] = "gpu\tbusy share",
+	};
+
+	for (size_t i = 0; i < c->nconds; i++) {
+		struct cond *k = &c->conds[i];
+		double sa = 0, sb = 0;
+		int any = 0;
+
+		if (k->metric <= M_STEP_P90) {
+			if (!pa->has_steps || !pb->has_steps) {
+				cli_error("--fail-if %s: no steps in %s (pid %lld): nothing to compare",
+					  k->text, pa->has_steps ? "B" : "A",
+					  (long long)(pa->has_steps ? pr->b->pid : pr->a->pid));
+				c->unknown = 1;
+				continue;
+			}
+			cross(c, k, pr, NULL,
+			      k->metric == M_STEP ? pa->step_mean
+			      : k->metric == M_STEP_MEDIAN ? pa->step_median : pa->step_p90,
+			      k->metric == M_STEP ? pb->step_mean
+			      : k->metric == M_STEP_MEDIAN ? pb->step_median : pb->step_p90);
+			continue;
+		}
+		if (single[k->metric]) {
+			const struct fig *fa = fig_named(c, pa, single[k->metric]);
+			const struct fig *fb = fig_named(c, pb, single[k->metric]);
+
+			if (fa && fb)
+				cross(c, k, pr, NULL, fa->v, fb->v);
+			else
+				any = -1;
+		} else {
+			/* Each memory on its own for peaks; sums otherwise. */
+			for (size_t x = 0; x < pa->figs.n; x++) {
+				const struct fig *f = map_item(&pa->figs, x);
+				const struct fig *g = map_find(&pb->figs, &f->key);
+				const char *key = c->names.v[f->key.a];
+
+				if (!of_metric(k, key))
+					continue;
+				if (k->metric == M_PEAK) {
+					if (g) {
+						any = 1;
+						cross(c, k, pr, strchr(key, '\t') + 1, f->v, g->v);
+					}
+					continue;
+				}
+				sa += f->v;
+				sb += g ? g->v : 0;
+				any = 1;
+			}
+			for (size_t x = 0; k->metric != M_PEAK && x < pb->figs.n; x++) {
+				const struct fig *g = map_item(&pb->figs, x);
+
+				if (!map_find(&pa->figs, &g->key) && of_metric(k, c->names.v[g->key.a])) {
+					sb += g->v;
+					any = 1;
+				}
+			}
+			if (any && k->metric != M_PEAK)
+				cross(c, k, pr, NULL, sa, sb);
+			if (!any)
+				any = -1;
+		}
+		if (any < 0) {
+			cli_error("--fail-if %s: not in both runs (pid %lld, pid %lld): nothing to"
+				  " compare", k->text, (long long)pr->a->pid, (long long)pr->b->pid);
+			c->unknown = 1;
+		}
+	}
+}
+
+static int compare_pair(struct cmp *c, const struct pair *pr, struct model *ma,
+			struct model *mb)
+{
+	struct prof pa = { 0 }, pb = { 0 };
+	struct row *rows = NULL;
+	size_t n = 0, cap;
+	int err;
+
+	pa.figs.item_size = pb.figs.item_size = sizeof(struct fig);
+	err = profile(c, ma, pr->a, &pa);
+	if (!err)
+		err = profile(c, mb, pr->b, &pb);
+	if (err)
+		goto out;
+	cap = pa.figs.n + pb.figs.n + 1;
+	rows = calloc(cap, sizeof(*rows));
+	if (!rows) {
+		err = -ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < pa.figs.n; i++) {
+		const struct fig *f = map_item(&pa.figs, i), *g = map_find(&pb.figs, &f->key);
+
+		rows[n++] = (struct row){ f->section, (size_t)f->key.a, f, g,
+					  g && g->v > f->v ? g->v : f->v };
+	}
+	for (size_t i = 0; i < pb.figs.n; i++) {
+		const struct fig *g = map_item(&pb.figs, i);
+
+		if (!map_find(&pa.figs, &g->key))
+			rows[n++] = (struct row){ g->section, (size_t)g->key.a, NULL, g, g->v };
+	}
+	qsort(rows, n, sizeof(*rows), cmp_row);
+	emit_object_begin(c->e, NULL);
+	emit_kv(c->e, "matched_by", EMIT_STR, ev_str(pr->how));
+	emit_text(c->e, "\n");
+	proc_line(c->e, "a", pr->a);
+	proc_line(c->e, "b", pr->b);
+	emit_text(c->e, "  matched by %s\n\n", pr->how);
+	emit_table_begin(c->e, &rows_table);
+	for (size_t i = 0, shown = 0; i < n; i++) {
+		/* Tables: the first rows of the long sections, and every row
+		 * in one run only or changed. */
+		int longsec = rows[i].section >= S_KERNEL && rows[i].section <= S_RANGE;
+
+		if (i == 0 || rows[i].section != rows[i - 1].section)
+			shown = 0;
+		if (c->e->fmt == EMIT_TABLE && longsec && shown >= TOP_ROWS &&
+		    !changed(rows[i].a, rows[i].b))
+			continue;
+		shown++;
+		emit_row_of(c, pr, &rows[i]);
+	}
+	emit_table_end(c->e);
+	check_conds(c, pr, &pa, &pb);
+	emit_object_end(c->e);
+out:
+	map_free(&pa.figs);
+	map_free(&pb.figs);
+	free(rows);
+	return err;
+}
+
+static int compare(struct model *ma, struct model *mb, const char *pa, const char *pb,
+		   struct cmp *c, FILE *out, int fmt)
+{
+	struct pair *pairs = calloc(model_nprocs(ma) + model_nprocs(mb) + 1, sizeof(*pairs));
+	struct emit e;
+	size_t n;
+	int err = 0;
+
+	if (!pairs)
+		return -ENOMEM;
+	n = pair_up(ma, mb, pairs);
+	if (n == (size_t)-1) {
+		free(pairs);
+		return -ENOMEM;
+	}
+	c->e = &e;
+	emit_init(&e, out, fmt);
+	emit_kv(&e, "a", EMIT_STR, ev_str(pa));
+	emit_kv(&e, "b", EMIT_STR, ev_str(pb));
+	emit_text(&e, "shimmer compare\n  A: %s\n  B: %s\n", pa, pb);
+	emit_array_begin(&e, "pairs");
+	for (size_t i = 0; i < n && !err; i++)
+		if (pairs[i].a && pairs[i].b)
+			err = compare_pair(c, &pairs[i], ma, mb);
+	emit_array_end(&e);
+	emit_array_begin(&e, "only");
+	for (size_t i = 0; i < n && !err; i++) {
+		const struct model_proc *p = pairs[i].a ? pairs[i].a : pairs[i].b;
+
+		if (pairs[i].a && pairs[i].b)
+			continue;
+		emit_object_begin(&e, NULL);
+		emit_kv(&e, "run", EMIT_STR, ev_str(pairs[i].a ? "a" : "b"));
+		emit_kv(&e, "pid", EMIT_INT, ev_int(p->pid));
+		emit_kv(&e, "rank", EMIT_INT, p->rank >= 0 ? ev_int(p->rank) : ev_none());
+		emit_kv(&e, "exe", EMIT_STR, ev_str(p->exe));
+		emit_kv(&e, "wall_ns", EMIT_INT, ev_int(p->end_ns - p->start_ns));
+		emit_object_end(&e);
+		emit_text(&e, "\nOnly in %s: pid %lld %s\n", pairs[i].a ? "A" : "B",
+			  (long long)p->pid, p->args ? p->args : p->exe ? p->exe : "?");
+	}
+	emit_array_end(&e);
+	emit_array_begin(&e, "fail_if");
+	for (size_t i = 0; i < c->nconds; i++) {
+		emit_object_begin(&e, NULL);
+		emit_kv(&e, "condition", EMIT_STR, ev_str(c->conds[i].text));
+		emit_kv(&e, "crossed", EMIT_BOOL, ev_int(c->conds[i].crossed));
+		emit_object_end(&e);
+		if (!c->conds[i].crossed)
+			emit_text(&e, "ok: %s\n", c->conds[i].text);
+	}
+	emit_array_end(&e);
+	free(pairs);
+	if (err)
+		return err;
+	return emit_finish(&e);
+}
+
+/* ---- the command ------------------------------------------------------------ */
+
+static int compare_main(int argc, char **argv);
+
+const struct command compare_command = {
+	.name = "compare",
+	.brief = "two runs side by side, and a CI guard (--fail-if)",
+	.usage =
+		"usage: shimmer compare A.db B.db [--format table|csv|json] [--fail-if EXPR]...\n"
+		"                       [--pid PID] [--rank R] [--full-names]\n"
+		"\n"
+		"Pairs the processes of two stores (by rank, else executable and argv,\n"
+		"else executable) and shows each pair's figures side by side with their\n"
+		"difference and ratio: wall time, steps (count, mean, median, p90 of the\n"
+		"most frequent top-level range), GPU busy share and kernel time, kernels,\n"
+		"CUDA calls, copies and ranges by time, peak and end-of-run memory per\n"
+		"memory, growing sites, lost events and GPU sampling coverage.  Rows in\n"
+		"one run only say so; rows that differ by more than a run differs by\n"
+		"itself are marked changed.  See docs/usage.md.\n"
+		"\n"
+		"  --format table|csv|json   output (default table)\n"
+		"  --fail-if EXPR            exit 3 when B crosses a condition against A:\n"
+		"                            METRIC OP VALUE[, ...], OP one of > < >= <=,\n"
+		"                            VALUE a change in percent (+5%) or an amount\n"
+		"                            (+200ms, +1GiB); METRIC one of step_time,\n"
+		"                            step_time_median, step_time_p90, wall_time,\n"
+		"                            kernel_time, gpu_busy, peak_memory,\n"
+		"                            peak_memory[cuda:0], api_time, leaked_bytes\n"
+		"  --pid PID, --rank R       only the processes with this pid, of this rank,\n"
+		"                            in both stores\n"
+		"  --full-names              kernel names in tables as recorded\n"
+		"\n"
+		"exit codes: 0 ok, 1 error (a store, or a condition that cannot be\n"
+		"evaluated), 2 usage, 3 a --fail-if condition crossed\n",
+	.main = compare_main,
+};
+
+static int add_conds(struct cmp *c, struct cond *store, const char *expr)
+{
+	char buf[512], *save = NULL;
+
+	snprintf(buf, sizeof(buf), "%s", expr);
+	for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		while (*t == ' ')
+			t++;
+		if (c->nconds == MAX_CONDS)
+			return cli_usage_error(&compare_command, "more than %d --fail-if conditions",
+					       MAX_CONDS);
+		if (parse_cond(t, &store[c->nconds]) < 0)
+			return cli_usage_error(&compare_command, "--fail-if: cannot read '%s'", t);
+		c->nconds++;
+	}
+	return 0;
+}
+
+static int compare_main(int argc, char **argv)
+{
+	struct model_filter f = model_filter_all();
+	struct cond conds[MAX_CONDS];
+	struct cmp c = { .conds = conds };
+	const char *paths[2] = { NULL, NULL }, *expr;
+	struct model *ma = NULL, *mb = NULL;
+	int fmt = EMIT_TABLE, r, rc = CLI_EXIT_ERROR, err;
+
+	for (int i = 1; i < argc; i++) {
+		if (cli_is_help(argv[i]))
+			return cli_help(&compare_command);
+		if ((r = cli_format_opt(&compare_command, argc, argv, &i, emit_format_names,
+					&fmt)) != 0) {
+			if (r < 0)
+				return CLI_EXIT_USAGE;
+		} else if ((r = cli_string_opt(&compare_command, argc, argv, &i, "--fail-if",
+					       &expr)) != 0) {
+			if (r < 0 || add_conds(&c, conds, expr))
+				return CLI_EXIT_USAGE;
+		} else if ((r = cli_filter_opt(&compare_command, argc, argv, &i, &f)) != 0) {
+			if (r < 0)
+				return CLI_EXIT_USAGE;
+		} else if (strcmp(argv[i], "--full-names") == 0) {
+			c.full_names = 1;
+		} else if (argv[i][0] == '-' && argv[i][1]) {
+			return cli_usage_error(&compare_command, "unknown option '%s'", argv[i]);
+		} else if (!paths[0] || !paths[1]) {
+			paths[paths[0] ? 1 : 0] = argv[i];
+		} else {
+			return cli_usage_error(&compare_command, "more than two stores given");
+		}
+	}
+	if (!paths[1])
+		return cli_usage_error(&compare_command, "two stores are needed");
+	if (model_open(paths[0], &f, &ma) < 0 || model_open(paths[1], &f, &mb) < 0)
+		goto out;
+	/* Heap calls are not compared by time: their columns stay unread. */
+	model_want(ma, MODEL_WANT_SITES | MODEL_NO_HEAP_TIMES);
+	model_want(mb, MODEL_WANT_SITES | MODEL_NO_HEAP_TIMES);
+	err = compare(ma, mb, paths[0], paths[1], &c, stdout, fmt);
+	if (err == -ENOMEM)
+		cli_error("out of memory");
+	rc = err ? CLI_EXIT_ERROR : c.unknown ? CLI_EXIT_ERROR
+		   : c.crossed ? COMPARE_EXIT_CROSSED : CLI_EXIT_OK;
+out:
+	strtab_free(&c.names);
+	model_close(ma);
+	model_close(mb);
+	return rc;
+}
