@@ -19,7 +19,8 @@
 #
 # Then a 10-million-event run in the default mode: heap_random's 5 million
 # random-size allocations and frees, lossless by default, nothing dropped,
-# every event in the aggregated totals, and a store of a few hundred KiB.
+# every event in the aggregated totals, a store of a few hundred KiB, and
+# the collector's peak with the sites holding it.
 . "$(dirname "$0")/lib.sh"
 need "$SHIM" "$SHIMMERD" "$SHIMMER" "$WL" "$LEAKSTEP" "$O/bench/heap_random"
 
@@ -141,4 +142,11 @@ check "10 M: every event aggregated ($allocs allocations, $frees frees)" \
 	"heap_totals: $allocs, $frees" [ "$allocs" -ge 5000001 ] && [ "$frees" -ge 5000001 ]
 size=$(stat -c %s "$DB")
 check "10 M: the store is small ($size bytes)" "$size bytes" [ "$size" -lt 4000000 ]
+# peak reads the collector's peak and the sites holding it (the kept rows
+# alone are the long-lived blocks: their peak is another figure)
+"$SHIMMER" peak "$DB" --format csv > "$T/ten.peak.csv" 2> "$T/ten.peak.err"
+want=$(sqlite3 "$DB" "SELECT peak_bytes FROM heap_totals")
+got=$(awk -F, 'NR > 1 && $3 == "host" { p = $4; s += $9 } END { print p + 0, s + 0 }' "$T/ten.peak.csv")
+check "10 M: peak is the collector's ($want bytes), its sites sum to it" \
+	"peak, sites' sum: $got; $(head -c 300 "$T/ten.peak.err")" [ "$got" = "$want $want" ]
 finish
