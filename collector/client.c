@@ -461,6 +461,11 @@ int client_drain(struct client *c)
 	return drain(c, record_now(c));
 }
 
+int client_busy(const struct client *c)
+{
+	return c->ring && !c->ended && ring_busy(c->ring);
+}
+
 int client_flush_counts(struct client *c)
 {
 	if (!c->ring || !c->ingest)

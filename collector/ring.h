@@ -47,6 +47,13 @@ int ring_drain(struct ring *r, uint64_t limit, const struct rec_sink *sink);
  * per live slot, and the region's no_slot and cupti drops. */
 int ring_flush(struct ring *r, const struct rec_sink *sink);
 
+/* Whether the last pass found a slot a quarter full or more when it began:
+ * a producer fills its ring faster than passes on a timer would drain it,
+ * so the next pass should come at once (a lossless producer waits for
+ * room, and would otherwise take turns with the collector instead of
+ * running beside it). */
+int ring_busy(const struct ring *r);
+
 /* The first reason data was found invalid, or "" . */
 const char *ring_why(const struct ring *r);
 
