@@ -39,7 +39,8 @@ struct ring *ring_new(int memfd, const struct ring_geometry *g, char *why, size_
 
 /* One pass: every slot's records published before the pass began, merged
  * by rec_key(), up to limit (records stamped later wait for a later pass),
- * handed to sink; tails handed back; retired slots freed once drained (their
+ * handed to sink; tails handed back (as the pass goes, an eighth of a ring at
+ * a time, and at its end); retired slots freed once drained (their
  * totals handed on first); the heartbeat bumped. */
 int ring_drain(struct ring *r, uint64_t limit, const struct rec_sink *sink);
 
