@@ -23,7 +23,7 @@ struct settings {
 	int lossless;           /* SHIMMER_LOSSLESS; on by default with SHIMMER_MALLOC=all */
 	uint32_t heap_rows;     /* SHIMMER_HEAP_ROWS: SHM_HELLO_HEAP_* (all mode) */
 	int offcpu;             /* SHIMMER_OFFCPU: ask the collector for off-CPU time */
-	uint32_t ring_bytes;    /* SHIMMER_RING_KB * 1024, a power of two */
+	uint32_t ring_bytes;    /* SHIMMER_RING_KB * 1024, a power of two (1 MiB by default with SHIMMER_MALLOC=all) */
 	uint32_t nslots;        /* SHIMMER_MAX_THREADS */
 	int stacks;             /* SHIMMER_STACKS */
 	uint32_t stack_depth;   /* SHIMMER_STACK_DEPTH, 1..SHM_STACK_MAX */

@@ -3,7 +3,8 @@
 # 4 KiB ring.  Lossless (SHIMMER_LOSSLESS=1, and by default in `all` mode):
 # every call is a row, nothing dropped, the process marked lossless.  With
 # SHIMMER_LOSSLESS=0 the collector falls behind, and the drops are counted
-# exactly: stored + dropped == produced (the exact counter).
+# exactly: stored + dropped == produced (the exact counter).  Then the
+# rings' default size in each mode.
 . "$(dirname "$0")/lib.sh"
 need "$SHIM" "$SHIMMERD" "$WL"
 
@@ -48,4 +49,18 @@ for mode in lossless default lossy; do
 			[ $((stored + dropped)) = "$produced" ]
 	fi
 done
+
+# The rings' size: 1 MiB by default in `all` mode (a fast allocator rides
+# out the collector's moments off the CPU), 256 KiB in sample mode, and
+# SHIMMER_RING_KB wins over both.  The shim's debug line says.
+DB=$T/rings.db
+WLOG=$T/rings.log
+start_collector "$DB" || not_ok "rings: collector starts"
+for c in "all||1048576" "sample||262144" "all|64|65536"; do
+	IFS='|' read -r m kb want <<< "$c"
+	out=$(SHIMMER_MALLOC=$m SHIMMER_RING_KB=$kb SHIMMER_DEBUG=1 traced "$WL" burst 10 $SIZE 2>&1)
+	check "rings: SHIMMER_MALLOC=$m SHIMMER_RING_KB=${kb:-unset}: $want bytes" \
+		"$(grep -m1 'slots of' <<< "$out")" grep -q "slots of $want bytes" <<< "$out"
+done
+stop_collector || not_ok "rings: collector exits 0"
 finish
