@@ -7,7 +7,7 @@
 #   make asan | tsan   the tests again under AddressSanitizer+UBSan / ThreadSanitizer
 #   make fuzz          libFuzzer on every decoder of untrusted input (test/fuzz/)
 #   make demo          install Debian packages, build, profile an example program
-#   make install PREFIX=/usr/local [DESTDIR=...]
+#   make install PREFIX=/usr/local [DESTDIR=...]   (make uninstall: the same paths)
 #   V=1 for full command lines, O=dir to build elsewhere.
 
 O ?= build
@@ -96,22 +96,69 @@ demo:
 	$(Q)$(MAKE) --no-print-directory all $(O)/examples/heapdemo
 	$(Q)O=$(O) test/demo
 
-install: all
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include \
-		$(DESTDIR)$(PREFIX)/share/shimmer/schema
-	install -m 755 $(SHIMMERD) $(SHIMMER) $(DESTDIR)$(PREFIX)/bin/
-	install -m 755 $(LIB) $(DESTDIR)$(PREFIX)/lib/
-	install -m 644 include/shimmer.h $(DESTDIR)$(PREFIX)/include/
-	install -m 644 schema/*.sql $(DESTDIR)$(PREFIX)/share/shimmer/schema/
+# Install paths.  The units and sysusers.d file go where systemd looks
+# under PREFIX; the configuration file is /etc's whatever PREFIX (shimmerd,
+# the shim and shimmer read /etc/shimmer/shimmerd.conf) and an existing one
+# is kept.  After `make install`: systemd-sysusers; systemctl daemon-reload;
+# systemctl enable --now shimmerd.socket (docs/service.md).
+BINDIR ?= $(PREFIX)/bin
+LIBDIR ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+DATADIR ?= $(PREFIX)/share/shimmer
+MANDIR ?= $(PREFIX)/share/man
+UNITDIR ?= $(PREFIX)/lib/systemd/system
+SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
+SYSCONFDIR ?= /etc
 
+SERVICE_UNIT := $(O)/dist/shimmerd.service
+$(SERVICE_UNIT): dist/systemd/shimmerd.service.in FORCE
+	$(Q)mkdir -p $(@D)
+	$(Q)sed 's|@BINDIR@|$(BINDIR)|g' $< > $@.tmp && \
+		if cmp -s $@.tmp $@; then rm $@.tmp; else mv $@.tmp $@; fi
+
+MAN_PAGES := man/shimmer.1 man/libshimmer.7 man/shimmerd.8
+
+install: all $(SERVICE_UNIT)
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) \
+		$(DESTDIR)$(DATADIR)/schema $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man7 \
+		$(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSUSERSDIR) \
+		$(DESTDIR)$(SYSCONFDIR)/shimmer
+	install -m 755 $(SHIMMERD) $(SHIMMER) $(DESTDIR)$(BINDIR)/
+	install -m 755 $(LIB) $(DESTDIR)$(LIBDIR)/
+	install -m 644 include/shimmer.h $(DESTDIR)$(INCLUDEDIR)/
+	install -m 644 schema/*.sql $(DESTDIR)$(DATADIR)/schema/
+	install -m 644 man/shimmer.1 $(DESTDIR)$(MANDIR)/man1/
+	install -m 644 man/libshimmer.7 $(DESTDIR)$(MANDIR)/man7/
+	install -m 644 man/shimmerd.8 $(DESTDIR)$(MANDIR)/man8/
+	install -m 644 $(SERVICE_UNIT) dist/systemd/shimmerd.socket $(DESTDIR)$(UNITDIR)/
+	install -m 644 dist/sysusers.d/shimmer.conf $(DESTDIR)$(SYSUSERSDIR)/
+	@if [ -e $(DESTDIR)$(SYSCONFDIR)/shimmer/shimmerd.conf ]; then \
+		echo "keeping $(DESTDIR)$(SYSCONFDIR)/shimmer/shimmerd.conf"; \
+	else \
+		echo "install -m 644 dist/shimmerd.conf $(DESTDIR)$(SYSCONFDIR)/shimmer/"; \
+		install -m 644 dist/shimmerd.conf $(DESTDIR)$(SYSCONFDIR)/shimmer/; \
+	fi
+
+# Symmetric to install; the configuration file goes only when it is still
+# the one install put there (an edited one is kept, and said so).
 uninstall:
-	rm -f $(DESTDIR)$(PREFIX)/bin/shimmerd $(DESTDIR)$(PREFIX)/bin/shimmer $(DESTDIR)$(PREFIX)/lib/libshimmer.so \
-		$(DESTDIR)$(PREFIX)/include/shimmer.h
-	rm -rf $(DESTDIR)$(PREFIX)/share/shimmer
+	rm -f $(DESTDIR)$(BINDIR)/shimmerd $(DESTDIR)$(BINDIR)/shimmer \
+		$(DESTDIR)$(LIBDIR)/libshimmer.so $(DESTDIR)$(INCLUDEDIR)/shimmer.h \
+		$(DESTDIR)$(MANDIR)/man1/shimmer.1 $(DESTDIR)$(MANDIR)/man7/libshimmer.7 \
+		$(DESTDIR)$(MANDIR)/man8/shimmerd.8 $(DESTDIR)$(UNITDIR)/shimmerd.service \
+		$(DESTDIR)$(UNITDIR)/shimmerd.socket $(DESTDIR)$(SYSUSERSDIR)/shimmer.conf
+	rm -rf $(DESTDIR)$(DATADIR)
+	@if cmp -s dist/shimmerd.conf $(DESTDIR)$(SYSCONFDIR)/shimmer/shimmerd.conf; then \
+		rm -f $(DESTDIR)$(SYSCONFDIR)/shimmer/shimmerd.conf; \
+		rmdir $(DESTDIR)$(SYSCONFDIR)/shimmer 2>/dev/null || true; \
+	elif [ -e $(DESTDIR)$(SYSCONFDIR)/shimmer/shimmerd.conf ]; then \
+		echo "keeping $(DESTDIR)$(SYSCONFDIR)/shimmer/shimmerd.conf (edited)"; \
+	fi
 
 clean:
 	rm -rf $(O)
 
-.PHONY: all test bench asan tsan demo install uninstall clean
+.PHONY: all test bench asan tsan demo install uninstall clean FORCE
+FORCE:
 
 -include $(shell find $(O) -name '*.d' 2>/dev/null)

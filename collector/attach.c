@@ -26,6 +26,7 @@
 
 struct attach {
 	struct collector *co;
+	struct store *store; /* the row's: co->store, or the preloaded process's */
 	struct attach_conf conf;
 	int own_row;   /* the row is ours to end (not a preloaded process's) */
 	int64_t proc_id;
@@ -165,13 +166,13 @@ static int add_process(struct attach *a, char *why, size_t len)
 	err = client_json_argv(cmdline ? cmdline : "", cmd_len, &argv, &p.argv_json_len);
 	if (!err) {
 		p.argv_json = argv;
-		err = store_process_add(a->co->store, &p, &a->proc_id);
+		err = store_process_add(a->store, &p, &a->proc_id);
 	}
 	if (!err)
-		err = store_process_gpu_status(a->co->store, a->proc_id, SHM_GPU_ATTACHED,
+		err = store_process_gpu_status(a->store, a->proc_id, SHM_GPU_ATTACHED,
 					       gpu_detail, strlen(gpu_detail));
 	if (!err && (a->conf.what & BPFSRC_OFFCPU))
-		err = store_process_offcpu(a->co->store, a->proc_id, 1, NULL);
+		err = store_process_offcpu(a->store, a->proc_id, 1, NULL);
 	free(argv);
 	free(cmdline);
 	free(env);
@@ -182,14 +183,14 @@ static int host_string(void *ctx, uint32_t id, const char *text, size_t len)
 {
 	struct attach *a = ctx;
 
-	return store_string_add(a->co->store, a->proc_id, id, text, len, NULL);
+	return store_string_add(a->store, a->proc_id, id, text, len, NULL);
 }
 
 static int host_thread(void *ctx, uint32_t tid, uint32_t name_id, uint64_t ts)
 {
 	struct attach *a = ctx;
 
-	return store_thread_add(a->co->store, a->proc_id, tid, name_id,
+	return store_thread_add(a->store, a->proc_id, tid, name_id,
 				ts > INT64_MAX ? INT64_MAX : (int64_t)ts);
 }
 
@@ -206,6 +207,7 @@ struct attach *attach_start(struct collector *co, const struct attach_conf *conf
 		return NULL;
 	}
 	a->co = co;
+	a->store = co->store;
 	a->conf = *conf;
 	a->pidfd = -1;
 	/* The malloc family costs a uprobe and a uretprobe per call: only
@@ -237,7 +239,7 @@ struct attach *attach_start(struct collector *co, const struct attach_conf *conf
 	if (err)
 		goto fail;
 	a->in = ingest_new(&(struct ingest_conf){
-		.store = co->store, .proc_id = a->proc_id, .clock = SHM_CLOCK_MONOTONIC,
+		.store = a->store, .proc_id = a->proc_id, .clock = SHM_CLOCK_MONOTONIC,
 		.malloc_mode = a->conf.what & BPFSRC_HEAP ? SHM_MALLOC_SAMPLE : SHM_MALLOC_OFF,
 		.sample_bytes = a->conf.sample_bytes, .nstreams = 1,
 	});
@@ -246,7 +248,7 @@ struct attach *attach_start(struct collector *co, const struct attach_conf *conf
 		snprintf(why, len, "out of memory");
 		goto fail;
 	}
-	err = store_commit(co->store);
+	err = store_commit(a->store);
 	if (err)
 		goto fail;
 	a->own_row = 1;
@@ -259,8 +261,8 @@ fail:
 	return NULL;
 }
 
-struct attach *attach_offcpu(struct collector *co, int64_t proc_id, pid_t pid, char *why,
-			     size_t len)
+struct attach *attach_offcpu(struct collector *co, struct store *store, int64_t proc_id,
+			     pid_t pid, char *why, size_t len)
 {
 	struct attach *a = calloc(1, sizeof(*a));
 	int err = -ENOMEM;
@@ -269,12 +271,13 @@ struct attach *attach_offcpu(struct collector *co, int64_t proc_id, pid_t pid, c
 	if (!a)
 		goto fail;
 	a->co = co;
+	a->store = store;
 	a->conf = (struct attach_conf){ .pid = pid, .what = BPFSRC_OFFCPU };
 	a->proc_id = proc_id;
 	a->pidfd = -1;
 	a->start_ns = (int64_t)clock_ns(CLOCK_MONOTONIC);
 	a->in = ingest_new(&(struct ingest_conf){
-		.store = co->store, .proc_id = proc_id, .clock = SHM_CLOCK_MONOTONIC,
+		.store = store, .proc_id = proc_id, .clock = SHM_CLOCK_MONOTONIC,
 		.malloc_mode = SHM_MALLOC_OFF, .nstreams = 1,
 	});
 	if (!a->in)
@@ -284,7 +287,7 @@ struct attach *attach_offcpu(struct collector *co, int64_t proc_id, pid_t pid, c
 		err = -errno;
 		goto fail;
 	}
-	err = store_process_offcpu(co->store, proc_id, 1, NULL);
+	err = store_process_offcpu(store, proc_id, 1, NULL);
 	if (err)
 		goto fail;
 	return a;
@@ -335,10 +338,10 @@ int attach_end(struct attach *a, enum attach_end why, int64_t now_ns)
 	if (!a->own_row)
 		return err;
 	if (!err)
-		err = store_process_end(a->co->store, a->proc_id, (int64_t)end_ns,
+		err = store_process_end(a->store, a->proc_id, (int64_t)end_ns,
 					why == ATTACH_EXITED ? "exit" : "detach", 0);
 	if (!err)
-		err = store_commit(a->co->store);
+		err = store_commit(a->store);
 	if (!err)
 		log_debug("pid %d (proc_id %lld) %s", (int)a->conf.pid, (long long)a->proc_id,
 			  why == ATTACH_EXITED ? "exited" : "detached");

@@ -48,14 +48,15 @@ struct attach *attach_start(struct collector *co, const struct attach_conf *conf
 /*
  * Off-CPU time only, for a preloaded process that asked for it
  * (SHIMMER_OFFCPU=1): into its existing row proc_id, whose offcpu column it
- * sets to 'traced'.  Records go through an ingest of their own (the BPF
+ * sets to 'traced', in store (the client's: its recording).  Records go
+ * through an ingest of their own (the BPF
  * programs' clock is CLOCK_MONOTONIC, the shim's may be the TSC).  The
  * session has no pidfd (the client's socket says when it ends) and its
  * attach_end() leaves the row alone.  NULL with errno and why as for
  * attach_start().
  */
-struct attach *attach_offcpu(struct collector *co, int64_t proc_id, pid_t pid, char *why,
-			     size_t len);
+struct attach *attach_offcpu(struct collector *co, struct store *store, int64_t proc_id,
+			     pid_t pid, char *why, size_t len);
 
 /* Readable when records wait. */
 int attach_fd(const struct attach *a);

@@ -1,12 +1,16 @@
 /*
  * The control protocol: a client's life is client_new() on accept, HELLO
- * (validated, its region handed to a ring source, a processes row, an
- * ingest sink), then any number of STRING/THREAD/GPU_STATUS/KICK messages
- * and drain passes, then BYE and/or the socket closing, and client_end().
+ * (validated, its job chosen, its region handed to a ring source, a
+ * processes row, an ingest sink), then any number of STRING/THREAD/
+ * GPU_STATUS/KICK messages and drain passes, then BYE and/or the socket
+ * closing, and client_end().  A control client sends one REQUEST instead
+ * of HELLO (ctl.c answers it, through client_reply()).
  *
  * This file knows messages and processes only: reading the region is
- * ring.c's, what records mean is ingest.c's.  A drain is
- * ring_drain(ring, now, ingest_sink(ingest)).
+ * ring.c's, what records mean is ingest.c's, which recording a process
+ * goes to job.c's.  A drain is ring_drain(ring, now, sink), the sink being
+ * ingest_sink(ingest) with the records and drops counted on the way, for
+ * `shimmer ctl status`.
  */
 #include "client.h"
 
@@ -21,8 +25,10 @@
 #include <unistd.h>
 
 #include "clock_ns.h"
+#include "ctl.h"
 #include "demangle.h"
 #include "ingest.h"
+#include "job.h"
 #include "log.h"
 #include "ring.h"
 #include "utf8.h"
@@ -30,6 +36,7 @@
 
 #define RECV_BATCH 64          /* messages per wake-up, for fairness */
 #define FDS_MAX 8              /* room to receive (and close) extra fds */
+#define OUT_MAX (16u << 20)    /* replies queued for a slow reader, at most */
 
 struct client {
 	struct collector *co;
@@ -47,6 +54,22 @@ struct client {
 	size_t host_len;
 	struct ring *ring;     /* the region, from HELLO on */
 	struct ingest *ingest; /* its records' meaning, from HELLO on */
+	struct store *store;   /* its recording's, from HELLO on */
+	struct job *job;       /* NULL when the collector has one store only */
+	struct rec_sink sink;  /* counts, then hands on to ingest_sink() */
+	const struct rec_sink *inner;
+	char *exe;
+	int32_t rank;
+	int64_t start_wall_ns;
+	uint64_t events, dropped;      /* records stored, events lost */
+	uint64_t events_then, dropped_then;
+	int64_t rate_ns;               /* when the rates were last taken */
+	double events_per_s, dropped_per_s;
+	int control;           /* a control client: it sent REQUEST */
+	int in_hello;          /* its HELLO is being handled */
+	uint64_t seq;          /* accept order */
+	char *out;             /* replies not yet sent: [u32 length][message]... */
+	size_t out_len, out_off;
 	int bye;
 	int exec_next; /* a later HELLO came from this pid: it exec'd */
 	uint64_t bye_ts;
@@ -118,10 +141,11 @@ int client_json_argv(const char *argv, size_t len, char **out, size_t *out_len)
 	return 0;
 }
 
-/* Whether live client o is the same user's on the same host as c. */
+/* Whether live client o is the same user's on the same host as c, and
+ * records into the same store. */
 static int same_owner(const struct client *o, const struct client *c)
 {
-	return o->uid == c->uid && o->host_len == c->host_len &&
+	return o->uid == c->uid && o->store == c->store && o->host_len == c->host_len &&
 	       !memcmp(o->host, c->host, c->host_len);
 }
 
@@ -138,7 +162,7 @@ static int find_parent(struct client *c, uint32_t ppid, int64_t *parent)
 			*parent = o->proc_id;
 	if (*parent)
 		return 0;
-	return store_process_find(c->co->store, ppid, c->uid, c->host, c->host_len, parent);
+	return store_process_find(c->store, ppid, c->uid, c->host, c->host_len, parent);
 }
 
 /*
@@ -159,9 +183,99 @@ static int mark_exec(struct client *c, int64_t start_ns)
 			return 0;
 		}
 	/* start_ns is the client's word: any value, so saturate */
-	return store_process_exec(c->co->store, c->pid, c->uid, c->host, c->host_len,
+	return store_process_exec(c->store, c->pid, c->uid, c->host, c->host_len,
 				  start_ns < INT64_MIN + EXEC_WINDOW_NS ? INT64_MIN
 									: start_ns - EXEC_WINDOW_NS);
+}
+
+/*
+ * The job a new process joins (job.h): its SHIMMER_JOB's; else the job of
+ * the live process of the same user and host it replaces by exec (same
+ * pid) or is a child of (its ppid), so that a launcher's workers, forked or
+ * exec'd, join the launcher's job whatever their own environment says;
+ * else its launcher's id or process group, as it sent them.
+ */
+static int early_hello(struct client *o);
+
+static int choose_job(struct client *c, const struct shm_msg_hello *h, const char *key)
+{
+	struct client *via = NULL;
+
+	/* The parent (or pre-exec image) connected before us, but its HELLO
+	 * may still wait behind ours in this batch of events: it is read now,
+	 * so that the order of events never decides the job.  Only older
+	 * connections: a newer one of the same pid is our own exec'd image. */
+	if (h->job_kind != SHM_JOB_NAMED)
+		for (struct client *o = c->co->clients; o; o = o->next)
+			if (o != c && o->seq < c->seq && !o->ended && !o->proc_id && !o->control &&
+			    !o->in_hello &&
+			    o->has_peer && o->peer_uid == c->uid &&
+			    (o->peer_pid == h->ppid || o->peer_pid == c->pid))
+				early_hello(o);
+	if (h->job_kind != SHM_JOB_NAMED)
+		for (struct client *o = c->co->clients; o; o = o->next)
+			if (o != c && !o->ended && o->job && o->uid == c->uid &&
+			    (o->pid == c->pid || (o->pid == h->ppid && !via)) &&
+			    o->host_len == c->host_len && !memcmp(o->host, c->host, c->host_len))
+				via = o;
+	if (via)
+		c->job = via->job;
+	/* A parent (or pre-exec image) that already ended, its job still
+	 * open: a launcher may finish before the daemon reads its children. */
+	else if (h->job_kind != SHM_JOB_NAMED &&
+		 !(c->job = jobs_find_pid(c->co->jobs, c->uid, h->ppid)))
+		c->job = jobs_find_pid(c->co->jobs, c->uid, c->pid);
+	if (c->job) {
+		int err = job_hold(c->job, c->pid);
+
+		if (err) {
+			c->job = NULL;
+			return err;
+		}
+	} else {
+		int err = jobs_join(c->co->jobs, c->uid, c->pid, key, h->job_len, c->host,
+				    c->host_len, &c->job);
+
+		if (err == -EPERM) {
+			c->rejected = 1; /* said by jobs_join(), once for many */
+			return -EBADMSG;
+		}
+		if (err)
+			return err;
+	}
+	c->store = job_store(c->job);
+	return 0;
+}
+
+/* The sink in front of ingest's: counts for `shimmer ctl status`. */
+static int count_record(void *ctx, uint32_t stream, uint32_t tid, const union rec *r)
+{
+	struct client *c = ctx;
+
+	c->events++;
+	return c->inner->record(c->inner->ctx, stream, tid, r);
+}
+
+static void count_stream_new(void *ctx, uint32_t stream)
+{
+	struct client *c = ctx;
+
+	c->inner->stream_new(c->inner->ctx, stream);
+}
+
+static int count_counts(void *ctx, uint32_t tid, uint16_t fn, uint64_t count, uint64_t bytes)
+{
+	struct client *c = ctx;
+
+	return c->inner->counts(c->inner->ctx, tid, fn, count, bytes);
+}
+
+static int count_drops(void *ctx, uint32_t tid, const char *reason, uint64_t events)
+{
+	struct client *c = ctx;
+
+	c->dropped += events;
+	return c->inner->drops(c->inner->ctx, tid, reason, events);
 }
 
 static int hello(struct client *c, const char *msg, size_t len, int memfd)
@@ -188,8 +302,10 @@ static int hello(struct client *c, const char *msg, size_t len, int memfd)
 			      h.pid, h.uid, c->peer_pid, c->peer_uid);
 	c->pid = h.pid;
 	c->uid = h.uid;
-	if (len != sizeof(h) + h.exe_len + h.argv_len + h.host_len)
+	if (len != sizeof(h) + h.exe_len + h.argv_len + h.host_len + h.job_len)
 		return reject(c, "HELLO length %zu does not match its strings", len);
+	if (h.job_len > SHM_JOB_MAX || h.job_kind < SHM_JOB_NAMED || h.job_kind > SHM_JOB_PGID)
+		return reject(c, "HELLO job of kind %u, %u bytes", h.job_kind, h.job_len);
 	if (h.malloc_mode > SHM_MALLOC_ALL)
 		return reject(c, "HELLO malloc_mode %u", h.malloc_mode);
 	if (h.clock != SHM_CLOCK_MONOTONIC && h.clock != SHM_CLOCK_TSC)
@@ -206,6 +322,19 @@ static int hello(struct client *c, const char *msg, size_t len, int memfd)
 	if (!c->host)
 		return -ENOMEM;
 	memcpy(c->host, text + h.exe_len + h.argv_len, h.host_len);
+	c->host[h.host_len] = 0;
+	c->exe = strndup(text, h.exe_len);
+	if (!c->exe)
+		return -ENOMEM;
+	c->rank = h.rank;
+	c->start_wall_ns = (int64_t)h.start_wall_ns;
+	if (c->co->jobs) {
+		err = choose_job(c, &h, text + h.exe_len + h.argv_len + h.host_len);
+		if (err)
+			return err;
+	} else {
+		c->store = c->co->store;
+	}
 	p = (struct store_proc){
 		.pid = h.pid, .ppid = h.ppid, .uid = h.uid,
 		.host = c->host, .host_len = c->host_len,
@@ -226,10 +355,10 @@ static int hello(struct client *c, const char *msg, size_t len, int memfd)
 	if (!err)
 		err = mark_exec(c, (int64_t)h.start_mono_ns);
 	if (!err)
-		err = store_process_add(c->co->store, &p, &c->proc_id);
+		err = store_process_add(c->store, &p, &c->proc_id);
 	if (!err) {
 		struct ingest_conf ic = {
-			.store = c->co->store, .proc_id = c->proc_id, .clock = h.clock,
+			.store = c->store, .proc_id = c->proc_id, .clock = h.clock,
 			.tsc = &c->co->clock, .malloc_mode = h.malloc_mode,
 			.sample_bytes = h.sample_bytes, .nstreams = h.nslots,
 			.heap_rows = h.flags & (SHM_HELLO_HEAP_ROWS | SHM_HELLO_HEAP_AGG),
@@ -239,6 +368,12 @@ static int hello(struct client *c, const char *msg, size_t len, int memfd)
 		c->ingest = ingest_new(&ic);
 		if (!c->ingest)
 			err = -ENOMEM;
+	}
+	if (!err) {
+		c->inner = ingest_sink(c->ingest);
+		c->sink = (struct rec_sink){ count_record, count_stream_new, count_counts,
+					     count_drops, c };
+		c->rate_ns = (int64_t)clock_ns(CLOCK_MONOTONIC);
 	}
 	if (!err)
 		log_debug("pid %u connected as proc_id %lld", c->pid, (long long)c->proc_id);
@@ -274,7 +409,7 @@ static int string_msg(struct client *c, const char *msg, size_t len)
 	 * Bounded: a crafted name must not stall the daemon (demangle.h). */
 	if (m.len > 2 && text[0] == '_' && text[1] == 'Z')
 		n = demangle(text, m.len, demangled, sizeof(demangled));
-	return store_string_add(c->co->store, c->proc_id, m.id, text, m.len,
+	return store_string_add(c->store, c->proc_id, m.id, text, m.len,
 				n >= 0 ? demangled : NULL);
 }
 
@@ -287,7 +422,7 @@ static int thread_msg(struct client *c, const char *msg, size_t len)
 	memcpy(&m, msg, sizeof(m));
 	if (m.slot >= c->nslots)
 		return reject(c, "THREAD names slot %u of %u", m.slot, c->nslots);
-	return store_thread_add(c->co->store, c->proc_id, m.tid, m.name_id,
+	return store_thread_add(c->store, c->proc_id, m.tid, m.name_id,
 				ingest_ns(c->ingest, m.ts));
 }
 
@@ -302,7 +437,7 @@ static int gpu_status_msg(struct client *c, const char *msg, size_t len)
 		return reject(c, "GPU_STATUS of %zu bytes with %u of text", len, m.len);
 	if (m.status < SHM_GPU_ACTIVE || m.status > SHM_GPU_DISABLED)
 		return reject(c, "GPU_STATUS status %u", m.status);
-	return store_process_gpu_status(c->co->store, c->proc_id, m.status,
+	return store_process_gpu_status(c->store, c->proc_id, m.status,
 					msg + sizeof(m), m.len);
 }
 
@@ -348,6 +483,19 @@ int client_message(struct client *c, const void *msg, size_t len,
 		err = reject(c, "message header says %u bytes, %zu arrived", h.len, len);
 		goto out;
 	}
+	if (c->control) {
+		err = reject(c, "a control client sent a second message (type %u)", h.type);
+		goto out;
+	}
+	if (h.type == SHM_MSG_REQUEST && !c->proc_id && nfds == 0) {
+		if (!c->has_peer) {
+			err = reject(c, "REQUEST from a peer of unknown identity");
+			goto out;
+		}
+		c->control = 1;
+		err = ctl_request(c->co, c, msg, len);
+		goto out;
+	}
 	if (h.type != SHM_MSG_HELLO && !c->proc_id) {
 		err = reject(c, "first message is of type %u, not HELLO", h.type);
 		goto out;
@@ -358,7 +506,9 @@ int client_message(struct client *c, const void *msg, size_t len,
 	}
 	switch (h.type) {
 	case SHM_MSG_HELLO:
+		c->in_hello = 1;
 		err = hello(c, msg, len, fds[0]);
+		c->in_hello = 0;
 		break;
 	case SHM_MSG_STRING:
 		err = string_msg(c, msg, len);
@@ -394,47 +544,82 @@ out:
 	return err;
 }
 
+/* Receives one message into buf (SHM_MSG_MAX + 1 bytes) and handles it:
+ * 0, 1 when none waited, -EPIPE, or client_message()'s error. */
+static int recv_one(struct client *c, unsigned char *buf)
+{
+	union {
+		struct cmsghdr align;
+		char b[CMSG_SPACE(sizeof(int) * FDS_MAX)];
+	} ctl;
+	struct iovec iov = { buf, SHM_MSG_MAX + 1 };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
+			     .msg_control = ctl.b, .msg_controllen = sizeof(ctl.b) };
+	int fds[FDS_MAX * 2], nfds = 0;
+	ssize_t len;
+
+	do
+		len = recvmsg(c->fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+	while (len < 0 && errno == EINTR);
+	if (len < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		return 1;
+	if (len <= 0)
+		return -EPIPE;
+	for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
+		size_t n_in;
+
+		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+			continue;
+		n_in = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (size_t i = 0; i < n_in && nfds < FDS_MAX * 2; i++)
+			memcpy(&fds[nfds++], CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+	}
+	if (mh.msg_flags & MSG_TRUNC) {
+		for (int i = 0; i < nfds; i++)
+			close(fds[i]);
+		return reject(c, "message longer than %u bytes", SHM_MSG_MAX);
+	}
+	return client_message(c, buf, (size_t)len, fds, nfds, !!(mh.msg_flags & MSG_CTRUNC));
+}
+
 int client_recv(struct client *c)
 {
 	static unsigned char buf[SHM_MSG_MAX + 1] __attribute__((aligned(8)));
 
 	for (int n = 0; n < RECV_BATCH; n++) {
-		union {
-			struct cmsghdr align;
-			char b[CMSG_SPACE(sizeof(int) * FDS_MAX)];
-		} ctl;
-		struct iovec iov = { buf, sizeof(buf) };
-		struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
-				     .msg_control = ctl.b, .msg_controllen = sizeof(ctl.b) };
-		int fds[FDS_MAX * 2], nfds = 0, err;
-		ssize_t len = recvmsg(c->fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+		int err = recv_one(c, buf);
 
-		if (len < 0 && errno == EINTR)
-			continue;
-		if (len < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		if (err == 1)
 			return 0;
-		if (len <= 0)
-			return -EPIPE;
-		for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
-			size_t n_in;
-
-			if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
-				continue;
-			n_in = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-			for (size_t i = 0; i < n_in && nfds < FDS_MAX * 2; i++)
-				memcpy(&fds[nfds++], CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
-		}
-		if (mh.msg_flags & MSG_TRUNC) {
-			for (int i = 0; i < nfds; i++)
-				close(fds[i]);
-			return reject(c, "message longer than %u bytes", SHM_MSG_MAX);
-		}
-		err = client_message(c, buf, (size_t)len, fds, nfds,
-				     !!(mh.msg_flags & MSG_CTRUNC));
 		if (err)
 			return err;
 	}
 	return 1;
+}
+
+/* Handles o's first message now if it is a HELLO waiting on its socket;
+ * anything else waits for its turn.  What goes wrong is o's: it is
+ * rejected, and ended by the daemon's timeout for connections without
+ * HELLO. */
+static int early_hello(struct client *o)
+{
+	struct shm_msg_hdr h;
+	unsigned char *buf;
+	ssize_t n;
+	int err;
+
+	if (o->fd < 0)
+		return 0;
+	n = recv(o->fd, &h, sizeof(h), MSG_PEEK | MSG_DONTWAIT);
+	if (n != (ssize_t)sizeof(h) || h.magic != SHM_MAGIC || h.type != SHM_MSG_HELLO)
+		return 0;
+	/* Not client_recv()'s buffer: the HELLO being handled lies in it. */
+	buf = malloc(SHM_MSG_MAX + 1);
+	if (!buf)
+		return -ENOMEM;
+	err = recv_one(o, buf);
+	free(buf);
+	return err;
 }
 
 /* Now, in the client's record clock. */
@@ -452,7 +637,7 @@ static int drain(struct client *c, uint64_t limit)
 
 	if (!c->ring || !c->ingest)
 		return 0;
-	err = ring_drain(c->ring, limit, ingest_sink(c->ingest));
+	err = ring_drain(c->ring, limit, &c->sink);
 	return err == -EBADMSG ? reject(c, "%s", ring_why(c->ring)) : err;
 }
 
@@ -468,9 +653,22 @@ int client_busy(const struct client *c)
 
 int client_flush_counts(struct client *c)
 {
+	int64_t now = (int64_t)clock_ns(CLOCK_MONOTONIC);
+	int err;
+
 	if (!c->ring || !c->ingest)
 		return 0;
-	return ring_flush(c->ring, ingest_sink(c->ingest));
+	err = ring_flush(c->ring, &c->sink);
+	if (now - c->rate_ns >= 100000000) {
+		double dt = (double)(now - c->rate_ns) / 1e9;
+
+		c->events_per_s = (double)(c->events - c->events_then) / dt;
+		c->dropped_per_s = (double)(c->dropped - c->dropped_then) / dt;
+		c->events_then = c->events;
+		c->dropped_then = c->dropped;
+		c->rate_ns = now;
+	}
+	return err;
 }
 
 int client_end(struct client *c, enum client_end why, int64_t now_ns)
@@ -508,12 +706,14 @@ int client_end(struct client *c, enum client_end why, int64_t now_ns)
 	else
 		reason = c->exec_next ? "exec" : "disconnect";
 	if (!err && c->proc_id)
-		err = store_process_end(c->co->store, c->proc_id,
+		err = store_process_end(c->store, c->proc_id,
 					c->bye ? ingest_ns(c->ingest, c->bye_ts) :
 					c->fatal_signo ? ingest_ns(c->ingest, c->fatal_ts) : now_ns,
 					reason, strcmp(reason, "signal") ? 0 : (int)c->fatal_signo);
-	if (!err)
-		err = store_commit(c->co->store);
+	if (!err && c->store)
+		err = store_commit(c->store);
+	if (c->job)
+		job_leave(c->job, now_ns);
 	if (!err && c->proc_id)
 		log_debug("pid %u (proc_id %lld) ended: %s", c->pid,
 			  (long long)c->proc_id, reason);
@@ -539,6 +739,7 @@ struct client *client_new(struct collector *co, int fd)
 	}
 	c->co = co;
 	c->fd = fd;
+	c->seq = ++co->accepted;
 	c->born_ns = (int64_t)clock_ns(CLOCK_MONOTONIC);
 	c->next = co->clients;
 	if (c->next)
@@ -602,10 +803,104 @@ void client_free(struct client *c)
 	*c->pprev = c->next;
 	if (c->next)
 		c->next->pprev = c->pprev;
+	ctl_forget(c->co, c);
 	ring_free(c->ring);
 	ingest_free(c->ingest);
 	if (c->fd >= 0)
 		close(c->fd);
 	free(c->host);
+	free(c->exe);
+	free(c->out);
 	free(c);
+}
+
+/* ---- what control requests need (ctl.c) ---- */
+
+struct store *client_store(const struct client *c)
+{
+	return c->store;
+}
+
+int client_is_control(const struct client *c)
+{
+	return c->control;
+}
+
+void client_info(const struct client *c, struct client_info *i)
+{
+	*i = (struct client_info){
+		.pid = c->pid, .uid = c->uid, .rank = c->rank,
+		.start_wall_ns = c->start_wall_ns,
+		.state = c->ring ? ring_control_state(c->ring) : 0,
+		.events = c->events, .dropped = c->dropped,
+		.events_per_s = c->events_per_s, .dropped_per_s = c->dropped_per_s,
+		.job = c->job ? job_key(c->job) : "-", .exe = c->exe ? c->exe : "",
+	};
+}
+
+int client_traced(const struct client *c)
+{
+	return c->proc_id && !c->ended && c->ring;
+}
+
+uint32_t client_control(struct client *c, uint32_t cmd, uint64_t arg)
+{
+	return ring_control(c->ring, cmd, arg);
+}
+
+int client_control_done(const struct client *c, uint32_t id, int64_t *done_ns)
+{
+	uint64_t ts;
+
+	if (!c->ring || !ring_control_done(c->ring, id, &ts))
+		return 0;
+	*done_ns = ingest_ns(c->ingest, ts);
+	return 1;
+}
+
+/* Sends what is queued; 0 when all of it went, 1 when some waits (the
+ * socket is full), -EPIPE when the reader is gone. */
+int client_flush_out(struct client *c)
+{
+	while (c->out_off < c->out_len) {
+		uint32_t n;
+		ssize_t sent;
+
+		memcpy(&n, c->out + c->out_off, sizeof(n));
+		sent = send(c->fd, c->out + c->out_off + sizeof(n), n,
+			    MSG_DONTWAIT | MSG_NOSIGNAL);
+		if (sent < 0 && errno == EINTR)
+			continue;
+		if (sent < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return 1;
+		if (sent < 0)
+			return -EPIPE;
+		c->out_off += sizeof(n) + n;
+	}
+	c->out_off = c->out_len = 0;
+	return 0;
+}
+
+int client_reply(struct client *c, const void *msg, size_t len)
+{
+	uint32_t n = (uint32_t)len;
+	char *grown;
+
+	if (c->fd < 0)
+		return 0;
+	if (c->out_len + sizeof(n) + len > OUT_MAX)
+		return -EPIPE;
+	grown = realloc(c->out, c->out_len + sizeof(n) + len);
+	if (!grown)
+		return -ENOMEM;
+	c->out = grown;
+	memcpy(c->out + c->out_len, &n, sizeof(n));
+	memcpy(c->out + c->out_len + sizeof(n), msg, len);
+	c->out_len += sizeof(n) + len;
+	return 0;
+}
+
+int client_wants_write(const struct client *c)
+{
+	return c->out_off < c->out_len;
 }

@@ -21,12 +21,17 @@
 #include "clock.h"
 #include "store.h"
 
-/* What every client shares: the store, the collector's TSC calibration and
- * the list of live clients (to find a traced parent). */
+/* What every client shares: where processes are recorded (jobs; or, when
+ * jobs is NULL, the one store: tests), the collector's TSC calibration,
+ * the list of live clients (to find a traced parent) and the control
+ * requests waiting for processes to act (ctl.h). */
 struct collector {
+	struct jobs *jobs;
 	struct store *store;
 	struct clock clock;
 	struct client *clients;
+	struct ctl *ctl;
+	uint64_t accepted; /* clients made so far */
 };
 
 enum client_end {
@@ -95,6 +100,9 @@ uint32_t client_pid(const struct client *c);
 /* HELLO's flags (SHM_HELLO_*), 0 before HELLO. */
 uint32_t client_hello_flags(const struct client *c);
 
+/* The store its rows go to (its job's recording), NULL before HELLO. */
+struct store *client_store(const struct client *c);
+
 /* The proc_id of this client's processes row, 0 before HELLO. */
 int64_t client_proc_id(const struct client *c);
 
@@ -108,5 +116,42 @@ int client_json_argv(const char *argv, size_t len, char **out, size_t *out_len);
 
 /* The next client in co->clients, or NULL. */
 struct client *client_next(const struct client *c);
+
+/* ---- for control requests (ctl.h) ---- */
+
+/* Whether c is a control client (it sent REQUEST), and whether it is a
+ * traced process past HELLO that has not ended. */
+int client_is_control(const struct client *c);
+int client_traced(const struct client *c);
+
+struct client_info {
+	uint32_t pid, uid;
+	int32_t rank;
+	int64_t start_wall_ns;
+	uint32_t state; /* the region's SHM_STATE_* (the process's word) */
+	uint64_t events, dropped;
+	double events_per_s, dropped_per_s; /* over the last second */
+	const char *job, *exe;
+};
+
+void client_info(const struct client *c, struct client_info *i);
+
+/* Sends control command cmd (enum shm_ctl_cmd) to a traced process;
+ * returns its number for client_control_done(). */
+uint32_t client_control(struct client *c, uint32_t cmd, uint64_t arg);
+
+/* 1 once the process says it applied command id, *done_ns then being when
+ * (CLOCK_MONOTONIC), else 0. */
+int client_control_done(const struct client *c, uint32_t id, int64_t *done_ns);
+
+/* Queues one message to send to a control client (no-op without a
+ * socket).  -EPIPE when too much waits already. */
+int client_reply(struct client *c, const void *msg, size_t len);
+
+/* Sends what is queued: 0 all sent, 1 some waits for room, -EPIPE. */
+int client_flush_out(struct client *c);
+
+/* Whether replies wait to be sent. */
+int client_wants_write(const struct client *c);
 
 #endif

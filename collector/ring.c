@@ -34,6 +34,10 @@
 #include <sys/mman.h>
 #include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <sys/statfs.h>
 
 struct slot_state {
@@ -67,6 +71,7 @@ struct ring {
 	uint64_t cupti_stored;
 	uint64_t heartbeat;
 	int busy; /* the last pass found a slot at least RING_BUSY_FILL full */
+	uint32_t ctl_id; /* the last control command's number (ours, not the region's) */
 	char why[256]; /* the first reason data was invalid */
 };
 
@@ -192,6 +197,35 @@ nomem:
 	munmap(map, g->region_bytes);
 	errno = ENOMEM;
 	return NULL;
+}
+
+uint32_t ring_control(struct ring *r, uint32_t cmd, uint64_t arg)
+{
+	struct shm_region *g = r->region;
+	uint32_t id = ++r->ctl_id;
+
+	if (!id)
+		id = ++r->ctl_id; /* 0 means none */
+	__atomic_store_n(&g->ctl_cmd, cmd, __ATOMIC_RELAXED);
+	__atomic_store_n(&g->ctl_arg, arg, __ATOMIC_RELAXED);
+	__atomic_store_n(&g->ctl_id, id, __ATOMIC_RELEASE);
+	__atomic_add_fetch(&g->ctl_wake, 1, __ATOMIC_SEQ_CST);
+	syscall(SYS_futex, &g->ctl_wake, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+	return id;
+}
+
+int ring_control_done(const struct ring *r, uint32_t id, uint64_t *ts)
+{
+	if (__atomic_load_n(&r->region->ctl_done, __ATOMIC_ACQUIRE) != id)
+		return 0;
+	*ts = __atomic_load_n(&r->region->ctl_done_ts, __ATOMIC_RELAXED);
+	return 1;
+}
+
+uint32_t ring_control_state(const struct ring *r)
+{
+	return __atomic_load_n(&r->region->ctl_state, __ATOMIC_RELAXED) &
+	       (SHM_STATE_RECORDING | SHM_STATE_CONTROL);
 }
 
 void ring_free(struct ring *r)

@@ -58,6 +58,20 @@ int ring_busy(const struct ring *r);
 /* The first reason data was found invalid, or "" . */
 const char *ring_why(const struct ring *r);
 
+/*
+ * Control (wire.h, the region's control block): writes command cmd (enum
+ * shm_ctl_cmd, with arg) and wakes the process's control thread.  Returns
+ * the command's number, for ring_control_done().
+ */
+uint32_t ring_control(struct ring *r, uint32_t cmd, uint64_t arg);
+
+/* 1 when the process says it applied command id (*ts: when, in its record
+ * clock), else 0.  The process's word: reported, never relied on. */
+int ring_control_done(const struct ring *r, uint32_t id, uint64_t *ts);
+
+/* The region's SHM_STATE_* bits, as the process last wrote them. */
+uint32_t ring_control_state(const struct ring *r);
+
 /* Unmaps and frees.  NULL is a no-op. */
 void ring_free(struct ring *r);
 

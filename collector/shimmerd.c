@@ -8,6 +8,16 @@
  * events is only freed after the batch, so a later event in the same batch
  * never points at freed memory.
  *
+ * Where processes go is job.h's: each job's into its recording under the
+ * state directory (the service), or all into one store (--db).  `shimmer
+ * ls` and `shimmer ctl` are answered on the same socket (ctl.h).  Settings
+ * come from /etc/shimmer/shimmerd.conf and the command line (options.h).
+ *
+ * As a systemd service (shimmerd.service, shimmerd.socket): the listening
+ * socket may come from systemd (sd_listen_fds: socket activation), and the
+ * daemon says READY=1 once it listens, STATUS= now and then, WATCHDOG=1
+ * when a watchdog is set, and STOPPING=1 (sd_notify).
+ *
  * Exit status: 0 after a signal-driven shutdown, 1 on a startup error or
  * when the store cannot be written (the store has logged why), 2 on bad
  * usage.
@@ -17,6 +27,7 @@
 #include <getopt.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,11 +41,18 @@
 #include <time.h>
 #include <unistd.h>
 
+#ifdef HAVE_LIBSYSTEMD
+#include <systemd/sd-daemon.h>
+#endif
+
 #include "attach.h"
 #include "bpfsrc.h"
 #include "client.h"
 #include "clock_ns.h"
+#include "ctl.h"
+#include "job.h"
 #include "log.h"
+#include "options.h"
 #include "version.h"
 
 #define TICK_NS 5000000L
@@ -53,6 +71,7 @@ struct offcpu_session {
 #define HELLO_TIMEOUT_NS 2000000000LL  /* a connection must say HELLO by then */
 #define ACCEPT_PAUSE_NS 100000000LL    /* out of descriptors: stop accepting this long */
 #define FDS_RESERVED 32                /* descriptors kept for the store, the loop, logs */
+#define STATUS_NS 10000000000LL        /* sd_notify STATUS= at most this often */
 
 /*
  * Descriptors are the resource a local user can exhaust: each connection
@@ -66,8 +85,11 @@ struct offcpu_session {
  */
 struct daemon {
 	struct collector co;
-	const char *sock_path;
+	const struct options *o;
+	const char *sock_path;   /* NULL: no socket (--attach without --socket) */
 	int listen_fd, sig_fd, timer_fd, ep;
+	int activated;           /* the listening socket is systemd's (not ours to unlink) */
+	int64_t last_status, last_watchdog, watchdog_ns;
 	int parent_fd;           /* --parent-fd: stop at its EOF; -1 when none */
 	int64_t last_commit, last_counts, last_refusal_log, last_attach_tick;
 	unsigned per_user;       /* connections one uid may hold */
@@ -88,28 +110,54 @@ static int64_t now_ns(void)
 	return (int64_t)clock_ns(CLOCK_MONOTONIC);
 }
 
-static void usage(FILE *f)
+/* sd_notify(), when systemd asked for it (NOTIFY_SOCKET). */
+__attribute__((format(printf, 1, 2)))
+static void notify(const char *fmt, ...)
 {
-	fprintf(f, "usage: shimmerd --socket PATH --db PATH [--foreground] "
-		   "[--verbose] [--quiet] [--ready-fd N] [--parent-fd N]\n"
-		   "       shimmerd --attach PID [--for SECONDS] [--probes cuda,heap,offcpu] "
-		   "[--sample-bytes N] --db PATH [--socket PATH] ...\n"
-		   "       shimmerd --check-attach | --version\n");
+#ifdef HAVE_LIBSYSTEMD
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	sd_notify(0, msg);
+#else
+	(void)fmt;
+#endif
 }
 
-/* path made absolute against the current directory, so that it still
- * names the same file after the daemon's chdir("/"). */
-static char *absolute(const char *path)
+/* The listening socket systemd handed over (socket activation): one
+ * SOCK_SEQPACKET Unix socket, listening.  -ENOENT when none came. */
+static int activated_socket(struct daemon *d)
 {
-	char cwd[PATH_MAX], *out;
+#ifdef HAVE_LIBSYSTEMD
+	int n = sd_listen_fds(1), fd = SD_LISTEN_FDS_START;
 
-	if (path[0] == '/')
-		return strdup(path);
-	if (!getcwd(cwd, sizeof(cwd)))
-		return NULL;
-	if (asprintf(&out, "%s/%s", cwd, path) < 0)
-		return NULL;
-	return out;
+	if (n <= 0)
+		return n < 0 ? n : -ENOENT;
+	if (n > 1 || sd_is_socket_unix(fd, SOCK_SEQPACKET, 1, NULL, 0) <= 0) {
+		log_error("systemd passed %d descriptors: expected one listening "
+			  "SOCK_SEQPACKET Unix socket (ListenSequentialPacket=)", n);
+		return -EINVAL;
+	}
+	if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) < 0)
+		return -errno;
+	d->activated = 1;
+	return fd;
+#else
+	(void)d;
+	return -ENOENT;
+#endif
+}
+
+static int count_traced(const struct daemon *d)
+{
+	int n = 0;
+
+	for (struct client *c = d->co.clients; c; c = client_next(c))
+		n += client_traced(c);
+	return n;
 }
 
 static int mkdir_parents(const char *path)
@@ -215,14 +263,14 @@ static int offcpu_check(struct daemon *d, struct client *c)
 		snprintf(why, sizeof(why), "the collector traces off-CPU time for at most %d "
 			 "processes at once", OFFCPU_MAX);
 	else
-		o->a = attach_offcpu(&d->co, client_proc_id(c), (pid_t)client_pid(c), why,
-				     sizeof(why));
+		o->a = attach_offcpu(&d->co, client_store(c), client_proc_id(c),
+				     (pid_t)client_pid(c), why, sizeof(why));
 	if (o->a) {
 		d->noffcpu++;
 		return 0;
 	}
 	log_warn("pid %u asked for off-CPU time: %s", client_pid(c), why);
-	return store_process_offcpu(d->co.store, client_proc_id(c), 0, why);
+	return store_process_offcpu(client_store(c), client_proc_id(c), 0, why);
 }
 
 /* Ends a client's off-CPU session, if it has one: what is left is stored
@@ -245,6 +293,19 @@ static int offcpu_end(struct daemon *d, struct client *c)
 		break;
 	}
 	return err;
+}
+
+/* Watches c for room to write while replies wait to be sent. */
+static int sync_out(struct daemon *d, struct client *c)
+{
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP, .data.ptr = c };
+
+	if (client_ended(c) || client_fd(c) < 0)
+		return 0;
+	if (client_wants_write(c))
+		ev.events |= EPOLLOUT;
+	return epoll_ctl(d->ep, EPOLL_CTL_MOD, client_fd(c), &ev) < 0 && errno != ENOENT ? -errno
+											 : 0;
 }
 
 static int end_client(struct daemon *d, struct client *c, enum client_end why)
@@ -341,6 +402,8 @@ static int on_client(struct daemon *d, struct client *c, int stopping)
 		return end_client(d, c, CLIENT_REJECTED);
 	if (!err && stopping)
 		return end_client(d, c, CLIENT_SHUTDOWN);
+	if (!err && client_is_control(c))
+		return client_flush_out(c) < 0 ? end_client(d, c, CLIENT_CLOSED) : sync_out(d, c);
 	if (!err)
 		err = offcpu_check(d, c);
 	return err;
@@ -388,9 +451,10 @@ static int tick(struct daemon *d)
 		d->accept_paused = 0;
 		err = watch(d, d->listen_fd, &tag_listen);
 	}
-	/* Connections that never said HELLO give their descriptor back. */
+	/* Connections that never said HELLO (or REQUEST) give their
+	 * descriptor back. */
 	for (struct client *c = d->co.clients; c && !err; c = client_next(c))
-		if (!client_ended(c) && !client_proc_id(c) &&
+		if (!client_ended(c) && !client_proc_id(c) && !client_is_control(c) &&
 		    now - client_born_ns(c) > HELLO_TIMEOUT_NS) {
 			d->timed_out++;
 			err = end_client(d, c, CLIENT_CLOSED);
@@ -414,7 +478,23 @@ static int tick(struct daemon *d)
 	}
 	if (!err && now - d->last_commit >= COMMIT_NS) {
 		d->last_commit = now;
-		err = store_commit(d->co.store);
+		err = jobs_commit(d->co.jobs);
+	}
+	if (!err)
+		err = ctl_tick(&d->co, now);
+	for (struct client *c = d->co.clients; c && !err; c = client_next(c))
+		if (client_is_control(c))
+			err = sync_out(d, c);
+	if (!err)
+		err = jobs_tick(d->co.jobs, now);
+	if (d->watchdog_ns && now - d->last_watchdog >= d->watchdog_ns / 2) {
+		d->last_watchdog = now;
+		notify("WATCHDOG=1");
+	}
+	if (now - d->last_status >= STATUS_NS) {
+		d->last_status = now;
+		notify("STATUS=%d traced processes, %u live recordings", count_traced(d),
+		       jobs_live(d->co.jobs));
 	}
 	return err;
 }
@@ -508,7 +588,13 @@ static int loop(struct daemon *d)
 					err = attach_poll(d->attach);
 			} else if (tag == &tag_attach_exit) {
 				err = on_attach_exit(d);
-			} else if (!client_ended(tag)) {
+			} else if (client_ended(tag)) {
+				continue;
+			} else if ((evs[i].events & EPOLLOUT) && client_is_control(tag) &&
+				   !(evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLRDHUP))) {
+				err = client_flush_out(tag) < 0 ? end_client(d, tag, CLIENT_CLOSED)
+								: sync_out(d, tag);
+			} else {
 				err = on_client(d, tag, 0);
 			}
 		}
@@ -522,6 +608,7 @@ static int loop(struct daemon *d)
 		if (d->attach && attach_ended(d->attach))
 			stop = 1;
 	}
+	notify("STOPPING=1");
 	return err ? err : shutdown_clients(d);
 }
 
@@ -545,11 +632,11 @@ static int start_attach(struct daemon *d)
 	return err;
 }
 
-static int setup(struct daemon *d, const char *db_path)
+static int setup(struct daemon *d)
 {
 	struct itimerspec its = { { 0, TICK_NS }, { 0, TICK_NS } };
+	const struct options *o = d->o;
 	struct rlimit nofile;
-	unsigned lost;
 	sigset_t sigs;
 	int err;
 
@@ -585,24 +672,28 @@ static int setup(struct daemon *d, const char *db_path)
 	}
 	/* The socket first: a second daemon must not touch the store. */
 	if (d->sock_path) {
-		d->listen_fd = listen_on(d->sock_path);
+		d->listen_fd = activated_socket(d);
+		if (d->listen_fd == -ENOENT)
+			d->listen_fd = listen_on(d->sock_path);
 		if (d->listen_fd < 0)
 			return d->listen_fd;
 	}
-	err = mkdir_parents(db_path);
-	if (err) {
-		log_error("cannot create the directory of %s: %s", db_path, strerror(-err));
-		return err;
+	if (o->db) {
+		err = mkdir_parents(o->db);
+		if (err) {
+			log_error("cannot create the directory of %s: %s", o->db, strerror(-err));
+			return err;
+		}
 	}
-	d->co.store = store_open(db_path);
-	if (!d->co.store)
+	d->co.jobs = jobs_open(&(struct jobs_conf){
+		.db = o->db, .state_dir = o->state_dir, .linger_ns = o->linger_ns,
+		.max_age_ns = o->max_age_ns, .max_bytes = o->max_bytes,
+	});
+	if (!d->co.jobs)
 		return -errno;
-	err = store_recover(d->co.store, &lost);
-	if (!err && lost)
-		log_warn("%u processes were live in %s when the collector writing it stopped "
-			 "without ending them: ended as 'collector_lost' at its last commit; "
-			 "what they did after it is not stored", lost, db_path);
-	if (!err && d->listen_fd >= 0)
+	/* --attach writes the one store (attach.h). */
+	d->co.store = jobs_single_store(d->co.jobs);
+	if (d->listen_fd >= 0)
 		err = watch(d, d->listen_fd, &tag_listen);
 	if (!err && d->parent_fd >= 0)
 		err = watch(d, d->parent_fd, &tag_parent);
@@ -610,7 +701,15 @@ static int setup(struct daemon *d, const char *db_path)
 		err = watch(d, d->sig_fd, &tag_signal);
 	if (!err)
 		err = watch(d, d->timer_fd, &tag_timer);
-	d->last_commit = d->last_counts = d->last_attach_tick = now_ns();
+#ifdef HAVE_LIBSYSTEMD
+	{
+		uint64_t usec = 0;
+
+		if (sd_watchdog_enabled(0, &usec) > 0)
+			d->watchdog_ns = (int64_t)usec * 1000;
+	}
+#endif
+	d->last_commit = d->last_counts = d->last_attach_tick = d->last_status = now_ns();
 	if (!err && d->attach_conf.pid > 0)
 		err = start_attach(d);
 	return err;
@@ -711,162 +810,86 @@ static int parse_probes(const char *list, unsigned *what)
 	return *what ? 0 : -EINVAL;
 }
 
-/* --for: seconds, a decimal number > 0. */
-static int parse_seconds(const char *s, int64_t *ns)
-{
-	char *end;
-	double v;
-
-	errno = 0;
-	v = strtod(s, &end);
-	if (errno || end == s || *end || !(v > 0) || v > 1e9)
-		return -EINVAL;
-	*ns = (int64_t)(v * 1e9);
-	return 0;
-}
-
 int main(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "socket", required_argument, NULL, 's' },
-		{ "db", required_argument, NULL, 'd' },
-		{ "foreground", no_argument, NULL, 'f' },
-		{ "verbose", no_argument, NULL, 'v' },
-		{ "ready-fd", required_argument, NULL, 'r' },
-		{ "attach", required_argument, NULL, 'a' },
-		{ "for", required_argument, NULL, 'F' },
-		{ "sample-bytes", required_argument, NULL, 'S' },
-		{ "check-attach", no_argument, NULL, 'C' },
-		{ "probes", required_argument, NULL, 'P' },
-		{ "parent-fd", required_argument, NULL, 'p' },
-		{ "quiet", no_argument, NULL, 'q' },
-		{ "version", no_argument, NULL, 'V' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 },
-	};
 	struct daemon d = { .listen_fd = -1, .sig_fd = -1, .timer_fd = -1, .ep = -1,
 			    .parent_fd = -1 };
-	char *sock = NULL, *db = NULL, *end;
-	int foreground = 0, ready_fd = -1, ready_pipe = -1, opt, err;
+	struct options o;
+	int ready_pipe = -1, err;
 
-	while ((opt = getopt_long(argc, argv, "s:d:fvqr:p:Vha:F:S:CP:", opts, NULL)) != -1) {
-		switch (opt) {
-		case 's':
-			free(sock);
-			sock = absolute(optarg);
-			break;
-		case 'd':
-			free(db);
-			db = absolute(optarg);
-			break;
-		case 'f':
-			foreground = 1;
-			break;
-		case 'v':
-			log_level = LOG_LVL_DEBUG;
-			break;
-		case 'r':
-			errno = 0;
-			ready_fd = (int)strtol(optarg, &end, 10);
-			if (errno || *end || ready_fd < 0 || fcntl(ready_fd, F_GETFD) < 0) {
-				log_error("--ready-fd %s is not an open descriptor", optarg);
-				return 2;
-			}
-			break;
-		case 'a':
-			errno = 0;
-			d.attach_conf.pid = (pid_t)strtol(optarg, &end, 10);
-			if (errno || *end || d.attach_conf.pid <= 0) {
-				log_error("--attach %s is not a process id", optarg);
-				return 2;
-			}
-			break;
-		case 'F':
-			if (parse_seconds(optarg, &d.attach_conf.window_ns)) {
-				log_error("--for %s is not a number of seconds > 0", optarg);
-				return 2;
-			}
-			break;
-		case 'S':
-			errno = 0;
-			d.attach_conf.sample_bytes = strtoull(optarg, &end, 10);
-			if (errno || *end || !d.attach_conf.sample_bytes ||
-			    d.attach_conf.sample_bytes > (1ull << 40)) {
-				log_error("--sample-bytes %s is not a number of bytes in [1, 2^40]",
-					  optarg);
-				return 2;
-			}
-			break;
-		case 'q':
-			log_level = LOG_LVL_WARN;
-			break;
-		case 'p':
-			errno = 0;
-			d.parent_fd = (int)strtol(optarg, &end, 10);
-			if (errno || *end || d.parent_fd < 0 || fcntl(d.parent_fd, F_GETFD) < 0) {
-				log_error("--parent-fd %s is not an open descriptor", optarg);
-				return 2;
-			}
-			fcntl(d.parent_fd, F_SETFD, FD_CLOEXEC);
-			break;
-		case 'V':
-			printf("shimmerd %s (wire format %d, store schema %d)\n", SHIMMER_VERSION,
-			       SHM_WIRE_VERSION, STORE_SCHEMA_VERSION);
-			return 0;
-		case 'C':
-			return check_attach();
-		case 'P':
-			if (parse_probes(optarg, &d.attach_conf.what)) {
-				log_error("--probes %s: a list of cuda, heap and offcpu, comma-separated",
-					  optarg);
-				return 2;
-			}
-			break;
-		case 'h':
-			usage(stdout);
-			return 0;
-		default:
-			usage(stderr);
+	err = options_parse(&o, argc, argv);
+	if (err) {
+		options_free(&o);
+		return err == 1 ? 0 : 2;
+	}
+	log_level = o.log_level;
+	if (o.check) {
+		options_print(&o, stdout);
+		options_free(&o);
+		return 0;
+	}
+	if (o.check_attach) {
+		options_free(&o);
+		return check_attach();
+	}
+	if (o.attach_pid > 0) {
+		/* A daemon of its own for one process: one store, and a socket
+		 * only when asked for one (never the service's). */
+		if (!o.db) {
+			log_error("--attach needs --db");
+			options_free(&o);
+			return 2;
+		}
+		d.attach_conf.pid = o.attach_pid;
+		d.attach_conf.window_ns = o.attach_for_ns;
+		d.attach_conf.sample_bytes = o.attach_sample_bytes;
+		if (o.attach_probes && parse_probes(o.attach_probes, &d.attach_conf.what)) {
+			log_error("--probes %s: a list of cuda, heap and offcpu, comma-separated",
+				  o.attach_probes);
+			options_free(&o);
 			return 2;
 		}
 	}
-	if ((d.attach_conf.window_ns || d.attach_conf.sample_bytes || d.attach_conf.what) &&
-	    d.attach_conf.pid <= 0) {
-		log_error("--for, --sample-bytes and --probes need --attach");
-		return 2;
-	}
-	if ((!sock && d.attach_conf.pid <= 0) || !db || optind != argc) {
-		usage(stderr);
-		return 2;
-	}
-	d.sock_path = sock;
-	err = foreground ? 0 : daemonize(&ready_pipe);
+	/* Stores are made private or handed over explicitly (job.h); nothing
+	 * else the daemon makes is anyone else's. */
+	umask(077);
+	d.o = &o;
+	d.sock_path = o.attach_pid > 0 && !o.socket_flag ? NULL : o.socket;
+	d.parent_fd = o.parent_fd;
+	err = o.foreground ? 0 : daemonize(&ready_pipe);
 	if (!err)
-		err = setup(&d, db);
+		err = setup(&d);
 	if (!err) {
-		if (sock)
-			log_info("listening on %s, storing into %s", sock, db);
-		say_ready(ready_fd, &d);
+		if (d.sock_path && o.db)
+			log_info("listening on %s%s, storing into %s", d.sock_path,
+				 d.activated ? " (socket activation)" : "", o.db);
+		else if (d.sock_path)
+			log_info("listening on %s%s, recordings in %s/recordings", d.sock_path,
+				 d.activated ? " (socket activation)" : "", o.state_dir);
+		say_ready(o.ready_fd, &d);
 		say_ready(ready_pipe, &d);
+		notify("READY=1\nSTATUS=listening on %s", d.sock_path ? d.sock_path : "no socket");
 		err = loop(&d);
 		if (err == -ENOMEM)
 			log_error("out of memory");
 	}
 	if (d.listen_fd >= 0) {
 		close(d.listen_fd);
-		unlink(sock);
+		if (!d.activated)
+			unlink(d.sock_path);
 	}
 	attach_free(d.attach);
 	while (d.offcpu) {
-		struct offcpu_session *o = d.offcpu;
+		struct offcpu_session *s = d.offcpu;
 
-		d.offcpu = o->next;
-		attach_free(o->a);
-		free(o);
+		d.offcpu = s->next;
+		attach_free(s->a);
+		free(s);
 	}
 	while (d.co.clients)
 		client_free(d.co.clients);
-	if (store_close(d.co.store) && !err)
+	ctl_free(&d.co);
+	if (jobs_close(d.co.jobs) && !err)
 		err = -EIO;
 	if (d.ep >= 0)
 		close(d.ep);
@@ -874,7 +897,6 @@ int main(int argc, char **argv)
 		close(d.sig_fd);
 	if (d.timer_fd >= 0)
 		close(d.timer_fd);
-	free(sock);
-	free(db);
+	options_free(&o);
 	return err ? 1 : 0;
 }

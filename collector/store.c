@@ -23,6 +23,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1530,7 +1531,9 @@ static int create_private(const char *path)
 	return 0;
 }
 
-struct store *store_open(const char *path)
+/* Opens path, which exists, as a store (the schema brought up to date);
+ * flags: more SQLITE_OPEN_* flags. */
+static struct store *open_existing(const char *path, int flags)
 {
 	struct store *s = calloc(1, sizeof(*s));
 	int err = -ENOMEM, rc;
@@ -1538,9 +1541,6 @@ struct store *store_open(const char *path)
 	if (s)
 		s->lock_fd = -1;
 	if (!s || !(s->path = strdup(path)))
-		goto out;
-	err = create_private(path);
-	if (err)
 		goto out;
 	/* Collectors that share a store each hold a shared flock() on it
 	 * (independent of SQLite's fcntl() locks); one that gets it
@@ -1551,7 +1551,7 @@ struct store *store_open(const char *path)
 		flock(s->lock_fd, LOCK_SH);
 	}
 	rc = sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
-			     SQLITE_OPEN_NOMUTEX, NULL);
+			     SQLITE_OPEN_NOMUTEX | flags, NULL);
 	if (rc != SQLITE_OK) {
 		log_error("cannot open %s: %s", path,
 			  s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc));
@@ -1568,6 +1568,118 @@ out:
 	store_close(s);
 	errno = -err;
 	return NULL;
+}
+
+struct store *store_open(const char *path)
+{
+	int err = create_private(path);
+
+	if (err) {
+		errno = -err;
+		return NULL;
+	}
+	return open_existing(path, 0);
+}
+
+/* path made anew (O_EXCL, never through a link), mode 0660 (0600 when
+ * uid is ours), owned by uid and gid. */
+static int create_owned(const char *path, uid_t uid, gid_t gid)
+{
+	int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600), err = 0;
+
+	if (fd < 0)
+		return -errno;
+	/* The mode first: once the file is uid's, only uid may change it. */
+	if (fchmod(fd, uid == geteuid() ? 0600 : 0660) < 0 ||
+	    (uid != geteuid() && fchown(fd, uid, gid) < 0))
+		err = -errno;
+	close(fd);
+	if (err)
+		unlink(path);
+	return err;
+}
+
+struct store *store_open_owned(const char *path, uid_t uid, gid_t gid)
+{
+	static const char *const ext[] = { "", "-wal", "-shm" };
+	char name[PATH_MAX];
+	int err = 0;
+	size_t i;
+
+	for (i = 0; i < 3 && !err; i++) {
+		if ((size_t)snprintf(name, sizeof(name), "%s%s", path, ext[i]) >= sizeof(name))
+			err = -ENAMETOOLONG;
+		else
+			err = create_owned(name, uid, gid);
+	}
+	if (err) {
+		log_error("cannot create %s%s for uid %u: %s", path, ext[i - 1], (unsigned)uid,
+			  strerror(-err));
+		while (i-- > 1) {
+			snprintf(name, sizeof(name), "%s%s", path, ext[i - 1]);
+			unlink(name);
+		}
+		errno = -err;
+		return NULL;
+	}
+	/* The directory is the daemon's alone, so no link can appear in it;
+	 * refused all the same. */
+	return open_existing(path, SQLITE_OPEN_NOFOLLOW);
+}
+
+struct store *store_reopen(const char *path)
+{
+	return open_existing(path, SQLITE_OPEN_NOFOLLOW);
+}
+
+int store_set_meta(struct store *s, const char *key, const char *value)
+{
+	sqlite3_stmt *st = NULL;
+	int err = tx(s), rc;
+
+	if (err)
+		return err;
+	rc = sqlite3_prepare_v2(s->db, "INSERT OR REPLACE INTO meta (key, value) VALUES (?1, ?2)",
+				-1, &st, NULL);
+	if (rc != SQLITE_OK)
+		return fail(s, rc);
+	sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, value, -1, SQLITE_STATIC);
+	err = step(s, st);
+	sqlite3_finalize(st);
+	return err;
+}
+
+int store_count_processes(struct store *s, uint32_t *processes, uint32_t *ranks)
+{
+	sqlite3_stmt *st = NULL;
+	int rc;
+
+	*processes = *ranks = 0;
+	if (s->broken)
+		return s->broken;
+	rc = sqlite3_prepare_v2(s->db, "SELECT count(*), count(DISTINCT rank) FROM processes",
+				-1, &st, NULL);
+	if (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+		*processes = (uint32_t)sqlite3_column_int64(st, 0);
+		*ranks = (uint32_t)sqlite3_column_int64(st, 1);
+		rc = SQLITE_OK;
+	}
+	sqlite3_finalize(st);
+	return rc == SQLITE_OK ? 0 : fail(s, rc);
+}
+
+int store_finish(struct store *s)
+{
+	int err = store_commit(s);
+
+	if (err)
+		return err;
+	/* Readers may hold the database: then it stays in WAL mode, which
+	 * they read as well. */
+	sqlite3_wal_checkpoint_v2(s->db, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
+	sqlite3_exec(s->db, "PRAGMA journal_mode = DELETE", NULL, NULL, NULL);
+	return 0;
 }
 
 int store_close(struct store *s)

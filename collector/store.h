@@ -23,6 +23,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "wire.h"
 
@@ -38,6 +39,28 @@ struct store;
  * of them for a new file).  Refuses (-EPROTO, logged) a store of a newer
  * schema.  NULL on error, errno set. */
 struct store *store_open(const char *path);
+
+/* store_open() for a store the caller hands to another user: path and its
+ * -wal and -shm are made anew (never an existing file, never through a
+ * symbolic link), mode 0660, owned by uid and group gid (needs CAP_CHOWN
+ * when uid is not ours; then 0600), so that the user reads the store while
+ * it is written and the daemon, of group gid, writes it.  NULL on error
+ * (logged; nothing left behind), errno set. */
+struct store *store_open_owned(const char *path, uid_t uid, gid_t gid);
+
+/* Opens a store made by store_open_owned() earlier (a recording a crashed
+ * daemon left), as it is: never through a link, its mode unchecked. */
+struct store *store_reopen(const char *path);
+
+/* Sets meta.key to value (in the open batch). */
+int store_set_meta(struct store *s, const char *key, const char *value);
+
+/* The processes rows, and the distinct ranks among them. */
+int store_count_processes(struct store *s, uint32_t *processes, uint32_t *ranks);
+
+/* Commits and leaves the store as one file (journal mode DELETE: no -wal,
+ * no -shm) unless a reader holds it; store_close() follows. */
+int store_finish(struct store *s);
 
 /* Commits the open batch, checkpoints and closes.  Returns the commit's
  * result; the store is freed either way.  NULL is a no-op. */

@@ -8,6 +8,9 @@
  *     whole message, so threads send without a lock.  The first message is
  *     HELLO, which carries a memfd (SCM_RIGHTS) holding the event region.
  *
+ *     A control client (`shimmer ls`, `shimmer ctl`) speaks on the same
+ *     socket: its first message is REQUEST, answered by REPLY messages.
+ *
  *  2. The event region: a sealed memfd shared by both sides.  It holds one
  *     single-producer single-consumer ring per traced thread ("slot"), plus
  *     exact per-thread call counters.  The hot path only writes into the
@@ -27,9 +30,10 @@
 
 #include <stdint.h>
 
-#define SHM_WIRE_VERSION 5 /* 2: GPU window records, CUPTI drop count; 3: 64-bit correlation;
+#define SHM_WIRE_VERSION 6 /* 2: GPU window records, CUPTI drop count; 3: 64-bit correlation;
 			    4: heap order (seq), SIGNAL, the region's wake futex;
-			    5: launch stacks in API records */
+			    5: launch stacks in API records;
+			    6: the job in HELLO, the region's control block, REQUEST/REPLY */
 #define SHM_MAGIC 0x524d4853u /* "SHMR" */
 
 /* Largest control message either side sends or accepts. */
@@ -131,6 +135,8 @@ enum shm_msg_type {
 	SHM_MSG_BYE = 5,    /* shim -> collector: orderly exit */
 	SHM_MSG_GPU_STATUS = 6, /* shim -> collector: GPU activity tracing state */
 	SHM_MSG_SIGNAL = 7, /* shim -> collector: a fatal signal is ending the process */
+	SHM_MSG_REQUEST = 8, /* control client -> collector: ls, ctl */
+	SHM_MSG_REPLY = 9,   /* collector -> control client: one row, or the end */
 };
 
 struct shm_msg_hdr {
@@ -161,6 +167,22 @@ enum shm_clock {
 #define SHM_HELLO_HEAP_ROWS 0x4u
 #define SHM_HELLO_HEAP_AGG 0x8u
 
+/*
+ * Where the job key in HELLO came from (the collector groups one user's
+ * processes of one job into one recording; see docs/service.md):
+ * SHIMMER_JOB; a launcher's variable (TORCHELASTIC_RUN_ID, SLURM_JOB_ID,
+ * PMIX_NAMESPACE, ...), written "launcher:value"; or, failing both, the
+ * process group, "pgid:N".  The collector prefers a traced parent's job to
+ * the last two.
+ */
+enum shm_job_kind {
+	SHM_JOB_NAMED = 1,
+	SHM_JOB_LAUNCHER = 2,
+	SHM_JOB_PGID = 3,
+};
+
+#define SHM_JOB_MAX 128u /* bytes of a job key */
+
 #define SHM_NO_RANK (-1)
 
 /* Where a process's rank and local rank come from: the first of these
@@ -170,8 +192,9 @@ enum shm_clock {
 #define SHM_LOCAL_RANK_VARS "LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"
 
 /*
- * HELLO: exe, argv and hostname follow the fixed part, in that order, with
- * the lengths given (no terminators; argv's elements are separated by NUL).
+ * HELLO: exe, argv, hostname and the job key follow the fixed part, in that
+ * order, with the lengths given (no terminators; argv's elements are
+ * separated by NUL).
  * start_mono_ns and start_tsc were read back to back, so the collector can
  * place TSC timestamps on CLOCK_MONOTONIC, and start_wall_ns on the wall
  * clock.
@@ -196,9 +219,9 @@ struct shm_msg_hello {
 	uint16_t exe_len;
 	uint16_t argv_len;
 	uint16_t host_len;
-	uint16_t pad;
-	uint32_t pad2;
-	/* char text[exe_len + argv_len + host_len]; */
+	uint16_t job_len;     /* at most SHM_JOB_MAX */
+	uint32_t job_kind;    /* enum shm_job_kind */
+	/* char text[exe_len + argv_len + host_len + job_len]; */
 };
 
 /* STRING: text follows, len bytes, no terminator.  Ids are per process. */
@@ -267,6 +290,104 @@ struct shm_msg_signal {
 	uint64_t ts;
 };
 
+/*
+ * Control clients (`shimmer ls`, `shimmer ctl`): one REQUEST as the first
+ * and only message, answered by REPLY messages: rows (SHM_REPLY_RECORDING,
+ * SHM_REPLY_PROCESS, SHM_REPLY_ACTED), then exactly one SHM_REPLY_END.
+ * Who asks is the kernel's word (SO_PEERCRED): a user sees and controls
+ * only their own processes and recordings, root all of them.
+ *
+ * Targets: pid != 0 names one traced process, else job_len > 0 names a job
+ * (its key as `shimmer ls` shows it), else the op is about everything the
+ * user may see (LIST, STATUS only).
+ */
+enum shm_req_op {
+	SHM_REQ_LIST = 1,   /* the recordings (SHM_REPLY_RECORDING rows) */
+	SHM_REQ_STATUS = 2, /* the connected processes (SHM_REPLY_PROCESS rows) */
+	SHM_REQ_PAUSE = 3,  /* SHM_CTL_PAUSE to the targets (SHM_REPLY_ACTED rows) */
+	SHM_REQ_RESUME = 4, /* SHM_CTL_RESUME */
+	SHM_REQ_WINDOW = 5, /* SHM_CTL_WINDOW of arg_ns */
+};
+
+struct shm_msg_request {
+	struct shm_msg_hdr hdr;
+	uint32_t op;     /* enum shm_req_op */
+	uint32_t pid;    /* 0: none */
+	uint64_t arg_ns; /* SHM_REQ_WINDOW: the window */
+	uint16_t job_len;
+	uint16_t pad;
+	uint32_t pad2;
+	/* char job[job_len]; */
+};
+
+enum shm_reply_kind {
+	SHM_REPLY_END = 1,
+	SHM_REPLY_RECORDING = 2,
+	SHM_REPLY_PROCESS = 3,
+	SHM_REPLY_ACTED = 4,
+};
+
+/* Every REPLY starts so; kind says which of the structs below it is. */
+struct shm_reply_hdr {
+	struct shm_msg_hdr hdr;
+	uint32_t kind; /* enum shm_reply_kind */
+	uint32_t pad;
+};
+
+/* The end of the reply: status 0 or a negative errno, with a line of text
+ * saying why (len bytes follow). */
+struct shm_reply_end {
+	struct shm_reply_hdr r;
+	int32_t status;
+	uint32_t len;
+};
+
+/* One recording; job, host, path and user (name) follow, in that order. */
+struct shm_reply_recording {
+	struct shm_reply_hdr r;
+	uint32_t uid;
+	uint32_t live;      /* 1 while processes of the job are connected */
+	uint32_t processes; /* processes rows (an exec counts twice) */
+	uint32_t ranks;     /* distinct ranks */
+	int64_t start_wall_ns;
+	int64_t end_wall_ns; /* the last process's end; while live, now */
+	uint64_t bytes;      /* the store's size on disk */
+	uint16_t job_len, host_len, path_len, user_len;
+	/* char text[...]; */
+};
+
+/* One connected process; job and exe follow. */
+struct shm_reply_process {
+	struct shm_reply_hdr r;
+	uint32_t pid;
+	uint32_t uid;
+	int32_t rank;       /* SHM_NO_RANK: none */
+	uint32_t state;     /* the region's ctl_state (SHM_STATE_*) */
+	int64_t start_wall_ns;
+	uint64_t events;    /* records stored */
+	uint64_t dropped;   /* events lost (every reason) */
+	double events_per_s; /* over the last interval (about a second) */
+	double dropped_per_s;
+	uint16_t job_len, exe_len;
+	uint32_t pad;
+	/* char text[job_len + exe_len]; */
+};
+
+/* A control command's outcome in one process: acted within the time the
+ * collector waits (latency_ns from the request to the shim's word that it
+ * applied it), or not (latency_ns -1; -2: it has no control thread,
+ * SHIMMER_CONTROL=0). */
+struct shm_reply_acted {
+	struct shm_reply_hdr r;
+	uint32_t pid;
+	uint32_t uid;
+	int64_t latency_ns;
+	uint16_t job_len;
+	uint16_t pad;
+	uint32_t pad2;
+	/* char job[job_len]; */
+};
+
 /* ---- the event region (memfd) ---------------------------------------- */
 
 #define SHM_REGION_HDR_BYTES 4096u
@@ -304,6 +425,37 @@ struct shm_region {
 	 */
 	uint32_t wake;
 	uint32_t waiters;
+	uint8_t pad3[64];
+	/*
+	 * Control (`shimmer ctl` through the collector), on a cache line of
+	 * its own.  The collector writes cmd and arg, then ctl_id (release:
+	 * its command number, one more each time), then bumps ctl_wake and
+	 * wakes its futex (FUTEX_WAKE, shared).  The shim's control thread
+	 * sleeps on ctl_wake (the shim's own threads bump it too, when a
+	 * timer of its changed); awake, it reads ctl_id, cmd, arg and ctl_id
+	 * again (the collector is the only writer of these: an unchanged id
+	 * means a whole command), applies a new command, then stores
+	 * ctl_done_ts and ctl_done = ctl_id (release).  ctl_state is the
+	 * shim's (SHM_STATE_*).  The collector trusts none of it beyond
+	 * reporting it.
+	 */
+	uint32_t ctl_wake;
+	uint32_t ctl_id;
+	uint32_t ctl_cmd;     /* enum shm_ctl_cmd */
+	uint32_t ctl_done;    /* the last ctl_id applied */
+	uint64_t ctl_arg;     /* SHM_CTL_WINDOW: its length in ns */
+	uint64_t ctl_done_ts; /* record clock, when ctl_done was applied */
+	uint32_t ctl_state;   /* SHM_STATE_* */
+	uint32_t pad4;
+};
+
+#define SHM_STATE_RECORDING 0x1u /* not paused */
+#define SHM_STATE_CONTROL 0x2u   /* the control thread runs */
+
+enum shm_ctl_cmd {
+	SHM_CTL_PAUSE = 1,  /* record nothing until resumed */
+	SHM_CTL_RESUME = 2, /* record again */
+	SHM_CTL_WINDOW = 3, /* record now, pause ctl_arg ns later */
 };
 
 enum shm_slot_state {
@@ -334,6 +486,7 @@ struct shm_slot {
 
 _Static_assert(sizeof(struct shm_slot) <= SHM_SLOT_CTL_BYTES, "slot ctl");
 _Static_assert(sizeof(struct shm_region) <= SHM_REGION_HDR_BYTES, "region");
+_Static_assert(__builtin_offsetof(struct shm_region, ctl_wake) == 128, "control line");
 
 #define SHM_SLOT_STRIDE(ring_bytes) ((uint64_t)SHM_SLOT_CTL_BYTES + (ring_bytes))
 #define SHM_REGION_BYTES(nslots, ring_bytes)                                  \

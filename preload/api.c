@@ -10,14 +10,19 @@
  * Pause: recording stops at one predictable branch per hook (shim.paused
  * in shim_thread_traced(); heap hooks see SHM_MALLOC_OFF), CUPTI's
  * activity kinds are disabled, and markers "shimmer.pause" and
- * "shimmer.resume" bracket the gap.  Pause and resume are serialised by a
- * spinlock: they are rare, never on a hot path.
+ * "shimmer.resume" bracket the gap, on the ring of the thread that asked
+ * (the program's, or the control thread: control.h).  Pause and resume are
+ * serialised by a spinlock: they are rare, never on a hot path.
+ *
+ * Ranges watched by a trigger (control.h) are flagged per thread and level
+ * at their push, so their pop is known without a name.
  */
 #include <errno.h>
 #include <string.h>
 
 #include "api.h"
 #include "clock.h"
+#include "control.h"
 #include "cupti.h"
 #include "intern.h"
 
@@ -25,10 +30,12 @@
 #define SHIMMER_DOMAIN "shimmer"
 
 /* Per-thread push depth per domain key; the last key is shared by any
- * domains past the first DOMAIN_KEYS - 1. */
+ * domains past the first DOMAIN_KEYS - 1.  watched: bit L is set while the
+ * range open at level L (below 64) counts for a trigger. */
 struct nesting {
 	uintptr_t key[DOMAIN_KEYS];
 	int depth[DOMAIN_KEYS];
+	uint64_t watched[DOMAIN_KEYS];
 	uint8_t used;
 };
 
@@ -37,34 +44,51 @@ static uint64_t next_range = 1;
 static const struct intern_entry *shimmer_domain;
 static int pause_lock;
 
-static int *depth_of(uintptr_t domain)
+static unsigned int key_of(uintptr_t domain)
 {
 	struct nesting *n = &nesting;
 	unsigned int i;
 
 	for (i = 0; i < n->used; i++)
 		if (n->key[i] == domain)
-			return &n->depth[i];
+			return i;
 	if (n->used < DOMAIN_KEYS) {
 		n->key[n->used] = domain;
 		n->depth[n->used] = 0;
-		return &n->depth[n->used++];
+		n->watched[n->used] = 0;
+		return n->used++;
 	}
-	return &n->depth[DOMAIN_KEYS - 1];
+	return DOMAIN_KEYS - 1;
 }
 
-int api_push_level(uintptr_t domain)
+int api_push_level(uintptr_t domain, int watched)
 {
-	return (*depth_of(domain))++;
+	unsigned int k = key_of(domain);
+	int level = nesting.depth[k]++;
+
+	if (level < 64) {
+		if (watched)
+			nesting.watched[k] |= 1ull << level;
+		else
+			nesting.watched[k] &= ~(1ull << level);
+	}
+	return level;
 }
 
-int api_pop_level(uintptr_t domain)
+int api_pop_level(uintptr_t domain, int *watched)
 {
-	int *d = depth_of(domain);
+	unsigned int k = key_of(domain);
+	int level;
 
-	if (*d <= 0)
+	*watched = 0;
+	if (nesting.depth[k] <= 0)
 		return -1;
-	return --*d;
+	level = --nesting.depth[k];
+	if (level < 64 && (nesting.watched[k] >> level & 1)) {
+		nesting.watched[k] &= ~(1ull << level);
+		*watched = 1;
+	}
+	return level;
 }
 
 uint64_t api_range_id(void)
@@ -128,12 +152,27 @@ static void name_ids(struct shim_thread *t, const char *name, uint32_t *name_id,
 	errno = saved;
 }
 
+/* Whether a range named name counts for a trigger (control.h). */
+static int watched(const char *name)
+{
+	const struct intern_entry *e;
+
+	if (!control_watch() || !name)
+		return 0;
+	shim_tls.in_shim++;
+	e = intern_lookup(name, strlen(name));
+	shim_tls.in_shim--;
+	return control_is_watched(e);
+}
+
 SHIM_EXPORT int shimmer_range_push(const char *name)
 {
+	int saved = errno;
+	int level = api_push_level((uintptr_t)&shimmer_domain, watched(name));
 	struct shim_thread *t = shim_thread_traced();
-	int level = api_push_level((uintptr_t)&shimmer_domain);
 	uint32_t id, dom;
 
+	errno = saved;
 	if (t) {
 		name_ids(t, name, &id, &dom);
 		api_range(t, SHM_RANGE_PUSH, 0, id, dom, 0, 0);
@@ -144,13 +183,19 @@ SHIM_EXPORT int shimmer_range_push(const char *name)
 SHIM_EXPORT int shimmer_range_pop(void)
 {
 	struct shim_thread *t;
-	int level = api_pop_level((uintptr_t)&shimmer_domain);
+	int w, level = api_pop_level((uintptr_t)&shimmer_domain, &w);
 	uint32_t id, dom;
 
-	if (level < 0 || !(t = shim_thread_traced()))
-		return level;
-	name_ids(t, 0, &id, &dom);
-	api_range(t, SHM_RANGE_POP, 0, 0, dom, 0, 0);
+	if (level >= 0 && (t = shim_thread_traced())) {
+		name_ids(t, 0, &id, &dom);
+		api_range(t, SHM_RANGE_POP, 0, 0, dom, 0, 0);
+	}
+	if (w) {
+		int saved = errno;
+
+		control_instance_done();
+		errno = saved;
+	}
 	return level;
 }
 
@@ -192,41 +237,75 @@ static void unlock(void)
 	__atomic_store_n(&pause_lock, 0, __ATOMIC_RELEASE);
 }
 
-SHIM_EXPORT void shimmer_pause(void)
+/* The marker of a pause or resume, on the calling thread's ring (also the
+ * control thread's, which runs inside the shim). */
+static void pause_mark(const char *name)
+{
+	struct shim_thread *t = thread_self();
+	uint32_t id, dom;
+
+	if (!t)
+		return;
+	name_ids(t, name, &id, &dom);
+	api_mark(t, id, dom);
+}
+
+/* The region's word for the collector: recording or paused. */
+static void publish_state(int paused)
+{
+	struct shm_region *r = shim.region.hdr;
+
+	if (!r)
+		return;
+	if (paused)
+		__atomic_and_fetch(&r->ctl_state, ~SHM_STATE_RECORDING, __ATOMIC_RELEASE);
+	else
+		__atomic_or_fetch(&r->ctl_state, SHM_STATE_RECORDING, __ATOMIC_RELEASE);
+}
+
+void api_set_paused(int pause)
 {
 	int saved = errno;
 
 	if (!__atomic_load_n(&shim.on, __ATOMIC_ACQUIRE))
 		return;
 	lock();
-	if (!__atomic_load_n(&shim.paused, __ATOMIC_RELAXED)) {
-		/* The marker goes out while recording is still on. */
-		shimmer_mark("shimmer.pause");
+	/* The markers are written whatever the state (pause_mark() does not
+	 * ask shim.paused), at the edges of what is recorded: a pause's once
+	 * recording has stopped, a resume's before it starts again, so every
+	 * record of the process lies between a resume and a pause marker. */
+	if (pause && !__atomic_load_n(&shim.paused, __ATOMIC_RELAXED)) {
 		shim_tls.in_shim++;
-		__atomic_store_n(&shim.paused, 1, __ATOMIC_RELEASE);
-		__atomic_store_n(&shim.heap, SHM_MALLOC_OFF, __ATOMIC_RELAXED);
+		__atomic_store_n(&shim.paused, 1, __ATOMIC_SEQ_CST);
+		__atomic_store_n(&shim.heap, SHM_MALLOC_OFF, __ATOMIC_SEQ_CST);
 		cupti_pause(1);
+		publish_state(1);
+		shim_tls.in_shim--;
+		pause_mark("shimmer.pause");
+	} else if (!pause && __atomic_load_n(&shim.paused, __ATOMIC_RELAXED)) {
+		pause_mark("shimmer.resume");
+		shim_tls.in_shim++;
+		cupti_pause(0);
+		__atomic_store_n(&shim.heap, shim.mode, __ATOMIC_RELAXED);
+		__atomic_store_n(&shim.paused, 0, __ATOMIC_RELEASE);
+		publish_state(0);
 		shim_tls.in_shim--;
 	}
 	unlock();
 	errno = saved;
 }
 
+void api_publish_state(void)
+{
+	publish_state(__atomic_load_n(&shim.paused, __ATOMIC_RELAXED));
+}
+
+SHIM_EXPORT void shimmer_pause(void)
+{
+	api_set_paused(1);
+}
+
 SHIM_EXPORT void shimmer_resume(void)
 {
-	int saved = errno;
-
-	if (!__atomic_load_n(&shim.on, __ATOMIC_ACQUIRE))
-		return;
-	lock();
-	if (__atomic_load_n(&shim.paused, __ATOMIC_RELAXED)) {
-		shim_tls.in_shim++;
-		cupti_pause(0);
-		__atomic_store_n(&shim.heap, shim.mode, __ATOMIC_RELAXED);
-		__atomic_store_n(&shim.paused, 0, __ATOMIC_RELEASE);
-		shim_tls.in_shim--;
-		shimmer_mark("shimmer.resume");
-	}
-	unlock();
-	errno = saved;
+	api_set_paused(0);
 }

@@ -13,11 +13,13 @@
 
 #include "shim.h"
 
-/* The level (0 outermost) of the range a push on domain key `domain` opens. */
-int api_push_level(uintptr_t domain);
+/* The level (0 outermost) of the range a push on domain key `domain`
+ * opens; watched: it counts for a trigger (control.h). */
+int api_push_level(uintptr_t domain, int watched);
 
-/* The level of the range a pop on `domain` closes; -1 when none is open. */
-int api_pop_level(uintptr_t domain);
+/* The level of the range a pop on `domain` closes; -1 when none is open.
+ * *watched: it was pushed watched. */
+int api_pop_level(uintptr_t domain, int *watched);
 
 /* A process-unique id for a START/END range (never 0). */
 uint64_t api_range_id(void);
@@ -27,6 +29,14 @@ uint64_t api_range_id(void);
 void api_range(struct shim_thread *t, uint32_t op, uint64_t id, uint32_t name_id,
 	       uint32_t domain_id, uint32_t color, uint32_t category);
 void api_mark(struct shim_thread *t, uint32_t name_id, uint32_t domain_id);
+
+/* Pauses (1) or resumes (0) recording, with its marker, from any thread
+ * (shimmer_pause/resume, triggers and commands: control.h).  No-op while
+ * tracing is off or already in that state. */
+void api_set_paused(int pause);
+
+/* Writes the region's recording bit from shim.paused (a new region). */
+void api_publish_state(void);
 
 /* Fork child: releases the pause/resume lock another parent thread may
  * have held.  The forking thread's nesting carries over with its TLS. */

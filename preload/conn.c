@@ -73,7 +73,7 @@ static ssize_t read_file(const char *path, char *buf, size_t cap)
 	return (ssize_t)got;
 }
 
-int conn_hello(int fd, struct shm_msg_hello *h, int memfd)
+int conn_hello(int fd, struct shm_msg_hello *h, int memfd, const char *job, uint32_t job_len)
 {
 	char *text = hello_buf + sizeof(*h);
 	size_t room = sizeof(hello_buf) - sizeof(*h);
@@ -90,8 +90,10 @@ int conn_hello(int fd, struct shm_msg_hello *h, int memfd)
 		exe = 0;
 	text += exe;
 	room -= (size_t)exe;
-	/* Keep 256 bytes for the hostname; argv takes what is left. */
-	argv = read_file("/proc/self/cmdline", text, room - 256);
+	/* Keep room for the hostname and the job; argv takes what is left. */
+	if (job_len > SHM_JOB_MAX)
+		job_len = SHM_JOB_MAX;
+	argv = read_file("/proc/self/cmdline", text, room - 256 - SHM_JOB_MAX);
 	if (argv < 0)
 		argv = 0;
 	/* cmdline ends with a NUL; the wire format only separates. */
@@ -101,11 +103,15 @@ int conn_hello(int fd, struct shm_msg_hello *h, int memfd)
 	if (gethostname(text, 256) < 0)
 		text[0] = '\0';
 	host = strnlen(text, 256);
+	text += host;
+	if (job_len)
+		memcpy(text, job, job_len);
 	h->exe_len = (uint16_t)exe;
 	h->argv_len = (uint16_t)argv;
 	h->host_len = (uint16_t)host;
+	h->job_len = (uint16_t)job_len;
 	hdr_init(&h->hdr, SHM_MSG_HELLO,
-		 (uint32_t)(sizeof(*h) + (size_t)exe + (size_t)argv + host));
+		 (uint32_t)(sizeof(*h) + (size_t)exe + (size_t)argv + host + job_len));
 	memcpy(hello_buf, h, sizeof(*h));
 
 	iov = (struct iovec){ .iov_base = hello_buf, .iov_len = h->hdr.len };

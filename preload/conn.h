@@ -18,10 +18,11 @@ int conn_open(const char *path);
 
 /*
  * Sends HELLO: the caller fills h's fixed fields from pid to nslots/
- * ring_bytes; exe, argv and hostname are appended here, and memfd travels
- * by SCM_RIGHTS.  Not thread-safe (constructor, fork child).  0 or -errno.
+ * ring_bytes and job_kind; exe, argv, hostname and the job key (job_len
+ * bytes, at most SHM_JOB_MAX) are appended here, and memfd travels by
+ * SCM_RIGHTS.  Not thread-safe (constructor, fork child).  0 or -errno.
  */
-int conn_hello(int fd, struct shm_msg_hello *h, int memfd);
+int conn_hello(int fd, struct shm_msg_hello *h, int memfd, const char *job, uint32_t job_len);
 
 int conn_thread(int fd, uint32_t slot, uint32_t tid, uint32_t name_id, uint64_t ts);
 int conn_kick(int fd);

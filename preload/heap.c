@@ -354,6 +354,14 @@ static inline int fast(const struct shim_thread *t)
 		      shim_heap_mode() == SHM_MALLOC_SAMPLE);
 }
 
+/* Nothing of the heap is recorded (paused, or SHIMMER_MALLOC=off): the
+ * call goes straight through, inline, once the allocator is resolved.
+ * slow() would do the same through two more calls. */
+static inline int heap_off(void)
+{
+	return shim_heap_mode() == SHM_MALLOC_OFF;
+}
+
 /* The sample-mode fast path of an allocation; returns 0 when the call must
  * go through traced() because the sampler picked it. */
 static inline int fast_alloc(struct shim_thread *t, unsigned int fn, uint64_t n)
@@ -392,6 +400,8 @@ SHIM_EXPORT void *malloc(size_t n)
 			return real.malloc(n);
 		return fast_traced(SHM_FN_MALLOC, 0, n, 0, 1);
 	}
+	if (heap_off() && HAVE(malloc))
+		return real.malloc(n);
 	return slow_of(SHM_FN_MALLOC, 0, n, 0);
 }
 
@@ -408,6 +418,10 @@ SHIM_EXPORT void free(void *p)
 		fast_traced(SHM_FN_FREE, p, 0, 0, 0);
 		return;
 	}
+	if (heap_off() && HAVE(free) && !in_arena(p)) {
+		real.free(p);
+		return;
+	}
 	slow_of(SHM_FN_FREE, p, 0, 0);
 }
 
@@ -420,6 +434,8 @@ SHIM_EXPORT void *calloc(size_t n, size_t m)
 			return real.calloc(n, m);
 		return fast_traced(SHM_FN_CALLOC, 0, n, m, 1);
 	}
+	if (heap_off() && HAVE(calloc))
+		return real.calloc(n, m);
 	return slow_of(SHM_FN_CALLOC, 0, n, m);
 }
 
@@ -437,6 +453,8 @@ static inline void *realloc_common(unsigned int fn, void *old, size_t n, size_t 
 						    : real.reallocarray(old, n, m);
 		return fast_traced(fn, old, n, m, s);
 	}
+	if (heap_off() && HAVE(realloc) && HAVE(reallocarray) && !in_arena(old))
+		return fn == SHM_FN_REALLOC ? real.realloc(old, n) : real.reallocarray(old, n, m);
 	return slow_of(fn, old, n, m);
 }
 

@@ -18,6 +18,7 @@
 #include "api.h"
 #include "clock.h"
 #include "conn.h"
+#include "control.h"
 #include "cupti.h"
 #include "heap.h"
 #include "intern.h"
@@ -73,7 +74,8 @@ static int start(uint32_t ppid)
 	h.region_bytes = shim.region.bytes;
 	h.nslots = nslots;
 	h.ring_bytes = ring_bytes;
-	err = conn_hello(shim.sock, &h, shim.region.fd);
+	h.job_kind = (uint32_t)settings.job_kind;
+	err = conn_hello(shim.sock, &h, shim.region.fd, settings.job, settings.job_len);
 	if (err < 0) {
 		log_debug("hello: %s", strerrordesc_np(-err));
 		goto fail;
@@ -128,8 +130,11 @@ static void fork_child(void)
 	cupti_fork_child();
 	modules_fork_child();
 	stack_fork_child();
+	control_fork_child();
 	if (start(parent) == 0) {
+		api_publish_state();
 		enable();
+		control_start();
 		modules_report();
 	}
 	shim_tls.in_shim--;
@@ -161,6 +166,8 @@ __attribute__((constructor)) static void shim_init(void)
 	}
 	if (start((uint32_t)getppid()) < 0)
 		goto out;
+	control_setup();
+	api_publish_state();
 	err = -pthread_atfork(thread_fork_prepare, thread_fork_parent, fork_child);
 	if (err < 0) {
 		log_debug("pthread_atfork: %s; not tracing", strerrordesc_np(-err));
@@ -174,6 +181,7 @@ __attribute__((constructor)) static void shim_init(void)
 		log_debug("module table: %s; no module reports", strerrordesc_np(-err));
 	stack_setup();
 	enable();
+	control_start();
 	modules_report();
 out:
 	shim_tls.in_shim--;

@@ -22,6 +22,7 @@
 #include <nvtx3/nvToolsExt.h>
 
 #include "api.h"
+#include "control.h"
 #include "intern.h"
 #include "log.h"
 #include "nvtx.h"
@@ -116,10 +117,44 @@ static uint64_t event(enum ev what, nvtxDomainHandle_t d, const nvtxEventAttribu
 	return id;
 }
 
+/*
+ * Whether the message names the range a trigger counts (control.h): asked
+ * only while one waits, and answered whether or not recording is on, so
+ * the count goes on while paused.
+ */
+static int watched(const nvtxEventAttributes_t *a, const char *s, const wchar_t *w)
+{
+	struct shim_thread *t = &shim_tls;
+	const struct intern_entry *e = 0;
+	char buf[UTF8_MAX];
+	int saved;
+
+	if (!control_watch())
+		return 0;
+	if (a && a->size >= offsetof(nvtxEventAttributes_t, message) + sizeof(a->message)) {
+		if (a->messageType == NVTX_MESSAGE_TYPE_REGISTERED)
+			return control_is_watched((const struct intern_entry *)a->message.registered);
+		if (a->messageType == NVTX_MESSAGE_TYPE_ASCII)
+			s = a->message.ascii;
+		else if (a->messageType == NVTX_MESSAGE_TYPE_UNICODE)
+			w = a->message.unicode;
+	}
+	if (!s && w)
+		s = utf8(w, buf, sizeof(buf));
+	if (!s)
+		return 0;
+	saved = errno;
+	t->in_shim++;
+	e = intern_lookup(s, strlen(s));
+	t->in_shim--;
+	errno = saved;
+	return control_is_watched(e);
+}
+
 static int push(nvtxDomainHandle_t d, const nvtxEventAttributes_t *a, const char *s,
 		const wchar_t *w)
 {
-	int level = api_push_level((uintptr_t)d);
+	int level = api_push_level((uintptr_t)d, watched(a, s, w));
 
 	event(EV_PUSH, d, a, s, w);
 	return level;
@@ -127,20 +162,42 @@ static int push(nvtxDomainHandle_t d, const nvtxEventAttributes_t *a, const char
 
 static int pop(nvtxDomainHandle_t d)
 {
-	int level = api_pop_level((uintptr_t)d);
+	int watch, level = api_pop_level((uintptr_t)d, &watch);
 	struct shim_thread *t;
+	int saved;
 
 	if (level >= 0 && (t = shim_thread_traced()))
 		api_range(t, SHM_RANGE_POP, 0, 0, dom_id(d), 0, 0);
+	if (watch) {
+		saved = errno;
+		control_instance_done();
+		errno = saved;
+	}
 	return level;
+}
+
+static nvtxRangeId_t start(nvtxDomainHandle_t d, const nvtxEventAttributes_t *a,
+			   const char *s, const wchar_t *w)
+{
+	nvtxRangeId_t id = event(EV_START, d, a, s, w);
+
+	if (watched(a, s, w))
+		control_started(id);
+	return id;
 }
 
 static void end(nvtxDomainHandle_t d, nvtxRangeId_t id)
 {
 	struct shim_thread *t = shim_thread_traced();
+	int saved;
 
 	if (t && id)
 		api_range(t, SHM_RANGE_END, id, 0, dom_id(d), 0, 0);
+	if (control_watch()) {
+		saved = errno;
+		control_end(id);
+		errno = saved;
+	}
 }
 
 /* ---- the core module ---- */
@@ -151,11 +208,11 @@ static void NVTX_API mark_w(const wchar_t *w) { event(EV_MARK, 0, 0, 0, w); }
 
 static nvtxRangeId_t NVTX_API start_ex(const nvtxEventAttributes_t *a)
 {
-	return event(EV_START, 0, a, 0, 0);
+	return start(0, a, 0, 0);
 }
 
-static nvtxRangeId_t NVTX_API start_a(const char *s) { return event(EV_START, 0, 0, s, 0); }
-static nvtxRangeId_t NVTX_API start_w(const wchar_t *w) { return event(EV_START, 0, 0, 0, w); }
+static nvtxRangeId_t NVTX_API start_a(const char *s) { return start(0, 0, s, 0); }
+static nvtxRangeId_t NVTX_API start_w(const wchar_t *w) { return start(0, 0, 0, w); }
 static void NVTX_API end_core(nvtxRangeId_t id) { end(0, id); }
 static int NVTX_API push_ex(const nvtxEventAttributes_t *a) { return push(0, a, 0, 0); }
 static int NVTX_API push_a(const char *s) { return push(0, 0, s, 0); }
@@ -171,7 +228,7 @@ static void NVTX_API dmark_ex(nvtxDomainHandle_t d, const nvtxEventAttributes_t 
 
 static nvtxRangeId_t NVTX_API dstart_ex(nvtxDomainHandle_t d, const nvtxEventAttributes_t *a)
 {
-	return event(EV_START, d, a, 0, 0);
+	return start(d, a, 0, 0);
 }
 
 static void NVTX_API dend(nvtxDomainHandle_t d, nvtxRangeId_t id) { end(d, id); }

@@ -4,18 +4,21 @@
  * its default and where the value goes, so every variable is checked the
  * same way and says the same kind of line when its value is unusable.
  */
+#include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
+#include "conf.h"
 #include "log.h"
 #include "settings.h"
 #include "wire.h"
 
-#define DEFAULT_SOCKET "/run/shimmer/shimmer.sock"
 #define MS 1000000ull
+#define CONF_KEYS 64 /* keys of the configuration file kept */
 
 struct settings settings;
 
@@ -24,6 +27,7 @@ enum kind {
 	WORD,   /* one of words[]: the index */
 	NUMBER, /* decimal digits in [min, max] */
 	POW2,   /* NUMBER, rounded up to a power of two */
+	PARSED, /* parse() fills the field; expect says what it takes */
 };
 
 struct var {
@@ -36,6 +40,8 @@ struct var {
 	uint64_t scale; /* the field holds value * scale */
 	const char *const *words;
 	const uint64_t *word_vals;
+	int (*parse)(const char *s, void *field);
+	const char *expect;
 };
 
 /* The rings' default size in SHIMMER_MALLOC=all, KiB. */
@@ -51,29 +57,51 @@ static const uint64_t gpu_vals[] = { 1, 0 };
 
 #define F(field) offsetof(struct settings, field), (int)sizeof(((struct settings *)0)->field)
 
+static int parse_duration_var(const char *s, void *field);
+static int parse_start(const char *s, void *field);
+static int parse_stop(const char *s, void *field);
+
+#define PARSED_VAR(name, field, fn, expect) \
+	{ name, PARSED, F(field), 0, 0, 0, 1, 0, 0, fn, expect }
+
 static const struct var vars[] = {
-	{ "SHIMMER_DEBUG", SWITCH, F(debug), 0, 0, 1, 1, 0, 0 },
+	{ "SHIMMER_DEBUG", SWITCH, F(debug), 0, 0, 1, 1, 0, 0, 0, 0 },
 	{ "SHIMMER_MALLOC", WORD, F(malloc_mode), SHM_MALLOC_SAMPLE, 0, 0, 1, malloc_words,
-	  malloc_vals },
-	{ "SHIMMER_SAMPLE_BYTES", NUMBER, F(sample_bytes), 524288, 1, 1ull << 40, 1, 0, 0 },
-	{ "SHIMMER_LOSSLESS", SWITCH, F(lossless), 0, 0, 1, 1, 0, 0 },
-	{ "SHIMMER_OFFCPU", SWITCH, F(offcpu), 0, 0, 1, 1, 0, 0 },
+	  malloc_vals, 0, 0 },
+	{ "SHIMMER_SAMPLE_BYTES", NUMBER, F(sample_bytes), 524288, 1, 1ull << 40, 1, 0, 0, 0, 0 },
+	{ "SHIMMER_LOSSLESS", SWITCH, F(lossless), 0, 0, 1, 1, 0, 0, 0, 0 },
+	{ "SHIMMER_OFFCPU", SWITCH, F(offcpu), 0, 0, 1, 1, 0, 0, 0, 0 },
 	{ "SHIMMER_HEAP_ROWS", WORD, F(heap_rows), SHM_HELLO_HEAP_AGG, 0, 0, 1, heap_rows_words,
-	  heap_rows_vals },
+	  heap_rows_vals, 0, 0 },
 	{ "SHIMMER_RING_KB", POW2, F(ring_bytes), 256, SHM_RING_MIN_BYTES / 1024,
-	  SHM_RING_MAX_BYTES / 1024, 1024, 0, 0 },
-	{ "SHIMMER_MAX_THREADS", NUMBER, F(nslots), 256, 1, SHM_SLOTS_MAX, 1, 0, 0 },
-	{ "SHIMMER_STACKS", SWITCH, F(stacks), 1, 0, 1, 1, 0, 0 },
-	{ "SHIMMER_STACK_DEPTH", NUMBER, F(stack_depth), 32, 1, SHM_STACK_MAX, 1, 0, 0 },
-	{ "SHIMMER_STACK_CHECK", SWITCH, F(stack_check), 0, 0, 1, 1, 0, 0 },
-	{ "SHIMMER_CUPTI", SWITCH, F(cupti), 1, 0, 1, 1, 0, 0 },
-	{ "SHIMMER_GPU", WORD, F(gpu_sample), 1, 0, 0, 1, gpu_words, gpu_vals },
-	{ "SHIMMER_GPU_WINDOW_MS", NUMBER, F(gpu_window_ns), 20, 1, 86400000, MS, 0, 0 },
-	{ "SHIMMER_GPU_PERIOD_MS", NUMBER, F(gpu_period_ns), 2000, 1, 86400000, MS, 0, 0 },
-	{ "SHIMMER_GPU_DETACH", SWITCH, F(gpu_detach), 1, 0, 1, 1, 0, 0 },
-	{ "SHIMMER_GPU_SYNC", SWITCH, F(gpu_sync), 0, 0, 1, 1, 0, 0 },
-	{ "SHIMMER_NVTX", SWITCH, F(nvtx), 1, 0, 1, 1, 0, 0 },
+	  SHM_RING_MAX_BYTES / 1024, 1024, 0, 0, 0, 0 },
+	{ "SHIMMER_MAX_THREADS", NUMBER, F(nslots), 256, 1, SHM_SLOTS_MAX, 1, 0, 0, 0, 0 },
+	{ "SHIMMER_STACKS", SWITCH, F(stacks), 1, 0, 1, 1, 0, 0, 0, 0 },
+	{ "SHIMMER_STACK_DEPTH", NUMBER, F(stack_depth), 32, 1, SHM_STACK_MAX, 1, 0, 0, 0, 0 },
+	{ "SHIMMER_STACK_CHECK", SWITCH, F(stack_check), 0, 0, 1, 1, 0, 0, 0, 0 },
+	{ "SHIMMER_CUPTI", SWITCH, F(cupti), 1, 0, 1, 1, 0, 0, 0, 0 },
+	{ "SHIMMER_GPU", WORD, F(gpu_sample), 1, 0, 0, 1, gpu_words, gpu_vals, 0, 0 },
+	{ "SHIMMER_GPU_WINDOW_MS", NUMBER, F(gpu_window_ns), 20, 1, 86400000, MS, 0, 0, 0, 0 },
+	{ "SHIMMER_GPU_PERIOD_MS", NUMBER, F(gpu_period_ns), 2000, 1, 86400000, MS, 0, 0, 0, 0 },
+	{ "SHIMMER_GPU_DETACH", SWITCH, F(gpu_detach), 1, 0, 1, 1, 0, 0, 0, 0 },
+	{ "SHIMMER_GPU_SYNC", SWITCH, F(gpu_sync), 0, 0, 1, 1, 0, 0, 0, 0 },
+	{ "SHIMMER_NVTX", SWITCH, F(nvtx), 1, 0, 1, 1, 0, 0, 0, 0 },
+	{ "SHIMMER_CONTROL", SWITCH, F(control), 1, 0, 1, 1, 0, 0, 0, 0 },
+	PARSED_VAR("SHIMMER_START", start, parse_start,
+		   "now, paused, after:DURATION or after-range:NAME:N"),
+	PARSED_VAR("SHIMMER_STOP", stop, parse_stop,
+		   "never, after:DURATION or after-range:NAME:N"),
+	PARSED_VAR("SHIMMER_DURATION", duration_ns, parse_duration_var,
+		   "a duration such as 60s, 500ms, 10m or 2h"),
 };
+
+/* The configuration file (conf.h): its text, NUL-terminated in place, and
+ * its SHIMMER_* and socket keys. */
+static char conf_text[CONF_MAX_BYTES];
+static struct {
+	const char *key, *val;
+} conf_keys[CONF_KEYS];
+static unsigned conf_n;
 
 /* Lines are said once per process tree: a fork child reads again. */
 static int said;
@@ -100,6 +128,63 @@ static int parse_u64(const char *s, uint64_t *x)
 			return -1;
 		*x = *x * 10 + (uint64_t)(*s - '0');
 	}
+	return 0;
+}
+
+static int parse_duration_var(const char *s, void *field)
+{
+	uint64_t ns;
+
+	if (conf_duration(s, strlen(s), &ns) < 0)
+		return -1;
+	memcpy(field, &ns, sizeof(ns));
+	return 0;
+}
+
+/* after:DURATION or after-range:NAME:N (NAME may hold ':'; N >= 1). */
+static int parse_trigger(const char *s, struct trigger *t)
+{
+	const char *colon;
+	size_t n;
+
+	*t = (struct trigger){ 0 };
+	if (!strncmp(s, "after:", 6)) {
+		t->kind = TRIGGER_AFTER;
+		return conf_duration(s + 6, strlen(s + 6), &t->ns);
+	}
+	if (strncmp(s, "after-range:", 12))
+		return -1;
+	s += 12;
+	colon = strrchr(s, ':');
+	if (!colon || colon == s || (size_t)(colon - s) >= sizeof(t->range) ||
+	    parse_u64(colon + 1, &t->count) < 0 || t->count == 0)
+		return -1;
+	n = (size_t)(colon - s);
+	memcpy(t->range, s, n);
+	t->range[n] = 0;
+	t->kind = TRIGGER_RANGE;
+	return 0;
+}
+
+static int parse_start(const char *s, void *field)
+{
+	struct trigger t = { 0 };
+
+	if (!strcmp(s, "paused"))
+		t.kind = TRIGGER_PAUSED;
+	else if (strcmp(s, "now") && parse_trigger(s, &t) < 0)
+		return -1;
+	memcpy(field, &t, sizeof(t));
+	return 0;
+}
+
+static int parse_stop(const char *s, void *field)
+{
+	struct trigger t = { 0 };
+
+	if (strcmp(s, "never") && parse_trigger(s, &t) < 0)
+		return -1;
+	memcpy(field, &t, sizeof(t));
 	return 0;
 }
 
@@ -143,15 +228,42 @@ static const char *word_list(const struct var *v, char *buf, size_t len)
 	return buf;
 }
 
+/* The configuration file's value of name, NULL when it gives none. */
+static const char *conf_get(const char *name)
+{
+	for (unsigned i = 0; i < conf_n; i++)
+		if (!strcmp(conf_keys[i].key, name))
+			return conf_keys[i].val;
+	return NULL;
+}
+
+/* Whether name is set, in the environment or the configuration file. */
+static int var_given(const char *name)
+{
+	const char *s = getenv(name);
+
+	if (s && *s)
+		return 1;
+	s = conf_get(name);
+	return s && *s;
+}
+
 static void read_var(const struct var *v)
 {
-	const char *s = getenv(v->name);
-	char dbuf[24], wbuf[64];
+	const char *s = getenv(v->name), *from = "";
+	char dbuf[24], wbuf[64], fbuf[160];
 	uint64_t x, r;
 	size_t i;
 	int b;
 
-	store(v, v->def);
+	if (v->kind == PARSED)
+		memset((char *)&settings + v->off, 0, (size_t)v->width);
+	else
+		store(v, v->def);
+	if ((!s || !*s) && (s = conf_get(v->name)) && *s) {
+		snprintf(fbuf, sizeof(fbuf), " (in %s)", settings.conf);
+		from = fbuf;
+	}
 	if (!s || !*s)
 		return;
 	switch (v->kind) {
@@ -160,7 +272,7 @@ static void read_var(const struct var *v)
 		if (b >= 0)
 			store(v, (uint64_t)b);
 		else if (!said)
-			log_warn("%s=%s is not 1 or 0 (on or off); using %s", v->name, s,
+			log_warn("%s=%s%s is not 1 or 0 (on or off); using %s", v->name, s, from,
 				 def_text(v, dbuf, sizeof(dbuf)));
 		return;
 	case WORD:
@@ -170,35 +282,127 @@ static void read_var(const struct var *v)
 				return;
 			}
 		if (!said)
-			log_warn("%s=%s is not %s; using %s", v->name, s,
+			log_warn("%s=%s%s is not %s; using %s", v->name, s, from,
 				 word_list(v, wbuf, sizeof(wbuf)), def_text(v, dbuf, sizeof(dbuf)));
 		return;
 	case NUMBER:
 	case POW2:
 		if (parse_u64(s, &x) < 0) {
 			if (!said)
-				log_warn("%s=%s is not a number; using %s", v->name, s,
+				log_warn("%s=%s%s is not a number; using %s", v->name, s, from,
 					 def_text(v, dbuf, sizeof(dbuf)));
 			return;
 		}
 		if (x < v->min || x > v->max) {
 			r = x < v->min ? v->min : v->max;
 			if (!said)
-				log_warn("%s=%s is outside [%llu, %llu]; using %llu", v->name, s,
-					 (unsigned long long)v->min, (unsigned long long)v->max,
-					 (unsigned long long)r);
+				log_warn("%s=%s%s is outside [%llu, %llu]; using %llu", v->name, s,
+					 from, (unsigned long long)v->min,
+					 (unsigned long long)v->max, (unsigned long long)r);
 			x = r;
 		} else if (v->kind == POW2 && (x & (x - 1))) {
 			for (r = v->min; r < x; r <<= 1)
 				;
 			if (!said)
-				log_warn("%s=%s is not a power of two; using %llu", v->name, s,
-					 (unsigned long long)r);
+				log_warn("%s=%s%s is not a power of two; using %llu", v->name, s,
+					 from, (unsigned long long)r);
 			x = r;
 		}
 		store(v, x);
 		return;
+	case PARSED:
+		/* The field stays zero (the default) when s is unusable. */
+		if (v->parse(s, (char *)&settings + v->off) < 0) {
+			memset((char *)&settings + v->off, 0, (size_t)v->width);
+			if (!said)
+				log_warn("%s=%s%s is not %s; using the default", v->name, s, from,
+					 v->expect);
+		}
+		return;
 	}
+}
+
+/* One line of the configuration file: its SHIMMER_* keys and socket are
+ * kept (NUL-terminated in place); other keys are shimmerd's. */
+static int conf_line(void *ctx, const struct conf_line *l)
+{
+	(void)ctx;
+	if (!l->key || conf_n == CONF_KEYS ||
+	    !((l->key_len > 8 && !memcmp(l->key, "SHIMMER_", 8)) || conf_is(l, "socket")))
+		return 0;
+	((char *)l->key)[l->key_len] = 0;
+	((char *)l->val)[l->val_len] = 0;
+	conf_keys[conf_n].key = l->key;
+	conf_keys[conf_n].val = l->val;
+	conf_n++;
+	return 0;
+}
+
+/* The service's configuration, for a process that talks to the service.
+ * A file that is not there is no configuration; one that cannot be read
+ * is said once. */
+static void read_conf(void)
+{
+	const char *path = getenv("SHIMMER_CONFIG");
+	ssize_t n;
+
+	conf_n = 0;
+	settings.conf = NULL;
+	if (!path || !*path)
+		path = SHIMMER_CONF_PATH;
+	n = conf_read(path, conf_text, sizeof(conf_text));
+	if (n < 0) {
+		if (n != -ENOENT && !said)
+			log_warn("cannot read %s: %s; using the built-in defaults", path,
+				 strerrordesc_np((int)-n));
+		return;
+	}
+	settings.conf = path;
+	conf_parse(conf_text, (size_t)n, conf_line, NULL);
+}
+
+/*
+ * The job this process belongs to (wire.h, enum shm_job_kind): SHIMMER_JOB,
+ * else the first launcher variable set (most specific first: a torchrun
+ * inside a Slurm allocation is its own job), else the process group.
+ * torchrun without a rendezvous id says "none": that names no job.
+ */
+static void read_job(void)
+{
+	static const struct {
+		const char *var, *prefix;
+	} launchers[] = {
+		{ "TORCHELASTIC_RUN_ID", "torchelastic:" }, { "PMIX_NAMESPACE", "pmix:" },
+		{ "OMPI_MCA_ess_base_jobid", "ompi:" },    { "SLURM_JOB_ID", "slurm:" },
+		{ "LSB_JOBID", "lsf:" },                   { "PBS_JOBID", "pbs:" },
+		{ "FLUX_JOB_ID", "flux:" },
+	};
+	static char key[SHM_JOB_MAX + 1];
+	const char *s = getenv("SHIMMER_JOB");
+	int n;
+
+	if (!s || !*s)
+		s = conf_get("SHIMMER_JOB");
+	if (s && *s) {
+		settings.job = s;
+		settings.job_len = (uint32_t)strnlen(s, SHM_JOB_MAX);
+		settings.job_kind = SHM_JOB_NAMED;
+		return;
+	}
+	for (size_t i = 0; i < sizeof(launchers) / sizeof(launchers[0]); i++) {
+		s = getenv(launchers[i].var);
+		if (!s || !*s || (i == 0 && !strcmp(s, "none")))
+			continue;
+		n = snprintf(key, sizeof(key), "%s%s", launchers[i].prefix, s);
+		settings.job = key;
+		settings.job_len = (uint32_t)(n < (int)SHM_JOB_MAX ? n : (int)SHM_JOB_MAX);
+		settings.job_kind = SHM_JOB_LAUNCHER;
+		return;
+	}
+	n = snprintf(key, sizeof(key), "pgid:%d", (int)getpgrp());
+	settings.job = key;
+	settings.job_len = (uint32_t)n;
+	settings.job_kind = SHM_JOB_PGID;
 }
 
 /* The first of names that holds a number in [0, INT32_MAX], else
@@ -224,6 +428,7 @@ void settings_read(void)
 	int b;
 
 	settings = (struct settings){ 0 };
+	conf_n = 0;
 	if (s && *s) {
 		b = parse_switch(s);
 		/* Better untraced than traced against the user's wish. */
@@ -233,6 +438,13 @@ void settings_read(void)
 		if (settings.disable)
 			return;
 	}
+	settings.socket = getenv("SHIMMER_SOCKET");
+	if (!settings.socket || !*settings.socket) {
+		read_conf();
+		settings.socket = conf_get("socket");
+		if (!settings.socket || !*settings.socket)
+			settings.socket = SHIMMER_SOCKET_PATH;
+	}
 	/* SHIMMER_DEBUG first, so that later lines may be debug lines. */
 	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
 		read_var(&vars[i]);
@@ -240,21 +452,18 @@ void settings_read(void)
 			log_init(settings.debug);
 	}
 	/* Exact mode is lossless unless told otherwise: producers wait for a
-	 * collector that keeps up, and drop (counted) only when it stops. */
-	s = getenv("SHIMMER_LOSSLESS");
-	if ((!s || !*s) && settings.malloc_mode == SHM_MALLOC_ALL)
-		settings.lossless = 1;
-	/* ... with rings of ALL_RING_KB: a thread allocating as fast as the
-	 * collector stores then rides out the collector's moments off the CPU
+	 * collector that keeps up, and drop (counted) only when it stops;
+	 * with rings of ALL_RING_KB, a thread allocating as fast as the
+	 * collector stores rides out the collector's moments off the CPU
 	 * instead of waiting for room (on a busy 2-core machine, heap_random's
 	 * 10 M events took 1.7-3.0 s with 1 MiB rings against 2.2-3.8 s with
 	 * 256 KiB).  Only the pages a thread writes are ever touched. */
-	s = getenv("SHIMMER_RING_KB");
-	if ((!s || !*s) && settings.malloc_mode == SHM_MALLOC_ALL)
-		settings.ring_bytes = ALL_RING_KB * 1024;
-	settings.socket = getenv("SHIMMER_SOCKET");
-	if (!settings.socket || !*settings.socket)
-		settings.socket = DEFAULT_SOCKET;
+	if (settings.malloc_mode == SHM_MALLOC_ALL) {
+		if (!var_given("SHIMMER_LOSSLESS"))
+			settings.lossless = 1;
+		if (!var_given("SHIMMER_RING_KB"))
+			settings.ring_bytes = ALL_RING_KB * 1024;
+	}
 	if (settings.gpu_sample && settings.gpu_window_ns >= settings.gpu_period_ns) {
 		if (!said)
 			log_warn("SHIMMER_GPU_WINDOW_MS=%llu is not shorter than SHIMMER_GPU_PERIOD_MS=%llu; "
@@ -263,7 +472,21 @@ void settings_read(void)
 				 (unsigned long long)(settings.gpu_period_ns / MS));
 		settings.gpu_sample = 0;
 	}
+	/* Timers need the control thread; range counts are kept by the
+	 * threads that push and pop. */
+	if (!settings.control && (settings.start.kind == TRIGGER_AFTER ||
+				  settings.stop.kind == TRIGGER_AFTER || settings.duration_ns)) {
+		if (!said)
+			log_warn("SHIMMER_CONTROL=0: after:DURATION and SHIMMER_DURATION need "
+				 "the control thread; ignoring them");
+		if (settings.start.kind == TRIGGER_AFTER)
+			settings.start.kind = TRIGGER_NONE;
+		if (settings.stop.kind == TRIGGER_AFTER)
+			settings.stop.kind = TRIGGER_NONE;
+		settings.duration_ns = 0;
+	}
 	settings.rank = env_rank(rank_vars);
 	settings.local_rank = env_rank(local_vars);
+	read_job();
 	said = 1;
 }

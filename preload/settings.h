@@ -7,6 +7,13 @@
  * an empty value means the default, silently.  The table of variables, with
  * their defaults, is in settings.c and README.md.
  *
+ * Defaults come from the service configuration (common/conf.h) when the
+ * process talks to the service: with SHIMMER_SOCKET unset, the file
+ * SHIMMER_CONFIG names (else /etc/shimmer/shimmerd.conf), if present, gives
+ * the socket and a default for any SHIMMER_* variable the environment
+ * leaves unset or empty.  A process given SHIMMER_SOCKET (shimmer run) has
+ * a collector of its own and reads no file.
+ *
  * Reads the environment with getenv (no allocation); safe to call again in
  * a fork child (same environment, no new lines: lines are said once).
  */
@@ -14,6 +21,23 @@
 #define SHIMMER_SETTINGS_H
 
 #include <stdint.h>
+
+/* When recording starts or stops (SHIMMER_START, SHIMMER_STOP). */
+enum trigger_kind {
+	TRIGGER_NONE = 0, /* START: at once; STOP: never */
+	TRIGGER_PAUSED,   /* START only: paused until `shimmer ctl` or shimmer_resume() */
+	TRIGGER_AFTER,    /* ns after the process started */
+	TRIGGER_RANGE,    /* when the count-th instance of the range `range` ended */
+};
+
+#define TRIGGER_RANGE_MAX 64 /* bytes of a range name, NUL included */
+
+struct trigger {
+	int kind; /* enum trigger_kind */
+	uint64_t ns;
+	uint64_t count;
+	char range[TRIGGER_RANGE_MAX];
+};
 
 struct settings {
 	int disable;            /* SHIMMER_DISABLE: pass every call through */
@@ -36,8 +60,17 @@ struct settings {
 	int gpu_sync;           /* SHIMMER_GPU_SYNC */
 	int nvtx;               /* SHIMMER_NVTX */
 	int debug;              /* SHIMMER_DEBUG */
+	struct trigger start;   /* SHIMMER_START */
+	struct trigger stop;    /* SHIMMER_STOP */
+	uint64_t duration_ns;   /* SHIMMER_DURATION: recording stops this long after it
+				   first started; 0 never */
+	int control;            /* SHIMMER_CONTROL: a control thread obeys `shimmer ctl` */
 	int32_t rank;           /* RANK and friends, SHM_NO_RANK when none */
 	int32_t local_rank;     /* LOCAL_RANK and friends */
+	const char *job;        /* the job key (SHIMMER_JOB, a launcher's id, pgid:N) */
+	uint32_t job_len;       /* at most SHM_JOB_MAX */
+	int job_kind;           /* enum shm_job_kind */
+	const char *conf;       /* the configuration file read, NULL if none */
 };
 
 extern struct settings settings;

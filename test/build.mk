@@ -55,6 +55,11 @@ E2E_WL_API := $(O)/test/e2e/wl_api
 E2E_WL_API_OBJS := $(patsubst %,$(O)/obj/prog/test/e2e/%.o,wl_api wlog)
 $(eval $(call cuda_prog,$(E2E_WL_API),$(E2E_WL_API_OBJS),../fake_cudart))
 
+# The service tests' workload: processes of one job, windows of recording.
+E2E_WL_JOB := $(O)/test/e2e/wl_job
+E2E_WL_JOB_OBJS := $(patsubst %,$(O)/obj/prog/test/e2e/%.o,wl_job wlog)
+$(eval $(call cuda_prog,$(E2E_WL_JOB),$(E2E_WL_JOB_OBJS),../fake_cudart,-ldl))
+
 HEAPDEMO := $(O)/examples/heapdemo
 $(eval $(call cuda_prog,$(HEAPDEMO),$(O)/obj/prog/examples/heapdemo.o,../test/fake_cudart))
 
@@ -64,7 +69,8 @@ $(E2E_BADCLIENT): $(O)/obj/test/e2e/badclient.o
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^
 
-TEST_PROGS += $(FAKE_CUDART) $(FAKE_CUPTI) $(E2E_WL) $(E2E_WL_GPU) $(E2E_WL_API) $(E2E_BADCLIENT) $(HEAPDEMO)
+TEST_PROGS += $(FAKE_CUDART) $(FAKE_CUPTI) $(E2E_WL) $(E2E_WL_GPU) $(E2E_WL_API) $(E2E_BADCLIENT) $(HEAPDEMO) \
+	$(E2E_WL_JOB)
 
 # Programs whose call sites the leak, peak and temporary reports must name
 # (issue 4): -O0 with frame pointers and full debug information, so that

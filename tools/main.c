@@ -17,6 +17,8 @@ static const struct command *const commands[] = {
 	&leaks_command,
 	&peak_command,
 	&temporary_command,
+	&ls_command,
+	&ctl_command,
 	&compare_command,
 	&export_command,
 };

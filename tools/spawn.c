@@ -127,6 +127,8 @@ static void __attribute__((noreturn)) collector_main(const struct spawn *s,
 	snprintf(pfd, sizeof(pfd), "%d", parent_fd);
 	argv[n++] = s->shimmerd;
 	argv[n++] = "--foreground";
+	/* A collector of its own: the service's configuration is not its. */
+	argv[n++] = "--no-config";
 	argv[n++] = "--quiet";
 	argv[n++] = "--db";
 	argv[n++] = s->db;

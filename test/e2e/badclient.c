@@ -115,10 +115,11 @@ static int send_hello_as(int sock, int memfd, uint64_t region_bytes, uint32_t pi
 static int send_hello_full(int sock, int memfd, uint64_t region_bytes, uint16_t version,
 			   uint32_t pid, uint32_t uid)
 {
-	static const char exe[] = "/badclient", argv0[] = "badclient", host[] = "localhost";
+	static const char exe[] = "/badclient", argv0[] = "badclient", host[] = "localhost",
+			  job[] = "badclient";
 	char buf[sizeof(struct shm_msg_hello) + 64];
 	struct shm_msg_hello *h = (struct shm_msg_hello *)buf;
-	size_t text = sizeof(exe) - 1 + sizeof(argv0) - 1 + sizeof(host) - 1;
+	size_t text = sizeof(exe) - 1 + sizeof(argv0) - 1 + sizeof(host) - 1 + sizeof(job) - 1;
 	size_t len = sizeof(*h) + text;
 	char cbuf[CMSG_SPACE(sizeof(int))] = { 0 };
 	struct iovec iov = { buf, len };
@@ -146,9 +147,12 @@ static int send_hello_full(int sock, int memfd, uint64_t region_bytes, uint16_t 
 	h->exe_len = sizeof(exe) - 1;
 	h->argv_len = sizeof(argv0) - 1;
 	h->host_len = sizeof(host) - 1;
+	h->job_len = sizeof(job) - 1;
+	h->job_kind = SHM_JOB_NAMED;
 	memcpy(buf + sizeof(*h), exe, sizeof(exe) - 1);
 	memcpy(buf + sizeof(*h) + sizeof(exe) - 1, argv0, sizeof(argv0) - 1);
 	memcpy(buf + sizeof(*h) + sizeof(exe) - 1 + sizeof(argv0) - 1, host, sizeof(host) - 1);
+	memcpy(buf + sizeof(*h) + text - (sizeof(job) - 1), job, sizeof(job) - 1);
 	c->cmsg_level = SOL_SOCKET;
 	c->cmsg_type = SCM_RIGHTS;
 	c->cmsg_len = CMSG_LEN(sizeof(int));

@@ -71,14 +71,14 @@ need() {
 	done
 }
 
-# start_collector DB: shimmerd on $SOCK, waits for its ready byte.
-start_collector() {
-	local db=$1 fifo=$T/ready.$RANDOM byte
+# start_daemon ARGS...: shimmerd on $SOCK with ARGS, waits for its ready
+# byte.  SHIMMERD_NOFILE=N: the collector runs with at most N descriptors.
+start_daemon() {
+	local fifo=$T/ready.$RANDOM byte
 	rm -f "$SOCK"
 	mkfifo "$fifo"
-	# SHIMMERD_NOFILE=N: the collector runs with at most N descriptors.
 	${SHIMMERD_NOFILE:+prlimit --nofile=$SHIMMERD_NOFILE:$SHIMMERD_NOFILE} \
-		"$SHIMMERD" --foreground --socket "$SOCK" --db "$db" --ready-fd 3 \
+		"$SHIMMERD" --foreground --no-config --socket "$SOCK" "$@" --ready-fd 3 \
 		3>"$fifo" 2>>"$T/collector.log" &
 	CPID=$!
 	byte=$(timeout 20 head -c1 "$fifo" | od -An -c)
@@ -88,6 +88,23 @@ start_collector() {
 		sed 's/^/#   /' "$T/collector.log" >&2
 		return 1
 	fi
+}
+
+# start_collector DB: one store for every process.
+start_collector() { start_daemon --db "$1"; }
+
+# start_service STATE [ARGS...]: recordings in the state directory STATE,
+# as the service keeps them.
+start_service() {
+	local state=$1
+	shift
+	start_daemon --state-dir "$state" "$@"
+}
+
+# recordings [ARGS...]: `shimmer ls --format csv` without its header:
+# job,user,host,start,duration,processes,ranks,size,state,path
+recordings() {
+	"$SHIMMER" ls --socket "$SOCK" --format csv "$@" | tail -n +2
 }
 
 # stop_collector: SIGTERM, then its exit status (0 expected).

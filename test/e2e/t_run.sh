@@ -85,7 +85,7 @@ check "SIGKILLed shimmer run: its collector ends too" "collector '${collector}' 
 check "shimmer --version" "$("$SHIMMER" --version 2>&1)" \
 	grep -qE '^shimmer [0-9]+\.[0-9]+\.[0-9]+ \(wire format [0-9]+\)$' <<< "$("$SHIMMER" --version)"
 check "shimmerd --version" "$("$SHIMMERD" --version 2>&1)" \
-	grep -qE '^shimmerd [0-9.]+ \(wire format [0-9]+, store schema [0-9]+\)$' <<< "$("$SHIMMERD" --version)"
+	grep -qE '^shimmerd [0-9.]+ \(wire format [0-9]+, store schema [0-9]+, systemd (yes|no)\)$' <<< "$("$SHIMMERD" --version)"
 
 # Reading creates nothing beside the store, and works in a read-only
 # directory (a read-only bind mount: root ignores directory modes).

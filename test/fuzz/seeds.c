@@ -53,20 +53,21 @@ static void hdr(struct shm_msg_hdr *h, uint16_t type, uint32_t len)
 
 static void hello(void)
 {
-	static const char text[] = "/bin/prog" "prog\0-x" "host";
+	static const char text[] = "/bin/prog" "prog\0-x" "host" "pgid:1";
 	uint8_t m[sizeof(struct shm_msg_hello) + sizeof(text)];
 	struct shm_msg_hello h = {
 		.pid = 42, .ppid = 1, .uid = 1000, .rank = -1, .local_rank = -1,
 		.malloc_mode = SHM_MALLOC_ALL, .clock = SHM_CLOCK_MONOTONIC,
 		.sample_bytes = 4096, .start_mono_ns = 1000, .start_ts = 1000,
 		.region_bytes = SHM_REGION_BYTES(1, RING), .nslots = 1, .ring_bytes = RING,
-		.exe_len = 9, .argv_len = 7, .host_len = 4,
+		.exe_len = 9, .argv_len = 7, .host_len = 4, .job_len = 6,
+		.job_kind = SHM_JOB_PGID,
 	};
 
-	hdr(&h.hdr, SHM_MSG_HELLO, (uint32_t)(sizeof(h) + 20));
+	hdr(&h.hdr, SHM_MSG_HELLO, (uint32_t)(sizeof(h) + 26));
 	memcpy(m, &h, sizeof(h));
-	memcpy(m + sizeof(h), text, 20);
-	msg(3, m, sizeof(h) + 20);
+	memcpy(m + sizeof(h), text, 26);
+	msg(3, m, sizeof(h) + 26);
 }
 
 static void string(uint32_t id, const char *text)

@@ -13,7 +13,15 @@ differences between processes (a paused block still pays the hooks' branch).
 --profile FILE runs all steps under torch.profiler with CUDA activities and
 writes, per kernel name, the count and total GPU time it saw (the oracle for
 shimmer's kernel table; a separate process, since only one CUPTI client
-can own a process).
+can own a process).  With --profile-wait W --profile-active A, only the
+steps W+1 to W+A (counting from 1, warm-up included) are profiled
+(torch.profiler's schedule: wait=W, warmup=0, active=A), the steps shimmer
+records with SHIMMER_START=after-range:step:W and
+SHIMMER_STOP=after-range:step:W+A; --sync-steps ends every step with a
+synchronize, so that no kernel of one step runs in the next.
+
+--ddp (under torchrun) trains with DistributedDataParallel over NCCL, one
+GPU per rank (LOCAL_RANK).
 """
 import argparse
 import contextlib
@@ -57,6 +65,10 @@ def main():
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--vocab", type=int, default=1000)
     ap.add_argument("--profile", metavar="FILE")
+    ap.add_argument("--profile-wait", type=int, default=None, metavar="W")
+    ap.add_argument("--profile-active", type=int, default=None, metavar="A")
+    ap.add_argument("--sync-steps", action="store_true")
+    ap.add_argument("--ddp", action="store_true")
     ap.add_argument("--slow-rank", type=int, default=-1, metavar="R",
                     help="the process of rank R ($RANK, as torchrun sets it) sleeps 30 ms "
                          "in every step: a planted straggler for summary --by-rank")
@@ -71,11 +83,19 @@ def main():
 
     torch.manual_seed(0)
     dev = torch.device("cuda")
+    if args.ddp:
+        import os
+        import torch.distributed as dist
+        dev = torch.device("cuda", int(os.environ["LOCAL_RANK"]))
+        torch.cuda.set_device(dev)
+        dist.init_process_group("nccl", device_id=dev)
     emb = nn.Embedding(args.vocab, args.dim)
     layer = nn.TransformerEncoderLayer(args.dim, nhead=8, dim_feedforward=4 * args.dim,
                                        batch_first=True)
     model = nn.Sequential(emb, nn.TransformerEncoder(layer, args.layers),
                           nn.Linear(args.dim, args.vocab)).to(dev)
+    if args.ddp:
+        model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[dev.index])
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     loss_fn = nn.CrossEntropyLoss()
     gen = torch.Generator(device="cpu").manual_seed(1)
@@ -87,8 +107,13 @@ def main():
     ctx = contextlib.nullcontext()
     if args.profile:
         act = torch.profiler.ProfilerActivity
+        sched = None
+        if args.profile_wait is not None:
+            sched = torch.profiler.schedule(wait=args.profile_wait, warmup=0,
+                                            active=args.profile_active, repeat=1)
         prof = torch.profiler.profile(
-            activities=[act.CPU, act.CUDA] if args.profile_cpu else [act.CUDA])
+            activities=[act.CPU, act.CUDA] if args.profile_cpu else [act.CUDA],
+            schedule=sched)
         ctx = prof
 
     shim = ctypes.CDLL(None)
@@ -145,10 +170,14 @@ def main():
             nvtx.range_push("optimizer")
             opt.step()
             nvtx.range_pop()
+            if args.sync_steps:
+                torch.cuda.synchronize()
             if slow:
                 torch.cuda.synchronize()
                 time.sleep(0.03)
             nvtx.range_pop()
+            if prof is not None and args.profile_wait is not None:
+                prof.step()
         if args.ab:
             ab_block(total)
         torch.cuda.synchronize()
@@ -178,6 +207,8 @@ def main():
     steps_ms = sorted((b - a) * 1e3 for a, b in zip(step_starts[args.warmup:],
                                                      step_starts[args.warmup + 1:]))
     q = statistics.quantiles(steps_ms, n=4) if len(steps_ms) > 1 else []
+    if args.ddp:
+        dist.destroy_process_group()
     print(json.dumps({
         **ab,
         "step_ms_quartiles": [round(v, 4) for v in q],

@@ -199,7 +199,8 @@ static struct shm_rec_module module_rec(uint64_t ts, uint32_t path_id, uint64_t 
 	return m;
 }
 
-/* HELLO for region r; text is exe, argv (NUL-separated), host. */
+/* HELLO for region r; text is exe, argv (NUL-separated), host, and the
+ * job key "pgid:1". */
 static size_t hello_make(void *buf, const struct region *r, uint32_t pid, uint32_t ppid,
 			 uint32_t mode, uint32_t clock, const char *exe,
 			 const char *argv, size_t argv_len, const char *host)
@@ -213,14 +214,15 @@ static size_t hello_make(void *buf, const struct region *r, uint32_t pid, uint32
 		.region_bytes = SHM_REGION_BYTES(r->nslots, r->ring),
 		.nslots = r->nslots, .ring_bytes = r->ring,
 		.exe_len = (uint16_t)strlen(exe), .argv_len = (uint16_t)argv_len,
-		.host_len = (uint16_t)strlen(host),
+		.host_len = (uint16_t)strlen(host), .job_len = 6, .job_kind = SHM_JOB_PGID,
 	};
 	char *p = (char *)buf + sizeof(h);
 
 	memcpy(p, exe, h.exe_len);
 	memcpy(p + h.exe_len, argv, argv_len);
 	memcpy(p + h.exe_len + argv_len, host, h.host_len);
-	h.hdr.len = (uint32_t)(sizeof(h) + h.exe_len + argv_len + h.host_len);
+	memcpy(p + h.exe_len + argv_len + h.host_len, "pgid:1", 6);
+	h.hdr.len = (uint32_t)(sizeof(h) + h.exe_len + argv_len + h.host_len + h.job_len);
 	memcpy(buf, &h, sizeof(h));
 	return h.hdr.len;
 }
