@@ -62,5 +62,14 @@ for c in "all||1048576" "sample||262144" "all|64|65536"; do
 	check "rings: SHIMMER_MALLOC=$m SHIMMER_RING_KB=${kb:-unset}: $want bytes" \
 		"$(grep -m1 'slots of' <<< "$out")" grep -q "slots of $want bytes" <<< "$out"
 done
+# a value from the configuration file wins over the mode's default too
+printf 'socket = %s\nSHIMMER_RING_KB = 64\nSHIMMER_LOSSLESS = 0\n' "$SOCK" > "$T/shimmer.conf"
+out=$(env -u SHIMMER_SOCKET LD_PRELOAD=$SHIM SHIMMER_CONFIG="$T/shimmer.conf" SHIMMER_MALLOC=all \
+	SHIMMER_DEBUG=1 WL_LOG=$WLOG "$WL" burst 10 $SIZE 2>&1)
+check "rings: SHIMMER_RING_KB=64 in the configuration file: 65536 bytes" \
+	"$(grep -m1 'slots of' <<< "$out")" grep -q "slots of 65536 bytes" <<< "$out"
 stop_collector || not_ok "rings: collector exits 0"
+lossy=$(sqlite3 "$DB" "SELECT count(*) FROM processes WHERE lossless = 0 AND malloc_mode = 'all'")
+check "rings: SHIMMER_LOSSLESS=0 in the configuration file: not lossless" "$lossy processes" \
+	[ "$lossy" = 1 ]
 finish
