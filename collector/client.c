@@ -363,6 +363,8 @@ static int hello(struct client *c, const char *msg, size_t len, int memfd)
 			.store = c->store, .proc_id = c->proc_id, .clock = h.clock,
 			.tsc = &c->co->clock, .malloc_mode = h.malloc_mode,
 			.sample_bytes = h.sample_bytes, .nstreams = h.nslots,
+			.heap_rows = h.flags & (SHM_HELLO_HEAP_ROWS | SHM_HELLO_HEAP_AGG),
+			.start_ns = (int64_t)h.start_mono_ns,
 		};
 
 		c->ingest = ingest_new(&ic);
@@ -658,6 +660,11 @@ int client_sample_cpu(struct client *c, int64_t now_ns)
 				       : 0;
 }
 
+int client_busy(const struct client *c)
+{
+	return c->ring && !c->ended && ring_busy(c->ring);
+}
+
 int client_flush_counts(struct client *c)
 {
 	int64_t now = (int64_t)clock_ns(CLOCK_MONOTONIC);
@@ -699,6 +706,8 @@ int client_end(struct client *c, enum client_end why, int64_t now_ns)
 	}
 	if (!err)
 		err = client_flush_counts(c);
+	if (!err && c->ingest)
+		err = ingest_end(c->ingest);
 	/* What the process told us of its end wins over how its connection
 	 * ended: a BYE already in hand at shutdown is an 'exit', not a
 	 * 'shutdown'; a fatal SIGNAL not followed by a BYE (a handler may

@@ -179,6 +179,12 @@ enum shm_clock {
 
 #define SHM_HELLO_LOSSLESS 0x1u /* SHIMMER_LOSSLESS=1: producers wait, never drop */
 #define SHM_HELLO_OFFCPU 0x2u   /* SHIMMER_OFFCPU=1: the collector records off-CPU time */
+/* SHIMMER_MALLOC=all: what the collector keeps of the host heap.  AGG: the
+ * answers computed as events arrive and a row only for the blocks that need
+ * one (the default); ROWS: a row per allocation (SHIMMER_HEAP_ROWS=all);
+ * both: both, from the same events (SHIMMER_HEAP_ROWS=both). */
+#define SHM_HELLO_HEAP_ROWS 0x4u
+#define SHM_HELLO_HEAP_AGG 0x8u
 
 /*
  * Where the job key in HELLO came from (the collector groups one user's

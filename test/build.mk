@@ -106,6 +106,9 @@ E2E_WL_BNECK_OBJS := $(O)/obj/prog-O0/test/e2e/wl_bneck.o $(O)/obj/prog/test/e2e
 $(eval $(call cuda_prog,$(E2E_WL_BNECK),$(E2E_WL_BNECK_OBJS),../fake_cudart))
 TEST_PROGS += $(E2E_WL_BNECK)
 
+# t_heapagg's 10-million-event run uses the benchmark's workload.
+TEST_PROGS += $(O)/bench/heap_random
+
 # shimmer attach's workload (t_attach.sh): commands on stdin, the fake
 # runtime, and the fake driver (launch entry points only) next to it.
 FAKE_CUDA_DIR := $(O)/test/fake_cuda

@@ -19,7 +19,6 @@
 #define LEAKS_WARMUP_FRACTION 0.2                  /* of the points, skipped */
 #define LEAKS_MIN_R2 0.8                           /* below: not steady growth */
 #define LEAKS_MIN_POINTS 3                         /* fewer: no verdict */
-#define LEAKS_TIME_POINTS 100                      /* points of a fit without steps */
 #define LEAKS_MIN_SAMPLES 8                        /* sampled rows of a site, fewer: no verdict */
 
 struct leaks_opts {
