@@ -22,6 +22,7 @@
  */
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,7 +49,8 @@ struct chrome {
 	size_t gops_cap;
 	int overlaps;
 	uint32_t *lane;     /* each GPU operation's lane, in the order written; NULL: all 0 */
-	size_t nops, seq;   /* GPU operations planned, written */
+	size_t nops, nkernels; /* GPU operations planned, of which kernels */
+	size_t seq, seq_end;   /* the next operation written, the end of its table's */
 	struct map jnames;  /* (proc, string id) -> index into jtext */
 	struct strtab jtext; /* names as JSON literals */
 	sqlite3_stmt *name_st;
@@ -341,20 +343,20 @@ static int estimate(struct chrome *c, double *bytes)
 
 /* ---- the tables ---- */
 
-/* Rows of sql (proc_id, start, end first) of selected processes within
- * the time window, each to row(). */
-static int each(struct chrome *c, int min_schema, const char *sql,
-		int (*row)(struct chrome *c, const struct xproc *p, sqlite3_stmt *st))
+/* Rows of sql (proc_id, start, end first) on db of selected processes
+ * within the time window, each to row(). */
+static int each_on(struct chrome *c, sqlite3 *db, int min_schema, const char *sql,
+		   int (*row)(struct chrome *c, const struct xproc *p, sqlite3_stmt *st))
 {
 	sqlite3_stmt *st = NULL;
 	int err, r;
 
 	if (c->x->schema < min_schema)
 		return 0;
-	err = store_prepare(c->x->db, sql, &st);
+	err = store_prepare(db, sql, &st);
 	if (err)
 		return err;
-	while ((r = store_step(c->x->db, st)) > 0) {
+	while ((r = store_step(db, st)) > 0) {
 		const struct xproc *p = export_proc(c->x, sqlite3_column_int64(st, 0));
 		int64_t start = sqlite3_column_int64(st, 1);
 		int64_t end = sqlite3_column_type(st, 2) == SQLITE_NULL ? INT64_MAX
@@ -368,6 +370,12 @@ static int each(struct chrome *c, int min_schema, const char *sql,
 	}
 	sqlite3_finalize(st);
 	return r < 0 ? r : 0;
+}
+
+static int each(struct chrome *c, int min_schema, const char *sql,
+		int (*row)(struct chrome *c, const struct xproc *p, sqlite3_stmt *st))
+{
+	return each_on(c, c->x->db, min_schema, sql, row);
 }
 
 static int cuda_row(struct chrome *c, const struct xproc *p, sqlite3_stmt *st)
@@ -424,7 +432,7 @@ static int gpu_track(struct chrome *c, const struct xproc *p, int64_t dev, int64
 {
 	struct map_key k = { p->proc_id, dev, stream };
 	const struct stream_item *s = map_get(&c->streams, &k);
-	uint32_t lane = c->lane && c->seq < c->nops ? c->lane[c->seq] : 0;
+	uint32_t lane = c->lane && c->seq < c->seq_end ? c->lane[c->seq] : 0;
 
 	if (!s)
 		return -ENOMEM;
@@ -690,6 +698,11 @@ static int plan_row(struct chrome *c, const struct xproc *p, sqlite3_stmt *st, i
 	return 0;
 }
 
+/* The rows, in their order, of the kernel and copy passes that write them. */
+#define KERNELS_PLAN "SELECT proc_id, start_ns, end_ns, device, stream FROM kernels ORDER BY id"
+#define COPIES_PLAN \
+	"SELECT proc_id, start_ns, end_ns, op, device, stream FROM gpu_copies ORDER BY id"
+
 static int plan_kernel(struct chrome *c, const struct xproc *p, sqlite3_stmt *st)
 {
 	return plan_row(c, p, st, 3);
@@ -711,16 +724,17 @@ static int cmp_gop(const void *x, const void *y)
 	return a->seq < b->seq ? -1 : a->seq > b->seq;
 }
 
-/* The lanes of the streams that overlap: c->lane, each item's nlanes and
- * lane_tid. */
-static int lanes(struct chrome *c, const char *kernels_sql, const char *copies_sql)
+/* The lanes of the streams that overlap, from db: c->lane, each item's
+ * nlanes and lane_tid. */
+static int lanes(struct chrome *c, sqlite3 *db)
 {
 	int64_t *ends = NULL, next_tid = (int64_t)1 << 31;
 	size_t m = 0, ends_cap = 0;
-	int err = each(c, 2, kernels_sql, plan_kernel);
+	int err = each_on(c, db, 2, KERNELS_PLAN, plan_kernel);
 
+	c->nkernels = c->nops;
 	if (!err)
-		err = each(c, 2, copies_sql, plan_copy);
+		err = each_on(c, db, 2, COPIES_PLAN, plan_copy);
 	if (err || !c->overlaps)
 		goto out;
 	c->lane = calloc(c->nops, sizeof(*c->lane));
@@ -764,6 +778,54 @@ out:
 	free(c->gops);
 	c->gops = NULL;
 	return err;
+}
+
+/*
+ * The lanes are planned on a connection of their own, on a thread of their
+ * own, while the CPU threads' calls are written (most of the time on the
+ * kernel store of export-bench), so the planning pass costs no wall time
+ * where a second CPU is free.  On a store a collector is still writing,
+ * the plan may see rows the writing passes do not (or the reverse): rows
+ * are planned and written by id, each table's from its own start, so a
+ * row the plan missed is written on its stream's track.
+ */
+struct planner {
+	struct chrome *c;
+	pthread_t thread;
+	int started, err;
+};
+
+static void *plan_thread(void *arg)
+{
+	struct planner *pl = arg;
+	sqlite3 *db = NULL;
+
+	/* as the model's heap pass and csv's workers connect */
+	if (store_connect(pl->c->x->o->path, &db) != SQLITE_OK) {
+		cli_error("cannot open the store again: %s", sqlite3_errmsg(db));
+		pl->err = -EIO;
+	} else {
+		sqlite3_busy_timeout(db, 10000);
+		pl->err = lanes(pl->c, db);
+	}
+	sqlite3_close(db);
+	return NULL;
+}
+
+static void plan_start(struct planner *pl)
+{
+	pl->started = store_readers(2) > 1 &&
+		      pthread_create(&pl->thread, NULL, plan_thread, pl) == 0;
+}
+
+/* The lanes planned: joins the thread, or plans here when none started. */
+static int plan_wait(struct planner *pl)
+{
+	if (!pl->started)
+		return lanes(pl->c, pl->c->x->db);
+	pthread_join(pl->thread, NULL);
+	pl->started = 0;
+	return pl->err;
 }
 
 /* ---- memory counters ---- */
@@ -943,8 +1005,9 @@ int export_chrome(struct export *x, struct xout *w)
 		.streams = { .item_size = sizeof(struct stream_item) },
 		.jnames = { .item_size = sizeof(struct jname_item) },
 	};
+	struct planner pl = { .c = &c };
 	double bytes;
-	int err = estimate(&c, &bytes);
+	int r, err = estimate(&c, &bytes);
 
 	if (err)
 		return err;
@@ -960,6 +1023,7 @@ int export_chrome(struct export *x, struct xout *w)
 		return err;
 	xout_lit(w, "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"exporter\":\"shimmer\","
 		    "\"clock\":\"microseconds since the first process started\"},\n\"traceEvents\":[\n");
+	plan_start(&pl);
 	err = each(&c, 1, "SELECT c.proc_id, c.start_ns, c.end_ns, c.tid, f.name, c.ret, c.device,"
 		   " c.stream, c.bytes FROM cuda_calls c LEFT JOIN functions f USING (fn_id)",
 		   cuda_row);
@@ -968,16 +1032,19 @@ int export_chrome(struct export *x, struct xout *w)
 			   " FROM gpu_api", api_row);
 	if (!err && c.unsorted)
 		qsort(c.launches, c.nlaunches, sizeof(*c.launches), cmp_launch);
+	r = plan_wait(&pl);
 	if (!err)
-		err = lanes(&c, "SELECT proc_id, start_ns, end_ns, device, stream FROM kernels"
-			    " ORDER BY id", "SELECT proc_id, start_ns, end_ns, op, device, stream"
-			    " FROM gpu_copies ORDER BY id");
-	/* the rows and order the lanes were planned for */
+		err = r;
+	if (!err)
+		c.seq_end = c.nkernels;
+	/* the rows and order the lanes were planned for (KERNELS_PLAN) */
 	if (!err)
 		err = each(&c, 2, "SELECT proc_id, start_ns, end_ns, device, stream, correlation,"
 			   " name_id, grid_x, grid_y, grid_z, block_x, block_y, block_z,"
 			   " coalesce(registers, 0), coalesce(static_smem, 0),"
 			   " coalesce(dynamic_smem, 0) FROM kernels ORDER BY id", kernel_row);
+	c.seq = c.nkernels;
+	c.seq_end = c.nops;
 	if (!err)
 		err = each(&c, 2, "SELECT proc_id, start_ns, end_ns, op, device, stream, correlation,"
 			   " bytes, copy_kind, src_kind, dst_kind, coalesce(value, 0)"
