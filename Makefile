@@ -119,6 +119,10 @@ UNITDIR ?= $(PREFIX)/lib/systemd/system
 SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
 SYSCONFDIR ?= /etc
 
+# shimmer report looks for Chart.js beside its bin/ (../share/shimmer: the
+# build tree's, or an install with the default layout), then in DATADIR.
+$(O)/obj/tools/report.o: ALL_CFLAGS += -DSHIMMER_DATADIR='"$(DATADIR)"'
+
 SERVICE_UNIT := $(O)/dist/shimmerd.service
 $(SERVICE_UNIT): dist/systemd/shimmerd.service.in FORCE
 	$(Q)mkdir -p $(@D)
@@ -136,6 +140,12 @@ install: all $(SERVICE_UNIT)
 	install -m 755 $(LIB) $(DESTDIR)$(LIBDIR)/
 	install -m 644 include/shimmer.h $(DESTDIR)$(INCLUDEDIR)/
 	install -m 644 schema/*.sql $(DESTDIR)$(DATADIR)/schema/
+	@if [ -f $(O)/share/shimmer/chart.umd.min.js ]; then \
+		install -m 644 $(O)/share/shimmer/chart.umd.min.js $(O)/share/shimmer/*.LICENSE.md \
+			$(DESTDIR)$(DATADIR)/; \
+	else \
+		echo "install: $(O)/share/shimmer/chart.umd.min.js missing: shimmer report will not work (install npm, then make)" >&2; \
+	fi
 	install -m 644 man/shimmer.1 $(DESTDIR)$(MANDIR)/man1/
 	install -m 644 man/libshimmer.7 $(DESTDIR)$(MANDIR)/man7/
 	install -m 644 man/shimmerd.8 $(DESTDIR)$(MANDIR)/man8/

@@ -3,6 +3,7 @@
 #   heap_bench   malloc+free pairs, timed inside the loop (bare, shim, heaptrack)
 #   cuda_bench   CUDA runtime calls against the fake runtime from test/
 #   stack_bench  malloc+free pairs at the bottom of a 32-deep call chain
+#   heap_random  PAIRS random-size allocations and frees (exact-mode comparison)
 #   e2e_driver   one shimmerd + N traced clients, wall and collector CPU time
 #
 # The workloads run under the shim, so they are built as $(O)/obj/prog/
@@ -24,7 +25,7 @@ $(O)/bench/heap_bench: $(O)/obj/prog/bench/heap_bench.o
 $(O)/bench/stack_bench: $(O)/obj/prog/bench/stack_bench.o
 	$(call msg,LD,$@)
 	$(Q)mkdir -p $(@D)
-	$(Q)$(CC) $(LDFLAGS) -o $@ $^
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ -lpthread
 
 $(O)/bench/e2e_driver: $(O)/obj/bench/e2e_driver.o
 	$(call msg,LD,$@)
@@ -71,3 +72,10 @@ $(O)/bench/gen_store: $(O)/obj/bench/gen_store.o $(COLLECTOR_STORE_OBJS)
 	$(call msg,LD,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ -lsqlite3 -lm
+
+# heap_random: the exact-mode comparison's workload (2 x PAIRS heap events)
+BENCH_PROGS += $(O)/bench/heap_random
+$(O)/bench/heap_random: $(O)/obj/prog/bench/heap_random.o
+	$(call msg,LD,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^

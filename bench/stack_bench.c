@@ -20,12 +20,19 @@
  * frames instead of the pairs (run it without the shim): the part of a
  * capture that is libunwind's own.
  *
+ * -t THREADS runs the whole thing in THREADS threads at once, each down its
+ * own chain and timing itself; the figures are the means over the threads
+ * (per thread: on 2 cores 8 threads wait for each other, so the CPU time
+ * per pair is the figure to compare with one thread's).
+ *
  *   stack_bench [-n PAIRS] [-w WARMUP] [-d DEPTH] [-b BURST -p PAUSE_US] [-u FRAMES]
+ *               [-t THREADS]
  *
  * Output, one line on stdout (with -u, a pair is one unw_backtrace call):
- *   stack_bench pairs=N depth=D ns_per_pair=X cpu_ns_per_pair=Y [unw_frames=F]
+ *   stack_bench pairs=N depth=D ns_per_pair=X cpu_ns_per_pair=Y [unw_frames=F] [threads=T]
  */
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -87,13 +94,31 @@ __attribute__((noinline)) static int chain(int depth, uint64_t *wall, uint64_t *
 	return 1;
 }
 
+struct worker {
+	pthread_t th;
+	int depth;
+	uint64_t wall, cpu;
+};
+
+static void *run(void *arg)
+{
+	struct worker *w = arg;
+
+	/* main and libc's start frames sit above the chain: the shim's
+	 * default depth of 32 is reached inside the chain (a thread's start
+	 * frames likewise). */
+	chain(w->depth, &w->wall, &w->cpu);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
-	uint64_t wall = 0, cpu = 0;
-	int depth = 32, c;
+	struct worker ws[64] = { { 0 } };
+	double wall = 0, cpu = 0;
+	int depth = 32, threads = 0, c, i;
 	void *lib;
 
-	while ((c = getopt(argc, argv, "n:w:d:b:p:u:")) != -1) {
+	while ((c = getopt(argc, argv, "n:w:d:b:p:u:t:")) != -1) {
 		switch (c) {
 		case 'n':
 			pairs = strtoul(optarg, 0, 10);
@@ -113,14 +138,19 @@ int main(int argc, char **argv)
 		case 'u':
 			unw_frames = atoi(optarg);
 			break;
+		case 't':
+			threads = atoi(optarg);
+			break;
 		default:
 			fprintf(stderr, "usage: stack_bench [-n PAIRS] [-w WARMUP] [-d DEPTH] "
-					"[-b BURST -p PAUSE_US] [-u FRAMES]\n");
+					"[-b BURST -p PAUSE_US] [-u FRAMES] [-t THREADS]\n");
 			return 2;
 		}
 	}
-	if (!pairs || depth < 1 || unw_frames < 0 || unw_frames > 256) {
-		fprintf(stderr, "stack_bench: -n and -d must be positive, -u at most 256\n");
+	if (!pairs || depth < 1 || unw_frames < 0 || unw_frames > 256 || threads < 0 ||
+	    threads > 64) {
+		fprintf(stderr, "stack_bench: -n and -d must be positive, -u at most 256, "
+				"-t at most 64\n");
 		return 2;
 	}
 	if (unw_frames) {
@@ -131,13 +161,28 @@ int main(int argc, char **argv)
 			return 1;
 		}
 	}
-	/* main and libc's start frames sit above the chain: the shim's
-	 * default depth of 32 is reached inside the chain. */
-	chain(depth, &wall, &cpu);
+	for (i = 0; i < (threads ? threads : 1); i++) {
+		ws[i].depth = depth;
+		if (!threads)
+			run(&ws[i]);
+		else if (pthread_create(&ws[i].th, 0, run, &ws[i])) {
+			fprintf(stderr, "stack_bench: pthread_create failed\n");
+			return 1;
+		}
+	}
+	for (i = 0; i < (threads ? threads : 1); i++) {
+		if (threads)
+			pthread_join(ws[i].th, 0);
+		wall += (double)ws[i].wall;
+		cpu += (double)ws[i].cpu;
+	}
+	i = threads ? threads : 1;
 	printf("stack_bench pairs=%lu depth=%d ns_per_pair=%.2f cpu_ns_per_pair=%.2f", pairs, depth,
-	       (double)wall / (double)pairs, (double)cpu / (double)pairs);
+	       wall / i / (double)pairs, cpu / i / (double)pairs);
 	if (unw_frames)
 		printf(" unw_frames=%d", unw_frames);
+	if (threads)
+		printf(" threads=%d", threads);
 	printf("\n");
 	return 0;
 }

@@ -8,7 +8,7 @@ COLLECTOR_OBJS := $(COLLECTOR_SRCS:%.c=$(O)/obj/%.o) $(O)/gen/schema_sql.o \
 # has them, and `shimmerd --version` says which was built.
 SYSTEMD_LIBS := $(shell pkg-config --libs libsystemd 2>/dev/null)
 ifneq ($(SYSTEMD_LIBS),)
-$(O)/obj/collector/shimmerd.o $(O)/obj/collector/options.o: CPPFLAGS += -DHAVE_LIBSYSTEMD \
+$(O)/obj/collector/shimmerd.o $(O)/obj/collector/options.o: override CPPFLAGS += -DHAVE_LIBSYSTEMD \
 	$(shell pkg-config --cflags libsystemd)
 else
 $(info shimmerd: libsystemd not found (install libsystemd-dev): built without socket activation and sd_notify)
@@ -31,13 +31,16 @@ $(eval $(call unit_test,store,$(COLLECTOR_STORE_OBJS)))
 # The unit test rule links fixed libraries: libiberty goes in by path.
 LIBIBERTY := $(shell $(CC) -print-file-name=libiberty.a)
 COLLECTOR_CLIENT_OBJS := $(patsubst %,$(O)/obj/collector/%.o,client ctl job ring record ingest \
-	demangle clock ptrmap)
+	heapagg demangle clock ptrmap cputime)
 $(eval $(call unit_test,client,$(COLLECTOR_CLIENT_OBJS) $(COLLECTOR_STORE_OBJS) \
 	$(LIBIBERTY)))
 $(eval $(call unit_test,demangle,$(O)/obj/collector/demangle.o $(LIBIBERTY)))
 $(eval $(call unit_test,collector_ring,$(patsubst %,$(O)/obj/collector/%.o,ring record)))
+$(eval $(call unit_test,heapagg,$(O)/obj/collector/heapagg.o $(O)/obj/collector/ptrmap.o \
+	$(COLLECTOR_STORE_OBJS)))
 $(eval $(call unit_test,job,$(O)/obj/collector/job.o $(COLLECTOR_STORE_OBJS)))
 $(eval $(call unit_test,conf,$(O)/obj/common/conf.o))
+$(eval $(call unit_test,cputime,$(O)/obj/collector/cputime.o $(COLLECTOR_STORE_OBJS)))
 
 # The eBPF source's helpers: they read this very process from outside.
 # (The rule links fixed libraries: libelf and libdw go in by path.)

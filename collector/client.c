@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "clock_ns.h"
+#include "cputime.h"
 #include "ctl.h"
 #include "demangle.h"
 #include "ingest.h"
@@ -54,6 +55,7 @@ struct client {
 	size_t host_len;
 	struct ring *ring;     /* the region, from HELLO on */
 	struct ingest *ingest; /* its records' meaning, from HELLO on */
+	struct cputime cpu;    /* its threads' CPU time, when the kernel named its pid */
 	struct store *store;   /* its recording's, from HELLO on */
 	struct job *job;       /* NULL when the collector has one store only */
 	struct rec_sink sink;  /* counts, then hands on to ingest_sink() */
@@ -361,6 +363,8 @@ static int hello(struct client *c, const char *msg, size_t len, int memfd)
 			.store = c->store, .proc_id = c->proc_id, .clock = h.clock,
 			.tsc = &c->co->clock, .malloc_mode = h.malloc_mode,
 			.sample_bytes = h.sample_bytes, .nstreams = h.nslots,
+			.heap_rows = h.flags & (SHM_HELLO_HEAP_ROWS | SHM_HELLO_HEAP_AGG),
+			.start_ns = (int64_t)h.start_mono_ns,
 		};
 
 		c->ingest = ingest_new(&ic);
@@ -368,13 +372,19 @@ static int hello(struct client *c, const char *msg, size_t len, int memfd)
 			err = -ENOMEM;
 	}
 	if (!err) {
+		struct ucred cred;
+		socklen_t clen = sizeof(cred);
+
+		/* Only the pid the kernel vouches for is read in /proc. */
+		if (c->fd >= 0 && getsockopt(c->fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) == 0 &&
+		    cred.pid > 0 && (uint32_t)cred.pid == h.pid)
+			cputime_init(&c->cpu, (uint32_t)cred.pid);
 		c->inner = ingest_sink(c->ingest);
 		c->sink = (struct rec_sink){ count_record, count_stream_new, count_counts,
 					     count_drops, c };
 		c->rate_ns = (int64_t)clock_ns(CLOCK_MONOTONIC);
-	}
-	if (!err)
 		log_debug("pid %u connected as proc_id %lld", c->pid, (long long)c->proc_id);
+	}
 out:
 	free(argv);
 	return err;
@@ -644,6 +654,17 @@ int client_drain(struct client *c)
 	return drain(c, record_now(c));
 }
 
+int client_sample_cpu(struct client *c, int64_t now_ns)
+{
+	return c->proc_id && !c->ended ? cputime_sample(&c->cpu, c->store, c->proc_id, now_ns)
+				       : 0;
+}
+
+int client_busy(const struct client *c)
+{
+	return c->ring && !c->ended && ring_busy(c->ring);
+}
+
 int client_flush_counts(struct client *c)
 {
 	int64_t now = (int64_t)clock_ns(CLOCK_MONOTONIC);
@@ -674,14 +695,19 @@ int client_end(struct client *c, enum client_end why, int64_t now_ns)
 
 	if (c->ended)
 		return 0;
+	/* the last reading, while its /proc entries may still be there */
+	err = client_sample_cpu(c, now_ns);
 	c->ended = 1;
-	err = drain(c, UINT64_MAX);
+	if (!err)
+		err = drain(c, UINT64_MAX);
 	if (err == -EBADMSG) {
 		why = CLIENT_REJECTED;
 		err = 0;
 	}
 	if (!err)
 		err = client_flush_counts(c);
+	if (!err && c->ingest)
+		err = ingest_end(c->ingest);
 	/* What the process told us of its end wins over how its connection
 	 * ended: a BYE already in hand at shutdown is an 'exit', not a
 	 * 'shutdown'; a fatal SIGNAL not followed by a BYE (a handler may
@@ -730,6 +756,7 @@ struct client *client_new(struct collector *co, int fd)
 	}
 	c->co = co;
 	c->fd = fd;
+	cputime_init(&c->cpu, 0);
 	c->seq = ++co->accepted;
 	c->born_ns = (int64_t)clock_ns(CLOCK_MONOTONIC);
 	c->next = co->clients;
@@ -797,6 +824,7 @@ void client_free(struct client *c)
 	ctl_forget(c->co, c);
 	ring_free(c->ring);
 	ingest_free(c->ingest);
+	cputime_free(&c->cpu);
 	if (c->fd >= 0)
 		close(c->fd);
 	free(c->host);

@@ -88,6 +88,13 @@ int client_recv(struct client *c);
  * heartbeat, frees retired slots once drained.  No-op before HELLO. */
 int client_drain(struct client *c);
 
+/* Reads its threads' CPU time (cputime.h) as of now_ns. */
+int client_sample_cpu(struct client *c, int64_t now_ns);
+
+/* Whether the last pass found a thread's ring a quarter full or more
+ * (ring_busy): drain again at once rather than on the next tick. */
+int client_busy(const struct client *c);
+
 /* Stores the per-thread counters and drops accumulated since the last
  * call. */
 int client_flush_counts(struct client *c);

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "heapagg.h"
 #include "ptrmap.h"
 
 #define RANGE_DEPTH_MAX 4096u  /* push ranges remembered per stream */
@@ -75,6 +76,8 @@ struct ingest {
 	struct pending pending;           /* heap_old's chains */
 	struct ptrmap startend;           /* open START/END ranges: range id -> rowid */
 	int gpu_sampled;                  /* processes.gpu_sampled_since_ns is stored */
+	int heap_rows;                    /* a row per heap event */
+	struct heapagg *agg;              /* the aggregated host heap, or NULL */
 };
 
 int64_t ingest_ns(const struct ingest *in, uint64_t ts)
@@ -335,6 +338,9 @@ static int cuda_event(struct ingest *in, uint32_t tid, const struct shm_rec_cuda
 		if (!err)
 			err = block_put(&in->cuda, &in->cuda_old, r->ptr, id,
 					rec_live_ts(&r->hdr, r->t_begin, r->t_end));
+		/* the checkpoints count every memory's allocations */
+		if (!err && in->agg)
+			err = heapagg_count(in->agg, ns);
 	} else if (fnf & SHM_FNF_FREE) {
 		int64_t id = block_take(&in->cuda, &in->cuda_old, r->ptr, r->t_begin);
 
@@ -402,6 +408,13 @@ static int range_pop(struct ingest *in, struct stream_state *ss, const struct sh
 	id = ss->ranges[i - 1].id;
 	memmove(&ss->ranges[i - 1], &ss->ranges[i], (ss->nranges - i) * sizeof(*ss->ranges));
 	ss->nranges--;
+	/* A top-level range's end is a checkpoint of the leak fits. */
+	if (in->agg && i == 1) {
+		int err = heapagg_step_end(in->agg, ingest_ns(in, r->ts), id);
+
+		if (err)
+			return err;
+	}
 	return store_range_close(in->store, id, ingest_ns(in, r->ts));
 }
 
@@ -463,6 +476,16 @@ static int on_record(void *ctx, uint32_t stream, uint32_t tid, const union rec *
 		return -EINVAL;
 	switch (r->h.type) {
 	case SHM_REC_HEAP:
+		if (in->agg) {
+			int err = heapagg_heap(in->agg, stream, tid, &r->heap,
+					       ingest_ns(in, r->heap.t_begin),
+					       r->heap.hdr.flags & SHM_F_TIMED
+						       ? ingest_ns(in, r->heap.t_end)
+						       : -1);
+
+			if (err || !in->heap_rows)
+				return err;
+		}
 		return heap_event(in, tid, &r->heap);
 	case SHM_REC_CUDA:
 		return cuda_event(in, tid, &r->cuda);
@@ -509,6 +532,8 @@ static void on_stream_new(void *ctx, uint32_t stream)
 	if (stream < in->nstreams) {
 		in->streams[stream].nranges = 0;
 		in->streams[stream].ranges_lost = 0;
+		if (in->agg)
+			heapagg_stream_new(in->agg, stream);
 	}
 }
 
@@ -547,6 +572,21 @@ struct ingest *ingest_new(const struct ingest_conf *conf)
 	in->malloc_mode = conf->malloc_mode;
 	in->sample_bytes = (double)conf->sample_bytes;
 	in->nstreams = conf->nstreams;
+	in->heap_rows = conf->malloc_mode != SHM_MALLOC_ALL || !(conf->heap_rows & SHM_HELLO_HEAP_AGG) ||
+			(conf->heap_rows & SHM_HELLO_HEAP_ROWS);
+	if (conf->malloc_mode == SHM_MALLOC_ALL && (conf->heap_rows & SHM_HELLO_HEAP_AGG)) {
+		struct heapagg_conf hc = {
+			.store = conf->store, .proc_id = conf->proc_id, .start_ns = conf->start_ns,
+			.rows = !in->heap_rows,
+		};
+
+		in->agg = heapagg_new(&hc, conf->nstreams);
+		if (!in->agg) {
+			ingest_free(in);
+			errno = ENOMEM;
+			return NULL;
+		}
+	}
 	in->sink = (struct rec_sink){
 		.record = on_record, .stream_new = on_stream_new,
 		.counts = on_counts, .drops = on_drops, .ctx = in,
@@ -559,10 +599,16 @@ const struct rec_sink *ingest_sink(struct ingest *in)
 	return &in->sink;
 }
 
+int ingest_end(struct ingest *in)
+{
+	return in->agg ? heapagg_end(in->agg) : 0;
+}
+
 void ingest_free(struct ingest *in)
 {
 	if (!in)
 		return;
+	heapagg_free(in->agg);
 	for (uint32_t i = 0; i < in->nstreams; i++)
 		free(in->streams[i].ranges);
 	free(in->streams);

@@ -7,6 +7,12 @@
  * START/END ranges pair by id; GPU sampling windows set the process's
  * sampled span.  Exact counters and drops are added to their tables.
  *
+ * In SHIMMER_MALLOC=all mode the host heap's records go to heapagg.h
+ * instead (answers computed as they arrive, a row only for the blocks that
+ * need one), unless the process asked for a row per event
+ * (SHIMMER_HEAP_ROWS=all), or for both (SHIMMER_HEAP_ROWS=both: every row
+ * and the aggregated tables, from the same events).
+ *
  * Timestamps arrive in the process's record clock and are converted here.
  * Errors are the store's (already logged, fatal) or -ENOMEM.  Not
  * thread-safe: one thread owns an ingest.
@@ -30,6 +36,8 @@ struct ingest_conf {
 	uint32_t malloc_mode;     /* enum shm_malloc_mode, validated */
 	uint64_t sample_bytes;    /* the sampler's mean bytes between samples */
 	uint32_t nstreams;        /* streams the source numbers from 0 */
+	uint32_t heap_rows;       /* SHM_HELLO_HEAP_* of the HELLO: rows, aggregates or both */
+	int64_t start_ns;         /* the process's start (CLOCK_MONOTONIC) */
 };
 
 /* NULL with errno ENOMEM. */
@@ -40,6 +48,10 @@ const struct rec_sink *ingest_sink(struct ingest *in);
 
 /* A time in the record clock as CLOCK_MONOTONIC ns. */
 int64_t ingest_ns(const struct ingest *in, uint64_t ts);
+
+/* The process ended and its last records were handed on: completes
+ * what was held (the aggregated heap's tables and rows). */
+int ingest_end(struct ingest *in);
 
 /* NULL is a no-op. */
 void ingest_free(struct ingest *in);

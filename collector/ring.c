@@ -74,9 +74,14 @@ struct ring {
 	uint64_t no_slot_stored;
 	uint64_t cupti_stored;
 	uint64_t heartbeat;
+	int busy; /* the last pass found a slot at least RING_BUSY_FILL full */
 	uint32_t ctl_id; /* the last control command's number (ours, not the region's) */
 	char why[256]; /* the first reason data was invalid */
 };
+
+/* A slot this full (a share of its ring) when a pass begins makes the ring
+ * busy: its producer fills it faster than a timer's passes would drain it. */
+#define RING_BUSY_SHIFT 2 /* a quarter */
 
 /* Keeps the first reason and returns -EBADMSG. */
 __attribute__((format(printf, 2, 3)))
@@ -90,6 +95,11 @@ static int invalid(struct ring *r, const char *fmt, ...)
 		va_end(ap);
 	}
 	return -EBADMSG;
+}
+
+int ring_busy(const struct ring *r)
+{
+	return r->busy;
 }
 
 const char *ring_why(const struct ring *r)
@@ -481,6 +491,7 @@ int ring_drain(struct ring *r, uint64_t limit, const struct rec_sink *sink)
 	uint32_t hwm, n = 0, nheap = 0;
 	int bad = 0, err = 0;
 
+	r->busy = 0;
 	hwm = __atomic_load_n(&r->region->slots_hwm, __ATOMIC_ACQUIRE);
 	if (hwm > r->nslots) {
 		bad = invalid(r, "slots_hwm %u exceeds nslots %u", hwm, r->nslots);
@@ -494,8 +505,11 @@ int ring_drain(struct ring *r, uint64_t limit, const struct rec_sink *sink)
 			bad = o;
 		else if (o < 0)
 			return o;
-		else if (o)
+		else if (o) {
 			r->frontier[n++] = cur;
+			if (cur->head - cur->tail >= r->ring_bytes >> RING_BUSY_SHIFT)
+				r->busy = 1;
+		}
 	}
 	for (uint32_t k = 0; k < n; k++) {
 		struct cursor *cur = r->frontier[k];
@@ -514,6 +528,15 @@ int ring_drain(struct ring *r, uint64_t limit, const struct rec_sink *sink)
 		if (err)
 			break;
 		cur->tail += cur->rec.h.size;
+		/* Room handed back as the pass goes, an eighth of the ring at
+		 * a time, not only when it ends: a pass over a full ring takes
+		 * as long as the producer took to fill it, and a lossless
+		 * producer waiting for room would wait all that time.  (What
+		 * lies before cur->tail was copied out already.) */
+		if (cur->tail - r->slots[cur->slot].tail >= r->ring_bytes >> 3) {
+			r->slots[cur->slot].tail = cur->tail;
+			__atomic_store_n(&slot_at(r, cur->slot)->tail, cur->tail, __ATOMIC_RELEASE);
+		}
 		p = cursor_peek(r, cur);
 		if (p < 0)
 			bad = cursor_fail(r, cur, sink);

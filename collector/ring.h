@@ -39,13 +39,21 @@ struct ring *ring_new(int memfd, const struct ring_geometry *g, char *why, size_
 
 /* One pass: every slot's records published before the pass began, merged
  * by rec_key(), up to limit (records stamped later wait for a later pass),
- * handed to sink; tails handed back; retired slots freed once drained (their
+ * handed to sink; tails handed back (as the pass goes, an eighth of a ring at
+ * a time, and at its end); retired slots freed once drained (their
  * totals handed on first); the heartbeat bumped. */
 int ring_drain(struct ring *r, uint64_t limit, const struct rec_sink *sink);
 
 /* Hands on the counters and drop counts that grew since the last call:
  * per live slot, and the region's no_slot and cupti drops. */
 int ring_flush(struct ring *r, const struct rec_sink *sink);
+
+/* Whether the last pass found a slot a quarter full or more when it began:
+ * a producer fills its ring faster than passes on a timer would drain it,
+ * so the next pass should come at once (a lossless producer waits for
+ * room, and would otherwise take turns with the collector instead of
+ * running beside it). */
+int ring_busy(const struct ring *r);
 
 /* The first reason data was found invalid, or "" . */
 const char *ring_why(const struct ring *r);

@@ -59,6 +59,7 @@ enum {
 	ST_FREE,
 	ST_COUNT,
 	ST_DROP,
+	ST_CPU_TIME,
 	ST_STRING,
 	ST_GPU_STATUS,
 	ST_GPU_SAMPLED,
@@ -79,6 +80,17 @@ enum {
 	ST_GPU_WINDOW,
 	ST_OFFCPU,
 	ST_OFFCPU_STATUS,
+	ST_HEAP_TOTALS,
+	ST_HEAP_SITE,
+	ST_HEAP_HIST,
+	ST_HEAP_CALL,
+	ST_HEAP_TL_CLEAR,
+	ST_HEAP_SERIES_CLEAR,
+	ST_HEAP_POINTS_CLEAR,
+	ST_HEAP_POINT,
+	ST_HEAP_TL,
+	ST_HEAP_SERIES,
+	ST_HEAP_STEP,
 	ST_LAST_COMMIT,
 	ST_ALLOC_N, /* ALLOC_ROWS rows of ST_ALLOC's columns, built in prepare_db() */
 	ST_N
@@ -111,8 +123,9 @@ static const char *const sql[ST_N] = {
 	[ST_CUDA] = "INSERT INTO cuda_calls (proc_id, tid, fn_id, start_ns, end_ns, "
 		    "ret, device, ptr, bytes, stream, copy_kind, aux, aux2, "
 		    "grid_x, grid_y, grid_z, block_x, block_y, block_z, "
-		    "per_thread_stream) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, "
-		    "?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)",
+		    "per_thread_stream, stack_id, pystack_id) VALUES (?1, ?2, ?3, ?4, "
+		    "?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, "
+		    "?19, ?20, ?21, ?22)",
 	[ST_ALLOC] = "INSERT INTO allocations (" ALLOC_COLUMNS ") VALUES "
 		     "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
 	[ST_FREE] = "UPDATE allocations SET free_fn = ?2, free_tid = ?3, "
@@ -121,6 +134,8 @@ static const char *const sql[ST_N] = {
 		     "VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (proc_id, tid, fn_id) "
 		     "DO UPDATE SET count = count + excluded.count, "
 		     "bytes = bytes + excluded.bytes",
+	[ST_CPU_TIME] = "INSERT OR REPLACE INTO cpu_time (proc_id, tid, ts_ns, cpu_ns, wait_ns) "
+			"VALUES (?1, ?2, ?3, ?4, ?5)",
 	[ST_DROP] = "INSERT INTO drops (proc_id, tid, reason, events) "
 		    "VALUES (?1, ?2, ?3, ?4) ON CONFLICT (proc_id, tid, reason) "
 		    "DO UPDATE SET events = events + excluded.events",
@@ -170,6 +185,33 @@ static const char *const sql[ST_N] = {
 			     "WHERE proc_id = ?1",
 	[ST_GPU_WINDOW] = "INSERT INTO gpu_windows (proc_id, start_ns, end_ns, calls) "
 			  "VALUES (?1, ?2, ?3, ?4)",
+	[ST_HEAP_TOTALS] = "INSERT OR REPLACE INTO heap_totals (proc_id, final, allocs, "
+			   "alloc_bytes, frees, freed_bytes, live_count, live_bytes, "
+			   "peak_bytes, peak_count, peak_ns, temp_count, temp_bytes, "
+			   "short_ns, short_count, short_bytes, row_ns, point_allocs, late_events, "
+			   "late_steps) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, "
+			   "?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)",
+	[ST_HEAP_SITE] = "INSERT OR REPLACE INTO heap_sites (proc_id, stack_id, pystack_id, "
+			 "allocs, alloc_bytes, frees, freed_bytes, live_count, live_bytes, "
+			 "peak_count, peak_bytes, temp_count, temp_bytes, short_count, "
+			 "short_bytes) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, "
+			 "?11, ?12, ?13, ?14, ?15)",
+	[ST_HEAP_HIST] = "INSERT OR REPLACE INTO heap_histograms (proc_id, stack_id, "
+			 "pystack_id, kind, bucket, count, bytes) "
+			 "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+	[ST_HEAP_CALL] = "INSERT OR REPLACE INTO heap_calls (proc_id, fn_id, side, timed, "
+			 "total_ns, m2, min_ns, max_ns) "
+			 "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+	[ST_HEAP_TL_CLEAR] = "DELETE FROM heap_timeline WHERE proc_id = ?1",
+	[ST_HEAP_SERIES_CLEAR] = "DELETE FROM heap_series WHERE proc_id = ?1",
+	[ST_HEAP_POINTS_CLEAR] = "DELETE FROM heap_points WHERE proc_id = ?1",
+	[ST_HEAP_POINT] = "INSERT INTO heap_points (proc_id, idx, ns) VALUES (?1, ?2, ?3)",
+	[ST_HEAP_SERIES] = "INSERT INTO heap_series (proc_id, stack_id, pystack_id, kind, idx, "
+			   "bytes) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+	[ST_HEAP_STEP] = "INSERT OR REPLACE INTO heap_steps (proc_id, idx, ns, range_id) "
+			 "VALUES (?1, ?2, ?3, ?4)",
+	[ST_HEAP_TL] = "INSERT INTO heap_timeline (proc_id, start_ns, end_ns, min_bytes, "
+		       "max_bytes, end_bytes) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
 	/* When the last batch was committed: where a process's recording ends
 	 * if this collector dies (store_recover()). */
 	[ST_LAST_COMMIT] = "INSERT OR REPLACE INTO meta (key, value) VALUES ('last_commit_ns', ?1)",
@@ -569,6 +611,9 @@ int store_cuda_add(struct store *s, int64_t proc_id, uint32_t tid,
 		}
 	}
 	sqlite3_bind_int(st, 20, !!(r->hdr.flags & SHM_F_PTSZ));
+	/* an allocation's stacks go with its allocations row */
+	bind_nonzero(st, 21, flags & SHM_FNF_ALLOC ? 0 : r->stack_id);
+	bind_nonzero(st, 22, flags & SHM_FNF_ALLOC ? 0 : r->pystack_id);
 	return step(s, st);
 }
 
@@ -620,6 +665,168 @@ int store_alloc_free(struct store *s, int64_t id, uint16_t fn, uint32_t tid,
 		sqlite3_bind_int64(st, 5, end_ns);
 	else
 		sqlite3_bind_null(st, 5);
+	return step(s, st);
+}
+
+/* ---- the aggregated heap ---- */
+
+static void bind_int64s(sqlite3_stmt *st, int first, const int64_t *v, int n)
+{
+	for (int i = 0; i < n; i++)
+		sqlite3_bind_int64(st, first + i, v[i]);
+}
+
+int store_heap_totals(struct store *s, const struct store_heap_totals *t)
+{
+	sqlite3_stmt *st = s->st[ST_HEAP_TOTALS];
+	const int64_t a[] = { t->allocs, t->alloc_bytes, t->frees, t->freed_bytes,
+			      t->live_count, t->live_bytes, t->peak_bytes, t->peak_count };
+	const int64_t b[] = { t->temp_count, t->temp_bytes, t->short_ns, t->short_count,
+			      t->short_bytes, t->row_ns, t->point_allocs, t->late_events,
+			      t->late_steps };
+	int err = tx(s);
+
+	if (err)
+		return err;
+	sqlite3_bind_int64(st, 1, t->proc_id);
+	sqlite3_bind_int(st, 2, t->final);
+	bind_int64s(st, 3, a, 8);
+	if (t->peak_ns >= 0)
+		sqlite3_bind_int64(st, 11, t->peak_ns);
+	else
+		sqlite3_bind_null(st, 11);
+	bind_int64s(st, 12, b, 9);
+	return step(s, st);
+}
+
+int store_heap_site(struct store *s, int64_t proc_id, const struct store_heap_site *site)
+{
+	sqlite3_stmt *st = s->st[ST_HEAP_SITE];
+	const int64_t v[] = { site->allocs, site->alloc_bytes, site->frees, site->freed_bytes,
+			      site->live_count, site->live_bytes, site->peak_count,
+			      site->peak_bytes, site->temp_count, site->temp_bytes,
+			      site->short_count, site->short_bytes };
+	int err = tx(s);
+
+	if (err)
+		return err;
+	sqlite3_bind_int64(st, 1, proc_id);
+	sqlite3_bind_int64(st, 2, site->stack_id);
+	sqlite3_bind_int64(st, 3, site->pystack_id);
+	bind_int64s(st, 4, v, 12);
+	return step(s, st);
+}
+
+int store_heap_hist(struct store *s, int64_t proc_id, uint32_t stack_id, uint32_t pystack_id,
+		    const char *kind, uint32_t bucket, int64_t count, int64_t bytes)
+{
+	sqlite3_stmt *st = s->st[ST_HEAP_HIST];
+	int err = tx(s);
+
+	if (err)
+		return err;
+	sqlite3_bind_int64(st, 1, proc_id);
+	sqlite3_bind_int64(st, 2, stack_id);
+	sqlite3_bind_int64(st, 3, pystack_id);
+	sqlite3_bind_text(st, 4, kind, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 5, bucket);
+	sqlite3_bind_int64(st, 6, count);
+	sqlite3_bind_int64(st, 7, bytes);
+	return step(s, st);
+}
+
+int store_heap_call(struct store *s, int64_t proc_id, uint16_t fn, const char *side,
+		    int64_t timed, int64_t total_ns, double m2, int64_t min_ns,
+		    int64_t max_ns)
+{
+	sqlite3_stmt *st = s->st[ST_HEAP_CALL];
+	int err = tx(s);
+
+	if (err)
+		return err;
+	sqlite3_bind_int64(st, 1, proc_id);
+	sqlite3_bind_int(st, 2, fn);
+	sqlite3_bind_text(st, 3, side, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 4, timed);
+	sqlite3_bind_int64(st, 5, total_ns);
+	sqlite3_bind_double(st, 6, m2);
+	sqlite3_bind_int64(st, 7, min_ns);
+	sqlite3_bind_int64(st, 8, max_ns);
+	return step(s, st);
+}
+
+int store_heap_clear(struct store *s, int64_t proc_id)
+{
+	int err = tx(s);
+
+	if (err)
+		return err;
+	sqlite3_bind_int64(s->st[ST_HEAP_TL_CLEAR], 1, proc_id);
+	err = step(s, s->st[ST_HEAP_TL_CLEAR]);
+	if (err)
+		return err;
+	sqlite3_bind_int64(s->st[ST_HEAP_SERIES_CLEAR], 1, proc_id);
+	err = step(s, s->st[ST_HEAP_SERIES_CLEAR]);
+	if (err)
+		return err;
+	sqlite3_bind_int64(s->st[ST_HEAP_POINTS_CLEAR], 1, proc_id);
+	return step(s, s->st[ST_HEAP_POINTS_CLEAR]);
+}
+
+int store_heap_point(struct store *s, int64_t proc_id, uint32_t idx, int64_t ns)
+{
+	sqlite3_stmt *st = s->st[ST_HEAP_POINT];
+	int err = tx(s);
+
+	if (err)
+		return err;
+	sqlite3_bind_int64(st, 1, proc_id);
+	sqlite3_bind_int64(st, 2, idx);
+	sqlite3_bind_int64(st, 3, ns);
+	return step(s, st);
+}
+
+int store_heap_series(struct store *s, int64_t proc_id, uint32_t stack_id, uint32_t pystack_id,
+		      const char *kind, uint32_t idx, int64_t bytes)
+{
+	sqlite3_stmt *st = s->st[ST_HEAP_SERIES];
+	int err = tx(s);
+
+	if (err)
+		return err;
+	sqlite3_bind_int64(st, 1, proc_id);
+	sqlite3_bind_int64(st, 2, stack_id);
+	sqlite3_bind_int64(st, 3, pystack_id);
+	sqlite3_bind_text(st, 4, kind, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 5, idx);
+	sqlite3_bind_int64(st, 6, bytes);
+	return step(s, st);
+}
+
+int store_heap_step(struct store *s, int64_t proc_id, uint32_t idx, int64_t ns, int64_t range_id)
+{
+	sqlite3_stmt *st = s->st[ST_HEAP_STEP];
+	int err = tx(s);
+
+	if (err)
+		return err;
+	sqlite3_bind_int64(st, 1, proc_id);
+	sqlite3_bind_int64(st, 2, idx);
+	sqlite3_bind_int64(st, 3, ns);
+	bind_nonzero(st, 4, range_id);
+	return step(s, st);
+}
+
+int store_heap_timeline(struct store *s, int64_t proc_id, int64_t start_ns, int64_t end_ns,
+			int64_t min_bytes, int64_t max_bytes, int64_t end_bytes)
+{
+	sqlite3_stmt *st = s->st[ST_HEAP_TL];
+	const int64_t v[] = { proc_id, start_ns, end_ns, min_bytes, max_bytes, end_bytes };
+	int err = tx(s);
+
+	if (err)
+		return err;
+	bind_int64s(st, 1, v, 6);
 	return step(s, st);
 }
 
@@ -1048,6 +1255,25 @@ int store_drop_add(struct store *s, int64_t proc_id, uint32_t tid,
 	sqlite3_bind_int64(st, 2, tid);
 	sqlite3_bind_text(st, 3, reason, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(st, 4, (int64_t)events);
+	return step(s, st);
+}
+
+int store_cpu_time_add(struct store *s, int64_t proc_id, uint32_t tid, int64_t ts_ns,
+		       int64_t cpu_ns, int64_t wait_ns)
+{
+	sqlite3_stmt *st = s->st[ST_CPU_TIME];
+	int err = tx(s);
+
+	if (err)
+		return err;
+	sqlite3_bind_int64(st, 1, proc_id);
+	sqlite3_bind_int64(st, 2, tid);
+	sqlite3_bind_int64(st, 3, ts_ns);
+	sqlite3_bind_int64(st, 4, cpu_ns);
+	if (wait_ns >= 0)
+		sqlite3_bind_int64(st, 5, wait_ns);
+	else
+		sqlite3_bind_null(st, 5);
 	return step(s, st);
 }
 

@@ -29,7 +29,7 @@
 
 /* The schema_version that the schema files leave in meta: one per
  * schema/NNN_*.sql file. */
-#define STORE_SCHEMA_VERSION 7
+#define STORE_SCHEMA_VERSION 9
 
 struct store;
 
@@ -132,6 +132,12 @@ int store_process_gpu_sampled(struct store *s, int64_t proc_id, int64_t since_ns
 
 /* ---- events ---- */
 
+/* One cpu_time row: thread tid of the process had run cpu_ns on a CPU and
+ * waited wait_ns for one (< 0: unknown) at ts_ns (the collector's
+ * CLOCK_MONOTONIC). */
+int store_cpu_time_add(struct store *s, int64_t proc_id, uint32_t tid, int64_t ts_ns,
+		       int64_t cpu_ns, int64_t wait_ns);
+
 /* One cuda_calls row from a validated record, times already converted. */
 int store_cuda_add(struct store *s, int64_t proc_id, uint32_t tid,
 		   const struct shm_rec_cuda *r, int64_t start_ns, int64_t end_ns);
@@ -217,6 +223,48 @@ int store_pystack_add(struct store *s, int64_t proc_id, uint32_t stack_id,
  * latest still-loaded row of the process with the same path_id and lo. */
 int store_module_add(struct store *s, int64_t proc_id, const struct shm_rec_module *r,
 		     int64_t ns);
+
+/* ---- the aggregated heap (heapagg.h; schema 9) ---- */
+
+struct store_heap_totals {
+	int64_t proc_id;
+	int final;
+	int64_t allocs, alloc_bytes, frees, freed_bytes, live_count, live_bytes;
+	int64_t peak_bytes, peak_count, peak_ns; /* peak_ns < 0: NULL */
+	int64_t temp_count, temp_bytes, short_ns, short_count, short_bytes;
+	int64_t row_ns, point_allocs, late_events, late_steps;
+};
+
+struct store_heap_site {
+	uint32_t stack_id, pystack_id; /* 0: none */
+	int64_t allocs, alloc_bytes, frees, freed_bytes, live_count, live_bytes;
+	int64_t peak_count, peak_bytes, temp_count, temp_bytes, short_count, short_bytes;
+};
+
+/* Each replaces the row with the same key (a snapshot is overwritten by
+ * the next one and by the final tables). */
+int store_heap_totals(struct store *s, const struct store_heap_totals *t);
+int store_heap_site(struct store *s, int64_t proc_id, const struct store_heap_site *site);
+/* kind: "size" or "life" (static). */
+int store_heap_hist(struct store *s, int64_t proc_id, uint32_t stack_id, uint32_t pystack_id,
+		    const char *kind, uint32_t bucket, int64_t count, int64_t bytes);
+/* side: "alloc" or "free" (static). */
+int store_heap_call(struct store *s, int64_t proc_id, uint16_t fn, const char *side,
+		    int64_t timed, int64_t total_ns, double m2, int64_t min_ns,
+		    int64_t max_ns);
+/* Deletes the process's heap_timeline, heap_series and heap_points rows
+ * (they change as the run goes on, not only grow); they are then added
+ * one by one. */
+int store_heap_clear(struct store *s, int64_t proc_id);
+int store_heap_timeline(struct store *s, int64_t proc_id, int64_t start_ns, int64_t end_ns,
+			int64_t min_bytes, int64_t max_bytes, int64_t end_bytes);
+/* kind: "alloc" or "step" (static). */
+int store_heap_series(struct store *s, int64_t proc_id, uint32_t stack_id, uint32_t pystack_id,
+		      const char *kind, uint32_t idx, int64_t bytes);
+int store_heap_point(struct store *s, int64_t proc_id, uint32_t idx, int64_t ns);
+/* range_id: the ranges row, 0 for NULL. */
+int store_heap_step(struct store *s, int64_t proc_id, uint32_t idx, int64_t ns,
+		    int64_t range_id);
 
 /* ---- exact totals ---- */
 

@@ -97,6 +97,25 @@
 
 enum shm_family { SHM_FAMILY_HEAP = 1, SHM_FAMILY_CUDA = 2 };
 
+/*
+ * A synchronizing call (SHM_FNF_SYNC), a copy or a memset that kept its
+ * thread this long or longer (ns) carries its caller's stacks (stack_id,
+ * pystack_id of shm_rec_cuda): where the CPU waited for the GPU.  Shorter
+ * calls carry none, so that unwinding never costs much against the wait.
+ */
+#define SHM_BLOCKED_STACK_NS 50000u
+
+/*
+ * The collector reads each connected process's threads' CPU time this
+ * often (store table cpu_time), keeping a reading only when it changed: a
+ * rise between two readings happened within the period before the later.
+ */
+#define SHM_CPUTIME_PERIOD_NS 100000000
+
+/* The calls that may block their thread on the GPU: they get stacks when
+ * they did (SHM_BLOCKED_STACK_NS). */
+#define SHM_FN_MAY_BLOCK(fn)                                                  	((shm_fn_info[fn].flags & (SHM_FNF_SYNC | SHM_FNF_COPY)) ||         	 (fn) == SHM_FN_CUDA_MEMSET || (fn) == SHM_FN_CUDA_MEMSET_ASYNC)
+
 /* The runtime calls that start GPU work: launches, copies, memsets. */
 #define SHM_FN_STARTS_GPU_WORK(fn)                                            \
 	((shm_fn_info[fn].flags & (SHM_FNF_LAUNCH | SHM_FNF_COPY)) ||       \
@@ -160,6 +179,12 @@ enum shm_clock {
 
 #define SHM_HELLO_LOSSLESS 0x1u /* SHIMMER_LOSSLESS=1: producers wait, never drop */
 #define SHM_HELLO_OFFCPU 0x2u   /* SHIMMER_OFFCPU=1: the collector records off-CPU time */
+/* SHIMMER_MALLOC=all: what the collector keeps of the host heap.  AGG: the
+ * answers computed as events arrive and a row only for the blocks that need
+ * one (the default); ROWS: a row per allocation (SHIMMER_HEAP_ROWS=all);
+ * both: both, from the same events (SHIMMER_HEAP_ROWS=both). */
+#define SHM_HELLO_HEAP_ROWS 0x4u
+#define SHM_HELLO_HEAP_AGG 0x8u
 
 /*
  * Where the job key in HELLO came from (the collector groups one user's
@@ -591,7 +616,8 @@ struct shm_rec_cuda {
 	uint32_t kind;
 	uint32_t grid[3];
 	uint32_t block[3];
-	uint32_t stack_id;   /* allocations and frees: as in shm_rec_heap */
+	uint32_t stack_id;   /* allocations, and calls that blocked SHM_BLOCKED_STACK_NS or
+			      * more (SHM_FN_MAY_BLOCK): as in shm_rec_heap */
 	uint32_t pystack_id;
 	uint32_t pad;
 };

@@ -95,6 +95,10 @@ static void *sym(enum sym s)
 	return p;
 }
 
+/* CLOCK_MONOTONIC at the start of a call that may block (the record clock
+ * may be TSC ticks, whose rate the shim does not know). */
+static __thread uint64_t block_t0;
+
 static struct shim_thread *begin(struct shm_rec_cuda *r, unsigned int fn, uint16_t flags)
 {
 	struct shim_thread *t = shim_thread_traced();
@@ -105,6 +109,8 @@ static struct shim_thread *begin(struct shm_rec_cuda *r, unsigned int fn, uint16
 	r->hdr = (struct shm_rec_hdr){ .type = SHM_REC_CUDA, .size = sizeof(*r),
 				       .fn = (uint16_t)fn, .flags = SHM_F_TIMED | flags };
 	r->device = DEVICE_UNSET;
+	if (SHM_FN_MAY_BLOCK(fn))
+		block_t0 = clock_ns(CLOCK_MONOTONIC);
 	r->t_begin = clock_now();
 	return t;
 }
@@ -121,9 +127,12 @@ static void end(struct shim_thread *t, struct shm_rec_cuda *r)
 	}
 	if (r->ret != cudaSuccess)
 		r->hdr.flags |= SHM_F_FAILED;
-	else if ((shm_fn_info[r->hdr.fn].flags & SHM_FNF_ALLOC) && t->ring.slot &&
-		 !thread_would_drop(t, sizeof(*r))) {
-		/* no stack unwound for a record the full ring drops */
+	else if (((shm_fn_info[r->hdr.fn].flags & SHM_FNF_ALLOC) ||
+		  (SHM_FN_MAY_BLOCK(r->hdr.fn) &&
+		   clock_ns(CLOCK_MONOTONIC) - block_t0 >= SHM_BLOCKED_STACK_NS)) &&
+		 t->ring.slot && !thread_would_drop(t, sizeof(*r))) {
+		/* no stack unwound for a record the full ring drops; a call
+		 * that waited on the GPU: where the CPU waited */
 		r->stack_id = stack_native(t);
 		r->pystack_id = stack_python(t);
 	}

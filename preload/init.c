@@ -74,7 +74,7 @@ static int start(uint32_t ppid)
 	/* the effective uid: what the collector reads from the socket (SO_PEERCRED) */
 	h.uid = (uint32_t)geteuid();
 	h.flags = (settings.lossless ? SHM_HELLO_LOSSLESS : 0) |
-		  (settings.offcpu ? SHM_HELLO_OFFCPU : 0);
+		  (settings.offcpu ? SHM_HELLO_OFFCPU : 0) | settings.heap_rows;
 	h.rank = settings.rank;
 	h.local_rank = settings.local_rank;
 	h.malloc_mode = (uint32_t)shim.mode;

@@ -23,6 +23,7 @@
 #include "pyframes.h"
 #include "real.h"
 #include "shim.h"
+#include "stack.h"
 
 #define MAX_MODS 8192u
 #define STALE_WALKS 64 /* walks made after a bare-name dlopen before giving up on it */
@@ -184,6 +185,7 @@ void modules_report(void)
 	for (i = 0, j = 0; i < nmods; i++) {
 		if (!mods[i].seen) {
 			emit(t, &mods[i], 0, 1);
+			stack_forget();
 			continue;
 		}
 		mods[j++] = mods[i];

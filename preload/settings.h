@@ -44,12 +44,14 @@ struct settings {
 	const char *socket;     /* SHIMMER_SOCKET */
 	int malloc_mode;        /* SHIMMER_MALLOC: enum shm_malloc_mode */
 	uint64_t sample_bytes;  /* SHIMMER_SAMPLE_BYTES */
-	int lossless;           /* SHIMMER_LOSSLESS */
+	int lossless;           /* SHIMMER_LOSSLESS; on by default with SHIMMER_MALLOC=all */
+	uint32_t heap_rows;     /* SHIMMER_HEAP_ROWS: SHM_HELLO_HEAP_* (all mode) */
 	int offcpu;             /* SHIMMER_OFFCPU: ask the collector for off-CPU time */
-	uint32_t ring_bytes;    /* SHIMMER_RING_KB * 1024, a power of two */
+	uint32_t ring_bytes;    /* SHIMMER_RING_KB * 1024, a power of two (1 MiB by default with SHIMMER_MALLOC=all) */
 	uint32_t nslots;        /* SHIMMER_MAX_THREADS */
 	int stacks;             /* SHIMMER_STACKS */
 	uint32_t stack_depth;   /* SHIMMER_STACK_DEPTH, 1..SHM_STACK_MAX */
+	int stack_check;        /* SHIMMER_STACK_CHECK: walks checked against unw_backtrace */
 	int cupti;              /* SHIMMER_CUPTI */
 	int gpu_sample;         /* SHIMMER_GPU: 1 sample, 0 all */
 	uint64_t gpu_window_ns; /* SHIMMER_GPU_WINDOW_MS */

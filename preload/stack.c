@@ -1,35 +1,45 @@
 /*
- * Stack capture and interning.  Cost per captured stack: unw_backtrace
- * over depth + STACK_SKIP frames (cached per return address by libunwind
- * after the first time), a hash of the pcs, one probe and compare in the
- * table.  A new stack also writes its record.  The pcs are hashed and
- * compared where libunwind wrote them, not copied.
+ * Stack capture and interning.  Cost per captured native stack: the walk
+ * (unwind.h; about a nanosecond a frame where it matches the thread's
+ * previous walk, a rule lookup and a step elsewhere), then, unless the pcs
+ * are the previous capture's, a hash of the pcs and one probe and compare
+ * in the table.  A new stack also writes its record.
  *
- * libunwind's caching policy is left at its default: unw_backtrace's
- * cache of return addresses is per thread whatever the policy, and a
- * capture of known addresses takes no lock and makes no system call.  The
- * policy governs the DWARF cache of a return address's first unwind, which
- * masks signals around its lock (and around dl_iterate_phdr, whatever the
- * policy); and Debian 12's libunwind 1.6.2, built without per-thread
- * caches, turns UNW_CACHE_PER_THREAD into UNW_CACHE_GLOBAL anyway.
+ * A capture the walk refuses is made by unw_backtrace (cached per return
+ * address by libunwind after the first time).  libunwind's caching policy
+ * is left at its default: unw_backtrace's cache of return addresses is per
+ * thread whatever the policy, and a capture of known addresses takes no
+ * lock and makes no system call.  The policy governs the DWARF cache of a
+ * return address's first unwind, which masks signals around its lock (and
+ * around dl_iterate_phdr, whatever the policy); and Debian 12's libunwind
+ * 1.6.2, built without per-thread caches, turns UNW_CACHE_PER_THREAD into
+ * UNW_CACHE_GLOBAL anyway.
  *
  * The tables are process-wide (stacktab.h); the emit callback writes the
- * record into the capturing thread's ring.
+ * record into the capturing thread's ring.  Each thread keeps its last
+ * walk and the id it got in a struct walk of its slot's (8 KiB each, one
+ * per slot, mapped once and touched only when used): in TLS it would take
+ * that much from every thread's stack, which for a small one is too much.
+ * A slot's next owner starts afresh (the slot's generation tells).
  */
 #include <dlfcn.h>
 #include <errno.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "log.h"
 #include "modules.h"
 #include "pyframes.h"
 #include "stack.h"
 #include "stacktab.h"
+#include "unwind.h"
 
 #define NATIVE_CAP (1u << 16)
 #define NATIVE_WORDS (8u << 20) /* 64 MiB of pcs, reserved, not committed */
 #define PY_CAP (1u << 14)
 #define PY_WORDS (1u << 20)
+/* unw_backtrace's room for the shim's own frames above the caller's */
+#define SELF_MAX 16u
 
 struct stack_rec {
 	struct shm_rec_stack hdr; /* same layout as shm_rec_pystack */
@@ -39,14 +49,28 @@ struct stack_rec {
 _Static_assert(sizeof(struct shm_rec_stack) == sizeof(struct shm_rec_pystack), "stack hdrs");
 _Static_assert(sizeof(struct shm_pyframe) == 2 * sizeof(uint64_t), "pyframe words");
 _Static_assert(sizeof(void *) == sizeof(uint64_t), "pcs are words");
+_Static_assert(SHM_STACK_MAX <= UNWIND_MAX, "a walk holds a whole stack");
 
 struct emit_ctx {
 	struct shim_thread *t;
 	uint16_t type;
 };
 
-int (*stack_unw_bt)(void **, int);
+/* A thread's last walk, and the id its pcs got in stacktab epoch `epoch`
+ * (0: none), for the slot's owner of generation `owner`. */
+struct walk {
+	uint64_t owner;
+	uint32_t id;
+	uint32_t epoch;
+	struct unwind_cache c;
+};
 
+static struct walk *walks_of; /* one per slot */
+static uint32_t nwalks;
+
+static int (*unw_bt)(void **, int);
+static int check;      /* SHIMMER_STACK_CHECK=1 */
+static uint64_t n_walked, n_full, n_differ;
 static uintptr_t self_lo, self_hi;
 static struct stacktab native, python;
 
@@ -69,6 +93,7 @@ void stack_setup(void)
 {
 	int (*bt)(void **, int);
 	void *lib;
+	int err;
 
 	if (!settings.stacks)
 		return;
@@ -81,7 +106,20 @@ void stack_setup(void)
 	}
 	if (stacktab_init(&python, PY_CAP, PY_WORDS) < 0)
 		log_debug("python stack table: no memory; no Python frames");
-	stack_unw_bt = bt;
+	err = unwind_setup(lib);
+	if (!err) {
+		nwalks = shim.region.nslots;
+		walks_of = mmap(0, nwalks * sizeof(*walks_of), PROT_READ | PROT_WRITE,
+				MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		if (walks_of == MAP_FAILED) {
+			walks_of = 0;
+			err = -errno;
+		}
+	}
+	if (err < 0)
+		log_debug("stack walk: %s; every stack by unw_backtrace", strerrordesc_np(-err));
+	check = settings.stack_check;
+	unw_bt = bt;
 }
 
 void stack_fork_child(void)
@@ -90,22 +128,141 @@ void stack_fork_child(void)
 	stacktab_fork_child(&python);
 }
 
+void stack_forget(void)
+{
+	if (walks_of)
+		unwind_forget();
+}
+
 static inline int in_self(uint64_t pc)
 {
 	return pc - self_lo < self_hi - self_lo;
 }
 
-uint32_t stack_intern(struct shim_thread *t, const uint64_t *pc, int n)
+/*
+ * The state of the first frame outside the shim, followed from this
+ * function's frame by frame pointers: the return address into it, its
+ * stack pointer after the return (the shim frame's CFA) and its rbp (the
+ * one the shim frame saved).  -1 if the chain looks wrong.
+ */
+static __attribute__((noinline)) int first_frame(uint64_t *pc, uint64_t *sp, uint64_t *bp)
 {
-	struct emit_ctx c = { .t = t, .type = SHM_REC_STACK };
+	const uint64_t *fp = __builtin_frame_address(0), *next;
+	uintptr_t lo = (uintptr_t)fp;
 	int i;
 
-	for (i = 0; i < n && in_self(pc[i]); i++)
+	for (i = 0; i < (int)SELF_MAX; i++) {
+		if (!in_self(fp[1])) {
+			*pc = fp[1];
+			*sp = (uint64_t)(uintptr_t)(fp + 2);
+			*bp = fp[0];
+			return 0;
+		}
+		next = (const uint64_t *)(uintptr_t)fp[0];
+		if (next <= fp || (uintptr_t)next - lo > (1u << 20) || ((uintptr_t)next & 7))
+			return -1;
+		fp = next;
+	}
+	return -1;
+}
+
+/* The caller's stack by unw_backtrace: at most depth pcs from the first
+ * frame outside the shim. */
+static __attribute__((noinline)) int full(uint64_t *pc, uint32_t depth)
+{
+	uint64_t buf[SHM_STACK_MAX + SELF_MAX];
+	int n, i;
+
+	n = unw_bt((void **)buf, (int)(depth + SELF_MAX));
+	for (i = 0; i < n && in_self(buf[i]); i++)
 		;
 	n -= i;
-	if (n > (int)settings.stack_depth)
-		n = (int)settings.stack_depth;
-	return n > 0 ? stacktab_id(&native, pc + i, (uint32_t)n, emit, &c) : 0;
+	if (n > (int)depth)
+		n = (int)depth;
+	if (n > 0)
+		memcpy(pc, buf + i, (size_t)n * sizeof(*pc));
+	return n > 0 ? n : 0;
+}
+
+/* SHIMMER_STACK_CHECK: the walk's n pcs against unw_backtrace's. */
+static void check_walk(const uint64_t *pc, int n, uint32_t depth)
+{
+	uint64_t ref[SHM_STACK_MAX];
+	int m = full(ref, depth);
+
+	__atomic_fetch_add(&n_walked, 1, __ATOMIC_RELAXED);
+	if (m != n || memcmp(ref, pc, (size_t)n * sizeof(*pc)))
+		__atomic_fetch_add(&n_differ, 1, __ATOMIC_RELAXED);
+}
+
+/* The calling thread's walk: its slot's, reset for a new owner. */
+static struct walk *walk_of(struct shim_thread *t)
+{
+	struct walk *w;
+	uint64_t owner;
+
+	if (!walks_of || !t->ring.slot || t->slot_idx >= nwalks)
+		return 0;
+	w = &walks_of[t->slot_idx];
+	owner = __atomic_load_n(&t->ring.slot->generation, __ATOMIC_RELAXED);
+	if (unlikely(w->owner != owner)) {
+		w->owner = owner;
+		w->id = 0;
+		w->c.gen = 0;
+	}
+	return w;
+}
+
+uint32_t stack_native(struct shim_thread *t)
+{
+	struct emit_ctx c = { .t = t, .type = SHM_REC_STACK };
+	uint64_t pc[SHM_STACK_MAX], p0, sp, bp;
+	uint32_t id = 0, depth = settings.stack_depth, epoch;
+	struct walk *w;
+	int n, same, saved;
+
+	if (!unw_bt)
+		return 0;
+	saved = errno;
+	t->in_shim++;
+	modules_check();
+	if ((w = walk_of(t)) && first_frame(&p0, &sp, &bp) == 0 &&
+	    (n = unwind_walk(&w->c, p0, sp, bp, depth, &same)) >= 0) {
+		if (unlikely(check))
+			check_walk(w->c.pc, n, depth);
+		epoch = __atomic_load_n(&native.epoch, __ATOMIC_RELAXED);
+		if (same && w->id && w->epoch == epoch) {
+			id = w->id;
+		} else {
+			id = n > 0 ? stacktab_id(&native, w->c.pc, (uint32_t)n, emit, &c) : 0;
+			w->id = id;
+			w->epoch = epoch;
+		}
+		goto out;
+	}
+	if (unlikely(check))
+		__atomic_fetch_add(&n_full, 1, __ATOMIC_RELAXED);
+	n = full(pc, depth);
+	id = n > 0 ? stacktab_id(&native, pc, (uint32_t)n, emit, &c) : 0;
+out:
+	t->in_shim--;
+	errno = saved;
+	return id;
+}
+
+/* SHIMMER_STACK_CHECK's report, when the process ends. */
+__attribute__((destructor)) static void stack_report(void)
+{
+	uint64_t rules, refused, tfull;
+
+	if (!check || !unw_bt)
+		return;
+	unwind_counts(&rules, &refused, &tfull);
+	log_warn("stack check: %llu walked, %llu differ from unw_backtrace, %llu by "
+		  "unw_backtrace; %llu rules, %llu refused, table full %llu",
+		  (unsigned long long)n_walked, (unsigned long long)n_differ,
+		  (unsigned long long)n_full, (unsigned long long)rules,
+		  (unsigned long long)refused, (unsigned long long)tfull);
 }
 
 uint32_t stack_python(struct shim_thread *t)
@@ -115,7 +272,7 @@ uint32_t stack_python(struct shim_thread *t)
 	uint32_t n, id = 0;
 	int saved;
 
-	if (!stack_unw_bt || !python.tab)
+	if (!unw_bt || !python.tab)
 		return 0;
 	saved = errno;
 	t->in_shim++;

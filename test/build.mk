@@ -99,6 +99,16 @@ $(E2E_LEAKLOOP): $(O)/obj/prog-O0/test/e2e/leakloop.o $(O)/obj/prog/test/e2e/wlo
 
 TEST_PROGS += $(E2E_LEAKY) $(E2E_LEAKSTEP) $(E2E_LEAKLOOP)
 
+# The bottleneck workloads (t_bottlenecks.sh): -O0 with full debug
+# information, so that each planted call keeps its own line.
+E2E_WL_BNECK := $(O)/test/e2e/wl_bneck
+E2E_WL_BNECK_OBJS := $(O)/obj/prog-O0/test/e2e/wl_bneck.o $(O)/obj/prog/test/e2e/wlog.o
+$(eval $(call cuda_prog,$(E2E_WL_BNECK),$(E2E_WL_BNECK_OBJS),../fake_cudart))
+TEST_PROGS += $(E2E_WL_BNECK)
+
+# t_heapagg's 10-million-event run uses the benchmark's workload.
+TEST_PROGS += $(O)/bench/heap_random
+
 # shimmer attach's workload (t_attach.sh): commands on stdin, the fake
 # runtime, and the fake driver (launch entry points only) next to it.
 FAKE_CUDA_DIR := $(O)/test/fake_cuda

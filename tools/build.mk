@@ -1,6 +1,6 @@
 # tools/: the shimmer command.
 TOOLS_SRCS := $(wildcard tools/*.c)
-TOOLS_OBJS := $(TOOLS_SRCS:%.c=$(O)/obj/%.o) $(O)/obj/common/conf.o
+TOOLS_OBJS := $(TOOLS_SRCS:%.c=$(O)/obj/%.o) $(O)/obj/common/conf.o $(O)/gen/report_assets.o
 # Everything but the dispatcher: what the unit tests link.
 TOOLS_LIB_OBJS := $(filter-out $(O)/obj/tools/main.o,$(TOOLS_OBJS))
 TOOLS_LIBS := -lsqlite3 -ldw -lelf -lstdc++ -lpthread -lm
@@ -24,3 +24,20 @@ $(O)/test/test_$(1): $(O)/obj/test/unit/test_$(1).o $(TOOLS_LIB_OBJS) $(O)/gen/s
 	$$(Q)$$(CC) $$(ALL_LDFLAGS) -o $$@ $$^ -lcmocka $(TOOLS_LIBS)
 endef
 $(foreach t,summary leaks symbolize peak temporary emit model,$(eval $(call tools_test,$(t))))
+
+# shimmer report: its page script and style, embedded in the binary; the
+# charting library (npm, pinned) and its licences under $(O)/share/shimmer,
+# where the shimmer of the build tree looks (PREFIX/share/shimmer once
+# installed).
+REPORT_PAGE := tools/report/report.js tools/report/report.css
+$(O)/gen/report_assets.c: $(REPORT_PAGE) tools/report/embed
+	$(call msg,GEN,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)tools/report/embed report_js=tools/report/report.js report_css=tools/report/report.css > $@
+
+REPORT_SHARE := $(O)/share/shimmer
+report-assets:
+	$(Q)tools/report/install-assets $(REPORT_SHARE)
+
+all: report-assets
+.PHONY: report-assets

@@ -35,6 +35,8 @@ extern const struct command ls_command;
 extern const struct command ctl_command;
 extern const struct command export_command;
 extern const struct command compare_command;
+extern const struct command bottlenecks_command;
+extern const struct command report_command;
 
 /* Print "shimmer: error: <fmt>\n" on stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

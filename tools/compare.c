@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "compare.h"
 #include "emit.h"
 #include "fmt.h"
 #include "leaks.h"
@@ -797,6 +798,19 @@ static int compare(struct model *ma, struct model *mb, const char *pa, const cha
 	if (err)
 		return err;
 	return emit_finish(&e);
+}
+
+int compare_write(struct model *ma, struct model *mb, const char *pa, const char *pb, FILE *out,
+		  int fmt)
+{
+	struct cmp c = { 0 };
+	int err;
+
+	model_want(ma, MODEL_WANT_SITES | MODEL_NO_HEAP_TIMES);
+	model_want(mb, MODEL_WANT_SITES | MODEL_NO_HEAP_TIMES);
+	err = compare(ma, mb, pa, pb, &c, out, fmt);
+	strtab_free(&c.names);
+	return err;
 }
 
 /* ---- the command ------------------------------------------------------------ */

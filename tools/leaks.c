@@ -4,13 +4,14 @@
  * The groups (process, memory, call site) are the model's: every block of
  * a site, with those never freed counted as leaked.  For the regression,
  * each process has fit points t_0 < ... < t_{n-1}: the ends of its steps,
- * or without steps the instants by which each percent of its allocations
- * had been made (time_points()).  A block is
- * live at t_k when alloc_ns <= t_k < free_ns, i.e. for k in [lb(alloc_ns),
- * lb(free_ns)) where lb is the first point at or after a time; each block
- * adds its weight to a difference array over that range, so the live bytes
- * of every group at every point cost one binary search per block and one
- * prefix sum per group, and no sort.
+ * or without steps its heap's checkpoints (model_heap_points: the
+ * instants of every 2^j-th allocation, at most 256 of them: the instants by
+ * which each 1/n of its allocations had been made, so that a program that
+ * leaks only while it works is fitted over its work, not its idle spells).
+ * The live bytes of each group at each point (a block is live at t_k when
+ * alloc_ns <= t_k < free_ns) are the model's (model_groups_live_at): from
+ * the rows, or, for a heap aggregated at ingest, from what the collector
+ * kept at those very instants.
  *
  * The fit is ordinary least squares of live bytes on the step index (the
  * slope per step) and on t_k in seconds (the slope per second), over the
@@ -45,8 +46,10 @@ enum verdict { V_NA = -1, V_OK = 0, V_GROWING = 1 };
 struct group {
 	double *y; /* difference array, then live bytes per point */
 	double slope_step, slope_s, r2;
+	double icpt_step, icpt_s; /* the fits' intercepts */
 	enum verdict verdict;
 	int fitted;      /* slope and R^2 were computed */
+	int exact;       /* its live bytes at every point are known */
 	const char *why; /* a withheld verdict's reason */
 };
 
@@ -98,157 +101,67 @@ static int load_fit(struct leaks *l, const struct model_proc *p, struct fit_proc
 			f->warm = f->n;
 		return 0;
 	}
-	/* No steps: a fit over the process's allocation activity, once the
-	 * blocks are read (time_points). */
-	f->kind = FIT_TIME;
-	return 0;
-}
+	{
+		const int64_t *pt;
+		size_t n;
 
-/*
- * The points of the time fits: the instants by which 1%, 2%, ... 100% of
- * the process's allocations had been made (to TIME_BINS of its span).  A
- * program's allocations are its activity: a loop that leaks in a short
- * burst between a long start-up and a long exit is still a steady rise
- * at these points, where evenly spaced instants saw a step (R^2 0.2 to
- * 0.7, never flagged).  Two passes over the blocks: the span, then a
- * histogram of allocation times.
- */
-#define TIME_BINS 4096
-
-struct time_pass {
-	struct leaks *l;
-	int64_t *lo, *hi;
-	uint32_t *bins; /* TIME_BINS per process */
-	int pass;
-};
-
-static int time_block(void *ctx, const struct model_block *b)
-{
-	struct time_pass *tp = ctx;
-	uint32_t gi = tp->l->g.of_key[b->key];
-	size_t pi;
-
-	if (gi == UINT32_MAX)
-		return 0;
-	pi = tp->l->g.v[gi].mem->proc->index;
-	if (tp->l->fits[pi].kind != FIT_TIME)
-		return 0;
-	if (tp->pass == 0) {
-		if (b->alloc_ns < tp->lo[pi])
-			tp->lo[pi] = b->alloc_ns;
-		if (b->alloc_ns > tp->hi[pi])
-			tp->hi[pi] = b->alloc_ns;
-	} else {
-		uint64_t w = (uint64_t)(tp->hi[pi] - tp->lo[pi]) / TIME_BINS + 1;
-
-		tp->bins[pi * TIME_BINS + (uint64_t)(b->alloc_ns - tp->lo[pi]) / w]++;
+		err = model_heap_points(l->m, p, &pt, &n);
+		if (err || n == 0)
+			return err; /* no allocations, no fit */
+		f->t = malloc(n * sizeof(*f->t));
+		if (!f->t)
+			return -ENOMEM;
+		memcpy(f->t, pt, n * sizeof(*f->t));
+		f->kind = FIT_TIME;
+		f->n = n;
+		f->warm = (size_t)((double)f->n * LEAKS_WARMUP_FRACTION);
 	}
 	return 0;
 }
 
-static int time_points(struct leaks *l)
+/* Each group's live bytes at its process's fit points. */
+static int live_at_points(struct leaks *l)
 {
 	size_t np = model_nprocs(l->m);
-	struct time_pass tp = { .l = l };
+	const int64_t **t = calloc(np + 1, sizeof(*t));
+	size_t *n = calloc(np + 1, sizeof(*n));
+	double **y = calloc(l->g.n + 1, sizeof(*y));
+	int *exact = calloc(l->g.n + 1, sizeof(*exact));
 	int err = 0;
 
-	tp.lo = malloc((np + 1) * sizeof(*tp.lo));
-	tp.hi = malloc((np + 1) * sizeof(*tp.hi));
-	tp.bins = calloc(np * TIME_BINS + 1, sizeof(*tp.bins));
-	if (!tp.lo || !tp.hi || !tp.bins) {
+	if (!t || !n || !y || !exact) {
 		err = -ENOMEM;
 		goto out;
 	}
 	for (size_t i = 0; i < np; i++) {
-		tp.lo[i] = INT64_MAX;
-		tp.hi[i] = INT64_MIN;
+		t[i] = l->fits[i].t;
+		n[i] = l->fits[i].kind == FIT_NONE ? 0 : l->fits[i].n;
 	}
-	for (tp.pass = 0; tp.pass < 2 && !err; tp.pass++)
-		err = model_blocks_each(l->m, time_block, &tp);
-	for (size_t i = 0; !err && i < np; i++) {
-		struct fit_proc *f = &l->fits[i];
-		uint64_t total = 0, seen = 0, w;
-		size_t b = 0;
+	for (size_t gi = 0; gi < l->g.n && !err; gi++) {
+		size_t k = n[l->g.v[gi].mem->proc->index];
 
-		if (f->kind != FIT_TIME)
-			continue;
-		if (tp.hi[i] <= tp.lo[i]) {
-			f->kind = FIT_NONE; /* no allocations, or all at one instant */
-			continue;
-		}
-		w = (uint64_t)(tp.hi[i] - tp.lo[i]) / TIME_BINS + 1;
-		for (size_t k = 0; k < TIME_BINS; k++)
-			total += tp.bins[i * TIME_BINS + k];
-		f->t = calloc(LEAKS_TIME_POINTS, sizeof(*f->t));
-		if (!f->t) {
+		if (k && !(l->groups[gi].y = calloc(k + 1, sizeof(double))))
 			err = -ENOMEM;
-			break;
-		}
-		for (size_t k = 1; k <= LEAKS_TIME_POINTS; k++) {
-			int64_t t;
-
-			/* The end of the bin that reaches k% of the allocations. */
-			while (b < TIME_BINS && (seen + tp.bins[i * TIME_BINS + b]) * LEAKS_TIME_POINTS <
-						     (uint64_t)k * total)
-				seen += tp.bins[i * TIME_BINS + b++];
-			t = tp.lo[i] + (int64_t)(w * (b + 1)) - 1;
-			if (f->n == 0 || t > f->t[f->n - 1])
-				f->t[f->n++] = t;
-		}
-		f->warm = (size_t)((double)f->n * LEAKS_WARMUP_FRACTION);
+		y[gi] = l->groups[gi].y;
 	}
+	if (!err)
+		err = model_groups_live_at(l->m, &l->g, t, n, y, exact);
+	for (size_t gi = 0; gi < l->g.n && !err; gi++)
+		l->groups[gi].exact = exact[gi];
 out:
-	free(tp.lo);
-	free(tp.hi);
-	free(tp.bins);
+	free(t);
+	free(n);
+	free(y);
+	free(exact);
 	return err;
-}
-
-/* The first point at or after t. */
-static size_t lower_bound(const int64_t *v, size_t n, int64_t t)
-{
-	size_t lo = 0, hi = n;
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (v[mid] < t)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
-}
-
-static int block(void *ctx, const struct model_block *b)
-{
-	struct leaks *l = ctx;
-	uint32_t gi = l->g.of_key[b->key];
-	const struct fit_proc *f;
-	struct group *g;
-	size_t ka, kf;
-
-	if (gi == UINT32_MAX)
-		return 0;
-	f = &l->fits[l->g.v[gi].mem->proc->index];
-	if (f->kind == FIT_NONE)
-		return 0;
-	g = &l->groups[gi];
-	ka = lower_bound(f->t, f->n, b->alloc_ns);
-	kf = b->free_ns == INT64_MAX ? f->n : lower_bound(f->t, f->n, b->free_ns);
-	if (ka >= kf)
-		return 0;
-	if (!g->y && !(g->y = calloc(f->n + 1, sizeof(*g->y))))
-		return -ENOMEM;
-	g->y[ka] += b->weight;
-	g->y[kf] -= b->weight;
-	return 0;
 }
 
 /* ---- the fit ------------------------------------------------------------------ */
 
-/* Least squares of y on x over n points: slope and R^2 (NaN when y is constant). */
-static void fit_line(const double *x, const double *y, size_t n, double *slope, double *r2)
+/* Least squares of y on x over n points: slope, intercept and R^2 (NaN when
+ * y is constant). */
+static void fit_line(const double *x, const double *y, size_t n, double *slope, double *icpt,
+		     double *r2)
 {
 	double mx = 0, my = 0, sxx = 0, sxy = 0, syy = 0;
 
@@ -264,6 +177,7 @@ static void fit_line(const double *x, const double *y, size_t n, double *slope, 
 		syy += (y[i] - my) * (y[i] - my);
 	}
 	*slope = sxx > 0 ? sxy / sxx : 0;
+	*icpt = my - *slope * mx;
 	*r2 = sxx > 0 && syy > 0 ? sxy * sxy / (sxx * syy) : NAN;
 }
 
@@ -296,9 +210,10 @@ static void fit_group(struct leaks *l, size_t gi, double *xs, double *xt)
 		g->why = "too few points";
 		return;
 	}
-	if (g->y)
-		for (size_t k = 1; k < f->n; k++)
-			g->y[k] += g->y[k - 1];
+	if (!g->exact) {
+		g->why = "its live bytes are kept only at the heap's checkpoints (top-level ranges)";
+		return;
+	}
 	y = g->y ? g->y + f->warm : NULL;
 	g->fitted = 1;
 	if (!y) {
@@ -309,8 +224,8 @@ static void fit_group(struct leaks *l, size_t gi, double *xs, double *xt)
 			xs[k] = (double)(f->warm + k);
 			xt[k] = (double)(f->t[f->warm + k] - f->t[0]) / 1e9;
 		}
-		fit_line(xt, y, n, &g->slope_s, &r2t);
-		fit_line(xs, y, n, &g->slope_step, &r2s);
+		fit_line(xt, y, n, &g->slope_s, &g->icpt_s, &r2t);
+		fit_line(xs, y, n, &g->slope_step, &g->icpt_step, &r2s);
 		/* Steadiness along the steps, or along the allocations; the
 		 * threshold per step, or per second. */
 		g->r2 = r2s;
@@ -379,7 +294,7 @@ static void fit_heading(struct emit *e, const struct fit_proc *f)
 			  " warm-up)\n", f->n - f->warm, f->n, f->range, f->warm);
 	else if (f->kind == FIT_TIME)
 		emit_text(e, "  no steps: growth fitted over the allocations, at %zu of %zu instants"
-			  " (each percent of them made)\n", f->n - f->warm, f->n);
+			  " (each 1/%zu of them made)\n", f->n - f->warm, f->n, f->n);
 	else
 		emit_text(e, "  no steps and no allocations over time: no growth fit\n");
 }
@@ -517,8 +432,6 @@ static int analyze(struct leaks *l)
 			return err;
 	}
 	err = model_heap_groups(m, MODEL_ALLOCATED, 0, 0, &l->g);
-	if (!err)
-		err = time_points(l);
 	if (err)
 		return err;
 	for (size_t i = 0; i < model_nprocs(m); i++)
@@ -531,7 +444,7 @@ static int analyze(struct leaks *l)
 		err = -ENOMEM;
 		goto out;
 	}
-	err = model_blocks_each(m, block, l);
+	err = live_at_points(l);
 	for (size_t i = 0; !err && i < l->g.n; i++)
 		fit_group(l, i, xs, xt);
 out:
@@ -577,10 +490,8 @@ int leaks_write(struct model *m, FILE *out, const struct leaks_opts *o)
 	return err;
 }
 
-int leaks_verdicts(struct model *m, const struct leaks_opts *o,
-		   int (*cb)(void *ctx, const struct model_group *g, const char *verdict,
-			     const char *withheld),
-		   void *ctx)
+int leaks_each(struct model *m, const struct leaks_opts *o,
+	       int (*cb)(void *ctx, const struct leaks_fit *fit), void *ctx)
 {
 	struct leaks l = { .m = m, .o = o };
 	int err = need_stacks(m);
@@ -589,12 +500,54 @@ int leaks_verdicts(struct model *m, const struct leaks_opts *o,
 		return err;
 	model_want(m, MODEL_WANT_SITES);
 	err = analyze(&l);
-	for (size_t i = 0; !err && i < l.g.n; i++)
-		if (l.g.v[i].live_count > 0 || l.groups[i].verdict == V_GROWING)
-			err = cb(ctx, &l.g.v[i], verdict_name(l.groups[i].verdict),
-				 l.groups[i].verdict == V_NA ? l.groups[i].why : NULL);
+	for (size_t i = 0; !err && i < l.g.n; i++) {
+		const struct group *g = &l.groups[i];
+		const struct fit_proc *f = &l.fits[l.g.v[i].mem->proc->index];
+		struct leaks_fit fit = {
+			.g = &l.g.v[i],
+			.verdict = verdict_name(g->verdict),
+			.withheld = g->verdict == V_NA ? g->why : NULL,
+			.fit = fit_name(f->kind),
+			.range = f->kind == FIT_STEPS ? f->range : NULL,
+			.slope_step = g->fitted && f->kind == FIT_STEPS ? g->slope_step : NAN,
+			.slope_s = g->fitted ? g->slope_s : NAN,
+			.r2 = g->fitted ? g->r2 : NAN,
+			.icpt_step = g->icpt_step,
+			.icpt_s = g->icpt_s,
+			.n = f->kind == FIT_NONE ? 0 : f->n,
+			.warm = f->warm,
+			.t = f->t,
+			.y = g->y,
+		};
+
+		if (l.g.v[i].live_count > 0 || g->verdict == V_GROWING)
+			err = cb(ctx, &fit);
+	}
 	leaks_free(&l);
 	return err;
+}
+
+/* leaks_verdicts() is leaks_each() with the verdicts alone. */
+struct verdicts {
+	int (*cb)(void *ctx, const struct model_group *g, const char *verdict, const char *withheld);
+	void *ctx;
+};
+
+static int verdict_of(void *ctx, const struct leaks_fit *fit)
+{
+	struct verdicts *v = ctx;
+
+	return v->cb(v->ctx, fit->g, fit->verdict, fit->withheld);
+}
+
+int leaks_verdicts(struct model *m, const struct leaks_opts *o,
+		   int (*cb)(void *ctx, const struct model_group *g, const char *verdict,
+			     const char *withheld),
+		   void *ctx)
+{
+	struct verdicts v = { cb, ctx };
+
+	return leaks_each(m, o, verdict_of, &v);
 }
 
 /* ---- the command ------------------------------------------------------------------ */

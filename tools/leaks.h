@@ -19,7 +19,6 @@
 #define LEAKS_WARMUP_FRACTION 0.2                  /* of the points, skipped */
 #define LEAKS_MIN_R2 0.8                           /* below: not steady growth */
 #define LEAKS_MIN_POINTS 3                         /* fewer: no verdict */
-#define LEAKS_TIME_POINTS 100                      /* points of a fit without steps */
 #define LEAKS_MIN_SAMPLES 8                        /* sampled rows of a site, fewer: no verdict */
 
 struct leaks_opts {
@@ -52,5 +51,25 @@ int leaks_verdicts(struct model *m, const struct leaks_opts *o,
 		   int (*cb)(void *ctx, const struct model_group *g, const char *verdict,
 			     const char *withheld),
 		   void *ctx);
+
+/* One site's analysis with its fit (leaks_each). */
+struct leaks_fit {
+	const struct model_group *g;
+	const char *verdict;     /* "growing", "ok", "n/a" */
+	const char *withheld;    /* an "n/a"'s reason, else NULL */
+	const char *fit;         /* "steps", "time", "none" */
+	const char *range;       /* the steps' range, for a steps fit */
+	double slope_step, slope_s, r2; /* NaN: none */
+	double icpt_step;        /* live bytes = icpt_step + slope_step * k at point k */
+	double icpt_s;           /* live bytes = icpt_s + slope_s * (t - t[0]) s */
+	size_t n, warm;          /* fit points, the first warm of them skipped */
+	const int64_t *t;        /* the points, absolute ns */
+	const double *y;         /* the site's live bytes at each point; NULL: always 0 */
+};
+
+/* The same analysis with each site's fit; the pointers are valid during
+ * the call only.  Stops at cb's first nonzero return, which it returns. */
+int leaks_each(struct model *m, const struct leaks_opts *o,
+	       int (*cb)(void *ctx, const struct leaks_fit *fit), void *ctx);
 
 #endif /* SHIMMER_TOOLS_LEAKS_H */

@@ -21,6 +21,8 @@ static const struct command *const commands[] = {
 	&ctl_command,
 	&compare_command,
 	&export_command,
+	&bottlenecks_command,
+	&report_command,
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))

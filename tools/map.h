@@ -9,6 +9,7 @@
 #define SHIMMER_TOOLS_MAP_H
 
 #include <stddef.h>
+#include <stdlib.h>
 #include <stdint.h>
 
 struct map_key {
@@ -49,6 +50,15 @@ void map_free(struct map *m);
  * is left as it was).
  */
 int array_grow(void *pp, size_t *cap, size_t n, size_t size);
+
+/* qsort() of an array that may be empty, and then NULL (which qsort's
+ * contract forbids, whatever n). */
+static inline void array_sort(void *v, size_t n, size_t size,
+			      int (*cmp)(const void *, const void *))
+{
+	if (n > 1)
+		qsort(v, n, size, cmp);
+}
 
 /*
  * Interned strings, numbered densely from 0 in order of arrival: v[i] is

@@ -16,6 +16,7 @@
 
 #include "cli.h"
 #include "model_int.h"
+#include "sites.h"
 #include "store.h"
 #include "wire.h"
 
@@ -494,6 +495,10 @@ void model_close(struct model *m)
 		return;
 	model_heap_free(m->heap);
 	model_gpu_free(m->gpu);
+	if (m->call_sites) {
+		sites_close(m->call_sites);
+		free(m->call_sites);
+	}
 	for (size_t i = 0; i < m->nsteps; i++) {
 		free(m->steps[i]->name);
 		free(m->steps[i]->start);
@@ -1000,7 +1005,8 @@ static int stream(struct model *m, const struct model_scan *w, const struct stre
 		  stream_row row, void *cb, void *ctx)
 {
 	int by_time = w && w->by_time;
-	int per_proc = m->indexed && (by_time || m->nselected < m->nprocs);
+	int one = w && w->proc_id > 0;
+	int per_proc = one || (m->indexed && (by_time || m->nselected < m->nprocs));
 	sqlite3_stmt *st = NULL;
 	char sql[1024];
 	size_t n;
@@ -1032,7 +1038,7 @@ static int stream(struct model *m, const struct model_scan *w, const struct stre
 	}
 	for (size_t i = 0; i < (per_proc ? m->nprocs : 1) && !err; i++) {
 		if (per_proc) {
-			if (!m->procs[i].selected)
+			if (!m->procs[i].selected || (one && m->procs[i].proc_id != w->proc_id))
 				continue;
 			sqlite3_reset(st);
 			sqlite3_bind_int64(st, 3, m->procs[i].proc_id);
@@ -1055,10 +1061,11 @@ static const char *domain_of(struct model *m, int64_t proc_id, int64_t id)
 	return id == 0 ? NULL : model_string(m, proc_id, id);
 }
 
-static int kernel_row(struct model *m, const struct model_proc *p, sqlite3_stmt *st, void *cb,
-		      void *ctx)
+/* A kernel's columns that both reads have (1-8); the rest unknown (-1). */
+static struct model_kernel kernel_brief(struct model *m, const struct model_proc *p,
+					sqlite3_stmt *st)
 {
-	struct model_kernel k = {
+	return (struct model_kernel){
 		.proc = p,
 		.id = col_i64(st, 1),
 		.device = col_i64(st, 2),
@@ -1068,16 +1075,36 @@ static int kernel_row(struct model *m, const struct model_proc *p, sqlite3_stmt 
 		.name = model_string(m, p->proc_id, col_i64(st, 6)),
 		.start_ns = col_i64(st, 7),
 		.end_ns = col_i64(st, 8),
-		.registers = col_opt(st, 15),
-		.static_smem = col_opt(st, 16),
-		.dynamic_smem = col_opt(st, 17),
-		.graph_id = col_opt(st, 18),
+		.grid = { -1, -1, -1 },
+		.block = { -1, -1, -1 },
+		.registers = -1,
+		.static_smem = -1,
+		.dynamic_smem = -1,
+		.graph_id = -1,
 	};
+}
 
+static int kernel_row(struct model *m, const struct model_proc *p, sqlite3_stmt *st, void *cb,
+		      void *ctx)
+{
+	struct model_kernel k = kernel_brief(m, p, st);
+
+	k.registers = col_opt(st, 15);
+	k.static_smem = col_opt(st, 16);
+	k.dynamic_smem = col_opt(st, 17);
+	k.graph_id = col_opt(st, 18);
 	for (int i = 0; i < 3; i++) {
 		k.grid[i] = col_i64(st, 9 + i);
 		k.block[i] = col_i64(st, 12 + i);
 	}
+	return ((int (*)(void *, const struct model_kernel *))cb)(ctx, &k);
+}
+
+static int kernel_brief_row(struct model *m, const struct model_proc *p, sqlite3_stmt *st,
+			    void *cb, void *ctx)
+{
+	struct model_kernel k = kernel_brief(m, p, st);
+
 	return ((int (*)(void *, const struct model_kernel *))cb)(ctx, &k);
 }
 
@@ -1090,7 +1117,13 @@ int model_kernels_each(struct model *m, const struct model_scan *w,
 		" grid_z, block_x, block_y, block_z, registers, static_smem, dynamic_smem, graph_id",
 		"start_ns", "end_ns", 2,
 	};
+	static const struct stream_def brief = {
+		"kernels", "id, device, context, stream, correlation, name_id, start_ns, end_ns",
+		"start_ns", "end_ns", 2,
+	};
 
+	if (w && w->brief)
+		return stream(m, w, &brief, kernel_brief_row, (void *)cb, ctx);
 	return stream(m, w, &d, kernel_row, (void *)cb, ctx);
 }
 
@@ -1190,20 +1223,90 @@ static int cuda_call_row(struct model *m, const struct model_proc *p, sqlite3_st
 		c.grid[i] = col_i64(st, 11 + i);
 		c.block[i] = col_i64(st, 14 + i);
 	}
+	c.stack_id = col_opt(st, 17);
+	c.pystack_id = col_opt(st, 18);
 	return ((int (*)(void *, const struct model_cuda_call *))cb)(ctx, &c);
 }
 
 int model_cuda_calls_each(struct model *m, const struct model_scan *w,
 			  int (*cb)(void *ctx, const struct model_cuda_call *c), void *ctx)
 {
-	static const struct stream_def d = {
+	static const struct stream_def d1 = {
 		"cuda_calls",
 		"id, tid, fn_id, start_ns, end_ns, ret, device, stream, bytes, copy_kind, grid_x,"
-		" grid_y, grid_z, block_x, block_y, block_z",
+		" grid_y, grid_z, block_x, block_y, block_z, NULL, NULL",
 		"start_ns", "end_ns", 1,
 	};
+	static const struct stream_def d7 = {
+		"cuda_calls",
+		"id, tid, fn_id, start_ns, end_ns, ret, device, stream, bytes, copy_kind, grid_x,"
+		" grid_y, grid_z, block_x, block_y, block_z, stack_id, pystack_id",
+		"start_ns", "end_ns", MODEL_V_FINDINGS,
+	};
 
-	return stream(m, w, &d, cuda_call_row, (void *)cb, ctx);
+	static const struct stream_def brief7 = {
+		"cuda_calls",
+		"id, tid, fn_id, start_ns, end_ns, ret, device, stream, bytes, copy_kind, -1, -1, -1,"
+		" -1, -1, -1, stack_id, pystack_id",
+		"start_ns", "end_ns", MODEL_V_FINDINGS,
+	};
+
+	if (w && w->brief && m->version >= MODEL_V_FINDINGS)
+		return stream(m, w, &brief7, cuda_call_row, (void *)cb, ctx);
+	return stream(m, w, m->version >= MODEL_V_FINDINGS ? &d7 : &d1, cuda_call_row, (void *)cb,
+		      ctx);
+}
+
+static int cpu_row(struct model *m, const struct model_proc *p, sqlite3_stmt *st, void *cb,
+		   void *ctx)
+{
+	struct model_cpu c = {
+		.proc = p, .tid = col_i64(st, 1), .ts_ns = col_i64(st, 2), .cpu_ns = col_i64(st, 3),
+		.wait_ns = col_opt(st, 4),
+	};
+
+	(void)m;
+	return ((int (*)(void *, const struct model_cpu *))cb)(ctx, &c);
+}
+
+int model_cpu_each(struct model *m, const struct model_scan *w,
+		   int (*cb)(void *ctx, const struct model_cpu *c), void *ctx)
+{
+	static const struct stream_def d = { "cpu_time", "tid, ts_ns, cpu_ns, wait_ns", "ts_ns", NULL,
+					     MODEL_V_FINDINGS };
+
+	return stream(m, w, &d, cpu_row, (void *)cb, ctx);
+}
+
+int model_stack_site(struct model *m, int64_t proc_id, int64_t stack_id, int64_t pystack_id,
+		     const char **native, const char **python)
+{
+	int64_t site, folded;
+	int err = 0;
+
+	*native = *python = NULL;
+	if (stack_id < 0 && pystack_id < 0)
+		return 0;
+	if (!m->call_sites) {
+		m->call_sites = calloc(1, sizeof(*m->call_sites));
+		if (!m->call_sites)
+			return -ENOMEM;
+		err = sites_open(m->call_sites, m->db);
+		if (err) {
+			free(m->call_sites);
+			m->call_sites = NULL;
+			return err;
+		}
+	}
+	if (stack_id >= 0)
+		err = sites_of(m->call_sites, proc_id, stack_id, -1, &site, &folded);
+	if (!err && stack_id >= 0)
+		*native = m->call_sites->names.v[site];
+	if (!err && pystack_id >= 0)
+		err = sites_of(m->call_sites, proc_id, -1, pystack_id, &site, &folded);
+	if (!err && pystack_id >= 0)
+		*python = m->call_sites->names.v[site];
+	return err;
 }
 
 static int range_row(struct model *m, const struct model_proc *p, sqlite3_stmt *st, void *cb,

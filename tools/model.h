@@ -41,8 +41,16 @@
  * figures a command will ask for, and the first heap query reads the
  * table once, in parallel over rowid ranges when it is large, into 32
  * bytes per allocation (struct model_block) from which every heap figure
- * is computed.  That pass is the one place that reads allocation rows:
- * aggregated heap tables computed at ingest would be read there instead.
+ * is computed.  A process traced in exact mode (SHIMMER_MALLOC=all) has
+ * its host heap's answers computed by the collector as events arrived
+ * (schema 9's heap_* tables, collector/heapagg.h) and rows only for its
+ * long-lived and never-freed blocks: the same pass reads those tables
+ * into the same figures, with the same definitions (struct
+ * model_mem.aggregated says which memory came so); every answer is the
+ * one its rows would give but two, which the model says: median lifetimes
+ * (from a histogram of quarter octaves) and short-lived blocks for a
+ * lifetime limit other than the collector's (model_groups.estimated).
+ * SHIMMER_MODEL_HEAP=rows makes the model ignore those tables (tests).
  *
  * Ownership: the model owns everything it hands out; pointers stay valid
  * until model_close().  Errors: functions return 0 or a negative errno
@@ -238,9 +246,14 @@ struct model_mem {
 	int64_t peak_ns; /* the first instant it was reached (absolute ns) */
 	double live_end; /* bytes never freed */
 	double allocated, freed; /* bytes */
-	double blocks;   /* allocations it stands for (its rows without MODEL_WANT_SITES) */
-	size_t rows;     /* allocation rows */
+	double blocks;   /* allocations it stands for (its rows without
+			  * MODEL_WANT_SITES; an aggregated heap: all of them) */
+	size_t rows;     /* allocation rows (an aggregated heap: those a row
+			  * store would hold, one per allocation) */
 	int estimated;   /* weighted samples (the host heap in sample mode) */
+	int aggregated;  /* figures computed at ingest (the heap_* tables) */
+	int64_t late;    /* aggregated: events applied out of time order (the
+			  * peak and the sites at it may be off) */
 	size_t index;
 };
 
@@ -280,7 +293,9 @@ struct model_key {
 
 const struct model_key *model_key(const struct model *m, uint32_t key);
 
-/* Every allocation of the selected processes, in no particular order. */
+/* Every allocation of the selected processes, in no particular order; of
+ * an aggregated memory, the blocks it kept rows for (freed after the
+ * collector's row_ns, or never). */
 int model_blocks_each(struct model *m, int (*cb)(void *ctx, const struct model_block *b),
 		      void *ctx);
 
@@ -312,6 +327,9 @@ struct model_groups {
 	size_t n;
 	uint32_t *of_key;      /* group of each key; UINT32_MAX: none */
 	size_t nkeys;
+	int estimated;         /* MODEL_SHORT on an aggregated memory with a limit
+				* the collector did not count at: a share of
+				* one histogram bucket is estimated */
 };
 
 /* Allocations of the selected processes grouped by (memory, call site), or
@@ -320,12 +338,37 @@ int model_heap_groups(struct model *m, enum model_select sel, int folded, int64_
 		      struct model_groups *out);
 void model_groups_free(struct model_groups *g);
 
-/* Live bytes of mem at each of the n instants t (ascending), exactly. */
+/*
+ * The checkpoints of p's heap, where the live bytes of every site are
+ * known exactly in every kind of store: the instants of p's allocations
+ * number k x every (k = 1, 2, ...; every the least power of two that
+ * leaves at most MODEL_POINTS), over all its memories, in time order.
+ * Owned by the model.
+ */
+#define MODEL_POINTS 256
+int model_heap_points(struct model *m, const struct model_proc *p, const int64_t **t,
+		      size_t *n);
+
+/*
+ * The live bytes of each group of g at its process's instants: y[gi] (the
+ * caller's, n[proc index] values; NULL: skip the group) gets, for each k,
+ * the bytes of the group's blocks with alloc_ns <= t[proc index][k] <
+ * free_ns.  For an aggregated memory the instants must be checkpoints
+ * (model_heap_points, or the ends of top-level push ranges); exact[gi] is
+ * cleared for a group they are not.
+ */
+int model_groups_live_at(struct model *m, const struct model_groups *g,
+			 const int64_t *const *t, const size_t *n, double **y, int *exact);
+
+/* Live bytes of mem at each of the n instants t (ascending), exactly (an
+ * aggregated memory: as its timeline has them, at its resolution). */
 int model_mem_series(struct model *m, const struct model_mem *mem, const int64_t *t, size_t n,
 		     double *live);
 
 /* mem's live bytes after each instant at which they change, in time order
- * (live: the bytes after every event of that instant). */
+ * (live: the bytes after every event of that instant).  An aggregated
+ * memory has them at its timeline's resolution: each bucket's highest
+ * value at its start, its last at its end, and the peak at its instant. */
 int model_mem_events(struct model *m, const struct model_mem *mem,
 		     int (*cb)(void *ctx, int64_t t, double live), void *ctx);
 
@@ -391,7 +434,17 @@ int model_gpu(struct model *m, const struct model_proc *p, struct model_gpu *out
 struct model_scan {
 	int64_t begin_ns, end_ns;
 	int by_time;
+	int64_t proc_id; /* > 0: only this process's rows (it must be selected) */
+	int brief;       /* kernels and CUDA calls: leave out the launch dimensions
+			  * (and a kernel's registers and shared memory): -1, read
+			  * faster */
 };
+
+/* Every row of one process (by time when by_time). */
+static inline struct model_scan model_scan_proc(const struct model_proc *p, int by_time)
+{
+	return (struct model_scan){ INT64_MIN, INT64_MAX, by_time, p->proc_id, 0 };
+}
 
 struct model_kernel {
 	const struct model_proc *proc;
@@ -432,6 +485,16 @@ struct model_cuda_call {
 	int64_t start_ns, end_ns, ret;
 	int64_t device, stream, bytes, copy_kind; /* -1 / 0 when not recorded */
 	int64_t grid[3], block[3];
+	/* where it was called from, for a call that blocked its thread
+	 * SHM_BLOCKED_STACK_NS or more (schema 8); -1: none */
+	int64_t stack_id, pystack_id;
+};
+
+/* A thread's CPU time as the collector read it (schema 8): on a CPU, and
+ * runnable waiting for one (-1: unknown). */
+struct model_cpu {
+	const struct model_proc *proc;
+	int64_t tid, ts_ns, cpu_ns, wait_ns;
 };
 
 struct model_range {
@@ -471,6 +534,22 @@ int model_markers_each(struct model *m, const struct model_scan *w,
 		       int (*cb)(void *ctx, const struct model_marker *k), void *ctx);
 int model_windows_each(struct model *m, const struct model_scan *w,
 		       int (*cb)(void *ctx, const struct model_window *g), void *ctx);
+/* Readings of threads' CPU time; by time (w->by_time): per process by
+ * time, else per process by thread and time. */
+int model_cpu_each(struct model *m, const struct model_scan *w,
+		   int (*cb)(void *ctx, const struct model_cpu *c), void *ctx);
+
+/*
+ * Where a call was made from: its stacks (an API call's, a CUDA call's)
+ * rendered as the memory commands render an allocation's (sites.h): *native
+ * the innermost frame of the caller's native code outside the CUDA
+ * libraries, *python the innermost Python frame of the user's code ("fn
+ * (file.py:line)"), each NULL when the call has no such stack.  Strings
+ * owned by the model.  Returns 0, -EINVAL (a store without stacks), -EIO
+ * or -ENOMEM.
+ */
+int model_stack_site(struct model *m, int64_t proc_id, int64_t stack_id, int64_t pystack_id,
+		     const char **native, const char **python);
 
 /* Whether the store has the indexes a closed recording gets (collector/
  * store.c): without them, time-ordered and filtered streams sort or scan. */

@@ -13,9 +13,16 @@
  * snapshot (its max(id)); a collector still writing may update a row
  * between two threads' reads, which at worst shows a free it just stored.
  *
- * This file is the only reader of allocation rows: heap tables aggregated
- * at ingest would be read here, into the same blocks or straight into the
- * same figures.
+ * This file is the only reader of allocation rows, and of the heap tables
+ * aggregated at ingest (schema 9): a process that has a heap_totals row
+ * had its host heap aggregated, and its host memory, the host call sites
+ * and the heap timings come from the heap_* tables straight into the same
+ * figures; its rows (the blocks it kept: long-lived or never freed) add
+ * what only rows have (lifetimes above the collector's row_ns, blocks
+ * never freed at the peak).  The definitions are the collector's and
+ * these readers' alike (heapagg.h): a block live from alloc_ns to free_ns,
+ * the peak after each instant's last event, checkpoints at every
+ * point_allocs-th allocation.
  *
  * The peak.  A block is live at T when alloc_ns <= T < free_ns, and the
  * peak of a memory is the highest total weight live at any instant, its
@@ -57,6 +64,39 @@ struct mem_item {
 	struct model_mem mem;
 	char label[48];
 	int64_t nfreed; /* blocks freed */
+	const struct agg_proc *agg; /* its aggregated heap, or NULL */
+};
+
+/* A process whose host heap was aggregated at ingest: heap_totals, and its
+ * checkpoints (heap_points, heap_steps). */
+struct agg_proc {
+	int64_t proc_id;
+	double allocs, alloc_bytes, frees, freed_bytes, live_count, live_bytes;
+	double peak_bytes, peak_count;
+	int64_t peak_ns, short_ns, row_ns, late;
+	int64_t *points, *steps; /* ns of checkpoint k at [k - 1]; of step i at [i] */
+	size_t npoints, points_cap, nsteps, steps_cap;
+};
+
+/* A site's live bytes at checkpoints, run-length coded (heap_series). */
+struct rle {
+	int64_t *idx;
+	double *v;
+	size_t n, cap;
+};
+
+struct life_bucket {
+	int64_t b;
+	double count, bytes;
+};
+
+/* A host key's figures from heap_sites and its histogram and series. */
+struct key_agg {
+	double allocs, alloc_bytes, live_count, live_bytes, peak_count, peak_bytes;
+	double short_count, short_bytes;
+	struct life_bucket *life;
+	size_t nlife, life_cap;
+	struct rle ser[2]; /* 0: at heap_points, 1: at heap_steps */
 };
 
 struct key_item {
@@ -64,6 +104,14 @@ struct key_item {
 	struct model_key k;
 	int resolved;
 	int64_t site, folded; /* into sites' names and folded */
+	struct key_agg *agg;  /* an aggregated memory's key */
+};
+
+/* A process's checkpoints computed from its rows. */
+struct points_item {
+	struct map_key key; /* proc */
+	int64_t *t;
+	size_t n;
 };
 
 struct time_item {
@@ -79,6 +127,9 @@ struct chunk {
 
 struct model_heap {
 	unsigned want;
+	struct agg_proc *aggs; /* by proc_id */
+	size_t naggs;
+	struct map points;     /* points_item */
 	struct map mems;   /* mem_item */
 	struct map keys;   /* key_item */
 	struct map times;  /* time_item */
@@ -94,6 +145,22 @@ struct model_heap {
 };
 
 /* ---- the pass ------------------------------------------------------------------- */
+
+/* The aggregated heap of process proc_id, or NULL. */
+static const struct agg_proc *agg_of(const struct model_heap *h, int64_t proc_id)
+{
+	size_t lo = 0, hi = h->naggs;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (h->aggs[mid].proc_id < proc_id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < h->naggs && h->aggs[lo].proc_id == proc_id ? &h->aggs[lo] : NULL;
+}
 
 /* A worker's own groups: local indexes, remapped when merged. */
 struct wmem {
@@ -220,7 +287,10 @@ static int work_rows(struct worker *w, sqlite3 *db, sqlite3_stmt *st)
 			int64_t fd = fend && b.free_ns != NO_FREE ? fend - b.free_ns : -1;
 
 			/* CUDA allocations are timed from cuda_calls instead;
-			 * the realloc family on its allocation side only. */
+			 * the realloc family on its allocation side only; an
+			 * aggregated heap's calls from heap_calls. */
+			if (code == MODEL_HOST && agg_of(w->h, proc_id))
+				d = fd = -1;
 			if (d >= 0 && fn >= 0 && fn < 256 && w->heap_fn[fn])
 				err = time_add(&w->times, proc_id, fn, d);
 			if (!err && fd >= 0 && ffn == w->free_fn)
@@ -480,6 +550,345 @@ static int scan(struct model *m, struct model_heap *h)
 	return err;
 }
 
+/* ---- the aggregated heap ------------------------------------------------------------- */
+
+/* Whether the store has the aggregated heap's tables and they are to be
+ * read (SHIMMER_MODEL_HEAP=rows: the rows alone, for tests). */
+static int agg_tables(struct model *m)
+{
+	const char *e = getenv("SHIMMER_MODEL_HEAP");
+	sqlite3_stmt *st = NULL;
+	int has = 0;
+
+	if (e && strcmp(e, "rows") == 0)
+		return 0;
+	if (model_prepare(m, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND"
+			     " name = 'heap_totals'", &st) == 0 &&
+	    store_step(m->db, st) > 0)
+		has = col_i64(st, 0) > 0;
+	sqlite3_finalize(st);
+	return has;
+}
+
+static int grow_i64(int64_t **v, size_t *cap, size_t n)
+{
+	return array_grow(v, cap, n, sizeof(**v));
+}
+
+/* The processes with an aggregated heap, and their checkpoints (before the
+ * pass: it leaves their heap timings to heap_calls). */
+static int agg_totals_load(struct model *m, struct model_heap *h)
+{
+	sqlite3_stmt *st = NULL;
+	size_t cap = 0;
+	int err, r;
+
+	if (!agg_tables(m))
+		return 0;
+	err = model_prepare(m, "SELECT proc_id, allocs, alloc_bytes, frees, freed_bytes, live_count,"
+			    " live_bytes, peak_bytes, peak_count, coalesce(peak_ns, -1), short_ns,"
+			    " row_ns, late_events FROM heap_totals ORDER BY proc_id", &st);
+	while (!err && (r = store_step(m->db, st)) > 0) {
+		struct agg_proc *a;
+
+		if (!model_selected(m, col_i64(st, 0)))
+			continue;
+		err = array_grow(&h->aggs, &cap, h->naggs, sizeof(*h->aggs));
+		if (err)
+			break;
+		a = &h->aggs[h->naggs++];
+		*a = (struct agg_proc){
+			.proc_id = col_i64(st, 0),
+			.allocs = sqlite3_column_double(st, 1),
+			.alloc_bytes = sqlite3_column_double(st, 2),
+			.frees = sqlite3_column_double(st, 3),
+			.freed_bytes = sqlite3_column_double(st, 4),
+			.live_count = sqlite3_column_double(st, 5),
+			.live_bytes = sqlite3_column_double(st, 6),
+			.peak_bytes = sqlite3_column_double(st, 7),
+			.peak_count = sqlite3_column_double(st, 8),
+			.peak_ns = col_i64(st, 9), .short_ns = col_i64(st, 10),
+			.row_ns = col_i64(st, 11), .late = col_i64(st, 12),
+		};
+	}
+	if (!err && r < 0)
+		err = r;
+	sqlite3_finalize(st);
+	st = NULL;
+	/* checkpoints, in index order */
+	for (int kind = 0; !err && kind < 2; kind++) {
+		err = model_prepare(m, kind ? "SELECT proc_id, ns FROM heap_steps ORDER BY proc_id, idx"
+					    : "SELECT proc_id, ns FROM heap_points ORDER BY proc_id, idx",
+				    &st);
+		while (!err && (r = store_step(m->db, st)) > 0) {
+			struct agg_proc *a = (struct agg_proc *)agg_of(h, col_i64(st, 0));
+
+			if (!a)
+				continue;
+			if (kind)
+				err = grow_i64(&a->steps, &a->steps_cap, a->nsteps);
+			else
+				err = grow_i64(&a->points, &a->points_cap, a->npoints);
+			if (err)
+				break;
+			if (kind)
+				a->steps[a->nsteps++] = col_i64(st, 1);
+			else
+				a->points[a->npoints++] = col_i64(st, 1);
+		}
+		if (!err && r < 0)
+			err = r;
+		sqlite3_finalize(st);
+		st = NULL;
+	}
+	return err;
+}
+
+/* The value from idx on, in a run-length code (0 before its first run). */
+static double rle_at(const struct rle *r, int64_t idx)
+{
+	size_t lo = 0, hi = r->n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (r->idx[mid] <= idx)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo ? r->v[lo - 1] : 0;
+}
+
+/* dst += src, both run-length coded. */
+static int rle_add(struct rle *dst, const struct rle *src)
+{
+	struct rle o = { 0 };
+	size_t i = 0, j = 0;
+	int err = 0;
+
+	while (!err && (i < dst->n || j < src->n)) {
+		int64_t k = j >= src->n || (i < dst->n && dst->idx[i] <= src->idx[j]) ? dst->idx[i]
+										      : src->idx[j];
+
+		while (i < dst->n && dst->idx[i] == k)
+			i++;
+		while (j < src->n && src->idx[j] == k)
+			j++;
+		err = grow_i64(&o.idx, &o.cap, o.n);
+		if (!err) {
+			double *v = realloc(o.v, o.cap * sizeof(*v));
+
+			if (!v)
+				err = -ENOMEM;
+			else
+				o.v = v;
+		}
+		if (!err) {
+			o.idx[o.n] = k;
+			o.v[o.n++] = rle_at(dst, k) + rle_at(src, k);
+		}
+	}
+	if (err) {
+		free(o.idx);
+		free(o.v);
+		return err;
+	}
+	free(dst->idx);
+	free(dst->v);
+	*dst = o;
+	return 0;
+}
+
+/* The host key of (proc's host memory, native stack), made if new. */
+static struct key_item *agg_key(struct model *m, struct model_heap *h, int64_t proc_id,
+				int64_t stack_id)
+{
+	struct map_key mk = { proc_id, MODEL_HOST, -1 }, kk;
+	struct mem_item *mi = map_get(&h->mems, &mk);
+	struct key_item *ki;
+
+	if (!mi)
+		return NULL;
+	if (!mi->mem.proc) {
+		snprintf(mi->label, sizeof(mi->label), "host");
+		mi->mem.proc = model_proc_by_id(m, proc_id);
+		mi->mem.space = MODEL_HOST;
+		mi->mem.device = -1;
+	}
+	mi->agg = agg_of(h, proc_id);
+	kk = (struct map_key){ (int64_t)(mi - (struct mem_item *)h->mems.items),
+			       stack_id ? stack_id : -1, -1 };
+	ki = map_get(&h->keys, &kk);
+	if (!ki)
+		return NULL;
+	ki->k.stack_id = kk.a;
+	ki->k.pystack_id = -1;
+	if (!ki->agg && !(ki->agg = calloc(1, sizeof(*ki->agg))))
+		return NULL;
+	return ki;
+}
+
+/* The aggregated processes' host memories, call sites, histograms, series
+ * and timings (after the pass). */
+static int agg_sites_load(struct model *m, struct model_heap *h)
+{
+	sqlite3_stmt *st = NULL;
+	struct rle run = { 0 };
+	int64_t run_key[4] = { -1, -1, -1, -1 }; /* proc, stack, python, kind */
+	int err = 0, r = 0;
+
+	if (!h->naggs)
+		return 0;
+	for (size_t i = 0; i < h->naggs && !err; i++)
+		if (!agg_key(m, h, h->aggs[i].proc_id, 0))
+			err = -ENOMEM;
+	/* the rows: keys of every site */
+	if (!err)
+		err = model_prepare(m, "SELECT proc_id, stack_id, allocs, alloc_bytes, live_count,"
+				    " live_bytes, peak_count, peak_bytes, short_count, short_bytes"
+				    " FROM heap_sites", &st);
+	while (!err && (r = store_step(m->db, st)) > 0) {
+		struct key_item *ki;
+
+		if (!agg_of(h, col_i64(st, 0)))
+			continue;
+		ki = agg_key(m, h, col_i64(st, 0), col_i64(st, 1));
+		if (!ki) {
+			err = -ENOMEM;
+			break;
+		}
+		ki->agg->allocs += sqlite3_column_double(st, 2);
+		ki->agg->alloc_bytes += sqlite3_column_double(st, 3);
+		ki->agg->live_count += sqlite3_column_double(st, 4);
+		ki->agg->live_bytes += sqlite3_column_double(st, 5);
+		ki->agg->peak_count += sqlite3_column_double(st, 6);
+		ki->agg->peak_bytes += sqlite3_column_double(st, 7);
+		ki->agg->short_count += sqlite3_column_double(st, 8);
+		ki->agg->short_bytes += sqlite3_column_double(st, 9);
+	}
+	if (!err && r < 0)
+		err = r;
+	sqlite3_finalize(st);
+	st = NULL;
+	/* lifetimes of the blocks freed within row_ns */
+	if (!err)
+		err = model_prepare(m, "SELECT proc_id, stack_id, bucket, sum(count), sum(bytes)"
+				    " FROM heap_histograms WHERE kind = 'life'"
+				    " GROUP BY proc_id, stack_id, bucket", &st);
+	while (!err && (r = store_step(m->db, st)) > 0) {
+		struct key_item *ki;
+		struct key_agg *a;
+
+		if (!agg_of(h, col_i64(st, 0)))
+			continue;
+		ki = agg_key(m, h, col_i64(st, 0), col_i64(st, 1));
+		if (!ki) {
+			err = -ENOMEM;
+			break;
+		}
+		a = ki->agg;
+		err = array_grow(&a->life, &a->life_cap, a->nlife, sizeof(*a->life));
+		if (!err)
+			a->life[a->nlife++] = (struct life_bucket){ col_i64(st, 2),
+								    sqlite3_column_double(st, 3),
+								    sqlite3_column_double(st, 4) };
+	}
+	if (!err && r < 0)
+		err = r;
+	sqlite3_finalize(st);
+	st = NULL;
+	/* each site's live bytes at the checkpoints: runs of one (stack,
+	 * Python stack, kind) are summed into their key's */
+	if (!err)
+		err = model_prepare(m, "SELECT proc_id, stack_id, pystack_id, kind = 'step', idx, bytes"
+				    " FROM heap_series ORDER BY proc_id, stack_id, pystack_id, kind, idx",
+				    &st);
+	for (;;) {
+		int64_t k[4];
+		int end;
+
+		r = err ? 0 : store_step(m->db, st);
+		if (r < 0)
+			err = r;
+		end = err || r == 0;
+		if (!end)
+			for (int c = 0; c < 4; c++)
+				k[c] = col_i64(st, c);
+		if (run.n && (end || memcmp(k, run_key, sizeof(k)) != 0)) {
+			struct key_item *ki = agg_of(h, run_key[0]) ? agg_key(m, h, run_key[0],
+									     run_key[1])
+								    : NULL;
+
+			if (ki)
+				err = rle_add(&ki->agg->ser[run_key[3] ? 1 : 0], &run);
+			run.n = 0;
+		}
+		if (end || err)
+			break;
+		memcpy(run_key, k, sizeof(k));
+		err = grow_i64(&run.idx, &run.cap, run.n);
+		if (!err) {
+			double *v = realloc(run.v, run.cap * sizeof(*v));
+
+			if (!v)
+				err = -ENOMEM;
+			else
+				run.v = v;
+		}
+		if (!err) {
+			run.idx[run.n] = col_i64(st, 4);
+			run.v[run.n++] = sqlite3_column_double(st, 5);
+		}
+	}
+	free(run.idx);
+	free(run.v);
+	sqlite3_finalize(st);
+	st = NULL;
+	/* the timed calls: the row path's rules (the free side of free only) */
+	if (!err && (h->want & MODEL_WANT_CALLS))
+		err = model_prepare(m, "SELECT c.proc_id, c.fn_id, c.timed, c.total_ns, c.m2,"
+				    " c.min_ns, c.max_ns FROM heap_calls c JOIN functions f USING (fn_id)"
+				    " WHERE c.side = 'alloc' OR f.name = 'free'", &st);
+	while (!err && st && (r = store_step(m->db, st)) > 0) {
+		struct map_key tk = { col_i64(st, 0), col_i64(st, 1), 0 };
+		struct time_item *t;
+		struct stats one;
+		double n = sqlite3_column_double(st, 2);
+
+		if (!agg_of(h, tk.proc_id) || n <= 0)
+			continue;
+		t = map_get(&h->times, &tk);
+		if (!t) {
+			err = -ENOMEM;
+			break;
+		}
+		one = (struct stats){
+			.n = (uint64_t)n, .mean = sqlite3_column_double(st, 3) / n,
+			.m2 = sqlite3_column_double(st, 4), .min = sqlite3_column_double(st, 5),
+			.max = sqlite3_column_double(st, 6),
+		};
+		stats_merge(&t->st, &one);
+		t->sum += (long double)col_i64(st, 3);
+	}
+	if (!err && r < 0)
+		err = r;
+	sqlite3_finalize(st);
+	return err;
+}
+
+static void key_agg_free(struct key_agg *a)
+{
+	if (!a)
+		return;
+	free(a->life);
+	for (int k = 0; k < 2; k++) {
+		free(a->ser[k].idx);
+		free(a->ser[k].v);
+	}
+	free(a);
+}
+
 /* ---- memories and the peak -------------------------------------------------------------- */
 
 static struct mem_item *mem_of(struct model_heap *h, uint32_t key)
@@ -659,7 +1068,8 @@ static int peaks(struct model_heap *h)
 		const struct mem_item *mi = map_item(&h->mems, i);
 
 		at[i] = total;
-		total += mi->mem.rows + (size_t)mi->nfreed;
+		if (!mi->agg)
+			total += mi->mem.rows + (size_t)mi->nfreed;
 	}
 	at[h->mems.n] = total;
 	all = malloc((total + 1) * sizeof(*all));
@@ -674,6 +1084,8 @@ static int peaks(struct model_heap *h)
 			const struct model_block *b = &ch->v[i];
 			size_t mi = (size_t)((const struct key_item *)map_item(&h->keys, b->key))->key.proc_id;
 
+			if (((const struct mem_item *)map_item(&h->mems, mi))->agg)
+				continue;
 			all[at[mi]++] = (struct event){ b->alloc_ns, b->weight };
 			if (b->free_ns != NO_FREE)
 				all[at[mi]++] = (struct event){ b->free_ns, -b->weight };
@@ -685,6 +1097,10 @@ static int peaks(struct model_heap *h)
 		size_t n = at[i] - first;
 		int64_t lo = INT64_MAX, hi = INT64_MIN;
 
+		if (mi->agg) {
+			first = at[i];
+			continue; /* the collector's peak, set at load */
+		}
 		for (size_t k = first; k < at[i]; k++) {
 			if (all[k].t < lo)
 				lo = all[k].t;
@@ -734,8 +1150,13 @@ static int load(struct model *m)
 	h->mems.item_size = sizeof(struct mem_item);
 	h->keys.item_size = sizeof(struct key_item);
 	h->times.item_size = sizeof(struct time_item);
+	h->points.item_size = sizeof(struct points_item);
 	m->heap = h;
-	err = scan(m, h);
+	err = agg_totals_load(m, h);
+	if (!err)
+		err = scan(m, h);
+	if (!err)
+		err = agg_sites_load(m, h);
 	if (err)
 		return err;
 	/* Pointers into the maps are final now. */
@@ -756,6 +1177,8 @@ static int load(struct model *m)
 			const struct model_block *b = &ch->v[i];
 			struct model_mem *mm = &mem_of(h, b->key)->mem;
 
+			if (mem_of(h, b->key)->agg)
+				continue; /* its figures are heap_totals' */
 			mm->rows++;
 			mm->allocated += b->weight;
 			mm->blocks += b->count;
@@ -766,6 +1189,25 @@ static int load(struct model *m)
 				mem_of(h, b->key)->nfreed++;
 			}
 		}
+	}
+	/* An aggregated memory's figures are the collector's (peaks() leaves
+	 * them alone). */
+	for (size_t i = 0; i < h->mems.n; i++) {
+		struct mem_item *mi = map_item(&h->mems, i);
+		const struct agg_proc *a = mi->agg;
+
+		if (!a)
+			continue;
+		mi->mem.aggregated = 1;
+		mi->mem.late = a->late;
+		mi->mem.rows = (size_t)a->allocs;
+		mi->mem.allocated = a->alloc_bytes;
+		mi->mem.blocks = a->allocs;
+		mi->mem.freed = a->freed_bytes;
+		mi->mem.live_end = a->live_bytes;
+		mi->mem.peak = a->peak_bytes;
+		mi->mem.peak_ns = a->peak_ns >= 0 ? a->peak_ns : mi->mem.proc->start_ns;
+		mi->nfreed = (int64_t)a->frees;
 	}
 	h->mem_list = calloc(h->mems.n + 1, sizeof(*h->mem_list));
 	if (!h->mem_list)
@@ -782,6 +1224,16 @@ void model_heap_free(struct model_heap *h)
 {
 	if (!h)
 		return;
+	for (size_t i = 0; i < h->keys.n; i++)
+		key_agg_free(((struct key_item *)map_item(&h->keys, i))->agg);
+	for (size_t i = 0; i < h->naggs; i++) {
+		free(h->aggs[i].points);
+		free(h->aggs[i].steps);
+	}
+	free(h->aggs);
+	for (size_t i = 0; i < h->points.n; i++)
+		free(((struct points_item *)map_item(&h->points, i))->t);
+	map_free(&h->points);
 	map_free(&h->mems);
 	map_free(&h->keys);
 	map_free(&h->times);
@@ -912,16 +1364,138 @@ struct group_item {
 	uint32_t group;
 };
 
-struct life_list {
-	int64_t *v;
-	size_t n, cap;
-};
-
 static int cmp_i64(const void *x, const void *y)
 {
 	int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
 
 	return (a > b) - (a < b);
+}
+
+/* Lifetimes with how many blocks had each: a row's (1), or a histogram
+ * bucket's (its midpoint, its count). */
+struct life {
+	double ns, n;
+};
+
+struct life_list {
+	struct life *v;
+	size_t n, cap;
+};
+
+static int cmp_life(const void *x, const void *y)
+{
+	double a = ((const struct life *)x)->ns, b = ((const struct life *)y)->ns;
+
+	return (a > b) - (a < b);
+}
+
+static int life_add(struct life_list *l, double ns, double n)
+{
+	int err = array_grow(&l->v, &l->cap, l->n, sizeof(*l->v));
+
+	if (!err)
+		l->v[l->n++] = (struct life){ ns, n };
+	return err;
+}
+
+/* The median of the lifetimes (the mean of the two middle ones for an even
+ * number), each counted as often as it says. */
+static double life_median(struct life_list *l)
+{
+	double total = 0, lo = 0, hi = 0, acc = 0;
+	size_t i;
+
+	qsort(l->v, l->n, sizeof(*l->v), cmp_life);
+	for (i = 0; i < l->n; i++)
+		total += l->v[i].n;
+	/* positions (from 1) total/2 and total/2 + 1, or (total + 1)/2 twice */
+	{
+		double a = total / 2, b = total / 2 + 1;
+		int odd = fmod(total, 2.0) != 0;
+
+		if (odd)
+			a = b = (total + 1) / 2;
+		for (i = 0; i < l->n; i++) {
+			double first = acc + 1;
+
+			acc += l->v[i].n;
+			if (first <= a && a <= acc)
+				lo = l->v[i].ns;
+			if (first <= b && b <= acc) {
+				hi = l->v[i].ns;
+				break;
+			}
+		}
+	}
+	return (lo + hi) / 2;
+}
+
+/* Lifetime bucket b's bounds (heap_histograms, kind 'life'). */
+static void life_bucket_bounds(int64_t b, double *lo, double *hi)
+{
+	if (b < 8) {
+		*lo = *hi = (double)b;
+		return;
+	}
+	*lo = (double)((4 + b % 4) << (b / 4 - 2));
+	*hi = (double)(((4 + (b + 1) % 4) << ((b + 1) / 4 - 2)) - 1);
+}
+
+/*
+ * An aggregated key's blocks freed within max_life, from its histogram
+ * (the lifetimes up to row_ns; longer ones are rows): count, bytes, and
+ * into l the lifetimes (a bucket as its middle).  The collector counted
+ * exactly at short_ns and at row_ns; another limit falling inside a bucket
+ * takes a share of it in proportion to its width: *estimated.
+ */
+static int agg_short(const struct key_agg *a, const struct agg_proc *p, int64_t max_life,
+		     double *count, double *bytes, struct life_list *l, int *estimated)
+{
+	double full_c = 0, full_b = 0, part_c = 0, part_b = 0, part_lo = 0, part_hi = 0;
+	int err = 0, part = 0;
+
+	for (size_t i = 0; i < a->nlife; i++) {
+		double lo, hi;
+
+		life_bucket_bounds(a->life[i].b, &lo, &hi);
+		if (hi <= (double)max_life) {
+			full_c += a->life[i].count;
+			full_b += a->life[i].bytes;
+			if (l)
+				err = life_add(l, (lo + hi) / 2, a->life[i].count);
+		} else if (lo <= (double)max_life) {
+			part = 1;
+			part_c = a->life[i].count;
+			part_b = a->life[i].bytes;
+			part_lo = lo;
+			part_hi = hi;
+		}
+		if (err)
+			return err;
+	}
+	if (part) {
+		double share;
+
+		if (max_life == p->short_ns) {
+			/* exact: what short_count has beyond the full buckets */
+			share = part_c > 0 ? (a->short_count - full_c) / part_c : 0;
+		} else if (max_life >= p->row_ns) {
+			share = 1; /* every bucket is within */
+		} else {
+			share = ((double)max_life - part_lo + 1) / (part_hi - part_lo + 1);
+			*estimated = 1;
+		}
+		part_c *= share;
+		part_b = max_life == p->short_ns ? a->short_bytes - full_b : part_b * share;
+		full_c += part_c;
+		full_b += part_b;
+		if (l && part_c > 0)
+			err = life_add(l, (part_lo + (max_life < part_hi ? (double)max_life : part_hi)) / 2,
+				       part_c);
+	}
+	*count += full_c;
+	*bytes += full_b;
+	return err;
 }
 
 struct tagged {
@@ -1037,6 +1611,50 @@ int model_heap_groups(struct model *m, enum model_select sel, int folded, int64_
 		err = -ENOMEM;
 		goto out;
 	}
+	/* Aggregated keys: their figures from heap_sites and histograms. */
+	for (size_t i = 0; i < h->keys.n && !err; i++) {
+		struct key_item *ki = map_item(&h->keys, i);
+		const struct key_agg *a = ki->agg;
+		uint32_t gi = out->of_key[i];
+		struct model_group *g;
+		double c = 0, b = 0;
+
+		if (!a || gi == UINT32_MAX)
+			continue;
+		g = &out->v[gi];
+		switch (sel) {
+		case MODEL_ALLOCATED:
+			g->count += a->allocs;
+			g->bytes += a->alloc_bytes;
+			g->rows += (size_t)a->allocs;
+			g->live_count += a->live_count;
+			g->live_bytes += a->live_bytes;
+			break;
+		case MODEL_LIVE_END:
+			g->count += a->live_count;
+			g->bytes += a->live_bytes;
+			g->rows += (size_t)a->live_count;
+			g->live_count += a->live_count;
+			g->live_bytes += a->live_bytes;
+			break;
+		case MODEL_AT_PEAK:
+			/* its blocks never freed (rows) add live_* below */
+			g->count += a->peak_count;
+			g->bytes += a->peak_bytes;
+			g->rows += (size_t)a->peak_count;
+			break;
+		case MODEL_SHORT:
+			err = agg_short(a, ((struct mem_item *)map_item(&h->mems,
+									  (size_t)ki->key.proc_id))->agg,
+					max_life_ns, &c, &b, &lives[gi], &out->estimated);
+			g->count += c;
+			g->bytes += b;
+			g->rows += (size_t)llround(c);
+			break;
+		}
+	}
+	if (err)
+		goto out;
 	for (size_t c = 0; c < h->nchunks && !err; c++) {
 		const struct chunk *ch = &h->chunks[c];
 
@@ -1050,6 +1668,17 @@ int model_heap_groups(struct model *m, enum model_select sel, int folded, int64_
 			g = &out->v[gi];
 			if (!selected(b, g->mem, sel, max_life_ns))
 				continue;
+			if (g->mem->aggregated) {
+				/* a kept row adds only what the tables lack */
+				const struct agg_proc *a = mem_of(h, b->key)->agg;
+
+				if (sel == MODEL_AT_PEAK && b->free_ns == NO_FREE) {
+					g->live_count += b->count;
+					g->live_bytes += b->weight;
+				}
+				if (sel != MODEL_SHORT || b->free_ns - b->alloc_ns <= a->row_ns)
+					continue;
+			}
 			g->count += b->count;
 			g->bytes += b->weight;
 			g->rows++;
@@ -1058,12 +1687,9 @@ int model_heap_groups(struct model *m, enum model_select sel, int folded, int64_
 				g->live_bytes += b->weight;
 			}
 			if (lives) {
-				struct life_list *l = &lives[gi];
-
-				err = array_grow(&l->v, &l->cap, l->n, sizeof(*l->v));
+				err = life_add(&lives[gi], (double)(b->free_ns - b->alloc_ns), 1);
 				if (err)
 					break;
-				l->v[l->n++] = b->free_ns - b->alloc_ns;
 			}
 		}
 	}
@@ -1076,10 +1702,7 @@ int model_heap_groups(struct model *m, enum model_select sel, int folded, int64_
 			continue;
 		/* The median of the rows (the sampled ones in sample mode);
 		 * with an even count, the mean of the two middle ones. */
-		qsort(l->v, l->n, sizeof(*l->v), cmp_i64);
-		out->v[i].median_life = l->n % 2 ? (double)l->v[l->n / 2]
-						 : ((double)l->v[l->n / 2 - 1] +
-						    (double)l->v[l->n / 2]) / 2;
+		out->v[i].median_life = life_median(l);
 	}
 	err = sort_groups(out);
 out:
@@ -1116,8 +1739,201 @@ static size_t lower_bound(const int64_t *v, size_t n, int64_t t)
 	return lo;
 }
 
-int model_mem_series(struct model *m, const struct model_mem *mem, const int64_t *t, size_t n,
-		     double *live)
+/* ---- checkpoints ---------------------------------------------------------------------------- */
+
+/* Every point_allocs-th value of the sorted v[0..n) (point_allocs the least
+ * power of two leaving at most MODEL_POINTS), into *out. */
+static int points_of(int64_t *v, size_t n, int64_t **out, size_t *nout)
+{
+	size_t every = 1, k;
+
+	*out = NULL;
+	*nout = 0;
+	while (n / every > MODEL_POINTS)
+		every *= 2;
+	if (n / every == 0)
+		return 0;
+	qsort(v, n, sizeof(*v), cmp_i64);
+	*out = malloc((n / every) * sizeof(**out));
+	if (!*out)
+		return -ENOMEM;
+	for (k = 1; k * every <= n; k++)
+		(*out)[k - 1] = v[k * every - 1];
+	*nout = k - 1;
+	return 0;
+}
+
+int model_heap_points(struct model *m, const struct model_proc *p, const int64_t **t,
+		      size_t *n)
+{
+	struct model_heap *h;
+	struct points_item *pi;
+	struct map_key k = { p->proc_id, 0, 0 };
+	const struct agg_proc *a;
+	int64_t *v = NULL;
+	size_t nv = 0, cap = 0;
+	int err = heap(m, 0);
+
+	if (err)
+		return err;
+	h = m->heap;
+	a = agg_of(h, p->proc_id);
+	if (a) {
+		/* the collector's */
+		*t = a->points;
+		*n = a->npoints;
+		return 0;
+	}
+	pi = map_find(&h->points, &k);
+	if (!pi) {
+		/* every allocation's instant, all memories */
+		for (size_t c = 0; !err && c < h->nchunks; c++) {
+			const struct chunk *ch = &h->chunks[c];
+
+			for (size_t i = 0; i < ch->n; i++) {
+				if (mem_of(h, ch->v[i].key)->mem.proc != p)
+					continue;
+				err = grow_i64(&v, &cap, nv);
+				if (err)
+					break;
+				v[nv++] = ch->v[i].alloc_ns;
+			}
+		}
+		pi = err ? NULL : map_get(&h->points, &k);
+		if (!err && !pi)
+			err = -ENOMEM;
+		if (!err)
+			err = points_of(v, nv, &pi->t, &pi->n);
+		free(v);
+		if (err)
+			return err;
+	}
+	*t = pi->t;
+	*n = pi->n;
+	return 0;
+}
+
+/* The index of t among the n sorted instants v (first index: base), or -1. */
+static int64_t find_instant(const int64_t *v, size_t n, int64_t t, int64_t base)
+{
+	size_t k = lower_bound(v, n, t);
+
+	return k < n && v[k] == t ? (int64_t)k + base : -1;
+}
+
+int model_groups_live_at(struct model *m, const struct model_groups *g,
+			 const int64_t *const *t, const size_t *n, double **y, int *exact)
+{
+	struct model_heap *h;
+	int err = heap(m, MODEL_WANT_SITES);
+
+	if (err)
+		return err;
+	h = m->heap;
+	for (size_t gi = 0; gi < g->n; gi++) {
+		exact[gi] = 1;
+		if (y[gi])
+			memset(y[gi], 0, n[g->v[gi].mem->proc->index] * sizeof(*y[gi]));
+	}
+	/* rows: a difference array per group, then its sums */
+	for (size_t c = 0; c < h->nchunks; c++) {
+		const struct chunk *ch = &h->chunks[c];
+
+		for (size_t i = 0; i < ch->n; i++) {
+			const struct model_block *b = &ch->v[i];
+			uint32_t gi = b->key < g->nkeys ? g->of_key[b->key] : UINT32_MAX;
+			size_t pi, ka, kf;
+
+			if (gi == UINT32_MAX || !y[gi] || g->v[gi].mem->aggregated)
+				continue;
+			pi = g->v[gi].mem->proc->index;
+			ka = lower_bound(t[pi], n[pi], b->alloc_ns);
+			kf = b->free_ns == NO_FREE ? n[pi] : lower_bound(t[pi], n[pi], b->free_ns);
+			if (ka >= kf)
+				continue;
+			y[gi][ka] += b->weight;
+			if (kf < n[pi])
+				y[gi][kf] -= b->weight;
+		}
+	}
+	for (size_t gi = 0; gi < g->n; gi++)
+		if (y[gi] && !g->v[gi].mem->aggregated)
+			for (size_t k = 1; k < n[g->v[gi].mem->proc->index]; k++)
+				y[gi][k] += y[gi][k - 1];
+	/* aggregated keys: their runs at the checkpoints */
+	for (size_t i = 0; i < h->keys.n && i < g->nkeys; i++) {
+		const struct key_item *ki = map_item(&h->keys, i);
+		uint32_t gi = g->of_key[i];
+		const struct agg_proc *a;
+		size_t pi;
+
+		if (!ki->agg || gi == UINT32_MAX || !y[gi])
+			continue;
+		a = mem_of(h, (uint32_t)i)->agg;
+		pi = g->v[gi].mem->proc->index;
+		for (size_t k = 0; k < n[pi]; k++) {
+			int64_t idx = find_instant(a->points, a->npoints, t[pi][k], 1);
+
+			if (idx >= 0) {
+				y[gi][k] += rle_at(&ki->agg->ser[0], idx);
+				continue;
+			}
+			idx = find_instant(a->steps, a->nsteps, t[pi][k], 0);
+			if (idx >= 0)
+				y[gi][k] += rle_at(&ki->agg->ser[1], idx);
+			else
+				exact[gi] = 0;
+		}
+	}
+	return 0;
+}
+
+/* An aggregated memory over time, from its timeline: each bucket's highest
+ * value at its start, the peak at its instant, its last value at its end. */
+static int agg_timeline(struct model *m, const struct model_mem *mem,
+			int (*cb)(void *ctx, int64_t t, double live), void *ctx)
+{
+	sqlite3_stmt *st = NULL;
+	int err, r = 0;
+
+	err = model_prepare(m, "SELECT start_ns, end_ns, max_bytes, end_bytes FROM heap_timeline"
+			    " WHERE proc_id = ?1 ORDER BY start_ns", &st);
+	if (!err)
+		sqlite3_bind_int64(st, 1, mem->proc->proc_id);
+	while (!err && (r = store_step(m->db, st)) > 0) {
+		int64_t a = col_i64(st, 0), b = col_i64(st, 1);
+
+		err = cb(ctx, a, sqlite3_column_double(st, 2));
+		if (!err && mem->peak_ns >= a && mem->peak_ns < b)
+			err = cb(ctx, mem->peak_ns, mem->peak);
+		if (!err)
+			err = cb(ctx, b - 1, sqlite3_column_double(st, 3));
+	}
+	if (!err && r < 0)
+		err = r;
+	sqlite3_finalize(st);
+	return err;
+}
+
+struct series_ctx {
+	const int64_t *t;
+	size_t n, k;
+	double *live;
+	double last;
+};
+
+static int series_at(void *ctx, int64_t t, double live)
+{
+	struct series_ctx *c = ctx;
+
+	while (c->k < c->n && c->t[c->k] < t)
+		c->live[c->k++] = c->last;
+	c->last = live;
+	return 0;
+}
+
+static int rows_mem_series(struct model *m, const struct model_mem *mem, const int64_t *t,
+			   size_t n, double *live)
 {
 	struct model_heap *h;
 	int err = heap(m, 0);
@@ -1151,6 +1967,20 @@ int model_mem_series(struct model *m, const struct model_mem *mem, const int64_t
 	for (size_t k = 1; k < n; k++)
 		live[k] += live[k - 1];
 	return 0;
+}
+
+int model_mem_series(struct model *m, const struct model_mem *mem, const int64_t *t, size_t n,
+		     double *live)
+{
+	struct series_ctx c = { .t = t, .n = n, .live = live };
+	int err;
+
+	if (!mem->aggregated)
+		return rows_mem_series(m, mem, t, n, live);
+	err = agg_timeline(m, mem, series_at, &c);
+	while (!err && c.k < n)
+		live[c.k++] = c.last;
+	return err;
 }
 
 /*
@@ -1211,8 +2041,11 @@ int model_mem_events(struct model *m, const struct model_mem *mem,
 	int64_t lo, hi;
 	double cur = 0;
 	size_t n;
-	int err = heap(m, 0);
+	int err;
 
+	if (mem->aggregated)
+		return agg_timeline(m, mem, cb, ctx);
+	err = heap(m, 0);
 	if (!err)
 		err = mem_event_list(m->heap, mem, &ev, &n, &lo, &hi);
 	if (err)

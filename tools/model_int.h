@@ -10,6 +10,9 @@
 #include "map.h"
 #include "model.h"
 
+/* The schema that has cuda_calls' stacks and cpu_time (008_findings.sql). */
+#define MODEL_V_FINDINGS 8
+
 struct model_heap;
 struct model_gpu_data;
 
@@ -67,6 +70,8 @@ struct model {
 
 	struct steps_item **steps;
 	size_t nsteps, steps_cap;
+
+	struct sites *call_sites; /* stacks of API and CUDA calls (model_stack_site) */
 };
 
 /* The selected process proc_id, or NULL (also when it is not selected). */

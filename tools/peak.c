@@ -99,7 +99,10 @@ int peak_write(struct model *m, FILE *out, int fmt)
 			emit_text(&e, "  %s: peak %s%s at %s after start%s\n", mm->label,
 				  mm->estimated ? "~" : "", fmt_bytes(b, sizeof(b), mm->peak),
 				  fmt_duration(t, sizeof(t), (double)(mm->peak_ns - p->start_ns)),
-				  complete ? "" : " (events were lost)");
+				  !complete ? " (events were lost)"
+				  : mm->late ? " (events reached the collector out of time order:"
+					       " the peak and its sites may be off)"
+					     : "");
 			emit_table_begin(&e, &sites_table);
 			while (gi < g.n && g.v[gi].mem->index < mm->index)
 				gi++;

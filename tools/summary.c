@@ -267,7 +267,9 @@ static void memories(struct ctx *c, const struct model_proc *p)
 						    " lost: may be wrong either way)"
 						  : "(events were lost: may be wrong either way)"
 			      : mm->estimated ? "(estimated from weighted samples)"
-					      : "");
+			      : mm->late ? "(some events reached the collector out of time"
+					   " order: the peak may be off)"
+					 : "");
 		emit_row(c->e, r);
 	}
 	if (any) {

@@ -35,7 +35,7 @@ int temporary_write(struct model *m, FILE *out, int fmt, int64_t max_lifetime_ns
 	struct emit e;
 	char d[FMT_UNIT_MAX];
 	size_t gi = 0;
-	int err, any_est = 0;
+	int err, any_est = 0, any_agg = 0;
 
 	if (model_schema_version(m) < 3) {
 		cli_error("the store has no call stacks (schema version %d; 3 or later needed)",
@@ -65,7 +65,7 @@ int temporary_write(struct model *m, FILE *out, int fmt, int64_t max_lifetime_ns
 			gi++;
 		for (; gi < g.n && g.v[gi].mem->proc == p; gi++) {
 			const struct model_group *s = &g.v[gi];
-			int est = s->mem->estimated;
+			int est = s->mem->estimated || (g.estimated && s->mem->aggregated);
 			struct emit_val r[NCOLS] = {
 				ev_int(p->pid), ev_int(p->proc_id), ev_str(s->mem->label),
 				ev_approx(ev_int(llround(s->count)), est),
@@ -76,6 +76,7 @@ int temporary_write(struct model *m, FILE *out, int fmt, int64_t max_lifetime_ns
 			if (s->rows == 0)
 				continue;
 			any_est |= est;
+			any_agg |= s->mem->aggregated;
 			emit_row(&e, r);
 		}
 		emit_table_end(&e);
@@ -83,7 +84,13 @@ int temporary_write(struct model *m, FILE *out, int fmt, int64_t max_lifetime_ns
 	}
 	emit_array_end(&e);
 	if (any_est)
-		emit_text(&e, "\n~: estimated from sampled allocations\n");
+		emit_text(&e, "\n~: estimated%s\n",
+			  g.estimated ? " (sampled allocations, or a share of a lifetime bucket:"
+					" the collector counted exactly at 1 ms and 1 s)"
+				      : " from sampled allocations");
+	if (any_agg)
+		emit_text(&e, "\nmedian lifetimes of exact-mode heaps come from a histogram: within"
+			  " a quarter octave\n");
 	model_groups_free(&g);
 	return emit_finish(&e);
 }

@@ -23,7 +23,7 @@ start_service "$STATE" --job-linger 300ms || { not_ok "collector starts"; finish
 run() { # JOB LOG ARGS...: a traced wl_job of job JOB (SHIMMER_* from the caller)
 	local job=$1 log=$2
 	shift 2
-	LD_PRELOAD=$SHIM SHIMMER_SOCKET=$SOCK SHIMMER_MALLOC=all SHIMMER_JOB=$job WL_LOG=$log \
+	LD_PRELOAD=$SHIM SHIMMER_SOCKET=$SOCK SHIMMER_MALLOC=all SHIMMER_HEAP_ROWS=all SHIMMER_JOB=$job WL_LOG=$log \
 		"$WLJ" "$@"
 }
 store_of() { # JOB: its newest recording's path

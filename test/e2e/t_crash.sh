@@ -8,6 +8,9 @@
 #    them first (everything stored, end_reason 'shutdown', store consistent)
 #    and the clients carry on without it.
 . "$(dirname "$0")/lib.sh"
+# The workload's every allocation is compared with the rows: a row per
+# event (the default `all` mode keeps rows only for long-lived blocks).
+export SHIMMER_HEAP_ROWS=all
 need "$SHIM" "$SHIMMERD" "$WL"
 
 # -- collector killed ----------------------------------------------------

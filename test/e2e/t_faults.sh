@@ -10,6 +10,9 @@
 #    checks the store after a full disk).
 # (Descriptor exhaustion in the collector: t_hostile.)
 . "$(dirname "$0")/lib.sh"
+# Rows are compared with the workload's log, and a flood of rows fills a
+# small disk: a row per event (the default `all` mode aggregates the heap).
+export SHIMMER_HEAP_ROWS=all
 need "$SHIM" "$SHIMMERD" "$WL"
 
 # -- killed mid-ingest, restarted -------------------------------------------

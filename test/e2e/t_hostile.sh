@@ -6,6 +6,9 @@
 # names that demangle to gigabytes), the collector stays alive and nearly
 # idle, refuses each bad client, and stores a traced program completely.
 . "$(dirname "$0")/lib.sh"
+# Rows are compared with the workload's log, and a flood of rows fills a
+# small disk: a row per event (the default `all` mode aggregates the heap).
+export SHIMMER_HEAP_ROWS=all
 need "$SHIM" "$SHIMMERD" "$WL" "$BADCLIENT"
 
 DB=$T/store.db

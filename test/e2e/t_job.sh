@@ -18,7 +18,7 @@ start_service "$STATE" --job-linger 400ms || { not_ok "collector starts"; finish
 member() { # LOG SLURM_ID RANK N DIR [fork|exec]
 	local log=$1 id=$2 rank=$3
 	shift 3
-	LD_PRELOAD=$SHIM SHIMMER_SOCKET=$SOCK SHIMMER_MALLOC=all SLURM_JOB_ID=$id RANK=$rank \
+	LD_PRELOAD=$SHIM SHIMMER_SOCKET=$SOCK SHIMMER_MALLOC=all SHIMMER_HEAP_ROWS=all SLURM_JOB_ID=$id RANK=$rank \
 		WL_LOG=$log "$WLJ" member "$1" $SIZE "$2" ${3:-}
 }
 mkdir "$T/j1" "$T/j2"
@@ -77,7 +77,7 @@ check_integrity "slurm:4242 store integrity" "$S1"
 # job) whose workers carry TORCHELASTIC_RUN_ID: one recording, the
 # launcher's.
 setsid bash -c 'echo $$ > "$1"; shift; exec "$@"' _ "$T/pgid" \
-	env LD_PRELOAD="$SHIM" SHIMMER_SOCKET="$SOCK" SHIMMER_MALLOC=all WL_LOG="$T/l.log" \
+	env LD_PRELOAD="$SHIM" SHIMMER_SOCKET="$SOCK" SHIMMER_MALLOC=all SHIMMER_HEAP_ROWS=all WL_LOG="$T/l.log" \
 	WLJ_WORKER_ENV=TORCHELASTIC_RUN_ID=run-77 "$WLJ" launch 4 child $SIZE
 rc=$?
 PG=$(cat "$T/pgid")

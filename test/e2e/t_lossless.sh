@@ -1,21 +1,23 @@
 #!/bin/bash
 # A burst of N malloc calls on one thread (SHIMMER_MALLOC=all) through a
-# 4 KiB ring.  Lossless (SHIMMER_LOSSLESS=1): every call is a row, nothing
-# dropped.  Otherwise the collector falls behind, and the drops are counted
-# exactly: stored + dropped == produced (the exact counter).
+# 4 KiB ring.  Lossless (SHIMMER_LOSSLESS=1, and by default in `all` mode):
+# every call is a row, nothing dropped, the process marked lossless.  With
+# SHIMMER_LOSSLESS=0 the collector falls behind, and the drops are counted
+# exactly: stored + dropped == produced (the exact counter).  Then the
+# rings' default size in each mode.
 . "$(dirname "$0")/lib.sh"
 need "$SHIM" "$SHIMMERD" "$WL"
 
 N=50000 SIZE=72
-for mode in lossless lossy; do
+for mode in lossless default lossy; do
 	DB=$T/$mode.db
 	WLOG=$T/$mode.log
 	start_collector "$DB" || { not_ok "$mode: collector starts"; continue; }
-	if [ $mode = lossless ]; then
-		SHIMMER_LOSSLESS=1 SHIMMER_RING_KB=4 traced "$WL" burst $N $SIZE
-	else
-		SHIMMER_RING_KB=4 traced "$WL" burst $N $SIZE
-	fi
+	case $mode in
+	lossless) SHIMMER_LOSSLESS=1 SHIMMER_RING_KB=4 traced "$WL" burst $N $SIZE ;;
+	default) SHIMMER_RING_KB=4 traced "$WL" burst $N $SIZE ;;
+	lossy) SHIMMER_LOSSLESS=0 SHIMMER_RING_KB=4 traced "$WL" burst $N $SIZE ;;
+	esac
 	rc=$?
 	check "$mode: workload exits 0" "exit status $rc" [ $rc = 0 ]
 	check "$mode: collector exits 0 on SIGTERM" "see collector log" stop_collector
@@ -34,7 +36,7 @@ for mode in lossless lossy; do
 	dropped=$(q "SELECT coalesce(sum(events), 0) FROM s.drops WHERE proc_id IN $PROC
 		AND tid = $TID")
 	check "$mode: counter exact ($N mallocs)" "function_counts says $mallocs" [ "$mallocs" = $N ]
-	if [ $mode = lossless ]; then
+	if [ $mode != lossy ]; then
 		got=$(q "SELECT lossless FROM s.processes WHERE proc_id IN $PROC")
 		check "$mode: process marked lossless" "lossless=$got" [ "$got" = 1 ]
 		check "$mode: every call stored" "stored $stored of $produced" [ "$stored" = "$produced" ]
@@ -47,4 +49,27 @@ for mode in lossless lossy; do
 			[ $((stored + dropped)) = "$produced" ]
 	fi
 done
+
+# The rings' size: 1 MiB by default in `all` mode (a fast allocator rides
+# out the collector's moments off the CPU), 256 KiB in sample mode, and
+# SHIMMER_RING_KB wins over both.  The shim's debug line says.
+DB=$T/rings.db
+WLOG=$T/rings.log
+start_collector "$DB" || not_ok "rings: collector starts"
+for c in "all||1048576" "sample||262144" "all|64|65536"; do
+	IFS='|' read -r m kb want <<< "$c"
+	out=$(SHIMMER_MALLOC=$m SHIMMER_RING_KB=$kb SHIMMER_DEBUG=1 traced "$WL" burst 10 $SIZE 2>&1)
+	check "rings: SHIMMER_MALLOC=$m SHIMMER_RING_KB=${kb:-unset}: $want bytes" \
+		"$(grep -m1 'slots of' <<< "$out")" grep -q "slots of $want bytes" <<< "$out"
+done
+# a value from the configuration file wins over the mode's default too
+printf 'socket = %s\nSHIMMER_RING_KB = 64\nSHIMMER_LOSSLESS = 0\n' "$SOCK" > "$T/shimmer.conf"
+out=$(env -u SHIMMER_SOCKET LD_PRELOAD=$SHIM SHIMMER_CONFIG="$T/shimmer.conf" SHIMMER_MALLOC=all \
+	SHIMMER_DEBUG=1 WL_LOG=$WLOG "$WL" burst 10 $SIZE 2>&1)
+check "rings: SHIMMER_RING_KB=64 in the configuration file: 65536 bytes" \
+	"$(grep -m1 'slots of' <<< "$out")" grep -q "slots of 65536 bytes" <<< "$out"
+stop_collector || not_ok "rings: collector exits 0"
+lossy=$(sqlite3 "$DB" "SELECT count(*) FROM processes WHERE lossless = 0 AND malloc_mode = 'all'")
+check "rings: SHIMMER_LOSSLESS=0 in the configuration file: not lossless" "$lossy processes" \
+	[ "$lossy" = 1 ]
 finish

@@ -6,6 +6,9 @@
 # record stored) and stores a well-behaved client traced at the same time
 # completely.
 . "$(dirname "$0")/lib.sh"
+# The workload's every allocation is compared with the rows: a row per
+# event (the default `all` mode keeps rows only for long-lived blocks).
+export SHIMMER_HEAP_ROWS=all
 need "$SHIM" "$SHIMMERD" "$WL" "$BADCLIENT"
 
 DB=$T/store.db

@@ -169,7 +169,7 @@ check "the daemon runs as shimmer, with CAP_CHOWN only" \
 run_as() { # USER JOB LOG ARGS...: a traced wl_job of USER, job JOB
 	local u=$1 job=$2 log=$3
 	shift 3
-	as $u env LD_PRELOAD="$SHIM" SHIMMER_SOCKET="$SOCK" SHIMMER_JOB=$job SHIMMER_MALLOC=all \
+	as $u env LD_PRELOAD="$SHIM" SHIMMER_SOCKET="$SOCK" SHIMMER_JOB=$job SHIMMER_MALLOC=all SHIMMER_HEAP_ROWS=all \
 		WL_LOG= "$WLJ" "$@" > "$log" 2>&1
 }
 run_as shsvc-a job-a "$T/a1.out" steps 3 5 12347 shimmer 0 &

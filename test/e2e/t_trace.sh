@@ -5,6 +5,9 @@
 # logged.  Every CUDA call of the fake runtime takes at least DELAY ns, so
 # every stored duration must be at least that.
 . "$(dirname "$0")/lib.sh"
+# The workload's every allocation is compared with the rows: a row per
+# event (the default `all` mode keeps rows only for long-lived blocks).
+export SHIMMER_HEAP_ROWS=all
 need "$SHIM" "$SHIMMERD" "$WL"
 
 DELAY=200000

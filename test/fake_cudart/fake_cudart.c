@@ -17,6 +17,11 @@
  *  - launches only validate their arguments;
  *  - FAKE_CUDA_DELAY_NS=N makes every call take at least N nanoseconds, so a
  *    test can check that recorded durations are at least N;
+ *  - FAKE_CUDA_DEVICE_BYTES=N: the device holds N bytes (device and managed
+ *    blocks of the process, together): an allocation past that fails with
+ *    cudaErrorMemoryAllocation, as a full GPU's does;
+ *  - FAKE_GPU_KERNEL_NS=N makes the "GPU" asynchronous (below), every kernel
+ *    running N ns unless fake_cuda_kernel_ns() gave its own;
  *  - like the driver at cuInit, the first call loads the library named by
  *    CUDA_INJECTION64_PATH and calls its InitializeInjection();
  *  - when the fake CUPTI (test/fake_cupti) is loaded, every call reaches it
@@ -24,7 +29,24 @@
  *    copies, memsets and synchronizations as activity records spanning the
  *    call's delay (the "GPU" runs the work synchronously).  Kernel names
  *    come from fake_cuda_register_kernel(); fake_cu_launch_kernel() is a
- *    driver-API launch (fake_gpu.h).
+ *    driver-API launch (fake_gpu.h);
+ *  - copies and memsets name the memory they touch as CUPTI does: host
+ *    memory from cudaMallocHost/cudaHostAlloc is pinned, cudaMallocManaged's
+ *    managed, any other host memory pageable.
+ *
+ * The asynchronous GPU (FAKE_GPU_KERNEL_NS set): each (device, stream) is a
+ * queue.  A launch returns after its delay and its kernel runs on the
+ * stream once the stream's earlier work is done; copies take 1 us plus
+ * 0.1 ns a byte (10 GB/s), memsets the same.  What blocks the CPU blocks as
+ * CUDA documents (its "API synchronization behavior" page): cudaMemcpy
+ * waits for the device's earlier work and its own copy; cudaMemcpyAsync
+ * with pageable host memory waits for its stream and its copy; a memset
+ * of pinned or managed memory waits for its stream and runs at once;
+ * cudaStreamSynchronize waits for its stream, cudaDeviceSynchronize for
+ * every stream of the device.  Streams are independent (no legacy
+ * default-stream barrier).  Activity records carry the times the work ran,
+ * on CUPTI's clock (the subscriber's timestamp callback, whose rate the
+ * fake measures against CLOCK_MONOTONIC).
  *
  * Exported functions never call each other (each one would be seen by the
  * shim as an extra call); they share static helpers instead.  Thread-safe.
@@ -54,15 +76,30 @@
 #define FAKE_TABLE_SIZE 65536u /* live allocations, open addressing */
 
 static long delay_ns;
+static long gpu_kernel_ns = -1; /* FAKE_GPU_KERNEL_NS; -1: the synchronous GPU */
+static uint64_t device_bytes;   /* FAKE_CUDA_DEVICE_BYTES; 0: FAKE_DEVICE_BYTES */
+static uint64_t device_live;    /* bytes of live device and managed blocks */
 static int ndevices = 4;
 static TLS int cur_device;
 static TLS cudaError_t last_error;
 
-/* Live blocks: pointer -> mapped length, so frees can be validated. */
+enum mem_kind { MEM_DEVICE, MEM_PINNED, MEM_MANAGED };
+
+/* Live blocks: pointer -> mapped length and kind, so frees can be validated. */
 static struct {
 	uintptr_t ptr; /* 0 = empty, 1 = deleted */
 	size_t len;
+	enum mem_kind kind;
 } table[FAKE_TABLE_SIZE];
+
+/* Live pinned and managed blocks, for telling what memory a copy touches
+ * (a pointer may point inside one). */
+#define FAKE_HOST_BLOCKS 1024
+static struct {
+	uintptr_t lo, hi;
+	enum mem_kind kind;
+} host_blocks[FAKE_HOST_BLOCKS];
+static unsigned nhost_blocks;
 static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
 
 __attribute__((constructor)) static void fake_init(void)
@@ -74,6 +111,12 @@ __attribute__((constructor)) static void fake_init(void)
 	s = getenv("FAKE_CUDA_DEVICES");
 	if (s && atoi(s) > 0)
 		ndevices = atoi(s);
+	s = getenv("FAKE_GPU_KERNEL_NS");
+	if (s && *s)
+		gpu_kernel_ns = strtol(s, NULL, 10) > 0 ? strtol(s, NULL, 10) : 0;
+	s = getenv("FAKE_CUDA_DEVICE_BYTES");
+	if (s && *s)
+		device_bytes = strtoull(s, NULL, 10);
 }
 
 /*
@@ -83,10 +126,21 @@ __attribute__((constructor)) static void fake_init(void)
  * itself, sees the call's API_ENTER and API_EXIT callbacks and, for work
  * the GPU would do (op), an activity record that spans the call's delay.
  */
+enum gpu_mode {
+	GPU_NONE,      /* no work for the asynchronous GPU */
+	GPU_QUEUE,     /* runs after the stream's work; the call does not wait */
+	GPU_BLOCK,     /* the same, and the call waits for it */
+	GPU_BLOCK_DEV, /* runs after the device's work; the call waits for it */
+	GPU_WAIT,      /* no work: the call waits for the stream */
+	GPU_WAIT_DEV,  /* no work: the call waits for the device */
+};
+
 struct call {
 	uint64_t t0;
 	const struct fake_cupti_ops *cupti;
 	struct fake_cupti_call api;
+	enum gpu_mode gpu;  /* asynchronous GPU only */
+	uint64_t gpu_ns;    /* the work's duration */
 };
 
 static const struct fake_cupti_ops *cupti_ops;
@@ -129,7 +183,9 @@ static void call_begin(struct call *c, CUpti_CallbackDomain domain, CUpti_Callba
 		       const char *symbol, const void *params)
 {
 	inject();
-	c->t0 = delay_ns > 0 ? clock_ns(CLOCK_MONOTONIC) : 0;
+	c->t0 = delay_ns > 0 || gpu_kernel_ns >= 0 ? clock_ns(CLOCK_MONOTONIC) : 0;
+	c->gpu = GPU_NONE;
+	c->gpu_ns = 0;
 	c->cupti = __atomic_load_n(&cupti_ops, __ATOMIC_ACQUIRE);
 	c->api = (struct fake_cupti_call){ .domain = domain, .cbid = cbid, .symbol = symbol,
 					   .params = params };
@@ -137,16 +193,145 @@ static void call_begin(struct call *c, CUpti_CallbackDomain domain, CUpti_Callba
 		c->cupti->api_enter(&c->api);
 }
 
+/* ---- the asynchronous GPU ----------------------------------------------- */
+
+#define GPU_STREAMS 64
+static struct {
+	uint32_t device, stream;
+	uint64_t free_at; /* CLOCK_MONOTONIC ns its queued work ends */
+} gpu_streams[GPU_STREAMS];
+static unsigned ngpu_streams;
+static pthread_mutex_t gpu_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* CUPTI's clock against CLOCK_MONOTONIC: its rate, from an anchor. */
+static uint64_t anchor_mono, anchor_ts;
+static double ts_rate;
+
+static void sleep_until(uint64_t t)
+{
+	uint64_t now;
+
+	while ((now = clock_ns(CLOCK_MONOTONIC)) < t) {
+		struct timespec ts = { (time_t)((t - now) / 1000000000u),
+				       (long)((t - now) % 1000000000u) };
+
+		nanosleep(&ts, NULL);
+	}
+}
+
+/* With gpu_lock held: the queue of (device, stream), made on first use
+ * (the last slot is shared when they run out). */
+static uint64_t *stream_free_at(uint32_t device, uint32_t stream)
+{
+	unsigned i;
+
+	for (i = 0; i < ngpu_streams; i++)
+		if (gpu_streams[i].device == device && gpu_streams[i].stream == stream)
+			return &gpu_streams[i].free_at;
+	if (ngpu_streams == GPU_STREAMS)
+		return &gpu_streams[GPU_STREAMS - 1].free_at;
+	gpu_streams[ngpu_streams] = (__typeof__(gpu_streams[0])){ device, stream, 0 };
+	return &gpu_streams[ngpu_streams++].free_at;
+}
+
+/* With gpu_lock held: when the device's queued work ends. */
+static uint64_t device_free_at(uint32_t device)
+{
+	uint64_t t = 0;
+
+	for (unsigned i = 0; i < ngpu_streams; i++)
+		if (gpu_streams[i].device == device && gpu_streams[i].free_at > t)
+			t = gpu_streams[i].free_at;
+	return t;
+}
+
+/* Runs the call's GPU work (c->gpu) on the device's queues: sets op's
+ * start and end (CLOCK_MONOTONIC ns) and waits when the call blocks. */
+static void gpu_run(struct call *c, struct fake_gpu_op *op, uint32_t device)
+{
+	uint64_t now = clock_ns(CLOCK_MONOTONIC), start, end, *q;
+
+	pthread_mutex_lock(&gpu_lock);
+	q = c->gpu == GPU_WAIT_DEV ? NULL : stream_free_at(device, op ? op->stream : 7);
+	switch (c->gpu) {
+	case GPU_WAIT:
+	case GPU_WAIT_DEV:
+		end = q ? *q : device_free_at(device);
+		pthread_mutex_unlock(&gpu_lock);
+		sleep_until(end);
+		if (op) {
+			op->start = c->t0;
+			op->end = clock_ns(CLOCK_MONOTONIC);
+		}
+		return;
+	case GPU_BLOCK_DEV:
+		start = device_free_at(device);
+		break;
+	default:
+		start = *q;
+		break;
+	}
+	if (start < now)
+		start = now;
+	end = start + c->gpu_ns;
+	if (q)
+		*q = end;
+	pthread_mutex_unlock(&gpu_lock);
+	if (op) {
+		op->start = start;
+		op->end = end;
+	}
+	if (c->gpu != GPU_QUEUE)
+		sleep_until(end);
+}
+
+/* Two CLOCK_MONOTONIC instants on CUPTI's clock.  The rate is measured once
+ * over 0.5 ms (the first record's call takes that much longer), then from
+ * the anchor as time passes; activity kinds are on only while the
+ * subscriber's clock is registered, so it is one clock. */
+static void to_cupti(const struct fake_cupti_ops *cupti, uint64_t *t0, uint64_t *t1)
+{
+	uint64_t m, ts;
+	double rate;
+
+	pthread_mutex_lock(&gpu_lock);
+	m = clock_ns(CLOCK_MONOTONIC);
+	ts = cupti->timestamp();
+	if (!anchor_mono) {
+		uint64_t m2, ts2;
+
+		sleep_until(m + 500000);
+		m2 = clock_ns(CLOCK_MONOTONIC);
+		ts2 = cupti->timestamp();
+		anchor_mono = m;
+		anchor_ts = ts;
+		ts_rate = (double)(ts2 - ts) / (double)(m2 - m);
+		m = m2;
+		ts = ts2;
+	} else if (m - anchor_mono > 50000000u && ts > anchor_ts) {
+		ts_rate = (double)(ts - anchor_ts) / (double)(m - anchor_mono);
+	}
+	rate = ts_rate;
+	pthread_mutex_unlock(&gpu_lock);
+	/* one reading for both: the order of start and end is kept */
+	*t0 = (uint64_t)((double)ts + ((double)*t0 - (double)m) * rate);
+	*t1 = (uint64_t)((double)ts + ((double)*t1 - (double)m) * rate);
+}
+
 /* Ends the call: waits out the delay (the GPU work, when op is given, runs
- * during it), records op if the call succeeded, returns err. */
+ * during it; on the asynchronous GPU it runs on its queue after the
+ * delay), records op if the call succeeded, returns err. */
 static int call_end(struct call *c, int err, struct fake_gpu_op *op)
 {
-	uint64_t start = op && c->cupti ? c->cupti->timestamp() : 0;
+	uint64_t start = op && c->cupti && gpu_kernel_ns < 0 ? c->cupti->timestamp() : 0;
+	int async = gpu_kernel_ns >= 0;
 
 	if (op && c->cupti)
 		c->cupti->work_begins(op);
 
-	if (delay_ns > 0) {
+	if (async && delay_ns > 0) {
+		sleep_until(c->t0 + (uint64_t)delay_ns);
+	} else if (delay_ns > 0) {
 		/* GPU work lasts the whole delay, however long the callbacks took. */
 		uint64_t until = (op ? clock_ns(CLOCK_MONOTONIC) : c->t0) + (uint64_t)delay_ns;
 		uint64_t t;
@@ -157,9 +342,15 @@ static int call_end(struct call *c, int err, struct fake_gpu_op *op)
 			nanosleep(&ts, NULL);
 		}
 	}
+	if (async && c->gpu != GPU_NONE && err == 0)
+		gpu_run(c, op, (uint32_t)cur_device);
 	if (op && c->cupti && err == 0) {
-		op->start = start;
-		op->end = c->cupti->timestamp();
+		if (async && c->gpu != GPU_NONE) {
+			to_cupti(c->cupti, &op->start, &op->end);
+		} else {
+			op->start = start;
+			op->end = c->cupti->timestamp();
+		}
 		op->correlation = c->api.correlation;
 		op->device = (uint32_t)cur_device;
 		op->context = (uint32_t)cur_device + 1;
@@ -190,7 +381,40 @@ static size_t slot_of(uintptr_t p)
 	return (size_t)((p >> 12) * 0x9e3779b97f4a7c15ull) & (FAKE_TABLE_SIZE - 1);
 }
 
-static int table_put(uintptr_t p, size_t len)
+/* With table_lock held. */
+static void host_block_add(uintptr_t p, size_t len, enum mem_kind kind)
+{
+	if (kind != MEM_DEVICE && nhost_blocks < FAKE_HOST_BLOCKS)
+		host_blocks[nhost_blocks++] = (__typeof__(host_blocks[0])){ p, p + len, kind };
+}
+
+static void host_block_remove(uintptr_t p)
+{
+	for (unsigned i = 0; i < nhost_blocks; i++)
+		if (host_blocks[i].lo == p) {
+			host_blocks[i] = host_blocks[--nhost_blocks];
+			return;
+		}
+}
+
+/* Whether p (host memory) lies in a pinned or managed block: its kind,
+ * else -1 (pageable). */
+static int host_kind(const void *p)
+{
+	uintptr_t a = (uintptr_t)p;
+	int kind = -1;
+
+	pthread_mutex_lock(&table_lock);
+	for (unsigned i = 0; i < nhost_blocks; i++)
+		if (a >= host_blocks[i].lo && a < host_blocks[i].hi) {
+			kind = (int)host_blocks[i].kind;
+			break;
+		}
+	pthread_mutex_unlock(&table_lock);
+	return kind;
+}
+
+static int table_put(uintptr_t p, size_t len, enum mem_kind kind)
 {
 	size_t i = slot_of(p);
 
@@ -199,6 +423,8 @@ static int table_put(uintptr_t p, size_t len)
 		if (table[i].ptr <= 1) {
 			table[i].ptr = p;
 			table[i].len = len;
+			table[i].kind = kind;
+			host_block_add(p, len, kind);
 			pthread_mutex_unlock(&table_lock);
 			return 0;
 		}
@@ -207,8 +433,8 @@ static int table_put(uintptr_t p, size_t len)
 	return -ENOMEM;
 }
 
-/* Removes p; returns its length, 0 when p is not a live block. */
-static size_t table_take(uintptr_t p)
+/* Removes p; returns its length (and *kind), 0 when p is not a live block. */
+static size_t table_take(uintptr_t p, enum mem_kind *kind)
 {
 	size_t i = slot_of(p), len = 0;
 
@@ -217,7 +443,10 @@ static size_t table_take(uintptr_t p)
 	     n++, i = (i + 1) & (FAKE_TABLE_SIZE - 1)) {
 		if (table[i].ptr == p) {
 			len = table[i].len;
+			*kind = table[i].kind;
 			table[i].ptr = 1;
+			if (*kind != MEM_DEVICE)
+				host_block_remove(p);
 			break;
 		}
 	}
@@ -225,7 +454,29 @@ static size_t table_take(uintptr_t p)
 	return len;
 }
 
-static cudaError_t fake_alloc(void **out, size_t size)
+/* Device and managed blocks count against the device's bytes. */
+static int reserve(size_t size, enum mem_kind kind)
+{
+	uint64_t cap = device_bytes ? device_bytes : FAKE_DEVICE_BYTES;
+	uint64_t cur = __atomic_load_n(&device_live, __ATOMIC_RELAXED);
+
+	if (kind == MEM_PINNED)
+		return 0;
+	do {
+		if (size > cap || cur > cap - size)
+			return -ENOMEM;
+	} while (!__atomic_compare_exchange_n(&device_live, &cur, cur + size, 0, __ATOMIC_RELAXED,
+					      __ATOMIC_RELAXED));
+	return 0;
+}
+
+static void unreserve(size_t size, enum mem_kind kind)
+{
+	if (kind != MEM_PINNED)
+		__atomic_sub_fetch(&device_live, size, __ATOMIC_RELAXED);
+}
+
+static cudaError_t fake_alloc_kind(void **out, size_t size, enum mem_kind kind)
 {
 	void *p;
 
@@ -234,29 +485,39 @@ static cudaError_t fake_alloc(void **out, size_t size)
 	*out = NULL;
 	if (size == 0)
 		return cudaSuccess;
-	if (size > FAKE_DEVICE_BYTES)
+	if (size > FAKE_DEVICE_BYTES || reserve(size, kind) < 0)
 		return cudaErrorMemoryAllocation;
 	p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	if (p == MAP_FAILED)
+	if (p == MAP_FAILED) {
+		unreserve(size, kind);
 		return cudaErrorMemoryAllocation;
-	if (table_put((uintptr_t)p, size) < 0) {
+	}
+	if (table_put((uintptr_t)p, size, kind) < 0) {
 		munmap(p, size);
+		unreserve(size, kind);
 		return cudaErrorMemoryAllocation;
 	}
 	*out = p;
 	return cudaSuccess;
 }
 
+static cudaError_t fake_alloc(void **out, size_t size)
+{
+	return fake_alloc_kind(out, size, MEM_DEVICE);
+}
+
 static cudaError_t fake_free(void *p, cudaError_t invalid)
 {
+	enum mem_kind kind = MEM_DEVICE;
 	size_t len;
 
 	if (!p)
 		return cudaSuccess;
-	len = table_take((uintptr_t)p);
+	len = table_take((uintptr_t)p, &kind);
 	if (!len)
 		return invalid;
 	munmap(p, len);
+	unreserve(len, kind);
 	return cudaSuccess;
 }
 
@@ -314,7 +575,7 @@ API cudaError_t cudaFree(void *devPtr)
 API cudaError_t cudaMallocHost(void **ptr, size_t size)
 {
 	BEGIN(RT(cudaMallocHost_v3020));
-	return DONE(fake_alloc(ptr, size));
+	return DONE(fake_alloc_kind(ptr, size, MEM_PINNED));
 }
 
 API cudaError_t cudaHostAlloc(void **pHost, size_t size, unsigned int flags)
@@ -322,7 +583,7 @@ API cudaError_t cudaHostAlloc(void **pHost, size_t size, unsigned int flags)
 	BEGIN(RT(cudaHostAlloc_v3020));
 	if (flags & ~0xfu)
 		return DONE(cudaErrorInvalidValue);
-	return DONE(fake_alloc(pHost, size));
+	return DONE(fake_alloc_kind(pHost, size, MEM_PINNED));
 }
 
 API cudaError_t cudaFreeHost(void *ptr)
@@ -336,7 +597,7 @@ API cudaError_t cudaMallocManaged(void **devPtr, size_t size, unsigned int flags
 	BEGIN(RT(cudaMallocManaged_v6000));
 	if (flags != cudaMemAttachGlobal && flags != cudaMemAttachHost)
 		return DONE(cudaErrorInvalidValue);
-	return DONE(fake_alloc(devPtr, size));
+	return DONE(fake_alloc_kind(devPtr, size, MEM_MANAGED));
 }
 
 API cudaError_t cudaMallocPitch(void **devPtr, size_t *pitch, size_t width, size_t height)
@@ -397,9 +658,25 @@ API cudaError_t cudaMallocFromPoolAsync(void **ptr, size_t size, cudaMemPool_t p
 
 /* ---- copies and sets ------------------------------------------------- */
 
+/* CUPTI's memory kind of host memory at p. */
+static uint8_t host_mem_kind(const void *p)
+{
+	int k = host_kind(p);
+
+	return k == MEM_PINNED ? CUPTI_ACTIVITY_MEMORY_KIND_PINNED :
+	       k == MEM_MANAGED ? CUPTI_ACTIVITY_MEMORY_KIND_MANAGED :
+				  CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE;
+}
+
+/* The asynchronous GPU's time for n bytes: 1 us + 0.1 ns a byte. */
+static uint64_t copy_ns(size_t n)
+{
+	return 1000u + (uint64_t)n / 10u;
+}
+
 /* The activity record of a copy: CUPTI's kind and memory kinds. */
-static void copy_op(struct fake_gpu_op *op, enum cudaMemcpyKind kind, size_t count,
-		    cudaStream_t s, int async)
+static void copy_op(struct fake_gpu_op *op, const void *dst, const void *src,
+		    enum cudaMemcpyKind kind, size_t count, cudaStream_t s, int async)
 {
 	static const uint8_t ck[] = {
 		[cudaMemcpyHostToHost] = CUPTI_ACTIVITY_MEMCPY_KIND_HTOH,
@@ -414,9 +691,19 @@ static void copy_op(struct fake_gpu_op *op, enum cudaMemcpyKind kind, size_t cou
 	*op = (struct fake_gpu_op){
 		.kind = FAKE_OP_MEMCPY, .stream = stream_id(s), .bytes = count, .async = (uint8_t)async,
 		.copy_kind = (unsigned)kind <= cudaMemcpyDefault ? ck[kind] : 0,
-		.src_kind = src_dev ? CUPTI_ACTIVITY_MEMORY_KIND_DEVICE : CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE,
-		.dst_kind = dst_dev ? CUPTI_ACTIVITY_MEMORY_KIND_DEVICE : CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE,
+		.src_kind = src_dev ? CUPTI_ACTIVITY_MEMORY_KIND_DEVICE : host_mem_kind(src),
+		.dst_kind = dst_dev ? CUPTI_ACTIVITY_MEMORY_KIND_DEVICE : host_mem_kind(dst),
 	};
+}
+
+/* How the asynchronous GPU runs a copy (see the top of the file). */
+static void copy_gpu(struct call *c, const struct fake_gpu_op *op, size_t count, int async)
+{
+	int pageable = op->src_kind == CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE ||
+		       op->dst_kind == CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE;
+
+	c->gpu_ns = copy_ns(count);
+	c->gpu = !async ? GPU_BLOCK_DEV : pageable ? GPU_BLOCK : GPU_QUEUE;
 }
 
 cudaError_t fake_memcpy_any(CUpti_CallbackId cbid, void *dst, const void *src, size_t count,
@@ -425,7 +712,8 @@ cudaError_t fake_memcpy_any(CUpti_CallbackId cbid, void *dst, const void *src, s
 	struct fake_gpu_op op;
 
 	BEGIN(cbid);
-	copy_op(&op, kind, count, s, async);
+	copy_op(&op, dst, src, kind, count, s, async);
+	copy_gpu(&c_, &op, count, async);
 	return DONE_OP(fake_copy(dst, src, count, kind), &op);
 }
 
@@ -446,8 +734,9 @@ API cudaError_t cudaMemcpyPeerAsync(void *dst, int dstDevice, const void *src, i
 	struct fake_gpu_op op;
 
 	BEGIN(RT(cudaMemcpyPeerAsync_v4000));
-	copy_op(&op, cudaMemcpyDeviceToDevice, count, s, 1);
+	copy_op(&op, dst, src, cudaMemcpyDeviceToDevice, count, s, 1);
 	op.copy_kind = CUPTI_ACTIVITY_MEMCPY_KIND_PTOP;
+	copy_gpu(&c_, &op, count, 1);
 	if (dstDevice < 0 || dstDevice >= ndevices || srcDevice < 0 || srcDevice >= ndevices)
 		return DONE(cudaErrorInvalidDevice);
 	return DONE_OP(fake_copy(dst, src, count, cudaMemcpyDeviceToDevice), &op);
@@ -456,13 +745,20 @@ API cudaError_t cudaMemcpyPeerAsync(void *dst, int dstDevice, const void *src, i
 cudaError_t fake_memset_any(CUpti_CallbackId cbid, void *p, int value, size_t count,
 			    cudaStream_t s, int async)
 {
+	int hk = host_kind(p);
 	struct fake_gpu_op op = {
 		.kind = FAKE_OP_MEMSET, .stream = stream_id(s), .bytes = count,
-		.value = (uint32_t)value, .mem_kind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE,
+		.value = (uint32_t)value,
+		.mem_kind = hk == MEM_PINNED ? CUPTI_ACTIVITY_MEMORY_KIND_PINNED :
+			    hk == MEM_MANAGED ? CUPTI_ACTIVITY_MEMORY_KIND_MANAGED :
+						CUPTI_ACTIVITY_MEMORY_KIND_DEVICE,
 		.async = (uint8_t)async,
 	};
 
 	BEGIN(cbid);
+	/* A memset of pinned or managed memory is synchronous. */
+	c_.gpu = hk >= 0 ? GPU_BLOCK : GPU_QUEUE;
+	c_.gpu_ns = copy_ns(count);
 	return DONE_OP(fake_set(p, value, count), &op);
 }
 
@@ -483,6 +779,7 @@ API cudaError_t cudaMemsetAsync(void *devPtr, int value, size_t count, cudaStrea
 static struct {
 	const void *func;
 	const char *name;
+	uint64_t ns; /* the asynchronous GPU's time; 0: FAKE_GPU_KERNEL_NS */
 } kernels[MAX_KERNELS];
 static unsigned nkernels;
 static pthread_mutex_t kernels_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -501,6 +798,29 @@ API int fake_cuda_register_kernel(const void *func, const char *name)
 	}
 	pthread_mutex_unlock(&kernels_lock);
 	return err;
+}
+
+API int fake_cuda_kernel_ns(const void *func, uint64_t ns)
+{
+	unsigned n = __atomic_load_n(&nkernels, __ATOMIC_ACQUIRE);
+
+	for (unsigned i = n; i-- > 0;)
+		if (kernels[i].func == func) {
+			__atomic_store_n(&kernels[i].ns, ns, __ATOMIC_RELAXED);
+			return 0;
+		}
+	return -ENOENT;
+}
+
+/* The asynchronous GPU's time for a kernel of func. */
+static uint64_t kernel_ns(const void *func)
+{
+	unsigned n = __atomic_load_n(&nkernels, __ATOMIC_ACQUIRE);
+
+	for (unsigned i = n; i-- > 0;)
+		if (kernels[i].func == func && __atomic_load_n(&kernels[i].ns, __ATOMIC_RELAXED))
+			return __atomic_load_n(&kernels[i].ns, __ATOMIC_RELAXED);
+	return gpu_kernel_ns > 0 ? (uint64_t)gpu_kernel_ns : 0;
 }
 
 static const char *kernel_name(const void *func)
@@ -534,6 +854,8 @@ cudaError_t fake_launch_any(CUpti_CallbackId cbid, const void *func, dim3 grid, 
 
 	call_begin(&c_, CUPTI_CB_DOMAIN_RUNTIME_API, cbid, kernel_name(func), &params);
 	kernel_op(&op, func, grid, block, smem, s);
+	c_.gpu = GPU_QUEUE;
+	c_.gpu_ns = kernel_ns(func);
 	return DONE_OP(check_launch(func, grid, block), &op);
 }
 
@@ -549,6 +871,8 @@ cudaError_t fake_launch_config(CUpti_CallbackId cbid, const cudaLaunchConfig_t *
 		return DONE(check_config(config, func));
 	kernel_op(&op, func, config->gridDim, config->blockDim, config->dynamicSmemBytes,
 		  config->stream);
+	c_.gpu = GPU_QUEUE;
+	c_.gpu_ns = kernel_ns(func);
 	return DONE_OP(check_config(config, func), &op);
 }
 
@@ -625,6 +949,8 @@ API CUresult fake_cu_launch_kernel(CUfunction f, unsigned int gridDimX, unsigned
 	call_begin(&c, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
 		   kernel_name(f), &params);
 	kernel_op(&op, f, grid, block, sharedMemBytes, (cudaStream_t)hStream);
+	c.gpu = GPU_QUEUE;
+	c.gpu_ns = kernel_ns(f);
 	return check_launch(f, grid, block) == cudaSuccess ?
 		       (CUresult)call_end(&c, CUDA_SUCCESS, &op) :
 		       (CUresult)call_end(&c, CUDA_ERROR_INVALID_VALUE, NULL);
@@ -645,6 +971,7 @@ cudaError_t fake_stream_sync(CUpti_CallbackId cbid, cudaStream_t s)
 					stream_id(s), CUPTI_SYNCHRONIZATION_INVALID_VALUE);
 
 	BEGIN(cbid);
+	c_.gpu = GPU_WAIT;
 	return DONE_OP(cudaSuccess, &op);
 }
 
@@ -671,6 +998,7 @@ API cudaError_t cudaDeviceSynchronize(void)
 					CUPTI_SYNCHRONIZATION_INVALID_VALUE);
 
 	BEGIN(RT(cudaDeviceSynchronize_v3020));
+	c_.gpu = GPU_WAIT_DEV;
 	return DONE_OP(cudaSuccess, &op);
 }
 

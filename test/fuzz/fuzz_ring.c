@@ -1,6 +1,8 @@
 /*
  * Region contents: the shared memory a hostile producer writes at will.
- * An input is [u8 clock][u64 limit][region bytes...]: the bytes are laid
+ * An input is [u8 flags][u64 limit][region bytes...] (flags: bit 0 the
+ * clock, bit 1 sample mode, bits 2-3 the heap's rows, aggregates or both):
+ * the bytes are laid
  * over a region of 2 slots of 4 KiB from its start (the header's magic,
  * version and geometry are then set right, so that it maps), and the ring
  * source drains it into the ingest sink (the rows of a real store): a pass
@@ -36,6 +38,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	ic.clock = data[0] & 1 ? SHM_CLOCK_TSC : SHM_CLOCK_MONOTONIC;
 	ic.malloc_mode = data[0] >> 1 & 1 ? SHM_MALLOC_SAMPLE : SHM_MALLOC_ALL;
+	ic.heap_rows = (data[0] >> 2 & 3) == 0 ? SHM_HELLO_HEAP_ROWS
+		       : (data[0] >> 2 & 3) == 1 ? SHM_HELLO_HEAP_AGG
+						 : SHM_HELLO_HEAP_ROWS | SHM_HELLO_HEAP_AGG;
 	memcpy(&limit, data + 1, 8);
 	data += 9;
 	size -= 9;
@@ -64,6 +69,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		err = ring_drain(r, UINT64_MAX, ingest_sink(in));
 	if (!err || err == -EBADMSG)
 		err = ring_flush(r, ingest_sink(in));
+	if (!err || err == -EBADMSG)
+		err = ingest_end(in);
 	if (err && err != -EBADMSG)
 		abort();
 	store_commit(co->store);

@@ -310,6 +310,47 @@ def export_checks():
 export_checks()
 
 
+# Issue 12: shimmer bottlenecks on four loops, and their reports.
+def findings_checks():
+    def bneck(name):
+        d = load(f"{out}/bneck_{name}.json")
+        return d.get("findings", []) if d else None
+
+    def kind(fs, k):
+        return [f for f in fs or [] if f["kind"] == k]
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    item_line = next(i + 1 for i, l in enumerate(open(os.path.join(here, "train.py")))
+                     if l.rstrip().endswith("# ITEM"))
+    clean = bneck("big")
+    highs = [f"{f['kind']}" for f in clean or [] if f["severity"] == "HIGH"]
+    row("bottlenecks: clean loop, no HIGH finding", ",".join(highs) or "none", "none",
+        clean is not None and not highs)
+    sync = kind(bneck("item"), "sync")
+    top = sync[0]["evidence"].get("top_site") or "" if sync else ""
+    row("bottlenecks: .item() loop, sync HIGH", sync[0]["severity"] if sync else "-", "HIGH",
+        bool(sync) and sync[0]["severity"] == "HIGH")
+    row("bottlenecks: sync names the .item() line", top[-24:] or "-", f"train.py:{item_line}",
+        f"train.py:{item_line})" in top)
+    growth = kind(bneck("leak_graph"), "memory_growth")
+    gsite = growth[0]["evidence"].get("top_site") or "" if growth else ""
+    row("bottlenecks: kept graphs, memory_growth", gsite[-24:] or "-", "leak.py:NN",
+        bool(growth) and "leak.py:" in gsite)
+    launch = kind(bneck("tiny"), "launch_bound")
+    row("bottlenecks: tiny kernels, launch_bound",
+        launch[0]["severity"] if launch else "-", "fires", bool(launch))
+    strag = kind(bneck("ranks"), "straggler")
+    row("bottlenecks: torchrun, straggler rank", strag[0]["evidence"].get("rank") if strag else "-",
+        1, bool(strag) and strag[0]["evidence"].get("rank") == 1)
+    for name in ("big", "item", "leak_graph", "tiny", "sampled", "ranks"):
+        path = f"{out}/report_{name}.html"
+        size = os.path.getsize(path) if os.path.exists(path) else 0
+        row(f"report: {name} written (under 10 MB)", size, "<10485760", 0 < size < 10485760)
+
+
+findings_checks()
+
+
 # Issue 11: compare of two runs differing only in batch size, and a 2-rank
 # torchrun job with a planted straggler through summary --by-rank.
 def compare_rows():

@@ -10,6 +10,12 @@ recorded and paused, and adds to the JSON the mean time per step of each:
 the cost of recording read inside one process, free of the speed
 differences between processes (a paused block still pays the hooks' branch).
 
+--item reads the loss on the CPU at every step (loss.item(), a
+synchronization: the line marked ITEM below), the pattern shimmer
+bottlenecks' sync rule names.  --tiny N replaces the model's step with N
+tiny element-wise operations on a small tensor (launch-bound: each kernel
+runs shorter than the call that launches it).
+
 --profile FILE runs all steps under torch.profiler with CUDA activities and
 writes, per kernel name, the count and total GPU time it saw (the oracle for
 shimmer's kernel table; a separate process, since only one CUPTI client
@@ -65,6 +71,10 @@ def main():
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--vocab", type=int, default=1000)
     ap.add_argument("--profile", metavar="FILE")
+    ap.add_argument("--item", action="store_true",
+                    help="read the loss on the CPU every step (loss.item(): a sync)")
+    ap.add_argument("--tiny", type=int, default=0, metavar="N",
+                    help="each step: N tiny element-wise ops instead of the model")
     ap.add_argument("--profile-wait", type=int, default=None, metavar="W")
     ap.add_argument("--profile-active", type=int, default=None, metavar="A")
     ap.add_argument("--sync-steps", action="store_true")
@@ -148,6 +158,9 @@ def main():
     slow = args.slow_rank >= 0 and int(os.environ.get("RANK", "-1")) == args.slow_rank
     t_block, c_block, state = 0.0, 0.0, "recorded"
     step_starts = []
+    losses = []
+    small = torch.ones(1024, device=dev)
+    loss = torch.zeros((), device=dev)
     torch.cuda.synchronize()
     with ctx:
         for step in range(total):
@@ -159,6 +172,11 @@ def main():
             step_starts.append(time.perf_counter())
             x = data[step].to(dev, non_blocking=True)
             nvtx.range_push("step")
+            if args.tiny:
+                for _ in range(args.tiny):
+                    small.mul_(1.0001).add_(0.0001)  # TINY
+                nvtx.range_pop()
+                continue
             nvtx.range_push("forward")
             out = model(x)
             loss = loss_fn(out.view(-1, args.vocab), x.view(-1))
@@ -170,6 +188,8 @@ def main():
             nvtx.range_push("optimizer")
             opt.step()
             nvtx.range_pop()
+            if args.item:
+                losses.append(loss.item())  # ITEM
             if args.sync_steps:
                 torch.cuda.synchronize()
             if slow:

@@ -231,12 +231,103 @@ static void test_ring_unsealed_refused(void **state)
 	close(fd);
 }
 
+/* ---- room handed back during a pass; busy rings ---- */
+
+struct watch {
+	const struct shm_slot *slot; /* slot 0, as the producer maps it */
+	int records;
+	uint64_t tail_seen; /* the slot's tail at the last record handed over */
+};
+
+static int w_record(void *ctx, uint32_t stream, uint32_t tid, const union rec *r)
+{
+	struct watch *w = ctx;
+
+	(void)stream, (void)tid, (void)r;
+	w->records++;
+	w->tail_seen = __atomic_load_n(&w->slot->tail, __ATOMIC_ACQUIRE);
+	return 0;
+}
+
+static void w_stream(void *ctx, uint32_t stream)
+{
+	(void)ctx, (void)stream;
+}
+
+/*
+ * A pass over a full ring hands the room back as it goes (an eighth of the
+ * ring at a time), so that a lossless producer waiting for room need not
+ * wait for the whole pass; and a ring found a quarter full or more is busy
+ * (the daemon drains it again at once), one with a record or two is not.
+ */
+static void test_ring_room_during_pass(void **state)
+{
+	struct watch w = { 0 };
+	struct rec_sink sink = { w_record, w_stream, c_counts, c_drops, &w };
+	struct ring_geometry g = { NSLOTS, RING, region_bytes() };
+	const uint32_t per = RING / sizeof(struct shm_rec_mark);
+	struct shm_slot sl = { .head = RING, .state = SHM_SLOT_ACTIVE, .tid = 7, .generation = 1 };
+	uint32_t hwm = 1;
+	int fd = make_memfd(F_SEAL_SHRINK | F_SEAL_GROW);
+	char why[256];
+	struct ring *r;
+	unsigned char *map;
+
+	(void)state;
+	for (uint32_t i = 0; i < per; i++) {
+		struct shm_rec_mark m = { .hdr = { SHM_REC_MARK, sizeof(m), 0, 0 },
+					  .ts = 5 + i, .name_id = 1 };
+
+		assert_int_equal(pwrite(fd, &m, sizeof(m),
+					SHM_REGION_HDR_BYTES + SHM_SLOT_CTL_BYTES + i * sizeof(m)),
+				 (ssize_t)sizeof(m));
+	}
+	if (per * sizeof(struct shm_rec_mark) < RING) { /* the ring's end, padded */
+		struct shm_rec_hdr pad = { SHM_REC_PAD, (uint16_t)(RING - per * sizeof(struct shm_rec_mark)),
+					   0, 0 };
+
+		assert_int_equal(pwrite(fd, &pad, sizeof(pad), SHM_REGION_HDR_BYTES +
+					SHM_SLOT_CTL_BYTES + per * sizeof(struct shm_rec_mark)),
+				 (ssize_t)sizeof(pad));
+	}
+	assert_int_equal(pwrite(fd, &sl, sizeof(sl), SHM_REGION_HDR_BYTES), (ssize_t)sizeof(sl));
+	assert_int_equal(pwrite(fd, &hwm, sizeof(hwm), offsetof(struct shm_region, slots_hwm)),
+			 (ssize_t)sizeof(hwm));
+	map = mmap(NULL, region_bytes(), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	assert_true(map != MAP_FAILED);
+	w.slot = (const struct shm_slot *)(map + SHM_REGION_HDR_BYTES);
+	r = ring_new(fd, &g, why, sizeof(why));
+	assert_non_null(r);
+	assert_int_equal(ring_drain(r, UINT64_MAX, &sink), 0);
+	assert_int_equal(w.records, (int)per);
+	/* at the last record, all but the last eighth was handed back */
+	assert_true(w.tail_seen >= RING - RING / 8 - sizeof(struct shm_rec_mark));
+	assert_int_equal(w.slot->tail, RING);
+	assert_int_equal(ring_busy(r), 1);
+	/* two more records: not busy */
+	for (uint32_t i = 0; i < 2; i++) {
+		struct shm_rec_mark m = { .hdr = { SHM_REC_MARK, sizeof(m), 0, 0 },
+					  .ts = 5 + per + i, .name_id = 1 };
+
+		memcpy(map + SHM_REGION_HDR_BYTES + SHM_SLOT_CTL_BYTES + i * sizeof(m), &m, sizeof(m));
+	}
+	__atomic_store_n(&((struct shm_slot *)(map + SHM_REGION_HDR_BYTES))->head,
+			 RING + 2 * sizeof(struct shm_rec_mark), __ATOMIC_RELEASE);
+	assert_int_equal(ring_drain(r, UINT64_MAX, &sink), 0);
+	assert_int_equal(w.records, (int)per + 2);
+	assert_int_equal(ring_busy(r), 0);
+	ring_free(r);
+	munmap(map, region_bytes());
+	close(fd);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_ring_shrink_race),
 		cmocka_unit_test(test_ring_sealed_maps),
 		cmocka_unit_test(test_ring_unsealed_refused),
+		cmocka_unit_test(test_ring_room_during_pass),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -530,7 +530,7 @@ static int range_cb(void *ctx, const struct model_range *r)
 static void test_model_streams(void **state)
 {
 	struct store_fixture *f = *state;
-	struct model_scan all = { INT64_MIN, INT64_MAX, 1 }, mid = { 300, 600, 0 };
+	struct model_scan all = { INT64_MIN, INT64_MAX, 1, 0, 0 }, mid = { 300, 600, 0, 0, 0 };
 	struct seen s = { 0, 0, 1, { 0 } };
 	struct model *m;
 

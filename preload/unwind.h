@@ -1,0 +1,103 @@
+/*
+ * The native stack walk behind stack.h: libunwind's answer, usually
+ * without libunwind's cost.
+ *
+ * A walk steps frame by frame with a rule per return address: the CFA is
+ * rsp or rbp plus an offset, the return address is at CFA-8, rbp is
+ * restored from CFA plus an offset or left as it is - the frames
+ * libunwind's own fast trace (unw_backtrace) handles.  Rules live in one
+ * process-wide, lock-free table, learnt once per address from libunwind
+ * itself: unw_step from a made-up context, then again with rsp and with rbp
+ * moved, so that which register the CFA follows is measured, not guessed.
+ * An address whose frame is anything else (a signal frame, no unwind info,
+ * a CFA computed by an expression) is remembered as such, and a walk that
+ * meets one is refused: the caller then asks unw_backtrace.
+ *
+ * The thread's previous walk is kept (struct unwind_cache): each frame's
+ * state (pc, sp, rbp), and where each step read the next frame's pc and
+ * rbp.  When a frame of the new walk has the state a frame of the previous
+ * walk had, the rest of the walk is the previous one's as long as the
+ * words the previous steps read still hold the same values; one pass of
+ * independent loads checks that (a walk chains them: each step's address
+ * comes from the load before).  The pass goes frame by frame and stops at
+ * the first difference, so it only reads what a walk of the current stack
+ * would read (a stack switched since by longjmp, a coroutine or a signal
+ * handler cannot make it fault), and from a difference on the walk goes on
+ * with the current stack's values.  The result is therefore exactly the
+ * walk's, which is exactly libunwind's for these frames; test_unwind checks
+ * it against unw_backtrace on random call trees.
+ *
+ * Rules are keyed by address: a module unloaded and another mapped at the
+ * same place would inherit them, so an unload starts a new generation
+ * (unwind_forget) and entries and caches of older ones are ignored, as far
+ * as the module reports see the unload (libunwind's own per-address cache
+ * is never flushed).
+ *
+ * No malloc, lock or system call once an address's rule is known; the
+ * first walk through an address calls libunwind, which may take its own
+ * locks.  Not async-signal-safe; the caller keeps one cache per thread and
+ * must not re-enter it (the shim's in_shim guard).
+ */
+#ifndef SHIMMER_UNWIND_H
+#define SHIMMER_UNWIND_H
+
+#include <stdint.h>
+
+/* The most frames a walk returns. */
+#define UNWIND_MAX 128u
+
+/*
+ * A walk: frames 0..n-1, and frame n's state when has_next; and the words
+ * its steps read, as a list of checks (chk_*): for step m (from frame m to
+ * m+1), checks chk_at[m] .. chk_at[m+1]-1 hold each word's address and the
+ * value read there: the return address, and rbp where a later step uses it.
+ * About 8 KiB: give each thread one, not on its stack.
+ */
+struct unwind_cache {
+	uint32_t n;
+	uint8_t has_next; /* the walk stopped at its limit (it resumes from
+			   * state n), or its last step read a pc below
+			   * 0x4000 (the end; pc[n] is that value) */
+	uint8_t ended;    /* the stack ends: at frame n-1's rule, or that pc */
+	uint16_t pad;
+	uint32_t gen;     /* rule generation; 0: nothing held */
+	uint32_t pad2;
+	uint64_t pc[UNWIND_MAX + 1];
+	uint64_t sp[UNWIND_MAX + 1];
+	uint64_t bp[UNWIND_MAX + 1];
+	int32_t bp_at[UNWIND_MAX + 1]; /* step k read bp[k+1] at sp[k+1] + this */
+	uint8_t flags[UNWIND_MAX + 1];
+	uint16_t chk_at[UNWIND_MAX + 2];
+	uint64_t chk_addr[2 * UNWIND_MAX + 2];
+	uint64_t chk_val[2 * UNWIND_MAX + 2];
+};
+
+/* Resolves what the walk needs from libunwind (lib: its dlopen handle)
+ * and maps the rule table.  0 or -errno; until it succeeds every walk is
+ * refused.  Not thread-safe (constructor). */
+int unwind_setup(void *lib);
+
+/* Unmaps the rule table (tests).  Not thread-safe. */
+void unwind_fini(void);
+
+/* A module went away: the rules learnt so far no longer hold.
+ * Thread-safe. */
+void unwind_forget(void);
+
+/*
+ * Walks the stack from the frame whose state is (pc, sp, bp) - pc a
+ * return address, sp the stack pointer its function will have after the
+ * return, bp its rbp then - for at most max (1..UNWIND_MAX) frames.
+ * Returns how many, the pcs in c->pc[0..n) with c->pc[0] = pc; or -1 when
+ * the walk met a frame it cannot step (c is left as it was: ask
+ * unw_backtrace).  *same is set when the pcs are those of the walk c held
+ * before.  Reads only the current thread's stack as a walk would.
+ */
+int unwind_walk(struct unwind_cache *c, uint64_t pc, uint64_t sp, uint64_t bp, uint32_t max,
+		int *same);
+
+/* Rules learnt, of which for frames a walk refuses; lookups that found
+ * the table full.  Thread-safe. */
+void unwind_counts(uint64_t *rules, uint64_t *refused, uint64_t *full);
+
+#endif /* SHIMMER_UNWIND_H */
