@@ -154,8 +154,8 @@ static int attach(struct collector *co, uint32_t peer, const struct shm_msg_requ
 	unsigned mine = 0;
 	int err;
 
-	if (!rq->pid || rq->pid > INT32_MAX || (rq->flags & ~(SHM_ATTACH_HEAP | SHM_ATTACH_NO_OFFCPU)) ||
-	    rq->arg_ns > INT64_MAX) {
+	if (!rq->pid || rq->pid > INT32_MAX || rq->arg_ns > INT64_MAX ||
+	    (rq->flags & ~(SHM_ATTACH_HEAP | SHM_ATTACH_NO_OFFCPU))) {
 		*status = -EINVAL;
 		snprintf(why, len, "attach needs a process id (and known options)");
 		return 0;

@@ -6,9 +6,9 @@
  * process through eBPF (attach.h) until --for elapses, a signal comes or
  * the process exits, and then stops (the socket is optional then).  On
  * its socket it attaches to processes on request too (`shimmer ctl
- * attach`: session.h, whose descriptors are one epoll set in ours).  A client that ends during a batch of epoll
- * events is only freed after the batch, so a later event in the same batch
- * never points at freed memory.
+ * attach`: session.h, whose descriptors are one epoll set in ours).  A
+ * client that ends during a batch of epoll events is only freed after the
+ * batch, so a later event in the same batch never points at freed memory.
  *
  * Where processes go is job.h's: each job's into its recording under the
  * state directory (the service), or all into one store (--db).  `shimmer

@@ -140,9 +140,11 @@ static int attach_verb(int argc, char **argv)
 	for (int i = 2; i < argc; i++) {
 		if (cli_is_help(argv[i]))
 			return cli_help(&ctl_command);
-		if ((r = cli_string_opt(&ctl_command, argc, argv, &i, "--socket", &sock)) ||
-		    (!detach && (r = cli_string_opt(&ctl_command, argc, argv, &i, "--for", &dur))) ||
-		    (r = cli_int_opt(&ctl_command, argc, argv, &i, "--pid", &pid))) {
+		const struct command *cmd = &ctl_command;
+
+		if ((r = cli_string_opt(cmd, argc, argv, &i, "--socket", &sock)) ||
+		    (!detach && (r = cli_string_opt(cmd, argc, argv, &i, "--for", &dur))) ||
+		    (r = cli_int_opt(cmd, argc, argv, &i, "--pid", &pid))) {
 			if (r < 0)
 				return CLI_EXIT_USAGE;
 			continue;
@@ -151,16 +153,19 @@ static int attach_verb(int argc, char **argv)
 			flags |= SHM_ATTACH_HEAP;
 		} else if (!detach && !strcmp(argv[i], "--no-offcpu")) {
 			flags |= SHM_ATTACH_NO_OFFCPU;
-		} else if (argv[i][0] == '-' || pid) {
-			return cli_usage_error(&ctl_command, argv[i][0] == '-' ? "unknown option '%s'"
-						: "one process at a time ('%s')", argv[i]);
+		} else if (argv[i][0] == '-') {
+			return cli_usage_error(&ctl_command, "unknown option '%s'", argv[i]);
+		} else if (pid) {
+			return cli_usage_error(&ctl_command, "one process at a time ('%s')",
+					       argv[i]);
 		} else {
 			char *end;
 
 			errno = 0;
 			pid = strtoll(argv[i], &end, 10);
 			if (errno || *end || pid <= 0)
-				return cli_usage_error(&ctl_command, "'%s' is not a process id", argv[i]);
+				return cli_usage_error(&ctl_command, "'%s' is not a process id",
+						       argv[i]);
 		}
 	}
 	if (pid <= 0 || pid > INT32_MAX)

@@ -53,7 +53,7 @@ trap users_cleanup EXIT
 useradd -M -N -s /bin/sh "$UA" && useradd -M -N -s /bin/sh "$UB" || { not_ok "useradd"; finish; }
 as() { local u=$1; shift; setpriv --reuid="$u" --regid="$(id -g "$u")" --init-groups "$@"; }
 chmod 711 "$T"
-W=$T/w
+W=$T/w WDIR=$T/w
 mkdir -m 777 "$W"
 
 STATE=$T/state
@@ -77,15 +77,6 @@ daemon() {
 	[ -S "$SOCK" ] || { not_ok "the daemon starts" "$(tail -5 "$T/collector.log")"; finish; }
 }
 
-# wait_line FILE PATTERN: true once FILE holds a line matching.
-wait_line() {
-	local i
-	for ((i = 0; i < 400; i++)); do
-		grep -q -- "$2" "$1" 2>/dev/null && return 0
-		sleep 0.05
-	done
-	return 1
-}
 # wla_start NAME: wl_attach as user UA on a command pipe (fd 7); waits for
 # "ready"; its pid in WPID.
 wla_start() {
@@ -98,22 +89,6 @@ wla_start() {
 	exec 7> "$W/$1.cmd"
 	wait_line "$W/$1.out" '^ready$' || { not_ok "$1: workload starts"; finish; }
 	WPID=$(awk -F, '$1 == "P" { print $2; exit }' "$W/$1.log")
-}
-# wla CMD...: one command, waited for.
-wla() {
-	echo "$*" >&7
-	if [ "$1" = exit ]; then
-		exec 7>&-
-		wait_line "$W/$WNAME.rc" . || not_ok "$WNAME: exits"
-		return
-	fi
-	DONE=$((DONE + 1))
-	local i
-	for ((i = 0; i < 600; i++)); do
-		[ "$(grep -c ' done$' "$W/$WNAME.out")" -ge $DONE ] && return
-		sleep 0.05
-	done
-	not_ok "$WNAME: command '$*' answered"
 }
 # ctl USER ARGS...: shimmer ctl as USER (root: -), stdout in $T/ctl.out,
 # stderr in $T/ctl.err, the exit status in RC.
@@ -245,10 +220,13 @@ wla exit 0
 check "the process is untouched" "$(cat "$W/last.rc")" [ "$(cat "$W/last.rc")" = 0 ]
 daemon +chown
 sleep 0.3
+# The newest recording of each job, its newest row (the window's attach may
+# share a recording with the next one, within job-linger).
 got=$(for k in "attach:$EXITED" "attach:$WPID"; do
-	sqlite3 "$(recording "$UA" "$k" | tail -1)" "SELECT group_concat(end_reason) FROM processes"
+	sqlite3 "$(recording "$UA" "$k")" \
+		"SELECT end_reason FROM processes ORDER BY start_ns DESC LIMIT 1"
 done | tr '\n' ' ')
-check "the rows end as 'exit' (the exit; the window's recording is another) and 'detach' (the shutdown)" \
+check "the rows end as 'exit' (the process's exit) and 'detach' (the daemon's stop)" \
 	"got '$got'" [ "$got" = "exit detach " ]
 stop_collector
 finish
