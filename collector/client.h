@@ -21,6 +21,8 @@
 #include "clock.h"
 #include "store.h"
 
+struct shm_msg_request;
+
 /* What every client shares: where processes are recorded (jobs; or, when
  * jobs is NULL, the one store: tests), the collector's TSC calibration,
  * the list of live clients (to find a traced parent) and the control
@@ -32,6 +34,14 @@ struct collector {
 	struct client *clients;
 	struct ctl *ctl;
 	uint64_t accepted; /* clients made so far */
+	/* SHM_REQ_ATTACH and SHM_REQ_DETACH, handed over by ctl.c: session.h's
+	 * when the daemon attaches, else NULL (a pointer, so that ctl.c and
+	 * the unit tests that link it need no libbpf).  *status is the
+	 * answer (0 or a negative errno) and why its line; the return value
+	 * is 0 or a store error, fatal for the daemon. */
+	int (*attach_request)(struct collector *co, uint32_t peer,
+			      const struct shm_msg_request *rq, int *status, char *why, size_t len);
+	struct sessions *sessions;
 };
 
 enum client_end {

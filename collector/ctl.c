@@ -298,6 +298,16 @@ int ctl_request(struct collector *co, struct client *c, const void *msg, size_t 
 	case SHM_REQ_RESUME:
 	case SHM_REQ_WINDOW:
 		return command(co, c, (uint32_t)peer, &rq, job);
+	case SHM_REQ_ATTACH:
+	case SHM_REQ_DETACH: {
+		char why[1024];
+		int st, err;
+
+		if (!co->attach_request)
+			return end(c, -ENOTSUP, "this collector does not attach to processes");
+		err = co->attach_request(co, (uint32_t)peer, &rq, &st, why, sizeof(why));
+		return err ? err : end(c, st, "%s", why);
+	}
 	default:
 		return end(c, -EINVAL, "unknown request %u", rq.op);
 	}

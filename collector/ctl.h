@@ -14,9 +14,9 @@
  * it acted, and then gives each one's latency (request to the process's
  * word that it acted) or that it did not act in time.
  *
- * A new verb (issue 16's `shimmer ctl attach PID`) is a new enum
- * shm_req_op, a case in ctl_request(), and ctl_may(peer, owner of PID) on
- * /proc's word for the target's owner.
+ * ATTACH and DETACH (`shimmer ctl attach PID`, issue 16) are handed to
+ * co->attach_request (session.h), which applies ctl_may() to /proc's word
+ * for the target's owner and answers in one line.
  *
  * Single-threaded, like the daemon.
  */

@@ -326,16 +326,23 @@ enum shm_req_op {
 	SHM_REQ_PAUSE = 3,  /* SHM_CTL_PAUSE to the targets (SHM_REPLY_ACTED rows) */
 	SHM_REQ_RESUME = 4, /* SHM_CTL_RESUME */
 	SHM_REQ_WINDOW = 5, /* SHM_CTL_WINDOW of arg_ns */
+	SHM_REQ_ATTACH = 6, /* the daemon attaches to pid (eBPF) for arg_ns (0: until
+			     * it exits, DETACH or the daemon stops); flags SHM_ATTACH_* */
+	SHM_REQ_DETACH = 7, /* ends the daemon's attach to pid */
 };
+
+/* SHM_REQ_ATTACH's flags: what to trace beside the CUDA calls. */
+#define SHM_ATTACH_HEAP 0x1u      /* the malloc family, byte-sampled */
+#define SHM_ATTACH_NO_OFFCPU 0x2u /* no off-CPU time */
 
 struct shm_msg_request {
 	struct shm_msg_hdr hdr;
 	uint32_t op;     /* enum shm_req_op */
 	uint32_t pid;    /* 0: none */
-	uint64_t arg_ns; /* SHM_REQ_WINDOW: the window */
+	uint64_t arg_ns; /* SHM_REQ_WINDOW, SHM_REQ_ATTACH: the window */
 	uint16_t job_len;
 	uint16_t pad;
-	uint32_t pad2;
+	uint32_t flags;  /* SHM_REQ_ATTACH: SHM_ATTACH_*; else 0 */
 	/* char job[job_len]; */
 };
 
