@@ -13,6 +13,7 @@
 #    within 100 ms: nothing they did 100 ms after the command asked is
 #    stored, although they went on (the log says so); `ctl window`;
 #  - SHIMMER_CONTROL=0, and defaults from the service configuration file.
+# t_nothread checks that none of it takes a thread of the shim's.
 . "$(dirname "$0")/lib.sh"
 need "$SHIM" "$SHIMMERD" "$SHIMMER" "$O/test/e2e/wl_job"
 WLJ=$O/test/e2e/wl_job
@@ -224,8 +225,8 @@ st=$(state_of noctl)
 out=$("$SHIMMER" ctl pause --job noctl --socket "$SOCK" 2>&1)
 rc=$?
 wait $LPID
-check "SHIMMER_CONTROL=0: ctl says no control thread, status 1" "state '$st'; status $rc: $out" \
-	[ "$st" = "recording (no control)" -a $rc = 1 ] && grep -q 'no control thread' <<< "$out"
+check "SHIMMER_CONTROL=0: ctl says the process takes no commands, status 1" "state '$st'; status $rc: $out" \
+	[ "$st" = "recording (no control)" -a $rc = 1 ] && grep -q 'takes no commands' <<< "$out"
 
 # ---- defaults from the service configuration ----
 cat > "$T/service.conf" <<EOF
