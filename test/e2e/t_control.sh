@@ -102,8 +102,10 @@ FROM main.St s WHERE (s.t0 > $R AND s.t1 < $P AND
 	(SELECT count(*) FROM ($ops_sql) x WHERE x.ns BETWEEN s.t0 AND s.t1) <> 0);
 SELECT 'op outside every step at', x.ns FROM ($ops_sql) x WHERE NOT EXISTS (
 	SELECT 1 FROM main.St s WHERE x.ns BETWEEN s.t0 AND s.t1);")"
+# (a 300 ms window holds 15 steps 20 ms apart, 16 when it ends up to the
+# daemon's 5 ms pass late, which the markers then say)
 n=$(q "SELECT count(*) FROM main.St WHERE t0 > $R AND t1 < $P")
-check "after:300ms: about 13 steps inside the window ($n)" "$n" [ "$n" -ge 8 -a "$n" -le 15 ]
+check "after:300ms: about 13 steps inside the window ($n)" "$n" [ "$n" -ge 8 -a "$n" -le 16 ]
 
 # ---- SHIMMER_START=paused, ctl resume and pause of a job ----
 mkdir "$T/ph"
