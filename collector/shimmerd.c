@@ -497,8 +497,6 @@ static int tick(struct daemon *d)
 		d->last_commit = now;
 		err = jobs_commit(d->co.jobs);
 	}
-	if (!err)
-		err = ctl_tick(&d->co, now);
 	for (struct client *c = d->co.clients; c && !err; c = client_next(c))
 		if (client_is_control(c))
 			err = sync_out(d, c);
@@ -916,7 +914,6 @@ int main(int argc, char **argv)
 	session_free(&d.co);
 	while (d.co.clients)
 		client_free(d.co.clients);
-	ctl_free(&d.co);
 	if (jobs_close(d.co.jobs) && !err)
 		err = -EIO;
 	if (d.ep >= 0)

@@ -2,8 +2,8 @@
  * shimmer ctl: the traced processes the daemon serves, and recording
  * switched on and off in them at run time (`status`, `pause`, `resume`,
  * `window DURATION`), for one process (--pid) or a whole job (--job).  The
- * daemon decides who may (the processes' owner, or root) and tells how
- * fast each process acted.
+ * daemon decides who may (the processes' owner, or root) and tells when
+ * the command was in force in each process.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -47,7 +47,7 @@ static const struct emit_table acted_table = { "processes", acted_cols, NACTED, 
 struct out {
 	struct emit e;
 	const struct emit_table *table;
-	unsigned n, late, none;
+	unsigned n, none;
 	int64_t slowest;
 };
 
@@ -103,13 +103,12 @@ static int acted_row(void *ctx, const struct daemon_row *r)
 	snprintf(job, sizeof(job), "%.*s", (int)r->len[0], r->s[0]);
 	if (acted && m->latency_ns > o->slowest)
 		o->slowest = m->latency_ns;
-	o->late += m->latency_ns == -1;
-	o->none += m->latency_ns == -2;
+	o->none += !acted;
 	{
 		struct emit_val v[NACTED] = {
 			ev_int(m->pid), ev_str(daemon_user_name(m->uid, user, sizeof(user))),
 			ev_str(job), acted ? ev_int(m->latency_ns) : ev_none(),
-			ev_str(acted ? "" : m->latency_ns == -2 ? "no control thread" : "did not act"),
+			ev_str(acted ? "" : "takes no commands"),
 		};
 
 		row(o, v);
@@ -251,9 +250,9 @@ static int ctl_main(int argc, char **argv)
 		emit_table_end(&o.e);
 	if (op == SHM_REQ_STATUS && !o.n && !err)
 		emit_text(&o.e, "no traced processes\n");
-	if (op != SHM_REQ_STATUS && o.n > o.late + o.none)
-		emit_text(&o.e, "%s: %u of %u processes acted; the slowest after %s\n", verb,
-			  o.n - o.late - o.none, o.n,
+	if (op != SHM_REQ_STATUS && o.n > o.none)
+		emit_text(&o.e, "%s: in force in %u of %u processes, the last after %s\n", verb,
+			  o.n - o.none, o.n,
 			  fmt_duration(slow, sizeof(slow), (double)o.slowest));
 	if (emit_finish(&o.e) < 0)
 		return CLI_EXIT_ERROR;
@@ -295,8 +294,10 @@ const struct command ctl_command = {
 		"A command cancels what SHIMMER_START, SHIMMER_STOP and SHIMMER_DURATION\n"
 		"had still planned.  Only a process's owner, or root, may command it,\n"
 		"attach to it or detach from it.\n"
-		"Each process is listed with how long it took to act; a process that\n"
-		"did not act within a second makes the exit status 1.\n"
+		"A command is in force in a process as soon as the daemon wrote it into\n"
+		"its region (each is listed with how long that took): whatever the\n"
+		"process does afterwards is recorded, or not, as it says.  A process\n"
+		"that takes no commands (SHIMMER_CONTROL=0) makes the exit status 1.\n"
 		"\n"
 		"  --socket PATH   the daemon's socket (as for shimmer ls)\n",
 	.main = ctl_main,
