@@ -7,7 +7,7 @@
  * readers' indexes made at close), so the file is what shimmerd would have
  * written for such a run, in seconds.
  *
- *   gen_store DB [-a ALLOCS] [-k KERNELS] [-t THREADS] [-s SEED]
+ *   gen_store DB [-a ALLOCS] [-k KERNELS] [-p] [-t THREADS] [-s SEED]
  *
  * One process (SHIMMER_MALLOC=all, lossless, nothing dropped):
  *  - ALLOCS heap allocations (default 5,000,000), malloc and calloc on
@@ -22,7 +22,10 @@
  *    launched by a cudaLaunchKernel the shim intercepted (cuda_calls) and
  *    CUPTI saw (gpu_api, with the launching Python stack, one of 16 lines
  *    of train.py), linked by its correlation id; with the process's GPU
- *    activity recorded whole (SHIMMER_GPU=all).
+ *    activity recorded whole (SHIMMER_GPU=all).  -p: each stream is
+ *    backed up and runs its kernels as programmatic dependent launch does,
+ *    each starting 2 us before the one before it on its stream ends (every
+ *    kernel overlaps: the worst case of chrome's overlap lanes).
  * Exact per-thread call counts (function_counts) match the rows.  The
  * same seed writes the same rows.  Exit status 0, or 1 with one line.
  */
@@ -87,6 +90,7 @@ struct gen {
 	struct store *s;
 	int64_t proc;
 	uint32_t nthreads;
+	int pdl;
 	int64_t start_ns, now, rows;
 	uint64_t mallocs[64], callocs[64], frees[64], mbytes[64], cbytes[64];
 };
@@ -244,8 +248,9 @@ static int kernels(struct gen *g, int64_t n, int64_t span_ns)
 	for (int64_t i = 0; !err && i < n; i++) {
 		int64_t t0 = g->start_ns + step * i, t1 = t0 + step / 2;
 		uint32_t stream = (uint32_t)(i % NSTREAMS), py = 1 + (uint32_t)(rnd() % NPYLINES);
-		int64_t kd = 1000 + (int64_t)(rnd() % 8000);
-		int64_t ks = t1 + 500 > busy[stream] ? t1 + 500 : busy[stream];
+		int64_t kd = (g->pdl ? 21000 : 1000) + (int64_t)(rnd() % 8000);
+		int64_t ready = g->pdl ? busy[stream] - 2000 : busy[stream];
+		int64_t ks = t1 + 500 > ready ? t1 + 500 : ready;
 		struct shm_rec_cuda c = {
 			.hdr = { .type = SHM_REC_CUDA, .size = sizeof(c), .fn = SHM_FN_CUDA_LAUNCH_KERNEL },
 			.device = 0,
@@ -299,13 +304,16 @@ int main(int argc, char **argv)
 	int64_t span;
 	int opt, err;
 
-	while ((opt = getopt(argc, argv, "a:k:t:s:")) != -1) {
+	while ((opt = getopt(argc, argv, "a:k:pt:s:")) != -1) {
 		switch (opt) {
 		case 'a':
 			nallocs = atoll(optarg);
 			break;
 		case 'k':
 			nkernels = atoll(optarg);
+			break;
+		case 'p':
+			g.pdl = 1;
 			break;
 		case 't':
 			g.nthreads = (uint32_t)atoi(optarg);
@@ -378,6 +386,6 @@ int main(int argc, char **argv)
 		return fail(path, err);
 	return 0;
 usage:
-	fprintf(stderr, "usage: gen_store DB [-a ALLOCS] [-k KERNELS] [-t THREADS] [-s SEED]\n");
+	fprintf(stderr, "usage: gen_store DB [-a ALLOCS] [-k KERNELS] [-p] [-t THREADS] [-s SEED]\n");
 	return 2;
 }

@@ -22,6 +22,7 @@
  */
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -43,7 +44,13 @@ struct chrome {
 	struct launch *launches; /* the API calls written, by (proc, correlation) */
 	size_t nlaunches, launches_cap, hint;
 	int unsorted;
-	struct map streams; /* (proc, device, stream) -> seen */
+	struct map streams; /* (proc, device, stream) -> struct stream_item */
+	struct gop *gops;   /* the GPU operations while planning their lanes */
+	size_t gops_cap;
+	int overlaps;
+	uint32_t *lane;     /* each GPU operation's lane, in the order written; NULL: all 0 */
+	size_t nops, nkernels; /* GPU operations planned, of which kernels */
+	size_t seq, seq_end;   /* the next operation written, the end of its table's */
 	struct map jnames;  /* (proc, string id) -> index into jtext */
 	struct strtab jtext; /* names as JSON literals */
 	sqlite3_stmt *name_st;
@@ -63,8 +70,21 @@ static int cmp_launch(const void *x, const void *y)
 	return a->corr < b->corr ? -1 : a->corr > b->corr;
 }
 
-struct seen_item {
+/* A GPU stream: its operations' latest end while planning, and its lanes
+ * (lane 0 is the stream's own track; lane L > 0 is track lane_tid + L - 1). */
+/* A GPU operation while planning: when it ran, its stream (its item's
+ * index in streams) and its place among the operations written. */
+struct gop {
+	int64_t start, end;
+	uint32_t stream, seq;
+};
+
+struct stream_item {
 	struct map_key key;
+	int64_t max_end;
+	int64_t lane_tid;
+	uint32_t nlanes;
+	int any, overlaps;
 };
 
 struct jname_item {
@@ -323,20 +343,20 @@ static int estimate(struct chrome *c, double *bytes)
 
 /* ---- the tables ---- */
 
-/* Rows of sql (proc_id, start, end first) of selected processes within
- * the time window, each to row(). */
-static int each(struct chrome *c, int min_schema, const char *sql,
-		int (*row)(struct chrome *c, const struct xproc *p, sqlite3_stmt *st))
+/* Rows of sql (proc_id, start, end first) on db of selected processes
+ * within the time window, each to row(). */
+static int each_on(struct chrome *c, sqlite3 *db, int min_schema, const char *sql,
+		   int (*row)(struct chrome *c, const struct xproc *p, sqlite3_stmt *st))
 {
 	sqlite3_stmt *st = NULL;
 	int err, r;
 
 	if (c->x->schema < min_schema)
 		return 0;
-	err = store_prepare(c->x->db, sql, &st);
+	err = store_prepare(db, sql, &st);
 	if (err)
 		return err;
-	while ((r = store_step(c->x->db, st)) > 0) {
+	while ((r = store_step(db, st)) > 0) {
 		const struct xproc *p = export_proc(c->x, sqlite3_column_int64(st, 0));
 		int64_t start = sqlite3_column_int64(st, 1);
 		int64_t end = sqlite3_column_type(st, 2) == SQLITE_NULL ? INT64_MAX
@@ -350,6 +370,12 @@ static int each(struct chrome *c, int min_schema, const char *sql,
 	}
 	sqlite3_finalize(st);
 	return r < 0 ? r : 0;
+}
+
+static int each(struct chrome *c, int min_schema, const char *sql,
+		int (*row)(struct chrome *c, const struct xproc *p, sqlite3_stmt *st))
+{
+	return each_on(c, c->x->db, min_schema, sql, row);
 }
 
 static int cuda_row(struct chrome *c, const struct xproc *p, sqlite3_stmt *st)
@@ -398,17 +424,20 @@ static int api_row(struct chrome *c, const struct xproc *p, sqlite3_stmt *st)
 	return 0;
 }
 
-/* The GPU stream's track, named once. */
-static int stream_track(struct chrome *c, const struct xproc *p, int64_t dev, int64_t stream,
-			int64_t *tid)
+/* The track of the next GPU operation written (kernels, then copies and
+ * memsets, in the order lanes() planned them): its stream's, or one of its
+ * stream's overlap lanes. */
+static int gpu_track(struct chrome *c, const struct xproc *p, int64_t dev, int64_t stream,
+		     int64_t *tid)
 {
 	struct map_key k = { p->proc_id, dev, stream };
-	size_t before = c->streams.n;
+	const struct stream_item *s = map_get(&c->streams, &k);
+	uint32_t lane = c->lane && c->seq < c->seq_end ? c->lane[c->seq] : 0;
 
-	if (!map_get(&c->streams, &k))
+	if (!s)
 		return -ENOMEM;
-	*tid = GPU_TID(dev, stream);
-	(void)before;
+	c->seq++;
+	*tid = lane ? s->lane_tid + lane - 1 : GPU_TID(dev, stream);
 	return 0;
 }
 
@@ -488,7 +517,7 @@ static int kernel_row(struct chrome *c, const struct xproc *p, sqlite3_stmt *st)
 	int n = 0, err = jname(c, p->proc_id, sqlite3_column_int64(st, 6), &lit);
 
 	if (!err)
-		err = stream_track(c, p, dev, stream, &tid);
+		err = gpu_track(c, p, dev, stream, &tid);
 	if (err)
 		return err;
 	ev(c, "X", p, tid, start);
@@ -514,7 +543,7 @@ static int copy_row(struct chrome *c, const struct xproc *p, sqlite3_stmt *st)
 	int64_t start = sqlite3_column_int64(st, 1), corr = sqlite3_column_int64(st, 6), tid;
 	int memset_ = op && strcmp(op, "memset") == 0, n = 0;
 	char name[64];
-	int err = stream_track(c, p, dev, stream, &tid);
+	int err = gpu_track(c, p, dev, stream, &tid);
 
 	if (err)
 		return err;
@@ -625,6 +654,180 @@ static int window_row(struct chrome *c, const struct xproc *p, sqlite3_stmt *st)
 	return 0;
 }
 
+/* ---- overlap lanes ---- */
+
+/*
+ * Slices on one thread of the Trace Event Format must nest, but a stream's
+ * operations may overlap on a real GPU: programmatic dependent launch
+ * (Hopper's cudaLaunchAttributeProgrammaticStreamSerialization, used by
+ * cuBLAS, cuDNN and PyTorch) starts a kernel before the one before it on
+ * its stream has ended, and CUPTI's times of a copy and a kernel may
+ * overlap by a few ns.  So, before anything is written, one pass over the
+ * GPU operations (the rows and the order of the writing passes) finds the
+ * streams where an operation starts before an earlier one ended; only
+ * their operations are sorted by start, each to the first lane whose last
+ * operation ended by its start (lane 0: the stream's own track), which
+ * takes the fewest lanes.  A stream without overlap costs one comparison
+ * an operation.
+ */
+static int plan_row(struct chrome *c, const struct xproc *p, sqlite3_stmt *st, int dev_col)
+{
+	struct map_key k = { p->proc_id, sqlite3_column_int64(st, dev_col),
+			     col_stream(st, dev_col + 1) };
+	struct stream_item *s = map_get(&c->streams, &k);
+	int64_t start = sqlite3_column_int64(st, 1), end = sqlite3_column_int64(st, 2);
+	int err;
+
+	if (!s)
+		return -ENOMEM;
+	if (end < start)
+		end = start; /* written with no duration */
+	if (s->any && start < s->max_end)
+		s->overlaps = c->overlaps = 1;
+	if (!s->any || end > s->max_end)
+		s->max_end = end;
+	s->any = 1;
+	err = array_grow(&c->gops, &c->gops_cap, c->nops, sizeof(*c->gops));
+	if (err)
+		return err;
+	c->gops[c->nops] = (struct gop){ start, end,
+					 (uint32_t)(((char *)s - c->streams.items) /
+						    (ptrdiff_t)c->streams.item_size),
+					 (uint32_t)c->nops };
+	c->nops++;
+	return 0;
+}
+
+/* The rows, in their order, of the kernel and copy passes that write them. */
+#define KERNELS_PLAN "SELECT proc_id, start_ns, end_ns, device, stream FROM kernels ORDER BY id"
+#define COPIES_PLAN \
+	"SELECT proc_id, start_ns, end_ns, op, device, stream FROM gpu_copies ORDER BY id"
+
+static int plan_kernel(struct chrome *c, const struct xproc *p, sqlite3_stmt *st)
+{
+	return plan_row(c, p, st, 3);
+}
+
+static int plan_copy(struct chrome *c, const struct xproc *p, sqlite3_stmt *st)
+{
+	return plan_row(c, p, st, 4);
+}
+
+static int cmp_gop(const void *x, const void *y)
+{
+	const struct gop *a = x, *b = y;
+
+	if (a->stream != b->stream)
+		return a->stream < b->stream ? -1 : 1;
+	if (a->start != b->start)
+		return a->start < b->start ? -1 : 1;
+	return a->seq < b->seq ? -1 : a->seq > b->seq;
+}
+
+/* The lanes of the streams that overlap, from db: c->lane, each item's
+ * nlanes and lane_tid. */
+static int lanes(struct chrome *c, sqlite3 *db)
+{
+	int64_t *ends = NULL, next_tid = (int64_t)1 << 31;
+	size_t m = 0, ends_cap = 0;
+	int err = each_on(c, db, 2, KERNELS_PLAN, plan_kernel);
+
+	c->nkernels = c->nops;
+	if (!err)
+		err = each_on(c, db, 2, COPIES_PLAN, plan_copy);
+	if (err || !c->overlaps)
+		goto out;
+	c->lane = calloc(c->nops, sizeof(*c->lane));
+	if (!c->lane) {
+		err = -ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < c->nops; i++) {
+		const struct stream_item *s = map_item(&c->streams, c->gops[i].stream);
+
+		if (s->overlaps)
+			c->gops[m++] = c->gops[i];
+	}
+	array_sort(c->gops, m, sizeof(*c->gops), cmp_gop);
+	for (size_t i = 0; !err && i < m;) {
+		uint32_t stream = c->gops[i].stream, nl = 0;
+		struct stream_item *s;
+
+		for (; i < m && c->gops[i].stream == stream; i++) {
+			uint32_t l = 0;
+
+			while (l < nl && ends[l] > c->gops[i].start)
+				l++;
+			if (l == nl) {
+				err = array_grow(&ends, &ends_cap, nl, sizeof(*ends));
+				if (err)
+					break;
+				nl++;
+			}
+			ends[l] = c->gops[i].end;
+			c->lane[c->gops[i].seq] = l;
+		}
+		s = map_item(&c->streams, stream);
+		s->nlanes = nl;
+		/* lane tracks' tids: above the streams' (GPU_TID), below 2^32 */
+		s->lane_tid = next_tid;
+		next_tid += nl - 1;
+	}
+out:
+	free(ends);
+	free(c->gops);
+	c->gops = NULL;
+	return err;
+}
+
+/*
+ * The lanes are planned on a connection of their own, on a thread of their
+ * own, while the CPU threads' calls are written (most of the time on the
+ * kernel store of export-bench), so the planning pass costs no wall time
+ * where a second CPU is free.  On a store a collector is still writing,
+ * the plan may see rows the writing passes do not (or the reverse): rows
+ * are planned and written by id, each table's from its own start, so a
+ * row the plan missed is written on its stream's track.
+ */
+struct planner {
+	struct chrome *c;
+	pthread_t thread;
+	int started, err;
+};
+
+static void *plan_thread(void *arg)
+{
+	struct planner *pl = arg;
+	sqlite3 *db = NULL;
+
+	/* as the model's heap pass and csv's workers connect */
+	if (store_connect(pl->c->x->o->path, &db) != SQLITE_OK) {
+		cli_error("cannot open the store again: %s", sqlite3_errmsg(db));
+		pl->err = -EIO;
+	} else {
+		sqlite3_busy_timeout(db, 10000);
+		pl->err = lanes(pl->c, db);
+	}
+	sqlite3_close(db);
+	return NULL;
+}
+
+static void plan_start(struct planner *pl)
+{
+	pl->started = store_readers(2) > 1 &&
+		      pthread_create(&pl->thread, NULL, plan_thread, pl) == 0;
+}
+
+/* The lanes planned: joins the thread, or plans here when none started. */
+static int plan_wait(struct planner *pl)
+{
+	if (!pl->started)
+		return lanes(pl->c, pl->c->x->db);
+	pthread_join(pl->thread, NULL);
+	pl->started = 0;
+	return pl->err;
+}
+
 /* ---- memory counters ---- */
 
 /* One memory's counter track: the model's live bytes after each instant
@@ -704,6 +907,8 @@ static int memory(struct chrome *c)
 
 /* ---- names of processes and tracks ---- */
 
+static int gpu_names(struct chrome *c);
+
 static int names(struct chrome *c)
 {
 	struct export *x = c->x;
@@ -742,19 +947,54 @@ static int names(struct chrome *c)
 	sqlite3_finalize(st);
 	if (r < 0)
 		return r;
+	return gpu_names(c);
+}
+
+static int cmp_track(const void *x, const void *y)
+{
+	const struct stream_item *a = *(const struct stream_item *const *)x;
+	const struct stream_item *b = *(const struct stream_item *const *)y;
+	int64_t ta = GPU_TID(a->key.a, a->key.b), tb = GPU_TID(b->key.a, b->key.b);
+
+	if (a->key.proc_id != b->key.proc_id)
+		return a->key.proc_id < b->key.proc_id ? -1 : 1;
+	return ta < tb ? -1 : ta > tb;
+}
+
+/* The streams' tracks, in the order of their tids (device, then stream),
+ * each stream's overlap lanes right after it. */
+static int gpu_names(struct chrome *c)
+{
+	const struct stream_item **v = malloc((c->streams.n ? c->streams.n : 1) * sizeof(*v));
+	int64_t rank = (1 << 30) + 1;
+	char buf[96], sname[64];
+
+	if (!v)
+		return -ENOMEM;
+	for (size_t i = 0; i < c->streams.n; i++)
+		v[i] = map_item(&c->streams, i);
+	array_sort(v, c->streams.n, sizeof(*v), cmp_track);
 	for (size_t i = 0; i < c->streams.n; i++) {
-		const struct seen_item *s = map_item(&c->streams, i);
-		const struct xproc *p = export_proc(x, s->key.proc_id);
+		const struct stream_item *s = v[i];
+		const struct xproc *p = export_proc(c->x, s->key.proc_id);
 		int64_t tid = GPU_TID(s->key.a, s->key.b);
 
 		if (s->key.b >= 0)
-			snprintf(buf, sizeof(buf), "GPU %lld stream %lld", (long long)s->key.a,
-				 (long long)s->key.b);
+			snprintf(sname, sizeof(sname), "stream %lld", (long long)s->key.b);
 		else
-			snprintf(buf, sizeof(buf), "GPU %lld stream ?", (long long)s->key.a);
+			snprintf(sname, sizeof(sname), "stream ?");
+		snprintf(buf, sizeof(buf), "GPU %lld %s", (long long)s->key.a, sname);
 		meta(c, p, tid, "thread_name", "name", buf, 0);
-		meta(c, p, tid, "thread_sort_index", "sort_index", NULL, tid);
+		meta(c, p, tid, "thread_sort_index", "sort_index", NULL, rank++);
+		for (uint32_t l = 1; l < s->nlanes; l++) {
+			snprintf(buf, sizeof(buf), "GPU %lld %s (overlap %u)", (long long)s->key.a,
+				 sname, l);
+			meta(c, p, s->lane_tid + l - 1, "thread_name", "name", buf, 0);
+			meta(c, p, s->lane_tid + l - 1, "thread_sort_index", "sort_index", NULL,
+			     rank++);
+		}
 	}
+	free(v);
 	return 0;
 }
 
@@ -762,11 +1002,12 @@ int export_chrome(struct export *x, struct xout *w)
 {
 	struct chrome c = {
 		.x = x, .w = w, .first = 1,
-		.streams = { .item_size = sizeof(struct seen_item) },
+		.streams = { .item_size = sizeof(struct stream_item) },
 		.jnames = { .item_size = sizeof(struct jname_item) },
 	};
+	struct planner pl = { .c = &c };
 	double bytes;
-	int err = estimate(&c, &bytes);
+	int r, err = estimate(&c, &bytes);
 
 	if (err)
 		return err;
@@ -782,6 +1023,7 @@ int export_chrome(struct export *x, struct xout *w)
 		return err;
 	xout_lit(w, "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"exporter\":\"shimmer\","
 		    "\"clock\":\"microseconds since the first process started\"},\n\"traceEvents\":[\n");
+	plan_start(&pl);
 	err = each(&c, 1, "SELECT c.proc_id, c.start_ns, c.end_ns, c.tid, f.name, c.ret, c.device,"
 		   " c.stream, c.bytes FROM cuda_calls c LEFT JOIN functions f USING (fn_id)",
 		   cuda_row);
@@ -790,15 +1032,23 @@ int export_chrome(struct export *x, struct xout *w)
 			   " FROM gpu_api", api_row);
 	if (!err && c.unsorted)
 		qsort(c.launches, c.nlaunches, sizeof(*c.launches), cmp_launch);
+	r = plan_wait(&pl);
+	if (!err)
+		err = r;
+	if (!err)
+		c.seq_end = c.nkernels;
+	/* the rows and order the lanes were planned for (KERNELS_PLAN) */
 	if (!err)
 		err = each(&c, 2, "SELECT proc_id, start_ns, end_ns, device, stream, correlation,"
 			   " name_id, grid_x, grid_y, grid_z, block_x, block_y, block_z,"
 			   " coalesce(registers, 0), coalesce(static_smem, 0),"
-			   " coalesce(dynamic_smem, 0) FROM kernels", kernel_row);
+			   " coalesce(dynamic_smem, 0) FROM kernels ORDER BY id", kernel_row);
+	c.seq = c.nkernels;
+	c.seq_end = c.nops;
 	if (!err)
 		err = each(&c, 2, "SELECT proc_id, start_ns, end_ns, op, device, stream, correlation,"
 			   " bytes, copy_kind, src_kind, dst_kind, coalesce(value, 0)"
-			   " FROM gpu_copies", copy_row);
+			   " FROM gpu_copies ORDER BY id", copy_row);
 	if (!err)
 		err = each(&c, 2, "SELECT proc_id, start_ns, end_ns, tid, kind, name_id, domain_id, id"
 			   " FROM ranges", range_row);
@@ -818,6 +1068,7 @@ int export_chrome(struct export *x, struct xout *w)
 	xout_lit(w, "\n]}\n");
 	sqlite3_finalize(c.name_st);
 	free(c.launches);
+	free(c.lane);
 	map_free(&c.streams);
 	map_free(&c.jnames);
 	strtab_free(&c.jtext);

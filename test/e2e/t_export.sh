@@ -18,7 +18,10 @@
 #    allocated bytes;
 #  - speedscope: parses, weights equal the folded lines; the viewer opens it;
 #  - the size limit refuses a trace with advice, and --begin/--end and
-#    --pid cut it.
+#    --pid cut it;
+#  - chrome with two kernels of one stream planted to overlap (as Hopper's
+#    programmatic dependent launch runs them): the later one on the
+#    stream's overlap lane, right after its track, each with its flow.
 . "$(dirname "$0")/lib.sh"
 
 CUDART=$O/test/fake_cudart/libcudart.so.13
@@ -162,6 +165,71 @@ expect_empty "chrome: each launch's kernel on its stream's track, one flow from 
 
 expect_empty "chrome: the Trace Event Format's and Perfetto's importer's rules (tef_check.py)" \
 	"$("$PY" "$ROOT/test/e2e/tef_check.py" "$T/x.json" 2>&1)"
+
+# --- overlapping operations on one stream ---------------------------------
+# The store again, but the first kernel on wl_gpu's stream 0x5100 now ends
+# in the middle of the next one (PDL: the next kernel starts while the one
+# before it drains).  Slices on a thread must nest, so the next one goes to
+# the stream's lane track "(overlap 1)", sorted right after the stream, its
+# flow with it; the rest stays where it was.
+cp "$DB" "$T/ov.db"
+"$SHIMMER" export "$T/ov.db" -o "$T/ov0.json" 2> /dev/null
+"$PY" - "$T/ov.db" > "$T/ov.ids" 2>&1 <<'PY'
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+(a, ca, a0, a1), (b, cb, b0, b1) = db.execute(
+    "SELECT id, correlation, start_ns, end_ns FROM kernels WHERE stream = 20736"
+    " ORDER BY start_ns LIMIT 2").fetchall()
+assert a1 <= b0, "kernels already overlap"
+db.execute("UPDATE kernels SET end_ns = ? WHERE id = ?", ((b0 + b1) // 2 + 1, a))
+db.commit()
+print(ca, cb)
+PY
+"$SHIMMER" export "$T/ov.db" -o "$T/ov.json" 2> "$T/ov.err"
+expect_empty "overlap: two kernels overlapping on one stream pass tef_check.py" \
+	"$(cat "$T/ov.err")$("$PY" "$ROOT/test/e2e/tef_check.py" "$T/ov.json" 2>&1)"
+expect_empty "overlap: the later kernel on the stream's overlap lane, with its flow" \
+	"$("$PY" - "$T/ov.json" "$T/ov0.json" $(cat "$T/ov.ids") 2>&1 <<'PY'
+import json, sys
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+ev0 = json.load(open(sys.argv[2]))["traceEvents"]
+ca, cb = int(sys.argv[3]), int(sys.argv[4])
+names = {(e["pid"], e["tid"]): e["args"]["name"] for e in ev
+         if e["ph"] == "M" and e["name"] == "thread_name"}
+sort = {(e["pid"], e["tid"]): e["args"]["sort_index"] for e in ev
+        if e["ph"] == "M" and e["name"] == "thread_sort_index"}
+def kernel(corr):
+    k = [e for e in ev if e["ph"] == "X" and e.get("cat") == "kernel"
+         and e["args"]["correlation"] == corr and e["args"]["stream"] == 20736]
+    if len(k) != 1:
+        print("correlation %d: %d kernels" % (corr, len(k)))
+        return None
+    return k[0]
+ka, kb = kernel(ca), kernel(cb)
+if ka and kb:
+    ta, tb = (ka["pid"], ka["tid"]), (kb["pid"], kb["tid"])
+    if names.get(ta) != "GPU 0 stream 20736":
+        print("first kernel on %r" % names.get(ta))
+    if names.get(tb) != "GPU 0 stream 20736 (overlap 1)":
+        print("overlapping kernel on %r" % names.get(tb))
+    if ta in sort and tb in sort and sort[tb] != sort[ta] + 1:
+        print("lane sorted at %s, its stream at %s" % (sort.get(tb), sort.get(ta)))
+    if not ka["ts"] < kb["ts"] < ka["ts"] + ka["dur"] < kb["ts"] + kb["dur"]:
+        print("kernels do not overlap: %r %r" % (ka, kb))
+    for k in (ka, kb):
+        f = [e for e in ev if e["ph"] == "f" and (e["pid"], e["tid"], e["ts"]) ==
+             (k["pid"], k["tid"], k["ts"])]
+        s = [e for e in ev if f and e["ph"] == "s" and e["id"] == f[0]["id"]]
+        if len(f) != 1 or len(s) != 1 or s[0]["tid"] == k["tid"]:
+            print("kernel %d: flows %r %r" % (k["args"]["correlation"], f, s))
+# nothing else moved: the same events but the two kernels' and their flows'
+lanes = [n for n in names.values() if "overlap" in n]
+if lanes != ["GPU 0 stream 20736 (overlap 1)"]:
+    print("lane tracks: %r" % lanes)
+if len(ev) != len(ev0) + 2:
+    print("%d events, %d without the overlap (+ the lane's name and sort index)" % (len(ev), len(ev0)))
+PY
+)"
 
 # --- chrome in real trace viewers ------------------------------------------
 # A store with every kind of track: wl_gpu's kernels, copies and memsets on

@@ -66,6 +66,24 @@ SELECT 'kernel name not logged:', s.text FROM s.kernels k
 expect_empty "kernels: each lasts at least the fake delay" "$(q "
 SELECT 'kernel', name, 'dur_ns', dur_ns FROM s.kernels_named WHERE dur_ns < $DELAY LIMIT 5;")"
 
+# A stream runs its work one operation after another: wl_gpu's two worker
+# threads launch, copy and memset on the default stream at the same time,
+# each call lasting the delay, so a fake that ran each call's work during
+# its own call, whatever the stream was running, overlaps them (what made
+# t_export's trace fail tef_check.py under load).
+expect_empty "kernels: a stream's kernels, copies and memsets never overlap" "$(q "
+CREATE TEMP VIEW ops AS
+	SELECT 'kernel' AS what, k.id, k.proc_id, k.device, k.stream, k.start_ns, k.end_ns,
+		a.tid FROM s.kernels k LEFT JOIN s.gpu_api a USING (proc_id, correlation)
+	UNION ALL SELECT c.op, c.id, c.proc_id, c.device, c.stream, c.start_ns, c.end_ns, a.tid
+		FROM s.gpu_copies c LEFT JOIN s.gpu_api a USING (proc_id, correlation);
+SELECT 'fewer than 3 threads working on the default stream:', count(DISTINCT tid) FROM ops
+	WHERE stream = 7 HAVING count(DISTINCT tid) < 3;
+SELECT 'on stream', a.stream, a.what, a.start_ns, a.end_ns, 'overlaps', b.what, b.start_ns,
+	b.end_ns FROM ops a JOIN ops b ON a.proc_id = b.proc_id AND a.device = b.device
+	AND a.stream IS b.stream AND (a.start_ns, a.what, a.id) < (b.start_ns, b.what, b.id)
+	AND b.start_ns < a.end_ns LIMIT 5;")"
+
 # The host's clock: a kernel runs inside the call that launched it (the
 # workload read CLOCK_MONOTONIC around the call), after the API call
 # record's start and before the process's end.

@@ -38,6 +38,12 @@ def number(v):
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
+def ns(us):
+    """Microseconds as integer ns: shimmer writes ns exactly (3 decimals),
+    and ts + dur in floating point may pass the next slice's ts by an ulp."""
+    return round(us * 1000)
+
+
 def check(trace):
     bad = []
     if not isinstance(trace, dict) or not isinstance(trace.get("traceEvents"), list):
@@ -90,7 +96,7 @@ def check(trace):
             if not number(e.get("dur")) or e["dur"] < 0:
                 bad.append("%s: X without a numeric dur >= 0" % where)
                 continue
-            slices[key].append((e["ts"], e["ts"] + e["dur"], i))
+            slices[key].append((ns(e["ts"]), ns(e["ts"]) + ns(e["dur"]), i))
             used_t.add(key)
         elif ph in "BE":
             bad.append("%s: B/E (shimmer writes X)" % where)
@@ -122,13 +128,15 @@ def check(trace):
             while stack and stack[-1][1] <= ts:
                 stack.pop()
             if stack and end > stack[-1][1]:
-                bad.append("pid %d tid %d: slice of event %d [%s, %s] overlaps event %d [%s, %s]"
-                           " without nesting" % (key + (i, ts, end) + stack[-1][2:3] + stack[-1][:2]))
+                bad.append("pid %d tid %d: slice of event %d [%.3f, %.3f] overlaps event %d"
+                           " [%.3f, %.3f] without nesting"
+                           % (key + (i, ts / 1000, end / 1000, stack[-1][2], stack[-1][0] / 1000,
+                                     stack[-1][1] / 1000)))
                 continue
             stack.append((ts, end, i))
 
     def inside(key, ts):
-        return any(a <= ts <= b for a, b, _ in slices.get(key, ()))
+        return any(a <= ns(ts) <= b for a, b, _ in slices.get(key, ()))
     for fid, f in flows.items():
         if len(f["s"]) != 1 or len(f["f"]) != 1:
             bad.append("flow %r: %d starts, %d ends" % (fid, len(f["s"]), len(f["f"])))

@@ -27,7 +27,9 @@
  *  - when the fake CUPTI (test/fake_cupti) is loaded, every call reaches it
  *    as CUPTI callbacks of the entry point's real callback id, and launches,
  *    copies, memsets and synchronizations as activity records spanning the
- *    call's delay (the "GPU" runs the work synchronously).  Kernel names
+ *    call's delay (the "GPU" runs the work synchronously, a stream's one
+ *    operation at a time: a call whose stream runs another thread's
+ *    operation waits for it to end before its own starts).  Kernel names
  *    come from fake_cuda_register_kernel(); fake_cu_launch_kernel() is a
  *    driver-API launch (fake_gpu.h);
  *  - copies and memsets name the memory they touch as CUPTI does: host
@@ -199,6 +201,8 @@ static void call_begin(struct call *c, CUpti_CallbackDomain domain, CUpti_Callba
 static struct {
 	uint32_t device, stream;
 	uint64_t free_at; /* CLOCK_MONOTONIC ns its queued work ends */
+	/* synchronous GPU: held while the stream runs an operation */
+	pthread_mutex_t running;
 } gpu_streams[GPU_STREAMS];
 static unsigned ngpu_streams;
 static pthread_mutex_t gpu_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -219,19 +223,44 @@ static void sleep_until(uint64_t t)
 	}
 }
 
-/* With gpu_lock held: the queue of (device, stream), made on first use
+/* With gpu_lock held: the slot of (device, stream), made on first use
  * (the last slot is shared when they run out). */
-static uint64_t *stream_free_at(uint32_t device, uint32_t stream)
+static unsigned stream_slot(uint32_t device, uint32_t stream)
 {
 	unsigned i;
 
 	for (i = 0; i < ngpu_streams; i++)
 		if (gpu_streams[i].device == device && gpu_streams[i].stream == stream)
-			return &gpu_streams[i].free_at;
+			return i;
 	if (ngpu_streams == GPU_STREAMS)
-		return &gpu_streams[GPU_STREAMS - 1].free_at;
-	gpu_streams[ngpu_streams] = (__typeof__(gpu_streams[0])){ device, stream, 0 };
-	return &gpu_streams[ngpu_streams++].free_at;
+		return GPU_STREAMS - 1;
+	gpu_streams[ngpu_streams] = (__typeof__(gpu_streams[0])){
+		device, stream, 0, PTHREAD_MUTEX_INITIALIZER };
+	return ngpu_streams++;
+}
+
+/* With gpu_lock held: the queue of (device, stream). */
+static uint64_t *stream_free_at(uint32_t device, uint32_t stream)
+{
+	return &gpu_streams[stream_slot(device, stream)].free_at;
+}
+
+/* The synchronous GPU runs a stream's operations one at a time, as a real
+ * stream does: an operation's call waits for the one running on its
+ * stream (another thread's) before its own starts, so two threads' work on
+ * one stream never overlaps in CUPTI's records.  Returns the stream's
+ * lock, held, or NULL for work that is no stream operation. */
+static pthread_mutex_t *stream_run(const struct fake_gpu_op *op, uint32_t device)
+{
+	pthread_mutex_t *m;
+
+	if (op->kind == FAKE_OP_SYNC)
+		return NULL;
+	pthread_mutex_lock(&gpu_lock);
+	m = &gpu_streams[stream_slot(device, op->stream)].running;
+	pthread_mutex_unlock(&gpu_lock);
+	pthread_mutex_lock(m);
+	return m;
 }
 
 /* With gpu_lock held: when the device's queued work ends. */
@@ -323,8 +352,10 @@ static void to_cupti(const struct fake_cupti_ops *cupti, uint64_t *t0, uint64_t 
  * delay), records op if the call succeeded, returns err. */
 static int call_end(struct call *c, int err, struct fake_gpu_op *op)
 {
-	uint64_t start = op && c->cupti && gpu_kernel_ns < 0 ? c->cupti->timestamp() : 0;
 	int async = gpu_kernel_ns >= 0;
+	pthread_mutex_t *running = op && c->cupti && !async && err == 0
+					   ? stream_run(op, (uint32_t)cur_device) : NULL;
+	uint64_t start = op && c->cupti && !async ? c->cupti->timestamp() : 0;
 
 	if (op && c->cupti)
 		c->cupti->work_begins(op);
@@ -351,6 +382,8 @@ static int call_end(struct call *c, int err, struct fake_gpu_op *op)
 			op->start = start;
 			op->end = c->cupti->timestamp();
 		}
+		if (running)
+			pthread_mutex_unlock(running);
 		op->correlation = c->api.correlation;
 		op->device = (uint32_t)cur_device;
 		op->context = (uint32_t)cur_device + 1;

@@ -276,16 +276,30 @@ def export_checks():
              if e["ph"] == "M" and e["name"] == "thread_name"}
     kern = [e for e in ev if e["ph"] == "X" and e.get("cat") == "kernel"]
     tracks = defaultdict(set)
-    misplaced = 0
+    misplaced = laned = 0
     for k in kern:
         a = k["args"]
-        tracks[(k["pid"], a["device"], a["stream"])].add(k["tid"])
-        misplaced += names.get((k["pid"], k["tid"])) != f"GPU {a['device']} stream {a['stream']}"
+        track = f"GPU {a['device']} stream {a['stream']}"
+        name = names.get((k["pid"], k["tid"]), "")
+        if name == track:
+            tracks[(k["pid"], a["device"], a["stream"])].add(k["tid"])
+        elif name.startswith(track + " (overlap "):
+            laned += 1  # overlapped the one before it on its stream (PDL)
+        else:
+            misplaced += 1
     streams = sdb.execute("select count(*) from (select distinct proc_id, device, stream"
                           " from kernels)").fetchone()[0]
     one = all(len(t) == 1 for t in tracks.values()) and not misplaced
     row("export: one track per stream (tracks/streams)", len(tracks), streams,
         one and len(tracks) == streams and streams > 0)
+    # slices of a track nest (PDL's overlapping kernels on the overlap lanes)
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e"))
+    import tef_check
+    bad = tef_check.check(json.load(open(f"{out}/sampled.trace.json")))
+    row(f"export: tef_check.py violations ({laned} kernels on overlap lanes)", len(bad), 0,
+        not bad)
+    for b in bad[:3]:
+        print(f"   {b}")
     ends = {(e["pid"], e["tid"], e["ts"]) for e in ev if e["ph"] == "f"}
     linked = sum((k["pid"], k["tid"], k["ts"]) in ends for k in kern)
     in_store = sdb.execute("select count(*) from kernels_named where launch_ns is not null"
