@@ -56,7 +56,8 @@ traced() { env -u SHIMMER_SOCKET LD_PRELOAD="$P/usr/lib/libshimmer.so" SHIMMER_C
 ls_csv() { env -u SHIMMER_SOCKET SHIMMER_CONFIG="$conf" "$P/usr/bin/shimmer" ls --format csv | tail -n +2; }
 
 # 1. torchrun, 2 ranks
-# (with one GPU, both ranks train on it without a process group: NCCL
+# (every kernel recorded: sampling windows of a 20-step job can miss a
+# rank's kernels; with one GPU, both ranks train on it without a process group: NCCL
 # refuses two ranks on one device; the job's recording is the same)
 ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
 if [ "$ngpu" -ge 1 ]; then
@@ -64,7 +65,7 @@ if [ "$ngpu" -ge 1 ]; then
 	ddp=(--ddp)
 	[ "$ngpu" -ge 2 ] || ddp=()
 	echo "   torchrun: $ngpu GPU(s), ${ddp[*]:-no process group}"
-	traced torchrun --standalone --nproc-per-node 2 test/gpu/train.py "${ddp[@]}" --steps 20 \
+	SHIMMER_GPU=all traced torchrun --standalone --nproc-per-node 2 test/gpu/train.py "${ddp[@]}" --steps 20 \
 		>"$out/ddp.out" 2>"$out/ddp.err"
 	rc=$?
 	sleep 4 # past job-linger: finished
