@@ -30,21 +30,36 @@
 #include "map.h"
 #include "store.h"
 #include "symbolize.h"
+#include "symtab.h"
 
 /* From the C++ runtime (libstdc++), declared here to keep this file C. */
 char *__cxa_demangle(const char *mangled, char *buf, size_t *len, int *status);
 
+/* One ELF file, whichever processes mapped it and wherever. */
+struct sym_file {
+	char *path;
+	Dwfl *dwfl;              /* the file alone, at bias 0: file addresses */
+	Dwfl_Module *dm;         /* NULL unless status is SYM_OK */
+	char *build_id;          /* hex, NULL when the file has none */
+	enum sym_status status;  /* SYM_OK, SYM_FILE_GONE or SYM_UNREADABLE */
+	struct symtab *symtab;   /* built on the first address without DWARF */
+	int symtab_done;
+};
+
 struct sym_module {
 	uint64_t lo, hi, bias;
 	char *path;
+	char *build_id;  /* recorded; NULL if none */
 	int64_t order;   /* load order; later wins on overlap */
 	int live;        /* never unloaded */
+	int has_path;
+	int checked;     /* status and file known */
+	size_t file;     /* index into files, once checked and not gone */
 	enum sym_status status;
 };
 
 struct sym_proc {
 	int64_t proc_id;
-	Dwfl *dwfl;
 	struct sym_module *mods;
 	size_t nmods;
 };
@@ -59,7 +74,10 @@ struct symbolizer {
 	sqlite3 *db;
 	struct sym_proc *procs;
 	size_t nprocs, procs_cap;
-	struct map cache;
+	struct sym_file *files;
+	size_t nfiles, files_cap;
+	struct map cache;         /* (proc, pc, is_return) */
+	struct map file_cache;    /* (file, file address, is_return), for every process */
 	struct sym_frame *frames; /* owns function and file */
 	size_t nframes, frames_cap;
 	struct sym_frame *out;    /* handed out: a copy safe from frames' growth */
@@ -95,6 +113,7 @@ struct symbolizer *symbolizer_new(sqlite3 *db)
 		return NULL;
 	s->db = db;
 	s->cache.item_size = sizeof(struct cache_item);
+	s->file_cache.item_size = sizeof(struct cache_item);
 	return s;
 }
 
@@ -105,49 +124,125 @@ void symbolizer_free(struct symbolizer *s)
 	for (size_t i = 0; i < s->nprocs; i++) {
 		struct sym_proc *p = &s->procs[i];
 
-		if (p->dwfl)
-			dwfl_end(p->dwfl);
-		for (size_t j = 0; j < p->nmods; j++)
+		for (size_t j = 0; j < p->nmods; j++) {
 			free(p->mods[j].path);
+			free(p->mods[j].build_id);
+		}
 		free(p->mods);
+	}
+	for (size_t i = 0; i < s->nfiles; i++) {
+		struct sym_file *f = &s->files[i];
+
+		symtab_free(f->symtab);
+		if (f->dwfl)
+			dwfl_end(f->dwfl);
+		free(f->path);
+		free(f->build_id);
 	}
 	for (size_t i = 0; i < s->nframes; i++) {
 		free((char *)s->frames[i].function);
 		free((char *)s->frames[i].file);
 	}
 	free(s->procs);
+	free(s->files);
 	free(s->frames);
 	free(s->out);
 	map_free(&s->cache);
+	map_free(&s->file_cache);
 	free(s);
 }
 
-static int hex_of(const unsigned char *bits, int len, char *buf, size_t cap)
+static char *hex_dup(const unsigned char *bits, int len)
 {
-	if ((size_t)len * 2 + 1 > cap)
-		return -1;
+	char *buf = malloc((size_t)len * 2 + 1);
+
+	if (!buf)
+		return NULL;
 	for (int i = 0; i < len; i++)
 		sprintf(buf + 2 * i, "%02x", bits[i]);
 	buf[2 * len] = 0;
-	return 0;
+	return buf;
 }
 
-/* Check the file libdwfl loaded for m against the recorded build-id. */
-static enum sym_status check_build_id(Dwfl_Module *dm, const char *want)
+/* Load f->path alone into its own Dwfl and read its build-id. */
+static int file_open(struct sym_file *f)
 {
 	const unsigned char *bits;
 	GElf_Addr vaddr, bias;
-	char hex[256];
 	int len;
 
-	if (!dwfl_module_getelf(dm, &bias))
-		return SYM_UNREADABLE;
-	if (!want)
-		return SYM_OK; /* nothing recorded to compare with */
-	len = dwfl_module_build_id(dm, &bits, &vaddr);
-	if (len <= 0 || hex_of(bits, len, hex, sizeof(hex)) < 0)
-		return SYM_BUILD_ID; /* recorded one, the file has none */
-	return strcasecmp(hex, want) == 0 ? SYM_OK : SYM_BUILD_ID;
+	if (access(f->path, R_OK) < 0) {
+		f->status = SYM_FILE_GONE;
+		return 0;
+	}
+	f->status = SYM_UNREADABLE;
+	f->dwfl = dwfl_begin(&offline_callbacks);
+	if (!f->dwfl)
+		return -ENOMEM;
+	dwfl_report_begin(f->dwfl);
+	/* Fails for a file that is not ELF. */
+	f->dm = dwfl_report_elf(f->dwfl, f->path, f->path, -1, 0, false);
+	dwfl_report_end(f->dwfl, NULL, NULL);
+	if (!f->dm || !dwfl_module_getelf(f->dm, &bias)) {
+		f->dm = NULL;
+		return 0;
+	}
+	f->status = SYM_OK;
+	len = dwfl_module_build_id(f->dm, &bits, &vaddr);
+	if (len > 0 && !(f->build_id = hex_dup(bits, len)))
+		return -ENOMEM;
+	return 0;
+}
+
+/* The file at path, opened on first use; *out indexes s->files. */
+static int file_get(struct symbolizer *s, const char *path, size_t *out)
+{
+	struct sym_file *f;
+	int err;
+
+	for (size_t i = 0; i < s->nfiles; i++)
+		if (strcmp(s->files[i].path, path) == 0) {
+			*out = i;
+			return 0;
+		}
+	err = array_grow(&s->files, &s->files_cap, s->nfiles, sizeof(*s->files));
+	if (err)
+		return err;
+	f = &s->files[s->nfiles];
+	*f = (struct sym_file){ .path = strdup(path) };
+	if (!f->path)
+		return -ENOMEM;
+	*out = s->nfiles++;
+	return file_open(f);
+}
+
+/*
+ * A module's state, on the first address in it: its file gone, unreadable,
+ * of another build than the one recorded, or fit to read.
+ */
+static int module_check(struct symbolizer *s, struct sym_module *m)
+{
+	const struct sym_file *f;
+	int err;
+
+	if (m->checked)
+		return 0;
+	if (!m->has_path) {
+		m->status = SYM_FILE_GONE;
+		m->checked = 1;
+		return 0;
+	}
+	err = file_get(s, m->path, &m->file);
+	if (err)
+		return err;
+	f = &s->files[m->file];
+	m->status = f->status;
+	if (f->status == SYM_OK && m->build_id)
+		/* A recorded build-id the file lacks or differs from. */
+		m->status = f->build_id && strcasecmp(f->build_id, m->build_id) == 0 ?
+			    SYM_OK : SYM_BUILD_ID;
+	m->checked = 1;
+	return 0;
 }
 
 static int cmp_module(const void *x, const void *y)
@@ -164,21 +259,16 @@ static const char modules_sql[] =
 	" FROM modules m LEFT JOIN strings s ON s.proc_id = m.proc_id AND s.id = m.path_id"
 	" WHERE m.proc_id = ? ORDER BY m.loaded_ns, m.id";
 
+/* A process's modules, sorted by address; no file is opened yet. */
 static int load_proc(struct symbolizer *s, struct sym_proc *p)
 {
 	sqlite3_stmt *st = NULL;
-	Dwfl_Module **dms = NULL;
-	char **want = NULL;
-	size_t cap = 0, dcap = 0, wcap = 0;
+	size_t cap = 0;
 	int err, r;
 
-	p->dwfl = dwfl_begin(&offline_callbacks);
-	if (!p->dwfl)
-		return -ENOMEM;
-	dwfl_report_begin(p->dwfl);
 	err = store_prepare(s->db, modules_sql, &st);
 	if (err)
-		goto out;
+		return err;
 	sqlite3_bind_int64(st, 1, p->proc_id);
 	while ((r = store_step(s->db, st)) > 0) {
 		const char *path = (const char *)sqlite3_column_text(st, 0);
@@ -186,48 +276,28 @@ static int load_proc(struct symbolizer *s, struct sym_proc *p)
 		struct sym_module *m;
 
 		err = array_grow(&p->mods, &cap, p->nmods, sizeof(*p->mods));
-		if (!err)
-			err = array_grow(&dms, &dcap, p->nmods, sizeof(*dms));
-		if (!err)
-			err = array_grow(&want, &wcap, p->nmods, sizeof(*want));
 		if (err)
 			goto out;
-		m = &p->mods[p->nmods];
+		m = &p->mods[p->nmods++];
 		*m = (struct sym_module){
 			.bias = (uint64_t)sqlite3_column_int64(st, 1),
 			.lo = (uint64_t)sqlite3_column_int64(st, 2),
 			.hi = (uint64_t)sqlite3_column_int64(st, 3),
 			.order = (int64_t)p->nmods,
 			.live = sqlite3_column_int(st, 5),
+			.has_path = path != NULL,
 			.path = strdup(path ? path : "?"),
+			.build_id = bid ? strdup(bid) : NULL,
 		};
-		want[p->nmods] = bid ? strdup(bid) : NULL;
-		dms[p->nmods] = NULL;
-		p->nmods++;
-		if (!m->path || (bid && !want[p->nmods - 1])) {
+		if (!m->path || (bid && !m->build_id)) {
 			err = -ENOMEM;
 			goto out;
 		}
-		if (!path || access(path, R_OK) < 0) {
-			m->status = SYM_FILE_GONE;
-			continue;
-		}
-		/* Fails for a file that is not ELF or overlaps one reported before. */
-		dms[p->nmods - 1] = dwfl_report_elf(p->dwfl, path, path, -1, m->bias, false);
-		m->status = dms[p->nmods - 1] ? SYM_OK : SYM_UNREADABLE;
 	}
 	err = r;
-	dwfl_report_end(p->dwfl, NULL, NULL);
-	for (size_t i = 0; i < p->nmods; i++)
-		if (dms[i])
-			p->mods[i].status = check_build_id(dms[i], want[i]);
 	if (p->nmods)
 		qsort(p->mods, p->nmods, sizeof(*p->mods), cmp_module);
 out:
-	for (size_t i = 0; want && i < p->nmods; i++)
-		free(want[i]);
-	free(want);
-	free(dms);
 	sqlite3_finalize(st);
 	return err;
 }
@@ -252,12 +322,12 @@ static int get_proc(struct symbolizer *s, int64_t proc_id, struct sym_proc **out
 }
 
 /* The module holding pc: a live one over an unloaded one, then the latest. */
-static const struct sym_module *find_module(const struct sym_proc *p, uint64_t pc)
+static struct sym_module *find_module(const struct sym_proc *p, uint64_t pc)
 {
-	const struct sym_module *best = NULL;
+	struct sym_module *best = NULL;
 
 	for (size_t i = 0; i < p->nmods && p->mods[i].lo <= pc; i++) {
-		const struct sym_module *m = &p->mods[i];
+		struct sym_module *m = &p->mods[i];
 
 		if (pc >= m->hi)
 			continue;
@@ -372,31 +442,74 @@ static int dwarf_frames(struct symbolizer *s, const struct sym_module *m, Dwfl_M
 	return err;
 }
 
-static int resolve(struct symbolizer *s, const struct sym_proc *p, uint64_t pc, int is_return)
+/*
+ * The frames at file address addr of f (pc - bias, less one for a return
+ * address), offset being pc - bias, for module m of some process.
+ */
+static int resolve_in_file(struct symbolizer *s, struct sym_file *f, const struct sym_module *m,
+			   Dwarf_Addr addr, uint64_t offset)
 {
-	uint64_t addr = is_return && pc > 0 ? pc - 1 : pc;
-	const struct sym_module *m = find_module(p, addr);
 	const char *file = NULL, *sym;
-	Dwfl_Module *dm;
+	Dwfl_Module *dm = dwfl_addrmodule(f->dwfl, addr);
 	Dwfl_Line *ln;
 	size_t before = s->nframes;
-	GElf_Off off;
-	GElf_Sym esym;
 	int line = 0, err;
 
-	if (!m)
-		return add_frame(s, NULL, pc, NULL, NULL, 0);
-	if (m->status != SYM_OK || !(dm = dwfl_addrmodule(p->dwfl, addr)))
-		return add_frame(s, m, pc - m->bias, NULL, NULL, 0);
+	if (!dm)
+		return add_frame(s, m, offset, NULL, NULL, 0);
 	ln = dwfl_module_getsrc(dm, addr);
 	if (ln)
 		file = dwfl_lineinfo(ln, NULL, &line, NULL, NULL, NULL);
-	err = dwarf_frames(s, m, dm, addr, pc - m->bias, file, file ? line : 0);
+	err = dwarf_frames(s, m, dm, addr, offset, file, file ? line : 0);
 	if (err || s->nframes > before)
 		return err;
 	/* No DWARF for it: the symbol table may still name the function. */
-	sym = dwfl_module_addrinfo(dm, addr, &off, &esym, NULL, NULL, NULL);
-	return add_frame(s, m, pc - m->bias, sym, file, file ? line : 0);
+	if (!f->symtab_done) {
+		err = symtab_new(f->dm, &f->symtab);
+		if (err)
+			return err;
+		f->symtab_done = 1;
+	}
+	sym = symtab_lookup(f->symtab, addr);
+	return add_frame(s, m, offset, sym, file, file ? line : 0);
+}
+
+/* Resolve pc of process p into new frames, or find them under *first, *n
+ * when another process's module of the same file asked for them. */
+static int resolve(struct symbolizer *s, const struct sym_proc *p, uint64_t pc, int is_return,
+		   size_t *first, size_t *n)
+{
+	uint64_t addr = is_return && pc > 0 ? pc - 1 : pc;
+	struct sym_module *m = find_module(p, addr);
+	struct cache_item *c;
+	struct map_key k;
+	int err;
+
+	*first = s->nframes;
+	if (!m)
+		err = add_frame(s, NULL, pc, NULL, NULL, 0);
+	else if ((err = module_check(s, m)) == 0 && m->status != SYM_OK)
+		err = add_frame(s, m, pc - m->bias, NULL, NULL, 0);
+	if (err || !m || m->status != SYM_OK) {
+		*n = s->nframes - *first;
+		return err;
+	}
+	/* The answer depends on the file and the file address only. */
+	k = (struct map_key){ (int64_t)m->file, (int64_t)(pc - m->bias), is_return };
+	c = map_find(&s->file_cache, &k);
+	if (!c) {
+		err = resolve_in_file(s, &s->files[m->file], m, addr - m->bias, pc - m->bias);
+		if (err)
+			return err;
+		c = map_get(&s->file_cache, &k);
+		if (!c)
+			return -ENOMEM;
+		c->first = *first;
+		c->n = s->nframes - *first;
+	}
+	*first = c->first;
+	*n = c->n;
+	return 0;
 }
 
 int symbolize_pc(struct symbolizer *s, int64_t proc_id, uint64_t pc, int is_return,
@@ -405,22 +518,21 @@ int symbolize_pc(struct symbolizer *s, int64_t proc_id, uint64_t pc, int is_retu
 	struct map_key k = { proc_id, (int64_t)pc, is_return ? 1 : 0 };
 	struct cache_item *c = map_find(&s->cache, &k);
 	struct sym_proc *p;
-	size_t first;
+	size_t first, n;
 	int err;
 
 	if (!c) {
 		err = get_proc(s, proc_id, &p);
 		if (err)
 			return err;
-		first = s->nframes;
-		err = resolve(s, p, pc, is_return);
+		err = resolve(s, p, pc, is_return ? 1 : 0, &first, &n);
 		if (err)
 			return err;
 		c = map_get(&s->cache, &k);
 		if (!c)
 			return -ENOMEM;
 		c->first = first;
-		c->n = s->nframes - first;
+		c->n = n;
 	}
 	if (c->n > s->out_cap) {
 		struct sym_frame *o = realloc(s->out, c->n * sizeof(*o));
