@@ -392,21 +392,21 @@ static int add_frame(struct symbolizer *s, const struct sym_module *m, uint64_t 
 	return 0;
 }
 
-/* The DWARF frames at addr, inline levels first; adds none without DWARF. */
-static int dwarf_frames(struct symbolizer *s, const struct sym_module *m, Dwfl_Module *dm,
-			Dwarf_Addr addr, uint64_t offset, const char *file, int line)
+/*
+ * The chain of scopes from the innermost function at a to its compile
+ * unit, innermost first, as libdw's own calls give it: dwarf_getscopes
+ * finds the scopes at a, and dwarf_getscopes_die the chain of the
+ * innermost function-like one among them (its concrete DIE), through the
+ * functions it was inlined into.  Each walks the unit's tree from its root,
+ * the second one up to the DIE: a large unit (an interpreter's main loop,
+ * inlined into itself) costs milliseconds per address.  *chain is set
+ * (to be freed) when the count returned is positive.
+ */
+static int chain_libdw(Dwarf_Die *cu, Dwarf_Addr a, Dwarf_Die **chain)
 {
-	Dwarf_Die *scopes = NULL, *cu;
-	Dwarf_Files *files = NULL;
-	Dwarf_Addr cubias;
-	int n, err = 0;
+	Dwarf_Die *scopes = NULL;
+	int n = dwarf_getscopes(cu, a, &scopes);
 
-	cu = dwfl_module_addrdie(dm, addr, &cubias);
-	if (!cu)
-		return 0;
-	/* The scopes at addr end at the innermost function; the chain of its
-	 * concrete DIE continues through the functions it was inlined into. */
-	n = dwarf_getscopes(cu, addr - cubias, &scopes);
 	for (int i = 0; i < n; i++) {
 		int tag = dwarf_tag(&scopes[i]);
 
@@ -419,6 +419,169 @@ static int dwarf_frames(struct symbolizer *s, const struct sym_module *m, Dwfl_M
 			break;
 		}
 	}
+	if (n > 0)
+		*chain = scopes;
+	else
+		free(scopes);
+	return n;
+}
+
+/* The DIEs libdw's scope walks descend into (libdw_visit_scopes.c). */
+static int may_have_scopes(Dwarf_Die *die)
+{
+	switch (dwarf_tag(die)) {
+	case DW_TAG_compile_unit: case DW_TAG_module: case DW_TAG_lexical_block:
+	case DW_TAG_with_stmt: case DW_TAG_catch_block: case DW_TAG_try_block:
+	case DW_TAG_entry_point: case DW_TAG_inlined_subroutine: case DW_TAG_subprogram:
+	case DW_TAG_namespace: case DW_TAG_class_type: case DW_TAG_structure_type:
+		return 1;
+	}
+	return 0;
+}
+
+#define WALK_FALLBACK (-2) /* a case left to libdw's own calls */
+
+/*
+ * Whether libdw's walk of the unit cu (dwarf_getscopes looking for the
+ * abstract origin of an inlined call) reaches target, a DIE of the same
+ * unit: down from the root, into the child whose span of offsets holds
+ * target's, as long as the walk descends there.  1 yes, 0 no.
+ */
+static int reaches(Dwarf_Die *cu, Dwarf_Die *target)
+{
+	Dwarf_Off want = dwarf_dieoffset(target);
+	Dwarf_Die die = *cu, child, next;
+	int root = 1;
+
+	for (;;) {
+		if ((!root && !may_have_scopes(&die)) || dwarf_child(&die, &child) != 0)
+			return 0;
+		root = 0;
+		for (;;) {
+			int r;
+
+			if (dwarf_tag(&child) == DW_TAG_imported_unit)
+				return WALK_FALLBACK;
+			if (dwarf_dieoffset(&child) == want)
+				return 1;
+			r = dwarf_siblingof(&child, &next);
+			if (r < 0)
+				return WALK_FALLBACK;
+			if (r > 0 || dwarf_dieoffset(&next) > want)
+				break; /* target lies in child's subtree, if anywhere */
+			child = next;
+		}
+		if (dwarf_dieoffset(&child) > want)
+			return 0;
+		die = child;
+	}
+}
+
+/*
+ * chain_libdw's answer from one descent: the scopes holding a are, from
+ * the unit down, at each level the first child whose ranges hold a, as
+ * dwarf_getscopes' walk finds them; that path is the concrete chain
+ * dwarf_getscopes_die gives.  dwarf_getscopes answers nothing when the
+ * abstract origin of the deepest inlined call on the path is out of its
+ * walk's reach, so neither does this.  WALK_FALLBACK for what this does
+ * not model: imported (dwz) units, an origin in another unit, errors.
+ */
+static int chain_walk(Dwarf_Die *cu, Dwarf_Addr a, Dwarf_Die **chain)
+{
+	Dwarf_Die *path = NULL, die = *cu, child, origin, cudie;
+	Dwarf_Attribute attr;
+	size_t n = 0, cap = 0, fn = SIZE_MAX, inl = SIZE_MAX;
+	int r = 0;
+
+	for (;;) {
+		if (array_grow(&path, &cap, n, sizeof(*path)) < 0) {
+			r = -ENOMEM;
+			goto out;
+		}
+		path[n++] = die;
+		if ((n > 1 && !may_have_scopes(&die)) || !dwarf_haschildren(&die))
+			break;
+		r = dwarf_child(&die, &child);
+		while (r == 0) {
+			int h;
+
+			if (dwarf_tag(&child) == DW_TAG_imported_unit) {
+				r = WALK_FALLBACK;
+				goto out;
+			}
+			h = dwarf_haspc(&child, a);
+			if (h < 0) {
+				r = WALK_FALLBACK;
+				goto out;
+			}
+			if (h)
+				break;
+			r = dwarf_siblingof(&child, &child);
+		}
+		if (r < 0) {
+			r = WALK_FALLBACK;
+			goto out;
+		}
+		if (r > 0) {
+			r = 0;
+			break; /* no child holds a: die is the innermost scope */
+		}
+		die = child;
+	}
+	for (size_t i = 0; i < n; i++) {
+		int tag = dwarf_tag(&path[i]);
+
+		if (tag == DW_TAG_subprogram || tag == DW_TAG_inlined_subroutine)
+			fn = i;
+		if (tag == DW_TAG_inlined_subroutine)
+			inl = i;
+	}
+	if (inl != SIZE_MAX) {
+		if (!dwarf_formref_die(dwarf_attr(&path[inl], DW_AT_abstract_origin, &attr), &origin))
+			goto out; /* dwarf_getscopes fails */
+		if (!dwarf_diecu(&origin, &cudie, NULL, NULL) || cudie.addr != cu->addr) {
+			r = WALK_FALLBACK;
+			goto out;
+		}
+		r = reaches(cu, &origin);
+		if (r <= 0)
+			goto out;
+	}
+	r = 0;
+	if (fn == SIZE_MAX)
+		goto out;
+	/* Innermost first, as dwarf_getscopes_die gives it. */
+	for (size_t i = 0; i < (fn + 1) / 2; i++) {
+		Dwarf_Die t = path[i];
+
+		path[i] = path[fn - i];
+		path[fn - i] = t;
+	}
+	*chain = path;
+	path = NULL;
+	r = (int)fn + 1;
+out:
+	free(path);
+	return r;
+}
+
+/* The DWARF frames at addr, inline levels first; adds none without DWARF. */
+static int dwarf_frames(struct symbolizer *s, const struct sym_module *m, Dwfl_Module *dm,
+			Dwarf_Addr addr, uint64_t offset, const char *file, int line)
+{
+	Dwarf_Die *scopes = NULL, *cu;
+	Dwarf_Files *files = NULL;
+	Dwarf_Addr cubias;
+	int n, err = 0;
+
+	cu = dwfl_module_addrdie(dm, addr, &cubias);
+	if (!cu)
+		return 0;
+	n = chain_walk(cu, addr - cubias, &scopes);
+	if (n == WALK_FALLBACK)
+		n = chain_libdw(cu, addr - cubias, &scopes);
+	if (n == -ENOMEM)
+		return n;
 	for (int i = 0; i < n; i++) {
 		int tag = dwarf_tag(&scopes[i]);
 		Dwarf_Attribute a;
@@ -438,7 +601,8 @@ static int dwarf_frames(struct symbolizer *s, const struct sym_module *m, Dwfl_M
 		if (dwarf_attr(&scopes[i], DW_AT_call_line, &a) && dwarf_formudata(&a, &w) == 0)
 			line = (int)w;
 	}
-	free(scopes);
+	if (n > 0)
+		free(scopes);
 	return err;
 }
 
