@@ -70,6 +70,40 @@ struct cache_item {
 	size_t n;
 };
 
+/*
+ * What a file says at a file address, whichever process asks: the DWARF
+ * frames (in s->frames), or none and the line table's line, for the
+ * symbol table to name at the asking module's bias.
+ */
+struct file_item {
+	struct map_key key;
+	size_t first, n;       /* the frames; n is 0 without DWARF frames */
+	const char *src;       /* the line table's file (libdw's), or NULL */
+	int line;
+	int no_module;         /* the address lies outside the file's segments */
+};
+
+/* The address ranges of a unit's top-level DIEs, sorted, for chain_walk. */
+struct unit_range {
+	Dwarf_Addr lo, hi;
+	size_t child;       /* index into kids */
+};
+
+struct unit_top {
+	Dwarf_Die *kids;    /* the unit's children, in order */
+	size_t nkids;
+	struct unit_range *r;
+	Dwarf_Addr *maxend; /* maxend[i]: the largest hi in r[0..i] */
+	size_t nr;
+	size_t first_bad;   /* the first child libdw's walk stops at (an imported
+			     * unit, an error); SIZE_MAX if none */
+};
+
+struct unit_item {
+	struct map_key key;
+	size_t top;
+};
+
 struct symbolizer {
 	sqlite3 *db;
 	struct sym_proc *procs;
@@ -77,7 +111,10 @@ struct symbolizer {
 	struct sym_file *files;
 	size_t nfiles, files_cap;
 	struct map cache;         /* (proc, pc, is_return) */
-	struct map file_cache;    /* (file, file address, is_return), for every process */
+	struct map file_cache;    /* (file, file address, is_return) -> file_item */
+	struct map units;         /* (DIE address of a unit) -> index into tops */
+	struct unit_top **tops;
+	size_t ntops, tops_cap;
 	struct sym_frame *frames; /* owns function and file */
 	size_t nframes, frames_cap;
 	struct sym_frame *out;    /* handed out: a copy safe from frames' growth */
@@ -113,7 +150,8 @@ struct symbolizer *symbolizer_new(sqlite3 *db)
 		return NULL;
 	s->db = db;
 	s->cache.item_size = sizeof(struct cache_item);
-	s->file_cache.item_size = sizeof(struct cache_item);
+	s->file_cache.item_size = sizeof(struct file_item);
+	s->units.item_size = sizeof(struct unit_item);
 	return s;
 }
 
@@ -143,6 +181,14 @@ void symbolizer_free(struct symbolizer *s)
 		free((char *)s->frames[i].function);
 		free((char *)s->frames[i].file);
 	}
+	for (size_t i = 0; i < s->ntops; i++) {
+		free(s->tops[i]->kids);
+		free(s->tops[i]->r);
+		free(s->tops[i]->maxend);
+		free(s->tops[i]);
+	}
+	free(s->tops);
+	map_free(&s->units);
 	free(s->procs);
 	free(s->files);
 	free(s->frames);
@@ -477,6 +523,125 @@ static int reaches(Dwarf_Die *cu, Dwarf_Die *target)
 	}
 }
 
+static int cmp_range(const void *x, const void *y)
+{
+	const struct unit_range *a = x, *b = y;
+
+	if (a->lo != b->lo)
+		return a->lo < b->lo ? -1 : 1;
+	return a->child < b->child ? -1 : a->child > b->child;
+}
+
+/* Read the children of the unit cu and their ranges, once. */
+static int unit_top_build(Dwarf_Die *cu, struct unit_top *t)
+{
+	Dwarf_Die child;
+	size_t kcap = 0, rcap = 0;
+	int r;
+
+	t->first_bad = SIZE_MAX;
+	r = dwarf_child(cu, &child);
+	if (r < 0)
+		t->first_bad = 0;
+	while (r == 0) {
+		Dwarf_Addr base, lo, hi;
+		ptrdiff_t off = 0;
+
+		if (array_grow(&t->kids, &kcap, t->nkids, sizeof(*t->kids)) < 0)
+			return -ENOMEM;
+		t->kids[t->nkids] = child;
+		if (dwarf_tag(&child) == DW_TAG_imported_unit)
+			off = -1;
+		while (off >= 0 && (off = dwarf_ranges(&child, off, &base, &lo, &hi)) > 0) {
+			if (array_grow(&t->r, &rcap, t->nr, sizeof(*t->r)) < 0)
+				return -ENOMEM;
+			t->r[t->nr++] = (struct unit_range){ lo, hi, t->nkids };
+		}
+		if (off < 0) {
+			t->first_bad = t->nkids;
+			break;
+		}
+		t->nkids++;
+		r = dwarf_siblingof(&child, &child);
+		if (r < 0)
+			t->first_bad = t->nkids;
+	}
+	array_sort(t->r, t->nr, sizeof(*t->r), cmp_range);
+	if (t->nr && !(t->maxend = malloc(t->nr * sizeof(*t->maxend))))
+		return -ENOMEM;
+	for (size_t i = 0; i < t->nr; i++)
+		t->maxend[i] = i && t->maxend[i - 1] > t->r[i].hi ? t->maxend[i - 1] : t->r[i].hi;
+	return 0;
+}
+
+static int unit_top_get(struct symbolizer *s, Dwarf_Die *cu, struct unit_top **out)
+{
+	struct map_key k = { (int64_t)(uintptr_t)cu->addr, 0, 0 };
+	struct unit_item *it = map_find(&s->units, &k);
+	struct unit_top *t;
+	int err;
+
+	if (it) {
+		*out = s->tops[it->top];
+		return 0;
+	}
+	err = array_grow(&s->tops, &s->tops_cap, s->ntops, sizeof(*s->tops));
+	if (err)
+		return err;
+	t = calloc(1, sizeof(*t));
+	if (!t)
+		return -ENOMEM;
+	s->tops[s->ntops++] = t;
+	err = unit_top_build(cu, t);
+	if (err)
+		return err;
+	it = map_get(&s->units, &k);
+	if (!it)
+		return -ENOMEM;
+	it->top = s->ntops - 1;
+	*out = t;
+	return 0;
+}
+
+/*
+ * The first child of the unit (in order) whose ranges hold a, as
+ * dwarf_haspc asked of each in turn finds it: 0 and *child set, 1 none,
+ * WALK_FALLBACK when libdw's walk would stop at a child before it.
+ */
+static int unit_top_find(const struct unit_top *t, Dwarf_Addr a, Dwarf_Die *child)
+{
+	size_t l = 0, u = t->nr, ub, best = SIZE_MAX;
+
+	while (l < u) { /* ub: the ranges starting at or below a */
+		size_t m = l + (u - l) / 2;
+
+		if (t->r[m].lo <= a)
+			l = m + 1;
+		else
+			u = m;
+	}
+	ub = l;
+	l = 0;
+	u = ub;
+	while (l < u) { /* the first range whose running end passes a */
+		size_t m = l + (u - l) / 2;
+
+		if (t->maxend[m] > a)
+			u = m;
+		else
+			l = m + 1;
+	}
+	for (size_t i = l; i < ub; i++)
+		if (a < t->r[i].hi && t->r[i].child < best)
+			best = t->r[i].child;
+	if (best == SIZE_MAX)
+		return t->first_bad == SIZE_MAX ? 1 : WALK_FALLBACK;
+	if (best >= t->first_bad)
+		return WALK_FALLBACK;
+	*child = t->kids[best];
+	return 0;
+}
+
 /*
  * chain_libdw's answer from one descent: the scopes holding a are, from
  * the unit down, at each level the first child whose ranges hold a, as
@@ -486,8 +651,9 @@ static int reaches(Dwarf_Die *cu, Dwarf_Die *target)
  * walk's reach, so neither does this.  WALK_FALLBACK for what this does
  * not model: imported (dwz) units, an origin in another unit, errors.
  */
-static int chain_walk(Dwarf_Die *cu, Dwarf_Addr a, Dwarf_Die **chain)
+static int chain_walk(struct symbolizer *s, Dwarf_Die *cu, Dwarf_Addr a, Dwarf_Die **chain)
 {
+	struct unit_top *top = NULL;
 	Dwarf_Die *path = NULL, die = *cu, child, origin, cudie;
 	Dwarf_Attribute attr;
 	size_t n = 0, cap = 0, fn = SIZE_MAX, inl = SIZE_MAX;
@@ -501,6 +667,20 @@ static int chain_walk(Dwarf_Die *cu, Dwarf_Addr a, Dwarf_Die **chain)
 		path[n++] = die;
 		if ((n > 1 && !may_have_scopes(&die)) || !dwarf_haschildren(&die))
 			break;
+		if (n == 1) {
+			/* A unit has thousands of children: their ranges are
+			 * read once per unit. */
+			r = unit_top_get(s, cu, &top);
+			if (r < 0)
+				goto out;
+			r = unit_top_find(top, a, &child);
+			if (r == WALK_FALLBACK)
+				goto out;
+			if (r > 0)
+				break;
+			die = child;
+			continue;
+		}
 		r = dwarf_child(&die, &child);
 		while (r == 0) {
 			int h;
@@ -577,7 +757,7 @@ static int dwarf_frames(struct symbolizer *s, const struct sym_module *m, Dwfl_M
 	cu = dwfl_module_addrdie(dm, addr, &cubias);
 	if (!cu)
 		return 0;
-	n = chain_walk(cu, addr - cubias, &scopes);
+	n = chain_walk(s, cu, addr - cubias, &scopes);
 	if (n == WALK_FALLBACK)
 		n = chain_libdw(cu, addr - cubias, &scopes);
 	if (n == -ENOMEM)
@@ -606,36 +786,29 @@ static int dwarf_frames(struct symbolizer *s, const struct sym_module *m, Dwfl_M
 	return err;
 }
 
-/*
- * The frames at file address addr of f (pc - bias, less one for a return
- * address), offset being pc - bias, for module m of some process.
- */
-static int resolve_in_file(struct symbolizer *s, struct sym_file *f, const struct sym_module *m,
-			   Dwarf_Addr addr, uint64_t offset)
+/* Fill an item for file address addr of f (pc - bias, less one for a return
+ * address), offset being pc - bias, for module m of some process. */
+static int file_lookup(struct symbolizer *s, struct sym_file *f, const struct sym_module *m,
+		       Dwarf_Addr addr, uint64_t offset, struct file_item *it)
 {
-	const char *file = NULL, *sym;
 	Dwfl_Module *dm = dwfl_addrmodule(f->dwfl, addr);
 	Dwfl_Line *ln;
-	size_t before = s->nframes;
 	int line = 0, err;
 
-	if (!dm)
-		return add_frame(s, m, offset, NULL, NULL, 0);
+	it->first = s->nframes;
+	if (!dm) {
+		it->no_module = 1;
+		err = add_frame(s, m, offset, NULL, NULL, 0);
+		it->n = s->nframes - it->first;
+		return err;
+	}
 	ln = dwfl_module_getsrc(dm, addr);
 	if (ln)
-		file = dwfl_lineinfo(ln, NULL, &line, NULL, NULL, NULL);
-	err = dwarf_frames(s, m, dm, addr, offset, file, file ? line : 0);
-	if (err || s->nframes > before)
-		return err;
-	/* No DWARF for it: the symbol table may still name the function. */
-	if (!f->symtab_done) {
-		err = symtab_new(f->dm, &f->symtab);
-		if (err)
-			return err;
-		f->symtab_done = 1;
-	}
-	sym = symtab_lookup(f->symtab, addr);
-	return add_frame(s, m, offset, sym, file, file ? line : 0);
+		it->src = dwfl_lineinfo(ln, NULL, &line, NULL, NULL, NULL);
+	it->line = it->src ? line : 0;
+	err = dwarf_frames(s, m, dm, addr, offset, it->src, it->line);
+	it->n = s->nframes - it->first;
+	return err;
 }
 
 /* Resolve pc of process p into new frames, or find them under *first, *n
@@ -645,7 +818,8 @@ static int resolve(struct symbolizer *s, const struct sym_proc *p, uint64_t pc, 
 {
 	uint64_t addr = is_return && pc > 0 ? pc - 1 : pc;
 	struct sym_module *m = find_module(p, addr);
-	struct cache_item *c;
+	struct file_item tmp = { 0 }, *c;
+	struct sym_file *f;
 	struct map_key k;
 	int err;
 
@@ -658,22 +832,36 @@ static int resolve(struct symbolizer *s, const struct sym_proc *p, uint64_t pc, 
 		*n = s->nframes - *first;
 		return err;
 	}
-	/* The answer depends on the file and the file address only. */
+	/* The DWARF answer depends on the file and the file address only. */
+	f = &s->files[m->file];
 	k = (struct map_key){ (int64_t)m->file, (int64_t)(pc - m->bias), is_return };
 	c = map_find(&s->file_cache, &k);
 	if (!c) {
-		err = resolve_in_file(s, &s->files[m->file], m, addr - m->bias, pc - m->bias);
+		err = file_lookup(s, f, m, addr - m->bias, pc - m->bias, &tmp);
 		if (err)
 			return err;
 		c = map_get(&s->file_cache, &k);
 		if (!c)
 			return -ENOMEM;
-		c->first = *first;
-		c->n = s->nframes - *first;
+		tmp.key = k;
+		*c = tmp;
 	}
-	*first = c->first;
-	*n = c->n;
-	return 0;
+	if (c->n) {
+		*first = c->first;
+		*n = c->n;
+		return 0;
+	}
+	/* No DWARF for it: the symbol table may still name the function. */
+	if (!f->symtab_done) {
+		err = symtab_new(f->dm, &f->symtab);
+		if (err)
+			return err;
+		f->symtab_done = 1;
+	}
+	err = add_frame(s, m, pc - m->bias, symtab_lookup(f->symtab, addr - m->bias, m->bias),
+			c->src, c->line);
+	*n = s->nframes - *first;
+	return err;
 }
 
 int symbolize_pc(struct symbolizer *s, int64_t proc_id, uint64_t pc, int is_return,

@@ -39,6 +39,7 @@ struct pass {
 struct symtab {
 	Dwfl_Module *dm;
 	struct pass pass[2]; /* 0: the globals (everything when not split), 1: locals */
+	struct pass fixed[2];/* the same for the few values libdwfl never biases */
 	int split;           /* first_global > 1: the locals are a second pass */
 };
 
@@ -68,6 +69,7 @@ void symtab_free(struct symtab *t)
 	for (int p = 0; p < 2; p++) {
 		free(t->pass[p].v);
 		free(t->pass[p].maxend);
+		free(t->fixed[p].v);
 	}
 	free(t);
 }
@@ -92,7 +94,11 @@ int symtab_new(Dwfl_Module *dm, struct symtab **out)
 		GElf_Word shndx;
 		const char *name = dwfl_module_getsym_info(dm, i, &sym, &value, &shndx, NULL, NULL);
 		int type = GELF_ST_TYPE(sym.st_info);
-		struct pass *p = &t->pass[i >= fg ? 0 : 1];
+		/* Absolute and common symbols and those of sections not loaded
+		 * keep their st_value at any load bias (__libdwfl_getsym). */
+		int fixed = sym.st_shndx == SHN_ABS || sym.st_shndx == SHN_COMMON ||
+			    shndx == (GElf_Word)-1;
+		struct pass *p = fixed ? &t->fixed[i >= fg ? 0 : 1] : &t->pass[i >= fg ? 0 : 1];
 
 		/* The entries libdwfl's search ever considers. */
 		if (!name || !name[0] || sym.st_shndx == SHN_UNDEF || type == STT_SECTION ||
@@ -164,42 +170,58 @@ static size_t first_covering(const struct pass *p, GElf_Addr addr, size_t ub)
 	return l;
 }
 
-static int covers(const struct sym_rec *r, GElf_Addr addr)
-{
-	return r->size != 0 && addr - r->value < r->size;
-}
-
 /*
- * libdwfl's choice among the sized entries of p covering addr, offered to
- * it in table order (try_sym_value): a later start wins, or a stronger
- * binding; at the same start, a shorter one at no weaker binding, or one
- * no longer at a stronger binding.  The candidates are few; each step
- * takes the next in table order.
+ * libdwfl's choice among the sized entries of pass k covering the
+ * address, offered to it in table order (try_sym_value): a later start
+ * wins, or a stronger binding; at the same start, a shorter one at no
+ * weaker binding, or one no longer at a stronger binding.  Values compare
+ * at the module's bias: addr is a file address, a = addr + bias the one
+ * libdwfl sees; the fixed entries are at their own value.  The candidates
+ * are few; each step takes the next in table order.
  */
-static const struct sym_rec *fold_sized(const struct pass *p, GElf_Addr addr)
+static const struct sym_rec *fold_sized(const struct symtab *t, int k, GElf_Addr addr,
+					GElf_Addr bias)
 {
+	const struct pass *p = &t->pass[k], *f = &t->fixed[k];
+	GElf_Addr a = addr + bias, bestv = 0;
 	size_t ub = upper(p, addr), lo = first_covering(p, addr, ub);
-	const struct sym_rec *best = NULL, *prev = NULL;
+	const struct sym_rec *best = NULL;
+	uint32_t prev = 0;
+	int started = 0;
 
 	for (;;) {
 		const struct sym_rec *next = NULL;
+		GElf_Addr nextv = 0;
 
 		for (size_t j = lo; j < ub; j++) {
 			const struct sym_rec *r = &p->v[j];
 
-			if (covers(r, addr) && (!prev || r->order > prev->order) &&
-			    (!next || r->order < next->order))
+			if (r->size && addr - r->value < r->size && (!started || r->order > prev) &&
+			    (!next || r->order < next->order)) {
 				next = r;
+				nextv = r->value + bias;
+			}
+		}
+		for (size_t j = 0; j < f->n; j++) {
+			const struct sym_rec *r = &f->v[j];
+
+			if (r->size && r->value <= a && a - r->value < r->size &&
+			    (!started || r->order > prev) && (!next || r->order < next->order)) {
+				next = r;
+				nextv = r->value;
+			}
 		}
 		if (!next)
 			return best;
-		prev = next;
-		if (!best || best->value < next->value || best->bind < next->bind)
+		prev = next->order;
+		started = 1;
+		if (!best || bestv < nextv || best->bind < next->bind ||
+		    (bestv == nextv &&
+		     ((best->size > next->size && best->bind <= next->bind) ||
+		      (best->size >= next->size && best->bind < next->bind)))) {
 			best = next;
-		else if (best->value == next->value &&
-			 ((best->size > next->size && best->bind <= next->bind) ||
-			  (best->size >= next->size && best->bind < next->bind)))
-			best = next;
+			bestv = nextv;
+		}
 	}
 }
 
@@ -212,15 +234,40 @@ static size_t section_of(Dwfl_Module *dm, GElf_Addr a)
 	return scn ? elf_ndxscn(scn) : SHN_UNDEF;
 }
 
-/* The last entry of p in table order that is sizeless, starts at m and
- * lies in addr's section; NULL if none. */
-static const struct sym_rec *sizeless_at(const struct symtab *t, const struct pass *p,
-					 GElf_Addr m, GElf_Addr addr, size_t *addr_sec, int *known)
+/* The largest end, at the bias, of the entries of pass k at or below the
+ * address: libdwfl's min_label once the pass is over. */
+static GElf_Addr max_end_below(const struct symtab *t, int k, GElf_Addr addr, GElf_Addr bias)
 {
-	const struct sym_rec *best = NULL;
-	size_t i = upper(p, m);
+	const struct pass *p = &t->pass[k], *f = &t->fixed[k];
+	size_t ub = upper(p, addr);
+	GElf_Addr m = ub ? p->maxend[ub - 1] + bias : 0;
 
-	while (i-- > 0 && p->v[i].value == m) {
+	for (size_t j = 0; j < f->n; j++)
+		if (f->v[j].value <= addr + bias && f->v[j].value + f->v[j].size > m)
+			m = f->v[j].value + f->v[j].size;
+	return m;
+}
+
+/* The last entry of pass k in table order that is sizeless, starts at m
+ * (at the bias) and lies in the address's section; NULL if none. */
+static const struct sym_rec *sizeless_at(const struct symtab *t, int k, GElf_Addr m,
+					 GElf_Addr addr, GElf_Addr bias, size_t *addr_sec,
+					 int *known)
+{
+	const struct pass *p = &t->pass[k], *f = &t->fixed[k];
+	const struct sym_rec *best = NULL;
+
+	for (size_t j = 0; j < f->n; j++) {
+		const struct sym_rec *r = &f->v[j];
+
+		/* Their sections are special: only an exact match counts. */
+		if (r->size == 0 && r->value == m && m == addr + bias &&
+		    (!best || r->order > best->order))
+			best = r;
+	}
+	if (m < bias)
+		return best;
+	for (size_t i = upper(p, m - bias); i-- > 0 && p->v[i].value == m - bias;) {
 		const struct sym_rec *r = &p->v[i];
 		int same;
 
@@ -241,14 +288,7 @@ static const struct sym_rec *sizeless_at(const struct symtab *t, const struct pa
 	return best;
 }
 
-static GElf_Addr max_end_below(const struct pass *p, GElf_Addr addr)
-{
-	size_t ub = upper(p, addr);
-
-	return ub ? p->maxend[ub - 1] : 0;
-}
-
-const char *symtab_lookup(const struct symtab *t, GElf_Addr addr)
+const char *symtab_lookup(const struct symtab *t, GElf_Addr addr, GElf_Addr bias)
 {
 	const struct sym_rec *r, *l;
 	GElf_Addr m0, m;
@@ -257,21 +297,21 @@ const char *symtab_lookup(const struct symtab *t, GElf_Addr addr)
 
 	if (!t)
 		return NULL;
-	r = fold_sized(&t->pass[0], addr);
+	r = fold_sized(t, 0, addr, bias);
 	if (r)
 		return r->name;
-	m0 = max_end_below(&t->pass[0], addr);
-	r = sizeless_at(t, &t->pass[0], m0, addr, &addr_sec, &known);
-	if (!t->split || (r && m0 == addr))
+	m0 = max_end_below(t, 0, addr, bias);
+	r = sizeless_at(t, 0, m0, addr, bias, &addr_sec, &known);
+	if (!t->split || (r && m0 == addr + bias))
 		return r ? r->name : NULL;
 	/* The locals' pass: a sized one covering addr, else the last label. */
-	l = fold_sized(&t->pass[1], addr);
+	l = fold_sized(t, 1, addr, bias);
 	if (l)
 		return l->name;
-	m = max_end_below(&t->pass[1], addr);
+	m = max_end_below(t, 1, addr, bias);
 	if (m < m0)
 		return r ? r->name : NULL;
-	l = sizeless_at(t, &t->pass[1], m, addr, &addr_sec, &known);
+	l = sizeless_at(t, 1, m, addr, bias, &addr_sec, &known);
 	if (m > m0)
 		return l ? l->name : NULL;
 	return l ? l->name : r ? r->name : NULL;

@@ -35,7 +35,13 @@ int symtab_new(Dwfl_Module *dm, struct symtab **out);
 
 void symtab_free(struct symtab *t);
 
-/* The name dwfl_module_addrinfo(dm, addr, ...) returns, or NULL. */
-const char *symtab_lookup(const struct symtab *t, GElf_Addr addr);
+/*
+ * The name dwfl_module_addrinfo returns for file address addr of the
+ * module loaded at bias (the module reported at that bias, the address
+ * addr + bias), or NULL.  t is built once at bias 0: only absolute and
+ * common symbols, and those of sections not loaded, keep their value at
+ * every bias, and they are compared as libdwfl compares them.
+ */
+const char *symtab_lookup(const struct symtab *t, GElf_Addr addr, GElf_Addr bias);
 
 #endif /* SHIMMER_TOOLS_SYMTAB_H */
