@@ -1,20 +1,23 @@
 /*
  * Symbolization with libdwfl; see symbolize.h.
  *
- * Per process, on first use: read its modules (ordered by load time),
- * check each file exists, report it with dwfl_report_elf at its bias and
- * compare the build-id libdwfl reads from it with the recorded one.  Our
- * own sorted module table, not libdwfl, decides which module holds a pc,
- * so that a module we refused (gone, other build-id) stays refused.  When
- * an address range was reused (dlclose, then dlopen of something else),
- * the module still loaded at the end, else the latest loaded, wins.
+ * Per process, on first use: read its modules (ordered by load time).
+ * Per file, on the first address in any module of it: check it exists,
+ * report it alone to a Dwfl of its own at bias 0 (file addresses, so that
+ * processes that mapped it at other biases share it), read its build-id;
+ * each module compares that with the one it recorded.  Our own sorted
+ * module table, not libdwfl, decides which module holds a pc, so that a
+ * module we refused (gone, other build-id) stays refused.  When an address
+ * range was reused (dlclose, then dlopen of something else), the module
+ * still loaded at the end, else the latest loaded, wins.
  *
- * Inlined frames: dwarf_getscopes finds the innermost function scope at
- * the address, and dwarf_getscopes_die the chain of scopes around that
- * concrete DIE, innermost first; each DW_TAG_inlined_subroutine in it is a
- * frame whose caller is at its DW_AT_call_file:DW_AT_call_line, up to the
- * DW_TAG_subprogram.
- * The innermost frame's line comes from the line table.
+ * Inlined frames: the chain of scopes holding the address, from the unit
+ * down (the first child whose ranges hold it at each level, as
+ * dwarf_getscopes finds it), ends at the innermost function scope; each
+ * DW_TAG_inlined_subroutine on it is a frame whose caller is at its
+ * DW_AT_call_file:DW_AT_call_line, up to the DW_TAG_subprogram.  The
+ * innermost frame's line comes from the line table.  Without DWARF frames
+ * the symbol table names the function (symtab.h, at the module's bias).
  */
 #include <errno.h>
 #include <stdbool.h>
