@@ -27,13 +27,6 @@ $(O)/test/test_$(1): $(O)/obj/test/unit/test_$(1).o $(TOOLS_LIB_OBJS) $(O)/gen/s
 endef
 $(foreach t,summary leaks symbolize peak temporary emit model,$(eval $(call tools_test,$(t))))
 
-# test_symbolize also reads a copy of itself without DWARF (a module with
-# only a symbol table, as PyTorch's libraries are).
-TEST_PROGS += $(O)/test/test_symbolize.nodebug
-$(O)/test/test_symbolize.nodebug: $(O)/test/test_symbolize
-	$(call msg,OBJCOPY,$@)
-	$(Q)objcopy --strip-debug $< $@
-
 # shimmer report: its page script and style, embedded in the binary; the
 # charting library (npm, pinned) and its licences under $(O)/share/shimmer,
 # where the shimmer of the build tree looks (PREFIX/share/shimmer once

@@ -8,8 +8,8 @@
  * address outside every module must each say so instead of naming a
  * function.  The same file loaded by another process at another bias
  * names the same frames (they are shared per file), and a copy of this
- * program without DWARF (test_symbolize.nodebug, made by the build) names
- * the functions from its symbol table alone.
+ * program without DWARF (objcopy --strip-debug, binutils) names the
+ * functions from its symbol table alone.
  */
 #include <errno.h>
 #include <limits.h>
@@ -108,7 +108,7 @@ static int phdr_cb(struct dl_phdr_info *info, size_t size, void *ctx)
 
 struct fixture {
 	char path[64];
-	char nodebug[PATH_MAX + 16];
+	char nodebug[80];
 	sqlite3 *db;
 	struct self self;
 	struct symbolizer *sym;
@@ -118,10 +118,12 @@ struct fixture {
 #define SHIFT 0x10000000000ull
 
 /* Process 1: this program as it is; 2: with another build-id; 3: its file
- * gone; 4: as 1, SHIFT higher; 5: its copy without DWARF. */
+ * gone; 4: as 1, SHIFT higher; 5: its copy without DWARF; 6: the copy
+ * loaded and unloaded, then this program at the same range. */
 static int setup(void **state)
 {
 	struct fixture *f = calloc(1, sizeof(*f));
+	char cmd[2 * PATH_MAX + 64];
 	ssize_t n;
 
 	assert_non_null(f);
@@ -143,11 +145,20 @@ static int setup(void **state)
 	exec(f->db, "INSERT INTO modules (proc_id, path_id, bias, lo, hi, build_id, loaded_ns)"
 		 " VALUES (4, 7, %lld, %lld, %lld, %Q, 0)", (long long)(f->self.bias + SHIFT),
 	     (long long)(f->self.lo + SHIFT), (long long)(f->self.hi + SHIFT), f->self.build_id);
-	snprintf(f->nodebug, sizeof(f->nodebug), "%s.nodebug", f->self.path);
+	snprintf(f->nodebug, sizeof(f->nodebug), "%s.nodebug", f->path);
+	snprintf(cmd, sizeof(cmd), "objcopy --strip-debug '%s' '%s'", f->self.path, f->nodebug);
+	assert_int_equal(system(cmd), 0);
 	exec(f->db, "INSERT INTO strings VALUES (5, 1, %Q, NULL)", f->nodebug);
 	exec(f->db, "INSERT INTO modules (proc_id, path_id, bias, lo, hi, build_id, loaded_ns)"
 		 " VALUES (5, 1, %lld, %lld, %lld, %Q, 0)", (long long)f->self.bias,
 	     (long long)f->self.lo, (long long)f->self.hi, f->self.build_id);
+	exec(f->db, "INSERT INTO strings VALUES (6, 1, %Q, NULL)", f->nodebug);
+	exec(f->db, "INSERT INTO strings VALUES (6, 2, %Q, NULL)", f->self.path);
+	for (int m = 1; m <= 2; m++)
+		exec(f->db, "INSERT INTO modules (proc_id, path_id, bias, lo, hi, build_id, loaded_ns,"
+			 " unloaded_ns) VALUES (6, %d, %lld, %lld, %lld, %Q, %d, %s)", m,
+		     (long long)f->self.bias, (long long)f->self.lo, (long long)f->self.hi,
+		     f->self.build_id, m * 10, m == 1 ? "15" : "NULL");
 	f->sym = symbolizer_new(f->db);
 	assert_non_null(f->sym);
 	*state = f;
@@ -159,6 +170,7 @@ static int teardown(void **state)
 	struct fixture *f = *state;
 
 	symbolizer_free(f->sym);
+	unlink(f->nodebug);
 	store_remove(f->db, f->path);
 	free(f);
 	return 0;
@@ -317,6 +329,24 @@ static void test_symbolize_module_without_debug_info(void **state)
 	assert_int_equal(fr[0].line, line);
 }
 
+static void test_symbolize_reused_range_reads_the_live_module(void **state)
+{
+	struct fixture *f = *state;
+	const struct sym_frame *fr;
+	int line = 0, n;
+	uint64_t ra = (uint64_t)(uintptr_t)symbolize_target(&line);
+
+	/* The program, not its unloaded copy, and read although the copy
+	 * held the same range first. */
+	n = symbolize_pc(f->sym, 6, ra, 1, &fr);
+	assert_int_equal(n, 1);
+	assert_int_equal(fr[0].status, SYM_OK);
+	assert_string_equal(fr[0].module, f->self.path);
+	assert_string_equal(fr[0].function, "symbolize_target");
+	assert_non_null(fr[0].file);
+	assert_int_equal(fr[0].line, line);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -331,6 +361,8 @@ int main(void)
 			teardown),
 		cmocka_unit_test_setup_teardown(test_symbolize_module_without_debug_info, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_symbolize_reused_range_reads_the_live_module,
+						setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
