@@ -679,6 +679,18 @@ static void check_timeline(const struct heapagg_conf *conf)
 	assert_int_equal(i, nev);
 }
 
+/* Removes a store and its WAL files. */
+static void store_remove(const char *path)
+{
+	char p[96];
+
+	unlink(path);
+	snprintf(p, sizeof(p), "%s-wal", path);
+	unlink(p);
+	snprintf(p, sizeof(p), "%s-shm", path);
+	unlink(p);
+}
+
 static int one_run_ord(uint64_t seed, int ncalls, int64_t tick, int64_t quant, int beyond,
 		       int seqmode)
 {
@@ -757,12 +769,7 @@ static int one_run_ord(uint64_t seed, int ncalls, int64_t tick, int64_t quant, i
 	sqlite3_close(db);
 	free(o.point_val);
 	free(o.step_val);
-	unlink(path);
-	strcat(path, "-wal");
-	unlink(path);
-	path[strlen(path) - 4] = 0;
-	strcat(path, "-shm");
-	unlink(path);
+	store_remove(path);
 	return g.races;
 }
 
@@ -955,12 +962,7 @@ static void test_heapagg_rows_agree(void **state)
 		      "free_ns IS NOT NULL", s));
 	}
 	sqlite3_close(db);
-	unlink(path);
-	strcat(path, "-wal");
-	unlink(path);
-	path[strlen(path) - 4] = 0;
-	strcat(path, "-shm");
-	unlink(path);
+	store_remove(path);
 }
 
 int main(void)
