@@ -61,7 +61,9 @@ $(BPF_SKEL): $(BPF_OUT)/probes.bpf.o
 endif
 
 # The eBPF source is the one module that includes the skeleton.
-$(O)/obj/collector/bpfsrc.o: CPPFLAGS += $(BPF_CPPFLAGS)
+# (override: a CPPFLAGS given on the command line, as test/gpu/run-gpu-tests
+# gives one, would otherwise drop this one)
+$(O)/obj/collector/bpfsrc.o: override CPPFLAGS += $(BPF_CPPFLAGS)
 ifeq ($(BPF_MISSING),)
 $(O)/obj/collector/bpfsrc.o: $(BPF_SKEL)
 endif

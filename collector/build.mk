@@ -8,7 +8,7 @@ COLLECTOR_OBJS := $(COLLECTOR_SRCS:%.c=$(O)/obj/%.o) $(O)/gen/schema_sql.o \
 # has them, and `shimmerd --version` says which was built.
 SYSTEMD_LIBS := $(shell pkg-config --libs libsystemd 2>/dev/null)
 ifneq ($(SYSTEMD_LIBS),)
-$(O)/obj/collector/shimmerd.o $(O)/obj/collector/options.o: CPPFLAGS += -DHAVE_LIBSYSTEMD \
+$(O)/obj/collector/shimmerd.o $(O)/obj/collector/options.o: override CPPFLAGS += -DHAVE_LIBSYSTEMD \
 	$(shell pkg-config --cflags libsystemd)
 else
 $(info shimmerd: libsystemd not found (install libsystemd-dev): built without socket activation and sd_notify)
