@@ -150,4 +150,4 @@ SELECT proc_id, stack_id, pystack_id,
 	count, bytes
 FROM heap_histograms WHERE kind = 'life';
 
-INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', '8');
+INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', '9');

@@ -11,6 +11,9 @@
 # output and status are unchanged; descriptors exhausted while traced: the
 # program (a thread, a forked child) runs as it does bare.
 . "$(dirname "$0")/lib.sh"
+# Stored calls are counted against what the workload made: a row per event
+# (the default `all` mode keeps rows only for long-lived blocks).
+export SHIMMER_HEAP_ROWS=all
 WL_HARD=$O/test/e2e/wl_hard
 need "$SHIM" "$SHIMMERD" "$WL_HARD"
 

@@ -196,7 +196,7 @@ static void test_store_migrates_v1(void **state)
 				.rank = SHM_NO_RANK, .local_rank = SHM_NO_RANK,
 				.malloc_mode = "all", .sample_bytes = -1 };
 	struct shm_rec_kernel k = { .start = 10, .end = 20, .name_id = 1, .correlation = 5 };
-	static char before[16384], after[16384], fresh[16384];
+	static char before[65536], after[65536], fresh[65536];
 	int64_t proc_id;
 
 	make_v1_store(f->db);
@@ -247,7 +247,7 @@ static void test_store_migrates_v1(void **state)
 static void test_store_schema_sql_whole(void **state)
 {
 	struct fixture *f = *state;
-	static char a[16384], b[16384];
+	static char a[65536], b[65536];
 	struct store *s = store_open(f->db);
 
 	assert_non_null(s);
