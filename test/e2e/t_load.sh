@@ -28,8 +28,10 @@ for mode in lossless lossy; do
 			SHIMMER_LOSSLESS=1 SHIMMER_MALLOC=all LD_PRELOAD=$SHIM SHIMMER_SOCKET=$SOCK \
 				"$WL_HARD" load $THREADS $N > "$T/$mode.$i.out" 2> "$T/$mode.$i.err" &
 		else
-			SHIMMER_MALLOC=all LD_PRELOAD=$SHIM SHIMMER_SOCKET=$SOCK \
-				"$WL_HARD" load $THREADS $N keep > "$T/$mode.$i.out" 2> "$T/$mode.$i.err" &
+			# all mode's defaults are lossless and 1 MiB rings:
+			# this run is the lossy one, on the rings of other modes
+			SHIMMER_LOSSLESS=0 SHIMMER_RING_KB=256 SHIMMER_MALLOC=all LD_PRELOAD=$SHIM \
+				SHIMMER_SOCKET=$SOCK "$WL_HARD" load $THREADS $N keep > "$T/$mode.$i.out" 2> "$T/$mode.$i.err" &
 		fi
 		pids="$pids $!"
 	done
