@@ -9,6 +9,11 @@
 #include <errno.h>
 #include <stdlib.h>
 
+/* BLOCKMAP_CHAINED on a live entry's order: its address has a chain (a
+ * chain never outlives its address's live entry: taking the live block
+ * moves one of the chain into its place). */
+#define CHAINED BLOCKMAP_CHAINED
+
 static uint32_t entry_new(struct blockmap *m, int64_t val, uint64_t order, uint32_t next)
 {
 	uint32_t i;
@@ -65,23 +70,29 @@ static int chain_add(struct blockmap *m, uint64_t ptr, int64_t val, uint64_t ord
 	return ptrmap_put(&m->old, ptr, h, 0, NULL);
 }
 
-int blockmap_put(struct blockmap *m, uint64_t ptr, int64_t val, uint64_t order)
+int blockmap_put_displaced(struct blockmap *m, uint64_t ptr, int64_t val, uint64_t order,
+			   const struct ptrmap_entry *prev)
 {
-	struct ptrmap_entry prev;
-	int err = ptrmap_put(&m->live, ptr, val, order, &prev);
+	int err = chain_add(m, ptr, prev->val, prev->t & ~CHAINED);
 
-	if (!err && prev.key)
-		err = chain_add(m, ptr, prev.val, prev.t);
+	/* the live entry says that its address has a chain (replacing it
+	 * cannot grow the map) */
+	if (!err)
+		err = ptrmap_put(&m->live, ptr, val, order | CHAINED, NULL);
 	return err;
 }
 
-int64_t blockmap_take(struct blockmap *m, uint64_t ptr, uint64_t order)
+/* blockmap_take() where blocks are displaced at ptr: live (its order
+ * live_order, marked) was taken from the live map. */
+int64_t blockmap_take_chained(struct blockmap *m, uint64_t ptr, uint64_t order, int64_t live,
+			      uint64_t live_order)
 {
-	uint64_t live_order = 0, best_order = 0, head;
-	int64_t live = ptrmap_take(&m->live, ptr, &live_order), best = 0;
+	uint64_t best_order = 0, head;
+	int64_t best = 0;
 	uint32_t *link, *best_link = NULL;
 
-	if (live && live_order <= order) {
+	live_order &= ~CHAINED;
+	if (live_order <= order) {
 		best = live;
 		best_order = live_order;
 	}
@@ -107,16 +118,18 @@ int64_t blockmap_take(struct blockmap *m, uint64_t ptr, uint64_t order)
 		head = h;
 	}
 	/* what is left: the live block back in place, or a displaced one
-	 * taking it */
-	if (live && best != live) {
+	 * taking it; marked while a chain is left */
+	if (best != live) {
+		live_order |= head ? CHAINED : 0;
 		if (ptrmap_put(&m->live, ptr, live, live_order, NULL))
 			return -ENOMEM;
 	} else if (head) {
 		uint32_t i = (uint32_t)head - 1;
 
-		if (ptrmap_put(&m->live, ptr, m->e[i].val, m->e[i].order, NULL))
-			return -ENOMEM;
 		head = m->e[i].next;
+		if (ptrmap_put(&m->live, ptr, m->e[i].val, m->e[i].order | (head ? CHAINED : 0),
+			       NULL))
+			return -ENOMEM;
 		entry_release(m, i);
 	}
 	if (head && ptrmap_put(&m->old, ptr, (int64_t)head, 0, NULL))

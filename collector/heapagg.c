@@ -657,12 +657,10 @@ static int apply(struct heapagg *h, const struct ev *e)
 /* Whether a is applied before b (see enum part). */
 static int before(const struct ev *a, const struct ev *b)
 {
-	int sa = a->part == P_STEP, sb = b->part == P_STEP;
-
 	if (a->key != b->key)
 		return a->key < b->key;
-	if (sa != sb)
-		return sa < sb;
+	if ((a->part == P_STEP) != (b->part == P_STEP))
+		return b->part == P_STEP;
 	if (a->order != b->order)
 		return a->order < b->order;
 	return a->part < b->part;
@@ -676,7 +674,10 @@ static int drain(struct heapagg *h, int64_t until)
 	while (!err && h->head < h->tail && h->q[h->head].key <= until) {
 		const struct ev *e = &h->q[h->head++];
 
-		h->applied = *e;
+		/* what before() reads of it */
+		h->applied.key = e->key;
+		h->applied.order = e->order;
+		h->applied.part = e->part;
 		h->any_applied = 1;
 		err = apply(h, e);
 	}
