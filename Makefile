@@ -151,6 +151,8 @@ install: all $(SERVICE_UNIT)
 	install -m 644 man/shimmerd.8 $(DESTDIR)$(MANDIR)/man8/
 	install -m 644 $(SERVICE_UNIT) dist/systemd/shimmerd.socket $(DESTDIR)$(UNITDIR)/
 	install -m 644 dist/sysusers.d/shimmer.conf $(DESTDIR)$(SYSUSERSDIR)/
+	install -d $(DESTDIR)$(DATADIR)/systemd
+	install -m 644 dist/systemd/attach.conf $(DESTDIR)$(DATADIR)/systemd/
 	@if [ -e $(DESTDIR)$(SYSCONFDIR)/shimmer/shimmerd.conf ]; then \
 		echo "keeping $(DESTDIR)$(SYSCONFDIR)/shimmer/shimmerd.conf"; \
 	else \

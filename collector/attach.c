@@ -207,7 +207,7 @@ struct attach *attach_start(struct collector *co, const struct attach_conf *conf
 		return NULL;
 	}
 	a->co = co;
-	a->store = co->store;
+	a->store = conf->store ? conf->store : co->store;
 	a->conf = *conf;
 	a->pidfd = -1;
 	/* The malloc family costs a uprobe and a uretprobe per call: only

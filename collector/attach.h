@@ -28,6 +28,7 @@ struct attach_conf {
 	int64_t window_ns;     /* detach after this long; 0: until told */
 	uint64_t sample_bytes; /* heap sampling mean; 0: the shim's default */
 	unsigned what;         /* BPFSRC_*; 0: CUDA and off-CPU (the default) */
+	struct store *store;   /* where the row goes; NULL: co->store */
 };
 
 enum attach_end {

@@ -18,7 +18,7 @@
  * records numbered from BPFSRC_STACK_BASE up, apart from the shim's ids,
  * since a preloaded process can have both (SHIMMER_OFFCPU=1).
  *
- * Library-like: the daemon (shimmer attach, later `shimmer ctl attach`)
+ * Library-like: the daemon (shimmer attach; `shimmer ctl attach`: session.h)
  * owns one source per traced process and polls bpfsrc_fd().  Nothing stays
  * attached when the source is freed or the daemon dies: every probe is a
  * file descriptor of ours.

@@ -316,6 +316,7 @@ static int hello(struct client *c, const char *msg, size_t len, int memfd)
 							   h.region_bytes }, why, sizeof(why));
 	if (!c->ring)
 		return errno == EBADMSG ? reject(c, "%s", why) : -errno;
+	ring_control_start(c->ring);
 	c->clock = h.clock;
 	c->hello_flags = h.flags;
 	c->nslots = h.nslots;
@@ -651,6 +652,9 @@ static int drain(struct client *c, uint64_t limit)
 
 int client_drain(struct client *c)
 {
+	/* The control block's deadlines: this pass is their clock. */
+	if (c->ring && !c->ended)
+		ring_control_tick(c->ring, clock_ns(CLOCK_MONOTONIC), record_now(c));
 	return drain(c, record_now(c));
 }
 
@@ -821,7 +825,6 @@ void client_free(struct client *c)
 	*c->pprev = c->next;
 	if (c->next)
 		c->next->pprev = c->pprev;
-	ctl_forget(c->co, c);
 	ring_free(c->ring);
 	ingest_free(c->ingest);
 	cputime_free(&c->cpu);
@@ -862,19 +865,9 @@ int client_traced(const struct client *c)
 	return c->proc_id && !c->ended && c->ring;
 }
 
-uint32_t client_control(struct client *c, uint32_t cmd, uint64_t arg)
+uint32_t client_control(struct client *c, uint32_t op, uint64_t arg)
 {
-	return ring_control(c->ring, cmd, arg);
-}
-
-int client_control_done(const struct client *c, uint32_t id, int64_t *done_ns)
-{
-	uint64_t ts;
-
-	if (!c->ring || !ring_control_done(c->ring, id, &ts))
-		return 0;
-	*done_ns = ingest_ns(c->ingest, ts);
-	return 1;
+	return ring_control(c->ring, op, arg, clock_ns(CLOCK_MONOTONIC), record_now(c));
 }
 
 /* Sends what is queued; 0 when all of it went, 1 when some waits (the

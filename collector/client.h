@@ -21,17 +21,26 @@
 #include "clock.h"
 #include "store.h"
 
+struct shm_msg_request;
+
 /* What every client shares: where processes are recorded (jobs; or, when
  * jobs is NULL, the one store: tests), the collector's TSC calibration,
- * the list of live clients (to find a traced parent) and the control
- * requests waiting for processes to act (ctl.h). */
+ * and the list of live clients (to find a traced parent, and the targets
+ * of control requests: ctl.h). */
 struct collector {
 	struct jobs *jobs;
 	struct store *store;
 	struct clock clock;
 	struct client *clients;
-	struct ctl *ctl;
 	uint64_t accepted; /* clients made so far */
+	/* SHM_REQ_ATTACH and SHM_REQ_DETACH, handed over by ctl.c: session.h's
+	 * when the daemon attaches, else NULL (a pointer, so that ctl.c and
+	 * the unit tests that link it need no libbpf).  *status is the
+	 * answer (0 or a negative errno) and why its line; the return value
+	 * is 0 or a store error, fatal for the daemon. */
+	int (*attach_request)(struct collector *co, uint32_t peer,
+			      const struct shm_msg_request *rq, int *status, char *why, size_t len);
+	struct sessions *sessions;
 };
 
 enum client_end {
@@ -139,13 +148,10 @@ struct client_info {
 
 void client_info(const struct client *c, struct client_info *i);
 
-/* Sends control command cmd (enum shm_ctl_cmd) to a traced process;
- * returns its number for client_control_done(). */
-uint32_t client_control(struct client *c, uint32_t cmd, uint64_t arg);
-
-/* 1 once the process says it applied command id, *done_ns then being when
- * (CLOCK_MONOTONIC), else 0. */
-int client_control_done(const struct client *c, uint32_t id, int64_t *done_ns);
+/* Writes `shimmer ctl` command op (SHM_REQ_PAUSE, SHM_REQ_RESUME,
+ * SHM_REQ_WINDOW of arg ns) into a traced process's region, in force at
+ * once (ring.h); returns its number for client_control_done(). */
+uint32_t client_control(struct client *c, uint32_t op, uint64_t arg);
 
 /* Queues one message to send to a control client (no-op without a
  * socket).  -EPIPE when too much waits already. */

@@ -1,8 +1,6 @@
 /*
  * Control requests (ctl.h).  Replies are built one message at a time in a
- * buffer and queued on the asker's connection (client_reply()); a command
- * waits in a list of pending answers until its targets acted or its time
- * is up.
+ * buffer and queued on the asker's connection (client_reply()).
  */
 #include "ctl.h"
 
@@ -19,27 +17,12 @@
 #include "log.h"
 #include "wire.h"
 
-#define NOT_ACTED (-1)
 #define NO_CONTROL (-2)
 
 struct target {
-	struct client *c;  /* NULL once it went away */
-	uint32_t id;       /* the command's number in its region */
 	uint32_t pid, uid;
 	char job[SHM_JOB_MAX + 1];
-	int64_t latency_ns; /* NOT_ACTED until it acted */
-};
-
-struct pending {
-	struct pending *next;
-	struct client *asker;
-	int64_t start_ns, deadline_ns;
-	size_t n;
-	struct target *t;
-};
-
-struct ctl {
-	struct pending *list;
+	int64_t latency_ns; /* NO_CONTROL: it takes no commands */
 };
 
 static int64_t now_ns(void)
@@ -174,42 +157,17 @@ static int list_row(void *ctx, const struct job_recording *r)
 	return recording_row(ctx, r);
 }
 
-/* Answers pending p: a row per target, then the end. */
-static int answer(struct pending *p)
-{
-	unsigned late = 0, none = 0;
-	int err = 0;
-
-	for (size_t k = 0; k < p->n && !err; k++) {
-		late += p->t[k].latency_ns == NOT_ACTED;
-		none += p->t[k].latency_ns == NO_CONTROL;
-		err = acted_row(p->asker, &p->t[k]);
-	}
-	if (err)
-		return err;
-	if (late || none)
-		return end(p->asker, -ETIMEDOUT, "%u of %zu processes did not act within %lld ms%s",
-			   late + none, p->n, CTL_WAIT_NS / 1000000,
-			   none ? " (some run with SHIMMER_CONTROL=0)" : "");
-	return end(p->asker, 0, NULL);
-}
-
-static void pending_free(struct pending *p)
-{
-	free(p->t);
-	free(p);
-}
-
+/* A command: written into each target's region, where it is in force at
+ * once (its hooks read the block on every call); a row per target, then
+ * the end. */
 static int command(struct collector *co, struct client *c, uint32_t peer,
 		   const struct shm_msg_request *rq, const char *job)
 {
-	static const uint32_t cmds[] = {
-		[SHM_REQ_PAUSE] = SHM_CTL_PAUSE, [SHM_REQ_RESUME] = SHM_CTL_RESUME,
-		[SHM_REQ_WINDOW] = SHM_CTL_WINDOW,
-	};
-	struct pending *p;
 	struct client_info i;
-	size_t n = 0, others = 0, waiting = 0;
+	struct target t;
+	int64_t start = now_ns();
+	size_t n = 0, others = 0, none = 0;
+	int err = 0;
 
 	if (!rq->pid && !rq->job_len)
 		return end(c, -EINVAL, "name a process (--pid) or a job (--job)");
@@ -233,43 +191,33 @@ static int command(struct collector *co, struct client *c, uint32_t peer,
 	if (!n)
 		return end(c, -ESRCH, "no traced process of yours in job %.*s", (int)rq->job_len,
 			   job);
-	p = calloc(1, sizeof(*p));
-	if (!p || !(p->t = calloc(n, sizeof(*p->t)))) {
-		free(p);
-		return -ENOMEM;
-	}
-	p->asker = c;
-	p->start_ns = now_ns();
-	p->deadline_ns = p->start_ns + CTL_WAIT_NS;
-	for (struct client *o = co->clients; o && p->n < n; o = client_next(o)) {
-		struct target *t;
-
+	for (struct client *o = co->clients; o && !err; o = client_next(o)) {
 		if (!client_traced(o))
 			continue;
 		client_info(o, &i);
 		if (!named(&i, rq->pid, job, rq->job_len) || !ctl_may(peer, i.uid))
 			continue;
-		t = &p->t[p->n++];
-		t->c = o;
-		t->pid = i.pid;
-		t->uid = i.uid;
-		snprintf(t->job, sizeof(t->job), "%s", i.job);
-		t->id = client_control(o, cmds[rq->op], rq->arg_ns);
-		/* The process's word: without its control thread nothing acts. */
-		t->latency_ns = i.state & SHM_STATE_CONTROL ? NOT_ACTED : NO_CONTROL;
-		waiting += t->latency_ns == NOT_ACTED;
+		t = (struct target){ .pid = i.pid, .uid = i.uid, .latency_ns = NO_CONTROL };
+		snprintf(t.job, sizeof(t.job), "%s", i.job);
+		/* The process's word: with SHIMMER_CONTROL=0 it takes none. */
+		if (i.state & SHM_STATE_CONTROL) {
+			client_control(o, rq->op, rq->arg_ns);
+			t.latency_ns = now_ns() - start;
+		} else {
+			none++;
+		}
+		err = acted_row(c, &t);
 	}
+	if (err)
+		return err;
 	log_info("uid %u: %s to %zu process%s of %s%.*s", peer,
 		 rq->op == SHM_REQ_PAUSE ? "pause" : rq->op == SHM_REQ_RESUME ? "resume" : "window",
-		 p->n, p->n == 1 ? "" : "es", rq->pid ? "pid " : "job ",
+		 n, n == 1 ? "" : "es", rq->pid ? "pid " : "job ",
 		 rq->pid ? 0 : (int)rq->job_len, job);
-	if (!co->ctl && !(co->ctl = calloc(1, sizeof(*co->ctl)))) {
-		pending_free(p);
-		return -ENOMEM;
-	}
-	p->next = co->ctl->list;
-	co->ctl->list = p;
-	return waiting ? 0 : ctl_tick(co, now_ns());
+	if (none)
+		return end(c, -EPERM, "%zu of %zu processes take no commands (SHIMMER_CONTROL=0)",
+			   none, n);
+	return end(c, 0, NULL);
 }
 
 int ctl_request(struct collector *co, struct client *c, const void *msg, size_t len)
@@ -298,83 +246,17 @@ int ctl_request(struct collector *co, struct client *c, const void *msg, size_t 
 	case SHM_REQ_RESUME:
 	case SHM_REQ_WINDOW:
 		return command(co, c, (uint32_t)peer, &rq, job);
+	case SHM_REQ_ATTACH:
+	case SHM_REQ_DETACH: {
+		char why[1024];
+		int st, err;
+
+		if (!co->attach_request)
+			return end(c, -ENOTSUP, "this collector does not attach to processes");
+		err = co->attach_request(co, (uint32_t)peer, &rq, &st, why, sizeof(why));
+		return err ? err : end(c, st, "%s", why);
+	}
 	default:
 		return end(c, -EINVAL, "unknown request %u", rq.op);
 	}
-}
-
-/* Takes the latency of a target that acted since the last look. */
-static void look(struct pending *p, struct target *t)
-{
-	int64_t done;
-
-	if (t->c && t->latency_ns == NOT_ACTED && client_control_done(t->c, t->id, &done))
-		t->latency_ns = done > p->start_ns ? done - p->start_ns : 0;
-}
-
-int ctl_tick(struct collector *co, int64_t now)
-{
-	struct pending **pp;
-	int err = 0;
-
-	if (!co->ctl)
-		return 0;
-	pp = &co->ctl->list;
-	while (*pp && !err) {
-		struct pending *p = *pp;
-		int waiting = 0;
-
-		for (size_t k = 0; k < p->n; k++) {
-			look(p, &p->t[k]);
-			waiting += p->t[k].c && p->t[k].latency_ns == NOT_ACTED;
-		}
-		if (waiting && now < p->deadline_ns) {
-			pp = &p->next;
-			continue;
-		}
-		*pp = p->next;
-		err = answer(p);
-		pending_free(p);
-		/* A reader too slow for its answer loses it, not the daemon. */
-		if (err == -EPIPE)
-			err = 0;
-	}
-	return err;
-}
-
-void ctl_forget(struct collector *co, struct client *c)
-{
-	struct pending **pp;
-
-	if (!co->ctl)
-		return;
-	for (pp = &co->ctl->list; *pp;) {
-		struct pending *p = *pp;
-
-		if (p->asker == c) {
-			*pp = p->next;
-			pending_free(p);
-			continue;
-		}
-		for (size_t k = 0; k < p->n; k++)
-			if (p->t[k].c == c) {
-				look(p, &p->t[k]);
-				p->t[k].c = NULL;
-			}
-		pp = &p->next;
-	}
-}
-
-void ctl_free(struct collector *co)
-{
-	if (!co->ctl)
-		return;
-	while (co->ctl->list) {
-		struct pending *p = co->ctl->list;
-
-		co->ctl->list = p->next;
-		pending_free(p);
-	}
-	free(co->ctl);
-	co->ctl = NULL;
 }

@@ -9,14 +9,15 @@
  * and a job key the asker has no live process in is "not found" (no
  * existence of another user's job is revealed).
  *
- * A command is written into each target process's region (ring.h) at
- * once; the answer waits, for at most CTL_WAIT_NS, until every target says
- * it acted, and then gives each one's latency (request to the process's
- * word that it acted) or that it did not act in time.
+ * A command is written into each target process's region (ring.h), where
+ * it is in force at once: the process's hooks read it on every call, so
+ * whatever the process does afterwards is recorded, or not, as it says.
+ * The answer gives each process the time from the request to that write,
+ * or that it takes no commands (SHIMMER_CONTROL=0).
  *
- * A new verb (issue 16's `shimmer ctl attach PID`) is a new enum
- * shm_req_op, a case in ctl_request(), and ctl_may(peer, owner of PID) on
- * /proc's word for the target's owner.
+ * ATTACH and DETACH (`shimmer ctl attach PID`, issue 16) are handed to
+ * co->attach_request (session.h), which applies ctl_may() to /proc's word
+ * for the target's owner and answers in one line.
  *
  * Single-threaded, like the daemon.
  */
@@ -25,8 +26,6 @@
 
 #include <stddef.h>
 #include <stdint.h>
-
-#define CTL_WAIT_NS 1000000000ll /* how long an answer waits for processes to act */
 
 struct collector;
 struct client;
@@ -38,17 +37,8 @@ static inline int ctl_may(uint32_t peer_uid, uint32_t owner_uid)
 }
 
 /* Answers control client c's REQUEST (msg, len bytes, header checked):
- * rows and the end at once, or, for a command, once the targets acted
- * (ctl_tick()).  0; -EBADMSG for a malformed request; -ENOMEM. */
+ * rows and the end at once.  0; -EBADMSG for a malformed request; a
+ * reply's error. */
 int ctl_request(struct collector *co, struct client *c, const void *msg, size_t len);
-
-/* Answers the commands whose targets all acted or whose time is up. */
-int ctl_tick(struct collector *co, int64_t now_ns);
-
-/* c goes away: a command waiting on it as target or asker forgets it. */
-void ctl_forget(struct collector *co, struct client *c);
-
-/* Frees what waits. */
-void ctl_free(struct collector *co);
 
 #endif

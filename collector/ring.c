@@ -34,6 +34,7 @@
 #include <limits.h>
 #include <linux/futex.h>
 #include <linux/magic.h>
+#include <stdint.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -63,6 +64,12 @@ struct cursor {
 	union rec rec;
 };
 
+/* The collector's line of the control block (wire.h). */
+struct ctl_line {
+	uint32_t seq, id, cmd, user;
+	uint64_t ts, start_at, stop_at, duration;
+};
+
 struct ring {
 	void *map;
 	size_t map_bytes;
@@ -75,7 +82,8 @@ struct ring {
 	uint64_t cupti_stored;
 	uint64_t heartbeat;
 	int busy; /* the last pass found a slot at least RING_BUSY_FILL full */
-	uint32_t ctl_id; /* the last control command's number (ours, not the region's) */
+	struct ctl_line ctl; /* the region's control line as we last wrote it (ours, not its) */
+	uint64_t began_seen; /* ctl_began as last seen */
 	char why[256]; /* the first reason data was invalid */
 };
 
@@ -203,33 +211,107 @@ nomem:
 	return NULL;
 }
 
-uint32_t ring_control(struct ring *r, uint32_t cmd, uint64_t arg)
+/*
+ * Writes our copy of the control line into the region under its sequence
+ * lock: the sequence made odd by a read-modify-write (acquire: the field
+ * stores stay after it), the fields, the sequence even again (release).
+ * We are the line's only writer from HELLO on; a process that scribbles on
+ * it only confuses its own control.
+ */
+static void ctl_publish(struct ring *r)
 {
 	struct shm_region *g = r->region;
-	uint32_t id = ++r->ctl_id;
+	struct ctl_line *l = &r->ctl;
 
-	if (!id)
-		id = ++r->ctl_id; /* 0 means none */
-	__atomic_store_n(&g->ctl_cmd, cmd, __ATOMIC_RELAXED);
-	__atomic_store_n(&g->ctl_arg, arg, __ATOMIC_RELAXED);
-	__atomic_store_n(&g->ctl_id, id, __ATOMIC_RELEASE);
-	__atomic_add_fetch(&g->ctl_wake, 1, __ATOMIC_SEQ_CST);
-	syscall(SYS_futex, &g->ctl_wake, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
-	return id;
+	__atomic_exchange_n(&g->ctl_seq, l->seq + 1, __ATOMIC_ACQ_REL);
+	__atomic_store_n(&g->ctl_id, l->id, __ATOMIC_RELAXED);
+	__atomic_store_n(&g->ctl_cmd, l->cmd, __ATOMIC_RELAXED);
+	__atomic_store_n(&g->ctl_user, l->user, __ATOMIC_RELAXED);
+	__atomic_store_n(&g->ctl_ts, l->ts, __ATOMIC_RELAXED);
+	__atomic_store_n(&g->ctl_start_at, l->start_at, __ATOMIC_RELAXED);
+	__atomic_store_n(&g->ctl_stop_at, l->stop_at, __ATOMIC_RELAXED);
+	__atomic_store_n(&g->ctl_duration_ns, l->duration, __ATOMIC_RELAXED);
+	l->seq += 2;
+	__atomic_store_n(&g->ctl_seq, l->seq, __ATOMIC_RELEASE);
 }
 
-int ring_control_done(const struct ring *r, uint32_t id, uint64_t *ts)
+/* A new command, in force from now (ts, the process's record clock). */
+static uint32_t ctl_post(struct ring *r, uint32_t cmd, uint64_t ts)
 {
-	if (__atomic_load_n(&r->region->ctl_done, __ATOMIC_ACQUIRE) != id)
-		return 0;
-	*ts = __atomic_load_n(&r->region->ctl_done_ts, __ATOMIC_RELAXED);
-	return 1;
+	if (!++r->ctl.id)
+		r->ctl.id = 1; /* 0 means none */
+	r->ctl.cmd = cmd;
+	r->ctl.ts = ts;
+	ctl_publish(r);
+	return r->ctl.id;
+}
+
+static uint64_t ns_after(uint64_t t, uint64_t d)
+{
+	return t + d < t ? UINT64_MAX : t + d;
+}
+
+void ring_control_start(struct ring *r)
+{
+	struct shm_region *g = r->region;
+
+	/* The process's plan, written before HELLO: only times, acted on in
+	 * its own region. */
+	r->ctl.start_at = __atomic_load_n(&g->ctl_start_at, __ATOMIC_RELAXED);
+	r->ctl.stop_at = __atomic_load_n(&g->ctl_stop_at, __ATOMIC_RELAXED);
+	r->ctl.duration = __atomic_load_n(&g->ctl_duration_ns, __ATOMIC_RELAXED);
+	r->began_seen = __atomic_load_n(&g->ctl_began, __ATOMIC_RELAXED);
+}
+
+uint32_t ring_control(struct ring *r, uint32_t op, uint64_t arg, uint64_t now, uint64_t ts)
+{
+	/* The user took over: what was planned is off. */
+	r->ctl.start_at = r->ctl.stop_at = r->ctl.duration = 0;
+	r->ctl.user++;
+	if (op == SHM_REQ_WINDOW)
+		r->ctl.stop_at = ns_after(now, arg);
+	return ctl_post(r, op == SHM_REQ_PAUSE ? SHM_CTL_PAUSE : SHM_CTL_RESUME, ts);
+}
+
+void ring_control_tick(struct ring *r, uint64_t now, uint64_t ts)
+{
+	uint64_t began = __atomic_load_n(&r->region->ctl_began, __ATOMIC_ACQUIRE);
+	struct ctl_line *l = &r->ctl;
+
+	if (began != r->began_seen) {
+		r->began_seen = began;
+		/* A range trigger began recording: SHIMMER_DURATION's stop. */
+		if (began && l->duration) {
+			l->stop_at = ns_after(began, l->duration);
+			l->duration = 0;
+			ctl_publish(r);
+		}
+	}
+	if (l->start_at && now >= l->start_at) {
+		l->start_at = 0;
+		if (l->duration) {
+			l->stop_at = ns_after(now, l->duration);
+			l->duration = 0;
+		}
+		ctl_post(r, SHM_CTL_RESUME, ts);
+	}
+	if (l->stop_at && now >= l->stop_at) {
+		l->stop_at = 0;
+		ctl_post(r, SHM_CTL_PAUSE, ts);
+	}
 }
 
 uint32_t ring_control_state(const struct ring *r)
 {
-	return __atomic_load_n(&r->region->ctl_state, __ATOMIC_RELAXED) &
-	       (SHM_STATE_RECORDING | SHM_STATE_CONTROL);
+	uint32_t st = __atomic_load_n(&r->region->ctl_state, __ATOMIC_RELAXED) &
+		      (SHM_STATE_RECORDING | SHM_STATE_CONTROL);
+
+	/* A command the process has not applied yet (it made no traced
+	 * call since) is the state in force all the same. */
+	if (r->ctl.id && __atomic_load_n(&r->region->ctl_done, __ATOMIC_ACQUIRE) != r->ctl.id)
+		st = (st & ~SHM_STATE_RECORDING) |
+		     (r->ctl.cmd == SHM_CTL_RESUME ? SHM_STATE_RECORDING : 0);
+	return st;
 }
 
 void ring_free(struct ring *r)

@@ -59,17 +59,24 @@ int ring_busy(const struct ring *r);
 const char *ring_why(const struct ring *r);
 
 /*
- * Control (wire.h, the region's control block): writes command cmd (enum
- * shm_ctl_cmd, with arg) and wakes the process's control thread.  Returns
- * the command's number, for ring_control_done().
+ * Control (wire.h, the region's control block), which the process's hooks
+ * read on every call: what we write is in force at once.
+ *
+ * ring_control_start() takes the plan the process wrote before HELLO (its
+ * time triggers).  ring_control() writes a `shimmer ctl` command (op:
+ * SHM_REQ_PAUSE, SHM_REQ_RESUME or SHM_REQ_WINDOW of arg ns), which
+ * cancels the plan (a window plans its own end); ring_control_tick(),
+ * every pass, fires the deadlines due and plans SHIMMER_DURATION's stop
+ * after a range trigger began recording.  now: CLOCK_MONOTONIC ns; ts:
+ * the same instant in the process's record clock (the markers' time).
+ * ring_control() returns the command's number.
  */
-uint32_t ring_control(struct ring *r, uint32_t cmd, uint64_t arg);
+void ring_control_start(struct ring *r);
+uint32_t ring_control(struct ring *r, uint32_t op, uint64_t arg, uint64_t now, uint64_t ts);
+void ring_control_tick(struct ring *r, uint64_t now, uint64_t ts);
 
-/* 1 when the process says it applied command id (*ts: when, in its record
- * clock), else 0.  The process's word: reported, never relied on. */
-int ring_control_done(const struct ring *r, uint32_t id, uint64_t *ts);
-
-/* The region's SHM_STATE_* bits, as the process last wrote them. */
+/* SHM_STATE_*: the state in force (a command not applied yet counts), and
+ * whether the process takes commands, as it said. */
 uint32_t ring_control_state(const struct ring *r);
 
 /* Unmaps and frees.  NULL is a no-op. */

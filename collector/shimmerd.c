@@ -4,9 +4,11 @@
  * signalfd (SIGTERM/SIGINT), a 5 ms timerfd that drives the drain passes,
  * and the clients' sockets.  With --attach PID it also traces a running
  * process through eBPF (attach.h) until --for elapses, a signal comes or
- * the process exits, and then stops (the socket is optional then).  A client that ends during a batch of epoll
- * events is only freed after the batch, so a later event in the same batch
- * never points at freed memory.
+ * the process exits, and then stops (the socket is optional then).  On
+ * its socket it attaches to processes on request too (`shimmer ctl
+ * attach`: session.h, whose descriptors are one epoll set in ours).  A
+ * client that ends during a batch of epoll events is only freed after the
+ * batch, so a later event in the same batch never points at freed memory.
  *
  * Where processes go is job.h's: each job's into its recording under the
  * state directory (the service), or all into one store (--db).  `shimmer
@@ -54,6 +56,7 @@
 #include "job.h"
 #include "log.h"
 #include "options.h"
+#include "session.h"
 #include "version.h"
 
 #define TICK_NS 5000000L
@@ -104,7 +107,8 @@ struct daemon {
 };
 
 /* epoll tags for the daemon's own descriptors; anything else is a client */
-static char tag_listen, tag_signal, tag_timer, tag_parent, tag_attach, tag_attach_exit;
+static char tag_listen, tag_signal, tag_timer, tag_parent, tag_attach, tag_attach_exit,
+	tag_sessions;
 
 static int64_t now_ns(void)
 {
@@ -444,6 +448,8 @@ static int tick(struct daemon *d)
 
 			err = r < 0 ? r : 0; /* no window: never 1 */
 		}
+		if (!err)
+			err = session_tick(&d->co, now);
 		if (!err && d->attach && !attach_ended(d->attach)) {
 			err = attach_tick(d->attach, now);
 			if (err == 1) {
@@ -491,8 +497,6 @@ static int tick(struct daemon *d)
 		d->last_commit = now;
 		err = jobs_commit(d->co.jobs);
 	}
-	if (!err)
-		err = ctl_tick(&d->co, now);
 	for (struct client *c = d->co.clients; c && !err; c = client_next(c))
 		if (client_is_control(c))
 			err = sync_out(d, c);
@@ -518,6 +522,8 @@ static int shutdown_clients(struct daemon *d)
 
 	if (d->attach && !attach_ended(d->attach))
 		err = attach_end(d->attach, ATTACH_DETACH, now_ns());
+	if (!err)
+		err = session_end_all(&d->co, now_ns());
 	for (struct client *c = d->co.clients; c && !err; c = client_next(c))
 		if (!client_ended(c))
 			err = on_client(d, c, 1);
@@ -599,6 +605,8 @@ static int loop(struct daemon *d)
 					err = attach_poll(d->attach);
 			} else if (tag == &tag_attach_exit) {
 				err = on_attach_exit(d);
+			} else if (tag == &tag_sessions) {
+				err = session_poll(&d->co, now_ns());
 			} else if (client_ended(tag)) {
 				continue;
 			} else if ((evs[i].events & EPOLLOUT) && client_is_control(tag) &&
@@ -704,7 +712,13 @@ static int setup(struct daemon *d)
 		return -errno;
 	/* --attach writes the one store (attach.h). */
 	d->co.store = jobs_single_store(d->co.jobs);
-	if (d->listen_fd >= 0)
+	/* `shimmer ctl attach`: the sessions' descriptors are one of ours. */
+	if (d->listen_fd >= 0) {
+		err = session_open(&d->co);
+		if (!err)
+			err = watch(d, session_fd(&d->co), &tag_sessions);
+	}
+	if (!err && d->listen_fd >= 0)
 		err = watch(d, d->listen_fd, &tag_listen);
 	if (!err && d->parent_fd >= 0)
 		err = watch(d, d->parent_fd, &tag_parent);
@@ -897,9 +911,9 @@ int main(int argc, char **argv)
 		attach_free(s->a);
 		free(s);
 	}
+	session_free(&d.co);
 	while (d.co.clients)
 		client_free(d.co.clients);
-	ctl_free(&d.co);
 	if (jobs_close(d.co.jobs) && !err)
 		err = -EIO;
 	if (d.ep >= 0)

@@ -30,10 +30,11 @@
 
 #include <stdint.h>
 
-#define SHM_WIRE_VERSION 6 /* 2: GPU window records, CUPTI drop count; 3: 64-bit correlation;
+#define SHM_WIRE_VERSION 7 /* 2: GPU window records, CUPTI drop count; 3: 64-bit correlation;
 			    4: heap order (seq), SIGNAL, the region's wake futex;
 			    5: launch stacks in API records;
-			    6: the job in HELLO, the region's control block, REQUEST/REPLY */
+			    6: the job in HELLO, the region's control block, REQUEST/REPLY;
+			    7: the control block read by the hooks, the plan's deadlines */
 #define SHM_MAGIC 0x524d4853u /* "SHMR" */
 
 /* Largest control message either side sends or accepts. */
@@ -326,16 +327,23 @@ enum shm_req_op {
 	SHM_REQ_PAUSE = 3,  /* SHM_CTL_PAUSE to the targets (SHM_REPLY_ACTED rows) */
 	SHM_REQ_RESUME = 4, /* SHM_CTL_RESUME */
 	SHM_REQ_WINDOW = 5, /* SHM_CTL_WINDOW of arg_ns */
+	SHM_REQ_ATTACH = 6, /* the daemon attaches to pid (eBPF) for arg_ns (0: until
+			     * it exits, DETACH or the daemon stops); flags SHM_ATTACH_* */
+	SHM_REQ_DETACH = 7, /* ends the daemon's attach to pid */
 };
+
+/* SHM_REQ_ATTACH's flags: what to trace beside the CUDA calls. */
+#define SHM_ATTACH_HEAP 0x1u      /* the malloc family, byte-sampled */
+#define SHM_ATTACH_NO_OFFCPU 0x2u /* no off-CPU time */
 
 struct shm_msg_request {
 	struct shm_msg_hdr hdr;
 	uint32_t op;     /* enum shm_req_op */
 	uint32_t pid;    /* 0: none */
-	uint64_t arg_ns; /* SHM_REQ_WINDOW: the window */
+	uint64_t arg_ns; /* SHM_REQ_WINDOW, SHM_REQ_ATTACH: the window */
 	uint16_t job_len;
 	uint16_t pad;
-	uint32_t pad2;
+	uint32_t flags;  /* SHM_REQ_ATTACH: SHM_ATTACH_*; else 0 */
 	/* char job[job_len]; */
 };
 
@@ -392,10 +400,10 @@ struct shm_reply_process {
 	/* char text[job_len + exe_len]; */
 };
 
-/* A control command's outcome in one process: acted within the time the
- * collector waits (latency_ns from the request to the shim's word that it
- * applied it), or not (latency_ns -1; -2: it has no control thread,
- * SHIMMER_CONTROL=0). */
+/* A control command's outcome in one process: in force after latency_ns
+ * (from the request to the moment the collector wrote it into the
+ * process's region, which every hook reads), or not (latency_ns -2: it
+ * takes no commands, SHIMMER_CONTROL=0). */
 struct shm_reply_acted {
 	struct shm_reply_hdr r;
 	uint32_t pid;
@@ -447,35 +455,56 @@ struct shm_region {
 	uint32_t waiters;
 	uint8_t pad3[64];
 	/*
-	 * Control (`shimmer ctl` through the collector), on a cache line of
-	 * its own.  The collector writes cmd and arg, then ctl_id (release:
-	 * its command number, one more each time), then bumps ctl_wake and
-	 * wakes its futex (FUTEX_WAKE, shared).  The shim's control thread
-	 * sleeps on ctl_wake (the shim's own threads bump it too, when a
-	 * timer of its changed); awake, it reads ctl_id, cmd, arg and ctl_id
-	 * again (the collector is the only writer of these: an unchanged id
-	 * means a whole command), applies a new command, then stores
-	 * ctl_done_ts and ctl_done = ctl_id (release).  ctl_state is the
-	 * shim's (SHM_STATE_*).  The collector trusts none of it beyond
-	 * reporting it.
+	 * Control: when the process records (docs/service.md).  The shim has
+	 * no thread of its own to wait for commands: every hook compares
+	 * ctl_seq with the last value it applied (one load of a line only
+	 * the collector writes, and rarely) and, when it moved, applies the
+	 * block before it records the call.  So a command is in force from
+	 * the moment it is written: whatever the process does afterwards is
+	 * recorded, or not, as it says.
+	 *
+	 * The collector's line: ctl_seq is a sequence lock over the rest of
+	 * it (odd while the collector writes, one more after; the collector
+	 * is its only writer once HELLO was sent).  ctl_id numbers commands
+	 * (0: none yet), ctl_cmd is the last one (enum shm_ctl_cmd), ctl_user
+	 * counts those that came from `shimmer ctl` (a new one cancels the
+	 * process's range triggers), ctl_ts is when the last command came
+	 * into force (record clock).  The plan: CLOCK_MONOTONIC deadlines, 0
+	 * when none: at ctl_start_at the collector resumes the process and,
+	 * if ctl_duration_ns is set, plans a stop that much later; at
+	 * ctl_stop_at it pauses it.  Before HELLO the shim writes its plan
+	 * (SHIMMER_START=after:, SHIMMER_STOP=after:, SHIMMER_DURATION, or
+	 * the one a fork child inherits); from HELLO on the collector owns
+	 * the line and keeps the plan there for the process's fork children.
 	 */
-	uint32_t ctl_wake;
+	uint32_t ctl_seq;
 	uint32_t ctl_id;
-	uint32_t ctl_cmd;     /* enum shm_ctl_cmd */
-	uint32_t ctl_done;    /* the last ctl_id applied */
-	uint64_t ctl_arg;     /* SHM_CTL_WINDOW: its length in ns */
-	uint64_t ctl_done_ts; /* record clock, when ctl_done was applied */
+	uint32_t ctl_cmd;          /* enum shm_ctl_cmd */
+	uint32_t ctl_user;
+	uint64_t ctl_ts;
+	uint64_t ctl_start_at;
+	uint64_t ctl_stop_at;
+	uint64_t ctl_duration_ns;
+	uint8_t pad4[16];
+	/*
+	 * The shim's line, reported and used by the collector, trusted for
+	 * nothing else: ctl_done, the last ctl_id applied (until it is, the
+	 * command's state is the one in force); ctl_state (SHM_STATE_*);
+	 * ctl_began, CLOCK_MONOTONIC ns when a range trigger
+	 * (SHIMMER_START=after-range:) began recording, from which the
+	 * collector plans SHIMMER_DURATION's stop.
+	 */
+	uint32_t ctl_done;
 	uint32_t ctl_state;   /* SHM_STATE_* */
-	uint32_t pad4;
+	uint64_t ctl_began;
 };
 
 #define SHM_STATE_RECORDING 0x1u /* not paused */
-#define SHM_STATE_CONTROL 0x2u   /* the control thread runs */
+#define SHM_STATE_CONTROL 0x2u   /* takes `shimmer ctl` commands (not SHIMMER_CONTROL=0) */
 
 enum shm_ctl_cmd {
 	SHM_CTL_PAUSE = 1,  /* record nothing until resumed */
 	SHM_CTL_RESUME = 2, /* record again */
-	SHM_CTL_WINDOW = 3, /* record now, pause ctl_arg ns later */
 };
 
 enum shm_slot_state {
@@ -506,7 +535,8 @@ struct shm_slot {
 
 _Static_assert(sizeof(struct shm_slot) <= SHM_SLOT_CTL_BYTES, "slot ctl");
 _Static_assert(sizeof(struct shm_region) <= SHM_REGION_HDR_BYTES, "region");
-_Static_assert(__builtin_offsetof(struct shm_region, ctl_wake) == 128, "control line");
+_Static_assert(__builtin_offsetof(struct shm_region, ctl_seq) == 128, "control line");
+_Static_assert(__builtin_offsetof(struct shm_region, ctl_done) == 192, "the shim's control line");
 
 #define SHM_SLOT_STRIDE(ring_bytes) ((uint64_t)SHM_SLOT_CTL_BYTES + (ring_bytes))
 #define SHM_REGION_BYTES(nslots, ring_bytes)                                  \

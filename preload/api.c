@@ -11,8 +11,9 @@
  * in shim_thread_traced(); heap hooks see SHM_MALLOC_OFF), CUPTI's
  * activity kinds are disabled, and markers "shimmer.pause" and
  * "shimmer.resume" bracket the gap, on the ring of the thread that asked
- * (the program's, or the control thread: control.h).  Pause and resume are
- * serialised by a spinlock: they are rare, never on a hot path.
+ * or applied the collector's command (control.h).  Pause and resume are
+ * serialised by a spinlock: they are rare, never on a hot path; a hook
+ * that applies a command only tries it (control.c).
  *
  * Ranges watched by a trigger (control.h) are flagged per thread and level
  * at their push, so their pop is known without a name.
@@ -112,9 +113,14 @@ void api_range(struct shim_thread *t, uint32_t op, uint64_t id, uint32_t name_id
 
 void api_mark(struct shim_thread *t, uint32_t name_id, uint32_t domain_id)
 {
+	api_mark_at(t, name_id, domain_id, clock_now());
+}
+
+void api_mark_at(struct shim_thread *t, uint32_t name_id, uint32_t domain_id, uint64_t ts)
+{
 	struct shm_rec_mark r = {
 		.hdr = { .type = SHM_REC_MARK, .size = sizeof(r) },
-		.ts = clock_now(), .name_id = name_id, .domain_id = domain_id,
+		.ts = ts, .name_id = name_id, .domain_id = domain_id,
 	};
 
 	t->in_shim++;
@@ -232,22 +238,42 @@ static void lock(void)
 			__builtin_ia32_pause();
 }
 
-static void unlock(void)
+int api_trylock(void)
+{
+	return !__atomic_load_n(&pause_lock, __ATOMIC_RELAXED) &&
+	       !__atomic_exchange_n(&pause_lock, 1, __ATOMIC_ACQUIRE);
+}
+
+void api_unlock(void)
 {
 	__atomic_store_n(&pause_lock, 0, __ATOMIC_RELEASE);
 }
 
-/* The marker of a pause or resume, on the calling thread's ring (also the
- * control thread's, which runs inside the shim). */
-static void pause_mark(const char *name)
+/* The marker of a pause or resume, on the calling thread's ring, at ts
+ * (0: now), never before the previous one. */
+static void pause_mark(const char *name, uint64_t ts)
 {
+	static uint64_t last;
 	struct shim_thread *t = thread_self();
 	uint32_t id, dom;
+	uint64_t now = clock_now();
 
 	if (!t)
 		return;
+	if (!ts || ts > now)
+		ts = now;
+	if (ts < last)
+		ts = last;
+	last = ts;
 	name_ids(t, name, &id, &dom);
-	api_mark(t, id, dom);
+	api_mark_at(t, id, dom, ts);
+}
+
+void api_intern_markers(void)
+{
+	(void)intern_str("shimmer.pause");
+	(void)intern_str("shimmer.resume");
+	(void)domain_id();
 }
 
 /* The region's word for the collector: recording or paused. */
@@ -263,13 +289,39 @@ static void publish_state(int paused)
 		__atomic_or_fetch(&r->ctl_state, SHM_STATE_RECORDING, __ATOMIC_RELEASE);
 }
 
-void api_set_paused(int pause)
+/* CUPTI behind the recording state: a malloc hook flipped it. */
+int api_cupti_behind;
+
+static void tell_cupti(int pause, int now)
 {
+	if (now) {
+		cupti_pause(pause);
+		__atomic_store_n(&api_cupti_behind, 0, __ATOMIC_RELAXED);
+	} else {
+		__atomic_store_n(&api_cupti_behind, 1, __ATOMIC_RELAXED);
+	}
+}
+
+void api_cupti_catch_up(void)
+{
+	struct shim_thread *t = &shim_tls;
 	int saved = errno;
 
+	if (t->in_shim || t->busy || !api_trylock())
+		return;
+	if (__atomic_load_n(&api_cupti_behind, __ATOMIC_RELAXED)) {
+		t->in_shim++;
+		tell_cupti(__atomic_load_n(&shim.paused, __ATOMIC_RELAXED), 1);
+		t->in_shim--;
+	}
+	api_unlock();
+	errno = saved;
+}
+
+void api_flip(int pause, uint64_t ts, int with_cupti)
+{
 	if (!__atomic_load_n(&shim.on, __ATOMIC_ACQUIRE))
 		return;
-	lock();
 	/* The markers are written whatever the state (pause_mark() does not
 	 * ask shim.paused), at the edges of what is recorded: a pause's once
 	 * recording has stopped, a resume's before it starts again, so every
@@ -278,20 +330,33 @@ void api_set_paused(int pause)
 		shim_tls.in_shim++;
 		__atomic_store_n(&shim.paused, 1, __ATOMIC_SEQ_CST);
 		__atomic_store_n(&shim.heap, SHM_MALLOC_OFF, __ATOMIC_SEQ_CST);
-		cupti_pause(1);
+		tell_cupti(1, with_cupti);
 		publish_state(1);
 		shim_tls.in_shim--;
-		pause_mark("shimmer.pause");
+		pause_mark("shimmer.pause", ts);
 	} else if (!pause && __atomic_load_n(&shim.paused, __ATOMIC_RELAXED)) {
-		pause_mark("shimmer.resume");
+		pause_mark("shimmer.resume", ts);
 		shim_tls.in_shim++;
-		cupti_pause(0);
+		tell_cupti(0, with_cupti);
 		__atomic_store_n(&shim.heap, shim.mode, __ATOMIC_RELAXED);
 		__atomic_store_n(&shim.paused, 0, __ATOMIC_RELEASE);
 		publish_state(0);
 		shim_tls.in_shim--;
 	}
-	unlock();
+}
+
+void api_set_paused(int pause)
+{
+	int saved = errno;
+
+	if (!__atomic_load_n(&shim.on, __ATOMIC_ACQUIRE))
+		return;
+	/* A command that came before this call is applied first: the
+	 * latest word wins. */
+	control_poll(0);
+	lock();
+	api_flip(pause, 0, 1);
+	api_unlock();
 	errno = saved;
 }
 

@@ -29,11 +29,31 @@ uint64_t api_range_id(void);
 void api_range(struct shim_thread *t, uint32_t op, uint64_t id, uint32_t name_id,
 	       uint32_t domain_id, uint32_t color, uint32_t category);
 void api_mark(struct shim_thread *t, uint32_t name_id, uint32_t domain_id);
+void api_mark_at(struct shim_thread *t, uint32_t name_id, uint32_t domain_id, uint64_t ts);
 
 /* Pauses (1) or resumes (0) recording, with its marker, from any thread
- * (shimmer_pause/resume, triggers and commands: control.h).  No-op while
- * tracing is off or already in that state. */
+ * (shimmer_pause/resume, range triggers: control.h), after applying a
+ * control command that came before.  No-op while tracing is off or
+ * already in that state. */
 void api_set_paused(int pause);
+
+/* The pause lock, for control.c: a try (a hook never waits), and its
+ * release. */
+int api_trylock(void);
+void api_unlock(void);
+
+/* Under the pause lock: api_set_paused()'s work, the marker stamped ts
+ * (0: now; never later than now nor before the previous marker).
+ * with_cupti 0 (a malloc hook) leaves CUPTI to api_cupti_catch_up(). */
+void api_flip(int pause, uint64_t ts, int with_cupti);
+
+/* Nonzero when CUPTI has not been told of the last pause or resume; a
+ * CUDA hook then calls api_cupti_catch_up() before its real call. */
+extern int api_cupti_behind;
+void api_cupti_catch_up(void);
+
+/* Interns the markers' names, so that writing them later sends nothing. */
+void api_intern_markers(void);
 
 /* Writes the region's recording bit from shim.paused (a new region). */
 void api_publish_state(void);

@@ -1,28 +1,19 @@
 /*
  * Recording control (control.h): the triggers of SHIMMER_START, SHIMMER_STOP
- * and SHIMMER_DURATION, the collector's commands, and the thread that
- * waits for both.
+ * and SHIMMER_DURATION, and the region's control block, applied by the
+ * hooks themselves.
  *
- * Deadlines are CLOCK_MONOTONIC nanoseconds, 0 when none: start_at (the
- * start trigger after:DURATION) and stop_at (the stop trigger, the end of
- * SHIMMER_DURATION or of a ctl window, whichever is set last).  Any thread
- * may set them (a range trigger that starts recording sets stop_at for the
- * duration); it then bumps the region's ctl_wake, so the control thread
- * wakes and sleeps again until the new deadline.  The thread samples
- * ctl_wake before it looks at anything, so no change is missed.
+ * The block is read under its sequence lock (wire.h) and applied under
+ * api.c's pause lock, taken with a try: a thread that finds another one
+ * applying goes on with the state it saw, as a call in flight on another
+ * CPU would have anyway.  shim.ctl_seen moves (release) only once the new
+ * state is in place, so a hook that finds the sequence equal to it also
+ * finds that state.
  */
 #include "control.h"
 
 #include <errno.h>
-#include <limits.h>
-#include <linux/futex.h>
-#include <pthread.h>
-#include <signal.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/syscall.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "api.h"
 #include "clock.h"
@@ -31,8 +22,8 @@
 #include "settings.h"
 #include "shim.h"
 
-#define STACK_BYTES (64u * 1024u)
 #define WATCHED_IDS 32 /* START/END instances of a watched name open at once */
+#define READ_TRIES 8   /* the collector writes the block in a few stores */
 
 int control_watching;
 
@@ -40,44 +31,48 @@ static const struct intern_entry *watched_name;
 static uint64_t instances;   /* watched instances ended, over all threads */
 static int start_armed;      /* SHIMMER_START=after-range: not fired yet */
 static int stop_armed;       /* SHIMMER_STOP=after-range: not fired yet */
-static uint64_t start_at;    /* SHIMMER_START=after: */
-static uint64_t stop_at;
 static uint64_t open_ids[WATCHED_IDS];
-static uint32_t seen_id;     /* the last collector command applied */
+static uint32_t seen_id;     /* the last command applied */
+static uint32_t seen_user;   /* ctl_user as last seen */
+/* The plan the next region gets (CLOCK_MONOTONIC ns, 0: none). */
+static uint64_t plan_start_at, plan_stop_at, plan_duration;
+
+/* The collector's line of the block, read whole. */
+struct block {
+	uint32_t seq, id, cmd, user;
+	uint64_t ts, start_at, stop_at, duration;
+};
 
 static uint64_t mono_now(void)
 {
 	return clock_ns(CLOCK_MONOTONIC);
 }
 
-static long futex(uint32_t *addr, int op, uint32_t val, const struct timespec *ts)
+/* The block under its sequence lock: every field loaded with acquire, so
+ * that the second look at the sequence comes after them.  0, or -EAGAIN
+ * when the collector was writing it each time we looked. */
+static int read_block(const struct shm_region *r, struct block *b)
 {
-	return syscall(SYS_futex, addr, op, val, ts, NULL, FUTEX_BITSET_MATCH_ANY);
-}
+	for (int i = 0; i < READ_TRIES; i++) {
+		uint32_t s = __atomic_load_n(&r->ctl_seq, __ATOMIC_ACQUIRE);
 
-/* The control thread looks again (a deadline changed). */
-static void kick(void)
-{
-	struct shm_region *r = shim.region.hdr;
-
-	if (!r)
-		return;
-	__atomic_add_fetch(&r->ctl_wake, 1, __ATOMIC_SEQ_CST);
-	futex(&r->ctl_wake, FUTEX_WAKE, INT_MAX, NULL);
-}
-
-static void set_deadline(uint64_t *at, uint64_t when)
-{
-	__atomic_store_n(at, when, __ATOMIC_RELAXED);
-	kick();
-}
-
-/* Recording begins by a trigger: SHIMMER_DURATION counts from now. */
-static void begin_recording(void)
-{
-	api_set_paused(0);
-	if (settings.duration_ns)
-		set_deadline(&stop_at, mono_now() + settings.duration_ns);
+		if (s & 1) {
+			__builtin_ia32_pause();
+			continue;
+		}
+		b->id = __atomic_load_n(&r->ctl_id, __ATOMIC_ACQUIRE);
+		b->cmd = __atomic_load_n(&r->ctl_cmd, __ATOMIC_ACQUIRE);
+		b->user = __atomic_load_n(&r->ctl_user, __ATOMIC_ACQUIRE);
+		b->ts = __atomic_load_n(&r->ctl_ts, __ATOMIC_ACQUIRE);
+		b->start_at = __atomic_load_n(&r->ctl_start_at, __ATOMIC_ACQUIRE);
+		b->stop_at = __atomic_load_n(&r->ctl_stop_at, __ATOMIC_ACQUIRE);
+		b->duration = __atomic_load_n(&r->ctl_duration_ns, __ATOMIC_ACQUIRE);
+		if (__atomic_load_n(&r->ctl_seq, __ATOMIC_RELAXED) == s) {
+			b->seq = s;
+			return 0;
+		}
+	}
+	return -EAGAIN;
 }
 
 static void update_watching(void)
@@ -88,47 +83,55 @@ static void update_watching(void)
 			 __ATOMIC_RELAXED);
 }
 
-/* A ctl command: the triggers not yet fired are the user's no longer. */
+/* A ctl command: the range triggers not yet fired are the user's no
+ * longer (the collector dropped the time ones). */
 static void cancel_triggers(void)
 {
 	__atomic_store_n(&start_armed, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&stop_armed, 0, __ATOMIC_RELAXED);
-	__atomic_store_n(&start_at, 0, __ATOMIC_RELAXED);
-	__atomic_store_n(&stop_at, 0, __ATOMIC_RELAXED);
 	update_watching();
 }
 
-void control_setup(void)
+void control_init(void)
 {
 	const struct trigger *st = &settings.start, *sp = &settings.stop;
 	uint64_t now = mono_now();
-	const char *name = NULL;
 
-	if (st->kind != TRIGGER_NONE)
-		shim.paused = 1;
-	if (st->kind == TRIGGER_AFTER)
-		start_at = now + st->ns;
-	if (st->kind == TRIGGER_RANGE) {
-		start_armed = 1;
-		name = st->range;
-	}
-	if (sp->kind == TRIGGER_AFTER)
-		stop_at = now + sp->ns;
-	if (sp->kind == TRIGGER_RANGE) {
-		stop_armed = 1;
-		name = sp->range;
-	}
-	if (st->kind == TRIGGER_RANGE && sp->kind == TRIGGER_RANGE &&
+	shim.paused = st->kind != TRIGGER_NONE;
+	plan_start_at = st->kind == TRIGGER_AFTER ? now + st->ns : 0;
+	plan_stop_at = sp->kind == TRIGGER_AFTER ? now + sp->ns : 0;
+	/* SHIMMER_DURATION counts from when a start trigger fires; with no
+	 * start trigger, from now. */
+	plan_duration = st->kind == TRIGGER_AFTER || st->kind == TRIGGER_RANGE ?
+			settings.duration_ns : 0;
+	if (st->kind == TRIGGER_NONE && settings.duration_ns &&
+	    (!plan_stop_at || now + settings.duration_ns < plan_stop_at))
+		plan_stop_at = now + settings.duration_ns;
+	start_armed = st->kind == TRIGGER_RANGE;
+	stop_armed = sp->kind == TRIGGER_RANGE;
+}
+
+void control_plan(struct shm_region *r)
+{
+	r->ctl_start_at = plan_start_at;
+	r->ctl_stop_at = plan_stop_at;
+	r->ctl_duration_ns = plan_duration;
+	r->ctl_state = settings.control ? SHM_STATE_CONTROL : 0;
+}
+
+void control_setup(int first)
+{
+	const struct trigger *st = &settings.start, *sp = &settings.stop;
+	const char *name = sp->kind == TRIGGER_RANGE ? sp->range :
+			   st->kind == TRIGGER_RANGE ? st->range : NULL;
+
+	shim_tls.in_shim++;
+	if (first && st->kind == TRIGGER_RANGE && sp->kind == TRIGGER_RANGE &&
 	    strcmp(st->range, sp->range))
 		log_warn("SHIMMER_START and SHIMMER_STOP count different ranges (%s, %s); "
 			 "counting %s for both", st->range, sp->range, sp->range);
-	if (st->kind == TRIGGER_NONE && settings.duration_ns &&
-	    (!stop_at || now + settings.duration_ns < stop_at))
-		stop_at = now + settings.duration_ns;
-	if (name) {
-		shim_tls.in_shim++;
+	if (first && name) {
 		watched_name = intern_lookup(name, strlen(name));
-		shim_tls.in_shim--;
 		if (!watched_name) {
 			log_warn("cannot watch range %s (string table full); SHIMMER_START and "
 				 "SHIMMER_STOP by range are ignored", name);
@@ -137,6 +140,89 @@ void control_setup(void)
 		}
 	}
 	update_watching();
+	/* Applying a command inside a hook then sends nothing. */
+	api_intern_markers();
+	seen_id = seen_user = 0;
+	__atomic_store_n(&shim.ctl_seen, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&shim.ctl_word, &shim.region.hdr->ctl_seq, __ATOMIC_RELEASE);
+	shim_tls.in_shim--;
+}
+
+void control_fork_child(void)
+{
+	struct shm_region *r = shim.region.hdr;
+	struct block b;
+
+	/* Hooks stop reading the parent's block, which goes away. */
+	__atomic_store_n(&shim.ctl_word, &shim.ctl_seen, __ATOMIC_RELAXED);
+	if (r && read_block(r, &b) == 0) {
+		/* What the parent had not applied yet was in force for it
+		 * when it forked; no markers: the child records from its
+		 * start in this state. */
+		if (b.user != seen_user)
+			cancel_triggers();
+		if (b.id != seen_id && (b.cmd == SHM_CTL_PAUSE || b.cmd == SHM_CTL_RESUME))
+			shim.paused = b.cmd == SHM_CTL_PAUSE;
+		plan_start_at = b.start_at;
+		plan_stop_at = b.stop_at;
+		plan_duration = b.duration;
+		/* A range trigger that began recording before the collector
+		 * planned its stop: the child plans it. */
+		if (__atomic_load_n(&r->ctl_began, __ATOMIC_ACQUIRE) && plan_duration) {
+			plan_stop_at = r->ctl_began + plan_duration;
+			plan_duration = 0;
+		}
+	} else {
+		plan_start_at = plan_stop_at = plan_duration = 0;
+	}
+	seen_id = seen_user = 0;
+}
+
+/* Applies block b (the pause lock held). */
+static void apply(struct shm_region *r, const struct block *b, int from_heap)
+{
+	uint64_t ts;
+
+	if (b->user != seen_user) {
+		seen_user = b->user;
+		cancel_triggers();
+	}
+	if (b->id == seen_id)
+		return;
+	seen_id = b->id;
+	if (b->cmd == SHM_CTL_PAUSE || b->cmd == SHM_CTL_RESUME) {
+		ts = b->ts;
+		/* every record this thread wrote lies before its pause marker */
+		if (b->cmd == SHM_CTL_PAUSE && shim_tls.last_ts > ts)
+			ts = shim_tls.last_ts;
+		api_flip(b->cmd == SHM_CTL_PAUSE, ts, !from_heap);
+	} else {
+		log_debug("control: unknown command %u", b->cmd);
+	}
+	__atomic_store_n(&r->ctl_done, b->id, __ATOMIC_RELEASE);
+}
+
+void control_poll(int from_heap)
+{
+	struct shim_thread *t = &shim_tls;
+	struct shm_region *r = shim.region.hdr;
+	struct block b;
+	int saved;
+
+	if (t->in_shim || t->busy || !r || !__atomic_load_n(&shim.on, __ATOMIC_ACQUIRE) ||
+	    __atomic_load_n(&shim.ctl_word, __ATOMIC_RELAXED) == &shim.ctl_seen)
+		return;
+	if (!api_trylock())
+		return;
+	saved = errno;
+	t->in_shim++;
+	if (read_block(r, &b) == 0 && b.seq != __atomic_load_n(&shim.ctl_seen, __ATOMIC_RELAXED)) {
+		apply(r, &b, from_heap);
+		__atomic_store_n(&shim.ctl_seen, b.seq, __ATOMIC_RELEASE);
+	}
+	t->in_shim--;
+	api_unlock();
+	errno = saved;
 }
 
 int control_is_watched(const struct intern_entry *name)
@@ -174,11 +260,24 @@ void control_end(uint64_t id)
 	}
 }
 
+/* Recording begins by a range trigger: SHIMMER_DURATION counts from now,
+ * and the collector, which keeps the deadlines, is told. */
+static void begin_recording(void)
+{
+	struct shm_region *r = shim.region.hdr;
+
+	api_set_paused(0);
+	if (r && settings.duration_ns)
+		__atomic_store_n(&r->ctl_began, mono_now(), __ATOMIC_RELEASE);
+}
+
 void control_instance_done(void)
 {
 	uint64_t n = __atomic_add_fetch(&instances, 1, __ATOMIC_RELAXED);
 	int armed = 1;
 
+	/* A command that came before this instance ended comes first. */
+	control_poll(0);
 	if (n >= settings.start.count &&
 	    __atomic_compare_exchange_n(&start_armed, &armed, 0, 0, __ATOMIC_RELAXED,
 					__ATOMIC_RELAXED))
@@ -189,124 +288,4 @@ void control_instance_done(void)
 					__ATOMIC_RELAXED))
 		api_set_paused(1);
 	update_watching();
-}
-
-/* A new command of the collector's, if one came: applied, then said done. */
-static void poll_command(struct shm_region *r)
-{
-	uint32_t id, again, cmd;
-	uint64_t arg;
-
-	do {
-		id = __atomic_load_n(&r->ctl_id, __ATOMIC_ACQUIRE);
-		cmd = __atomic_load_n(&r->ctl_cmd, __ATOMIC_RELAXED);
-		arg = __atomic_load_n(&r->ctl_arg, __ATOMIC_RELAXED);
-		__atomic_thread_fence(__ATOMIC_ACQUIRE);
-		again = __atomic_load_n(&r->ctl_id, __ATOMIC_RELAXED);
-	} while (id != again);
-	if (id == seen_id)
-		return;
-	seen_id = id;
-	cancel_triggers();
-	switch (cmd) {
-	case SHM_CTL_PAUSE:
-		api_set_paused(1);
-		break;
-	case SHM_CTL_RESUME:
-		api_set_paused(0);
-		break;
-	case SHM_CTL_WINDOW:
-		api_set_paused(0);
-		__atomic_store_n(&stop_at, mono_now() + arg, __ATOMIC_RELAXED);
-		break;
-	default:
-		log_debug("control: unknown command %u", cmd);
-	}
-	__atomic_store_n(&r->ctl_done_ts, clock_now(), __ATOMIC_RELAXED);
-	__atomic_store_n(&r->ctl_done, id, __ATOMIC_RELEASE);
-	log_debug("control: command %u (%u) applied", id, cmd);
-}
-
-/* Fires what is due; returns the next deadline (0: none). */
-static uint64_t timers(void)
-{
-	uint64_t now = mono_now(), s = __atomic_load_n(&start_at, __ATOMIC_RELAXED);
-	uint64_t e;
-
-	if (s && s <= now && __atomic_compare_exchange_n(&start_at, &s, 0, 0, __ATOMIC_RELAXED,
-							 __ATOMIC_RELAXED)) {
-		begin_recording();
-		s = 0;
-	}
-	e = __atomic_load_n(&stop_at, __ATOMIC_RELAXED);
-	if (e && e <= now && __atomic_compare_exchange_n(&stop_at, &e, 0, 0, __ATOMIC_RELAXED,
-							 __ATOMIC_RELAXED)) {
-		api_set_paused(1);
-		e = 0;
-	}
-	s = __atomic_load_n(&start_at, __ATOMIC_RELAXED);
-	e = __atomic_load_n(&stop_at, __ATOMIC_RELAXED);
-	return !s ? e : !e ? s : s < e ? s : e;
-}
-
-static void *control_main(void *arg)
-{
-	struct shm_region *r = arg;
-	struct timespec ts;
-	uint64_t next;
-	uint32_t wake;
-
-	/* Nothing this thread does is traced; it makes no calls of the
-	 * program's, and markers go out through api_set_paused(). */
-	shim_tls.in_shim++;
-	prctl(PR_SET_NAME, "shimmer-ctl");
-	__atomic_or_fetch(&r->ctl_state, SHM_STATE_CONTROL, __ATOMIC_RELEASE);
-	for (;;) {
-		wake = __atomic_load_n(&r->ctl_wake, __ATOMIC_SEQ_CST);
-		poll_command(r);
-		next = timers();
-		if (next) {
-			ts.tv_sec = (time_t)(next / 1000000000ull);
-			ts.tv_nsec = (long)(next % 1000000000ull);
-		}
-		futex(&r->ctl_wake, FUTEX_WAIT_BITSET, wake, next ? &ts : NULL);
-	}
-	return NULL;
-}
-
-int control_start(void)
-{
-	pthread_attr_t attr;
-	sigset_t all, old;
-	pthread_t tid;
-	int err;
-
-	/* seen_id is 0: a command the collector wrote into this new region
-	 * before the thread ran (ids start at 1) is applied at once. */
-	if (!settings.control || !shim.region.hdr)
-		return 0;
-	err = pthread_attr_init(&attr);
-	if (err)
-		return -err;
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	pthread_attr_setstacksize(&attr, STACK_BYTES);
-	/* The new thread inherits the mask: it never takes a signal of the
-	 * program's. */
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	err = pthread_create(&tid, &attr, control_main, shim.region.hdr);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	pthread_attr_destroy(&attr);
-	if (err) {
-		log_debug("control thread: %s; `shimmer ctl` cannot reach this process",
-			  strerrordesc_np(err));
-		return -err;
-	}
-	return 0;
-}
-
-void control_fork_child(void)
-{
-	/* The parent's command numbers mean nothing to the child's region. */
-	seen_id = 0;
 }

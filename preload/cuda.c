@@ -17,6 +17,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "api.h"
 #include "clock.h"
 #include "cupti.h"
 #include "cupti_api.h"
@@ -103,6 +104,10 @@ static struct shim_thread *begin(struct shm_rec_cuda *r, unsigned int fn, uint16
 {
 	struct shim_thread *t = shim_thread_traced();
 
+	/* A malloc hook paused or resumed: CUPTI hears of it before any GPU
+	 * work this call starts. */
+	if (unlikely(__atomic_load_n(&api_cupti_behind, __ATOMIC_RELAXED)))
+		api_cupti_catch_up();
 	if (!t)
 		return 0;
 	memset(r, 0, sizeof(*r));

@@ -507,11 +507,16 @@ static void *slow(struct call *c)
 	if (unlikely(mode == HEAP_EARLY))
 		return !shim_tls.in_shim && (c->fn != SHM_FN_FREE || c->old) ? early_record(c)
 									      : call_real(c);
+	/* A control command came: this call is recorded as it says. */
+	if (unlikely(!control_current())) {
+		control_poll(1);
+		mode = shim_heap_mode();
+	}
 
 	/* glibc's thread exit frees NULL after the key destructors ran: it
 	 * must not claim a slot that nobody would retire. */
 	if (mode == SHM_MALLOC_OFF || (c->fn == SHM_FN_FREE && !c->old) ||
-	    !(t = shim_thread_traced()))
+	    !(t = shim_thread_traced_from(1)))
 		return call_real(c);
 	if (unlikely(t->busy))
 		return reentered(t, c, mode);
@@ -533,15 +538,16 @@ static inline int fast(const struct shim_thread *t)
 	uint32_t w;
 
 	memcpy(&w, (const char *)t + offsetof(struct shim_thread, state), sizeof(w));
-	return likely(w == TS_READY && shim_heap_mode() == SHM_MALLOC_SAMPLE);
+	return likely(w == TS_READY && shim_heap_mode() == SHM_MALLOC_SAMPLE && control_current());
 }
 
-/* Nothing of the heap is recorded (paused, or SHIMMER_MALLOC=off): the
- * call goes straight through, inline, once the allocator is resolved.
- * slow() would do the same through two more calls. */
+/* Nothing of the heap is recorded (paused, or SHIMMER_MALLOC=off) and no
+ * control command waits: the call goes straight through, inline, once the
+ * allocator is resolved.  slow() would do the same through two more
+ * calls. */
 static inline int heap_off(void)
 {
-	return shim_heap_mode() == SHM_MALLOC_OFF;
+	return shim_heap_mode() == SHM_MALLOC_OFF && control_current();
 }
 
 /* The sample-mode fast path of an allocation; returns 0 when the call must

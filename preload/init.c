@@ -39,6 +39,8 @@ static void disable(void)
 {
 	__atomic_store_n(&shim.on, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&shim.heap, SHM_MALLOC_OFF, __ATOMIC_RELAXED);
+	/* no collector writes the control block any more */
+	__atomic_store_n(&shim.ctl_word, &shim.ctl_seen, __ATOMIC_RELAXED);
 }
 
 /* The program closed or replaced our socket (conn.c said so): records
@@ -69,6 +71,7 @@ static int start(uint32_t ppid)
 		log_warn("cannot create the event region (%s); not tracing", strerrordesc_np(-err));
 		goto fail;
 	}
+	control_plan(shim.region.hdr);
 	h.pid = shim.pid;
 	h.ppid = ppid;
 	/* the effective uid: what the collector reads from the socket (SO_PEERCRED) */
@@ -127,6 +130,7 @@ static void fork_child(void)
 	uint32_t parent = shim.pid;
 
 	shim_tls.in_shim++;
+	control_fork_child();
 	disable();
 	region_destroy(&shim.region);
 	conn_close();
@@ -138,11 +142,10 @@ static void fork_child(void)
 	modules_fork_child();
 	stack_fork_child();
 	fatal_fork_child();
-	control_fork_child();
 	if (start(parent) == 0) {
+		control_setup(0);
 		api_publish_state();
 		enable();
-		control_start();
 		modules_report();
 	}
 	shim_tls.in_shim--;
@@ -172,9 +175,10 @@ __attribute__((constructor)) static void shim_init(void)
 		log_debug("thread key: %s", strerrordesc_np(-err));
 		goto out;
 	}
+	control_init();
 	if (start((uint32_t)getppid()) < 0)
 		goto out;
-	control_setup();
+	control_setup(1);
 	api_publish_state();
 	err = -pthread_atfork(thread_fork_prepare, thread_fork_parent, fork_child);
 	if (err < 0) {
@@ -192,7 +196,6 @@ __attribute__((constructor)) static void shim_init(void)
 	real_exit = (void (*)(int))real_next("_exit");
 	real_Exit = (void (*)(int))real_next("_Exit");
 	enable();
-	control_start();
 	modules_report();
 out:
 	heap_early_end(__atomic_load_n(&shim.on, __ATOMIC_RELAXED));

@@ -472,19 +472,6 @@ void settings_read(void)
 				 (unsigned long long)(settings.gpu_period_ns / MS));
 		settings.gpu_sample = 0;
 	}
-	/* Timers need the control thread; range counts are kept by the
-	 * threads that push and pop. */
-	if (!settings.control && (settings.start.kind == TRIGGER_AFTER ||
-				  settings.stop.kind == TRIGGER_AFTER || settings.duration_ns)) {
-		if (!said)
-			log_warn("SHIMMER_CONTROL=0: after:DURATION and SHIMMER_DURATION need "
-				 "the control thread; ignoring them");
-		if (settings.start.kind == TRIGGER_AFTER)
-			settings.start.kind = TRIGGER_NONE;
-		if (settings.stop.kind == TRIGGER_AFTER)
-			settings.stop.kind = TRIGGER_NONE;
-		settings.duration_ns = 0;
-	}
 	settings.rank = env_rank(rank_vars);
 	settings.local_rank = env_rank(local_vars);
 	read_job();

@@ -64,7 +64,7 @@ struct settings {
 	struct trigger stop;    /* SHIMMER_STOP */
 	uint64_t duration_ns;   /* SHIMMER_DURATION: recording stops this long after it
 				   first started; 0 never */
-	int control;            /* SHIMMER_CONTROL: a control thread obeys `shimmer ctl` */
+	int control;            /* SHIMMER_CONTROL: the process takes `shimmer ctl` commands */
 	int32_t rank;           /* RANK and friends, SHM_NO_RANK when none */
 	int32_t local_rank;     /* LOCAL_RANK and friends */
 	const char *job;        /* the job key (SHIMMER_JOB, a launcher's id, pgid:N) */

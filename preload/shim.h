@@ -7,8 +7,9 @@
  *
  * Threads: `shim` is written only by the constructor and the fork child
  * handler, before tracing is switched on, except `on` (tracing_stop()),
- * `paused` and `heap` (shimmer_pause/resume, api.c); hooks read `on`,
- * `paused` and `heap` with relaxed loads.  shim_tls is the calling thread's own state, initial-exec
+ * `paused` and `heap` (shimmer_pause/resume, api.c), `ctl_seen` and
+ * `ctl_word` (control.c); hooks read `on`, `paused` and `heap` with
+ * relaxed loads.  shim_tls is the calling thread's own state, initial-exec
  * TLS so that a hook reaches it with one %fs-relative load.  in_shim is the
  * re-entry guard: while it is set, hooks call straight through, so the
  * allocations of dlsym, pthread_setspecific and friends made on our behalf
@@ -47,6 +48,11 @@ struct shim {
 	int heap;          /* enum shm_malloc_mode in force, OFF while !on;
 			    * HEAP_EARLY until the constructor has run */
 	int mode;          /* SHIMMER_MALLOC, OFF if its set-up failed */
+	/* Control (control.h): the region's ctl_seq once the collector has
+	 * it, else ctl_seen itself; ctl_seen is the sequence last applied.
+	 * Beside `heap`, on the line every hook reads. */
+	uint32_t *ctl_word;
+	uint32_t ctl_seen;
 	uint32_t pid;
 	pthread_key_t key; /* its destructor retires the thread's slot */
 	struct region region;
@@ -80,6 +86,7 @@ struct shim_thread {
 	uint8_t saved_state;   /* across fork */
 	uint32_t slot_idx;
 	uint64_t noslot_retry; /* CLOCK_MONOTONIC ns: when TS_NOSLOT looks again */
+	uint64_t last_ts;      /* the newest time of its records (thread_emit()) */
 };
 
 extern __thread struct shim_thread shim_tls;
@@ -93,17 +100,40 @@ static inline int shim_heap_mode(void)
  * traced (it may still be TS_NOSLOT), -1 when it is not. */
 int thread_prepare(struct shim_thread *t);
 
-/* The calling thread's state when its calls are to be traced, else NULL. */
-static inline struct shim_thread *shim_thread_traced(void)
+/* Whether the region's control block is as last applied (control.h): one
+ * load of a line the collector writes only with a command.  Acquire (a
+ * plain load on x86): a hook that finds it current also finds the state
+ * it brought. */
+static inline int control_current(void)
+{
+	return __atomic_load_n(__atomic_load_n(&shim.ctl_word, __ATOMIC_RELAXED),
+			       __ATOMIC_ACQUIRE) == __atomic_load_n(&shim.ctl_seen, __ATOMIC_ACQUIRE);
+}
+
+/* control.h's: applies the block (from a malloc hook: CUPTI later). */
+void control_poll(int from_heap);
+
+/* The calling thread's state when its calls are to be traced, else NULL.
+ * A new control block is applied first, so the call is recorded, or not,
+ * as it says; from_heap: a malloc hook asks. */
+static inline struct shim_thread *shim_thread_traced_from(int from_heap)
 {
 	struct shim_thread *t = &shim_tls;
 
-	if (unlikely(t->in_shim) || !__atomic_load_n(&shim.on, __ATOMIC_RELAXED) ||
-	    unlikely(__atomic_load_n(&shim.paused, __ATOMIC_RELAXED)))
+	if (unlikely(t->in_shim) || !__atomic_load_n(&shim.on, __ATOMIC_RELAXED))
+		return 0;
+	if (unlikely(!control_current()))
+		control_poll(from_heap);
+	if (unlikely(__atomic_load_n(&shim.paused, __ATOMIC_RELAXED)))
 		return 0;
 	if (unlikely(t->state != TS_READY) && thread_prepare(t) < 0)
 		return 0;
 	return t;
+}
+
+static inline struct shim_thread *shim_thread_traced(void)
+{
+	return shim_thread_traced_from(0);
 }
 
 /*

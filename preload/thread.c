@@ -24,6 +24,7 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <stddef.h>
 #include <linux/futex.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -41,7 +42,7 @@
 #define WAIT_SLICE_NS 100000000L            /* 100 ms */
 #define COLLECTOR_STUCK_NS 30000000000ull   /* 30 s */
 
-struct shim shim = { .heap = HEAP_EARLY };
+struct shim shim = { .heap = HEAP_EARLY, .ctl_word = &shim.ctl_seen };
 __thread struct shim_thread shim_tls;
 
 static uint32_t claim_hint;
@@ -177,6 +178,36 @@ static int room_for(struct shim_thread *t, uint32_t len)
 	return ring_fits(&t->ring, len);
 }
 
+/* The newest time a record of the thread's carries (control.c stamps a
+ * pause it applies no earlier).  The records of the program's calls have
+ * their first time right after the header, and the timed ones their end
+ * after it. */
+static inline void note_ts(struct shim_thread *t, const void *rec)
+{
+	const struct shm_rec_hdr *h = rec;
+	uint64_t ts;
+
+	switch (h->type) {
+	case SHM_REC_HEAP:
+	case SHM_REC_CUDA:
+		memcpy(&ts, (const char *)rec + (h->flags & SHM_F_TIMED ? 16 : 8), sizeof(ts));
+		break;
+	case SHM_REC_RANGE:
+	case SHM_REC_MARK:
+	case SHM_REC_COUNTER:
+		memcpy(&ts, (const char *)rec + 8, sizeof(ts));
+		break;
+	default:
+		return;
+	}
+	if (ts > t->last_ts)
+		t->last_ts = ts;
+}
+
+_Static_assert(offsetof(struct shm_rec_heap, t_end) == 16 && offsetof(struct shm_rec_cuda, t_end) == 16 &&
+	       offsetof(struct shm_rec_range, ts) == 8 && offsetof(struct shm_rec_mark, ts) == 8 &&
+	       offsetof(struct shm_rec_counter, ts) == 8, "record times");
+
 static inline int emit(struct shim_thread *t, const void *rec, uint32_t len, int wait)
 {
 	void *dst;
@@ -193,6 +224,7 @@ static inline int emit(struct shim_thread *t, const void *rec, uint32_t len, int
 		return -1;
 	}
 	t->busy |= BUSY_RING;
+	note_ts(t, rec);
 	dst = ring_reserve(&t->ring, len);
 	if (unlikely(!dst) && wait && lossless_wait(t, room_for, len))
 		dst = ring_reserve(&t->ring, len);

@@ -2,8 +2,8 @@
  * shimmer ctl: the traced processes the daemon serves, and recording
  * switched on and off in them at run time (`status`, `pause`, `resume`,
  * `window DURATION`), for one process (--pid) or a whole job (--job).  The
- * daemon decides who may (the processes' owner, or root) and tells how
- * fast each process acted.
+ * daemon decides who may (the processes' owner, or root) and tells when
+ * the command was in force in each process.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -47,7 +47,7 @@ static const struct emit_table acted_table = { "processes", acted_cols, NACTED, 
 struct out {
 	struct emit e;
 	const struct emit_table *table;
-	unsigned n, late, none;
+	unsigned n, none;
 	int64_t slowest;
 };
 
@@ -103,18 +103,83 @@ static int acted_row(void *ctx, const struct daemon_row *r)
 	snprintf(job, sizeof(job), "%.*s", (int)r->len[0], r->s[0]);
 	if (acted && m->latency_ns > o->slowest)
 		o->slowest = m->latency_ns;
-	o->late += m->latency_ns == -1;
-	o->none += m->latency_ns == -2;
+	o->none += !acted;
 	{
 		struct emit_val v[NACTED] = {
 			ev_int(m->pid), ev_str(daemon_user_name(m->uid, user, sizeof(user))),
 			ev_str(job), acted ? ev_int(m->latency_ns) : ev_none(),
-			ev_str(acted ? "" : m->latency_ns == -2 ? "no control thread" : "did not act"),
+			ev_str(acted ? "" : "takes no commands"),
 		};
 
 		row(o, v);
 	}
 	return 0;
+}
+
+/* An answer to attach or detach has no rows. */
+static int no_rows(void *ctx, const struct daemon_row *r)
+{
+	(void)ctx;
+	(void)r;
+	return -EPROTO;
+}
+
+/* attach PID [--for DURATION] [--heap] [--no-offcpu] | detach PID: the
+ * daemon's one line, on stdout when it did it, as the error otherwise. */
+static int attach_verb(int argc, char **argv)
+{
+	const char *sock = NULL, *dur = NULL, *verb = argv[1];
+	int detach = !strcmp(verb, "detach");
+	uint64_t window = 0;
+	uint32_t flags = 0;
+	int64_t pid = 0;
+	char why[1200];
+	int r, err;
+
+	for (int i = 2; i < argc; i++) {
+		if (cli_is_help(argv[i]))
+			return cli_help(&ctl_command);
+		const struct command *cmd = &ctl_command;
+
+		if ((r = cli_string_opt(cmd, argc, argv, &i, "--socket", &sock)) ||
+		    (!detach && (r = cli_string_opt(cmd, argc, argv, &i, "--for", &dur))) ||
+		    (r = cli_int_opt(cmd, argc, argv, &i, "--pid", &pid))) {
+			if (r < 0)
+				return CLI_EXIT_USAGE;
+			continue;
+		}
+		if (!detach && !strcmp(argv[i], "--heap")) {
+			flags |= SHM_ATTACH_HEAP;
+		} else if (!detach && !strcmp(argv[i], "--no-offcpu")) {
+			flags |= SHM_ATTACH_NO_OFFCPU;
+		} else if (argv[i][0] == '-') {
+			return cli_usage_error(&ctl_command, "unknown option '%s'", argv[i]);
+		} else if (pid) {
+			return cli_usage_error(&ctl_command, "one process at a time ('%s')",
+					       argv[i]);
+		} else {
+			char *end;
+
+			errno = 0;
+			pid = strtoll(argv[i], &end, 10);
+			if (errno || *end || pid <= 0)
+				return cli_usage_error(&ctl_command, "'%s' is not a process id",
+						       argv[i]);
+		}
+	}
+	if (pid <= 0 || pid > INT32_MAX)
+		return cli_usage_error(&ctl_command, "%s needs a process id", verb);
+	if (dur && (conf_duration(dur, strlen(dur), &window) < 0 || !window))
+		return cli_usage_error(&ctl_command, "--for %s is not a duration (10s, 500ms, 2m)",
+				       dur);
+	err = daemon_ask(daemon_socket(sock), detach ? SHM_REQ_DETACH : SHM_REQ_ATTACH,
+			 (uint32_t)pid, window, flags, NULL, no_rows, NULL, why, sizeof(why));
+	if (err) {
+		cli_error("%s", why[0] ? why : strerror(-err));
+		return CLI_EXIT_ERROR;
+	}
+	printf("%s\n", why);
+	return fflush(stdout) ? CLI_EXIT_ERROR : CLI_EXIT_OK;
 }
 
 static int ctl_main(int argc, char **argv)
@@ -128,6 +193,8 @@ static int ctl_main(int argc, char **argv)
 	struct out o = { .n = 0 };
 	char slow[FMT_UNIT_MAX];
 
+	if (argc > 1 && (!strcmp(argv[1], "attach") || !strcmp(argv[1], "detach")))
+		return attach_verb(argc, argv);
 	for (int i = 1; i < argc; i++) {
 		if (cli_is_help(argv[i]))
 			return cli_help(&ctl_command);
@@ -149,7 +216,8 @@ static int ctl_main(int argc, char **argv)
 			return cli_usage_error(&ctl_command, "unexpected argument '%s'", argv[i]);
 	}
 	if (!verb)
-		return cli_usage_error(&ctl_command, "no verb given (status, pause, resume, window)");
+		return cli_usage_error(&ctl_command, "no verb given (status, pause, resume, window, "
+				       "attach, detach)");
 	if (pid < 0 || pid > UINT32_MAX)
 		return cli_usage_error(&ctl_command, "--pid %lld is not a pid", (long long)pid);
 	if (pid && job)
@@ -176,15 +244,15 @@ static int ctl_main(int argc, char **argv)
 	emit_init(&o.e, stdout, (enum emit_format)fmt);
 	if (fmt != EMIT_TABLE)
 		emit_table_begin(&o.e, o.table);
-	err = daemon_ask(daemon_socket(sock), op, (uint32_t)pid, window, job,
+	err = daemon_ask(daemon_socket(sock), op, (uint32_t)pid, window, 0, job,
 			 op == SHM_REQ_STATUS ? status_row : acted_row, &o, why, sizeof(why));
 	if (o.n || fmt != EMIT_TABLE)
 		emit_table_end(&o.e);
 	if (op == SHM_REQ_STATUS && !o.n && !err)
 		emit_text(&o.e, "no traced processes\n");
-	if (op != SHM_REQ_STATUS && o.n > o.late + o.none)
-		emit_text(&o.e, "%s: %u of %u processes acted; the slowest after %s\n", verb,
-			  o.n - o.late - o.none, o.n,
+	if (op != SHM_REQ_STATUS && o.n > o.none)
+		emit_text(&o.e, "%s: in force in %u of %u processes, the last after %s\n", verb,
+			  o.n - o.none, o.n,
 			  fmt_duration(slow, sizeof(slow), (double)o.slowest));
 	if (emit_finish(&o.e) < 0)
 		return CLI_EXIT_ERROR;
@@ -197,11 +265,13 @@ static int ctl_main(int argc, char **argv)
 
 const struct command ctl_command = {
 	.name = "ctl",
-	.brief = "traced processes at run time: status, pause, resume, window",
+	.brief = "traced processes at run time: status, pause, resume, window, attach",
 	.usage =
 		"usage: shimmer ctl status [--pid PID | --job JOB] [--format table|csv|json]\n"
 		"       shimmer ctl pause|resume (--pid PID | --job JOB) [--format ...]\n"
 		"       shimmer ctl window DURATION (--pid PID | --job JOB) [--format ...]\n"
+		"       shimmer ctl attach PID [--for DURATION] [--heap] [--no-offcpu]\n"
+		"       shimmer ctl detach PID\n"
 		"\n"
 		"Through the shimmerd service, without restarting anything.\n"
 		"\n"
@@ -213,11 +283,21 @@ const struct command ctl_command = {
 		"           one branch per intercepted call\n"
 		"  resume   record again\n"
 		"  window   record for DURATION (10s, 500ms, 2m), then pause\n"
+		"  attach   the daemon traces the running process PID (eBPF, as shimmer\n"
+		"           attach does) into a recording of its owner's (job\n"
+		"           attach:PID, in shimmer ls) until DURATION is over, PID exits,\n"
+		"           shimmer ctl detach PID, or the daemon stops; --heap and\n"
+		"           --no-offcpu as for shimmer attach.  Needs a daemon with\n"
+		"           CAP_BPF and CAP_PERFMON (docs/service.md)\n"
+		"  detach   end the daemon's attach to PID\n"
 		"\n"
 		"A command cancels what SHIMMER_START, SHIMMER_STOP and SHIMMER_DURATION\n"
-		"had still planned.  Only a process's owner, or root, may command it.\n"
-		"Each process is listed with how long it took to act; a process that\n"
-		"did not act within a second makes the exit status 1.\n"
+		"had still planned.  Only a process's owner, or root, may command it,\n"
+		"attach to it or detach from it.\n"
+		"A command is in force in a process as soon as the daemon wrote it into\n"
+		"its region (each is listed with how long that took): whatever the\n"
+		"process does afterwards is recorded, or not, as it says.  A process\n"
+		"that takes no commands (SHIMMER_CONTROL=0) makes the exit status 1.\n"
 		"\n"
 		"  --socket PATH   the daemon's socket (as for shimmer ls)\n",
 	.main = ctl_main,

@@ -123,14 +123,14 @@ static int parse_row(const unsigned char *m, size_t len, struct daemon_row *r)
 	return off == len ? 0 : -EBADMSG;
 }
 
-int daemon_ask(const char *path, uint32_t op, uint32_t pid, uint64_t arg_ns, const char *job,
-	       int (*fn)(void *ctx, const struct daemon_row *r), void *ctx, char *why,
+int daemon_ask(const char *path, uint32_t op, uint32_t pid, uint64_t arg_ns, uint32_t flags,
+	       const char *job, int (*fn)(void *ctx, const struct daemon_row *r), void *ctx, char *why,
 	       size_t why_len)
 {
 	static _Alignas(8) unsigned char buf[SHM_MSG_MAX + 1];
 	struct shm_msg_request rq = {
 		.hdr = { .magic = SHM_MAGIC, .version = SHM_WIRE_VERSION, .type = SHM_MSG_REQUEST },
-		.op = op, .pid = pid, .arg_ns = arg_ns,
+		.op = op, .pid = pid, .arg_ns = arg_ns, .flags = flags,
 	};
 	size_t job_len = job ? strlen(job) : 0;
 	int fd, err = 0;

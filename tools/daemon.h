@@ -33,14 +33,14 @@ struct daemon_row {
 };
 
 /*
- * Sends the request (op, pid, arg_ns, job) to the daemon on path and calls
+ * Sends the request (op, pid, arg_ns, flags, job) to the daemon on path and calls
  * fn for each row of the answer.  Returns the answer's status (0 or a
  * negative errno) with its text in why (may be empty), or, when the daemon
  * could not be asked at all, a negative errno with why saying so (why is
  * always a full sentence for "shimmer: error: ...").
  */
-int daemon_ask(const char *path, uint32_t op, uint32_t pid, uint64_t arg_ns, const char *job,
-	       int (*fn)(void *ctx, const struct daemon_row *r), void *ctx, char *why,
+int daemon_ask(const char *path, uint32_t op, uint32_t pid, uint64_t arg_ns, uint32_t flags,
+	       const char *job, int (*fn)(void *ctx, const struct daemon_row *r), void *ctx, char *why,
 	       size_t why_len);
 
 /* uid's user name, or its number when it has none; returns buf. */

@@ -97,7 +97,7 @@ static int ls_main(int argc, char **argv)
 	emit_init(&l.e, stdout, (enum emit_format)fmt);
 	if (fmt != EMIT_TABLE)
 		emit_table_begin(&l.e, &table);
-	err = daemon_ask(daemon_socket(sock), SHM_REQ_LIST, 0, 0, NULL, row, &l, why,
+	err = daemon_ask(daemon_socket(sock), SHM_REQ_LIST, 0, 0, 0, NULL, row, &l, why,
 			 sizeof(why));
 	if (l.n || fmt != EMIT_TABLE)
 		emit_table_end(&l.e);

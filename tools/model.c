@@ -848,10 +848,17 @@ int model_calls(struct model *m, struct model_calls *const **v, size_t *n)
 
 /* ---- steps ---------------------------------------------------------------------------------- */
 
+/*
+ * The steps, unless named: the most frequent depth-0 push range; of ranges
+ * as frequent, the one that lasted longest in all.  (Depth is per thread:
+ * PyTorch's autograd thread runs the backward pass outside the main
+ * thread's "step" and opens CUB's own ranges there at depth 0, once a step
+ * in a training loop that sorts, as often as the steps themselves.)
+ */
 static const char default_step_sql[] =
 	"SELECT s.text FROM ranges r JOIN strings s ON s.proc_id = r.proc_id AND s.id = r.name_id"
 	" WHERE r.proc_id = ? AND r.kind = 'push' AND r.depth = 0 AND r.end_ns IS NOT NULL"
-	" GROUP BY s.text ORDER BY count(*) DESC, s.text LIMIT 1";
+	" GROUP BY s.text ORDER BY count(*) DESC, sum(r.end_ns - r.start_ns) DESC, s.text LIMIT 1";
 
 /* Default steps: depth-0 push ranges; a named range: any of that name. */
 static const char steps_sql[] =

@@ -385,3 +385,32 @@ CREATE TEMP VIEW exp AS SELECT func || '@' || file || ':' || line AS site, dev,
 CREATE TEMP VIEW got AS SELECT site, dev, count, bytes FROM own_$1 WHERE ($3) AND (${4:-1});
 $(multiset_diff exp got "site, dev, count, bytes")"
 }
+
+# wait_line FILE PATTERN [SECONDS]: true once FILE holds a line matching.
+wait_line() {
+	local i
+	for ((i = 0; i < ${3:-20} * 20; i++)); do
+		grep -q -- "$2" "$1" 2>/dev/null && return 0
+		sleep 0.05
+	done
+	return 1
+}
+
+# wla CMD...: one command to the wl_attach that the script started (t_attach,
+# t_ctlattach), waited for (its "done" line); its command pipe is fd 7, its
+# files $WDIR/$WNAME.* (WDIR: $T unless set).
+wla() {
+	local i dir=${WDIR:-$T}
+	echo "$*" >&7
+	if [ "$1" = exit ]; then
+		exec 7>&-
+		wait_line "$dir/$WNAME.rc" . || not_ok "$WNAME: exits"
+		return
+	fi
+	DONE=$((DONE + 1))
+	for ((i = 0; i < 600; i++)); do
+		[ "$(grep -c ' done$' "$dir/$WNAME.out")" -ge $DONE ] && return
+		sleep 0.05
+	done
+	not_ok "$WNAME: command '$*' answered"
+}

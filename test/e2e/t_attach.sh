@@ -49,15 +49,6 @@ ours() {
 	"$BPFTOOL" prog show 2>/dev/null | grep -c ' name shm_'
 }
 
-# wait_line FILE PATTERN [SECONDS]: true once FILE holds a line matching.
-wait_line() {
-	local i
-	for ((i = 0; i < ${3:-20} * 20; i++)); do
-		grep -q -- "$2" "$1" 2>/dev/null && return 0
-		sleep 0.05
-	done
-	return 1
-}
 
 # wla_start NAME: wl_attach on a command pipe (fd 7), its log, stdout,
 # stderr and exit status under $T/NAME.*; waits for "ready".
@@ -73,22 +64,6 @@ wla_start() {
 	WPID=$(awk -F, '$1 == "P" { print $2; exit }' "$T/$1.log")
 }
 
-# wla CMD...: one command, waited for (its "done" line).
-wla() {
-	echo "$*" >&7
-	if [ "$1" = exit ]; then
-		exec 7>&-
-		wait_line "$T/$WNAME.rc" . || not_ok "$WNAME: exits"
-		return
-	fi
-	DONE=$((DONE + 1))
-	local i
-	for ((i = 0; i < 600; i++)); do
-		[ "$(grep -c ' done$' "$T/$WNAME.out")" -ge $DONE ] && return
-		sleep 0.05
-	done
-	not_ok "$WNAME: command '$*' answered"
-}
 
 # attach DB [OPTION...]: shimmer attach in the background (APID), waits
 # until it says it is attached.

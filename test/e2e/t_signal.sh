@@ -9,8 +9,9 @@
 # stacks on, a handler's calls made while the shim unwinds a stack pass
 # through uncounted (README), so the counters may only be lower.
 . "$(dirname "$0")/lib.sh"
-# Stored calls are counted against what the workload made: a row per event
-# (the default `all` mode keeps rows only for long-lived blocks).
+# These checks count the rows of single events: all mode keeps one per heap
+# event only when asked (t_heapagg checks that the aggregated answers,
+# all mode's default, equal those rows).
 export SHIMMER_HEAP_ROWS=all
 WL_HARD=$O/test/e2e/wl_hard
 need "$SHIM" "$SHIMMERD" "$WL_HARD"

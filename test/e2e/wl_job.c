@@ -27,12 +27,21 @@
  *       batches of 10 ops 2 ms apart for SECONDS (busy, yet leaving CPU
  *       to the collector and the test on a small machine); logs
  *       O,pid,t_first,t_last,n per batch
+ *   wl_job alone MS SIZE
+ *       a single-threaded program that makes no CUDA call: a malloc and
+ *       free of SIZE bytes every millisecond for MS ms (logs H,pid,t per
+ *       malloc), then forks a child; each process logs
+ *       T,pid,threads,unshare: its thread count from /proc/self/status
+ *       and unshare(CLONE_NEWUSER)'s errno (0: it succeeded), which the
+ *       kernel refuses with EINVAL to a multi-threaded process
  *
  * Lines: P,pid,ppid,img (img 1: exec'd), and the per-mode lines above.
  */
 #include <cuda_runtime_api.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <nvtx3/nvToolsExt.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -243,6 +252,52 @@ static int mode_busy(double seconds)
 	return 0;
 }
 
+/* T,pid,threads,errno of unshare(CLONE_NEWUSER). */
+static void log_alone(void)
+{
+	char line[256];
+	FILE *f = fopen("/proc/self/status", "re");
+	int64_t threads = -1, err;
+
+	while (f && fgets(line, sizeof(line), f))
+		if (!strncmp(line, "Threads:", 8))
+			threads = strtoll(line + 8, NULL, 10);
+	if (f)
+		fclose(f);
+	err = unshare(CLONE_NEWUSER) ? errno : 0;
+	wlog_line("sddd", "T", (int64_t)getpid(), threads, err);
+}
+
+static int mode_alone(unsigned ms)
+{
+	uint64_t end = now() + (uint64_t)ms * 1000000u;
+	pid_t kid;
+	int st;
+
+	log_proc(0);
+	while (now() < end) {
+		void *p = malloc(size);
+
+		if (!p)
+			abort();
+		__asm__ volatile("" : : "r"(p) : "memory");
+		wlog_line("sdu", "H", (int64_t)getpid(), now());
+		free(p);
+		sleep_ms(1);
+	}
+	kid = fork();
+	if (kid < 0)
+		abort();
+	if (kid == 0) {
+		log_proc(0);
+		free(malloc(size));
+		log_alone();
+		_exit(0);
+	}
+	log_alone();
+	return waitpid(kid, &st, 0) == kid && WIFEXITED(st) && !WEXITSTATUS(st) ? 0 : 1;
+}
+
 static int run_mode(const char *self, int argc, char **argv);
 
 static int mode_launch(const char *self, int n, int argc, char **argv)
@@ -299,11 +354,15 @@ static int run_mode(const char *self, int argc, char **argv)
 		size = strtoull(argv[2], NULL, 10);
 		return mode_busy(atof(argv[1]));
 	}
+	if (!strcmp(m, "alone") && argc == 3) {
+		size = strtoull(argv[2], NULL, 10);
+		return mode_alone((unsigned)atoi(argv[1]));
+	}
 	if (!strcmp(m, "launch") && argc >= 3)
 		return mode_launch(self, atoi(argv[1]), argc - 2, argv + 2);
 	wlog_puts(2, "usage: wl_job member N SIZE DIR [fork|exec] | child SIZE | "
 		     "launch N MODE ARGS... | steps N K SIZE nvtx|shimmer GAP_MS | "
-		     "phases DIR NPHASES K SIZE | busy SECONDS SIZE\n");
+		     "phases DIR NPHASES K SIZE | busy SECONDS SIZE | alone MS SIZE\n");
 	return 2;
 }
 

@@ -67,13 +67,18 @@ def compare_kernels(db, prefix, label, time_verdict):
     for n in count_bad[:8]:
         print(f"   count: shimmer {ours.get(n, [0])[0]} torch {theirs.get(n, [0])[0]}  {n[:90]}")
     time_bad = [(n, ours.get(n, [0, 0])[1], theirs.get(n, [0, 0])[1]) for n in names]
-    time_bad = [(n, a, b, deviation(a, b)) for n, a, b in time_bad if deviation(a, b) > 0.05]
+    # Within 5%, or within 100 ns a kernel: two processes' runs of a kernel
+    # of a few microseconds differ by that much (GPU clocks, caches), and a
+    # name with few short runs would otherwise fail on noise alone.
+    time_bad = [(n, a, b, deviation(a, b)) for n, a, b in time_bad
+                if deviation(a, b) > 0.05
+                and abs(a - b) > 100 * max(1, theirs.get(n, [0, 0])[0])]
     worst = max((deviation(ours.get(n, [0, 0])[1], theirs.get(n, [0, 0])[1]) for n in names),
                 default=0.0)
     self_worst = max(((deviation(again.get(n, [0, 0])[1], v[1]), n)
                       for n, v in theirs.items() if v[1]), default=(0.0, "-"))
     if time_verdict:
-        row(f"{label}: GPU time per name within 5%", len(names) - len(time_bad), len(names),
+        row(f"{label}: GPU time per name within 5% or 100 ns/kernel", len(names) - len(time_bad), len(names),
             bool(names) and not time_bad)
     else:
         print(f"   {label}, GPU time per name within 5% of torch.profiler's: "
@@ -164,7 +169,7 @@ if "kernels" in tables:
     if os.path.exists(big_db):
         compare_kernels(sqlite3.connect(big_db), "big_", "GPU-bound loop", time_verdict=True)
     else:
-        row("GPU-bound loop: GPU time per name within 5%", "no store", "-", False)
+        row("GPU-bound loop: GPU time per name within 5% or 100 ns/kernel", "no store", "-", False)
     gap_rows()
 
     steps = traced.get("steps", 0) + traced.get("warmup", 0)

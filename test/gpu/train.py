@@ -94,7 +94,6 @@ def main():
     torch.manual_seed(0)
     dev = torch.device("cuda")
     if args.ddp:
-        import os
         import torch.distributed as dist
         dev = torch.device("cuda", int(os.environ["LOCAL_RANK"]))
         torch.cuda.set_device(dev)

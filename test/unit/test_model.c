@@ -497,6 +497,32 @@ static void test_model_steps(void **state)
 	model_close(m);
 }
 
+/* As many depth-0 ranges of another name, on another thread (PyTorch's
+ * autograd thread opens CUB's there once a step), but shorter: the steps
+ * are still 'step', not the name that sorts first. */
+static void test_model_steps_tie(void **state)
+{
+	struct store_fixture *f = *state;
+	const struct model_steps *s;
+	struct model *m;
+
+	add_proc(f->db, 1, 10, -1, "all", 0, 100000);
+	exec(f->db, "INSERT INTO strings VALUES (1, 1, 'step', NULL),"
+		    " (1, 2, 'cub::DeviceRadixSort', NULL)");
+	for (int i = 0; i < 10; i++)
+		exec(f->db, "INSERT INTO ranges (proc_id, tid, kind, domain_id, name_id, start_ns,"
+			    " end_ns, depth) VALUES (1, 1, 'push', 0, 1, %d, %d, 0),"
+			    " (1, 2, 'push', 0, 2, %d, %d, 0)",
+		     1000 * (i + 1), 1000 * (i + 1) + 900, 1000 * (i + 1) + 100,
+		     1000 * (i + 1) + 150);
+	m = load(f->db, -1, -1);
+	assert_int_equal(model_steps(m, model_proc_by_id(m, 1), NULL, &s), 0);
+	assert_string_equal(s->name, "step");
+	assert_int_equal(s->n, 10);
+	assert_float_equal(s->mean_ns, 900, 0);
+	model_close(m);
+}
+
 struct seen {
 	int n;
 	int64_t last;
@@ -582,6 +608,7 @@ int main(void)
 		T(test_model_sync_functions),
 		T(test_model_memories),
 		T(test_model_steps),
+		T(test_model_steps_tie),
 		T(test_model_streams),
 #undef T
 	};
