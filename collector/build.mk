@@ -31,13 +31,14 @@ $(eval $(call unit_test,store,$(COLLECTOR_STORE_OBJS)))
 # The unit test rule links fixed libraries: libiberty goes in by path.
 LIBIBERTY := $(shell $(CC) -print-file-name=libiberty.a)
 COLLECTOR_CLIENT_OBJS := $(patsubst %,$(O)/obj/collector/%.o,client ctl job ring record ingest \
-	heapagg demangle clock ptrmap cputime)
+	heapagg blockmap demangle clock ptrmap cputime)
 $(eval $(call unit_test,client,$(COLLECTOR_CLIENT_OBJS) $(COLLECTOR_STORE_OBJS) \
 	$(LIBIBERTY)))
 $(eval $(call unit_test,demangle,$(O)/obj/collector/demangle.o $(LIBIBERTY)))
 $(eval $(call unit_test,collector_ring,$(patsubst %,$(O)/obj/collector/%.o,ring record)))
-$(eval $(call unit_test,heapagg,$(O)/obj/collector/heapagg.o $(O)/obj/collector/ptrmap.o \
-	$(COLLECTOR_STORE_OBJS)))
+$(eval $(call unit_test,heapagg,$(patsubst %,$(O)/obj/collector/%.o,heapagg blockmap ptrmap \
+	ingest clock) $(COLLECTOR_STORE_OBJS)))
+$(eval $(call unit_test,blockmap,$(O)/obj/collector/blockmap.o $(O)/obj/collector/ptrmap.o))
 $(eval $(call unit_test,job,$(O)/obj/collector/job.o $(COLLECTOR_STORE_OBJS)))
 $(eval $(call unit_test,conf,$(O)/obj/common/conf.o))
 $(eval $(call unit_test,cputime,$(O)/obj/collector/cputime.o $(COLLECTOR_STORE_OBJS)))

@@ -24,9 +24,20 @@
  *    of the finer ones, so the runs are renumbered, not recomputed.
  *  - A row only for a block freed after row_ns, or never freed.
  *
- * Blocks live in a slab with a free list; the pointer map holds a block's
- * slot and the instant it became live, and a block displaced by a late
- * free waits in a second map, as in ingest.c's row path.
+ * Blocks live in a slab with a free list.  Which block a release ends is
+ * the row path's answer (ingest.c): the same map of blocks by address in
+ * heap order (blockmap.h), the same orders (rec_heap_birth(),
+ * rec_heap_release()).  The queue keeps time order for what depends on
+ * time; pairing by instants instead would end a block that an untimed
+ * malloc in another thread started (and was stamped) before the free of
+ * the address it then returned, and leave the freed one live for ever.
+ *
+ * Such a race also shapes the peak, as it shapes the rows: the new block
+ * is live from its call's start, the old one until its release's start,
+ * so for that span both count, as the row store's readers count them
+ * (tools/model.h: alloc_ns <= T < free_ns); the peak can hold a block an
+ * allocator had not handed out yet, by at most the race's blocks for the
+ * race's span.  Both paths give the same figure.
  */
 #include "heapagg.h"
 
@@ -34,21 +45,27 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ptrmap.h"
+#include "blockmap.h"
+#include "record.h"
 
 #define SITE_MIN 256u
 #define EV_MIN 1024u
 #define NONE UINT32_MAX
 
-/* At one instant: frees, then allocations, then checkpoints (which see
- * every event of their instant). */
+/* At one instant: the frees and allocations in heap order (a free first
+ * at an equal order, which only the time fallback gives), then checkpoints
+ * (which see every event of their instant).  The peak, the timeline and
+ * the checkpoints are read once an instant is complete, so the order
+ * within it only decides pairing and temporaries: a thread's calls then
+ * come in the order it made them. */
 enum part { P_FREE, P_ALLOC, P_STEP };
 
 /* One event held for ordering: a free, a step end, or an allocation (a
- * realloc is a free and an allocation, each at its own instant). */
+ * realloc is a free and an allocation, each at its own place in the heap
+ * order). */
 struct ev {
-	int64_t key;      /* its instant */
-	int64_t begin_ns; /* its call's start */
+	int64_t key;      /* its instant: its call's start */
+	uint64_t order;   /* heap events: rec_heap_release() or rec_heap_birth() */
 	int64_t end_ns;   /* its call's end, -1 untimed */
 	uint64_t ptr, size;
 	uint32_t stream, tid;
@@ -92,7 +109,7 @@ struct site {
 
 struct block {
 	uint64_t ptr, size;
-	int64_t alloc_ns, live_ns;
+	int64_t alloc_ns;
 	int64_t end_ns; /* its call's end, -1 untimed */
 	uint32_t site, tid;
 	uint32_t next; /* the free list */
@@ -121,8 +138,8 @@ struct heapagg {
 	struct ev *q;
 	size_t head, tail, cap;
 	int64_t newest;
-	int64_t applied_key;
-	int applied_part, any_applied;
+	struct ev applied; /* the last event applied from the queue */
+	int any_applied;
 	/* sites */
 	struct site *sites;
 	uint32_t nsites, sites_cap;
@@ -132,7 +149,7 @@ struct heapagg {
 	/* blocks */
 	struct block *blocks;
 	uint32_t nblocks, blocks_cap, free_head;
-	struct ptrmap live, old;
+	struct blockmap map; /* slot + 1 by address, in heap order */
 	/* totals */
 	int64_t allocs, alloc_bytes, frees, freed_bytes, live_count, live_bytes;
 	int64_t temp_count, temp_bytes, short_count, short_bytes;
@@ -464,33 +481,6 @@ static void block_release(struct heapagg *h, uint32_t i)
 	h->free_head = i;
 }
 
-/* The live block at ptr for a release at free_ns (ingest.c's block_take). */
-static uint32_t take(struct heapagg *h, uint64_t ptr, int64_t free_ns, int *err)
-{
-	uint64_t t, t_old;
-	int64_t v = ptrmap_take(&h->live, ptr, &t), v_old;
-
-	*err = 0;
-	if (v && free_ns >= (int64_t)t)
-		return (uint32_t)(v - 1);
-	v_old = ptrmap_take(&h->old, ptr, &t_old);
-	if (v && ptrmap_put(&h->live, ptr, v, t, NULL)) {
-		*err = -ENOMEM;
-		return NONE;
-	}
-	return v_old && free_ns >= (int64_t)t_old ? (uint32_t)(v_old - 1) : NONE;
-}
-
-static int put(struct heapagg *h, uint64_t ptr, uint32_t i, int64_t live_ns)
-{
-	struct ptrmap_entry prev;
-	int err = ptrmap_put(&h->live, ptr, (int64_t)i + 1, (uint64_t)live_ns, &prev);
-
-	if (!err && prev.key)
-		err = ptrmap_put(&h->old, ptr, prev.val, prev.t, NULL);
-	return err;
-}
-
 static void call_add(struct heapagg *h, uint16_t fn, int side, int64_t d)
 {
 	struct call_stats *c = &h->calls[fn][side];
@@ -526,7 +516,7 @@ static int block_row(struct heapagg *h, const struct block *b, const struct ev *
 
 	if (!err && freed)
 		err = store_alloc_free(h->conf.store, *id, freed->fn, freed->tid,
-				       freed->begin_ns, freed->end_ns);
+				       freed->key, freed->end_ns);
 	return err;
 }
 
@@ -541,12 +531,13 @@ static int apply_free(struct heapagg *h, const struct ev *e)
 	uint32_t i;
 	int err;
 
-	i = take(h, e->ptr, e->key, &err);
-	if (i == NONE)
-		return err;
+	id = blockmap_take(&h->map, e->ptr, e->order);
+	if (id <= 0)
+		return (int)id;
+	i = (uint32_t)(id - 1);
 	b = &h->blocks[i];
 	s = &h->sites[b->site];
-	life = e->begin_ns - b->alloc_ns;
+	life = e->key - b->alloc_ns;
 	touch(h, s);
 	s->frees++;
 	s->freed_bytes += (int64_t)b->size;
@@ -575,7 +566,7 @@ static int apply_free(struct heapagg *h, const struct ev *e)
 			return err;
 	}
 	if (e->fn == SHM_FN_FREE && e->end_ns >= 0)
-		call_add(h, e->fn, 1, e->end_ns - e->begin_ns);
+		call_add(h, e->fn, 1, e->end_ns - e->key);
 	if (h->conf.rows && life > h->conf.row_ns) {
 		err = block_row(h, b, e, &id);
 		if (err)
@@ -598,11 +589,11 @@ static int apply_alloc(struct heapagg *h, const struct ev *e)
 	s = &h->sites[si];
 	b = &h->blocks[i];
 	*b = (struct block){
-		.ptr = e->ptr, .size = e->size, .alloc_ns = e->begin_ns, .live_ns = e->key,
+		.ptr = e->ptr, .size = e->size, .alloc_ns = e->key,
 		.end_ns = e->end_ns, .site = si, .tid = e->tid, .gen = b->gen + 1,
 		.fn = e->fn, .used = 1,
 	};
-	err = put(h, e->ptr, i, e->key);
+	err = blockmap_put(&h->map, e->ptr, (int64_t)i + 1, e->order);
 	if (err)
 		return err;
 	touch(h, s);
@@ -615,7 +606,7 @@ static int apply_alloc(struct heapagg *h, const struct ev *e)
 	h->live_count++;
 	h->live_bytes += (int64_t)e->size;
 	if (e->end_ns >= 0)
-		call_add(h, e->fn, 0, e->end_ns - e->begin_ns);
+		call_add(h, e->fn, 0, e->end_ns - e->key);
 	ss->last = i;
 	ss->last_gen = b->gen;
 	err = hist_add(&s->sizes, size_bucket(e->size), (int64_t)e->size);
@@ -663,9 +654,16 @@ static int apply(struct heapagg *h, const struct ev *e)
 
 /* ---- the reorder queue ---- */
 
-static int before(int64_t ka, int pa, int64_t kb, int pb)
+/* Whether a is applied before b (see enum part). */
+static int before(const struct ev *a, const struct ev *b)
 {
-	return ka < kb || (ka == kb && pa < pb);
+	if (a->key != b->key)
+		return a->key < b->key;
+	if ((a->part == P_STEP) != (b->part == P_STEP))
+		return b->part == P_STEP;
+	if (a->order != b->order)
+		return a->order < b->order;
+	return a->part < b->part;
 }
 
 /* Applies the queued events up to instant until. */
@@ -676,8 +674,10 @@ static int drain(struct heapagg *h, int64_t until)
 	while (!err && h->head < h->tail && h->q[h->head].key <= until) {
 		const struct ev *e = &h->q[h->head++];
 
-		h->applied_key = e->key;
-		h->applied_part = e->part;
+		/* what before() reads of it */
+		h->applied.key = e->key;
+		h->applied.order = e->order;
+		h->applied.part = e->part;
 		h->any_applied = 1;
 		err = apply(h, e);
 	}
@@ -692,7 +692,7 @@ static int enqueue(struct heapagg *h, const struct ev *e)
 
 	if (e->key > h->newest)
 		h->newest = e->key;
-	if (h->any_applied && before(e->key, e->part, h->applied_key, h->applied_part)) {
+	if (h->any_applied && before(e, &h->applied)) {
 		/* too late for its place: apply it now, counted */
 		if (e->part == P_STEP)
 			h->late_steps++;
@@ -716,8 +716,7 @@ static int enqueue(struct heapagg *h, const struct ev *e)
 		}
 	}
 	/* after every queued event it does not come before */
-	for (i = h->tail; i > h->head && before(e->key, e->part, h->q[i - 1].key, h->q[i - 1].part);
-	     i--)
+	for (i = h->tail; i > h->head && before(e, &h->q[i - 1]); i--)
 		;
 	if (i < h->tail)
 		memmove(h->q + i + 1, h->q + i, (h->tail - i) * sizeof(*h->q));
@@ -880,7 +879,7 @@ int heapagg_heap(struct heapagg *h, uint32_t stream, uint32_t tid, const struct 
 {
 	unsigned fnf = shm_fn_info[r->hdr.fn].flags;
 	struct ev e = {
-		.begin_ns = begin_ns, .end_ns = end_ns, .stream = stream % h->nstreams,
+		.key = begin_ns, .end_ns = end_ns, .stream = stream % h->nstreams,
 		.tid = tid, .stack_id = r->stack_id, .pystack_id = r->pystack_id, .fn = r->hdr.fn,
 	};
 	int err = 0;
@@ -894,14 +893,14 @@ int heapagg_heap(struct heapagg *h, uint32_t stream, uint32_t tid, const struct 
 		int gone = !(fnf & SHM_FNF_ALLOC) || r->ptr || r->size == 0;
 
 		if (old && gone) {
-			e.key = begin_ns;
+			e.order = rec_heap_release(r);
 			e.ptr = old;
 			e.part = P_FREE;
 			err = enqueue(h, &e);
 		}
 	}
 	if (!err && (fnf & SHM_FNF_ALLOC) && r->ptr) {
-		e.key = begin_ns;
+		e.order = rec_heap_birth(r);
 		e.end_ns = end_ns;
 		e.ptr = r->ptr;
 		e.size = r->size;
@@ -967,8 +966,7 @@ void heapagg_free(struct heapagg *h)
 	free(h->site_keys);
 	free(h->site_idx);
 	free(h->blocks);
-	ptrmap_free(&h->live);
-	ptrmap_free(&h->old);
+	blockmap_free(&h->map);
 	free(h->q);
 	free(h->steps);
 	free(h->points);

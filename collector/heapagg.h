@@ -21,7 +21,10 @@
  * (tools/model.h): a block is live from the start of the call that
  * returned it (alloc_ns) to the start of the call that released it
  * (free_ns); the peak is read after every event of an instant, and so are
- * the checkpoints.
+ * the checkpoints.  Which block a release ends is decided by the heap
+ * order, as on the row path (blockmap.h), not by instants: an untimed
+ * malloc is stamped when it begins, possibly before another thread's free
+ * of the address it then returns.
  *
  * Errors are the store's (logged, fatal) or -ENOMEM.  Not thread-safe: one
  * thread owns an aggregation.

@@ -8,11 +8,12 @@
  * source merges them in time order (rec_key()), and every block keeps when
  * it became live: for the heap its place in the process's heap order (seq,
  * wire.h), for CUDA the instant.  A record published late can still arrive
- * after a newer block took the same address; the displaced block then waits
- * in *_old, and a release that came before the live block ends the
- * displaced one instead.  Only the heap order is sure of that: an untimed
- * call's instant is when it began, and a malloc that began before another
- * thread's free of the address it then returned would look older.
+ * after a newer block took the same address; blockmap.h pairs the release
+ * with the block it ended all the same (the aggregated heap, heapagg.c,
+ * pairs by the same map and the same orders).  Only the heap order is sure
+ * of that: an untimed call's instant is when it began, and a malloc that
+ * began before another thread's free of the address it then returned would
+ * look older.
  */
 #include "ingest.h"
 
@@ -21,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "blockmap.h"
 #include "heapagg.h"
 #include "ptrmap.h"
 
@@ -38,29 +40,6 @@ struct stream_state {
 	uint32_t nranges, ranges_cap, ranges_lost;
 };
 
-/*
- * Heap blocks displaced before their release came: heap_old maps an
- * address to a chain of them (val: the first entry's index + 1) in one
- * pool with a free list.  More than one is pending at an address when the
- * thread that freed it stalls between the real free and its record while
- * the address is allocated, freed and allocated again; a chain holds at
- * most CHAIN_MAX (a longer one keeps the newest: the oldest are blocks
- * whose release a lossy ring dropped).
- */
-#define CHAIN_MAX 16u
-
-struct pending_entry {
-	int64_t id;
-	uint64_t seq;
-	uint32_t next; /* index + 1, 0 ends */
-};
-
-struct pending {
-	struct pending_entry *e;
-	uint32_t n, cap;
-	uint32_t free; /* free list: index + 1, 0 when empty */
-};
-
 struct ingest {
 	struct rec_sink sink;
 	struct store *store;
@@ -71,9 +50,8 @@ struct ingest {
 	double sample_bytes;
 	uint32_t nstreams;
 	struct stream_state *streams;
-	struct ptrmap heap, cuda;         /* live blocks */
-	struct ptrmap heap_old, cuda_old; /* blocks displaced by a late free */
-	struct pending pending;           /* heap_old's chains */
+	struct blockmap heap;             /* host blocks in heap order */
+	struct blockmap cuda;             /* CUDA blocks by instant */
 	struct ptrmap startend;           /* open START/END ranges: range id -> rowid */
 	int gpu_sampled;                  /* processes.gpu_sampled_since_ns is stored */
 	int heap_rows;                    /* a row per heap event */
@@ -89,172 +67,6 @@ int64_t ingest_ns(const struct ingest *in, uint64_t ts)
 
 /* ---- heap and CUDA blocks ---- */
 
-/* The block at ptr that a release at free_ts (an instant, or for the heap
- * its seq_free) ends: the live one if it came before, else the displaced
- * one if that did; 0 when none. */
-static int64_t block_take(struct ptrmap *live, struct ptrmap *old, uint64_t ptr,
-			  uint64_t free_ts)
-{
-	uint64_t t, t_old;
-	int64_t id = ptrmap_take(live, ptr, &t);
-	int64_t id_old;
-
-	if (id && free_ts >= t)
-		return id;
-	id_old = ptrmap_take(old, ptr, &t_old);
-	if (id && ptrmap_put(live, ptr, id, t, NULL))
-		return -ENOMEM;
-	return id_old && free_ts >= t_old ? id_old : 0;
-}
-
-static int block_put(struct ptrmap *live, struct ptrmap *old, uint64_t ptr,
-		     int64_t id, uint64_t live_ts)
-{
-	struct ptrmap_entry prev;
-	int err = ptrmap_put(live, ptr, id, live_ts, &prev);
-
-	if (!err && prev.key)
-		err = ptrmap_put(old, ptr, prev.val, prev.t, NULL);
-	return err;
-}
-
-static uint32_t pending_new(struct pending *p, int64_t id, uint64_t seq, uint32_t next)
-{
-	uint32_t i;
-
-	if (p->free) {
-		i = p->free - 1;
-		p->free = p->e[i].next;
-	} else {
-		if (p->n == p->cap) {
-			uint32_t cap = p->cap ? 2 * p->cap : 64;
-			struct pending_entry *e = realloc(p->e, cap * sizeof(*e));
-
-			if (!e)
-				return 0;
-			p->e = e;
-			p->cap = cap;
-		}
-		i = p->n++;
-	}
-	p->e[i] = (struct pending_entry){ .id = id, .seq = seq, .next = next };
-	return i + 1;
-}
-
-static void pending_release(struct pending *p, uint32_t i)
-{
-	p->e[i].next = p->free;
-	p->free = i + 1;
-}
-
-/* Adds block (id, seq) to the chain at ptr, dropping the oldest of a chain
- * that grows past CHAIN_MAX.  0 or -ENOMEM. */
-static int chain_add(struct ingest *in, uint64_t ptr, int64_t id, uint64_t seq)
-{
-	struct pending *p = &in->pending;
-	uint64_t head = (uint64_t)ptrmap_take(&in->heap_old, ptr, NULL);
-	uint32_t h = pending_new(p, id, seq, (uint32_t)head), n = 0, *link, *oldest = NULL;
-
-	if (!h) {
-		if (head && ptrmap_put(&in->heap_old, ptr, (int64_t)head, 0, NULL))
-			return -ENOMEM;
-		return -ENOMEM;
-	}
-	for (link = &h; *link; link = &p->e[*link - 1].next, n++)
-		if (!oldest || p->e[*link - 1].seq < p->e[*oldest - 1].seq)
-			oldest = link;
-	if (n > CHAIN_MAX) {
-		uint32_t i = *oldest - 1;
-
-		*oldest = p->e[i].next;
-		pending_release(p, i);
-	}
-	return ptrmap_put(&in->heap_old, ptr, h, 0, NULL);
-}
-
-/*
- * The heap block at ptr that a release numbered seq_free ends: of the live
- * one and those displaced there, the latest allocated before it (between
- * an allocation and its release no other allocation can take the address;
- * at an equal number, which only instants give, it pairs).  0 when none.
- */
-static int64_t heap_take(struct ingest *in, uint64_t ptr, uint64_t seq_free)
-{
-	struct pending *p = &in->pending;
-	uint64_t live_seq = 0, best_seq = 0, head;
-	int64_t live = ptrmap_take(&in->heap, ptr, &live_seq), best = 0;
-	uint32_t *link, *best_link = NULL;
-
-	if (live && live_seq <= seq_free) {
-		best = live;
-		best_seq = live_seq;
-	}
-	head = (uint64_t)ptrmap_take(&in->heap_old, ptr, NULL);
-	if (head) {
-		uint32_t h = (uint32_t)head;
-
-		for (link = &h; *link; link = &p->e[*link - 1].next) {
-			struct pending_entry *e = &p->e[*link - 1];
-
-			if (e->seq <= seq_free && (!best || e->seq > best_seq)) {
-				best = e->id;
-				best_seq = e->seq;
-				best_link = link;
-			}
-		}
-		if (best_link) {
-			uint32_t i = *best_link - 1;
-
-			*best_link = p->e[i].next;
-			pending_release(p, i);
-		}
-		head = h;
-	}
-	/* what is left: the live block back in place, or a displaced one
-	 * taking it */
-	if (live && best != live) {
-		if (ptrmap_put(&in->heap, ptr, live, live_seq, NULL))
-			return -ENOMEM;
-	} else if (head) {
-		uint32_t i = (uint32_t)head - 1;
-
-		if (ptrmap_put(&in->heap, ptr, p->e[i].id, p->e[i].seq, NULL))
-			return -ENOMEM;
-		head = p->e[i].next;
-		pending_release(p, i);
-	}
-	if (head && ptrmap_put(&in->heap_old, ptr, (int64_t)head, 0, NULL))
-		return -ENOMEM;
-	return best;
-}
-
-/* A heap block born at seq at ptr; a block still live there is displaced
- * (its release has not come yet). */
-static int heap_put(struct ingest *in, uint64_t ptr, int64_t id, uint64_t seq)
-{
-	struct ptrmap_entry prev;
-	int err = ptrmap_put(&in->heap, ptr, id, seq, &prev);
-
-	if (!err && prev.key)
-		err = chain_add(in, ptr, prev.val, prev.t);
-	return err;
-}
-
-/* Where a heap record's release and birth fall in the process's heap
- * order (wire.h).  A source that numbers none (shimmer attach's probes)
- * is ordered by its times, as all were before: the instant a block became
- * live, the instant a release began.  (Equal numbers never occur; equal
- * instants pair.) */
-static uint64_t release_order(const struct shm_rec_heap *r)
-{
-	return r->seq_free ? r->seq_free : r->t_begin;
-}
-
-static uint64_t birth_order(const struct shm_rec_heap *r)
-{
-	return r->seq ? r->seq : rec_live_ts(&r->hdr, r->t_begin, r->t_end);
-}
-
 static int heap_event(struct ingest *in, uint32_t tid, const struct shm_rec_heap *r)
 {
 	unsigned fnf = shm_fn_info[r->hdr.fn].flags;
@@ -269,7 +81,7 @@ static int heap_event(struct ingest *in, uint32_t tid, const struct shm_rec_heap
 		 * (NULL for a non-zero size); realloc(p, 0) frees p. */
 		uint64_t old = fnf & SHM_FNF_ALLOC ? r->aux : r->ptr;
 		int gone = !(fnf & SHM_FNF_ALLOC) || r->ptr || r->size == 0;
-		int64_t id = old && gone ? heap_take(in, old, release_order(r)) : 0;
+		int64_t id = old && gone ? blockmap_take(&in->heap, old, rec_heap_release(r)) : 0;
 
 		if (id < 0)
 			return (int)id;
@@ -296,7 +108,7 @@ static int heap_event(struct ingest *in, uint32_t tid, const struct shm_rec_heap
 			a.weight = size / -expm1(-size / in->sample_bytes);
 		err = store_alloc_add(in->store, &a, &id);
 		if (!err)
-			err = heap_put(in, r->ptr, id, birth_order(r));
+			err = blockmap_put(&in->heap, r->ptr, id, rec_heap_birth(r));
 	}
 	return err;
 }
@@ -336,13 +148,13 @@ static int cuda_event(struct ingest *in, uint32_t tid, const struct shm_rec_cuda
 
 		err = store_alloc_add(in->store, &a, &id);
 		if (!err)
-			err = block_put(&in->cuda, &in->cuda_old, r->ptr, id,
-					rec_live_ts(&r->hdr, r->t_begin, r->t_end));
+			err = blockmap_put(&in->cuda, r->ptr, id,
+					   rec_live_ts(&r->hdr, r->t_begin, r->t_end));
 		/* the checkpoints count every memory's allocations */
 		if (!err && in->agg)
 			err = heapagg_count(in->agg, ns);
 	} else if (fnf & SHM_FNF_FREE) {
-		int64_t id = block_take(&in->cuda, &in->cuda_old, r->ptr, r->t_begin);
+		int64_t id = blockmap_take(&in->cuda, r->ptr, r->t_begin);
 
 		if (id < 0)
 			return (int)id;
@@ -612,11 +424,8 @@ void ingest_free(struct ingest *in)
 	for (uint32_t i = 0; i < in->nstreams; i++)
 		free(in->streams[i].ranges);
 	free(in->streams);
-	ptrmap_free(&in->heap);
-	ptrmap_free(&in->cuda);
-	ptrmap_free(&in->heap_old);
-	ptrmap_free(&in->cuda_old);
-	free(in->pending.e);
+	blockmap_free(&in->heap);
+	blockmap_free(&in->cuda);
 	ptrmap_free(&in->startend);
 	free(in);
 }

@@ -59,6 +59,22 @@ static inline uint64_t rec_live_ts(const struct shm_rec_hdr *h, uint64_t t_begin
 	return h->flags & SHM_F_TIMED ? t_end : t_begin;
 }
 
+/* Where a heap record's birth (an allocation's block) and release (a
+ * free's or realloc's old block) fall in the process's heap order
+ * (wire.h), the order blockmap.h pairs them by.  A source that numbers
+ * none (shimmer attach's probes) is ordered by its times, in the record
+ * clock: the instant a block became live, the instant a release began
+ * (equal instants pair).  Equal numbers never occur. */
+static inline uint64_t rec_heap_birth(const struct shm_rec_heap *r)
+{
+	return r->seq ? r->seq : rec_live_ts(&r->hdr, r->t_begin, r->t_end);
+}
+
+static inline uint64_t rec_heap_release(const struct shm_rec_heap *r)
+{
+	return r->seq_free ? r->seq_free : r->t_begin;
+}
+
 /* The instant that orders a checked record against other threads'
  * records (see record.c); prev is the key of the record before it in its
  * stream in this pass (0 first in a pass). */

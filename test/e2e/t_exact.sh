@@ -9,14 +9,16 @@
 #    RUNPATH, which the dlopen hook must keep working): its heap calls are
 #    traced, one stderr line says the flag was cleared;
 #  - addresses reused at once across threads (one arena, no thread cache):
-#    every free paired with its own block, no false leak;
+#    every free paired with its own block, no false leak, on the rows and
+#    in the aggregates computed at ingest from the same events (each block
+#    a temporary: its thread's next heap call freed it);
 #  - a forked child that ends with _exit: recorded as exit, not disconnect;
 #    a vfork child's _exit is not its parent's.
 . "$(dirname "$0")/lib.sh"
 # These checks count the rows of single events: all mode keeps one per heap
 # event only when asked (t_heapagg checks that the aggregated answers,
-# all mode's default, equal those rows).
-export SHIMMER_HEAP_ROWS=all
+# all mode's default, equal those rows).  run() asks for both: the reuse
+# run's aggregates are held against its rows.
 WL_HARD=$O/test/e2e/wl_hard
 WL_EARLY=$O/test/e2e/wl_early
 WL_CXX=$O/test/e2e/wl_cxx
@@ -24,10 +26,11 @@ need "$SHIM" "$SHIMMERD" "$WL_HARD" "$WL_EARLY" "$WL_CXX"
 
 DB=$T/store.db
 start_collector "$DB" || { not_ok "collector starts"; finish; }
-run() { # run NAME CMD...: traced, all mode
+run() { # run NAME CMD...: traced, all mode, a row per event and the
+	# aggregates from the same events
 	local name=$1
 	shift
-	SHIMMER_MALLOC=all LD_PRELOAD=$SHIM SHIMMER_SOCKET=$SOCK "$@" > "$T/$name.out" 2> "$T/$name.err"
+	SHIMMER_MALLOC=all SHIMMER_HEAP_ROWS=both LD_PRELOAD=$SHIM SHIMMER_SOCKET=$SOCK "$@" > "$T/$name.out" 2> "$T/$name.err"
 	local rc=$?
 	check "$name: exits 0" "status $rc; stderr: $(head -c 300 "$T/$name.err")" [ $rc = 0 ]
 }
@@ -85,6 +88,17 @@ got=$(sq -separator ' ' "$DB" "SELECT count(*), count(free_ns), sum(free_tid = a
 	AND a.size = 64 AND a.alloc_tid <> p.pid")
 check "addresses reused across threads: 200000 blocks, each freed by its own thread" \
 	"blocks, freed, freed by their thread: $got" [ "$got" = "200000 200000 200000" ]
+# the aggregates pair as the rows do (before: by instants, a malloc stamped
+# before another thread's free of its address took that free)
+got=$(sq -separator ' ' "$DB" "SELECT h.live_count, (SELECT count(*) - count(free_ns)
+	FROM allocations a WHERE a.proc_id = p.proc_id AND a.space = 'host'),
+	(SELECT sum(s.allocs) || ' ' || sum(s.frees) || ' ' || sum(s.temp_count) FROM heap_sites s
+	 WHERE s.proc_id = p.proc_id AND s.stack_id IN (SELECT a.stack_id FROM allocations a
+	 WHERE a.proc_id = p.proc_id AND a.size = 64 AND a.alloc_tid <> p.pid))
+	FROM processes p JOIN heap_totals h USING (proc_id) WHERE p.argv LIKE '%reuse%'")
+check "addresses reused across threads, aggregated: live as the rows; 200000 blocks, freed, temporaries" \
+	"live (aggregated, rows), the workers' site(s): blocks, freed, temporaries: $got" \
+	[ "$got" = "${got%% *} ${got%% *} 200000 200000 200000" ]
 
 child=$(sed -n 's/^child //p' "$T/exits.out")
 got=$(sq "$DB" "SELECT end_reason FROM processes WHERE pid = ${child:-0}")

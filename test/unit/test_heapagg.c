@@ -26,6 +26,7 @@
 #include <sqlite3.h>
 
 #include "collector/heapagg.h"
+#include "collector/ingest.h"
 
 #define MAXB 4096
 #define SITES 7
@@ -34,6 +35,7 @@
 /* One event as the oracle sees it. */
 struct oev {
 	int64_t key, begin, end; /* end -1: untimed */
+	uint64_t ord;            /* its place in the heap order (heapagg's) */
 	int part;                /* 0 free, 1 alloc, 2 step */
 	int block;               /* which block (index into blocks); -1: counted only */
 	int stream;
@@ -47,6 +49,7 @@ struct oblock {
 	int site, tid, stream;
 	uint16_t fn;
 	int64_t alloc_ns, live_ns, end_ns;
+	int64_t ret_ns; /* its call returned it by then */
 	int freed;
 	int64_t free_ns, free_end;
 	uint16_t free_fn;
@@ -83,8 +86,14 @@ static int cmp_ev(const void *a, const void *b)
 {
 	const struct oev *x = a, *y = b;
 
+	/* an instant's frees and allocations in heap order (a free first at
+	 * an equal one), then its checkpoints */
 	if (x->key != y->key)
 		return x->key < y->key ? -1 : 1;
+	if ((x->part == 2) != (y->part == 2))
+		return x->part == 2 ? 1 : -1;
+	if (x->ord != y->ord)
+		return x->ord < y->ord ? -1 : 1;
 	if (x->part != y->part)
 		return x->part - y->part;
 	return x->rec - y->rec;
@@ -106,6 +115,12 @@ struct gen {
 	int nlive;
 	int late_beyond; /* records published beyond the window */
 	int64_t window;
+	/* the shim's heap order (wire.h): seq in the order the calls are
+	 * made here, which is not the streams' time order; 0: none, the
+	 * records are paired by their times */
+	int seqmode;
+	uint64_t seq;
+	int races; /* allocations stamped before the release of their address */
 };
 
 static void add_feed(struct gen *g, int stream, int tid, const struct shm_rec_heap *r,
@@ -140,12 +155,16 @@ static void gen_run(struct gen *g, int ncalls, int64_t tick, int64_t quant)
 	memset(g->pub, 0, sizeof(g->pub));
 	g->nlive = 0;
 	g->late_beyond = 0;
+	g->seq = 0;
+	g->races = 0;
 	for (int c = 0; c < ncalls && nblk < MAXB - 2; c++) {
 		int s = (int)rnd(STREAMS), tid = 100 + s;
 		int64_t begin = g->clock[s] + tick * (int64_t)(1 + rnd(20));
-		/* a coarse clock: many events share an instant */
+		/* a coarse clock: many events share an instant (with a
+		 * heap order, a thread's successive calls too: only that
+		 * order says which came first) */
 		if (quant > 1)
-			begin = (begin / quant + 1) * quant;
+			begin = g->seqmode ? begin / quant * quant : (begin / quant + 1) * quant;
 		int timed = rnd(3) == 0;
 		int64_t end = timed ? begin + tick * (int64_t)rnd(4) : -1;
 		int64_t done = timed ? end : begin;
@@ -182,27 +201,46 @@ static void gen_run(struct gen *g, int ncalls, int64_t tick, int64_t quant)
 				.ptr = 0x10000 + (uint64_t)nblk * 64, .size = rnd(5) ? 1 + rnd(3000) : 0,
 				.site = (int)rnd(SITES), .tid = tid, .stream = s,
 				.fn = calloc_ ? SHM_FN_CALLOC : SHM_FN_MALLOC,
-				.alloc_ns = begin, .live_ns = done, .end_ns = end,
+				.alloc_ns = begin, .live_ns = done, .end_ns = end, .ret_ns = done,
 			};
 			/* reuse an address now and then, if every block that
 			 * had it was freed before this one becomes live (the
-			 * streams' clocks differ: not only the live ones) */
+			 * streams' clocks differ: not only the live ones).
+			 * With a heap order, before it in that order is
+			 * enough: an untimed malloc may have begun before the
+			 * free of the address it returns (a timed one ended
+			 * after that free began) */
 			if (nblk > 10 && rnd(4) == 0) {
 				int k = (int)rnd((uint64_t)nblk), ok = 1;
+				int64_t last_free = 0;
 
-				for (int j = 0; j < nblk; j++)
-					if (blk[j].ptr == blk[k].ptr)
-						ok &= blk[j].freed && blk[j].free_ns < begin;
-				if (ok)
+				for (int j = 0; j < nblk; j++) {
+					if (blk[j].ptr != blk[k].ptr)
+						continue;
+					ok &= blk[j].freed && (g->seqmode || blk[j].free_ns < begin);
+					if (blk[j].freed && blk[j].free_ns > last_free)
+						last_free = blk[j].free_ns;
+				}
+				if (ok && g->seqmode && timed && end <= last_free)
+					ok = 0;
+				if (ok) {
 					b->ptr = blk[k].ptr;
+					if (last_free >= begin)
+						g->races++;
+					if (last_free + 1 > b->ret_ns)
+						b->ret_ns = last_free + 1;
+				}
 			}
 			r.hdr.fn = b->fn;
 			r.ptr = b->ptr;
 			r.size = b->size;
 			r.stack_id = (uint32_t)b->site % 4;
 			r.pystack_id = (uint32_t)b->site / 4;
-			ev[nev++] = (struct oev){ .key = begin, .begin = begin, .end = end, .part = 1,
-						  .block = nblk, .stream = s, .fn = b->fn, .rec = rec };
+			r.seq = g->seqmode ? ++g->seq : 0;
+			ev[nev++] = (struct oev){ .key = begin, .begin = begin, .end = end,
+						  .ord = g->seqmode ? r.seq : (uint64_t)done,
+						  .part = 1, .block = nblk, .stream = s, .fn = b->fn,
+						  .rec = rec };
 			g->live[g->nlive++] = nblk++;
 			add_feed(g, s, tid, &r, begin, end);
 		} else {
@@ -212,7 +250,7 @@ static void gen_run(struct gen *g, int ncalls, int64_t tick, int64_t quant)
 			struct oblock *b = &blk[bi];
 			int realloc_ = op >= 8;
 
-			if (b->live_ns >= begin)
+			if (g->seqmode ? b->ret_ns > begin : b->ret_ns >= begin)
 				continue;
 			g->live[li] = g->live[--g->nlive];
 			b->freed = 1;
@@ -220,7 +258,9 @@ static void gen_run(struct gen *g, int ncalls, int64_t tick, int64_t quant)
 			b->free_end = end;
 			b->free_tid = tid;
 			b->free_fn = realloc_ ? SHM_FN_REALLOC : SHM_FN_FREE;
+			r.seq_free = g->seqmode ? ++g->seq : 0;
 			ev[nev++] = (struct oev){ .key = begin, .begin = begin, .end = end,
+						  .ord = g->seqmode ? r.seq_free : (uint64_t)begin,
 						  .part = 0, .block = bi, .stream = s,
 						  .fn = b->free_fn, .rec = rec };
 			r.hdr.fn = b->free_fn;
@@ -231,14 +271,16 @@ static void gen_run(struct gen *g, int ncalls, int64_t tick, int64_t quant)
 					.ptr = 0x10000 + (uint64_t)nblk * 64 + 8, .size = 1 + rnd(3000),
 					.site = (int)rnd(SITES), .tid = tid, .stream = s,
 					.fn = SHM_FN_REALLOC, .alloc_ns = begin, .live_ns = done,
-					.end_ns = end,
+					.end_ns = end, .ret_ns = done,
 				};
 				r.ptr = n->ptr;
 				r.aux = b->ptr;
 				r.size = n->size;
 				r.stack_id = (uint32_t)n->site % 4;
 				r.pystack_id = (uint32_t)n->site / 4;
+				r.seq = g->seqmode ? ++g->seq : 0;
 				ev[nev++] = (struct oev){ .key = begin, .begin = begin, .end = end,
+							  .ord = g->seqmode ? r.seq : (uint64_t)done,
 							  .part = 1, .block = nblk, .stream = s,
 							  .fn = SHM_FN_REALLOC, .rec = rec };
 				g->live[g->nlive++] = nblk++;
@@ -637,13 +679,26 @@ static void check_timeline(const struct heapagg_conf *conf)
 	assert_int_equal(i, nev);
 }
 
-static void one_run(uint64_t seed, int ncalls, int64_t tick, int64_t quant, int beyond)
+/* Removes a store and its WAL files. */
+static void store_remove(const char *path)
+{
+	char p[96];
+
+	unlink(path);
+	snprintf(p, sizeof(p), "%s-wal", path);
+	unlink(p);
+	snprintf(p, sizeof(p), "%s-shm", path);
+	unlink(p);
+}
+
+static int one_run_ord(uint64_t seed, int ncalls, int64_t tick, int64_t quant, int beyond,
+		       int seqmode)
 {
 	char path[64] = "/tmp/test_heapagg.XXXXXX";
 	int fd = mkstemp(path);
 	struct store *st;
 	struct heapagg *h;
-	struct gen g = { .window = 2000 };
+	struct gen g = { .window = 2000, .seqmode = seqmode };
 	struct heapagg_conf conf = { .proc_id = 1, .start_ns = 0, .rows = 1, .short_ns = 300,
 				     .row_ns = 3000, .window_ns = 2000, .timeline_ns = 100 };
 	struct oracle o;
@@ -714,12 +769,13 @@ static void one_run(uint64_t seed, int ncalls, int64_t tick, int64_t quant, int 
 	sqlite3_close(db);
 	free(o.point_val);
 	free(o.step_val);
-	unlink(path);
-	strcat(path, "-wal");
-	unlink(path);
-	path[strlen(path) - 4] = 0;
-	strcat(path, "-shm");
-	unlink(path);
+	store_remove(path);
+	return g.races;
+}
+
+static void one_run(uint64_t seed, int ncalls, int64_t tick, int64_t quant, int beyond)
+{
+	one_run_ord(seed, ncalls, tick, quant, beyond, 0);
 }
 
 static void test_heapagg_random_runs(void **state)
@@ -751,6 +807,164 @@ static void test_heapagg_ties(void **state)
 		one_run(seed * 104729, 3500, 2, 60, 0);
 }
 
+/* Random runs numbered in heap order, with races: an untimed malloc
+ * stamped before another thread's free of the address it returns.  The
+ * oracle knows which block each release ended. */
+static void test_heapagg_heap_order_runs(void **state)
+{
+	int races = 0;
+
+	(void)state;
+	for (uint64_t seed = 1; seed <= 12; seed++)
+		races += one_run_ord(seed * 0x2545f4914f6cdd1dull, 1500, 3, 1, 0, 1);
+	for (uint64_t seed = 1; seed <= 4; seed++)
+		races += one_run_ord(seed * 6700417, 3500, 2, 60, 0, 1);
+	/* not a comparison of runs without the case */
+	assert_true(races > 20);
+}
+
+/* ---- the row path and the aggregates on the same records ---- */
+
+struct hrec {
+	int stream;
+	uint16_t fn;
+	int64_t t;
+	uint64_t ptr, size, aux, seq, seq_free;
+	uint32_t stack;
+};
+
+/* One heap record, untimed, to the sink. */
+static void send(const struct rec_sink *sk, const struct hrec *h)
+{
+	union rec r;
+
+	memset(&r, 0, sizeof(r));
+	r.heap = (struct shm_rec_heap){
+		.hdr = { .type = SHM_REC_HEAP, .size = sizeof(r.heap), .fn = h->fn },
+		.t_begin = (uint64_t)h->t, .ptr = h->ptr, .size = h->size, .aux = h->aux,
+		.stack_id = h->stack, .seq = h->seq, .seq_free = h->seq_free,
+	};
+	assert_int_equal(sk->record(sk->ctx, (uint32_t)h->stream, 100u + (uint32_t)h->stream, &r),
+			 0);
+}
+
+/* The highest live bytes of the rows at any instant, as tools/model.h
+ * reads them (live when alloc_ns <= T < free_ns), and the first such T. */
+static const char rows_peak[] =
+	"SELECT (SELECT coalesce(sum(size), 0) FROM allocations a WHERE a.alloc_ns <= t.ns "
+	"AND (a.free_ns IS NULL OR a.free_ns > t.ns)) AS live, t.ns FROM "
+	"(SELECT DISTINCT alloc_ns AS ns FROM allocations) t ORDER BY live DESC, t.ns LIMIT 1";
+
+/*
+ * Five threads race for address P, each malloc untimed (stamped when it
+ * began), each returning P only after the release before it (heap order):
+ *
+ *   t 100  X1 = malloc -> P  seq 1     t 200  free(P) seq 2: ends X1
+ *   t 150  X2 = malloc -> P  seq 3     t 250  free(P) seq 4: ends X2
+ *   t 180  X3 = malloc -> P  seq 5     t 260  free(P) seq 6: ends X3
+ *   t 190  X4 = malloc -> P  seq 7     (never freed)
+ *
+ * In time order three blocks wait behind X4 when the first free comes; by
+ * instants every free would end the newest block (X4, X3, none), leaving
+ * X1 and X2 live for ever.  Then a realloc of P in the same race (its
+ * release before a malloc's seq, its new block after), and a temporary.
+ * Both paths (SHIMMER_HEAP_ROWS=both: the rows and the aggregates from the
+ * same records) must pair alike: the same leaks, live bytes, per-site
+ * counts and peak.
+ */
+static void test_heapagg_rows_agree(void **state)
+{
+	enum { P = 0x1000, Q = 0x2000, R = 0x3000 };
+	static const struct hrec recs[] = {
+		{ 0, SHM_FN_MALLOC, 100, P, 100, 0, 1, 0, 1 },
+		{ 1, SHM_FN_MALLOC, 150, P, 200, 0, 3, 0, 2 },
+		{ 3, SHM_FN_MALLOC, 180, P, 400, 0, 5, 0, 3 },
+		{ 4, SHM_FN_MALLOC, 190, P, 800, 0, 7, 0, 1 },
+		{ 2, SHM_FN_FREE, 200, P, 0, 0, 0, 2, 0 },
+		{ 0, SHM_FN_FREE, 250, P, 0, 0, 0, 4, 0 },
+		{ 2, SHM_FN_FREE, 260, P, 0, 0, 0, 6, 0 },
+		/* X4 moves to R (release seq 8, birth seq 10); a malloc
+		 * stamped before it gets P after that release (seq 9) */
+		{ 3, SHM_FN_MALLOC, 280, P, 16, 0, 9, 0, 2 },
+		{ 4, SHM_FN_REALLOC, 300, R, 1000, P, 10, 8, 3 },
+		/* a temporary: freed by its thread's next heap call, at the
+		 * same instant (a coarse clock): the heap order says which
+		 * came first */
+		{ 2, SHM_FN_MALLOC, 400, Q, 8, 0, 11, 0, 3 },
+		{ 2, SHM_FN_FREE, 400, Q, 0, 0, 0, 12, 0 },
+	};
+	char path[64] = "/tmp/test_heapagg.XXXXXX";
+	int fd = mkstemp(path);
+	struct store *st;
+	struct ingest *in;
+	struct ingest_conf ic = { .proc_id = 1, .clock = SHM_CLOCK_MONOTONIC,
+				  .malloc_mode = SHM_MALLOC_ALL, .nstreams = 5,
+				  .heap_rows = SHM_HELLO_HEAP_ROWS | SHM_HELLO_HEAP_AGG };
+	int64_t id;
+
+	(void)state;
+	assert_true(fd >= 0);
+	close(fd);
+	unlink(path);
+	st = store_open(path);
+	assert_non_null(st);
+	assert_int_equal(store_process_add(st, &(struct store_proc){ .pid = 1, .malloc_mode = "all",
+					       .rank = SHM_NO_RANK, .local_rank = SHM_NO_RANK,
+					       .sample_bytes = -1 },
+					   &id),
+			 0);
+	ic.store = st;
+	ic.proc_id = id;
+	in = ingest_new(&ic);
+	assert_non_null(in);
+	/* in time order, as the source merges them */
+	for (size_t i = 0; i < sizeof(recs) / sizeof(recs[0]); i++)
+		send(ingest_sink(in), &recs[i]);
+	assert_int_equal(ingest_end(in), 0);
+	ingest_free(in);
+	assert_int_equal(store_close(st), 0);
+	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+
+	/* the rows: each release ended the block before it in heap order */
+	eq("X1 freed at", qf("SELECT free_ns FROM allocations WHERE size = 100"), 200);
+	eq("X2 freed at", qf("SELECT free_ns FROM allocations WHERE size = 200"), 250);
+	eq("X3 freed at", qf("SELECT free_ns FROM allocations WHERE size = 400"), 260);
+	eq("X4 moved at", qf("SELECT free_ns FROM allocations WHERE size = 800"), 300);
+	eq("rows live", qf("SELECT count(*) FROM allocations WHERE free_ns IS NULL"), 2);
+	/* the aggregates as the rows give them */
+	eq("live_bytes", qf("SELECT live_bytes FROM heap_totals"),
+	   qf("SELECT sum(size) FROM allocations WHERE free_ns IS NULL"));
+	eq("live_bytes", qf("SELECT live_bytes FROM heap_totals"), 1016);
+	eq("live_count", qf("SELECT live_count FROM heap_totals"), 2);
+	eq("allocs", qf("SELECT allocs FROM heap_totals"), qf("SELECT count(*) FROM allocations"));
+	eq("frees", qf("SELECT frees FROM heap_totals"),
+	   qf("SELECT count(*) FROM allocations WHERE free_ns IS NOT NULL"));
+	eq("peak_bytes", qf("SELECT peak_bytes FROM heap_totals"),
+	   qf("SELECT live FROM (%s)", rows_peak));
+	eq("peak_ns", qf("SELECT peak_ns FROM heap_totals"), qf("SELECT ns FROM (%s)", rows_peak));
+	/* X1..X4 all counted from 190 to 200 (the race's span) */
+	eq("peak_bytes", qf("SELECT peak_bytes FROM heap_totals"), 1500);
+	/* temporaries: X4 (its thread's next heap call moved it) and Q, not
+	 * X1 (its thread's next call freed X2) */
+	eq("temp_count", qf("SELECT temp_count FROM heap_totals"), 2);
+	eq("temp_bytes", qf("SELECT temp_bytes FROM heap_totals"), 808);
+	for (int s = 1; s <= 3; s++) {
+		eq("site allocs", qf("SELECT allocs FROM heap_sites WHERE stack_id = %d", s),
+		   qf("SELECT count(*) FROM allocations WHERE stack_id = %d", s));
+		eq("site frees", qf("SELECT frees FROM heap_sites WHERE stack_id = %d", s),
+		   qf("SELECT count(*) FROM allocations WHERE stack_id = %d AND free_ns IS NOT "
+		      "NULL", s));
+		eq("site live", qf("SELECT live_bytes FROM heap_sites WHERE stack_id = %d", s),
+		   qf("SELECT coalesce(sum(size), 0) FROM allocations WHERE stack_id = %d AND "
+		      "free_ns IS NULL", s));
+		eq("site freed", qf("SELECT freed_bytes FROM heap_sites WHERE stack_id = %d", s),
+		   qf("SELECT coalesce(sum(size), 0) FROM allocations WHERE stack_id = %d AND "
+		      "free_ns IS NOT NULL", s));
+	}
+	sqlite3_close(db);
+	store_remove(path);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -758,6 +972,8 @@ int main(void)
 		cmocka_unit_test(test_heapagg_ties),
 		cmocka_unit_test(test_heapagg_long_run),
 		cmocka_unit_test(test_heapagg_late_counted),
+		cmocka_unit_test(test_heapagg_heap_order_runs),
+		cmocka_unit_test(test_heapagg_rows_agree),
 	};
 
 	return cmocka_run_group_tests(tests, 0, 0);
