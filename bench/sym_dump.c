@@ -6,8 +6,8 @@
  *
  * One line per frame: proc, pc, level, status, module, offset, function,
  * file:line.  With -q nothing is printed: the time is the symbolizer's
- * (bench/sym-bench).  Two builds' outputs diff equal when a change to
- * tools/symbolize.c keeps its answers.
+ * (bench/RESULTS.md, "Symbolizing PyTorch-sized libraries").  Two builds'
+ * outputs diff equal when a change to tools/symbolize.c keeps its answers.
  */
 #include <errno.h>
 #include <inttypes.h>

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Point a copy of a store's stacks at big local libraries (bench/sym-bench).
+"""Point a copy of a store's stacks at big local libraries.
 
 usage: sym_store.py IN.db OUT.db
 
