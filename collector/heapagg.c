@@ -46,6 +46,7 @@
 #include <string.h>
 
 #include "blockmap.h"
+#include "ingest.h" /* INGEST_TIME_LIMIT */
 #include "record.h"
 
 #define SITE_MIN 256u
@@ -474,31 +475,6 @@ static uint32_t block_new(struct heapagg *h)
 	return h->nblocks++;
 }
 
-/* a + b, held at the ends of int64_t: times come from the client, and a
- * crafted one near either end must not overflow (fuzz_ring found it). */
-static int64_t sat_add(int64_t a, int64_t b)
-{
-	int64_t r;
-
-	if (__builtin_add_overflow(a, b, &r))
-		return b > 0 ? INT64_MAX : INT64_MIN;
-	return r;
-}
-
-/*
- * Every time that comes in is held within +-2^60 ns (36 years either side
- * of the clock's zero; a real CLOCK_MONOTONIC time is days): then a
- * difference of two, a lifetime or a call's duration, and the timeline's
- * bucket arithmetic stay far from int64_t's ends whatever a client sends.
- * -1 (an untimed call's end) passes as it is.
- */
-#define TIME_LIMIT ((int64_t)1 << 60)
-
-static int64_t clamp_ns(int64_t t)
-{
-	return t > TIME_LIMIT ? TIME_LIMIT : t < -TIME_LIMIT ? -TIME_LIMIT : t;
-}
-
 static void block_release(struct heapagg *h, uint32_t i)
 {
 	h->blocks[i].used = 0;
@@ -881,20 +857,20 @@ struct heapagg *heapagg_new(const struct heapagg_conf *conf, uint32_t nstreams)
 		h->conf.timeline_ns = HEAPAGG_TIMELINE_NS;
 	h->point_allocs = 1;
 	h->tl_w = h->conf.timeline_ns;
-	h->newest = INT64_MIN;
+	/* no event yet: the earliest time one can have (ingest.h) */
+	h->newest = -INGEST_TIME_LIMIT;
 	h->peak_ns = -1;
-	h->conf.start_ns = clamp_ns(conf->start_ns);
-	h->next_snapshot = sat_add(h->conf.start_ns, HEAPAGG_SNAPSHOT_NS);
+	h->next_snapshot = conf->start_ns + HEAPAGG_SNAPSHOT_NS;
 	return h;
 }
 
 /* Applies what is old enough, and rewrites the tables now and then. */
 static int progress(struct heapagg *h)
 {
-	int err = drain(h, sat_add(h->newest, -h->conf.window_ns));
+	int err = drain(h, h->newest - h->conf.window_ns);
 
 	if (!err && h->newest >= h->next_snapshot) {
-		h->next_snapshot = sat_add(h->newest, HEAPAGG_SNAPSHOT_NS);
+		h->next_snapshot = h->newest + HEAPAGG_SNAPSHOT_NS;
 		err = write_tables(h, 0);
 	}
 	return err;
@@ -904,16 +880,12 @@ int heapagg_heap(struct heapagg *h, uint32_t stream, uint32_t tid, const struct 
 		 int64_t begin_ns, int64_t end_ns)
 {
 	unsigned fnf = shm_fn_info[r->hdr.fn].flags;
-	struct ev e;
-	int err = 0;
-
-	begin_ns = clamp_ns(begin_ns);
-	if (end_ns != -1)
-		end_ns = clamp_ns(end_ns);
-	e = (struct ev){
+	struct ev e = {
 		.key = begin_ns, .end_ns = end_ns, .stream = stream % h->nstreams,
 		.tid = tid, .stack_id = r->stack_id, .pystack_id = r->pystack_id, .fn = r->hdr.fn,
 	};
+	int err = 0;
+
 	if (r->hdr.flags & SHM_F_FAILED)
 		return 0;
 	if (fnf & SHM_FNF_FREE) {
@@ -942,7 +914,7 @@ int heapagg_heap(struct heapagg *h, uint32_t stream, uint32_t tid, const struct 
 
 int heapagg_step_end(struct heapagg *h, int64_t ns, int64_t range_id)
 {
-	struct ev e = { .key = clamp_ns(ns), .part = P_STEP, .ptr = (uint64_t)range_id };
+	struct ev e = { .key = ns, .part = P_STEP, .ptr = (uint64_t)range_id };
 	int err = enqueue(h, &e);
 
 	return err ? err : progress(h);
@@ -950,7 +922,7 @@ int heapagg_step_end(struct heapagg *h, int64_t ns, int64_t range_id)
 
 int heapagg_count(struct heapagg *h, int64_t ns)
 {
-	struct ev e = { .key = clamp_ns(ns), .part = P_ALLOC, .count_only = 1 };
+	struct ev e = { .key = ns, .part = P_ALLOC, .count_only = 1 };
 	int err = enqueue(h, &e);
 
 	return err ? err : progress(h);
