@@ -503,7 +503,10 @@ static int cmp_row(const void *x, const void *y)
 	return r->name < s->name ? -1 : r->name > s->name;
 }
 
-static void emit_row_of(struct cmp *c, const struct pair *pr, const struct row *r)
+/* kname: a kernel's name as the table shows it (fmt_short_names() over the
+ * pair's kernels), NULL for its short name alone. */
+static void emit_row_of(struct cmp *c, const struct pair *pr, const struct row *r,
+			const char *kname)
 {
 	const struct fig *f = r->a ? r->a : r->b;
 	const char *name = strchr(c->names.v[r->name], '\t') + 1;
@@ -511,10 +514,10 @@ static void emit_row_of(struct cmp *c, const struct pair *pr, const struct row *
 	int ch = changed(r->a, r->b), est = (r->a && r->a->est) || (r->b && r->b->est);
 	struct emit_val v[NCOLS];
 
-	if (f->section == S_KERNEL && !c->full_names)
-		fmt_short_name(shortname, sizeof(shortname), name);
+	if (f->section == S_KERNEL && !c->full_names && !kname)
+		kname = fmt_short_name(shortname, sizeof(shortname), name);
 	snprintf(shown, sizeof(shown), "%s %s", sections[f->section],
-		 f->section == S_KERNEL && !c->full_names ? shortname : name);
+		 f->section == S_KERNEL && !c->full_names ? kname : name);
 	snprintf(av, sizeof(av), "-");
 	snprintf(bv, sizeof(bv), "-");
 	snprintf(dv, sizeof(dv), "-");
@@ -690,6 +693,8 @@ static int compare_pair(struct cmp *c, const struct pair *pr, struct model *ma,
 {
 	struct prof pa = { 0 }, pb = { 0 };
 	struct row *rows = NULL;
+	const char **knames = NULL;
+	char **kshown = NULL;
 	size_t n = 0, cap;
 	int err;
 
@@ -718,6 +723,14 @@ static int compare_pair(struct cmp *c, const struct pair *pr, struct model *ma,
 			rows[n++] = (struct row){ g->section, (size_t)g->key.a, NULL, g, g->v };
 	}
 	qsort(rows, n, sizeof(*rows), cmp_row);
+	/* Kernels whose short names read alike are told apart (on a failed
+	 * allocation each shows its own short name). */
+	knames = calloc(n + 1, sizeof(*knames));
+	for (size_t i = 0; knames && i < n; i++)
+		if (rows[i].section == S_KERNEL)
+			knames[i] = strchr(c->names.v[rows[i].name], '\t') + 1;
+	if (!knames || fmt_short_names(knames, n, &kshown))
+		kshown = NULL;
 	emit_object_begin(c->e, NULL);
 	emit_kv(c->e, "matched_by", EMIT_STR, ev_str(pr->how));
 	emit_text(c->e, "\n");
@@ -736,12 +749,14 @@ static int compare_pair(struct cmp *c, const struct pair *pr, struct model *ma,
 		    !changed(rows[i].a, rows[i].b))
 			continue;
 		shown++;
-		emit_row_of(c, pr, &rows[i]);
+		emit_row_of(c, pr, &rows[i], kshown ? kshown[i] : NULL);
 	}
 	emit_table_end(c->e);
 	check_conds(c, pr, &pa, &pb);
 	emit_object_end(c->e);
 out:
+	fmt_short_names_free(kshown, n);
+	free(knames);
 	map_free(&pa.figs);
 	map_free(&pb.figs);
 	free(rows);
