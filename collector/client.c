@@ -818,6 +818,13 @@ struct client *client_next(const struct client *c)
 	return c->next;
 }
 
+void client_committed(void *co, struct store *s)
+{
+	for (struct client *c = ((struct collector *)co)->clients; c; c = c->next)
+		if (c->store == s && c->ring)
+			ring_committed(c->ring);
+}
+
 void client_free(struct client *c)
 {
 	if (!c)

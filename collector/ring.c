@@ -47,6 +47,7 @@
 
 struct slot_state {
 	uint64_t tail;
+	uint64_t consumed; /* records handed to the sink, over the slot's life */
 	uint64_t generation;
 	uint64_t dropped;
 	uint64_t count[SHM_FN_COUNT];
@@ -202,8 +203,10 @@ struct ring *ring_new(int memfd, const struct ring_geometry *g, char *why, size_
 		errno = ENOMEM;
 		return NULL;
 	}
-	for (uint32_t i = 0; i < r->nslots; i++)
+	for (uint32_t i = 0; i < r->nslots; i++) {
 		r->slots[i].tail = __atomic_load_n(&slot_at(r, i)->tail, __ATOMIC_RELAXED);
+		r->slots[i].consumed = __atomic_load_n(&slot_at(r, i)->consumed, __ATOMIC_RELAXED);
+	}
 	return r;
 nomem:
 	munmap(map, g->region_bytes);
@@ -390,6 +393,7 @@ static int free_slot(struct ring *r, uint32_t i, const struct rec_sink *sink)
 	memset(sl->count, 0, sizeof(sl->count));
 	memset(sl->bytes, 0, sizeof(sl->bytes));
 	sl->dropped = 0;
+	sl->committed_dropped = 0;
 	ss->dropped = 0;
 	memset(ss->count, 0, sizeof(ss->count));
 	memset(ss->bytes, 0, sizeof(ss->bytes));
@@ -415,6 +419,20 @@ int ring_flush(struct ring *r, const struct rec_sink *sink)
 	if (!err && d)
 		err = sink->drops(sink->ctx, 0, "cupti", d);
 	return err;
+}
+
+void ring_committed(struct ring *r)
+{
+	uint32_t hwm = __atomic_load_n(&r->region->slots_hwm, __ATOMIC_ACQUIRE);
+
+	for (uint32_t i = 0; i < hwm && i < r->nslots; i++) {
+		struct shm_slot *sl = slot_at(r, i);
+
+		__atomic_store_n(&sl->committed, r->slots[i].consumed, __ATOMIC_RELAXED);
+		__atomic_store_n(&sl->committed_dropped, r->slots[i].dropped, __ATOMIC_RELAXED);
+	}
+	__atomic_store_n(&r->region->committed_no_slot, r->no_slot_stored, __ATOMIC_RELAXED);
+	__atomic_store_n(&r->region->committed_cupti, r->cupti_stored, __ATOMIC_RELAXED);
 }
 
 /* ---- cursors ---- */
@@ -537,14 +555,22 @@ static int cursor_fail(struct ring *r, struct cursor *cur, const struct rec_sink
 			(unsigned long long)cur->tail);
 }
 
+/* Hands the bytes consumed up to tail back to the producer, with the
+ * count of the records they held (the committed marks, wire.h). */
+static void hand_back(struct ring *r, uint32_t i, uint64_t tail)
+{
+	struct shm_slot *sl = slot_at(r, i);
+
+	r->slots[i].tail = tail;
+	__atomic_store_n(&sl->consumed, r->slots[i].consumed, __ATOMIC_RELAXED);
+	__atomic_store_n(&sl->tail, tail, __ATOMIC_RELEASE);
+}
+
 /* Hands consumed bytes back to the producer; frees a retired slot once
  * it is empty. */
 static int cursor_close(struct ring *r, struct cursor *cur, const struct rec_sink *sink)
 {
-	struct shm_slot *sl = slot_at(r, cur->slot);
-
-	r->slots[cur->slot].tail = cur->tail;
-	__atomic_store_n(&sl->tail, cur->tail, __ATOMIC_RELEASE);
+	hand_back(r, cur->slot, cur->tail);
 	if (cur->state == SHM_SLOT_RETIRED && cur->tail == cur->head && !r->slots[cur->slot].bad)
 		return free_slot(r, cur->slot, sink);
 	return 0;
@@ -609,16 +635,15 @@ int ring_drain(struct ring *r, uint64_t limit, const struct rec_sink *sink)
 		err = sink->record(sink->ctx, cur->slot, cur->tid, &cur->rec);
 		if (err)
 			break;
+		r->slots[cur->slot].consumed++;
 		cur->tail += cur->rec.h.size;
 		/* Room handed back as the pass goes, an eighth of the ring at
 		 * a time, not only when it ends: a pass over a full ring takes
 		 * as long as the producer took to fill it, and a lossless
 		 * producer waiting for room would wait all that time.  (What
 		 * lies before cur->tail was copied out already.) */
-		if (cur->tail - r->slots[cur->slot].tail >= r->ring_bytes >> 3) {
-			r->slots[cur->slot].tail = cur->tail;
-			__atomic_store_n(&slot_at(r, cur->slot)->tail, cur->tail, __ATOMIC_RELEASE);
-		}
+		if (cur->tail - r->slots[cur->slot].tail >= r->ring_bytes >> 3)
+			hand_back(r, cur->slot, cur->tail);
 		p = cursor_peek(r, cur);
 		if (p < 0)
 			bad = cursor_fail(r, cur, sink);

@@ -48,6 +48,17 @@ int ring_drain(struct ring *r, uint64_t limit, const struct rec_sink *sink);
  * per live slot, and the region's no_slot and cupti drops. */
 int ring_flush(struct ring *r, const struct rec_sink *sink);
 
+/*
+ * The store now holds everything handed to the sink so far: writes the
+ * committed marks into the region (wire.h), so that what a collector that
+ * dies after this leaves behind says exactly what it had stored: the
+ * records after `committed` and the drops after `committed_dropped` (and
+ * the region's committed_no_slot and committed_cupti) were read or
+ * counted, never stored.  Call it right after each commit of the store
+ * the sink writes to; an early call would claim what was not stored.
+ */
+void ring_committed(struct ring *r);
+
 /* Whether the last pass found a slot a quarter full or more when it began:
  * a producer fills its ring faster than passes on a timer would drain it,
  * so the next pass should come at once (a lossless producer waits for

@@ -360,6 +360,15 @@ static int flush_pending(struct store *s)
 	return 0;
 }
 
+static void (*commit_hook)(void *ctx, struct store *s);
+static void *commit_ctx;
+
+void store_on_commit(void (*fn)(void *ctx, struct store *s), void *ctx)
+{
+	commit_hook = fn;
+	commit_ctx = ctx;
+}
+
 int store_commit(struct store *s)
 {
 	int err;
@@ -373,8 +382,11 @@ int store_commit(struct store *s)
 	}
 	if (!err)
 		err = step(s, s->st[ST_COMMIT]);
-	if (!err)
+	if (!err) {
 		s->in_tx = 0;
+		if (commit_hook)
+			commit_hook(commit_ctx, s);
+	}
 	return err;
 }
 

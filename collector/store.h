@@ -69,6 +69,12 @@ int store_close(struct store *s);
 /* Commits the open batch, if any. */
 int store_commit(struct store *s);
 
+/* fn(ctx, s) runs right after every commit of any store s (store_close()'s
+ * included): the collector writes its committed marks into the regions
+ * whose records s holds (ring_committed()).  One hook per process; NULL
+ * removes it. */
+void store_on_commit(void (*fn)(void *ctx, struct store *s), void *ctx);
+
 /* ---- processes and threads ---- */
 
 struct store_proc {

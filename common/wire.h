@@ -30,11 +30,12 @@
 
 #include <stdint.h>
 
-#define SHM_WIRE_VERSION 7 /* 2: GPU window records, CUPTI drop count; 3: 64-bit correlation;
+#define SHM_WIRE_VERSION 8 /* 2: GPU window records, CUPTI drop count; 3: 64-bit correlation;
 			    4: heap order (seq), SIGNAL, the region's wake futex;
 			    5: launch stacks in API records;
 			    6: the job in HELLO, the region's control block, REQUEST/REPLY;
-			    7: the control block read by the hooks, the plan's deadlines */
+			    7: the control block read by the hooks, the plan's deadlines;
+			    8: the collector's committed marks (slot and region) */
 #define SHM_MAGIC 0x524d4853u /* "SHMR" */
 
 /* Largest control message either side sends or accepts. */
@@ -453,7 +454,17 @@ struct shm_region {
 	 */
 	uint32_t wake;
 	uint32_t waiters;
-	uint8_t pad3[64];
+	/*
+	 * The collector's committed marks (with each slot's consumed,
+	 * committed and committed_dropped): the no_slot and cupti drop counts
+	 * it had handed on when its store last committed.  Written by the
+	 * collector after each commit, never by the shim: what a collector
+	 * that died left behind says what it had stored, so that the next
+	 * one to read the region stores the rest, and counts what was lost.
+	 */
+	uint64_t committed_no_slot;
+	uint64_t committed_cupti;
+	uint8_t pad3[48];
 	/*
 	 * Control: when the process records (docs/service.md).  The shim has
 	 * no thread of its own to wait for commands: every hook compares
@@ -528,7 +539,14 @@ struct shm_slot {
 	uint64_t generation; /* bumped on every claim */
 	uint8_t pad0[32];
 	uint64_t tail;
-	uint8_t pad1[56];
+	/* The collector's marks (region header): consumed, the records (PAD
+	 * excluded) before tail; committed and committed_dropped, consumed
+	 * and dropped as handed on when the store last committed.  consumed
+	 * - committed records were read but never stored if it dies now. */
+	uint64_t consumed;
+	uint64_t committed;
+	uint64_t committed_dropped;
+	uint8_t pad1[32];
 	uint64_t count[SHM_FN_COUNT]; /* exact calls per function */
 	uint64_t bytes[SHM_FN_COUNT]; /* exact bytes requested per function */
 };
