@@ -462,6 +462,27 @@ static void test_client_heap_rows(void **state)
 	assert_true(hdr(&f->r)->heartbeat > 0);
 }
 
+/* The committed marks (wire.h) move only with a commit of the client's
+ * store: records read but not committed are what a collector that dies
+ * leaves as lost. */
+static void test_client_committed_marks(void **state)
+{
+	struct fixture *f = *state;
+
+	store_on_commit(client_committed, &f->co);
+	assert_int_equal(connect_region(f, &f->r, 42, 1, SHM_MALLOC_ALL, SHM_CLOCK_MONOTONIC), 0);
+	claim(&f->r, 0, 500);
+	push_heap(&f->r, 0, SHM_FN_MALLOC, SHM_F_TIMED, 100, 0x1000, 16, 0);
+	push_heap(&f->r, 0, SHM_FN_MALLOC, 0, 110, 0x2000, 64, 0);
+	push_heap(&f->r, 0, SHM_FN_FREE, SHM_F_TIMED, 120, 0x1000, 0, 0);
+	assert_int_equal(client_drain(f->c), 0);
+	assert_int_equal(slot(&f->r, 0)->consumed, 3);
+	assert_int_equal(slot(&f->r, 0)->committed, 0);
+	assert_int_equal(store_commit(f->co.store), 0);
+	assert_int_equal(slot(&f->r, 0)->committed, 3);
+	store_on_commit(NULL, NULL);
+}
+
 static void test_client_sampled_weight(void **state)
 {
 	struct fixture *f = *state;
@@ -2388,6 +2409,7 @@ int main(void)
 		T(test_client_argv_not_utf8),
 		T(test_client_parent),
 		T(test_client_heap_rows),
+		T(test_client_committed_marks),
 		T(test_client_sampled_weight),
 		T(test_client_cross_thread_free),
 		T(test_client_late_free_displaced),
