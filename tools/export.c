@@ -312,6 +312,43 @@ static void free_procs(struct export *x)
 
 /* ---- the command ---- */
 
+/*
+ * A heap aggregated at ingest (SHIMMER_MALLOC=all's default, schema 9)
+ * keeps a row only for each block that lived past heap_totals.row_ns or was
+ * never freed: the chrome and csv event logs hold those blocks alone, so
+ * each such process is named, once, with what it holds.  (folded and
+ * speedscope weigh from the aggregates: complete.)
+ */
+static int warn_aggregated(const struct export *x)
+{
+	sqlite3_stmt *st = NULL;
+	int r, err;
+
+	if (x->schema < 9)
+		return 0;
+	err = store_prepare(x->db, "SELECT t.proc_id, t.allocs, t.row_ns,"
+				   " (SELECT count(*) FROM allocations a WHERE a.proc_id = t.proc_id"
+				   "  AND a.space = 'host')"
+				   " FROM heap_totals t ORDER BY t.proc_id", &st);
+	if (err)
+		return err;
+	while ((r = store_step(x->db, st)) > 0) {
+		const struct xproc *p = export_proc(x, sqlite3_column_int64(st, 0));
+
+		/* SHIMMER_HEAP_ROWS=both kept every row */
+		if (p && sqlite3_column_int64(st, 3) < sqlite3_column_int64(st, 1))
+			cli_warn("pid %lld: its host heap was aggregated as recorded (SHIMMER_MALLOC=all):"
+				 " %lld of its %lld allocations are events here (those that lived past"
+				 " %.3g s or were never freed); record with SHIMMER_HEAP_ROWS=all for"
+				 " every one",
+				 (long long)p->pid, (long long)sqlite3_column_int64(st, 3),
+				 (long long)sqlite3_column_int64(st, 1),
+				 (double)sqlite3_column_int64(st, 2) / 1e9);
+	}
+	sqlite3_finalize(st);
+	return r < 0 ? r : 0;
+}
+
 static int export_main(int argc, char **argv);
 
 const struct command export_command = {
@@ -423,6 +460,11 @@ static int export_main(int argc, char **argv)
 	if (!x.nprocs && o.pid < 0 && o.rank < 0)
 		cli_warn("no process selected in %s", o.path);
 	place(&x);
+	if (o.format == F_CHROME || o.format == F_CSV) {
+		err = warn_aggregated(&x);
+		if (err)
+			goto out;
+	}
 	if (o.out_path && !(out = fopen(o.out_path, "w"))) {
 		cli_error("cannot write %s: %s", o.out_path, strerror(errno));
 		err = -EIO;

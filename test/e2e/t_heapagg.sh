@@ -149,4 +149,12 @@ want=$(sqlite3 "$DB" "SELECT peak_bytes FROM heap_totals")
 got=$(awk -F, 'NR > 1 && $3 == "host" { p = $4; s += $9 } END { print p + 0, s + 0 }' "$T/ten.peak.csv")
 check "10 M: peak is the collector's ($want bytes), its sites sum to it" \
 	"peak, sites' sum: $got; $(head -c 300 "$T/ten.peak.err")" [ "$got" = "$want $want" ]
+# the event logs (csv, chrome) hold only the kept rows: export says so, and
+# names how to keep every event; a store that kept every row (both) is silent
+"$SHIMMER" export "$DB" --format csv -o "$T/ten.csv" 2> "$T/ten.csv.err"
+check "10 M: export csv says the heap was aggregated, with its counts" "$(cat "$T/ten.csv.err")" \
+	grep -q "aggregated as recorded.* of its $allocs allocations are events here.*SHIMMER_HEAP_ROWS=all" \
+	"$T/ten.csv.err"
+"$SHIMMER" export "$T/both.db" --format chrome -o "$T/both.json" 2> "$T/both.json.err"
+expect_empty "export of a store that kept every row (both) warns of nothing" "$(cat "$T/both.json.err")"
 finish
