@@ -46,6 +46,7 @@
 #include <string.h>
 
 #include "blockmap.h"
+#include "ingest.h" /* INGEST_TIME_LIMIT */
 #include "record.h"
 
 #define SITE_MIN 256u
@@ -856,7 +857,8 @@ struct heapagg *heapagg_new(const struct heapagg_conf *conf, uint32_t nstreams)
 		h->conf.timeline_ns = HEAPAGG_TIMELINE_NS;
 	h->point_allocs = 1;
 	h->tl_w = h->conf.timeline_ns;
-	h->newest = INT64_MIN;
+	/* no event yet: the earliest time one can have (ingest.h) */
+	h->newest = -INGEST_TIME_LIMIT;
 	h->peak_ns = -1;
 	h->next_snapshot = conf->start_ns + HEAPAGG_SNAPSHOT_NS;
 	return h;

@@ -58,7 +58,9 @@ struct heapagg_conf {
 };
 
 /* For a process whose records come in nstreams streams (ring slots).
- * NULL with errno ENOMEM. */
+ * NULL with errno ENOMEM.  Every time given here and below (start_ns
+ * too) is within +-INGEST_TIME_LIMIT (ingest.h), as ingest hands them on:
+ * the arithmetic on them relies on it. */
 struct heapagg *heapagg_new(const struct heapagg_conf *conf, uint32_t nstreams);
 
 /* A checked heap record of thread tid from stream (its ring slot), with

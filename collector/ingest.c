@@ -61,8 +61,8 @@ struct ingest {
 int64_t ingest_ns(const struct ingest *in, uint64_t ts)
 {
 	if (in->clock == SHM_CLOCK_TSC)
-		return clock_to_ns(in->tsc, ts);
-	return ts > INT64_MAX ? INT64_MAX : (int64_t)ts;
+		return ingest_bound_ns(clock_to_ns(in->tsc, ts));
+	return ts > (uint64_t)INGEST_TIME_LIMIT ? INGEST_TIME_LIMIT : (int64_t)ts;
 }
 
 /* ---- heap and CUDA blocks ---- */
@@ -388,7 +388,7 @@ struct ingest *ingest_new(const struct ingest_conf *conf)
 			(conf->heap_rows & SHM_HELLO_HEAP_ROWS);
 	if (conf->malloc_mode == SHM_MALLOC_ALL && (conf->heap_rows & SHM_HELLO_HEAP_AGG)) {
 		struct heapagg_conf hc = {
-			.store = conf->store, .proc_id = conf->proc_id, .start_ns = conf->start_ns,
+			.store = conf->store, .proc_id = conf->proc_id, .start_ns = ingest_bound_ns(conf->start_ns),
 			.rows = !in->heap_rows,
 		};
 

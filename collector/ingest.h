@@ -46,7 +46,22 @@ struct ingest *ingest_new(const struct ingest_conf *conf);
 /* The sink that feeds this ingest (valid while it lives). */
 const struct rec_sink *ingest_sink(struct ingest *in);
 
-/* A time in the record clock as CLOCK_MONOTONIC ns. */
+/*
+ * Every time ingest hands on (a record's, the process's start) is held
+ * within +-INGEST_TIME_LIMIT ns, 36 years either side of the clock's zero
+ * (a real CLOCK_MONOTONIC time is days): a time is the client's word, and
+ * bounded ones leave differences, lifetimes and durations, and the heap
+ * aggregate's bucket arithmetic far from int64_t's ends whatever a client
+ * sends (fuzz_ring found the overflow when they were not).
+ */
+#define INGEST_TIME_LIMIT ((int64_t)1 << 60)
+
+static inline int64_t ingest_bound_ns(int64_t t)
+{
+	return t > INGEST_TIME_LIMIT ? INGEST_TIME_LIMIT : t < -INGEST_TIME_LIMIT ? -INGEST_TIME_LIMIT : t;
+}
+
+/* A time in the record clock as CLOCK_MONOTONIC ns, bounded as above. */
 int64_t ingest_ns(const struct ingest *in, uint64_t ts);
 
 /* The process ended and its last records were handed on: completes

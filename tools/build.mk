@@ -15,6 +15,8 @@ $(SHIMMER): $(TOOLS_OBJS)
 # stores with, libdw (symbolization) and the C++ runtime (demangling).
 $(eval $(call unit_test,stats,$(O)/obj/tools/stats.o))
 $(eval $(call unit_test,fmt,$(O)/obj/tools/fmt.o))
+# symtab against libdwfl's own search, on this program and the libraries it loads
+$(eval $(call unit_test,symtab,$(O)/obj/tools/symtab.o $(O)/obj/tools/map.o -ldw -lelf))
 
 define tools_test
 UNIT_TESTS += $(O)/test/test_$(1)

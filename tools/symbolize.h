@@ -11,7 +11,13 @@
  * One address may stand for several logical frames: a call inlined into
  * another is its own frame, innermost first, each with the line it was at
  * (the call's line for the callers of an inlined function).  Results are
- * cached per (process, pc).  Not thread-safe.
+ * cached per (process, pc), and per (file, file address) for every process
+ * that loaded the file, wherever: a library shared by the ranks of a job
+ * is read once.  A file is opened on the first address in it.  The names
+ * are those libdwfl gives with the module at its recorded bias (its symbol
+ * table searched through symtab.h, its DWARF scopes found in one descent
+ * of the unit, with libdw's own walks where that descent does not model
+ * the unit).  Not thread-safe.
  */
 #ifndef SHIMMER_TOOLS_SYMBOLIZE_H
 #define SHIMMER_TOOLS_SYMBOLIZE_H

@@ -186,8 +186,9 @@ db.commit()
 print(ca, cb)
 PY
 "$SHIMMER" export "$T/ov.db" -o "$T/ov.json" 2> "$T/ov.err"
+# (the store's heap is aggregated, which export notes on its own line)
 expect_empty "overlap: two kernels overlapping on one stream pass tef_check.py" \
-	"$(cat "$T/ov.err")$("$PY" "$ROOT/test/e2e/tef_check.py" "$T/ov.json" 2>&1)"
+	"$(grep -v 'its host heap was aggregated' "$T/ov.err")$("$PY" "$ROOT/test/e2e/tef_check.py" "$T/ov.json" 2>&1)"
 expect_empty "overlap: the later kernel on the stream's overlap lane, with its flow" \
 	"$("$PY" - "$T/ov.json" "$T/ov0.json" $(cat "$T/ov.ids") 2>&1 <<'PY'
 import json, sys
@@ -275,6 +276,25 @@ counters = Counter((e["pid"], e["name"]) for e in ev if e["ph"] == "C")
 nflows = sum(e["ph"] == "s" for e in ev)
 asyncs = Counter((e["pid"], e["tid"]) for e in ev if e["ph"] == "b")
 gpu = {k for k, n in tname.items() if n.startswith("GPU ") and " stream " in n}
+# Catapult compares slices at its display unit's precision (displayTimeUnit
+# ms: a microsecond), so a slice that starts and ends within a microsecond
+# of the end of the one before it on its track becomes that one's child
+# (the fake's serialized stream runs copies of 20 ns back to back), and a
+# flow ending on it is then not bound ("flow_slice_end_error").  Those
+# flows, and only those, are excused below; Perfetto binds them all.
+import re
+from collections import defaultdict
+xs = defaultdict(list)
+for e in ev:
+    if e["ph"] == "X":
+        xs[(e["pid"], e["tid"])].append((e["ts"], e["ts"] + e["dur"]))
+nested = set()
+for k, v in xs.items():
+    v.sort()
+    for (a0, a1), (b0, b1) in zip(v, v[1:]):
+        if b0 - a1 < 1.0 and b1 - a1 < 1.0:
+            nested.add((k, b0))
+excused = {str(e["id"]) for e in ev if e["ph"] == "f" and ((e["pid"], e["tid"]), e["ts"]) in nested}
 windows = {k for k, n in tname.items() if n.startswith("GPU sampling")}
 if not gpu or not windows or not asyncs:
     print("the trace lacks GPU streams, sampling windows or async ranges")
@@ -285,9 +305,15 @@ for i, name in ((2, "perfetto"), (3, "catapult")):
     except ValueError:
         print("%s: no report (exit %s)" % (name, rc))
         continue
+    unbound = 0
     for e in v["errors"] + v.get("warnings", []) + ["stat %(name)s %(value)s" % s for s in v.get("stats", [])]:
+        m = re.match(r"flow_slice_end_error: event id (\d+) does not end", e)
+        if name == "catapult" and m and m.group(1) in excused and e in v.get("warnings", []):
+            unbound += 1
+            continue
         print("%s: %s" % (name, e))
-    if rc != "0":
+    if rc != "0" and not (rc == "1" and unbound and not v["errors"]
+                          and len(v.get("warnings", [])) == unbound):
         print("%s: exit %s" % (name, rc))
     if name == "perfetto":
         procs = {p["pid"]: p["name"] for p in v["processes"]}
@@ -325,8 +351,8 @@ for i, name in ((2, "perfetto"), (3, "catapult")):
         if ctr.get((pid, cname(n))) != c:
             print("%s: counter %s of pid %d: %s samples, the file has %d"
                   % (name, cname(n), pid, ctr.get((pid, cname(n))), c))
-    if flows != nflows:
-        print("%s: %d flows, the file has %d" % (name, flows, nflows))
+    if flows != nflows - unbound:
+        print("%s: %d flows, the file has %d (%d excused)" % (name, flows, nflows, unbound))
     if async_seen is not None and async_seen != asyncs:
         print("%s: async slices %s, the file has %s" % (name, dict(async_seen), dict(asyncs)))
 PY
@@ -358,7 +384,7 @@ else
 fi
 
 # --- csv --------------------------------------------------------------------
-"$SHIMMER" export "$DB" --format csv -o "$T/x.csv"
+"$SHIMMER" export "$DB" --format csv -o "$T/x.csv" 2> "$T/x.csv.err"
 "$PY" - "$T/x.csv" "$T/K.csv" "$DB" > "$T/csv.check" <<'PY'
 import csv, sqlite3, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
@@ -534,7 +560,7 @@ brc=$?
 check "chrome: a trace above --max-mb is refused with advice, nothing written" \
 	"exit $brc: $(cat "$T/big.err")" \
 	bash -c "[ $brc = 1 ] && grep -q -- '--begin' '$T/big.err' && [ ! -e '$T/big.json' ]"
-"$SHIMMER" export "$DB" --pid "$PYPID" --begin 0 --end 1000 -o "$T/py.json"
+"$SHIMMER" export "$DB" --pid "$PYPID" --begin 0 --end 1000 -o "$T/py.json" 2> "$T/py.json.err"
 "$PY" - "$T/py.json" "$PYPID" > "$T/cut.check" <<'PY'
 import json, sys
 ev = json.load(open(sys.argv[1]))["traceEvents"]

@@ -370,6 +370,26 @@ def findings_checks():
 findings_checks()
 
 
+# Issue 11: the readers on stores of PyTorch processes, which symbolize
+# stacks into PyTorch's libraries (run-gpu-tests times each).
+def readers_time_checks():
+    try:
+        runs = [l.split() for l in open(f"{out}/readers_time.txt") if l.strip()]
+    except OSError:
+        runs = []
+    secs = {r[0]: float(r[2]) - float(r[1]) for r in runs if len(r) == 4}
+    failed_cmds = [r[0] for r in runs if len(r) == 4 and r[3] != "0"]
+    slowest = max(secs, key=secs.get) if secs else "-"
+    worst = secs.get(slowest, 0.0)
+    row("readers: slowest on PyTorch stores (s)", f"{worst:.2f}", "<2", len(secs) == 6
+        and not failed_cmds and worst < 2)
+    print("   " + "; ".join(f"{k} {v:.2f} s" for k, v in secs.items())
+          + (f"; failed: {' '.join(failed_cmds)}" if failed_cmds else ""))
+
+
+readers_time_checks()
+
+
 # Issue 11: compare of two runs differing only in batch size, and a 2-rank
 # torchrun job with a planted straggler through summary --by-rank.
 def compare_rows():

@@ -6,7 +6,10 @@
  * with __LINE__ must come back as the calling function, this file and that
  * line, inlined levels included.  A wrong build-id, a missing file and an
  * address outside every module must each say so instead of naming a
- * function.
+ * function.  The same file loaded by another process at another bias
+ * names the same frames (they are shared per file), and a copy of this
+ * program without DWARF (objcopy --strip-debug, binutils) names the
+ * functions from its symbol table alone.
  */
 #include <errno.h>
 #include <limits.h>
@@ -105,16 +108,22 @@ static int phdr_cb(struct dl_phdr_info *info, size_t size, void *ctx)
 
 struct fixture {
 	char path[64];
+	char nodebug[80];
 	sqlite3 *db;
 	struct self self;
 	struct symbolizer *sym;
 };
 
+/* Another process's load bias of this program: SHIFT above ours. */
+#define SHIFT 0x10000000000ull
+
 /* Process 1: this program as it is; 2: with another build-id; 3: its file
- * gone. */
+ * gone; 4: as 1, SHIFT higher; 5: its copy without DWARF; 6: the copy
+ * loaded and unloaded, then this program at the same range. */
 static int setup(void **state)
 {
 	struct fixture *f = calloc(1, sizeof(*f));
+	char cmd[2 * PATH_MAX + 64];
 	ssize_t n;
 
 	assert_non_null(f);
@@ -132,6 +141,24 @@ static int setup(void **state)
 		     (long long)f->self.lo, (long long)f->self.hi,
 		     p == 2 ? "00112233445566778899aabbccddeeff00112233" : f->self.build_id);
 	}
+	exec(f->db, "INSERT INTO strings VALUES (4, 7, %Q, NULL)", f->self.path);
+	exec(f->db, "INSERT INTO modules (proc_id, path_id, bias, lo, hi, build_id, loaded_ns)"
+		 " VALUES (4, 7, %lld, %lld, %lld, %Q, 0)", (long long)(f->self.bias + SHIFT),
+	     (long long)(f->self.lo + SHIFT), (long long)(f->self.hi + SHIFT), f->self.build_id);
+	snprintf(f->nodebug, sizeof(f->nodebug), "%s.nodebug", f->path);
+	snprintf(cmd, sizeof(cmd), "objcopy --strip-debug '%s' '%s'", f->self.path, f->nodebug);
+	assert_int_equal(system(cmd), 0);
+	exec(f->db, "INSERT INTO strings VALUES (5, 1, %Q, NULL)", f->nodebug);
+	exec(f->db, "INSERT INTO modules (proc_id, path_id, bias, lo, hi, build_id, loaded_ns)"
+		 " VALUES (5, 1, %lld, %lld, %lld, %Q, 0)", (long long)f->self.bias,
+	     (long long)f->self.lo, (long long)f->self.hi, f->self.build_id);
+	exec(f->db, "INSERT INTO strings VALUES (6, 1, %Q, NULL)", f->nodebug);
+	exec(f->db, "INSERT INTO strings VALUES (6, 2, %Q, NULL)", f->self.path);
+	for (int m = 1; m <= 2; m++)
+		exec(f->db, "INSERT INTO modules (proc_id, path_id, bias, lo, hi, build_id, loaded_ns,"
+			 " unloaded_ns) VALUES (6, %d, %lld, %lld, %lld, %Q, %d, %s)", m,
+		     (long long)f->self.bias, (long long)f->self.lo, (long long)f->self.hi,
+		     f->self.build_id, m * 10, m == 1 ? "15" : "NULL");
 	f->sym = symbolizer_new(f->db);
 	assert_non_null(f->sym);
 	*state = f;
@@ -143,6 +170,7 @@ static int teardown(void **state)
 	struct fixture *f = *state;
 
 	symbolizer_free(f->sym);
+	unlink(f->nodebug);
 	store_remove(f->db, f->path);
 	free(f);
 	return 0;
@@ -232,6 +260,93 @@ static void test_symbolize_refuses_other_builds_and_gone_files(void **state)
 	assert_int_equal(fr[0].status, SYM_NO_MODULE);
 }
 
+static void test_symbolize_shares_a_file_between_processes_at_other_biases(void **state)
+{
+	struct fixture *f = *state;
+	const struct sym_frame *fr;
+	int line = 0, inner = 0, outer = 0, n;
+	uint64_t ra = (uint64_t)(uintptr_t)symbolize_target(&line);
+	uint64_t ra2 = (uint64_t)(uintptr_t)symbolize_outer(&inner, &outer);
+
+	/* Process 1 reads the file first ... */
+	n = symbolize_pc(f->sym, 1, ra, 1, &fr);
+	assert_int_equal(n, 1);
+	assert_string_equal(fr[0].function, "symbolize_target");
+	n = symbolize_pc(f->sym, 1, ra2, 1, &fr);
+	assert_int_equal(n, 2);
+	/* ... which leaves process 2's other build refused ... */
+	n = symbolize_pc(f->sym, 2, ra, 1, &fr);
+	assert_int_equal(n, 1);
+	assert_int_equal(fr[0].status, SYM_BUILD_ID);
+	assert_null(fr[0].function);
+	/* ... and gives process 4, SHIFT higher, the same frames. */
+	n = symbolize_pc(f->sym, 4, ra + SHIFT, 1, &fr);
+	assert_int_equal(n, 1);
+	assert_int_equal(fr[0].status, SYM_OK);
+	assert_string_equal(fr[0].function, "symbolize_target");
+	assert_string_equal(base(fr[0].file), "test_symbolize.c");
+	assert_int_equal(fr[0].line, line);
+	assert_string_equal(fr[0].module, f->self.path);
+	assert_int_equal(fr[0].offset, ra - f->self.bias);
+	n = symbolize_pc(f->sym, 4, ra2 + SHIFT, 1, &fr);
+	assert_int_equal(n, 2);
+	assert_string_equal(fr[0].function, "inlined_callee");
+	assert_int_equal(fr[0].line, inner);
+	assert_string_equal(fr[1].function, "symbolize_outer");
+	assert_int_equal(fr[1].line, outer);
+	assert_int_equal(fr[1].offset, ra2 - f->self.bias);
+	/* Process 1's address is in no module of process 4. */
+	n = symbolize_pc(f->sym, 4, ra, 1, &fr);
+	assert_int_equal(n, 1);
+	assert_int_equal(fr[0].status, SYM_NO_MODULE);
+}
+
+static void test_symbolize_module_without_debug_info(void **state)
+{
+	struct fixture *f = *state;
+	const struct sym_frame *fr;
+	int line = 0, inner = 0, outer = 0, n;
+	uint64_t ra = (uint64_t)(uintptr_t)symbolize_target(&line);
+	uint64_t ra2 = (uint64_t)(uintptr_t)symbolize_outer(&inner, &outer);
+
+	n = symbolize_pc(f->sym, 5, ra, 1, &fr);
+	assert_int_equal(n, 1);
+	assert_int_equal(fr[0].status, SYM_OK);
+	assert_string_equal(fr[0].module, f->nodebug);
+	/* The symbol table names the function; no line without a line table. */
+	assert_string_equal(fr[0].function, "symbolize_target");
+	assert_null(fr[0].file);
+	assert_int_equal(fr[0].line, 0);
+	assert_int_equal(fr[0].offset, ra - f->self.bias);
+	/* No inlined levels without DWARF: the function the code is in. */
+	n = symbolize_pc(f->sym, 5, ra2, 1, &fr);
+	assert_int_equal(n, 1);
+	assert_string_equal(fr[0].function, "symbolize_outer");
+	assert_null(fr[0].file);
+	/* The same file with DWARF, asked after, still has its lines. */
+	n = symbolize_pc(f->sym, 1, ra, 1, &fr);
+	assert_int_equal(n, 1);
+	assert_int_equal(fr[0].line, line);
+}
+
+static void test_symbolize_reused_range_reads_the_live_module(void **state)
+{
+	struct fixture *f = *state;
+	const struct sym_frame *fr;
+	int line = 0, n;
+	uint64_t ra = (uint64_t)(uintptr_t)symbolize_target(&line);
+
+	/* The program, not its unloaded copy, and read although the copy
+	 * held the same range first. */
+	n = symbolize_pc(f->sym, 6, ra, 1, &fr);
+	assert_int_equal(n, 1);
+	assert_int_equal(fr[0].status, SYM_OK);
+	assert_string_equal(fr[0].module, f->self.path);
+	assert_string_equal(fr[0].function, "symbolize_target");
+	assert_non_null(fr[0].file);
+	assert_int_equal(fr[0].line, line);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -240,6 +355,13 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_symbolize_function_address, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_symbolize_inlined_frames, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_symbolize_refuses_other_builds_and_gone_files,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_symbolize_shares_a_file_between_processes_at_other_biases, setup,
+			teardown),
+		cmocka_unit_test_setup_teardown(test_symbolize_module_without_debug_info, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_symbolize_reused_range_reads_the_live_module,
 						setup, teardown),
 	};
 
