@@ -394,6 +394,8 @@ static int free_slot(struct ring *r, uint32_t i, const struct rec_sink *sink)
 	memset(sl->bytes, 0, sizeof(sl->bytes));
 	sl->dropped = 0;
 	sl->committed_dropped = 0;
+	memset(sl->committed_count, 0, sizeof(sl->committed_count));
+	memset(sl->committed_bytes, 0, sizeof(sl->committed_bytes));
 	ss->dropped = 0;
 	memset(ss->count, 0, sizeof(ss->count));
 	memset(ss->bytes, 0, sizeof(ss->bytes));
@@ -428,11 +430,88 @@ void ring_committed(struct ring *r)
 	for (uint32_t i = 0; i < hwm && i < r->nslots; i++) {
 		struct shm_slot *sl = slot_at(r, i);
 
-		__atomic_store_n(&sl->committed, r->slots[i].consumed, __ATOMIC_RELAXED);
-		__atomic_store_n(&sl->committed_dropped, r->slots[i].dropped, __ATOMIC_RELAXED);
+		struct slot_state *ss = &r->slots[i];
+
+		__atomic_store_n(&sl->committed, ss->consumed, __ATOMIC_RELAXED);
+		__atomic_store_n(&sl->committed_gen, ss->generation, __ATOMIC_RELAXED);
+		__atomic_store_n(&sl->committed_dropped, ss->dropped, __ATOMIC_RELAXED);
+		for (uint16_t fn = 1; fn < SHM_FN_COUNT; fn++) {
+			__atomic_store_n(&sl->committed_count[fn], ss->count[fn], __ATOMIC_RELAXED);
+			__atomic_store_n(&sl->committed_bytes[fn], ss->bytes[fn], __ATOMIC_RELAXED);
+		}
 	}
 	__atomic_store_n(&r->region->committed_no_slot, r->no_slot_stored, __ATOMIC_RELAXED);
 	__atomic_store_n(&r->region->committed_cupti, r->cupti_stored, __ATOMIC_RELAXED);
+}
+
+void ring_ended(struct ring *r)
+{
+	__atomic_store_n(&r->region->collector_ended, 1, __ATOMIC_RELEASE);
+}
+
+/* What is lost between a committed mark and the value now: a mark above
+ * the value (the region is the client's to scribble on) loses nothing. */
+static uint64_t since_mark(uint64_t now, uint64_t mark)
+{
+	return now > mark ? now - mark : 0;
+}
+
+int ring_resume(struct ring *r, uint64_t *lost,
+		int (*slot)(void *ctx, uint32_t tid, uint64_t lost), void *ctx)
+{
+	struct shm_region *g = r->region;
+	uint32_t hwm = __atomic_load_n(&g->slots_hwm, __ATOMIC_ACQUIRE);
+	uint64_t n, v;
+	int err = 0;
+
+	for (uint32_t i = 0; i < hwm && i < r->nslots; i++) {
+		struct shm_slot *sl = slot_at(r, i);
+		struct slot_state *ss = &r->slots[i];
+		uint64_t gen = __atomic_load_n(&sl->generation, __ATOMIC_ACQUIRE);
+
+		if (__atomic_load_n(&sl->state, __ATOMIC_ACQUIRE) == SHM_SLOT_FREE)
+			continue;
+		/* Read but never committed: gone from the ring (its tail moved
+		 * past them), never stored. */
+		n = since_mark(ss->consumed, __atomic_load_n(&sl->committed, __ATOMIC_RELAXED));
+		/* The counters go on from what the store holds of this owner;
+		 * for an owner the dead collector never committed, from 0. */
+		ss->generation = gen;
+		if (__atomic_load_n(&sl->committed_gen, __ATOMIC_RELAXED) == gen) {
+			for (uint16_t fn = 1; fn < SHM_FN_COUNT; fn++) {
+				ss->count[fn] = __atomic_load_n(&sl->committed_count[fn], __ATOMIC_RELAXED);
+				ss->bytes[fn] = __atomic_load_n(&sl->committed_bytes[fn], __ATOMIC_RELAXED);
+			}
+			ss->dropped = __atomic_load_n(&sl->committed_dropped, __ATOMIC_RELAXED);
+		}
+		/* Dropped since the last commit (rings nobody read fill up):
+		 * lost with the collector, counted here, not as ring_full. */
+		v = __atomic_load_n(&sl->dropped, __ATOMIC_RELAXED);
+		n += since_mark(v, ss->dropped);
+		ss->dropped = v;
+		if (!err)
+			err = slot(ctx, __atomic_load_n(&sl->tid, __ATOMIC_RELAXED), n);
+	}
+	v = __atomic_load_n(&g->dropped_no_slot, __ATOMIC_RELAXED);
+	n = since_mark(v, __atomic_load_n(&g->committed_no_slot, __ATOMIC_RELAXED));
+	r->no_slot_stored = v;
+	v = __atomic_load_n(&g->dropped_cupti, __ATOMIC_RELAXED);
+	n += since_mark(v, __atomic_load_n(&g->committed_cupti, __ATOMIC_RELAXED));
+	r->cupti_stored = v;
+	/* The control line goes on where the dead collector left it, so that
+	 * the shim sees each later command as new (ctl_seq moves on). */
+	v = __atomic_load_n(&g->ctl_seq, __ATOMIC_ACQUIRE);
+	r->ctl.seq = (uint32_t)(v + 1) & ~1u;
+	r->ctl.id = __atomic_load_n(&g->ctl_id, __ATOMIC_RELAXED);
+	r->ctl.cmd = __atomic_load_n(&g->ctl_cmd, __ATOMIC_RELAXED);
+	r->ctl.user = __atomic_load_n(&g->ctl_user, __ATOMIC_RELAXED);
+	r->ctl.ts = __atomic_load_n(&g->ctl_ts, __ATOMIC_RELAXED);
+	ring_control_start(r);
+	/* It died half way through writing the line: make it whole. */
+	if (v & 1)
+		ctl_publish(r);
+	*lost = n;
+	return err;
 }
 
 /* ---- cursors ---- */
