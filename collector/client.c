@@ -64,6 +64,7 @@ struct client {
 	int32_t rank;
 	int64_t start_wall_ns;
 	uint64_t events, dropped;      /* records stored, events lost */
+	uint64_t lost;                 /* of dropped, with a dead collector (reconnect) */
 	uint64_t events_then, dropped_then;
 	int64_t rate_ns;               /* when the rates were last taken */
 	double events_per_s, dropped_per_s;
@@ -280,6 +281,85 @@ static int count_drops(void *ctx, uint32_t tid, const char *reason, uint64_t eve
 	return c->inner->drops(c->inner->ctx, tid, reason, events);
 }
 
+/*
+ * When the kernel says the peer's process started, on CLOCK_MONOTONIC (its
+ * start in /proc is in clock ticks on CLOCK_BOOTTIME), in *ns.  0 or
+ * -errno.
+ */
+static int peer_start_ns(uint32_t pid, int64_t *ns)
+{
+	char path[64], buf[1024], *p;
+	unsigned long long ticks;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%u/stat", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -EIO;
+	buf[n] = 0;
+	/* after the command name, which may hold anything: from its last ')' */
+	p = strrchr(buf, ')');
+	if (!p)
+		return -EIO;
+	/* field 3 is the state, just after; starttime is field 22 */
+	for (int field = 2; field < 22 && p; field++)
+		p = strchr(p + 1, ' ');
+	if (!p || sscanf(p + 1, "%llu", &ticks) != 1)
+		return -EIO;
+	*ns = (int64_t)(ticks * (1000000000ull / (unsigned long long)sysconf(_SC_CLK_TCK))) -
+	      ((int64_t)clock_ns(CLOCK_BOOTTIME) - (int64_t)clock_ns(CLOCK_MONOTONIC));
+	return 0;
+}
+
+/* A kernel start time in ticks, converted: this much later than the shim's
+ * own reading of its start is still the same process. */
+#define START_SLACK_NS 1000000000ll
+
+/*
+ * A reconnect HELLO (SHM_HELLO_RECONNECT): continues the process's row, the
+ * latest of its pid, uid and host, which must have started when HELLO says
+ * and been ended by store_recover(); and the process must have existed
+ * then (the kernel's start time, not the client's word: a later process
+ * that got the pid, the same user's, cannot take the row over).
+ */
+static int resume(struct client *c, const struct shm_msg_hello *h)
+{
+	int64_t kstart = 0;
+	int err;
+
+	if (c->fd >= 0 && (peer_start_ns(c->pid, &kstart) < 0 ||
+			   kstart > (int64_t)h->start_mono_ns + START_SLACK_NS))
+		return reject(c, "reconnect HELLO says the process started at %llu ns, the "
+			      "kernel says it did not exist then",
+			      (unsigned long long)h->start_mono_ns);
+	err = store_process_resume(c->store, c->pid, c->uid, c->host, c->host_len,
+				   (int64_t)h->start_mono_ns, &c->proc_id);
+	if (err)
+		return err;
+	if (!c->proc_id)
+		return reject(c, "reconnect HELLO for no process this collector lost (pid %u, "
+			      "uid %u, started at %llu ns)", c->pid, c->uid,
+			      (unsigned long long)h->start_mono_ns);
+	return 0;
+}
+
+/* ring_resume(): each thread with a slot gets its row if it has none (a
+ * thread that started while no collector listened), and its loss. */
+static int resume_slot(void *ctx, uint32_t tid, uint64_t lost)
+{
+	struct client *c = ctx;
+	int err = store_thread_add(c->store, c->proc_id, tid, 0,
+				   (int64_t)clock_ns(CLOCK_MONOTONIC));
+
+	c->lost += lost;
+	return err || !lost ? err : count_drops(c, tid, "collector_lost", lost);
+}
+
 static int hello(struct client *c, const char *msg, size_t len, int memfd)
 {
 	static const char *const modes[] = { "off", "sample", "all" };
@@ -354,11 +434,15 @@ static int hello(struct client *c, const char *msg, size_t len, int memfd)
 	if (err)
 		goto out;
 	p.argv_json = argv;
-	err = find_parent(c, h.ppid, &p.parent_proc_id);
-	if (!err)
-		err = mark_exec(c, (int64_t)h.start_mono_ns);
-	if (!err)
-		err = store_process_add(c->store, &p, &c->proc_id);
+	if (h.flags & SHM_HELLO_RECONNECT) {
+		err = resume(c, &h);
+	} else {
+		err = find_parent(c, h.ppid, &p.parent_proc_id);
+		if (!err)
+			err = mark_exec(c, (int64_t)h.start_mono_ns);
+		if (!err)
+			err = store_process_add(c->store, &p, &c->proc_id);
+	}
 	if (!err) {
 		struct ingest_conf ic = {
 			.store = c->store, .proc_id = c->proc_id, .clock = h.clock,
@@ -385,6 +469,17 @@ static int hello(struct client *c, const char *msg, size_t len, int memfd)
 					     count_drops, c };
 		c->rate_ns = (int64_t)clock_ns(CLOCK_MONOTONIC);
 		log_debug("pid %u connected as proc_id %lld", c->pid, (long long)c->proc_id);
+	}
+	if (!err && (h.flags & SHM_HELLO_RECONNECT)) {
+		uint64_t lost;
+
+		err = ring_resume(c->ring, &lost, resume_slot, c);
+		if (!err && lost)
+			err = count_drops(c, 0, "collector_lost", lost);
+		if (!err)
+			log_info("pid %u (proc_id %lld) reconnected: %llu events lost with the "
+				 "collector before, counted as 'collector_lost'", c->pid,
+				 (long long)c->proc_id, (unsigned long long)(lost + c->lost));
 	}
 out:
 	free(argv);
@@ -733,6 +828,8 @@ int client_end(struct client *c, enum client_end why, int64_t now_ns)
 					reason, strcmp(reason, "signal") ? 0 : (int)c->fatal_signo);
 	if (!err && c->store)
 		err = store_commit(c->store);
+	if (c->ring)
+		ring_ended(c->ring);
 	if (c->job)
 		job_leave(c->job, now_ns);
 	if (!err && c->proc_id)
@@ -816,6 +913,16 @@ int client_ended(const struct client *c)
 struct client *client_next(const struct client *c)
 {
 	return c->next;
+}
+
+void client_committed(void *co, struct store *s)
+{
+	/* Only regions whose records this collector ingests: a client still in
+	 * or refused at HELLO has read nothing, and its marks would claim
+	 * what a dead collector read as committed (a reconnect's loss). */
+	for (struct client *c = ((struct collector *)co)->clients; c; c = c->next)
+		if (c->store == s && c->ring && c->ingest && !c->in_hello && !c->rejected)
+			ring_committed(c->ring);
 }
 
 void client_free(struct client *c)

@@ -129,6 +129,11 @@ int client_json_argv(const char *argv, size_t len, char **out, size_t *out_len);
 /* The next client in co->clients, or NULL. */
 struct client *client_next(const struct client *c);
 
+/* Store s just committed: the regions of co's clients that write to it get
+ * their committed marks (ring_committed()).  A store_on_commit() hook, ctx
+ * being co. */
+void client_committed(void *co, struct store *s);
+
 /* ---- for control requests (ctl.h) ---- */
 
 /* Whether c is a control client (it sent REQUEST), and whether it is a

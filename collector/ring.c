@@ -47,6 +47,7 @@
 
 struct slot_state {
 	uint64_t tail;
+	uint64_t consumed; /* records handed to the sink, over the slot's life */
 	uint64_t generation;
 	uint64_t dropped;
 	uint64_t count[SHM_FN_COUNT];
@@ -202,8 +203,10 @@ struct ring *ring_new(int memfd, const struct ring_geometry *g, char *why, size_
 		errno = ENOMEM;
 		return NULL;
 	}
-	for (uint32_t i = 0; i < r->nslots; i++)
+	for (uint32_t i = 0; i < r->nslots; i++) {
 		r->slots[i].tail = __atomic_load_n(&slot_at(r, i)->tail, __ATOMIC_RELAXED);
+		r->slots[i].consumed = __atomic_load_n(&slot_at(r, i)->consumed, __ATOMIC_RELAXED);
+	}
 	return r;
 nomem:
 	munmap(map, g->region_bytes);
@@ -390,6 +393,9 @@ static int free_slot(struct ring *r, uint32_t i, const struct rec_sink *sink)
 	memset(sl->count, 0, sizeof(sl->count));
 	memset(sl->bytes, 0, sizeof(sl->bytes));
 	sl->dropped = 0;
+	sl->committed_dropped = 0;
+	memset(sl->committed_count, 0, sizeof(sl->committed_count));
+	memset(sl->committed_bytes, 0, sizeof(sl->committed_bytes));
 	ss->dropped = 0;
 	memset(ss->count, 0, sizeof(ss->count));
 	memset(ss->bytes, 0, sizeof(ss->bytes));
@@ -414,6 +420,97 @@ int ring_flush(struct ring *r, const struct rec_sink *sink)
 		  __atomic_load_n(&r->region->dropped_cupti, __ATOMIC_RELAXED));
 	if (!err && d)
 		err = sink->drops(sink->ctx, 0, "cupti", d);
+	return err;
+}
+
+void ring_committed(struct ring *r)
+{
+	uint32_t hwm = __atomic_load_n(&r->region->slots_hwm, __ATOMIC_ACQUIRE);
+
+	for (uint32_t i = 0; i < hwm && i < r->nslots; i++) {
+		struct shm_slot *sl = slot_at(r, i);
+
+		struct slot_state *ss = &r->slots[i];
+
+		__atomic_store_n(&sl->committed, ss->consumed, __ATOMIC_RELAXED);
+		__atomic_store_n(&sl->committed_gen, ss->generation, __ATOMIC_RELAXED);
+		__atomic_store_n(&sl->committed_dropped, ss->dropped, __ATOMIC_RELAXED);
+		for (uint16_t fn = 1; fn < SHM_FN_COUNT; fn++) {
+			__atomic_store_n(&sl->committed_count[fn], ss->count[fn], __ATOMIC_RELAXED);
+			__atomic_store_n(&sl->committed_bytes[fn], ss->bytes[fn], __ATOMIC_RELAXED);
+		}
+	}
+	__atomic_store_n(&r->region->committed_no_slot, r->no_slot_stored, __ATOMIC_RELAXED);
+	__atomic_store_n(&r->region->committed_cupti, r->cupti_stored, __ATOMIC_RELAXED);
+}
+
+void ring_ended(struct ring *r)
+{
+	__atomic_store_n(&r->region->collector_ended, 1, __ATOMIC_RELEASE);
+}
+
+/* What is lost between a committed mark and the value now: a mark above
+ * the value (the region is the client's to scribble on) loses nothing. */
+static uint64_t since_mark(uint64_t now, uint64_t mark)
+{
+	return now > mark ? now - mark : 0;
+}
+
+int ring_resume(struct ring *r, uint64_t *lost,
+		int (*slot)(void *ctx, uint32_t tid, uint64_t lost), void *ctx)
+{
+	struct shm_region *g = r->region;
+	uint32_t hwm = __atomic_load_n(&g->slots_hwm, __ATOMIC_ACQUIRE);
+	uint64_t n, v;
+	int err = 0;
+
+	for (uint32_t i = 0; i < hwm && i < r->nslots; i++) {
+		struct shm_slot *sl = slot_at(r, i);
+		struct slot_state *ss = &r->slots[i];
+		uint64_t gen = __atomic_load_n(&sl->generation, __ATOMIC_ACQUIRE);
+
+		if (__atomic_load_n(&sl->state, __ATOMIC_ACQUIRE) == SHM_SLOT_FREE)
+			continue;
+		/* Read but never committed: gone from the ring (its tail moved
+		 * past them), never stored. */
+		n = since_mark(ss->consumed, __atomic_load_n(&sl->committed, __ATOMIC_RELAXED));
+		/* The counters go on from what the store holds of this owner;
+		 * for an owner the dead collector never committed, from 0. */
+		ss->generation = gen;
+		if (__atomic_load_n(&sl->committed_gen, __ATOMIC_RELAXED) == gen) {
+			for (uint16_t fn = 1; fn < SHM_FN_COUNT; fn++) {
+				ss->count[fn] = __atomic_load_n(&sl->committed_count[fn], __ATOMIC_RELAXED);
+				ss->bytes[fn] = __atomic_load_n(&sl->committed_bytes[fn], __ATOMIC_RELAXED);
+			}
+			ss->dropped = __atomic_load_n(&sl->committed_dropped, __ATOMIC_RELAXED);
+		}
+		/* Dropped since the last commit (rings nobody read fill up):
+		 * lost with the collector, counted here, not as ring_full. */
+		v = __atomic_load_n(&sl->dropped, __ATOMIC_RELAXED);
+		n += since_mark(v, ss->dropped);
+		ss->dropped = v;
+		if (!err)
+			err = slot(ctx, __atomic_load_n(&sl->tid, __ATOMIC_RELAXED), n);
+	}
+	v = __atomic_load_n(&g->dropped_no_slot, __ATOMIC_RELAXED);
+	n = since_mark(v, __atomic_load_n(&g->committed_no_slot, __ATOMIC_RELAXED));
+	r->no_slot_stored = v;
+	v = __atomic_load_n(&g->dropped_cupti, __ATOMIC_RELAXED);
+	n += since_mark(v, __atomic_load_n(&g->committed_cupti, __ATOMIC_RELAXED));
+	r->cupti_stored = v;
+	/* The control line goes on where the dead collector left it, so that
+	 * the shim sees each later command as new (ctl_seq moves on). */
+	v = __atomic_load_n(&g->ctl_seq, __ATOMIC_ACQUIRE);
+	r->ctl.seq = (uint32_t)(v + 1) & ~1u;
+	r->ctl.id = __atomic_load_n(&g->ctl_id, __ATOMIC_RELAXED);
+	r->ctl.cmd = __atomic_load_n(&g->ctl_cmd, __ATOMIC_RELAXED);
+	r->ctl.user = __atomic_load_n(&g->ctl_user, __ATOMIC_RELAXED);
+	r->ctl.ts = __atomic_load_n(&g->ctl_ts, __ATOMIC_RELAXED);
+	ring_control_start(r);
+	/* It died half way through writing the line: make it whole. */
+	if (v & 1)
+		ctl_publish(r);
+	*lost = n;
 	return err;
 }
 
@@ -537,14 +634,22 @@ static int cursor_fail(struct ring *r, struct cursor *cur, const struct rec_sink
 			(unsigned long long)cur->tail);
 }
 
+/* Hands the bytes consumed up to tail back to the producer, with the
+ * count of the records they held (the committed marks, wire.h). */
+static void hand_back(struct ring *r, uint32_t i, uint64_t tail)
+{
+	struct shm_slot *sl = slot_at(r, i);
+
+	r->slots[i].tail = tail;
+	__atomic_store_n(&sl->consumed, r->slots[i].consumed, __ATOMIC_RELAXED);
+	__atomic_store_n(&sl->tail, tail, __ATOMIC_RELEASE);
+}
+
 /* Hands consumed bytes back to the producer; frees a retired slot once
  * it is empty. */
 static int cursor_close(struct ring *r, struct cursor *cur, const struct rec_sink *sink)
 {
-	struct shm_slot *sl = slot_at(r, cur->slot);
-
-	r->slots[cur->slot].tail = cur->tail;
-	__atomic_store_n(&sl->tail, cur->tail, __ATOMIC_RELEASE);
+	hand_back(r, cur->slot, cur->tail);
 	if (cur->state == SHM_SLOT_RETIRED && cur->tail == cur->head && !r->slots[cur->slot].bad)
 		return free_slot(r, cur->slot, sink);
 	return 0;
@@ -609,16 +714,15 @@ int ring_drain(struct ring *r, uint64_t limit, const struct rec_sink *sink)
 		err = sink->record(sink->ctx, cur->slot, cur->tid, &cur->rec);
 		if (err)
 			break;
+		r->slots[cur->slot].consumed++;
 		cur->tail += cur->rec.h.size;
 		/* Room handed back as the pass goes, an eighth of the ring at
 		 * a time, not only when it ends: a pass over a full ring takes
 		 * as long as the producer took to fill it, and a lossless
 		 * producer waiting for room would wait all that time.  (What
 		 * lies before cur->tail was copied out already.) */
-		if (cur->tail - r->slots[cur->slot].tail >= r->ring_bytes >> 3) {
-			r->slots[cur->slot].tail = cur->tail;
-			__atomic_store_n(&slot_at(r, cur->slot)->tail, cur->tail, __ATOMIC_RELEASE);
-		}
+		if (cur->tail - r->slots[cur->slot].tail >= r->ring_bytes >> 3)
+			hand_back(r, cur->slot, cur->tail);
 		p = cursor_peek(r, cur);
 		if (p < 0)
 			bad = cursor_fail(r, cur, sink);

@@ -48,6 +48,38 @@ int ring_drain(struct ring *r, uint64_t limit, const struct rec_sink *sink);
  * per live slot, and the region's no_slot and cupti drops. */
 int ring_flush(struct ring *r, const struct rec_sink *sink);
 
+/*
+ * The store now holds everything handed to the sink so far: writes the
+ * committed marks into the region (wire.h), so that what a collector that
+ * dies after this leaves behind says exactly what it had stored: the
+ * records after `committed` and the drops after `committed_dropped` (and
+ * the region's committed_no_slot and committed_cupti) were read or
+ * counted, never stored.  Call it right after each commit of the store
+ * the sink writes to; an early call would claim what was not stored.
+ */
+void ring_committed(struct ring *r);
+
+/* The process's row is ended (not by a collector's death): the shim is
+ * not to reconnect (wire.h, collector_ended). */
+void ring_ended(struct ring *r);
+
+/*
+ * A region that a dead collector was reading (SHM_HELLO_RECONNECT), just
+ * mapped by ring_new() (which starts at the tails it handed back): the
+ * counters are handed on from its committed marks, not from zero (what its
+ * store holds is not counted twice), and the control line goes on from
+ * its sequence.  slot(ctx, tid, lost) runs for each slot in use, with the
+ * events of its thread that the dead collector read but never committed
+ * plus those dropped since its last commit (no one read the rings), which
+ * no later pass hands on (its thread may also have started while no
+ * collector listened: it may need a row); *lost receives the same for the
+ * region's no_slot and cupti drops.  Before the first pass;
+ * ring_control_start() is not needed.  0, or the first error slot()
+ * returned.
+ */
+int ring_resume(struct ring *r, uint64_t *lost,
+		int (*slot)(void *ctx, uint32_t tid, uint64_t lost), void *ctx);
+
 /* Whether the last pass found a slot a quarter full or more when it began:
  * a producer fills its ring faster than passes on a timer would drain it,
  * so the next pass should come at once (a lossless producer waits for

@@ -704,6 +704,8 @@ static int setup(struct daemon *d)
 			return err;
 		}
 	}
+	/* Each commit tells the regions what is stored (ring_committed()). */
+	store_on_commit(client_committed, &d->co);
 	d->co.jobs = jobs_open(&(struct jobs_conf){
 		.db = o->db, .state_dir = o->state_dir, .linger_ns = o->linger_ns,
 		.max_age_ns = o->max_age_ns, .max_bytes = o->max_bytes,

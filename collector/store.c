@@ -53,6 +53,7 @@ enum {
 	ST_PROC_END,
 	ST_PROC_FIND,
 	ST_PROC_EXEC,
+	ST_PROC_RESUME,
 	ST_THREAD,
 	ST_CUDA,
 	ST_ALLOC,
@@ -117,6 +118,12 @@ static const char *const sql[ST_N] = {
 	[ST_PROC_EXEC] = "UPDATE processes SET end_reason = 'exec' WHERE proc_id = "
 			 "(SELECT max(proc_id) FROM processes WHERE pid = ?1 AND "
 			 "hostname = ?2) AND uid = ?4 AND end_reason = 'disconnect' AND end_ns >= ?3",
+	/* The latest row of the pid on the host, only if it is uid's, started
+	 * when the process says it did and was ended by store_recover(). */
+	[ST_PROC_RESUME] = "UPDATE processes SET end_ns = NULL, end_reason = NULL, "
+			   "end_signal = NULL WHERE proc_id = (SELECT max(proc_id) FROM "
+			   "processes WHERE pid = ?1 AND hostname = ?2) AND uid = ?3 AND "
+			   "start_ns = ?4 AND end_reason = 'collector_lost' RETURNING proc_id",
 	[ST_THREAD] = "INSERT OR IGNORE INTO threads (proc_id, tid, name, first_ns) "
 		      "VALUES (?1, ?2, (SELECT text FROM strings WHERE proc_id = ?1 "
 		      "AND id = ?3), ?4)",
@@ -360,6 +367,15 @@ static int flush_pending(struct store *s)
 	return 0;
 }
 
+static void (*commit_hook)(void *ctx, struct store *s);
+static void *commit_ctx;
+
+void store_on_commit(void (*fn)(void *ctx, struct store *s), void *ctx)
+{
+	commit_hook = fn;
+	commit_ctx = ctx;
+}
+
 int store_commit(struct store *s)
 {
 	int err;
@@ -373,8 +389,11 @@ int store_commit(struct store *s)
 	}
 	if (!err)
 		err = step(s, s->st[ST_COMMIT]);
-	if (!err)
+	if (!err) {
 		s->in_tx = 0;
+		if (commit_hook)
+			commit_hook(commit_ctx, s);
+	}
 	return err;
 }
 
@@ -505,6 +524,28 @@ int store_process_exec(struct store *s, uint32_t pid, uint32_t uid, const char *
 	sqlite3_bind_int64(st, 3, since_ns);
 	sqlite3_bind_int64(st, 4, uid);
 	return step(s, st);
+}
+
+int store_process_resume(struct store *s, uint32_t pid, uint32_t uid, const char *host,
+			 size_t host_len, int64_t start_ns, int64_t *proc_id)
+{
+	sqlite3_stmt *st = s->st[ST_PROC_RESUME];
+	int err = tx(s), rc;
+
+	*proc_id = 0;
+	if (err)
+		return err;
+	sqlite3_bind_int64(st, 1, pid);
+	sqlite3_bind_text(st, 2, host, (int)host_len, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 3, uid);
+	sqlite3_bind_int64(st, 4, start_ns);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		*proc_id = sqlite3_column_int64(st, 0);
+		rc = sqlite3_step(st);
+	}
+	sqlite3_reset(st);
+	return rc == SQLITE_DONE ? 0 : fail(s, rc);
 }
 
 int store_thread_add(struct store *s, int64_t proc_id, uint32_t tid,

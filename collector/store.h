@@ -69,6 +69,12 @@ int store_close(struct store *s);
 /* Commits the open batch, if any. */
 int store_commit(struct store *s);
 
+/* fn(ctx, s) runs right after every commit of any store s (store_close()'s
+ * included): the collector writes its committed marks into the regions
+ * whose records s holds (ring_committed()).  One hook per process; NULL
+ * removes it. */
+void store_on_commit(void (*fn)(void *ctx, struct store *s), void *ctx);
+
 /* ---- processes and threads ---- */
 
 struct store_proc {
@@ -107,6 +113,15 @@ int store_process_find(struct store *s, uint32_t pid, uint32_t uid, const char *
  * end_reason becomes 'exec'. */
 int store_process_exec(struct store *s, uint32_t pid, uint32_t uid, const char *host,
 		       size_t host_len, int64_t since_ns);
+
+/* A process that lost its collector and says HELLO to the next one
+ * (SHM_HELLO_RECONNECT): the latest row of pid on this host, if it is uid's,
+ * started at start_ns and was ended as 'collector_lost' (store_recover()),
+ * is live again (end_ns, end_reason and end_signal NULL) and its proc_id
+ * goes to *proc_id; else *proc_id is 0.  Rows ended otherwise (an orderly
+ * end, a disconnect) or another user's, are never reopened. */
+int store_process_resume(struct store *s, uint32_t pid, uint32_t uid, const char *host,
+			 size_t host_len, int64_t start_ns, int64_t *proc_id);
 
 /* Adds a threads row named by the process's string name_id (NULL when 0
  * or not defined); a (proc_id, tid) already present is kept as it is. */

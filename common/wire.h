@@ -30,11 +30,13 @@
 
 #include <stdint.h>
 
-#define SHM_WIRE_VERSION 7 /* 2: GPU window records, CUPTI drop count; 3: 64-bit correlation;
+#define SHM_WIRE_VERSION 9 /* 2: GPU window records, CUPTI drop count; 3: 64-bit correlation;
 			    4: heap order (seq), SIGNAL, the region's wake futex;
 			    5: launch stacks in API records;
 			    6: the job in HELLO, the region's control block, REQUEST/REPLY;
-			    7: the control block read by the hooks, the plan's deadlines */
+			    7: the control block read by the hooks, the plan's deadlines;
+			    8: the collector's committed marks (slot and region);
+			    9: reconnection (SHM_HELLO_RECONNECT, committed counters) */
 #define SHM_MAGIC 0x524d4853u /* "SHMR" */
 
 /* Largest control message either side sends or accepts. */
@@ -186,6 +188,17 @@ enum shm_clock {
  * both: both, from the same events (SHIMMER_HEAP_ROWS=both). */
 #define SHM_HELLO_HEAP_ROWS 0x4u
 #define SHM_HELLO_HEAP_AGG 0x8u
+/*
+ * The process lost its collector (it crashed or was killed) and says HELLO
+ * again to the next one, from the same region (the memfd it kept) and with
+ * the fields of its first HELLO (pid, uid, host, start_mono_ns...): the
+ * collector continues the process's row, which must be one it can prove
+ * is this process's (same pid, uid, host and start time, ended as
+ * 'collector_lost'), and counts what the dead collector read but never
+ * committed, and what was dropped since, from the committed marks
+ * (struct shm_slot).  Anything else is refused.
+ */
+#define SHM_HELLO_RECONNECT 0x10u
 
 /*
  * Where the job key in HELLO came from (the collector groups one user's
@@ -453,7 +466,22 @@ struct shm_region {
 	 */
 	uint32_t wake;
 	uint32_t waiters;
-	uint8_t pad3[64];
+	/*
+	 * The collector's committed marks (with each slot's consumed,
+	 * committed and committed_dropped): the no_slot and cupti drop counts
+	 * it had handed on when its store last committed.  Written by the
+	 * collector after each commit, never by the shim: what a collector
+	 * that died left behind says what it had stored, so that the next
+	 * one to read the region stores the rest, and counts what was lost.
+	 */
+	uint64_t committed_no_slot;
+	uint64_t committed_cupti;
+	/* The collector ended the process's row (client_end(): an exit, a
+	 * shutdown, a rejection...), as one that dies never does: the shim
+	 * does not say HELLO again to another (SHM_HELLO_RECONNECT). */
+	uint32_t collector_ended;
+	uint32_t pad_ended;
+	uint8_t pad3[40];
 	/*
 	 * Control: when the process records (docs/service.md).  The shim has
 	 * no thread of its own to wait for commands: every hook compares
@@ -528,9 +556,22 @@ struct shm_slot {
 	uint64_t generation; /* bumped on every claim */
 	uint8_t pad0[32];
 	uint64_t tail;
-	uint8_t pad1[56];
+	/* The collector's marks (region header): consumed, the records (PAD
+	 * excluded) before tail; committed, committed_dropped and
+	 * committed_count/bytes, consumed, dropped and the counters as handed
+	 * on when the store last committed, for the owner of generation
+	 * committed_gen.  consumed - committed records were read but never
+	 * stored if it dies now; the next collector hands on the counters
+	 * from the committed ones (SHM_HELLO_RECONNECT). */
+	uint64_t consumed;
+	uint64_t committed;
+	uint64_t committed_dropped;
+	uint64_t committed_gen;
+	uint8_t pad1[24];
 	uint64_t count[SHM_FN_COUNT]; /* exact calls per function */
 	uint64_t bytes[SHM_FN_COUNT]; /* exact bytes requested per function */
+	uint64_t committed_count[SHM_FN_COUNT];
+	uint64_t committed_bytes[SHM_FN_COUNT];
 };
 
 _Static_assert(sizeof(struct shm_slot) <= SHM_SLOT_CTL_BYTES, "slot ctl");

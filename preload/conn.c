@@ -27,7 +27,9 @@
 static char hello_buf[SHM_MSG_MAX];
 static int sock = -1;
 static dev_t sock_dev;
-static ino_t sock_ino;
+/* The socket's inode; while conn_reconnect() puts a new socket at its
+ * number, the old and the new one's (ino_prev, ino_next) are ours too. */
+static ino_t sock_ino, sock_ino_prev, sock_ino_next;
 static void (*on_lost)(void);
 
 static void hdr_init(struct shm_msg_hdr *h, uint16_t type, uint32_t len)
@@ -46,7 +48,10 @@ static int owned(void)
 
 	if (fd < 0)
 		return -1;
-	if (fstat(fd, &sb) == 0 && sb.st_dev == sock_dev && sb.st_ino == sock_ino)
+	if (fstat(fd, &sb) == 0 && sb.st_dev == sock_dev &&
+	    (sb.st_ino == __atomic_load_n(&sock_ino, __ATOMIC_ACQUIRE) ||
+	     sb.st_ino == __atomic_load_n(&sock_ino_next, __ATOMIC_ACQUIRE) ||
+	     sb.st_ino == __atomic_load_n(&sock_ino_prev, __ATOMIC_ACQUIRE)))
 		return fd;
 	if (__atomic_compare_exchange_n(&sock, &fd, -1, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
 		log_warn("the program closed or replaced descriptor %d, the shim's connection to "
@@ -84,7 +89,7 @@ int conn_sendmsg(const struct msghdr *mh)
 /* fd moved to the lowest free number at least FD_BELOW_TOP under the
  * ceiling (min(soft RLIMIT_NOFILE, FD_CEILING)), or left where it is when
  * the limit is too low or nothing up there is free. */
-static int move_high(int fd)
+int conn_move_high(int fd)
 {
 	struct rlimit rl;
 	long cap = FD_CEILING, target;
@@ -117,11 +122,11 @@ int conn_open(const char *path, void (*lost)(void))
 		return -errno;
 	if (connect(fd, (struct sockaddr *)&sa, offsetof(struct sockaddr_un, sun_path) + n + 1) < 0)
 		goto fail;
-	fd = move_high(fd);
+	fd = conn_move_high(fd);
 	if (fstat(fd, &sb) < 0)
 		goto fail;
 	sock_dev = sb.st_dev;
-	sock_ino = sb.st_ino;
+	sock_ino = sock_ino_prev = sock_ino_next = sb.st_ino;
 	on_lost = lost;
 	__atomic_store_n(&sock, fd, __ATOMIC_RELEASE);
 	return 0;
@@ -178,9 +183,9 @@ static ssize_t read_file(const char *path, char *buf, size_t cap)
 	return (ssize_t)got;
 }
 
-int conn_hello(struct shm_msg_hello *h, int memfd, const char *job, uint32_t job_len)
+/* HELLO on socket fd: see conn_hello(). */
+static int hello_on(int fd, struct shm_msg_hello *h, int memfd, const char *job, uint32_t job_len)
 {
-	int fd = owned();
 	char *text = hello_buf + sizeof(*h);
 	size_t room = sizeof(hello_buf) - sizeof(*h);
 	char cbuf[CMSG_SPACE(sizeof(int))] = { 0 };
@@ -231,6 +236,60 @@ int conn_hello(struct shm_msg_hello *h, int memfd, const char *job, uint32_t job
 	if (sendmsg(fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
 		return -errno;
 	return 0;
+}
+
+int conn_hello(struct shm_msg_hello *h, int memfd, const char *job, uint32_t job_len)
+{
+	int fd = owned();
+
+	if (fd < 0)
+		return -ENOTCONN;
+	return hello_on(fd, h, memfd, job, job_len);
+}
+
+int conn_reconnect(const char *path, struct shm_msg_hello *h, int memfd, const char *job,
+		   uint32_t job_len)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	size_t n = strlen(path);
+	int fd = owned(), s, err, saved = errno;
+	struct stat sb;
+
+	if (fd < 0)
+		return -ENOTCONN;
+	if (n >= sizeof(sa.sun_path))
+		return -ENAMETOOLONG;
+	memcpy(sa.sun_path, path, n);
+	s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (s < 0) {
+		err = -errno;
+		goto out;
+	}
+	/* Non-blocking: a listener whose backlog is full says EAGAIN at once. */
+	if (connect(s, (struct sockaddr *)&sa, offsetof(struct sockaddr_un, sun_path) + n + 1) < 0 ||
+	    fstat(s, &sb) < 0) {
+		err = -errno;
+		goto fail;
+	}
+	err = hello_on(s, h, memfd, job, job_len);
+	if (err)
+		goto fail;
+	/* The new socket takes the old one's number, which is never free in
+	 * between (the program could get it); a thread that checks the
+	 * number meanwhile finds either inode ours. */
+	__atomic_store_n(&sock_ino_prev, sock_ino, __ATOMIC_RELEASE);
+	__atomic_store_n(&sock_ino_next, sb.st_ino, __ATOMIC_RELEASE);
+	if (dup3(s, fd, O_CLOEXEC) < 0) {
+		err = -errno;
+		goto fail;
+	}
+	__atomic_store_n(&sock_ino, sb.st_ino, __ATOMIC_RELEASE);
+	err = 0;
+fail:
+	close(s);
+out:
+	errno = saved;
+	return err;
 }
 
 int conn_thread(uint32_t slot, uint32_t tid, uint32_t name_id, uint64_t ts)

@@ -46,6 +46,23 @@ void conn_close(void);
  */
 int conn_hello(struct shm_msg_hello *h, int memfd, const char *job, uint32_t job_len);
 
+/*
+ * The collector's end closed (conn_hung_up()): connects to path again,
+ * without ever waiting (a non-blocking connect), and sends h as HELLO on
+ * the new socket (the caller sets SHM_HELLO_RECONNECT) with memfd, the
+ * region kept since the first HELLO; then the new socket takes the old
+ * one's number.  Async-signal-safe; one caller at a time (hello_buf is
+ * shared with conn_hello()).  0 or -errno, the old socket kept.
+ */
+int conn_reconnect(const char *path, struct shm_msg_hello *h, int memfd, const char *job,
+		   uint32_t job_len);
+
+/* fd moved to a high number (F_DUPFD_CLOEXEC, the old one closed), where
+ * programs that reuse low numbers leave it, or fd itself when no high
+ * number is free.  For descriptors the shim keeps (the socket, the
+ * region's memfd). */
+int conn_move_high(int fd);
+
 int conn_thread(uint32_t slot, uint32_t tid, uint32_t name_id, uint64_t ts);
 int conn_kick(void);
 int conn_bye(uint64_t ts);

@@ -32,8 +32,17 @@
 #include "shim.h"
 #include "stack.h"
 
+#define REVIVE_PERIOD_NS 1000000000ull    /* no collector listens: try again after 1 s */
+#define REVIVE_REFUSED_NS 30000000000ull  /* one took HELLO, and is gone again: 30 s */
+
 static int clock_kind;
 static void (*real_exit)(int), (*real_Exit)(int);
+/* The fixed part of the HELLO that started tracing: a reconnect says it
+ * again (the collector finds the process's row by it). */
+static struct shm_msg_hello first_hello;
+static uint64_t revive_at;   /* CLOCK_MONOTONIC_COARSE ns: the next attempt, at the earliest */
+static int reviving;         /* an attempt is under way (its thread holds hello_buf) */
+static uint64_t revived;     /* reconnects made */
 
 static void disable(void)
 {
@@ -98,9 +107,12 @@ static int start(uint32_t ppid)
 			 strerrordesc_np(-err));
 		goto fail;
 	}
-	/* The collector holds its own descriptor now; the mapping is ours. */
-	close(shim.region.fd);
-	shim.region.fd = -1;
+	/* The memfd is kept (high, away from the numbers programs reuse), to
+	 * be handed to the next collector if this one dies (shim_revive()). */
+	shim.region.fd = conn_move_high(shim.region.fd);
+	first_hello = h;
+	revive_at = 0;
+	reviving = 0;
 	err = intern_init(conn_sendmsg);
 	if (err < 0)
 		log_debug("intern table: %s; names will be missing", strerrordesc_np(-err));
@@ -111,6 +123,88 @@ fail:
 	region_destroy(&shim.region);
 	conn_close();
 	return err;
+}
+
+/*
+ * The collector died (crashed, killed): its end of the socket closed.  The
+ * process keeps its region, and what its rings hold waits there; this
+ * says HELLO again, flagged SHM_HELLO_RECONNECT, to whatever collector
+ * listens on the socket now, and that one reads on from where the dead one
+ * stopped and counts what was lost.  Never waits: one non-blocking attempt,
+ * at most one a second (once a collector took the HELLO and went away
+ * again, perhaps refusing it, one in 30 s), from the paths that already
+ * drop (a full ring; thread.c), a lossless wait and the exit; never in a
+ * vfork child (it shares our memory, not our pid).  Async-signal-safe.
+ * 1 when reconnected.
+ */
+int shim_revive(int now)
+{
+	uint64_t t = clock_ns(CLOCK_MONOTONIC_COARSE), period = REVIVE_PERIOD_NS;
+	struct shm_msg_hello h;
+	int idle = 0, ok = 0, saved = errno, err;
+
+	if (!__atomic_load_n(&shim.on, __ATOMIC_ACQUIRE) ||
+	    (!now && t < __atomic_load_n(&revive_at, __ATOMIC_RELAXED)) ||
+	    !__atomic_compare_exchange_n(&reviving, &idle, 1, 0, __ATOMIC_ACQUIRE,
+					 __ATOMIC_RELAXED))
+		return 0;
+	shim_tls.in_shim++;
+	if ((uint32_t)getpid() == shim.pid && region_fd(&shim.region) >= 0 && conn_hung_up() &&
+	    !__atomic_load_n(&shim.region.hdr->collector_ended, __ATOMIC_ACQUIRE)) {
+		h = first_hello;
+		h.flags |= SHM_HELLO_RECONNECT;
+		h.ppid = (uint32_t)getppid();
+		err = conn_reconnect(settings.socket, &h, shim.region.fd, settings.job,
+				     settings.job_len);
+		if (err == 0) {
+			/* strings sent to the dead collector may never have
+			 * been stored: each is sent again at its next use */
+			intern_reconnect();
+			thread_reconnected();
+			__atomic_fetch_add(&revived, 1, __ATOMIC_RELAXED);
+			period = REVIVE_REFUSED_NS;
+			ok = 1;
+			log_debug("reconnected to the collector at %s", settings.socket);
+		}
+	}
+	__atomic_store_n(&revive_at, t + period, __ATOMIC_RELAXED);
+	shim_tls.in_shim--;
+	__atomic_store_n(&reviving, 0, __ATOMIC_RELEASE);
+	errno = saved;
+	return ok;
+}
+
+/* Exit with no collector since the last one died: what the rings still
+ * hold, and what was dropped or read but not committed since that
+ * collector's last commit (wire.h's committed marks), is not stored.
+ * One line says so. */
+static void lost_at_exit(void)
+{
+	const struct shm_region *r = shim.region.hdr;
+	uint32_t hwm = __atomic_load_n(&r->slots_hwm, __ATOMIC_ACQUIRE);
+	uint64_t events = 0, unread = 0;
+
+	for (uint32_t i = 0; i < hwm && i < shim.region.nslots; i++) {
+		const struct shm_slot *sl = region_slot(&shim.region, i);
+		uint64_t head = __atomic_load_n(&sl->head, __ATOMIC_ACQUIRE),
+			 tail = __atomic_load_n(&sl->tail, __ATOMIC_ACQUIRE),
+			 consumed = __atomic_load_n(&sl->consumed, __ATOMIC_RELAXED),
+			 committed = __atomic_load_n(&sl->committed, __ATOMIC_RELAXED),
+			 dropped = __atomic_load_n(&sl->dropped, __ATOMIC_RELAXED),
+			 mark = sl->committed_gen == sl->generation ? sl->committed_dropped : 0;
+
+		if (sl->state == SHM_SLOT_FREE)
+			continue;
+		events += (consumed > committed ? consumed - committed : 0) +
+			  (dropped > mark ? dropped - mark : 0);
+		unread += head > tail ? head - tail : 0;
+	}
+	if (r->dropped_no_slot > r->committed_no_slot)
+		events += r->dropped_no_slot - r->committed_no_slot;
+	log_warn("the collector was lost and no other came back before exit: this process's "
+		 "recording ends at its last commit (%llu events lost after it, %llu KiB of "
+		 "records never read)", (unsigned long long)events,
+		 (unsigned long long)((unread + 1023) / 1024));
 }
 
 static void enable(void)
@@ -223,6 +317,11 @@ static void goodbye(void)
 	shim_tls.in_shim++;
 	ts = clock_now();
 	__atomic_store_n(&shim.region.hdr->exit_ts, ts, __ATOMIC_RELEASE);
+	/* A collector that died: the next one, if there is one now, reads
+	 * what the rings hold after the BYE. */
+	if (conn_hung_up() && !__atomic_load_n(&shim.region.hdr->collector_ended, __ATOMIC_ACQUIRE) &&
+	    !shim_revive(1))
+		lost_at_exit();
 	conn_bye(ts);
 	shim_tls.in_shim--;
 	errno = saved;

@@ -110,6 +110,15 @@ void intern_fork_child(intern_send_fn *fn)
 	sender = fn;
 }
 
+void intern_reconnect(void)
+{
+	uint32_t e = __atomic_load_n(&epoch, __ATOMIC_RELAXED) + 1;
+
+	if (e >= ST_BUSY)
+		e = EPOCH_FIRST;
+	__atomic_store_n(&epoch, e, __ATOMIC_RELEASE);
+}
+
 /* Sends STRING (id, text); retries a full socket briefly.  0 or -errno. */
 static int announce(uint32_t id, const char *s, uint32_t len)
 {

@@ -41,6 +41,11 @@ int intern_init(intern_send_fn *fn);
  * it forked is abandoned. */
 void intern_fork_child(intern_send_fn *fn);
 
+/* A new collector took over (a reconnect): every string is announced
+ * again at its next use, ids kept (the dead collector may not have
+ * stored it).  Async-signal-safe, any thread. */
+void intern_reconnect(void);
+
 /* The entry for s[0..len), created if new; NULL when the table or arena
  * is full, or before intern_init.  The pointer is stable for the process's
  * life and its children's. */

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -15,6 +16,7 @@
 int region_create(struct region *r, uint32_t nslots, uint32_t ring_bytes)
 {
 	uint64_t bytes = SHM_REGION_BYTES(nslots, ring_bytes);
+	struct stat sb;
 	void *map;
 	int fd, err;
 
@@ -46,17 +48,31 @@ int region_create(struct region *r, uint32_t nslots, uint32_t ring_bytes)
 		r->fd = -1;
 		goto out;
 	}
+	if (fstat(fd, &sb) == 0) {
+		r->fd_dev = (uint64_t)sb.st_dev;
+		r->fd_ino = (uint64_t)sb.st_ino;
+	}
 	return 0;
 out:
 	close(fd);
 	return err;
 }
 
+int region_fd(struct region *r)
+{
+	struct stat sb;
+
+	if (r->fd >= 0 && (fstat(r->fd, &sb) < 0 || (uint64_t)sb.st_ino != r->fd_ino ||
+			  (uint64_t)sb.st_dev != r->fd_dev || !r->fd_ino))
+		r->fd = -1; /* the program's now: never ours to close or send */
+	return r->fd;
+}
+
 void region_destroy(struct region *r)
 {
 	if (r->hdr)
 		munmap(r->hdr, r->bytes);
-	if (r->fd >= 0)
+	if (region_fd(r) >= 0)
 		close(r->fd);
 	r->hdr = 0;
 	r->bytes = 0;

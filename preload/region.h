@@ -16,7 +16,8 @@
 struct region {
 	struct shm_region *hdr; /* the mapping, NULL when none */
 	uint64_t bytes;
-	int fd; /* the memfd, -1 once closed */
+	int fd; /* the memfd (kept, high, for a reconnect), -1 once closed */
+	uint64_t fd_dev, fd_ino; /* its identity: whether fd is still ours (region_fd()) */
 	uint32_t nslots;
 	uint32_t ring_bytes;
 };
@@ -24,6 +25,11 @@ struct region {
 /* Creates, maps, fills and seals a region.  Returns 0 or -errno; r keeps
  * nslots and ring_bytes either way. */
 int region_create(struct region *r, uint32_t nslots, uint32_t ring_bytes);
+
+/* The memfd if fd is still it (the program may have closed or reused the
+ * number), else -1 (and it is forgotten).  Not thread-safe: one caller at
+ * a time (the reconnect, the constructor, the fork child). */
+int region_fd(struct region *r);
 
 /* Unmaps and closes what is left; safe on a zeroed or destroyed region.
  * Keeps nslots and ring_bytes, the geometry the next region_create() is

@@ -159,11 +159,22 @@ static inline void thread_count(struct shim_thread *t, unsigned int fn, uint64_t
 	}
 }
 
+/* init.c's: says HELLO again when the collector died (at most once a
+ * second unless now); 1 when reconnected.  Async-signal-safe. */
+int shim_revive(int now);
+
+/* thread.c's: a reconnect happened, lossless waits wait again. */
+void thread_reconnected(void);
+
 /* Counts n records lost: in the thread's own slot, of which the owner is
- * the only writer, or as no_slot when it has none. */
+ * the only writer, or as no_slot when it has none.  A drop is where a
+ * process whose collector died first notices (its rings fill): it tries
+ * to reconnect, at most once a second. */
 static inline void thread_drop(struct shim_thread *t, uint64_t n)
 {
 	struct shm_slot *s = t->ring.slot;
+
+	shim_revive(0);
 
 	if (likely(s != 0))
 		count_add(&s->dropped, n);

@@ -18,7 +18,9 @@
  * which the collector bumps after every pass that consumed records or freed
  * a slot, in slices of WAIT_SLICE_NS, kicking the collector once.  It gives
  * up - and drops, counted, from then on - only when the collector is gone:
- * its end of the socket closed (it exited or crashed), or its heartbeat (a
+ * its end of the socket closed (it exited or crashed, and no new one took a
+ * reconnect: shim_revive(); a drop tries again each second, and waiting
+ * resumes once one did), or its heartbeat (a
  * count of its passes over the region) stood still for COLLECTOR_STUCK_NS
  * (stopped, or hung).
  */
@@ -103,6 +105,11 @@ static int lossless_wait(struct shim_thread *t, int (*ready)(struct shim_thread 
 			beat = b;
 			since = now;
 		} else if (conn_hung_up()) {
+			/* a new collector may listen already: it reads on */
+			if (shim_revive(1)) {
+				since = now;
+				continue;
+			}
 			__atomic_store_n(&collector_gone, 1, __ATOMIC_RELAXED);
 			log_debug("collector gone; dropping instead of waiting");
 			break;
@@ -258,6 +265,12 @@ struct shim_thread *thread_self(void)
 	if (t->state != TS_READY && thread_prepare(t) < 0)
 		return 0;
 	return t;
+}
+
+void thread_reconnected(void)
+{
+	__atomic_store_n(&gone_beat, ~0ull, __ATOMIC_RELAXED);
+	__atomic_store_n(&collector_gone, 0, __ATOMIC_RELAXED);
 }
 
 void thread_fork_prepare(void)

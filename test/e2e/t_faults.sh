@@ -3,8 +3,10 @@
 #  - the collector is SIGKILLed mid-ingest and a new one starts on the same
 #    store: it passes integrity_check, every stored row is one the program
 #    logged (what was committed is whole), the cut-off process is ended as
-#    'collector_lost' (not left live forever) and the new collector stores
-#    a new program completely;
+#    'collector_lost' (not left live forever) until it reconnects, and the
+#    new collector stores a new program completely;
+#  - killed while programs run on, restarted: they reconnect, their rows go
+#    on, and stored + dropped (collector_lost) == produced, exactly;
 #  - the disk fills (a 1 MiB tmpfs, as root): the collector exits 1 with
 #    one clear line and the traced program is unaffected (test_store
 #    checks the store after a full disk).
@@ -43,7 +45,8 @@ check "restart: collector exits 0" "see its log" stop_collector
 check_integrity "killed: store passes integrity_check" "$DB"
 load_log "$T/long.log" "$T/long-check.db" "$DB"
 got=$(q "SELECT p.end_reason, p.end_ns >= p.start_ns FROM s.processes p WHERE p.pid IN $PIDS")
-check "killed: cut-off process ended as collector_lost" "got '$got'" [ "$got" = "collector_lost|1" ]
+check "killed: the cut-off process reconnected, its row ended at its exit" "got '$got'" \
+	[ "$got" = "exit|1" ]
 extra=$(q "
 CREATE TEMP VIEW got_c AS SELECT p.pid, c.tid, f.name AS fn, c.ret, coalesce(c.ptr, 0) AS ptr,
 	coalesce(c.bytes, 0) AS bytes FROM s.cuda_calls c JOIN s.functions f USING (fn_id)
@@ -56,6 +59,82 @@ check "killed: what was committed is whole (every stored call was logged)" "$ext
 	[ "$(wc -l <<< "$extra")" = 1 -a "${n:-0}" -gt 0 ]
 load_log "$T/after.log" "$T/after-check.db" "$DB"
 expect_empty "restart: the new program stored completely" "$(diff_procs exit)$(diff_cuda)$(diff_allocs)"
+
+# -- killed while programs run on: they reconnect ------------------------------
+# Two programs (lossy and lossless, 64 KiB rings: they fill while no one
+# reads) keep allocating while the collector is SIGKILLed and, 1.5 s later,
+# a new one starts on the same store and socket: each says HELLO again,
+# its row goes on and ends at its exit, and per process stored + dropped
+# == produced, exactly (the dead collector's loss counted as
+# 'collector_lost'); the lossless one does not stall on the dead collector.
+WL_HARD=$O/test/e2e/wl_hard
+need "$WL_HARD"
+DB=$T/reconnect.db
+N=30000
+start_collector "$DB" || { not_ok "collector starts"; finish; }
+for mode in lossy lossless; do
+	SHIMMER_LOSSLESS=$([ $mode = lossless ] && echo 1 || echo 0) SHIMMER_RING_KB=64 \
+		SHIMMER_MALLOC=all LD_PRELOAD=$SHIM SHIMMER_SOCKET=$SOCK \
+		"$WL_HARD" load 2 $N keep 10000 > "$T/rc.$mode.out" 2> "$T/rc.$mode.err" &
+	eval "pid_$mode=\$!"
+done
+# and one that ends (~0.8 s) before any collector comes back
+SHIMMER_RING_KB=64 SHIMMER_MALLOC=all LD_PRELOAD=$SHIM SHIMMER_SOCKET=$SOCK \
+	"$WL_HARD" load 1 8000 keep 10000 > "$T/rc.gone.out" 2> "$T/rc.gone.err" &
+pid_gone=$!
+for _ in $(seq 200); do
+	n=$(sq "$DB" "SELECT count(DISTINCT proc_id) FROM allocations" 2> /dev/null)
+	[ "${n:-0}" -ge 3 ] && break
+	sleep 0.05
+done
+{ kill -KILL "$CPID"; wait "$CPID"; } 2> /dev/null
+CPID=
+sleep 1.5
+wait "$pid_gone"
+rc=$?
+check "no collector back before exit: the program exits 0, one stderr line says what was lost" \
+	"exit $rc; stderr: $(cat "$T/rc.gone.err")" [ $rc = 0 ] && \
+	[ "$(wc -l < "$T/rc.gone.err")" = 1 ] && \
+	grep -q "^shimmer: the collector was lost and no other came back before exit: .* ([0-9]* events lost after it, [0-9]* KiB of records never read)" "$T/rc.gone.err"
+start_collector "$DB" || { not_ok "collector restarts"; finish; }
+restarted=$(date +%s%N)
+wait "$pid_lossless"
+rc_lossless=$?
+ended=$(date +%s%N)
+wait "$pid_lossy"
+rc_lossy=$?
+for mode in lossy lossless; do
+	eval "rc=\$rc_$mode"
+	check "reconnect, $mode: the program exits 0 and says nothing" \
+		"exit $rc; stderr: $(head -c 300 "$T/rc.$mode.err")" [ "$rc" = 0 ] && [ ! -s "$T/rc.$mode.err" ]
+done
+ms=$(( (ended - restarted) / 1000000 ))
+check "reconnect, lossless: no stall on the dead collector (ended $ms ms after the restart)" \
+	"$ms ms" [ $ms -lt 4500 ]
+check "reconnect: collector exits 0" "see its log" stop_collector
+check_integrity "reconnect: store passes integrity_check" "$DB"
+# per process: lossless, pid, rows of it, end_reason, produced, stored,
+# dropped, of which collector_lost (worker threads: the main thread's
+# calls include libc's frees of blocks allocated before tracing began)
+acct=$(sq -separator ' ' "$DB" "SELECT p.lossless, p.pid,
+	(SELECT count(*) FROM processes q WHERE q.pid = p.pid), p.end_reason,
+	(SELECT coalesce(sum(c.count), 0) FROM function_counts c JOIN functions f USING (fn_id)
+	 WHERE c.proc_id = p.proc_id AND f.family = 'heap' AND c.tid <> p.pid),
+	(SELECT count(*) FROM allocations a WHERE a.proc_id = p.proc_id AND a.alloc_tid <> p.pid)
+	+ (SELECT count(*) FROM allocations a WHERE a.proc_id = p.proc_id AND a.free_tid <> p.pid),
+	(SELECT coalesce(sum(events), 0) FROM drops d WHERE d.proc_id = p.proc_id AND d.tid <> p.pid),
+	(SELECT coalesce(sum(events), 0) FROM drops d WHERE d.proc_id = p.proc_id
+	 AND d.reason = 'collector_lost')
+	FROM processes p WHERE p.argv LIKE '%$N%' ORDER BY p.lossless")
+echo "# reconnect: lossless pid rows end produced stored dropped lost"
+sed 's/^/# /' <<< "$acct"
+n=$(printf '%s\n' "$acct" | awk '$3 == 1 && $4 == "exit"' | wc -l)
+check "reconnect: each program one row, continued and ended at its exit" "$acct" [ "$n" = 2 ]
+bad=$(printf '%s\n' "$acct" | awk '$6 + $7 != $5 || $5 != '$((2 * (N + 2)))' || $8 == 0')
+expect_empty "reconnect: stored + dropped == produced, the loss counted as collector_lost" "$bad"
+got=$(sq "$DB" "SELECT end_reason FROM processes WHERE pid = $pid_gone")
+check "no collector back before exit: its row ended as collector_lost" "got '$got'" \
+	[ "$got" = collector_lost ]
 
 # -- disk full ------------------------------------------------------------------
 if [ "$(id -u)" = 0 ] && unshare -m true 2> /dev/null; then

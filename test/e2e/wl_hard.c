@@ -30,9 +30,10 @@
  *                            caught: its own SIGSEGV handler recovers)
  *   wl_hard fdfill           open descriptors until EMFILE, fork a child
  *                            that allocates, start a thread: "ok"
- *   wl_hard load THREADS N [keep]  workers, all live at once (one 16-byte
+ *   wl_hard load THREADS N [keep [NAP]]  workers, all live at once (one 16-byte
  *                            pair each, then a barrier): N malloc+free pairs
- *                            of 24..536 bytes (keep: N mallocs, never freed)
+ *                            of 24..536 bytes (keep: N mallocs, never freed;
+ *                            then NAP: a pause of NAP us every 100 calls)
  *   wl_hard exits            fork a child that allocates and _exit(0)s;
  *                            wait for it: "child P"; then a vfork child
  *                            that _exit(0)s, a pause, malloc(888)
@@ -470,7 +471,7 @@ static int mode_fdfill(void)
 
 /* ---- load ---- */
 
-static unsigned load_n;
+static unsigned load_n, load_nap_us;
 static int load_keep;
 static pthread_barrier_t load_bar;
 
@@ -490,11 +491,13 @@ static void *load_worker(void *arg)
 		*(volatile char *)p = 1;
 		if (!load_keep)
 			free(p);
+		if (load_nap_us && i % 100 == 99)
+			usleep(load_nap_us);
 	}
 	return 0;
 }
 
-static int mode_load(unsigned threads, unsigned n, int keep)
+static int mode_load(unsigned threads, unsigned n, int keep, unsigned nap_us)
 {
 	pthread_t th[64];
 	char line[160], *p = line;
@@ -503,6 +506,7 @@ static int mode_load(unsigned threads, unsigned n, int keep)
 		threads = 64;
 	load_n = n;
 	load_keep = keep;
+	load_nap_us = nap_us;
 	pthread_barrier_init(&load_bar, 0, threads);
 	for (unsigned i = 0; i < threads; i++)
 		if (pthread_create(&th[i], 0, load_worker, (void *)(uintptr_t)i) != 0)
@@ -565,8 +569,9 @@ int main(int argc, char **argv)
 		return mode_fatal(argv[2]);
 	if (!strcmp(m, "fdfill"))
 		return mode_fdfill();
-	if (!strcmp(m, "load") && (argc == 4 || (argc == 5 && !strcmp(argv[4], "keep"))))
-		return mode_load((unsigned)atoi(argv[2]), (unsigned)atoi(argv[3]), argc == 5);
+	if (!strcmp(m, "load") && (argc == 4 || (argc >= 5 && argc <= 6 && !strcmp(argv[4], "keep"))))
+		return mode_load((unsigned)atoi(argv[2]), (unsigned)atoi(argv[3]), argc >= 5,
+				 argc == 6 ? (unsigned)atoi(argv[5]) : 0);
 	if (!strcmp(m, "exits"))
 		return mode_exits();
 	die("usage: wl_hard MODE ARGS (see wl_hard.c)");

@@ -51,7 +51,8 @@ static void hdr(struct shm_msg_hdr *h, uint16_t type, uint32_t len)
 	*h = (struct shm_msg_hdr){ SHM_MAGIC, SHM_WIRE_VERSION, type, len, 0 };
 }
 
-static void hello(void)
+/* HELLO with flags (SHM_HELLO_*: a reconnect's too). */
+static void hello_flags(uint32_t flags)
 {
 	static const char text[] = "/bin/prog" "prog\0-x" "host" "pgid:1";
 	uint8_t m[sizeof(struct shm_msg_hello) + sizeof(text)];
@@ -61,13 +62,18 @@ static void hello(void)
 		.sample_bytes = 4096, .start_mono_ns = 1000, .start_ts = 1000,
 		.region_bytes = SHM_REGION_BYTES(1, RING), .nslots = 1, .ring_bytes = RING,
 		.exe_len = 9, .argv_len = 7, .host_len = 4, .job_len = 6,
-		.job_kind = SHM_JOB_PGID,
+		.job_kind = SHM_JOB_PGID, .flags = flags,
 	};
 
 	hdr(&h.hdr, SHM_MSG_HELLO, (uint32_t)(sizeof(h) + 26));
 	memcpy(m, &h, sizeof(h));
 	memcpy(m + sizeof(h), text, 26);
 	msg(3, m, sizeof(h) + 26);
+}
+
+static void hello(void)
+{
+	hello_flags(0);
 }
 
 static void string(uint32_t id, const char *text)
@@ -119,6 +125,14 @@ static void messages(void)
 		  "S_ISE_SE_ES_ISF_SF_ES_ISG_SG_ES_ISH_SH_ES_ISI_SI_ES_ISJ_SJ_ES_ISK_SK_E"
 		  "S_ISL_SL_ES_ISM_SM_ES_ISN_SN_ES_ISO_SO_EEvv");
 	put("message", "demangle-bomb", buf, blen);
+	/* a process that lost its collector says HELLO again (the fuzz
+	 * target's store holds no row to continue: refused, as a forged one) */
+	blen = 0;
+	hello_flags(SHM_HELLO_RECONNECT | SHM_HELLO_LOSSLESS);
+	string(1, "main");
+	msg(0, &t, sizeof(t));
+	msg(0, &b, sizeof(b));
+	put("message", "reconnect", buf, blen);
 }
 
 /* ---- ring: [u8 clock][u64 limit][region] ---- */

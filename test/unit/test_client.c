@@ -337,6 +337,7 @@ static int teardown(void **state)
 	struct fixture *f = *state;
 	char cmd[128];
 
+	store_on_commit(NULL, NULL);
 	while (f->co.clients)
 		client_free(f->co.clients);
 	store_close(f->co.store);
@@ -460,6 +461,27 @@ static void test_client_heap_rows(void **state)
 	/* the consumer's tail caught up with head */
 	assert_int_equal(slot(&f->r, 0)->tail, slot(&f->r, 0)->head);
 	assert_true(hdr(&f->r)->heartbeat > 0);
+}
+
+/* The committed marks (wire.h) move only with a commit of the client's
+ * store: records read but not committed are what a collector that dies
+ * leaves as lost. */
+static void test_client_committed_marks(void **state)
+{
+	struct fixture *f = *state;
+
+	store_on_commit(client_committed, &f->co);
+	assert_int_equal(connect_region(f, &f->r, 42, 1, SHM_MALLOC_ALL, SHM_CLOCK_MONOTONIC), 0);
+	claim(&f->r, 0, 500);
+	push_heap(&f->r, 0, SHM_FN_MALLOC, SHM_F_TIMED, 100, 0x1000, 16, 0);
+	push_heap(&f->r, 0, SHM_FN_MALLOC, 0, 110, 0x2000, 64, 0);
+	push_heap(&f->r, 0, SHM_FN_FREE, SHM_F_TIMED, 120, 0x1000, 0, 0);
+	assert_int_equal(client_drain(f->c), 0);
+	assert_int_equal(slot(&f->r, 0)->consumed, 3);
+	assert_int_equal(slot(&f->r, 0)->committed, 0);
+	assert_int_equal(store_commit(f->co.store), 0);
+	assert_int_equal(slot(&f->r, 0)->committed, 3);
+	store_on_commit(NULL, NULL);
 }
 
 static void test_client_sampled_weight(void **state)
@@ -820,6 +842,99 @@ static void test_client_exec(void **state)
 	assert_int_equal(q_int(f, "SELECT count(*) FROM processes WHERE end_reason = 'exec'"), 2);
 	region_drop(&r2);
 	region_drop(&r3);
+}
+
+/* ---- reconnect (defect 11 of issue 13) ---- */
+
+static int hello_as(struct fixture *f, struct region *r, uint32_t pid, uint32_t uid,
+		    uint32_t ppid, uint32_t peer_pid, uint32_t peer_uid, struct client **out);
+
+/* A reconnect HELLO for region r, as pid/uid through a peer the kernel
+ * says is (peer_pid, peer_uid), started at start_ns, on a new client. */
+static int reconnect_as(struct fixture *f, struct region *r, uint32_t pid, uint32_t uid,
+			uint32_t peer_pid, uint32_t peer_uid, uint64_t start_ns, struct client **out)
+{
+	char buf[512];
+	size_t len = hello_make(buf, r, pid, 1, SHM_MALLOC_ALL, SHM_CLOCK_MONOTONIC, "x", "", 0,
+				"h");
+	struct shm_msg_hello *h = (struct shm_msg_hello *)buf;
+	int fd = dup(r->fd);
+	struct client *c = client_new(&f->co, -1);
+
+	h->uid = uid;
+	h->flags |= SHM_HELLO_RECONNECT;
+	h->start_mono_ns = start_ns;
+	client_set_peer(c, peer_pid, peer_uid);
+	*out = c;
+	return client_message(c, buf, len, &fd, 1, 0);
+}
+
+/*
+ * The collector dies with records read but not committed and the ring
+ * filling behind it; the next one continues the row, and stored + lost ==
+ * produced, exactly: the counters go on from what was committed (never
+ * counted twice), the loss is a drop row, the control line goes on.
+ */
+static void test_client_reconnect(void **state)
+{
+	struct fixture *f = *state;
+	struct shm_slot *sl = slot(&f->r, 0);
+	struct shm_region *g = (struct shm_region *)f->r.map;
+	struct client *c, *dead;
+	unsigned lost;
+
+	store_on_commit(client_committed, &f->co);
+	assert_int_equal(hello_as(f, &f->r, 42, 1000, 1, 42, 1000, &dead), 0);
+	claim(&f->r, 0, 500);
+	for (uint64_t i = 0; i < 3; i++)
+		push_heap(&f->r, 0, SHM_FN_MALLOC, SHM_F_TIMED, 100 + i, 0x1000 + 64 * i, 16, 0);
+	sl->count[SHM_FN_MALLOC] = 3;
+	assert_int_equal(client_drain(dead), 0);
+	assert_int_equal(client_flush_counts(dead), 0);
+	assert_int_equal(store_commit(f->co.store), 0);
+	assert_int_equal(sl->committed, 3);
+	client_free(dead);
+	/* it read two more (its tail moved past them) and counted them, and
+	 * died before its store committed: as it leaves the region */
+	for (uint64_t i = 3; i < 5; i++)
+		push_heap(&f->r, 0, SHM_FN_MALLOC, SHM_F_TIMED, 100 + i, 0x1000 + 64 * i, 16, 0);
+	sl->count[SHM_FN_MALLOC] = 5;
+	sl->tail = sl->head;
+	sl->consumed = 5;
+	g->ctl_seq = 6;
+	assert_int_equal(store_recover(f->co.store, &lost), 0);
+	assert_int_equal(lost, 1);
+	/* the ring full while no one read it: 4 dropped; one more written */
+	sl->dropped = 4;
+	push_heap(&f->r, 0, SHM_FN_MALLOC, SHM_F_TIMED, 200, 0x9000, 16, 0);
+	sl->count[SHM_FN_MALLOC] = 10;
+
+	/* refused: another user; another start; another pid's row */
+	assert_int_equal(reconnect_as(f, &f->r, 42, 1001, 42, 1001, 5000, &c), -EBADMSG);
+	assert_int_equal(reconnect_as(f, &f->r, 42, 1000, 42, 1000, 5001, &c), -EBADMSG);
+	assert_int_equal(reconnect_as(f, &f->r, 43, 1000, 43, 1000, 5000, &c), -EBADMSG);
+	assert_int_equal(reconnect_as(f, &f->r, 42, 1000, 43, 1000, 5000, &c), -EBADMSG);
+	assert_int_equal(q_int(f, "SELECT end_reason = 'collector_lost' FROM processes"), 1);
+	/* the process itself */
+	assert_int_equal(reconnect_as(f, &f->r, 42, 1000, 42, 1000, 5000, &c), 0);
+	assert_int_equal(client_proc_id(c), 1);
+	assert_int_equal(q_int(f, "SELECT end_ns IS NULL AND end_reason IS NULL FROM processes"), 1);
+	/* the control line goes on from where the dead collector left it */
+	assert_int_equal(g->ctl_seq, 6);
+	/* a second reconnect for the row, now live: refused */
+	assert_int_equal(reconnect_as(f, &f->r, 42, 1000, 42, 1000, 5000, &dead), -EBADMSG);
+	assert_int_equal(client_drain(c), 0);
+	assert_int_equal(client_end(c, CLIENT_CLOSED, 9000), 0);
+	assert_int_equal(q_int(f, "SELECT count(*) FROM processes"), 1);
+	assert_int_equal(q_int(f, "SELECT end_reason = 'disconnect' FROM processes"), 1);
+	assert_int_equal(q_int(f, "SELECT count(*) FROM allocations WHERE alloc_tid = 500"), 4);
+	assert_int_equal(q_int(f, "SELECT events FROM drops WHERE tid = 500 AND "
+				  "reason = 'collector_lost'"), 6);
+	assert_int_equal(q_int(f, "SELECT count(*) FROM drops WHERE reason <> 'collector_lost'"), 0);
+	assert_int_equal(q_int(f, "SELECT sum(count) FROM function_counts WHERE tid = 500"), 10);
+	/* an orderly end is never reopened */
+	assert_int_equal(reconnect_as(f, &f->r, 42, 1000, 42, 1000, 5000, &c), -EBADMSG);
+	store_on_commit(NULL, NULL);
 }
 
 /* ---- identity (defect 3 of issue 13) ---- */
@@ -2388,6 +2503,7 @@ int main(void)
 		T(test_client_argv_not_utf8),
 		T(test_client_parent),
 		T(test_client_heap_rows),
+		T(test_client_committed_marks),
 		T(test_client_sampled_weight),
 		T(test_client_cross_thread_free),
 		T(test_client_late_free_displaced),
@@ -2403,6 +2519,7 @@ int main(void)
 		T(test_client_stack_max),
 		T(test_client_module_rows),
 		T(test_client_exec),
+		T(test_client_reconnect),
 		T(test_client_identity_spoofed),
 		T(test_client_identity_other_user),
 		T(test_client_cuda_rows),

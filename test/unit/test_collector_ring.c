@@ -321,6 +321,79 @@ static void test_ring_room_during_pass(void **state)
 	close(fd);
 }
 
+/*
+ * The committed marks (wire.h): a collector that dies leaves in the region
+ * how many records it had read (consumed, with each tail handed back) and
+ * how many its store holds (committed, written only by ring_committed(),
+ * after a commit), so that the next collector counts the difference as
+ * lost; a second collector on the same region carries the count on.
+ */
+static void test_ring_committed_marks(void **state)
+{
+	struct counted cnt = { 0 };
+	struct rec_sink sink = { c_record, c_stream, c_counts, c_drops, &cnt };
+	struct ring_geometry g = { NSLOTS, RING, region_bytes() };
+	const uint32_t n = 10, more = 3;
+	struct shm_slot sl = { .head = n * sizeof(struct shm_rec_mark), .state = SHM_SLOT_ACTIVE,
+			       .tid = 7, .generation = 1, .dropped = 4 };
+	uint32_t hwm = 1;
+	int fd = make_memfd(F_SEAL_SHRINK | F_SEAL_GROW);
+	char why[256];
+	struct ring *r;
+	unsigned char *map;
+	struct shm_slot *live;
+	struct shm_region *reg;
+
+	(void)state;
+	for (uint32_t i = 0; i < n + more; i++) {
+		struct shm_rec_mark m = { .hdr = { SHM_REC_MARK, sizeof(m), 0, 0 },
+					  .ts = 5 + i, .name_id = 1 };
+
+		assert_int_equal(pwrite(fd, &m, sizeof(m),
+					SHM_REGION_HDR_BYTES + SHM_SLOT_CTL_BYTES + i * sizeof(m)),
+				 (ssize_t)sizeof(m));
+	}
+	assert_int_equal(pwrite(fd, &sl, sizeof(sl), SHM_REGION_HDR_BYTES), (ssize_t)sizeof(sl));
+	assert_int_equal(pwrite(fd, &hwm, sizeof(hwm), offsetof(struct shm_region, slots_hwm)),
+			 (ssize_t)sizeof(hwm));
+	map = mmap(NULL, region_bytes(), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	assert_true(map != MAP_FAILED);
+	live = (struct shm_slot *)(map + SHM_REGION_HDR_BYTES);
+	reg = (struct shm_region *)map;
+	reg->dropped_no_slot = 2;
+	r = ring_new(fd, &g, why, sizeof(why));
+	assert_non_null(r);
+	assert_int_equal(ring_drain(r, UINT64_MAX, &sink), 0);
+	assert_int_equal(ring_flush(r, &sink), 0);
+	assert_int_equal(cnt.records, (int)n);
+	/* read and handed back, not stored yet */
+	assert_int_equal(live->consumed, n);
+	assert_int_equal(live->committed, 0);
+	assert_int_equal(live->committed_dropped, 0);
+	assert_int_equal(reg->committed_no_slot, 0);
+	ring_committed(r);
+	assert_int_equal(live->committed, n);
+	assert_int_equal(live->committed_dropped, 4);
+	assert_int_equal(reg->committed_no_slot, 2);
+	ring_free(r);
+
+	/* A second collector maps the region where the first left it: it
+	 * reads the records after the tail only, and counts on. */
+	__atomic_store_n(&live->head, (n + more) * sizeof(struct shm_rec_mark), __ATOMIC_RELEASE);
+	cnt.records = 0;
+	r = ring_new(fd, &g, why, sizeof(why));
+	assert_non_null(r);
+	assert_int_equal(ring_drain(r, UINT64_MAX, &sink), 0);
+	assert_int_equal(cnt.records, (int)more);
+	assert_int_equal(live->consumed, n + more);
+	assert_int_equal(live->committed, n);
+	ring_committed(r);
+	assert_int_equal(live->committed, n + more);
+	ring_free(r);
+	munmap(map, region_bytes());
+	close(fd);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -328,6 +401,7 @@ int main(void)
 		cmocka_unit_test(test_ring_sealed_maps),
 		cmocka_unit_test(test_ring_unsealed_refused),
 		cmocka_unit_test(test_ring_room_during_pass),
+		cmocka_unit_test(test_ring_committed_marks),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
