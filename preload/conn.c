@@ -193,11 +193,14 @@ static int hello_on(int fd, struct shm_msg_hello *h, int memfd, const char *job,
 	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
 			     .msg_control = cbuf, .msg_controllen = sizeof(cbuf) };
 	struct cmsghdr *cm;
+	struct shm_msg_hello last;
 	ssize_t exe, argv;
 	size_t host;
 
 	if (fd < 0)
 		return -ENOTCONN;
+	/* The last HELLO's lengths, before this one overwrites its header. */
+	memcpy(&last, hello_buf, sizeof(last));
 	exe = readlink("/proc/self/exe", text, room < 4096 ? room : 4096);
 	if (exe < 0)
 		exe = 0;
@@ -207,8 +210,13 @@ static int hello_on(int fd, struct shm_msg_hello *h, int memfd, const char *job,
 	if (job_len > SHM_JOB_MAX)
 		job_len = SHM_JOB_MAX;
 	argv = read_file("/proc/self/cmdline", text, room - 256 - SHM_JOB_MAX);
+	/* No descriptor to read it with (a fork child of a program that took
+	 * them all has only the two the shim freed, now its socket and
+	 * memfd): the last HELLO's argv is still in place after the same
+	 * executable's path, and a fork does not change the command line.
+	 * After an exec the buffer starts zeroed: nothing to reuse. */
 	if (argv < 0)
-		argv = 0;
+		argv = last.argv_len && (ssize_t)last.exe_len == exe ? (ssize_t)last.argv_len : 0;
 	/* cmdline ends with a NUL; the wire format only separates. */
 	if (argv > 0 && text[argv - 1] == '\0')
 		argv--;
