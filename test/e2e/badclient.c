@@ -11,6 +11,11 @@
  *   badclient SOCKET spoof [PID UID]  HELLO claiming PID (default: its
  *                               parent's), then one claiming UID (default:
  *                               its own + 1): each is refused
+ *   badclient SOCKET reconnect  reconnect HELLOs (SHM_HELLO_RECONNECT) in
+ *                               its own name: one saying it started before
+ *                               the kernel says it did, one for a row no
+ *                               collector lost (a hostile user's try at
+ *                               another process's row): each is refused
  *   badclient SOCKET race N     N HELLOs whose memfd is shrunk and sealed
  *                               just after it is sent: each is refused
  *   badclient SOCKET idle N S   opens N connections (as many as it can),
@@ -101,6 +106,10 @@ static int make_region(void **out, uint64_t *bytes)
 static int send_hello_full(int sock, int memfd, uint64_t region_bytes, uint16_t version,
 			   uint32_t pid, uint32_t uid);
 
+/* Flags and the start time the next HELLO says (0: now). */
+static uint32_t hello_flags;
+static uint64_t hello_start_ns;
+
 static int send_hello(int sock, int memfd, uint64_t region_bytes, uint16_t version)
 {
 	return send_hello_full(sock, memfd, region_bytes, version, (uint32_t)getpid(),
@@ -126,7 +135,7 @@ static int send_hello_full(int sock, int memfd, uint64_t region_bytes, uint16_t 
 	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1,
 			      .msg_control = cbuf, .msg_controllen = sizeof(cbuf) };
 	struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-	uint64_t mono = clock_ns(CLOCK_MONOTONIC);
+	uint64_t mono = hello_start_ns ? hello_start_ns : clock_ns(CLOCK_MONOTONIC);
 
 	memset(buf, 0, sizeof(buf));
 	hdr(&h->hdr, SHM_MSG_HELLO, (uint32_t)len);
@@ -149,6 +158,7 @@ static int send_hello_full(int sock, int memfd, uint64_t region_bytes, uint16_t 
 	h->host_len = sizeof(host) - 1;
 	h->job_len = sizeof(job) - 1;
 	h->job_kind = SHM_JOB_NAMED;
+	h->flags |= hello_flags;
 	memcpy(buf + sizeof(*h), exe, sizeof(exe) - 1);
 	memcpy(buf + sizeof(*h) + sizeof(exe) - 1, argv0, sizeof(argv0) - 1);
 	memcpy(buf + sizeof(*h) + sizeof(exe) - 1 + sizeof(argv0) - 1, host, sizeof(host) - 1);
@@ -338,7 +348,7 @@ int main(int argc, char **argv)
 
 	if (argc < 3) {
 		fprintf(stderr, "usage: badclient SOCKET version|oversize|corrupt|spoof|"
-			"race N|idle N S|flood S\n");
+			"reconnect|race N|idle N S|flood S\n");
 		return 2;
 	}
 	what = argv[2];
@@ -349,6 +359,17 @@ int main(int argc, char **argv)
 			     (uint32_t)geteuid()) ||
 		       spoof(argv[1], (uint32_t)getpid(),
 			     argc > 4 ? (uint32_t)atoi(argv[4]) : (uint32_t)geteuid() + 1);
+	if (!strcmp(what, "reconnect")) {
+		/* started at 1 ns, long before this process: a row of an
+		 * earlier process that had this pid */
+		hello_flags = SHM_HELLO_RECONNECT;
+		hello_start_ns = 1;
+		if (spoof(argv[1], (uint32_t)getpid(), (uint32_t)geteuid()))
+			return 1;
+		/* its own start: no row of it was lost */
+		hello_start_ns = 0;
+		return spoof(argv[1], (uint32_t)getpid(), (uint32_t)geteuid());
+	}
 	if (!strcmp(what, "race") && argc == 4)
 		return race(argv[1], atoi(argv[3]));
 	if (!strcmp(what, "idle") && argc == 5)

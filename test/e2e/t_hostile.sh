@@ -2,7 +2,7 @@
 # Hostile clients beside a well-behaved one (issue 13): while test/e2e/
 # badclient holds 1100 idle connections (as another user when we are root)
 # against a collector limited to 256 descriptors, races memfd size and
-# seals, spoofs pids and uids, and floods valid strings (64 KiB ones, and
+# seals, spoofs pids and uids, forges reconnects, and floods valid strings (64 KiB ones, and
 # names that demangle to gigabytes), the collector stays alive and nearly
 # idle, refuses each bad client, and stores a traced program completely.
 . "$(dirname "$0")/lib.sh"
@@ -44,6 +44,10 @@ check "race: 300 regions shrunk and sealed after HELLO, each refused" "$(tail -2
 "$BADCLIENT" "$SOCK" spoof > "$T/spoof.out" 2>&1
 rc=$?
 check "spoof: HELLOs claiming another pid or uid refused" "$(tail -2 "$T/spoof.out")" [ $rc = 0 ]
+"$BADCLIENT" "$SOCK" reconnect > "$T/reconnect.out" 2>&1
+rc=$?
+check "reconnect: HELLOs resuming a row no collector lost, or of an earlier process, refused" \
+	"$(tail -2 "$T/reconnect.out")" [ $rc = 0 ]
 "$BADCLIENT" "$SOCK" flood 2 > "$T/flood.out" 2>&1
 rc=$?
 check "flood: 2 s of valid strings, client kept" "$(tail -2 "$T/flood.out")" [ $rc = 0 ]
