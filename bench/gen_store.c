@@ -112,6 +112,7 @@ static int string(struct gen *g, uint32_t id, const char *text, const char *dema
 static int stacks(struct gen *g)
 {
 	uint64_t pcs[NPCS], frames[32];
+	struct stacktree tree = { 0 };
 	int err = 0;
 
 	for (int i = 0; i < NPCS; i++)
@@ -122,8 +123,9 @@ static int stacks(struct gen *g)
 		/* outer frames shared: a call tree, not noise */
 		for (uint32_t l = 0; l < depth; l++)
 			frames[l] = pcs[(l * 37 + (l < depth - 4 ? id % 8 : id)) % NPCS];
-		err = store_stack_add(g->s, g->proc, id, frames, depth);
+		err = store_stack_add(g->s, g->proc, &tree, id, frames, depth);
 	}
+	stacktree_free(&tree);
 	return err;
 }
 

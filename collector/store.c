@@ -73,6 +73,8 @@ enum {
 	ST_COUNTER,
 	ST_STACK_HAS,
 	ST_STACK,
+	ST_STACK_LEAF,
+	ST_STACK_TOP,
 	ST_PYSTACK_HAS,
 	ST_PYSTACK,
 	ST_MODULE,
@@ -166,10 +168,11 @@ static const char *const sql[ST_N] = {
 		    "VALUES (?1, ?2, ?3, ?4, ?5)",
 	[ST_COUNTER] = "INSERT INTO counters (proc_id, tid, domain_id, name_id, ts_ns, "
 		       "value) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-	[ST_STACK_HAS] = "SELECT 1 FROM stack_frames WHERE proc_id = ?1 AND stack_id = ?2 "
-			 "LIMIT 1",
-	[ST_STACK] = "INSERT OR IGNORE INTO stack_frames (proc_id, stack_id, level, pc) "
+	[ST_STACK_HAS] = "SELECT 1 FROM stacks WHERE proc_id = ?1 AND stack_id = ?2",
+	[ST_STACK] = "INSERT INTO stack_nodes (proc_id, node_id, parent_id, pc) "
 		     "VALUES (?1, ?2, ?3, ?4)",
+	[ST_STACK_LEAF] = "INSERT INTO stacks (proc_id, stack_id, node_id) VALUES (?1, ?2, ?3)",
+	[ST_STACK_TOP] = "SELECT max(node_id) FROM stack_nodes WHERE proc_id = ?1",
 	[ST_PYSTACK_HAS] = "SELECT 1 FROM python_frames WHERE proc_id = ?1 AND "
 			   "pystack_id = ?2 LIMIT 1",
 	[ST_PYSTACK] = "INSERT OR IGNORE INTO python_frames (proc_id, pystack_id, level, "
@@ -1143,7 +1146,7 @@ int store_counter_add(struct store *s, int64_t proc_id, uint32_t tid,
 
 /* Opens the batch and, unless stack id of the process already has
  * frames (statement `has`; *known is then 1), binds proc_id and the id as
- * ?1 and ?2 of the frame statement st. */
+ * ?1 and ?2 of the frame statement st (if any). */
 static int stack_begin(struct store *s, sqlite3_stmt *has, sqlite3_stmt *st,
 		       int64_t proc_id, uint32_t stack_id, int *known)
 {
@@ -1159,23 +1162,80 @@ static int stack_begin(struct store *s, sqlite3_stmt *has, sqlite3_stmt *st,
 	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
 		return fail(s, rc);
 	*known = rc == SQLITE_ROW;
-	sqlite3_bind_int64(st, 1, proc_id);
-	sqlite3_bind_int64(st, 2, stack_id);
+	if (st) {
+		sqlite3_bind_int64(st, 1, proc_id);
+		sqlite3_bind_int64(st, 2, stack_id);
+	}
 	return 0;
 }
 
-int store_stack_add(struct store *s, int64_t proc_id, uint32_t stack_id,
-		    const uint64_t *pc, uint32_t depth)
+/* The node of pc called from parent in t, made (a stack_nodes row) when t
+ * does not remember one. */
+static int stack_node(struct store *s, int64_t proc_id, struct stacktree *t, uint32_t parent,
+		      uint64_t pc, uint32_t *node)
 {
 	sqlite3_stmt *st = s->st[ST_STACK];
-	int known, err = stack_begin(s, s->st[ST_STACK_HAS], st, proc_id, stack_id, &known);
+	int err;
 
-	for (uint32_t i = 0; !err && !known && i < depth; i++) {
-		sqlite3_bind_int64(st, 3, i);
-		sqlite3_bind_int64(st, 4, (int64_t)pc[i]);
-		err = step(s, st);
-	}
+	*node = stacktree_find(t, parent, pc);
+	if (*node)
+		return 0;
+	if (t->next == UINT32_MAX)
+		return -EOVERFLOW;
+	sqlite3_bind_int64(st, 1, proc_id);
+	sqlite3_bind_int64(st, 2, t->next);
+	sqlite3_bind_int64(st, 3, parent);
+	sqlite3_bind_int64(st, 4, (int64_t)pc);
+	err = step(s, st);
+	if (!err)
+		err = stacktree_remember(t, parent, pc, t->next);
+	if (!err)
+		*node = t->next++;
 	return err;
+}
+
+/* Numbers t's new nodes after those the process already has in the
+ * store (a process stored again, or by an earlier collector). */
+static int stack_tree_start(struct store *s, int64_t proc_id, struct stacktree *t)
+{
+	sqlite3_stmt *st = s->st[ST_STACK_TOP];
+	int64_t top = 0;
+	int rc;
+
+	sqlite3_bind_int64(st, 1, proc_id);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW)
+		top = sqlite3_column_int64(st, 0);
+	sqlite3_reset(st);
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+		return fail(s, rc);
+	if (top < 0 || top >= UINT32_MAX)
+		return -EOVERFLOW;
+	t->next = (uint32_t)top + 1;
+	return 0;
+}
+
+int store_stack_add(struct store *s, int64_t proc_id, struct stacktree *t, uint32_t stack_id,
+		    const uint64_t *pc, uint32_t depth)
+{
+	sqlite3_stmt *leaf = s->st[ST_STACK_LEAF];
+	uint32_t node = 0;
+	int known, err = stack_begin(s, s->st[ST_STACK_HAS], NULL, proc_id, stack_id, &known);
+
+	if (err || known || !depth)
+		return err;
+	if (!t->next)
+		err = stack_tree_start(s, proc_id, t);
+	/* From the outermost frame in: each frame's node is a child of its
+	 * caller's. */
+	for (uint32_t i = depth; !err && i-- > 0;)
+		err = stack_node(s, proc_id, t, node, pc[i], &node);
+	if (err)
+		return err;
+	sqlite3_bind_int64(leaf, 1, proc_id);
+	sqlite3_bind_int64(leaf, 2, stack_id);
+	sqlite3_bind_int64(leaf, 3, node);
+	return step(s, leaf);
 }
 
 int store_pystack_add(struct store *s, int64_t proc_id, uint32_t stack_id,

@@ -92,8 +92,18 @@ int sites_open(struct sites *s, sqlite3 *db)
 	s->sym = symbolizer_new(db);
 	if (!s->sym)
 		return -ENOMEM;
-	err = store_prepare(db, "SELECT pc FROM stack_frames WHERE proc_id = ? AND stack_id = ?"
-			    " ORDER BY level", &s->frames_st);
+	/* From schema 10 on, stack_frames is a view that walks every stack
+	 * of the store; one stack is walked from its node up instead. */
+	err = store_prepare(db, v < 10 ? "SELECT pc FROM stack_frames WHERE proc_id = ?1"
+				     " AND stack_id = ?2 ORDER BY level"
+				   : "WITH RECURSIVE walk (level, pc, parent_id) AS ("
+				     "SELECT 0, n.pc, n.parent_id FROM stacks s JOIN stack_nodes n"
+				     " ON n.proc_id = s.proc_id AND n.node_id = s.node_id"
+				     " WHERE s.proc_id = ?1 AND s.stack_id = ?2"
+				     " UNION ALL SELECT w.level + 1, n.pc, n.parent_id FROM walk w"
+				     " JOIN stack_nodes n ON n.proc_id = ?1 AND n.node_id = w.parent_id"
+				     " WHERE w.level < 1023)"
+				     " SELECT pc FROM walk ORDER BY level", &s->frames_st);
 	if (!err)
 		err = store_prepare(db, "SELECT fs.text, fn.text, f.line FROM python_frames f"
 				    " LEFT JOIN strings fs ON fs.proc_id = f.proc_id AND fs.id = f.file_id"

@@ -40,8 +40,6 @@ static const char stacks_sql[] =
 	"INSERT INTO modules (proc_id, path_id, bias, lo, hi, build_id, loaded_ns) VALUES"
 	" (%d, 1, 4194304, 4194304, 5242880, 'ab', 0), (%d, 2, 139637976727552, 139637976727552,"
 	" 139637977776128, NULL, 0);"
-	"INSERT INTO stack_frames VALUES (%d, 1, 0, 139637976731648), (%d, 1, 1, 4198964),"
-	" (%d, 1, 2, 4202496), (%d, 2, 0, 4199680), (%d, 3, 0, 2457);"
 	"INSERT INTO python_frames VALUES (%d, 1, 0, 10, 11, 125), (%d, 1, 1, 3, 4, 42),"
 	" (%d, 1, 2, 5, 6, 7);";
 
@@ -60,8 +58,10 @@ static void add_proc(sqlite3 *db, int id, int pid, const char *mode, int64_t sta
 		 " lossless, start_wall_ns, start_ns, end_ns) VALUES (%d, %d, 1, 0, '/gone/app', %Q,"
 		 " %s, 0, 0, %lld, %lld)", id, pid, mode, strcmp(mode, "sample") ? "NULL" : "4096",
 	     (long long)start, (long long)end);
-	exec(db, stacks_sql, id, id, id, id, id, id, id, id, id, id, id, id, id, id, id, id, id, id, id,
-	     id, id);
+	exec(db, stacks_sql, id, id, id, id, id, id, id, id, id, id, id, id, id, id, id, id);
+	stack_add(db, id, 1, 3, (const int64_t[]){ 139637976731648, 4198964, 4202496 });
+	stack_add(db, id, 2, 1, (const int64_t[]){ 4199680 });
+	stack_add(db, id, 3, 1, (const int64_t[]){ 2457 });
 }
 
 struct alloc {

@@ -616,6 +616,101 @@ static void test_store_disk_full(void **state)
 	assert_int_equal(query_int(f->db, "SELECT count(*) FROM processes"), 1);
 }
 
+/* The stack_frames view of a store, "proc:stack:level:pc" rows, space-separated. */
+static void frames_text(const char *path, char *out, size_t n)
+{
+	query_text(path, "SELECT group_concat(x, ' ') FROM (SELECT proc_id || ':' || stack_id ||"
+			 " ':' || level || ':' || pc AS x FROM stack_frames"
+			 " ORDER BY proc_id, stack_id, level)", out, n);
+}
+
+/* Stacks go in as the shim sends them (pc[0] innermost) and come out of
+ * stack_frames exactly so; a (caller, pc) is one node per process, so
+ * stacks that share outer frames share nodes, and the same pc under
+ * another caller is another node. */
+static void test_store_stack_tree(void **state)
+{
+	struct fixture *f = *state;
+	static const uint64_t a[] = { 0x10, 0x11, 0x12, 0x13 }, b[] = { 0x20, 0x11, 0x12, 0x13 },
+			      c[] = { 0x10, 0x11, 0x30, 0x13 }, d[] = { 0x13 },
+			      other[] = { 0x99, 0x98 };
+	static char got[SNAP_MAX], want[SNAP_MAX];
+	uint64_t deep[SHM_STACK_MAX];
+	struct stacktree t1 = { 0 }, t2 = { 0 }, again = { 0 };
+	struct store *s = store_open(f->db);
+	size_t w = 0;
+
+	assert_non_null(s);
+	for (uint32_t i = 0; i < SHM_STACK_MAX; i++)
+		deep[i] = 0x1000 + (i % 3); /* repeated pcs: each level its own node */
+	assert_int_equal(store_stack_add(s, 1, &t1, 1, a, 4), 0);
+	assert_int_equal(store_stack_add(s, 1, &t1, 2, b, 4), 0);
+	assert_int_equal(store_stack_add(s, 1, &t1, 3, c, 4), 0);
+	assert_int_equal(store_stack_add(s, 1, &t1, 4, d, 1), 0);
+	assert_int_equal(store_stack_add(s, 1, &t1, 1, b, 4), 0); /* a known id keeps its frames */
+	assert_int_equal(store_stack_add(s, 1, &t1, 5, b, 0), 0); /* no frames: not stored */
+	assert_int_equal(store_stack_add(s, 2, &t2, 1, other, 2), 0);
+	assert_int_equal(store_stack_add(s, 2, &t2, 2, deep, SHM_STACK_MAX), 0);
+	/* A second ingest of process 1 (its tree forgotten) numbers after the
+	 * nodes the store has. */
+	assert_int_equal(store_stack_add(s, 1, &again, 6, a, 4), 0);
+	assert_int_equal(store_close(s), 0);
+
+	w += (size_t)snprintf(want + w, sizeof(want) - w, "1:1:0:16 1:1:1:17 1:1:2:18 1:1:3:19 "
+			      "1:2:0:32 1:2:1:17 1:2:2:18 1:2:3:19 1:3:0:16 1:3:1:17 1:3:2:48 "
+			      "1:3:3:19 1:4:0:19 1:6:0:16 1:6:1:17 1:6:2:18 1:6:3:19 "
+			      "2:1:0:153 2:1:1:152");
+	for (uint32_t i = 0; i < SHM_STACK_MAX; i++)
+		w += (size_t)snprintf(want + w, sizeof(want) - w, " 2:2:%u:%llu", i,
+				      (unsigned long long)deep[i]);
+	frames_text(f->db, got, sizeof(got));
+	assert_string_equal(got, want);
+	/* a: 4 nodes; b: 1 more; c: 3 (0x30, then 0x11 and 0x10 under it); d:
+	 * none; the second ingest: 4 new ones after them. */
+	assert_int_equal(query_int(f->db, "SELECT count(*) FROM stack_nodes WHERE proc_id = 1"),
+			 12);
+	assert_int_equal(query_int(f->db, "SELECT min(node_id) FROM stack_nodes n JOIN stacks s"
+					  " USING (proc_id, node_id) WHERE proc_id = 1 AND"
+					  " stack_id = 6"), 12);
+	assert_int_equal(query_int(f->db, "SELECT count(*) FROM stack_nodes WHERE proc_id = 2"),
+			 2 + SHM_STACK_MAX);
+	/* every caller has a lower id than its callees */
+	assert_int_equal(query_int(f->db, "SELECT count(*) FROM stack_nodes"
+					  " WHERE parent_id >= node_id"), 0);
+	stacktree_free(&t1);
+	stacktree_free(&t2);
+	stacktree_free(&again);
+}
+
+/* A store of schema 9 (a stack_frames table) keeps every frame when it is
+ * brought to schema 10, and reads the same through the view. */
+static void test_store_migrates_stack_frames(void **state)
+{
+	struct fixture *f = *state;
+	static char before[SNAP_MAX], after[SNAP_MAX];
+	sqlite3 *db;
+
+	assert_int_equal(sqlite3_open(f->db, &db), SQLITE_OK);
+	for (int v = 0; v < 9; v++)
+		exec(db, "%s", shimmer_schema_steps[v]);
+	exec(db, "INSERT INTO stack_frames VALUES (1, 7, 0, 100), (1, 7, 1, 101), (1, 7, 2, 102),"
+		 " (1, 3, 0, 100), (1, 3, 1, 101), (2, 7, 0, 140737488351232), (2, 9, 0, 5)");
+	sqlite3_close(db);
+	frames_text(f->db, before, sizeof(before));
+	assert_string_equal(before, "1:3:0:100 1:3:1:101 1:7:0:100 1:7:1:101 1:7:2:102 "
+				    "2:7:0:140737488351232 2:9:0:5");
+	assert_int_equal(store_close(store_open(f->db)), 0);
+	assert_int_equal(query_int(f->db, "SELECT value FROM meta WHERE key = 'schema_version'"),
+			 STORE_SCHEMA_VERSION);
+	assert_int_equal(query_int(f->db, "SELECT type = 'view' FROM sqlite_master"
+					  " WHERE name = 'stack_frames'"), 1);
+	frames_text(f->db, after, sizeof(after));
+	assert_string_equal(before, after);
+	assert_int_equal(query_int(f->db, "SELECT count(*) FROM stack_nodes"), 7);
+	assert_int_equal(query_int(f->db, "SELECT count(*) FROM stack_nodes"
+					  " WHERE parent_id >= node_id"), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -630,6 +725,8 @@ int main(void)
 		T(test_store_migrates_v1),
 		T(test_store_schema_sql_whole),
 		T(test_store_migration_atomic),
+		T(test_store_stack_tree),
+		T(test_store_migrates_stack_frames),
 		T(test_store_batches),
 		T(test_store_pending_allocs),
 		T(test_store_disk_full),
