@@ -64,7 +64,9 @@ int store_count_processes(struct store *s, uint32_t *processes, uint32_t *ranks)
 int store_finish(struct store *s);
 
 /* Commits the open batch, checkpoints and closes.  Returns the commit's
- * result; the store is freed either way.  NULL is a no-op. */
+ * result; the store is freed either way.  NULL is a no-op.  A small store
+ * that no other collector shares and no reader holds is compacted first
+ * (journal mode DELETE, smaller pages, VACUUM: see compact() in store.c). */
 int store_close(struct store *s);
 
 /* Commits the open batch, if any. */

@@ -18,6 +18,8 @@
 #include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -78,11 +80,14 @@ static void test_store_creates_schema(void **state)
 	char text[64], sql[128];
 
 	assert_non_null(s);
+	/* WAL while it records; compacted, one file, once closed */
+	query_text(f->db, "PRAGMA journal_mode", text, sizeof(text));
+	assert_string_equal(text, "wal");
 	assert_int_equal(store_close(s), 0);
 	assert_int_equal(query_int(f->db, "SELECT value FROM meta WHERE key = 'schema_version'"),
 			 STORE_SCHEMA_VERSION);
 	query_text(f->db, "PRAGMA journal_mode", text, sizeof(text));
-	assert_string_equal(text, "wal");
+	assert_string_equal(text, "delete");
 	assert_int_equal(query_int(f->db, "SELECT count(*) FROM functions"), SHM_FN_COUNT - 1);
 	for (int fn = 1; fn < SHM_FN_COUNT; fn++) {
 		snprintf(sql, sizeof(sql), "SELECT name || ' ' || family FROM functions "
@@ -616,6 +621,157 @@ static void test_store_disk_full(void **state)
 	assert_int_equal(query_int(f->db, "SELECT count(*) FROM processes"), 1);
 }
 
+/* A store of n allocations rows in process 1 (and a stack), closed. */
+static void make_store(const char *path, int n)
+{
+	struct store *s = store_open(path);
+	struct store_proc p = { .pid = 5, .ppid = 1, .uid = 1000, .host = "h", .host_len = 1,
+				.rank = SHM_NO_RANK, .local_rank = SHM_NO_RANK,
+				.malloc_mode = "all", .sample_bytes = -1 };
+	struct store_alloc a = { .space = "host", .device = -1, .size = 8, .weight = 8,
+				 .fn = SHM_FN_MALLOC, .tid = 5, .end_ns = -1 };
+	static const uint64_t pc[] = { 0x401000, 0x402000 };
+	struct stacktree t = { 0 };
+	int64_t id;
+
+	assert_non_null(s);
+	assert_int_equal(store_process_add(s, &p, &a.proc_id), 0);
+	assert_int_equal(store_stack_add(s, a.proc_id, &t, 1, pc, 2), 0);
+	for (int i = 0; i < n; i++) {
+		a.ptr = 0x10000 + 16 * (uint64_t)i;
+		a.ns = i;
+		assert_int_equal(store_alloc_add(s, &a, &id), 0);
+	}
+	assert_int_equal(store_close(s), 0);
+	stacktree_free(&t);
+}
+
+static void assert_store_whole(const char *path, int n)
+{
+	char text[64];
+
+	query_text(path, "PRAGMA integrity_check", text, sizeof(text));
+	assert_string_equal(text, "ok");
+	assert_int_equal(query_int(path, "SELECT count(*) FROM allocations"), n);
+	assert_int_equal(query_int(path, "SELECT sum(ptr) FROM allocations"),
+			 (int64_t)n * 0x10000 + 16 * (int64_t)n * (n - 1) / 2);
+	query_text(path, "SELECT group_concat(pc, ' ') FROM (SELECT pc FROM stack_frames"
+			 " ORDER BY level)", text, sizeof(text));
+	assert_string_equal(text, "4198400 4202496");
+}
+
+/* A small store is rewritten with 1 KiB pages at its close; not while a
+ * reader holds it, nor while another collector has it open. */
+static void test_store_compacts_at_close(void **state)
+{
+	struct fixture *f = *state;
+	struct store *s, *other;
+	sqlite3 *reader;
+
+	make_store(f->db, 100);
+	assert_int_equal(query_int(f->db, "PRAGMA page_size"), 1024);
+	assert_store_whole(f->db, 100);
+
+	/* a reader in a read transaction */
+	s = store_open(f->db);
+	assert_non_null(s);
+	assert_int_equal(sqlite3_open(f->db, &reader), SQLITE_OK);
+	exec(reader, "BEGIN; SELECT count(*) FROM allocations");
+	assert_int_equal(query_int(f->db, "PRAGMA page_size"), 1024);
+	exec(reader, "COMMIT");
+	sqlite3_close(reader);
+	assert_int_equal(store_close(s), 0);
+
+	/* a larger-page store that a reader holds at the close */
+	snprintf(f->db + strlen(f->db) - 4, 8, "r.db");
+	assert_int_equal(sqlite3_open(f->db, &reader), SQLITE_OK);
+	s = store_open(f->db);
+	assert_non_null(s);
+	exec(reader, "BEGIN; SELECT count(*) FROM meta");
+	assert_int_equal(store_close(s), 0);
+	exec(reader, "COMMIT");
+	sqlite3_close(reader);
+	assert_int_equal(query_int(f->db, "PRAGMA page_size"), 4096);
+
+	/* two collectors: the first to close leaves it, the last compacts */
+	snprintf(f->db + strlen(f->db) - 4, 8, "c.db");
+	s = store_open(f->db);
+	other = store_open(f->db);
+	assert_non_null(s);
+	assert_non_null(other);
+	assert_int_equal(store_close(s), 0);
+	assert_int_equal(query_int(f->db, "PRAGMA page_size"), 4096);
+	assert_int_equal(store_close(other), 0);
+	assert_int_equal(query_int(f->db, "PRAGMA page_size"), 1024);
+}
+
+/* Copies the template to the store, then forks a collector that opens it
+ * and closes it; kills it after delay_us unless delay_us < 0.  Returns
+ * 1 when the close completed, 0 when it was killed. */
+static int close_killed(const char *tmpl, const char *db, const char *journal, long delay_us)
+{
+	char cmd[512];
+	pid_t pid;
+	int status;
+
+	snprintf(cmd, sizeof(cmd), "cp %s %s && rm -f %s", tmpl, db, journal);
+	assert_int_equal(system(cmd), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct store *s = store_open(db);
+
+		_exit(s && store_close(s) == 0 ? 0 : 1);
+	}
+	if (delay_us >= 0) {
+		usleep((useconds_t)delay_us);
+		kill(pid, SIGKILL);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+/* A collector killed (SIGKILL) at any instant of its close, compaction
+ * included, loses nothing of the recording: the store reads whole, before
+ * or after the VACUUM.  The kill lands at 60 instants spread over the
+ * time a close of a ~1 MB store takes; some must land inside the VACUUM
+ * (a hot journal of the store's pages left behind: the journal of the
+ * switch to WAL mode at the open is much smaller), or the test proves
+ * nothing. */
+static void test_store_compact_killed(void **state)
+{
+	struct fixture *f = *state;
+	char tmpl[128], journal[128];
+	int hot = 0, n = 20000;
+	struct timespec t0, t1;
+	long whole_us;
+	struct stat sb;
+	off_t tmpl_size;
+
+	snprintf(tmpl, sizeof(tmpl), "%s/tmpl.db", f->dir);
+	snprintf(journal, sizeof(journal), "%s-journal", f->db);
+	/* the template: a recording with 4 KiB pages, not compacted */
+	make_store(tmpl, n);
+	exec_sql(tmpl, "PRAGMA page_size = 4096; VACUUM");
+	assert_int_equal(query_int(tmpl, "PRAGMA page_size"), 4096);
+	assert_int_equal(stat(tmpl, &sb), 0);
+	tmpl_size = sb.st_size;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	assert_true(close_killed(tmpl, f->db, journal, -1));
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	assert_int_equal(query_int(f->db, "PRAGMA page_size"), 1024);
+	whole_us = (t1.tv_sec - t0.tv_sec) * 1000000 + (t1.tv_nsec - t0.tv_nsec) / 1000;
+	for (int i = 0; i < 60; i++) {
+		if (!close_killed(tmpl, f->db, journal, whole_us * i / 50) &&
+		    stat(journal, &sb) == 0 && sb.st_size >= tmpl_size / 2)
+			hot++;
+		assert_store_whole(f->db, n);
+	}
+	print_message("%d of 60 kills during a compaction\n", hot);
+	assert_true(hot > 0);
+	unlink(tmpl);
+}
+
 /* The stack_frames view of a store, "proc:stack:level:pc" rows, space-separated. */
 static void frames_text(const char *path, char *out, size_t n)
 {
@@ -727,6 +883,8 @@ int main(void)
 		T(test_store_migration_atomic),
 		T(test_store_stack_tree),
 		T(test_store_migrates_stack_frames),
+		T(test_store_compacts_at_close),
+		T(test_store_compact_killed),
 		T(test_store_batches),
 		T(test_store_pending_allocs),
 		T(test_store_disk_full),
