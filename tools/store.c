@@ -22,6 +22,11 @@
  * immutable, so SQLite neither locks it nor makes -wal and -shm files, as it
  * otherwise would to read a WAL-mode file.  With a -wal file a collector
  * may be writing it: a plain read-only connection then reads the WAL too.
+ * With a -journal file a collector is writing it in journal mode DELETE
+ * (compacting it at its close), or was killed doing so: a plain read-only
+ * connection then waits for the writer, or refuses to read what a hot
+ * journal must first roll back (SQLITE_READONLY_ROLLBACK, see
+ * store_open()), where an immutable one would read torn pages.
  */
 int store_connect(const char *path, sqlite3 **db)
 {
@@ -32,6 +37,9 @@ int store_connect(const char *path, sqlite3 **db)
 	int rc;
 
 	snprintf(wal, sizeof(wal), "%s-wal", path);
+	if (stat(wal, &sb) == 0)
+		return sqlite3_open_v2(path, db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL);
+	snprintf(wal, sizeof(wal), "%s-journal", path);
 	if (stat(wal, &sb) == 0)
 		return sqlite3_open_v2(path, db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL);
 	/* file: URI, every byte outside `safe` percent-encoded */
@@ -85,6 +93,14 @@ int store_open(const char *path, sqlite3 **out)
 	 * connections at once, and a mapped file counts its pages in the
 	 * process's memory (300 MB for a 10-million-event store) for a few
 	 * percent of speed. */
+	if (store_schema_version(db) < 1 &&
+	    sqlite3_extended_errcode(db) == SQLITE_READONLY_ROLLBACK) {
+		err = -EIO;
+		cli_error("%s has a hot journal (%s-journal): a collector was killed while "
+			  "compacting it; its recording is whole once a writer rolls the journal "
+			  "back: sqlite3 %s 'PRAGMA quick_check'", path, path, path);
+		goto out;
+	}
 	if (store_schema_version(db) < 1) {
 		/* A file that is no database, or has no meta table, leaves
 		 * SQLite's reason in db's error. */
