@@ -4,10 +4,12 @@
  * keeps.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -63,6 +65,42 @@ size_t store_readers(size_t max)
 	return n < 1 ? 1 : (size_t)n > max ? max : (size_t)n;
 }
 
+/*
+ * While a command reads a store it holds a shared flock() on it, as each
+ * collector writing it does: a collector compacts a store at its close only
+ * when it can have it exclusively (collector/store.c), so a store is never
+ * rewritten under a reader that opened it immutable, and a reader that
+ * comes during a compaction waits for its end.  One lock per file for the
+ * life of the command (its worker connections read under it too); the
+ * descriptors close at exit.  Past LOCKS_MAX files, or when the file cannot
+ * be opened for it, no lock is taken and the store is read as before.
+ */
+#define LOCKS_MAX 16
+
+static void read_lock(const struct stat *sb, const char *path)
+{
+	static struct {
+		dev_t dev;
+		ino_t ino;
+	} held[LOCKS_MAX];
+	static size_t nheld;
+	int fd;
+
+	for (size_t i = 0; i < nheld; i++)
+		if (held[i].dev == sb->st_dev && held[i].ino == sb->st_ino)
+			return;
+	if (nheld == LOCKS_MAX)
+		return;
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0)
+		return;
+	while (flock(fd, LOCK_SH) < 0 && errno == EINTR)
+		;
+	held[nheld].dev = sb->st_dev;
+	held[nheld].ino = sb->st_ino;
+	nheld++;
+}
+
 int store_open(const char *path, sqlite3 **out)
 {
 	sqlite3 *db = NULL;
@@ -80,6 +118,7 @@ int store_open(const char *path, sqlite3 **out)
 		cli_error("%s is not a shimmer store (not a regular file)", path);
 		goto out;
 	}
+	read_lock(&sb, path);
 	rc = store_connect(path, &db);
 	if (rc != SQLITE_OK) {
 		err = -EIO;
