@@ -1769,42 +1769,51 @@ int store_finish(struct store *s)
 }
 
 /*
- * A store of at most COMPACT_MAX bytes is rewritten at its close with pages
- * of COMPACT_PAGE bytes (VACUUM): most of a small recording's ~35 tables
- * and indexes are empty or nearly so, and each takes a whole page; a large
- * store gains little for the time.  It takes journal mode DELETE (SQLite
- * cannot change the page size of a WAL database; a store in that mode is
- * one file, and the next collector to record in it puts it back in WAL
- * mode), where VACUUM is one transaction like any other: the journal holds
- * the pages it overwrites and is synced first (synchronous FULL), so a
- * collector killed, or a machine that loses power, in the middle leaves a
- * hot journal, and the next opener, collector or reader, rolls the store
- * back to the whole recording as it was.  Skipped when another collector
- * shares the store or a reader holds it (no waiting: the store is only
- * larger).
+ * A store of at most COMPACT_MAX bytes is rewritten at its close with
+ * smaller pages (VACUUM): 512 bytes up to COMPACT_TINY, 1 KiB above.  Most
+ * of a small recording's ~35 tables and indexes are empty or nearly so,
+ * and each takes a whole page (a recording of `true` is 248 KB with 4 KiB
+ * pages, 62 KB with 1 KiB, 48 KB with 512 B); a large store gains little
+ * for the time, and its readers read fewer, larger pages.  It takes
+ * journal mode DELETE (SQLite cannot change the page size of a WAL
+ * database; a store in that mode is one file, and the next collector to
+ * record in it puts it back in WAL mode), where VACUUM is one transaction
+ * like any other: the journal holds the pages it overwrites and is synced
+ * first (synchronous FULL), so a collector killed, or a machine that loses
+ * power, in the middle leaves a hot journal, and the next opener with
+ * write access rolls the store back to the whole recording as it was.
+ * Skipped when another collector shares the store or a reader holds it
+ * (both hold a shared flock(); readers also SQLite's lock): no waiting, the
+ * store is only larger.
  */
 #define COMPACT_MAX (16 << 20)
-#define COMPACT_PAGE 1024
+#define COMPACT_TINY (1 << 20)
 
 static void compact(struct store *s)
 {
 	sqlite3_stmt *st = NULL;
 	int pages = 0, page_size = 0, rc, deleted = 0;
+	int64_t bytes;
+	char vacuum[64];
 
 	if (s->lock_fd < 0 || flock(s->lock_fd, LOCK_EX | LOCK_NB) < 0)
 		return;
 	if (read_int(s, "PRAGMA page_count", &pages) == 0 &&
-	    read_int(s, "PRAGMA page_size", &page_size) == 0 && page_size > COMPACT_PAGE &&
-	    (int64_t)pages * page_size <= COMPACT_MAX &&
-	    sqlite3_exec(s->db, "PRAGMA busy_timeout = 0; PRAGMA synchronous = FULL",
-			 NULL, NULL, NULL) == SQLITE_OK &&
-	    sqlite3_prepare_v2(s->db, "PRAGMA journal_mode = DELETE", -1, &st, NULL) == SQLITE_OK &&
-	    sqlite3_step(st) == SQLITE_ROW)
-		deleted = strcmp((const char *)sqlite3_column_text(st, 0), "delete") == 0;
+	    read_int(s, "PRAGMA page_size", &page_size) == 0) {
+		bytes = (int64_t)pages * page_size;
+		snprintf(vacuum, sizeof(vacuum), "PRAGMA page_size = %d; VACUUM",
+			 bytes <= COMPACT_TINY ? 512 : 1024);
+		if (bytes <= COMPACT_MAX && page_size > (bytes <= COMPACT_TINY ? 512 : 1024) &&
+		    sqlite3_exec(s->db, "PRAGMA busy_timeout = 0; PRAGMA synchronous = FULL",
+				 NULL, NULL, NULL) == SQLITE_OK &&
+		    sqlite3_prepare_v2(s->db, "PRAGMA journal_mode = DELETE", -1, &st,
+				       NULL) == SQLITE_OK &&
+		    sqlite3_step(st) == SQLITE_ROW)
+			deleted = strcmp((const char *)sqlite3_column_text(st, 0), "delete") == 0;
+	}
 	sqlite3_finalize(st);
 	if (deleted) {
-		rc = sqlite3_exec(s->db, "PRAGMA page_size = " STRINGIFY(COMPACT_PAGE) "; VACUUM",
-				  NULL, NULL, NULL);
+		rc = sqlite3_exec(s->db, vacuum, NULL, NULL, NULL);
 		if (rc != SQLITE_OK)
 			log_info("%s not compacted: %s", s->path, sqlite3_errmsg(s->db));
 	}

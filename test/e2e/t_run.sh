@@ -103,13 +103,13 @@ else
 	ok "reading a store in a read-only directory # SKIP needs root and unshare -m"
 fi
 
-# Closed, a small store is compacted (1 KiB pages, one file).  A writer
+# Closed, a small store is compacted (512-byte pages, one file).  A writer
 # killed in the middle of a transaction in that mode (as in a compaction)
 # leaves a hot journal: a reader must not read the torn file as immutable;
 # it says what to do in one line, and reads the store whole after it.
 check "shimmer run's store compacted at its close" \
 	"page size $(sq "$T/ok.db" 'PRAGMA page_size'), files: $(ls "$T" | grep '^ok\.db')" \
-	[ "$(sq "$T/ok.db" 'PRAGMA page_size')" = 1024 -a "$(ls "$T" | grep -c '^ok\.db')" = 1 ]
+	[ "$(sq "$T/ok.db" 'PRAGMA page_size')" = 512 -a "$(ls "$T" | grep -c '^ok\.db')" = 1 ]
 cp "$T/ok.db" "$T/hot.db"
 python3 - "$T/hot.db" <<'PY'
 import os, sqlite3, sys
