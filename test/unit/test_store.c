@@ -661,8 +661,8 @@ static void assert_store_whole(const char *path, int n)
 }
 
 /* A small store is rewritten with smaller pages at its close (512 bytes
- * up to 1 MiB, 1 KiB above); not while a reader holds it, nor while another
- * collector has it open. */
+ * up to 512 KiB, 1 KiB up to 4 MiB; a larger one is left); not while a
+ * reader holds it, nor while another collector has it open. */
 static void test_store_compacts_at_close(void **state)
 {
 	struct fixture *f = *state;
@@ -673,9 +673,12 @@ static void test_store_compacts_at_close(void **state)
 	assert_int_equal(query_int(f->db, "PRAGMA page_size"), 512);
 	assert_store_whole(f->db, 100);
 	snprintf(f->db + strlen(f->db) - 4, 8, "m.db");
-	make_store(f->db, 40000); /* 2.5 MB */
+	make_store(f->db, 40000); /* 1.3 MB */
 	assert_int_equal(query_int(f->db, "PRAGMA page_size"), 1024);
 	assert_store_whole(f->db, 40000);
+	snprintf(f->db + strlen(f->db) - 4, 8, "l.db");
+	make_store(f->db, 160000); /* 5 MB */
+	assert_int_equal(query_int(f->db, "PRAGMA page_size"), 4096);
 
 	/* a larger-page store that a reader holds at the close */
 	snprintf(f->db + strlen(f->db) - 4, 8, "r.db");
