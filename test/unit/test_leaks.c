@@ -421,6 +421,35 @@ static void test_leaks_needs_stacks(void **state)
 	fclose(out);
 }
 
+/* A store of schema 9 keeps its frames in a stack_frames table: the
+ * readers give the same stacks from it as from the tree. */
+static void test_leaks_reads_schema_9_stacks(void **state)
+{
+	struct store_fixture *f = *state;
+	struct leaks_opts o;
+	char *tree, *table;
+
+	add_proc(f->db, 1, 100, "all", 0, 1000);
+	for (size_t i = 0; i < NGROUPING; i++)
+		if (grouping[i].proc == 1)
+			add_alloc(f->db, &grouping[i]);
+	leaks_opts_init(&o);
+	o.fmt = PRESENT_FOLDED;
+	tree = run(f->db, &o);
+	assert_non_null(strstr(tree, "pid 100;cuda:0;" FOLD_A " 4000\n"));
+	exec(f->db, "CREATE TABLE old (proc_id INTEGER NOT NULL, stack_id INTEGER NOT NULL,"
+		    " level INTEGER NOT NULL, pc INTEGER NOT NULL,"
+		    " PRIMARY KEY (proc_id, stack_id, level)) WITHOUT ROWID;"
+		    "INSERT INTO old SELECT * FROM stack_frames; DROP VIEW stack_frames;"
+		    "DROP TABLE stack_nodes; DROP TABLE stacks; ALTER TABLE old RENAME TO stack_frames;"
+		    "UPDATE meta SET value = '9' WHERE key = 'schema_version'");
+	assert_int_equal(query_int(f->path, "SELECT count(*) FROM stack_frames"), 5);
+	table = run(f->db, &o);
+	assert_string_equal(tree, table);
+	free(tree);
+	free(table);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -429,6 +458,7 @@ int main(void)
 		T(test_leaks_regression_flags_steady_growth),
 		T(test_leaks_table_and_json),
 		T(test_leaks_needs_stacks),
+		T(test_leaks_reads_schema_9_stacks),
 #undef T
 	};
 
