@@ -321,10 +321,13 @@ int fmt_short_names(const char *const *names, size_t n, char ***out)
 		if (!(v[m++].shown = strdup(fmt_short_name(buf, sizeof(buf), names[i]))))
 			goto out;
 	}
-	qsort(v, m, sizeof(*v), by_shown);
+	/* v is NULL when n is 0, which qsort's contract forbids (UBSan). */
+	if (m > 1)
+		qsort(v, m, sizeof(*v), by_shown);
 	if ((err = split_alike(v, m, with_args)))
 		goto out;
-	qsort(v, m, sizeof(*v), by_shown);
+	if (m > 1)
+		qsort(v, m, sizeof(*v), by_shown);
 	if ((err = split_alike(v, m, NULL)))
 		goto out;
 	for (size_t k = 0; k < m; k++) {
