@@ -321,15 +321,14 @@ int fmt_short_names(const char *const *names, size_t n, char ***out)
 		if (!(v[m++].shown = strdup(fmt_short_name(buf, sizeof(buf), names[i]))))
 			goto out;
 	}
-	/* v is NULL when n is 0, which qsort's contract forbids (UBSan). */
-	if (m > 1)
+	if (m > 1) { /* (qsort of no array: undefined) */
 		qsort(v, m, sizeof(*v), by_shown);
-	if ((err = split_alike(v, m, with_args)))
-		goto out;
-	if (m > 1)
+		if ((err = split_alike(v, m, with_args)))
+			goto out;
 		qsort(v, m, sizeof(*v), by_shown);
-	if ((err = split_alike(v, m, NULL)))
-		goto out;
+		if ((err = split_alike(v, m, NULL)))
+			goto out;
+	}
 	for (size_t k = 0; k < m; k++) {
 		r[v[k].i] = v[k].shown;
 		v[k].shown = NULL;
