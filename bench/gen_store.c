@@ -7,7 +7,7 @@
  * readers' indexes made at close), so the file is what shimmerd would have
  * written for such a run, in seconds.
  *
- *   gen_store DB [-a ALLOCS] [-k KERNELS] [-p] [-t THREADS] [-s SEED]
+ *   gen_store DB [-a ALLOCS] [-k KERNELS] [-p] [-t THREADS] [-s SEED] [-S STACKS -d]
  *
  * One process (SHIMMER_MALLOC=all, lossless, nothing dropped):
  *  - ALLOCS heap allocations (default 5,000,000), malloc and calloc on
@@ -41,7 +41,7 @@
 #include "collector/store.h"
 #include "wire.h"
 
-#define NSTACKS 256
+#define NSTACKS 256 /* by default */
 #define NPCS 512
 #define NKNAMES 40
 #define NPYLINES 16
@@ -109,30 +109,40 @@ static int string(struct gen *g, uint32_t id, const char *text, const char *dema
 	return store_string_add(g->s, g->proc, id, text, strlen(text), demangled);
 }
 
+static uint32_t nstacks = NSTACKS;
+static int deep;
+
 static int stacks(struct gen *g)
 {
-	uint64_t pcs[NPCS], frames[32];
+	uint64_t pcs[NPCS], frames[64];
+	struct stacktree tree = { 0 };
 	int err = 0;
 
 	for (int i = 0; i < NPCS; i++)
 		pcs[i] = 0x7f0000400000ull + (rnd() % 0x200000) * 16;
-	for (uint32_t id = 1; !err && id <= NSTACKS; id++) {
-		uint32_t depth = 6 + (uint32_t)(rnd() % 19);
+	for (uint32_t id = 1; !err && id <= nstacks; id++) {
+		uint32_t depth = deep ? 30 + (uint32_t)(rnd() % 31) : 6 + (uint32_t)(rnd() % 19);
+		uint32_t h = id * 2654435761u;
 
 		/* outer frames shared: a call tree, not noise */
-		for (uint32_t l = 0; l < depth; l++)
-			frames[l] = pcs[(l * 37 + (l < depth - 4 ? id % 8 : id)) % NPCS];
-		err = store_stack_add(g->s, g->proc, id, frames, depth);
+		for (uint32_t l = 0; l < depth; l++) {
+			uint32_t k = depth - 1 - l, bits = k / 4 < 16 ? k / 4 : 16;
+
+			frames[l] = deep ? pcs[(k * 37 + (bits ? h >> (32 - bits) : 0)) % NPCS]
+					 : pcs[(l * 37 + (l < depth - 4 ? id % 8 : id)) % NPCS];
+		}
+		err = store_stack_add(g->s, g->proc, &tree, id, frames, depth);
 	}
+	stacktree_free(&tree);
 	return err;
 }
 
 /* A stack id, the first ones far more often (the product of two uniforms). */
 static uint32_t pick_stack(void)
 {
-	uint64_t a = rnd() % NSTACKS, b = rnd() % NSTACKS;
+	uint64_t a = rnd() % nstacks, b = rnd() % nstacks;
 
-	return 1 + (uint32_t)(a * b / NSTACKS);
+	return 1 + (uint32_t)(a * b / nstacks);
 }
 
 static int heap(struct gen *g, int64_t nallocs, int64_t span_ns)
@@ -304,7 +314,7 @@ int main(int argc, char **argv)
 	int64_t span;
 	int opt, err;
 
-	while ((opt = getopt(argc, argv, "a:k:pt:s:")) != -1) {
+	while ((opt = getopt(argc, argv, "a:k:pt:s:S:d")) != -1) {
 		switch (opt) {
 		case 'a':
 			nallocs = atoll(optarg);
@@ -321,12 +331,18 @@ int main(int argc, char **argv)
 		case 's':
 			seed = strtoull(optarg, NULL, 0);
 			break;
+		case 'S':
+			nstacks = (uint32_t)atoi(optarg);
+			break;
+		case 'd':
+			deep = 1;
+			break;
 		default:
 			goto usage;
 		}
 	}
 	if (optind + 1 != argc || nallocs < 0 || nkernels < 0 || g.nthreads < 1 ||
-	    g.nthreads > 64)
+	    g.nthreads > 64 || nstacks < 1 || nstacks > 1000000)
 		goto usage;
 	path = argv[optind];
 	rng_state = seed * 0x9e3779b97f4a7c15ull + 1;
@@ -386,6 +402,7 @@ int main(int argc, char **argv)
 		return fail(path, err);
 	return 0;
 usage:
-	fprintf(stderr, "usage: gen_store DB [-a ALLOCS] [-k KERNELS] [-p] [-t THREADS] [-s SEED]\n");
+	fprintf(stderr, "usage: gen_store DB [-a ALLOCS] [-k KERNELS] [-p] [-t THREADS] [-s SEED]\n"
+		"                [-S STACKS] [-d]\n");
 	return 2;
 }

@@ -44,8 +44,10 @@ int main(int argc, char **argv)
 	}
 	err = store_connect(argv[1], &db);
 	if (!err)
-		err = store_prepare(db, "SELECT DISTINCT proc_id, pc FROM stack_frames"
-				    " ORDER BY proc_id, pc", &st);
+		err = store_prepare(db, store_schema_version(db) >= 10
+					? "SELECT DISTINCT proc_id, pc FROM stack_nodes ORDER BY proc_id, pc"
+					: "SELECT DISTINCT proc_id, pc FROM stack_frames ORDER BY proc_id, pc",
+				    &st);
 	if (!err && !(sym = symbolizer_new(db)))
 		err = -ENOMEM;
 	t0 = now_s();

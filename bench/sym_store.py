@@ -94,17 +94,19 @@ def main():
         remap.setdefault(proc, []).append((lo, hi, bias, nb, x[0], x[1] - x[0]))
     n = 0
     for proc, rs in remap.items():
-        rows = db.execute('SELECT stack_id, level, pc FROM stack_frames WHERE proc_id = ?',
-                          (proc,)).fetchall()
+        # Schema 10 on: frames are stack_nodes (key node_id); before, stack_frames.
+        tree = db.execute("SELECT 1 FROM sqlite_master WHERE name = 'stack_nodes'").fetchone()
+        table, key = ('stack_nodes', 'node_id') if tree else ('stack_frames', 'stack_id, level')
+        rows = db.execute(f'SELECT {key}, pc FROM {table} WHERE proc_id = ?', (proc,)).fetchall()
         upd = []
-        for sid, lvl, pc in rows:
+        for *k, pc in rows:
             for lo, hi, bias, nb, xlo, xsz in rs:
                 if lo <= pc < hi:
                     # Keep a return address (pc - 1 looked up) inside the segment.
-                    upd.append((nb + xlo + 1 + (pc - bias) % (xsz - 1), proc, sid, lvl))
+                    upd.append((nb + xlo + 1 + (pc - bias) % (xsz - 1), proc, *k))
                     break
-        db.executemany('UPDATE stack_frames SET pc = ? WHERE proc_id = ? AND stack_id = ?'
-                       ' AND level = ?', upd)
+        where = ' AND '.join(f'{c.strip()} = ?' for c in key.split(','))
+        db.executemany(f'UPDATE {table} SET pc = ? WHERE proc_id = ? AND {where}', upd)
         n += len(upd)
     db.commit()
     print(f'{dst}: {len(info)} local files, {n} frames moved', file=sys.stderr)

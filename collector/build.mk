@@ -23,7 +23,7 @@ $(SHIMMERD): $(COLLECTOR_OBJS)
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ -lsqlite3 -liberty $(BPF_LDLIBS) $(SYSTEMD_LIBS) -ldw -lelf -lpthread -lm
 
 # Unit tests: each links only the modules it exercises.
-COLLECTOR_STORE_OBJS := $(O)/obj/collector/store.o $(O)/obj/collector/log.o \
+COLLECTOR_STORE_OBJS := $(O)/obj/collector/store.o $(O)/obj/collector/stacktree.o $(O)/obj/collector/log.o \
 	$(O)/gen/schema_sql.o
 $(eval $(call unit_test,clock,$(O)/obj/collector/clock.o))
 $(eval $(call unit_test,ptrmap,$(O)/obj/collector/ptrmap.o))

@@ -56,6 +56,7 @@ struct ingest {
 	int gpu_sampled;                  /* processes.gpu_sampled_since_ns is stored */
 	int heap_rows;                    /* a row per heap event */
 	struct heapagg *agg;              /* the aggregated host heap, or NULL */
+	struct stacktree stacks;          /* the process's stack nodes */
 };
 
 int64_t ingest_ns(const struct ingest *in, uint64_t ts)
@@ -321,7 +322,8 @@ static int on_record(void *ctx, uint32_t stream, uint32_t tid, const union rec *
 	case SHM_REC_MARK:
 		return store_mark_add(st, p, tid, &r->mark, ingest_ns(in, r->mark.ts));
 	case SHM_REC_STACK:
-		return store_stack_add(st, p, r->stack.h.stack_id, r->stack.pc, r->stack.h.depth);
+		return store_stack_add(st, p, &in->stacks, r->stack.h.stack_id, r->stack.pc,
+				       r->stack.h.depth);
 	case SHM_REC_PYSTACK:
 		return store_pystack_add(st, p, r->pystack.h.stack_id, r->pystack.frame,
 					 r->pystack.h.depth);
@@ -427,5 +429,6 @@ void ingest_free(struct ingest *in)
 	blockmap_free(&in->heap);
 	blockmap_free(&in->cuda);
 	ptrmap_free(&in->startend);
+	stacktree_free(&in->stacks);
 	free(in);
 }

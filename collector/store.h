@@ -25,11 +25,12 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "stacktree.h"
 #include "wire.h"
 
 /* The schema_version that the schema files leave in meta: one per
  * schema/NNN_*.sql file. */
-#define STORE_SCHEMA_VERSION 9
+#define STORE_SCHEMA_VERSION 10
 
 struct store;
 
@@ -63,7 +64,9 @@ int store_count_processes(struct store *s, uint32_t *processes, uint32_t *ranks)
 int store_finish(struct store *s);
 
 /* Commits the open batch, checkpoints and closes.  Returns the commit's
- * result; the store is freed either way.  NULL is a no-op. */
+ * result; the store is freed either way.  NULL is a no-op.  A small store
+ * that no other collector shares and no reader holds is compacted first
+ * (journal mode DELETE, smaller pages, VACUUM: see compact() in store.c). */
 int store_close(struct store *s);
 
 /* Commits the open batch, if any. */
@@ -224,9 +227,11 @@ int store_counter_add(struct store *s, int64_t proc_id, uint32_t tid,
 
 /* ---- stacks and modules ---- */
 
-/* Stores a native stack's frames (pc[0] innermost) as stack_frames rows.
- * A stack id the process already stored keeps its first frames. */
-int store_stack_add(struct store *s, int64_t proc_id, uint32_t stack_id,
+/* Stores a native stack (pc[0] innermost): a stacks row naming the node of
+ * its innermost frame, and the stack_nodes its tree t (the process's, see
+ * stacktree.h) does not hold yet.  A stack id the process already stored
+ * keeps its first frames; a stack of no frames is not stored. */
+int store_stack_add(struct store *s, int64_t proc_id, struct stacktree *t, uint32_t stack_id,
 		    const uint64_t *pc, uint32_t depth);
 
 /* The same for Python frames (python_frames). */

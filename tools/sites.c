@@ -21,6 +21,13 @@ struct stack_item {
 	int64_t folded;
 };
 
+/* A stack_nodes row: key (proc_id, node_id, 0). */
+struct node_item {
+	struct map_key key;
+	int64_t parent;
+	int64_t pc;
+};
+
 /* ---- interned strings --------------------------------------------------- */
 
 /* A growing string for building names and stacks. */
@@ -92,8 +99,18 @@ int sites_open(struct sites *s, sqlite3 *db)
 	s->sym = symbolizer_new(db);
 	if (!s->sym)
 		return -ENOMEM;
-	err = store_prepare(db, "SELECT pc FROM stack_frames WHERE proc_id = ? AND stack_id = ?"
-			    " ORDER BY level", &s->frames_st);
+	/* From schema 10 on, stacks are a tree (stack_nodes), walked here
+	 * from each stack's innermost node with the nodes remembered: stacks
+	 * share their outer nodes, which are read once. */
+	s->tree = v >= 10;
+	s->nodes.item_size = sizeof(struct node_item);
+	err = store_prepare(db, s->tree ? "SELECT node_id FROM stacks WHERE proc_id = ?1"
+					  " AND stack_id = ?2"
+					: "SELECT pc FROM stack_frames WHERE proc_id = ?1"
+					  " AND stack_id = ?2 ORDER BY level", &s->frames_st);
+	if (!err && s->tree)
+		err = store_prepare(db, "SELECT parent_id, pc FROM stack_nodes WHERE proc_id = ?1"
+				    " AND node_id = ?2", &s->node_st);
 	if (!err)
 		err = store_prepare(db, "SELECT fs.text, fn.text, f.line FROM python_frames f"
 				    " LEFT JOIN strings fs ON fs.proc_id = f.proc_id AND fs.id = f.file_id"
@@ -107,9 +124,11 @@ void sites_close(struct sites *s)
 {
 	symbolizer_free(s->sym);
 	map_free(&s->stacks);
+	map_free(&s->nodes);
 	strtab_free(&s->names);
 	strtab_free(&s->folded);
 	sqlite3_finalize(s->frames_st);
+	sqlite3_finalize(s->node_st);
 	sqlite3_finalize(s->py_st);
 	memset(s, 0, sizeof(*s));
 }
@@ -195,33 +214,81 @@ static int frame_push(struct frame_list *l)
 	return l->text.oom ? -ENOMEM : 0;
 }
 
+/* The frames of return address pc, after the allocator's (skipping: none
+ * of the user's code seen yet). */
+static int native_pc(struct sites *s, int64_t proc_id, uint64_t pc, int *skipping,
+		     struct frame_list *l)
+{
+	const struct sym_frame *f;
+	int n = symbolize_pc(s->sym, proc_id, pc, 1, &f), err;
+
+	if (n < 0)
+		return n;
+	for (int i = 0; i < n; i++) {
+		/* Only the allocator's frames below the caller go. */
+		if (*skipping && allocator_frame(&f[i]))
+			continue;
+		*skipping = 0;
+		err = frame_push(l);
+		if (err)
+			return err;
+		render_native(&l->text, &f[i]);
+	}
+	return 0;
+}
+
+/* Node node of the process: its caller's node and its pc, read once. */
+static int tree_node(struct sites *s, int64_t proc_id, int64_t node, int64_t *parent, int64_t *pc)
+{
+	struct map_key k = { proc_id, node, 0 };
+	struct node_item *it = map_find(&s->nodes, &k);
+	sqlite3_stmt *st = s->node_st;
+	int r;
+
+	if (!it) {
+		sqlite3_reset(st);
+		sqlite3_bind_int64(st, 1, proc_id);
+		sqlite3_bind_int64(st, 2, node);
+		r = store_step(s->db, st);
+		if (r <= 0) /* a node that is not there ends the stack */
+			return r < 0 ? r : 1;
+		it = map_get(&s->nodes, &k);
+		if (!it)
+			return -ENOMEM;
+		it->parent = sqlite3_column_int64(st, 0);
+		it->pc = sqlite3_column_int64(st, 1);
+	}
+	*parent = it->parent;
+	*pc = it->pc;
+	return 0;
+}
+
 static int native_frames(struct sites *s, int64_t proc_id, int64_t stack_id,
 			 struct frame_list *l)
 {
 	sqlite3_stmt *st = s->frames_st;
 	int skipping = 1, r, err = 0;
+	int64_t node = 0, pc;
 
 	sqlite3_reset(st);
 	sqlite3_bind_int64(st, 1, proc_id);
 	sqlite3_bind_int64(st, 2, stack_id);
-	while ((r = store_step(s->db, st)) > 0) {
-		const struct sym_frame *f;
-		int n = symbolize_pc(s->sym, proc_id, (uint64_t)sqlite3_column_int64(st, 0), 1, &f);
-
-		if (n < 0)
-			return n;
-		for (int i = 0; i < n; i++) {
-			/* Only the allocator's frames below the caller go. */
-			if (skipping && allocator_frame(&f[i]))
-				continue;
-			skipping = 0;
-			err = frame_push(l);
-			if (err)
-				return err;
-			render_native(&l->text, &f[i]);
+	if (s->tree) {
+		r = store_step(s->db, st);
+		if (r > 0)
+			node = sqlite3_column_int64(st, 0);
+		/* Up to the root (0); the bound holds against a cycle in a
+		 * store written by hand. */
+		for (int level = 0; r >= 0 && !err && node > 0 && level < 1024; level++) {
+			r = tree_node(s, proc_id, node, &node, &pc);
+			if (r == 0)
+				err = native_pc(s, proc_id, (uint64_t)pc, &skipping, l);
 		}
+		return r < 0 ? r : err ? err : l->text.oom ? -ENOMEM : 0;
 	}
-	return r < 0 ? r : l->text.oom ? -ENOMEM : 0;
+	while (!err && (r = store_step(s->db, st)) > 0)
+		err = native_pc(s, proc_id, (uint64_t)sqlite3_column_int64(st, 0), &skipping, l);
+	return err ? err : r < 0 ? r : l->text.oom ? -ENOMEM : 0;
 }
 
 static int python_frames(struct sites *s, int64_t proc_id, int64_t pystack_id,

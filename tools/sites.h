@@ -33,9 +33,11 @@ struct sites {
 	sqlite3 *db;
 	struct symbolizer *sym;
 	struct map stacks;      /* (proc, stack_id, pystack_id * 2 + 1 or -1) -> stack_item */
+	struct map nodes;       /* (proc, node_id, 0) -> stack_nodes row (schema 10) */
 	struct strtab names;    /* call sites */
 	struct strtab folded;   /* "outer;...;inner" stacks */
-	sqlite3_stmt *frames_st, *py_st;
+	int tree;               /* stacks are stack_nodes (schema 10 on) */
+	sqlite3_stmt *frames_st, *node_st, *py_st;
 };
 
 /*

@@ -4,10 +4,12 @@
  * keeps.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -22,6 +24,11 @@
  * immutable, so SQLite neither locks it nor makes -wal and -shm files, as it
  * otherwise would to read a WAL-mode file.  With a -wal file a collector
  * may be writing it: a plain read-only connection then reads the WAL too.
+ * With a -journal file a collector is writing it in journal mode DELETE
+ * (compacting it at its close), or was killed doing so: a plain read-only
+ * connection then waits for the writer, or refuses to read what a hot
+ * journal must first roll back (SQLITE_READONLY_ROLLBACK, see
+ * store_open()), where an immutable one would read torn pages.
  */
 int store_connect(const char *path, sqlite3 **db)
 {
@@ -32,6 +39,9 @@ int store_connect(const char *path, sqlite3 **db)
 	int rc;
 
 	snprintf(wal, sizeof(wal), "%s-wal", path);
+	if (stat(wal, &sb) == 0)
+		return sqlite3_open_v2(path, db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL);
+	snprintf(wal, sizeof(wal), "%s-journal", path);
 	if (stat(wal, &sb) == 0)
 		return sqlite3_open_v2(path, db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL);
 	/* file: URI, every byte outside `safe` percent-encoded */
@@ -55,6 +65,42 @@ size_t store_readers(size_t max)
 	return n < 1 ? 1 : (size_t)n > max ? max : (size_t)n;
 }
 
+/*
+ * While a command reads a store it holds a shared flock() on it, as each
+ * collector writing it does: a collector compacts a store at its close only
+ * when it can have it exclusively (collector/store.c), so a store is never
+ * rewritten under a reader that opened it immutable, and a reader that
+ * comes during a compaction waits for its end.  One lock per file for the
+ * life of the command (its worker connections read under it too); the
+ * descriptors close at exit.  Past LOCKS_MAX files, or when the file cannot
+ * be opened for it, no lock is taken and the store is read as before.
+ */
+#define LOCKS_MAX 16
+
+static void read_lock(const struct stat *sb, const char *path)
+{
+	static struct {
+		dev_t dev;
+		ino_t ino;
+	} held[LOCKS_MAX];
+	static size_t nheld;
+	int fd;
+
+	for (size_t i = 0; i < nheld; i++)
+		if (held[i].dev == sb->st_dev && held[i].ino == sb->st_ino)
+			return;
+	if (nheld == LOCKS_MAX)
+		return;
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0)
+		return;
+	while (flock(fd, LOCK_SH) < 0 && errno == EINTR)
+		;
+	held[nheld].dev = sb->st_dev;
+	held[nheld].ino = sb->st_ino;
+	nheld++;
+}
+
 int store_open(const char *path, sqlite3 **out)
 {
 	sqlite3 *db = NULL;
@@ -72,6 +118,7 @@ int store_open(const char *path, sqlite3 **out)
 		cli_error("%s is not a shimmer store (not a regular file)", path);
 		goto out;
 	}
+	read_lock(&sb, path);
 	rc = store_connect(path, &db);
 	if (rc != SQLITE_OK) {
 		err = -EIO;
@@ -85,6 +132,14 @@ int store_open(const char *path, sqlite3 **out)
 	 * connections at once, and a mapped file counts its pages in the
 	 * process's memory (300 MB for a 10-million-event store) for a few
 	 * percent of speed. */
+	if (store_schema_version(db) < 1 &&
+	    sqlite3_extended_errcode(db) == SQLITE_READONLY_ROLLBACK) {
+		err = -EIO;
+		cli_error("%s has a hot journal (%s-journal): a collector was killed while "
+			  "compacting it; its recording is whole once a writer rolls the journal "
+			  "back: sqlite3 %s 'PRAGMA quick_check'", path, path, path);
+		goto out;
+	}
 	if (store_schema_version(db) < 1) {
 		/* A file that is no database, or has no meta table, leaves
 		 * SQLite's reason in db's error. */

@@ -125,7 +125,10 @@ traced() {
 		WL_LOG=$WLOG "$@"
 }
 
-sq() { sqlite3 -batch -bail "$@"; }
+# A collector that closes a small store compacts it (docs/schema.md), and
+# holds it exclusively for that moment: a read then waits, as the shimmer
+# commands do, instead of failing with "database is locked".
+sq() { sqlite3 -batch -bail -cmd '.timeout 10000' "$@"; }
 
 # load_log LOG CHECKDB STORE: the log's lines as tables P, T, A, F, C (each
 # with seq, the line number) in CHECKDB, with the store attached as s.

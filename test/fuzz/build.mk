@@ -13,7 +13,7 @@
 FUZZ_TARGETS := message ring region demangle
 FUZZ_SECONDS ?= 30
 CLANG ?= clang
-FUZZ_COLLECTOR := client ctl job ring record ingest heapagg blockmap demangle clock ptrmap store log cputime
+FUZZ_COLLECTOR := client ctl job ring record ingest heapagg blockmap demangle clock ptrmap stacktree store log cputime
 
 # Replays, with the ordinary (or sanitizer) build.
 FUZZ_REPLAY_OBJS := $(O)/obj/test/fuzz/driver.o \

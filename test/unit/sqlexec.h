@@ -94,6 +94,19 @@ static inline void query_text(const char *path, const char *sql, char *out, size
 	sqlite3_close(db);
 }
 
+/* Stores stack stack of process proc, its n frames pc[0] (innermost) ..
+ * pc[n - 1], as the collector does (schema 10: stacks and stack_nodes),
+ * sharing no node with other stacks. */
+static inline void stack_add(sqlite3 *db, int64_t proc, int64_t stack, int n, const int64_t *pc)
+{
+	for (int i = n; i-- > 0;)
+		exec(db, "INSERT INTO stack_nodes SELECT %lld, coalesce(max(node_id), 0) + 1,"
+			 " %s, %lld FROM stack_nodes WHERE proc_id = %lld", (long long)proc,
+		     i == n - 1 ? "0" : "max(node_id)", (long long)pc[i], (long long)proc);
+	exec(db, "INSERT INTO stacks SELECT %lld, %lld, max(node_id) FROM stack_nodes"
+		 " WHERE proc_id = %lld", (long long)proc, (long long)stack, (long long)proc);
+}
+
 struct store_fixture {
 	char path[64];
 	sqlite3 *db;

@@ -40,8 +40,6 @@ static const char stacks_sql[] =
 	"INSERT INTO modules (proc_id, path_id, bias, lo, hi, build_id, loaded_ns) VALUES"
 	" (%d, 1, 4194304, 4194304, 5242880, 'ab', 0), (%d, 2, 139637976727552, 139637976727552,"
 	" 139637977776128, NULL, 0);"
-	"INSERT INTO stack_frames VALUES (%d, 1, 0, 139637976731648), (%d, 1, 1, 4198964),"
-	" (%d, 1, 2, 4202496), (%d, 2, 0, 4199680), (%d, 3, 0, 2457);"
 	"INSERT INTO python_frames VALUES (%d, 1, 0, 10, 11, 125), (%d, 1, 1, 3, 4, 42),"
 	" (%d, 1, 2, 5, 6, 7);";
 
@@ -60,8 +58,10 @@ static void add_proc(sqlite3 *db, int id, int pid, const char *mode, int64_t sta
 		 " lossless, start_wall_ns, start_ns, end_ns) VALUES (%d, %d, 1, 0, '/gone/app', %Q,"
 		 " %s, 0, 0, %lld, %lld)", id, pid, mode, strcmp(mode, "sample") ? "NULL" : "4096",
 	     (long long)start, (long long)end);
-	exec(db, stacks_sql, id, id, id, id, id, id, id, id, id, id, id, id, id, id, id, id, id, id, id,
-	     id, id);
+	exec(db, stacks_sql, id, id, id, id, id, id, id, id, id, id, id, id, id, id, id, id);
+	stack_add(db, id, 1, 3, (const int64_t[]){ 139637976731648, 4198964, 4202496 });
+	stack_add(db, id, 2, 1, (const int64_t[]){ 4199680 });
+	stack_add(db, id, 3, 1, (const int64_t[]){ 2457 });
 }
 
 struct alloc {
@@ -421,6 +421,35 @@ static void test_leaks_needs_stacks(void **state)
 	fclose(out);
 }
 
+/* A store of schema 9 keeps its frames in a stack_frames table: the
+ * readers give the same stacks from it as from the tree. */
+static void test_leaks_reads_schema_9_stacks(void **state)
+{
+	struct store_fixture *f = *state;
+	struct leaks_opts o;
+	char *tree, *table;
+
+	add_proc(f->db, 1, 100, "all", 0, 1000);
+	for (size_t i = 0; i < NGROUPING; i++)
+		if (grouping[i].proc == 1)
+			add_alloc(f->db, &grouping[i]);
+	leaks_opts_init(&o);
+	o.fmt = PRESENT_FOLDED;
+	tree = run(f->db, &o);
+	assert_non_null(strstr(tree, "pid 100;cuda:0;" FOLD_A " 4000\n"));
+	exec(f->db, "CREATE TABLE old (proc_id INTEGER NOT NULL, stack_id INTEGER NOT NULL,"
+		    " level INTEGER NOT NULL, pc INTEGER NOT NULL,"
+		    " PRIMARY KEY (proc_id, stack_id, level)) WITHOUT ROWID;"
+		    "INSERT INTO old SELECT * FROM stack_frames; DROP VIEW stack_frames;"
+		    "DROP TABLE stack_nodes; DROP TABLE stacks; ALTER TABLE old RENAME TO stack_frames;"
+		    "UPDATE meta SET value = '9' WHERE key = 'schema_version'");
+	assert_int_equal(query_int(f->path, "SELECT count(*) FROM stack_frames"), 5);
+	table = run(f->db, &o);
+	assert_string_equal(tree, table);
+	free(tree);
+	free(table);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -429,6 +458,7 @@ int main(void)
 		T(test_leaks_regression_flags_steady_growth),
 		T(test_leaks_table_and_json),
 		T(test_leaks_needs_stacks),
+		T(test_leaks_reads_schema_9_stacks),
 #undef T
 	};
 

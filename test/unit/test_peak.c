@@ -52,7 +52,7 @@ static int setup(void **state)
 		    " start_wall_ns, start_ns, end_ns) VALUES (1, 77, 1, 0, 'w', 'all', 0, 0, %d, NULL)",
 	     START);
 	for (int s = 1; s <= 4; s++)
-		exec(f->db, "INSERT INTO stack_frames VALUES (1, %d, 0, %d)", s, 0x1000 * s + 1);
+		stack_add(f->db, 1, s, 1, (const int64_t[]){ 0x1000 * s + 1 });
 	exec(f->db, "BEGIN");
 	for (int i = 0; i < NALLOCS; i++) {
 		struct alloc *a = &allocs[i];

@@ -18,6 +18,8 @@
 #include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -78,11 +80,14 @@ static void test_store_creates_schema(void **state)
 	char text[64], sql[128];
 
 	assert_non_null(s);
+	/* WAL while it records; compacted, one file, once closed */
+	query_text(f->db, "PRAGMA journal_mode", text, sizeof(text));
+	assert_string_equal(text, "wal");
 	assert_int_equal(store_close(s), 0);
 	assert_int_equal(query_int(f->db, "SELECT value FROM meta WHERE key = 'schema_version'"),
 			 STORE_SCHEMA_VERSION);
 	query_text(f->db, "PRAGMA journal_mode", text, sizeof(text));
-	assert_string_equal(text, "wal");
+	assert_string_equal(text, "delete");
 	assert_int_equal(query_int(f->db, "SELECT count(*) FROM functions"), SHM_FN_COUNT - 1);
 	for (int fn = 1; fn < SHM_FN_COUNT; fn++) {
 		snprintf(sql, sizeof(sql), "SELECT name || ' ' || family FROM functions "
@@ -616,6 +621,252 @@ static void test_store_disk_full(void **state)
 	assert_int_equal(query_int(f->db, "SELECT count(*) FROM processes"), 1);
 }
 
+/* A store of n allocations rows in process 1 (and a stack), closed. */
+static void make_store(const char *path, int n)
+{
+	struct store *s = store_open(path);
+	struct store_proc p = { .pid = 5, .ppid = 1, .uid = 1000, .host = "h", .host_len = 1,
+				.rank = SHM_NO_RANK, .local_rank = SHM_NO_RANK,
+				.malloc_mode = "all", .sample_bytes = -1 };
+	struct store_alloc a = { .space = "host", .device = -1, .size = 8, .weight = 8,
+				 .fn = SHM_FN_MALLOC, .tid = 5, .end_ns = -1 };
+	static const uint64_t pc[] = { 0x401000, 0x402000 };
+	struct stacktree t = { 0 };
+	int64_t id;
+
+	assert_non_null(s);
+	assert_int_equal(store_process_add(s, &p, &a.proc_id), 0);
+	assert_int_equal(store_stack_add(s, a.proc_id, &t, 1, pc, 2), 0);
+	for (int i = 0; i < n; i++) {
+		a.ptr = 0x10000 + 16 * (uint64_t)i;
+		a.ns = i;
+		assert_int_equal(store_alloc_add(s, &a, &id), 0);
+	}
+	assert_int_equal(store_close(s), 0);
+	stacktree_free(&t);
+}
+
+static void assert_store_whole(const char *path, int n)
+{
+	char text[64];
+
+	query_text(path, "PRAGMA integrity_check", text, sizeof(text));
+	assert_string_equal(text, "ok");
+	assert_int_equal(query_int(path, "SELECT count(*) FROM allocations"), n);
+	assert_int_equal(query_int(path, "SELECT sum(ptr) FROM allocations"),
+			 (int64_t)n * 0x10000 + 16 * (int64_t)n * (n - 1) / 2);
+	query_text(path, "SELECT group_concat(pc, ' ') FROM (SELECT pc FROM stack_frames"
+			 " ORDER BY level)", text, sizeof(text));
+	assert_string_equal(text, "4198400 4202496");
+}
+
+/* A small store is rewritten with smaller pages at its close (512 bytes
+ * up to 512 KiB, 1 KiB up to 4 MiB; a larger one is left); not while a
+ * reader holds it, nor while another collector has it open. */
+static void test_store_compacts_at_close(void **state)
+{
+	struct fixture *f = *state;
+	struct store *s, *other;
+	sqlite3 *reader;
+
+	make_store(f->db, 100);
+	assert_int_equal(query_int(f->db, "PRAGMA page_size"), 512);
+	assert_store_whole(f->db, 100);
+	snprintf(f->db + strlen(f->db) - 4, 8, "m.db");
+	make_store(f->db, 40000); /* 1.3 MB */
+	assert_int_equal(query_int(f->db, "PRAGMA page_size"), 1024);
+	assert_store_whole(f->db, 40000);
+	snprintf(f->db + strlen(f->db) - 4, 8, "l.db");
+	make_store(f->db, 160000); /* 5 MB */
+	assert_int_equal(query_int(f->db, "PRAGMA page_size"), 4096);
+
+	/* a larger-page store that a reader holds at the close */
+	snprintf(f->db + strlen(f->db) - 4, 8, "r.db");
+	assert_int_equal(sqlite3_open(f->db, &reader), SQLITE_OK);
+	s = store_open(f->db);
+	assert_non_null(s);
+	exec(reader, "BEGIN; SELECT count(*) FROM meta");
+	assert_int_equal(store_close(s), 0);
+	exec(reader, "COMMIT");
+	sqlite3_close(reader);
+	assert_int_equal(query_int(f->db, "PRAGMA page_size"), 4096);
+
+	/* two collectors: the first to close leaves it, the last compacts */
+	snprintf(f->db + strlen(f->db) - 4, 8, "c.db");
+	s = store_open(f->db);
+	other = store_open(f->db);
+	assert_non_null(s);
+	assert_non_null(other);
+	assert_int_equal(store_close(s), 0);
+	assert_int_equal(query_int(f->db, "PRAGMA page_size"), 4096);
+	assert_int_equal(store_close(other), 0);
+	assert_int_equal(query_int(f->db, "PRAGMA page_size"), 512);
+}
+
+/* Copies the template to the store, then forks a collector that opens it
+ * and closes it; kills it after delay_us unless delay_us < 0.  Returns
+ * 1 when the close completed, 0 when it was killed. */
+static int close_killed(const char *tmpl, const char *db, const char *journal, long delay_us)
+{
+	char cmd[512];
+	pid_t pid;
+	int status;
+
+	snprintf(cmd, sizeof(cmd), "cp %s %s && rm -f %s", tmpl, db, journal);
+	assert_int_equal(system(cmd), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct store *s = store_open(db);
+
+		_exit(s && store_close(s) == 0 ? 0 : 1);
+	}
+	if (delay_us >= 0) {
+		usleep((useconds_t)delay_us);
+		kill(pid, SIGKILL);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+/* A collector killed (SIGKILL) at any instant of its close, compaction
+ * included, loses nothing of the recording: the store reads whole, before
+ * or after the VACUUM.  The kill lands at instants spread over the time
+ * a close of a ~1 MB store takes; three must land inside the VACUUM
+ * (a hot journal of the store's pages left behind: the journal of the
+ * switch to WAL mode at the open is much smaller), or the test proves
+ * nothing. */
+static void test_store_compact_killed(void **state)
+{
+	struct fixture *f = *state;
+	char tmpl[128], journal[128];
+	int hot = 0, n = 20000, i;
+	struct timespec t0, t1;
+	long whole_us;
+	struct stat sb;
+	off_t tmpl_size;
+
+	snprintf(tmpl, sizeof(tmpl), "%s/tmpl.db", f->dir);
+	snprintf(journal, sizeof(journal), "%s-journal", f->db);
+	/* the template: a recording with 4 KiB pages, not compacted */
+	make_store(tmpl, n);
+	exec_sql(tmpl, "PRAGMA page_size = 4096; VACUUM");
+	assert_int_equal(query_int(tmpl, "PRAGMA page_size"), 4096);
+	assert_int_equal(stat(tmpl, &sb), 0);
+	tmpl_size = sb.st_size;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	assert_true(close_killed(tmpl, f->db, journal, -1));
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	assert_true(query_int(f->db, "PRAGMA page_size") < 4096);
+	whole_us = (t1.tv_sec - t0.tv_sec) * 1000000 + (t1.tv_nsec - t0.tv_nsec) / 1000;
+	/* Instants over 0 .. 1.25 times the close, in a scattered order, until
+	 * three have landed inside the VACUUM (about one in ten does). */
+	for (i = 0; i < 300 && hot < 3; i++) {
+		if (!close_killed(tmpl, f->db, journal, whole_us * ((i * 37) % 101) / 80) &&
+		    stat(journal, &sb) == 0 && sb.st_size >= tmpl_size / 2)
+			hot++;
+		assert_store_whole(f->db, n);
+	}
+	print_message("%d of %d kills during a compaction\n", hot, i);
+	assert_int_equal(hot, 3);
+	unlink(tmpl);
+}
+
+/* The stack_frames view of a store, "proc:stack:level:pc" rows, space-separated. */
+static void frames_text(const char *path, char *out, size_t n)
+{
+	query_text(path, "SELECT group_concat(x, ' ') FROM (SELECT proc_id || ':' || stack_id ||"
+			 " ':' || level || ':' || pc AS x FROM stack_frames"
+			 " ORDER BY proc_id, stack_id, level)", out, n);
+}
+
+/* Stacks go in as the shim sends them (pc[0] innermost) and come out of
+ * stack_frames exactly so; a (caller, pc) is one node per process, so
+ * stacks that share outer frames share nodes, and the same pc under
+ * another caller is another node. */
+static void test_store_stack_tree(void **state)
+{
+	struct fixture *f = *state;
+	static const uint64_t a[] = { 0x10, 0x11, 0x12, 0x13 }, b[] = { 0x20, 0x11, 0x12, 0x13 },
+			      c[] = { 0x10, 0x11, 0x30, 0x13 }, d[] = { 0x13 },
+			      other[] = { 0x99, 0x98 };
+	static char got[SNAP_MAX], want[SNAP_MAX];
+	uint64_t deep[SHM_STACK_MAX];
+	struct stacktree t1 = { 0 }, t2 = { 0 }, again = { 0 };
+	struct store *s = store_open(f->db);
+	size_t w = 0;
+
+	assert_non_null(s);
+	for (uint32_t i = 0; i < SHM_STACK_MAX; i++)
+		deep[i] = 0x1000 + (i % 3); /* repeated pcs: each level its own node */
+	assert_int_equal(store_stack_add(s, 1, &t1, 1, a, 4), 0);
+	assert_int_equal(store_stack_add(s, 1, &t1, 2, b, 4), 0);
+	assert_int_equal(store_stack_add(s, 1, &t1, 3, c, 4), 0);
+	assert_int_equal(store_stack_add(s, 1, &t1, 4, d, 1), 0);
+	assert_int_equal(store_stack_add(s, 1, &t1, 1, b, 4), 0); /* a known id keeps its frames */
+	assert_int_equal(store_stack_add(s, 1, &t1, 5, b, 0), 0); /* no frames: not stored */
+	assert_int_equal(store_stack_add(s, 2, &t2, 1, other, 2), 0);
+	assert_int_equal(store_stack_add(s, 2, &t2, 2, deep, SHM_STACK_MAX), 0);
+	/* A second ingest of process 1 (its tree forgotten) numbers after the
+	 * nodes the store has. */
+	assert_int_equal(store_stack_add(s, 1, &again, 6, a, 4), 0);
+	assert_int_equal(store_close(s), 0);
+
+	w += (size_t)snprintf(want + w, sizeof(want) - w, "1:1:0:16 1:1:1:17 1:1:2:18 1:1:3:19 "
+			      "1:2:0:32 1:2:1:17 1:2:2:18 1:2:3:19 1:3:0:16 1:3:1:17 1:3:2:48 "
+			      "1:3:3:19 1:4:0:19 1:6:0:16 1:6:1:17 1:6:2:18 1:6:3:19 "
+			      "2:1:0:153 2:1:1:152");
+	for (uint32_t i = 0; i < SHM_STACK_MAX; i++)
+		w += (size_t)snprintf(want + w, sizeof(want) - w, " 2:2:%u:%llu", i,
+				      (unsigned long long)deep[i]);
+	frames_text(f->db, got, sizeof(got));
+	assert_string_equal(got, want);
+	/* a: 4 nodes; b: 1 more; c: 3 (0x30, then 0x11 and 0x10 under it); d:
+	 * none; the second ingest: 4 new ones after them. */
+	assert_int_equal(query_int(f->db, "SELECT count(*) FROM stack_nodes WHERE proc_id = 1"),
+			 12);
+	assert_int_equal(query_int(f->db, "SELECT min(node_id) FROM stack_nodes n JOIN stacks s"
+					  " USING (proc_id, node_id) WHERE proc_id = 1 AND"
+					  " stack_id = 6"), 12);
+	assert_int_equal(query_int(f->db, "SELECT count(*) FROM stack_nodes WHERE proc_id = 2"),
+			 2 + SHM_STACK_MAX);
+	/* every caller has a lower id than its callees */
+	assert_int_equal(query_int(f->db, "SELECT count(*) FROM stack_nodes"
+					  " WHERE parent_id >= node_id"), 0);
+	stacktree_free(&t1);
+	stacktree_free(&t2);
+	stacktree_free(&again);
+}
+
+/* A store of schema 9 (a stack_frames table) keeps every frame when it is
+ * brought to schema 10, and reads the same through the view. */
+static void test_store_migrates_stack_frames(void **state)
+{
+	struct fixture *f = *state;
+	static char before[SNAP_MAX], after[SNAP_MAX];
+	sqlite3 *db;
+
+	assert_int_equal(sqlite3_open(f->db, &db), SQLITE_OK);
+	for (int v = 0; v < 9; v++)
+		exec(db, "%s", shimmer_schema_steps[v]);
+	exec(db, "INSERT INTO stack_frames VALUES (1, 7, 0, 100), (1, 7, 1, 101), (1, 7, 2, 102),"
+		 " (1, 3, 0, 100), (1, 3, 1, 101), (2, 7, 0, 140737488351232), (2, 9, 0, 5)");
+	sqlite3_close(db);
+	frames_text(f->db, before, sizeof(before));
+	assert_string_equal(before, "1:3:0:100 1:3:1:101 1:7:0:100 1:7:1:101 1:7:2:102 "
+				    "2:7:0:140737488351232 2:9:0:5");
+	assert_int_equal(store_close(store_open(f->db)), 0);
+	assert_int_equal(query_int(f->db, "SELECT value FROM meta WHERE key = 'schema_version'"),
+			 STORE_SCHEMA_VERSION);
+	assert_int_equal(query_int(f->db, "SELECT type = 'view' FROM sqlite_master"
+					  " WHERE name = 'stack_frames'"), 1);
+	frames_text(f->db, after, sizeof(after));
+	assert_string_equal(before, after);
+	assert_int_equal(query_int(f->db, "SELECT count(*) FROM stack_nodes"), 7);
+	assert_int_equal(query_int(f->db, "SELECT count(*) FROM stack_nodes"
+					  " WHERE parent_id >= node_id"), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -630,6 +881,10 @@ int main(void)
 		T(test_store_migrates_v1),
 		T(test_store_schema_sql_whole),
 		T(test_store_migration_atomic),
+		T(test_store_stack_tree),
+		T(test_store_migrates_stack_frames),
+		T(test_store_compacts_at_close),
+		T(test_store_compact_killed),
 		T(test_store_batches),
 		T(test_store_pending_allocs),
 		T(test_store_disk_full),

@@ -51,7 +51,7 @@ static int setup(void **state)
 			    " start_wall_ns, start_ns, end_ns) VALUES (%d, %d, 1, 0, 'w', %Q, 0, 0, 0,"
 			    " 99999999)", p, 10 * p, p == 1 ? "all" : "sample");
 		for (int s = 1; s <= 3; s++)
-			exec(f->db, "INSERT INTO stack_frames VALUES (%d, %d, 0, %d)", p, s, 0x100 * s);
+			stack_add(f->db, p, s, 1, (const int64_t[]){ 0x100 * s });
 	}
 	for (size_t i = 0; i < NALLOCS; i++) {
 		const struct alloc *a = &allocs[i];
