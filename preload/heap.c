@@ -204,6 +204,19 @@ static void *call_real(struct call *c)
 	}
 }
 
+/* call_real() where the compiler knows the function: malloc and free
+ * without the switch (`all` mode's hot path). */
+static inline __attribute__((always_inline)) void *call_real_known(struct call *c)
+{
+	if (c->fn == SHM_FN_MALLOC && HAVE(malloc))
+		return real.malloc(c->n);
+	if (c->fn == SHM_FN_FREE && !in_arena(c->old) && HAVE(free)) {
+		real.free(c->old);
+		return 0;
+	}
+	return call_real(c);
+}
+
 void heap_boot(void)
 {
 	shim_tls.in_shim++;
@@ -260,7 +273,8 @@ static inline uint64_t heap_order(void)
  * chose this allocation.  Ships the record when the mode or the sampled set
  * says so.
  */
-static void *traced(struct shim_thread *t, struct call *c, int mode, int sampled)
+static inline __attribute__((always_inline)) void *
+traced_inline(struct shim_thread *t, struct call *c, int mode, int sampled)
 {
 	struct shm_rec_heap r = {
 		.hdr = { .type = SHM_REC_HEAP, .size = sizeof(r), .fn = (uint16_t)c->fn,
@@ -282,7 +296,7 @@ static void *traced(struct shim_thread *t, struct call *c, int mode, int sampled
 	if (c->old)
 		r.seq_free = heap_order();
 	r.t_begin = clock_now();
-	p = call_real(c);
+	p = call_real_known(c);
 	if (p && (shm_fn_info[c->fn].flags & SHM_FNF_ALLOC))
 		r.seq = heap_order();
 	if (mode == SHM_MALLOC_SAMPLE || (++all_tick & (ALL_TIMED_EVERY - 1)) == 0)
@@ -346,12 +360,20 @@ static void *traced(struct shim_thread *t, struct call *c, int mode, int sampled
 	    (sampled || mode == SHM_MALLOC_ALL))
 		r.stack_id = stack_native(t);
 ship:
-	thread_emit(t, &r, sizeof(r));
+	thread_emit_heap(t, &r);
 out:
 	errno = saved;
 done:
 	t->busy &= (uint8_t)~BUSY_HEAP;
 	return p;
+}
+
+/* traced() for any call; the hot calls of `all` mode have their own
+ * copies, made by the compiler for a known function (all_malloc()). */
+static __attribute__((noinline)) void *traced(struct shim_thread *t, struct call *c, int mode,
+					      int sampled)
+{
+	return traced_inline(t, c, mode, sampled);
 }
 
 /*
@@ -463,7 +485,7 @@ static void early_replay(struct shim_thread *t, const struct early_call *e, int 
 	if (ptr && (fnf & SHM_FNF_ALLOC))
 		r.seq = heap_order();
 	r.t_begin = clock_now();
-	thread_emit(t, &r, sizeof(r));
+	thread_emit_heap(t, &r);
 }
 
 void heap_early_end(int traced)
@@ -541,6 +563,16 @@ static inline int fast(const struct shim_thread *t)
 	return likely(w == TS_READY && shim_heap_mode() == SHM_MALLOC_SAMPLE && control_current());
 }
 
+/* The same word in `all` mode: the thread records every call, and
+ * nothing (a control command, a pause, a slot to claim) asks for slow(). */
+static inline int fast_all(const struct shim_thread *t)
+{
+	uint32_t w;
+
+	memcpy(&w, (const char *)t + offsetof(struct shim_thread, state), sizeof(w));
+	return w == TS_READY && shim_heap_mode() == SHM_MALLOC_ALL && control_current();
+}
+
 /* Nothing of the heap is recorded (paused, or SHIMMER_MALLOC=off) and no
  * control command waits: the call goes straight through, inline, once the
  * allocator is resolved.  slow() would do the same through two more
@@ -572,6 +604,31 @@ static __attribute__((noinline)) void *fast_traced(unsigned int fn, void *old, s
 	return traced(&shim_tls, &c, SHM_MALLOC_SAMPLE, sampled);
 }
 
+/*
+ * `all` mode's malloc and free when fast_all(): slow() without the checks
+ * fast_all() made, and traced() compiled for the one function.  free(NULL)
+ * is neither counted nor recorded, as slow() does.
+ */
+static __attribute__((noinline)) void *all_malloc(size_t n)
+{
+	struct shim_thread *t = &shim_tls;
+	struct call c = { .fn = SHM_FN_MALLOC, .n = n };
+
+	thread_count(t, SHM_FN_MALLOC, n);
+	return traced_inline(t, &c, SHM_MALLOC_ALL, 0);
+}
+
+static __attribute__((noinline)) void all_free(void *p)
+{
+	struct shim_thread *t = &shim_tls;
+	struct call c = { .fn = SHM_FN_FREE, .old = p };
+
+	if (!p)
+		return;
+	thread_count(t, SHM_FN_FREE, 0);
+	traced_inline(t, &c, SHM_MALLOC_ALL, 0);
+}
+
 static __attribute__((noinline)) void *slow_of(unsigned int fn, void *old, size_t n, size_t m)
 {
 	struct call c = { .fn = fn, .old = old, .n = n, .m = m };
@@ -588,6 +645,8 @@ SHIM_EXPORT void *malloc(size_t n)
 			return real.malloc(n);
 		return fast_traced(SHM_FN_MALLOC, 0, n, 0, 1);
 	}
+	if (fast_all(t) && HAVE(malloc))
+		return all_malloc(n);
 	if (heap_off() && HAVE(malloc))
 		return real.malloc(n);
 	return slow_of(SHM_FN_MALLOC, 0, n, 0);
@@ -604,6 +663,10 @@ SHIM_EXPORT void free(void *p)
 			return;
 		}
 		fast_traced(SHM_FN_FREE, p, 0, 0, 0);
+		return;
+	}
+	if (fast_all(t) && HAVE(free) && !in_arena(p)) {
+		all_free(p);
 		return;
 	}
 	if (heap_off() && HAVE(free) && !in_arena(p)) {

@@ -179,6 +179,9 @@ static inline void thread_drop(struct shim_thread *t, uint64_t n)
  */
 int thread_emit(struct shim_thread *t, const void *rec, uint32_t len);
 
+/* thread_emit() of a heap record (the hot path of `all` mode). */
+int thread_emit_heap(struct shim_thread *t, const struct shm_rec_heap *r);
+
 /* Whether thread_emit() would drop a record of len bytes now (the ring is
  * full and SHIMMER_LOSSLESS is off), so that a caller skips the work of
  * building it (a stack).  The thread must have its slot; a yes may turn

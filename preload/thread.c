@@ -208,7 +208,10 @@ _Static_assert(offsetof(struct shm_rec_heap, t_end) == 16 && offsetof(struct shm
 	       offsetof(struct shm_rec_range, ts) == 8 && offsetof(struct shm_rec_mark, ts) == 8 &&
 	       offsetof(struct shm_rec_counter, ts) == 8, "record times");
 
-static inline int emit(struct shim_thread *t, const void *rec, uint32_t len, int wait)
+/* Inlined into each caller below: for a heap record len is a constant,
+ * so the copy is a few moves rather than a call to memcpy. */
+static inline __attribute__((always_inline)) int emit(struct shim_thread *t, const void *rec,
+						      uint32_t len, int wait)
 {
 	void *dst;
 	int err = -1;
@@ -242,6 +245,11 @@ static inline int emit(struct shim_thread *t, const void *rec, uint32_t len, int
 int thread_emit(struct shim_thread *t, const void *rec, uint32_t len)
 {
 	return emit(t, rec, len, settings.lossless);
+}
+
+int thread_emit_heap(struct shim_thread *t, const struct shm_rec_heap *r)
+{
+	return emit(t, r, sizeof(*r), settings.lossless);
 }
 
 int thread_emit_wait(struct shim_thread *t, const void *rec, uint32_t len)

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <ucontext.h>
+#include <emmintrin.h>
 
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>
@@ -326,6 +327,65 @@ static void mark_bp(struct unwind_cache *c)
 	}
 }
 
+#define PAGE_OF(a) ((a) >> 12)
+
+/* The batches of the first n checks (unwind.h): a new batch where a check
+ * leaves the page of its batch's first; in a batch, a check and the next
+ * that read adjacent words make a pair (a frame-pointer frame's return
+ * address at CFA-8 and saved rbp at CFA-16), the rest are single words. */
+static void build_batches(struct unwind_cache *c, uint32_t n)
+{
+	uint32_t i = 0, np = 0, no = 0, nb = 0;
+	uint64_t page, a, b;
+
+	while (i < n) {
+		page = PAGE_OF(c->chk_addr[i]);
+		while (i < n && PAGE_OF(c->chk_addr[i]) == page) {
+			a = c->chk_addr[i];
+			b = i + 1 < n ? c->chk_addr[i + 1] : 0;
+			if (i + 1 < n && PAGE_OF(b) == page && (b == a + 8 || b + 8 == a)) {
+				int lo = b < a;
+
+				c->pair_addr[np] = lo ? b : a;
+				c->pair_val[np][0] = c->chk_val[i + lo];
+				c->pair_val[np][1] = c->chk_val[i + !lo];
+				np++;
+				i += 2;
+			} else {
+				c->one_addr[no] = a;
+				c->one_val[no++] = c->chk_val[i++];
+			}
+		}
+		c->bat_pair[nb] = (uint16_t)np;
+		c->bat_one[nb++] = (uint16_t)no;
+	}
+	c->nbat = (uint16_t)nb;
+}
+
+/* Whether every check of the walk still holds, batch by batch. */
+static inline int batches_hold(const struct unwind_cache *c)
+{
+	uint32_t k, p = 0, o = 0;
+	__m128i acc;
+	uint64_t d;
+
+	for (k = 0; k < c->nbat; k++) {
+		acc = _mm_setzero_si128();
+		d = 0;
+		for (; p < c->bat_pair[k]; p++)
+			acc = _mm_or_si128(acc, _mm_xor_si128(
+				_mm_loadu_si128((const __m128i *)(uintptr_t)c->pair_addr[p]),
+				_mm_load_si128((const __m128i *)c->pair_val[p])));
+		for (; o < c->bat_one[k]; o++)
+			d |= load(c->one_addr[o]) ^ c->one_val[o];
+		d |= (uint64_t)_mm_cvtsi128_si64(acc) |
+		     (uint64_t)_mm_cvtsi128_si64(_mm_unpackhi_epi64(acc, acc));
+		if (d)
+			return 0;
+	}
+	return 1;
+}
+
 /* The checks of each step: its return address, and the rbp it read when
  * a later step uses it (an rbp it leaves as it was needs no check: the
  * state it came from was checked). */
@@ -343,6 +403,7 @@ static void build_checks(struct unwind_cache *c)
 		}
 	}
 	c->chk_at[m] = (uint16_t)i;
+	build_batches(c, i);
 }
 
 /* Whether the words steps [from, to) of c read still hold their values.
@@ -502,8 +563,9 @@ int unwind_walk(struct unwind_cache *c, uint64_t pc, uint64_t sp, uint64_t bp, u
 	    c->pc[0] == pc && (!(c->flags[0] & F_NEEDS_BP) || c->bp[0] == bp) && pc >= PC_MIN) {
 		psteps = c->has_next ? c->n : c->n - 1;
 		stop = max < psteps ? max : psteps;
+		/* stop is then every step the walk made: its batches */
 		if ((stop == max ? c->has_next && stop == c->n && !c->ended : c->ended) &&
-		    checks_hold(c, 0, stop)) {
+		    batches_hold(c)) {
 			*same = 1;
 			return (int)c->n;
 		}

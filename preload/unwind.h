@@ -46,12 +46,25 @@
 /* The most frames a walk returns. */
 #define UNWIND_MAX 128u
 
+/* The most checks a walk holds: a return address and an rbp per step. */
+#define UNWIND_CHECKS (2u * UNWIND_MAX + 2u)
+
 /*
  * A walk: frames 0..n-1, and frame n's state when has_next; and the words
  * its steps read, as a list of checks (chk_*): for step m (from frame m to
  * m+1), checks chk_at[m] .. chk_at[m+1]-1 hold each word's address and the
  * value read there: the return address, and rbp where a later step uses it.
- * About 8 KiB: give each thread one, not on its stack.
+ *
+ * The same checks of all the walk's steps again, for the test that the
+ * whole walk still holds (the common case), in batches (bat_*) of
+ * consecutive checks that lie in one page: batch k is the pairs
+ * [bat_pair[k-1], bat_pair[k]) (two adjacent words, compared 16 bytes at a
+ * time: a frame's return address and saved rbp) and the words
+ * [bat_one[k-1], bat_one[k]) (from 0 for k = 0).  A batch is read only when
+ * the batches before it held, so its first word is one the current walk
+ * reads, and the others share its page: in any order, with one branch per
+ * batch, the test reads nothing a walk could not.
+ * About 17 KiB: give each thread one, not on its stack.
  */
 struct unwind_cache {
 	uint32_t n;
@@ -68,8 +81,15 @@ struct unwind_cache {
 	int32_t bp_at[UNWIND_MAX + 1]; /* step k read bp[k+1] at sp[k+1] + this */
 	uint8_t flags[UNWIND_MAX + 1];
 	uint16_t chk_at[UNWIND_MAX + 2];
-	uint64_t chk_addr[2 * UNWIND_MAX + 2];
-	uint64_t chk_val[2 * UNWIND_MAX + 2];
+	uint64_t chk_addr[UNWIND_CHECKS];
+	uint64_t chk_val[UNWIND_CHECKS];
+	uint16_t nbat;
+	uint16_t bat_pair[UNWIND_CHECKS];
+	uint16_t bat_one[UNWIND_CHECKS];
+	uint64_t pair_addr[UNWIND_CHECKS / 2];
+	_Alignas(16) uint64_t pair_val[UNWIND_CHECKS / 2][2];
+	uint64_t one_addr[UNWIND_CHECKS];
+	uint64_t one_val[UNWIND_CHECKS];
 };
 
 /* Resolves what the walk needs from libunwind (lib: its dlopen handle)
