@@ -97,17 +97,22 @@ static inline uint64_t product(size_t n, size_t m)
 	return __builtin_mul_overflow(n, m, &b) ? SIZE_MAX : b;
 }
 
-static uint64_t call_bytes(const struct call *c)
+static inline uint64_t bytes_of(unsigned int fn, size_t n, size_t m)
 {
-	switch (c->fn) {
+	switch (fn) {
 	case SHM_FN_FREE:
 		return 0;
 	case SHM_FN_CALLOC:
 	case SHM_FN_REALLOCARRAY:
-		return product(c->n, c->m);
+		return product(n, m);
 	default:
-		return c->n;
+		return n;
 	}
+}
+
+static uint64_t call_bytes(const struct call *c)
+{
+	return bytes_of(c->fn, c->n, c->m);
 }
 
 static void *call_real(struct call *c);
@@ -206,12 +211,13 @@ static void *call_real(struct call *c)
 
 /* call_real() where the compiler knows the function: malloc and free
  * without the switch (`all` mode's hot path). */
-static inline __attribute__((always_inline)) void *call_real_known(struct call *c)
+static inline __attribute__((always_inline)) void *
+call_real_known(struct call *c, unsigned int fn, void *old, size_t n)
 {
-	if (c->fn == SHM_FN_MALLOC && HAVE(malloc))
-		return real.malloc(c->n);
-	if (c->fn == SHM_FN_FREE && !in_arena(c->old) && HAVE(free)) {
-		real.free(c->old);
+	if (fn == SHM_FN_MALLOC && HAVE(malloc))
+		return real.malloc(n);
+	if (fn == SHM_FN_FREE && !in_arena(old) && HAVE(free)) {
+		real.free(old);
 		return 0;
 	}
 	return call_real(c);
@@ -276,16 +282,24 @@ static inline uint64_t heap_order(void)
 static inline __attribute__((always_inline)) void *
 traced_inline(struct shim_thread *t, struct call *c, int mode, int sampled)
 {
+	/* The call's fields, read once: where the function is known (the
+	 * copies in all_malloc() and all_free()) the compiler keeps it known, though c
+	 * escapes into call_real() and the atomics below could change *c as
+	 * far as it can tell. */
+	const unsigned int fn = c->fn;
+	void *const old = c->old;
+	const size_t n = c->n;
 	struct shm_rec_heap r = {
-		.hdr = { .type = SHM_REC_HEAP, .size = sizeof(r), .fn = (uint16_t)c->fn,
+		.hdr = { .type = SHM_REC_HEAP, .size = sizeof(r), .fn = (uint16_t)fn,
 			 .flags = SHM_F_TIMED },
+		.size = bytes_of(fn, n, c->m),
 	};
 	int released = 0, failed, saved;
 	void *p;
 
 	t->busy |= BUSY_HEAP;
-	if (mode == SHM_MALLOC_SAMPLE && c->old)
-		released = sampled_remove(&heap_set, c->old);
+	if (mode == SHM_MALLOC_SAMPLE && old)
+		released = sampled_remove(&heap_set, old);
 	if (mode == SHM_MALLOC_SAMPLE && !sampled && !released) {
 		p = call_real(c);
 		goto done;
@@ -293,27 +307,26 @@ traced_inline(struct shim_thread *t, struct call *c, int mode, int sampled)
 	/* The heap order (wire.h): a release takes its number before the
 	 * real call can hand the address to another thread, an allocation
 	 * after the real call handed it to us. */
-	if (c->old)
+	if (old)
 		r.seq_free = heap_order();
 	r.t_begin = clock_now();
-	p = call_real_known(c);
-	if (p && (shm_fn_info[c->fn].flags & SHM_FNF_ALLOC))
+	p = call_real_known(c, fn, old, n);
+	if (p && (shm_fn_info[fn].flags & SHM_FNF_ALLOC))
 		r.seq = heap_order();
 	if (mode == SHM_MALLOC_SAMPLE || (++all_tick & (ALL_TIMED_EVERY - 1)) == 0)
 		r.t_end = clock_now();
 	else
 		r.hdr.flags = 0;
 	saved = errno;
-	r.size = call_bytes(c);
-	switch (c->fn) {
+	switch (fn) {
 	case SHM_FN_FREE:
-		r.ptr = (uintptr_t)c->old;
+		r.ptr = (uintptr_t)old;
 		failed = 0;
 		break;
 	case SHM_FN_REALLOC:
 	case SHM_FN_REALLOCARRAY:
 		r.ptr = (uintptr_t)p;
-		r.aux = (uintptr_t)c->old;
+		r.aux = (uintptr_t)old;
 		failed = !p && r.size;
 		break;
 	case SHM_FN_POSIX_MEMALIGN:
@@ -330,7 +343,7 @@ traced_inline(struct shim_thread *t, struct call *c, int mode, int sampled)
 	if (failed) {
 		r.hdr.flags |= SHM_F_FAILED;
 		/* The old block survives a failed realloc. */
-		if (released && sampled_insert(&heap_set, c->old) == 0)
+		if (released && sampled_insert(&heap_set, old) == 0)
 			released = 0;
 	}
 	if (unlikely(!t->ring.slot))
@@ -356,7 +369,7 @@ traced_inline(struct shim_thread *t, struct call *c, int mode, int sampled)
 	}
 	/* Every shipped allocation carries its stack: in `all` mode that
 	 * makes leaks exact, in sample mode it costs one capture per sample. */
-	if (!failed && (shm_fn_info[c->fn].flags & SHM_FNF_ALLOC) &&
+	if (!failed && (shm_fn_info[fn].flags & SHM_FNF_ALLOC) &&
 	    (sampled || mode == SHM_MALLOC_ALL))
 		r.stack_id = stack_native(t);
 ship:

@@ -140,12 +140,14 @@ static inline int in_self(uint64_t pc)
 }
 
 /*
- * The state of the first frame outside the shim, followed from this
- * function's frame by frame pointers: the return address into it, its
+ * The state of the first frame outside the shim, followed by frame
+ * pointers from the frame of the function this is inlined into (a shim
+ * function, built with frame pointers): the return address into it, its
  * stack pointer after the return (the shim frame's CFA) and its rbp (the
  * one the shim frame saved).  -1 if the chain looks wrong.
  */
-static __attribute__((noinline)) int first_frame(uint64_t *pc, uint64_t *sp, uint64_t *bp)
+static inline __attribute__((always_inline)) int first_frame(uint64_t *pc, uint64_t *sp,
+							      uint64_t *bp)
 {
 	const uint64_t *fp = __builtin_frame_address(0), *next;
 	uintptr_t lo = (uintptr_t)fp;

@@ -178,11 +178,11 @@ static int room_for(struct shim_thread *t, uint32_t len)
 	return ring_fits(&t->ring, len);
 }
 
-/* The newest time a record of the thread's carries (control.c stamps a
- * pause it applies no earlier).  The records of the program's calls have
- * their first time right after the header, and the timed ones their end
- * after it. */
-static inline void note_ts(struct shim_thread *t, const void *rec)
+/* A record's newest time (0: none), which emit() keeps as the thread's
+ * newest (control.c stamps a pause it applies no earlier).  The records
+ * of the program's calls have their first time right after the header,
+ * and the timed ones their end after it. */
+static inline uint64_t rec_ts(const void *rec)
 {
 	const struct shm_rec_hdr *h = rec;
 	uint64_t ts;
@@ -191,17 +191,15 @@ static inline void note_ts(struct shim_thread *t, const void *rec)
 	case SHM_REC_HEAP:
 	case SHM_REC_CUDA:
 		memcpy(&ts, (const char *)rec + (h->flags & SHM_F_TIMED ? 16 : 8), sizeof(ts));
-		break;
+		return ts;
 	case SHM_REC_RANGE:
 	case SHM_REC_MARK:
 	case SHM_REC_COUNTER:
 		memcpy(&ts, (const char *)rec + 8, sizeof(ts));
-		break;
+		return ts;
 	default:
-		return;
+		return 0;
 	}
-	if (ts > t->last_ts)
-		t->last_ts = ts;
 }
 
 _Static_assert(offsetof(struct shm_rec_heap, t_end) == 16 && offsetof(struct shm_rec_cuda, t_end) == 16 &&
@@ -211,7 +209,7 @@ _Static_assert(offsetof(struct shm_rec_heap, t_end) == 16 && offsetof(struct shm
 /* Inlined into each caller below: for a heap record len is a constant,
  * so the copy is a few moves rather than a call to memcpy. */
 static inline __attribute__((always_inline)) int emit(struct shim_thread *t, const void *rec,
-						      uint32_t len, int wait)
+						      uint32_t len, int wait, uint64_t ts)
 {
 	void *dst;
 	int err = -1;
@@ -227,7 +225,8 @@ static inline __attribute__((always_inline)) int emit(struct shim_thread *t, con
 		return -1;
 	}
 	t->busy |= BUSY_RING;
-	note_ts(t, rec);
+	if (ts > t->last_ts)
+		t->last_ts = ts;
 	dst = ring_reserve(&t->ring, len);
 	if (unlikely(!dst) && wait && lossless_wait(t, room_for, len))
 		dst = ring_reserve(&t->ring, len);
@@ -244,17 +243,18 @@ static inline __attribute__((always_inline)) int emit(struct shim_thread *t, con
 
 int thread_emit(struct shim_thread *t, const void *rec, uint32_t len)
 {
-	return emit(t, rec, len, settings.lossless);
+	return emit(t, rec, len, settings.lossless, rec_ts(rec));
 }
 
 int thread_emit_heap(struct shim_thread *t, const struct shm_rec_heap *r)
 {
-	return emit(t, r, sizeof(*r), settings.lossless);
+	return emit(t, r, sizeof(*r), settings.lossless,
+		    r->hdr.flags & SHM_F_TIMED ? r->t_end : r->t_begin);
 }
 
 int thread_emit_wait(struct shim_thread *t, const void *rec, uint32_t len)
 {
-	return emit(t, rec, len, 1);
+	return emit(t, rec, len, 1, rec_ts(rec));
 }
 
 struct shim_thread *thread_self(void)
