@@ -280,15 +280,13 @@ static inline uint64_t heap_order(void)
  * says so.
  */
 static inline __attribute__((always_inline)) void *
-traced_inline(struct shim_thread *t, struct call *c, int mode, int sampled)
+traced_inline(struct shim_thread *t, struct call *c, const unsigned int fn, void *const old,
+	      const size_t n, int mode, int sampled)
 {
-	/* The call's fields, read once: where the function is known (the
-	 * copies in all_malloc() and all_free()) the compiler keeps it known, though c
-	 * escapes into call_real() and the atomics below could change *c as
-	 * far as it can tell. */
-	const unsigned int fn = c->fn;
-	void *const old = c->old;
-	const size_t n = c->n;
+	/* fn, old and n are c's, passed apart: where they are constants (the
+	 * copies in all_malloc() and all_free()) the compiler folds what
+	 * depends on them, which it does not through c (its address
+	 * escapes into call_real()). */
 	struct shm_rec_heap r = {
 		.hdr = { .type = SHM_REC_HEAP, .size = sizeof(r), .fn = (uint16_t)fn,
 			 .flags = SHM_F_TIMED },
@@ -386,7 +384,7 @@ done:
 static __attribute__((noinline)) void *traced(struct shim_thread *t, struct call *c, int mode,
 					      int sampled)
 {
-	return traced_inline(t, c, mode, sampled);
+	return traced_inline(t, c, c->fn, c->old, c->n, mode, sampled);
 }
 
 /*
@@ -628,7 +626,7 @@ static __attribute__((noinline)) void *all_malloc(size_t n)
 	struct call c = { .fn = SHM_FN_MALLOC, .n = n };
 
 	thread_count(t, SHM_FN_MALLOC, n);
-	return traced_inline(t, &c, SHM_MALLOC_ALL, 0);
+	return traced_inline(t, &c, SHM_FN_MALLOC, 0, n, SHM_MALLOC_ALL, 0);
 }
 
 static __attribute__((noinline)) void all_free(void *p)
@@ -639,7 +637,7 @@ static __attribute__((noinline)) void all_free(void *p)
 	if (!p)
 		return;
 	thread_count(t, SHM_FN_FREE, 0);
-	traced_inline(t, &c, SHM_MALLOC_ALL, 0);
+	traced_inline(t, &c, SHM_FN_FREE, p, 0, SHM_MALLOC_ALL, 0);
 }
 
 static __attribute__((noinline)) void *slow_of(unsigned int fn, void *old, size_t n, size_t m)

@@ -246,7 +246,7 @@ int thread_emit(struct shim_thread *t, const void *rec, uint32_t len)
 	return emit(t, rec, len, settings.lossless, rec_ts(rec));
 }
 
-int thread_emit_heap(struct shim_thread *t, const struct shm_rec_heap *r)
+int thread_emit_heap_slow(struct shim_thread *t, const struct shm_rec_heap *r)
 {
 	return emit(t, r, sizeof(*r), settings.lossless,
 		    r->hdr.flags & SHM_F_TIMED ? r->t_end : r->t_begin);

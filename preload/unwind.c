@@ -369,32 +369,29 @@ static inline __m128i pair_diff(const uint64_t *a, const __m128i *v)
 }
 
 /* Whether every check of the walk still holds, batch by batch.  Four
- * pairs a round, into two accumulators: a 32-frame walk is 32 pairs. */
+ * pairs a round (a 32-frame walk is 32 pairs), or-ed as a tree. */
 static inline int batches_hold(const struct unwind_cache *c)
 {
 	const uint64_t *a = c->pair_addr, *ae, *o = c->one_addr, *oe;
 	const __m128i *v = (const __m128i *)(const void *)c->pair_val;
 	const uint64_t *ov = c->one_val;
-	__m128i a0, a1;
+	__m128i acc;
 	uint64_t d;
 	uint32_t k;
 
 	for (k = 0; k < c->nbat; k++) {
-		a0 = a1 = _mm_setzero_si128();
+		acc = _mm_setzero_si128();
 		d = 0;
-		for (ae = c->pair_addr + c->bat_pair[k]; ae - a >= 4; a += 4, v += 4) {
-			a0 = _mm_or_si128(a0, pair_diff(a, v));
-			a1 = _mm_or_si128(a1, pair_diff(a + 1, v + 1));
-			a0 = _mm_or_si128(a0, pair_diff(a + 2, v + 2));
-			a1 = _mm_or_si128(a1, pair_diff(a + 3, v + 3));
-		}
+		for (ae = c->pair_addr + c->bat_pair[k]; ae - a >= 4; a += 4, v += 4)
+			acc = _mm_or_si128(acc, _mm_or_si128(
+				_mm_or_si128(pair_diff(a, v), pair_diff(a + 1, v + 1)),
+				_mm_or_si128(pair_diff(a + 2, v + 2), pair_diff(a + 3, v + 3))));
 		for (; a < ae; a++, v++)
-			a0 = _mm_or_si128(a0, pair_diff(a, v));
+			acc = _mm_or_si128(acc, pair_diff(a, v));
 		for (oe = c->one_addr + c->bat_one[k]; o < oe; o++, ov++)
 			d |= load(*o) ^ *ov;
-		a0 = _mm_or_si128(a0, a1);
-		d |= (uint64_t)_mm_cvtsi128_si64(a0) |
-		     (uint64_t)_mm_cvtsi128_si64(_mm_unpackhi_epi64(a0, a0));
+		d |= (uint64_t)_mm_cvtsi128_si64(acc) |
+		     (uint64_t)_mm_cvtsi128_si64(_mm_unpackhi_epi64(acc, acc));
 		if (d)
 			return 0;
 	}
