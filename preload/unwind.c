@@ -20,7 +20,6 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <ucontext.h>
-#include <emmintrin.h>
 
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>
@@ -71,7 +70,7 @@ struct seen {
 
 static struct unw unw;
 static struct rule_ent *rules;
-static uint32_t gen = 1;
+uint32_t unwind_gen = 1; /* unwind.h */
 static uint64_t n_rules, n_refused, n_full;
 
 int unwind_setup(void *lib)
@@ -110,13 +109,13 @@ void unwind_fini(void)
 
 void unwind_forget(void)
 {
-	uint32_t g = __atomic_load_n(&gen, __ATOMIC_RELAXED), ng;
+	uint32_t g = __atomic_load_n(&unwind_gen, __ATOMIC_RELAXED), ng;
 
 	do {
 		ng = (g + 1) & GEN_MASK;
 		if (!ng)
 			ng = 1; /* 0 marks an empty cache */
-	} while (!__atomic_compare_exchange_n(&gen, &g, ng, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+	} while (!__atomic_compare_exchange_n(&unwind_gen, &g, ng, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
 }
 
 void unwind_counts(uint64_t *r, uint64_t *refused, uint64_t *full)
@@ -362,42 +361,6 @@ static void build_batches(struct unwind_cache *c, uint32_t n)
 	c->nbat = (uint16_t)nb;
 }
 
-/* The 16 bytes at *a on the stack against the values *v they held. */
-static inline __m128i pair_diff(const uint64_t *a, const __m128i *v)
-{
-	return _mm_xor_si128(_mm_loadu_si128((const __m128i *)(uintptr_t)*a), *v);
-}
-
-/* Whether every check of the walk still holds, batch by batch.  Four
- * pairs a round (a 32-frame walk is 32 pairs), or-ed as a tree. */
-static inline int batches_hold(const struct unwind_cache *c)
-{
-	const uint64_t *a = c->pair_addr, *ae, *o = c->one_addr, *oe;
-	const __m128i *v = (const __m128i *)(const void *)c->pair_val;
-	const uint64_t *ov = c->one_val;
-	__m128i acc;
-	uint64_t d;
-	uint32_t k;
-
-	for (k = 0; k < c->nbat; k++) {
-		acc = _mm_setzero_si128();
-		d = 0;
-		for (ae = c->pair_addr + c->bat_pair[k]; ae - a >= 4; a += 4, v += 4)
-			acc = _mm_or_si128(acc, _mm_or_si128(
-				_mm_or_si128(pair_diff(a, v), pair_diff(a + 1, v + 1)),
-				_mm_or_si128(pair_diff(a + 2, v + 2), pair_diff(a + 3, v + 3))));
-		for (; a < ae; a++, v++)
-			acc = _mm_or_si128(acc, pair_diff(a, v));
-		for (oe = c->one_addr + c->bat_one[k]; o < oe; o++, ov++)
-			d |= load(*o) ^ *ov;
-		d |= (uint64_t)_mm_cvtsi128_si64(acc) |
-		     (uint64_t)_mm_cvtsi128_si64(_mm_unpackhi_epi64(acc, acc));
-		if (d)
-			return 0;
-	}
-	return 1;
-}
-
 /* The checks of each step: its return address, and the rbp it read when
  * a later step uses it (an rbp it leaves as it was needs no check: the
  * state it came from was checked). */
@@ -440,7 +403,7 @@ static __attribute__((noinline)) int walk(struct unwind_cache *c, uint64_t pc, u
 	int32_t f_at[max + 1];
 	uint8_t f_fl[max + 1];
 	const struct frames f = { f_pc, f_sp, f_bp, f_at, f_fl };
-	uint32_t g = __atomic_load_n(&gen, __ATOMIC_RELAXED);
+	uint32_t g = __atomic_load_n(&unwind_gen, __ATOMIC_RELAXED);
 	uint32_t pn = c->gen == g ? c->n : 0, psteps, k = 0, j = 0, m, stop = 0;
 	int joined = 0, has_next = 0, ended = 0, final;
 	uint64_t r, v = 0, nb = 0, cfa;
@@ -555,6 +518,7 @@ static __attribute__((noinline)) int walk(struct unwind_cache *c, uint64_t pc, u
 	c->ended = (uint8_t)ended;
 	c->gen = g;
 	mark_bp(c);
+	c->need_bp0 = c->n && (c->flags[0] & F_NEEDS_BP);
 	if (c->n + c->has_next > 0)
 		build_checks(c);
 	return (int)c->n;
@@ -563,24 +527,14 @@ static __attribute__((noinline)) int walk(struct unwind_cache *c, uint64_t pc, u
 int unwind_walk(struct unwind_cache *c, uint64_t pc, uint64_t sp, uint64_t bp, uint32_t max,
 		int *same)
 {
-	uint32_t stop, psteps;
-
 	*same = 0;
 	if (!rules || max < 1 || max > UNWIND_MAX)
 		return -1;
-	/* The common case first, without the arrays: the previous walk from
-	 * its first frame on, the same limit, every check holding.  (walk()
-	 * finds the same, and anything else.) */
-	if (c->gen == __atomic_load_n(&gen, __ATOMIC_RELAXED) && c->n && c->sp[0] == sp &&
-	    c->pc[0] == pc && (!(c->flags[0] & F_NEEDS_BP) || c->bp[0] == bp) && pc >= PC_MIN) {
-		psteps = c->has_next ? c->n : c->n - 1;
-		stop = max < psteps ? max : psteps;
-		/* stop is then every step the walk made: its batches */
-		if ((stop == max ? c->has_next && stop == c->n && !c->ended : c->ended) &&
-		    batches_hold(c)) {
-			*same = 1;
-			return (int)c->n;
-		}
+	/* The common case first, without the arrays (walk() finds the same,
+	 * and anything else). */
+	if (unwind_same(c, pc, sp, bp, max)) {
+		*same = 1;
+		return (int)c->n;
 	}
 	return walk(c, pc, sp, bp, max, same);
 }

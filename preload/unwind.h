@@ -41,6 +41,7 @@
 #ifndef SHIMMER_UNWIND_H
 #define SHIMMER_UNWIND_H
 
+#include <emmintrin.h>
 #include <stdint.h>
 
 /* The most frames a walk returns. */
@@ -74,7 +75,8 @@ struct unwind_cache {
 	uint8_t ended;    /* the stack ends: at frame n-1's rule, or that pc */
 	uint16_t pad;
 	uint32_t gen;     /* rule generation; 0: nothing held */
-	uint32_t pad2;
+	uint8_t need_bp0; /* the walk depends on frame 0's rbp (F_NEEDS_BP) */
+	uint8_t pad2[3];
 	uint64_t pc[UNWIND_MAX + 1];
 	uint64_t sp[UNWIND_MAX + 1];
 	uint64_t bp[UNWIND_MAX + 1];
@@ -91,6 +93,63 @@ struct unwind_cache {
 	uint64_t one_addr[UNWIND_CHECKS];
 	uint64_t one_val[UNWIND_CHECKS];
 };
+
+/* The rule generation (unwind_forget() moves it on); a walk of another
+ * generation is not reused. */
+extern uint32_t unwind_gen;
+
+/* The 16 bytes at *a on the stack against the values *v they held. */
+static inline __m128i unwind_pair_diff(const uint64_t *a, const __m128i *v)
+{
+	return _mm_xor_si128(_mm_loadu_si128((const __m128i *)(uintptr_t)*a), *v);
+}
+
+/*
+ * Whether the walk from (pc, sp, bp) for at most max frames is the walk c
+ * holds, whole: the same first frame, a limit that stops it where it
+ * stopped, and every check holding, batch by batch (four pairs a round,
+ * or-ed as a tree: a 32-frame walk is 32 pairs).  The common case of a
+ * capture, inline; unwind_walk() asks it first.  Reads only what a walk
+ * would (above).
+ */
+static inline int unwind_same(const struct unwind_cache *c, uint64_t pc, uint64_t sp,
+			      uint64_t bp, uint32_t max)
+{
+	const uint64_t *a = c->pair_addr, *ae, *o = c->one_addr, *oe;
+	const __m128i *v = (const __m128i *)(const void *)c->pair_val;
+	const uint64_t *ov = c->one_val;
+	uint32_t k, psteps;
+	__m128i acc;
+	uint64_t d;
+
+	if (c->gen != __atomic_load_n(&unwind_gen, __ATOMIC_RELAXED) || !c->n ||
+	    c->sp[0] != sp || c->pc[0] != pc || (c->need_bp0 && c->bp[0] != bp) || pc < 0x4000)
+		return 0;
+	/* The limit stops the walk where the held one stopped: at max, or
+	 * at the stack's end before it.  Every step it made is then checked:
+	 * the batches hold them all. */
+	psteps = c->has_next ? c->n : c->n - 1;
+	if (max <= psteps ? !(max == c->n && c->has_next && !c->ended) : !c->ended)
+		return 0;
+	for (k = 0; k < c->nbat; k++) {
+		acc = _mm_setzero_si128();
+		d = 0;
+		for (ae = c->pair_addr + c->bat_pair[k]; ae - a >= 4; a += 4, v += 4)
+			acc = _mm_or_si128(acc, _mm_or_si128(
+				_mm_or_si128(unwind_pair_diff(a, v), unwind_pair_diff(a + 1, v + 1)),
+				_mm_or_si128(unwind_pair_diff(a + 2, v + 2),
+					     unwind_pair_diff(a + 3, v + 3))));
+		for (; a < ae; a++, v++)
+			acc = _mm_or_si128(acc, unwind_pair_diff(a, v));
+		for (oe = c->one_addr + c->bat_one[k]; o < oe; o++, ov++)
+			d |= *(const uint64_t *)(uintptr_t)*o ^ *ov;
+		d |= (uint64_t)_mm_cvtsi128_si64(acc) |
+		     (uint64_t)_mm_cvtsi128_si64(_mm_unpackhi_epi64(acc, acc));
+		if (d)
+			return 0;
+	}
+	return 1;
+}
 
 /* Resolves what the walk needs from libunwind (lib: its dlopen handle)
  * and maps the rule table.  0 or -errno; until it succeeds every walk is
