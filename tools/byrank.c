@@ -291,6 +291,8 @@ int byrank_emit(struct emit *e, struct model *m)
 {
 	struct byrank b = { .m = m, .items = { .item_size = sizeof(struct item) } };
 	struct row *rows = NULL;
+	const char **knames = NULL;
+	char **kshown = NULL;
 	double *tmp = NULL;
 	char *json = NULL;
 	int err = collect(&b);
@@ -322,6 +324,14 @@ int byrank_emit(struct emit *e, struct model *m)
 	sort_b = &b;
 	qsort(rows, b.items.n, sizeof(*rows), cmp_row);
 	sort_b = NULL;
+	/* Kernels by their short names in the table, as everywhere, told
+	 * apart where two read alike (on a failed allocation, plain). */
+	knames = calloc(b.items.n + 1, sizeof(*knames));
+	for (size_t i = 0; knames && i < b.items.n; i++)
+		if (rows[i].it->key.proc_id == K_KERNEL)
+			knames[i] = b.names.v[rows[i].it->key.a];
+	if (!knames || fmt_short_names(knames, b.items.n, &kshown))
+		kshown = NULL;
 	emit_table_begin(e, &table);
 	for (size_t i = 0; i < b.items.n; i++) {
 		const struct item *it = rows[i].it;
@@ -351,16 +361,17 @@ int byrank_emit(struct emit *e, struct model *m)
 		r[6] = med > 0 ? ev_real((v[slow] - med) / med) : ev_none();
 		r[7] = ev_str(b.names.v[it->key.a]);
 		r[8] = ev_str(json);
-		/* Kernels by their short names in the table, as everywhere. */
-		r[9] = ev_str(it->key.proc_id == K_KERNEL
-				      ? fmt_short_name(shortname, sizeof(shortname), r[7].s)
-				      : r[7].s);
+		r[9] = ev_str(it->key.proc_id != K_KERNEL ? r[7].s
+			      : kshown ? kshown[i]
+				       : fmt_short_name(shortname, sizeof(shortname), r[7].s));
 		emit_row(e, r);
 	}
 	emit_table_end(e);
 	emit_text(e, "\n");
 	straggler(e, &b);
 out:
+	fmt_short_names_free(kshown, b.items.n);
+	free(knames);
 	free(rows);
 	free(tmp);
 	free(json);

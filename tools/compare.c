@@ -13,8 +13,9 @@
  *
  * A row is marked changed when the two values differ by more than a run
  * can differ by itself: exact counts and bytes by anything, times by a
- * quarter and 100 us (and, for totals of many durations, means that
- * differ by 3 standard errors: one slow call among fast ones is noise),
+ * quarter and 100 us (and, for totals and means of many durations, means
+ * that differ by 3 standard errors: one slow call among fast ones is noise;
+ * a median or p90 by the quarter and 100 us alone),
  * shares by 5 points, estimates (sampled heap, sampled GPU activity) by
  * half.  --fail-if conditions (compare_fail_if() below)
  * exit 3 when a pair crosses one: a CI job's guard against a regression.
@@ -171,12 +172,17 @@ static int profile(struct cmp *c, struct model *m, const struct model_proc *p, s
 		snprintf(name, sizeof(name), "'%.100s' mean", s->name);
 		if (!err && !(err = fig_add(c, pf, S_STEPS, name, U_NS, s->mean_ns, 0)))
 			fig_stats((double)s->n, s->mean_ns, s->stddev_ns);
+		/* The median and p90 carry no spread: the test on means
+		 * does not apply to them (one 300 ms first step among 30 ms
+		 * ones makes the means' difference insignificant while
+		 * every other step doubled), and one outlying step moves an
+		 * order statistic by one rank only. */
 		snprintf(name, sizeof(name), "'%.100s' median", s->name);
-		if (!err && !(err = fig_add(c, pf, S_STEPS, name, U_NS, s->median_ns, 0)))
-			fig_stats((double)s->n, s->mean_ns, s->stddev_ns);
+		if (!err)
+			err = fig_add(c, pf, S_STEPS, name, U_NS, s->median_ns, 0);
 		snprintf(name, sizeof(name), "'%.100s' p90", s->name);
-		if (!err && !(err = fig_add(c, pf, S_STEPS, name, U_NS, s->p90_ns, 0)))
-			fig_stats((double)s->n, s->mean_ns, s->stddev_ns);
+		if (!err)
+			err = fig_add(c, pf, S_STEPS, name, U_NS, s->p90_ns, 0);
 	}
 	if (!err)
 		err = model_gpu(m, p, &g);
@@ -497,7 +503,10 @@ static int cmp_row(const void *x, const void *y)
 	return r->name < s->name ? -1 : r->name > s->name;
 }
 
-static void emit_row_of(struct cmp *c, const struct pair *pr, const struct row *r)
+/* kname: a kernel's name as the table shows it (fmt_short_names() over the
+ * pair's kernels), NULL for its short name alone. */
+static void emit_row_of(struct cmp *c, const struct pair *pr, const struct row *r,
+			const char *kname)
 {
 	const struct fig *f = r->a ? r->a : r->b;
 	const char *name = strchr(c->names.v[r->name], '\t') + 1;
@@ -505,10 +514,10 @@ static void emit_row_of(struct cmp *c, const struct pair *pr, const struct row *
 	int ch = changed(r->a, r->b), est = (r->a && r->a->est) || (r->b && r->b->est);
 	struct emit_val v[NCOLS];
 
-	if (f->section == S_KERNEL && !c->full_names)
-		fmt_short_name(shortname, sizeof(shortname), name);
+	if (f->section == S_KERNEL && !c->full_names && !kname)
+		kname = fmt_short_name(shortname, sizeof(shortname), name);
 	snprintf(shown, sizeof(shown), "%s %s", sections[f->section],
-		 f->section == S_KERNEL && !c->full_names ? shortname : name);
+		 f->section == S_KERNEL && !c->full_names ? kname : name);
 	snprintf(av, sizeof(av), "-");
 	snprintf(bv, sizeof(bv), "-");
 	snprintf(dv, sizeof(dv), "-");
@@ -684,6 +693,8 @@ static int compare_pair(struct cmp *c, const struct pair *pr, struct model *ma,
 {
 	struct prof pa = { 0 }, pb = { 0 };
 	struct row *rows = NULL;
+	const char **knames = NULL;
+	char **kshown = NULL;
 	size_t n = 0, cap;
 	int err;
 
@@ -712,6 +723,14 @@ static int compare_pair(struct cmp *c, const struct pair *pr, struct model *ma,
 			rows[n++] = (struct row){ g->section, (size_t)g->key.a, NULL, g, g->v };
 	}
 	qsort(rows, n, sizeof(*rows), cmp_row);
+	/* Kernels whose short names read alike are told apart (on a failed
+	 * allocation each shows its own short name). */
+	knames = calloc(n + 1, sizeof(*knames));
+	for (size_t i = 0; knames && i < n; i++)
+		if (rows[i].section == S_KERNEL)
+			knames[i] = strchr(c->names.v[rows[i].name], '\t') + 1;
+	if (!knames || fmt_short_names(knames, n, &kshown))
+		kshown = NULL;
 	emit_object_begin(c->e, NULL);
 	emit_kv(c->e, "matched_by", EMIT_STR, ev_str(pr->how));
 	emit_text(c->e, "\n");
@@ -730,12 +749,14 @@ static int compare_pair(struct cmp *c, const struct pair *pr, struct model *ma,
 		    !changed(rows[i].a, rows[i].b))
 			continue;
 		shown++;
-		emit_row_of(c, pr, &rows[i]);
+		emit_row_of(c, pr, &rows[i], kshown ? kshown[i] : NULL);
 	}
 	emit_table_end(c->e);
 	check_conds(c, pr, &pa, &pb);
 	emit_object_end(c->e);
 out:
+	fmt_short_names_free(kshown, n);
+	free(knames);
 	map_free(&pa.figs);
 	map_free(&pb.figs);
 	free(rows);

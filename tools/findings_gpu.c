@@ -320,6 +320,8 @@ struct gproc {
 	size_t napis, apis_cap;
 	size_t api_hint;       /* the last one found: operations come in about its order */
 	struct strtab names;
+	char **shown;         /* names as findings show them (kname()) */
+	size_t nshown;
 	struct map name_ptrs; /* the model's name pointers -> names */
 	struct dev *devs;
 	size_t ndevs, devs_cap;
@@ -360,6 +362,26 @@ struct gproc {
 	size_t load_steps;    /* steps whose boundary was judged */
 	int64_t load_cycle_ns;
 };
+
+/* Kernel name i as findings show it: its short name, told apart from the
+ * process's other kernels whose short names read alike (fmt_short_names();
+ * made once, when first asked; on a failed allocation the short name). */
+static const char *kname(struct gproc *g, size_t i, char *buf, size_t len)
+{
+	if (!g->shown || g->nshown != g->names.n) {
+		fmt_short_names_free(g->shown, g->nshown);
+		g->nshown = 0;
+		if (fmt_short_names((const char *const *)g->names.v, g->names.n, &g->shown))
+			g->shown = NULL;
+		else
+			g->nshown = g->names.n;
+	}
+	if (g->shown && i < g->nshown) {
+		snprintf(buf, len, "%s", g->shown[i]);
+		return buf;
+	}
+	return fmt_short_name(buf, len, g->names.v[i]);
+}
 
 static const char *dir_name(int64_t d)
 {
@@ -1756,9 +1778,9 @@ static int rule_launch(struct gproc *g)
 			{
 				char s1[128], s2[128], s3[128];
 
-				fmt_short_name(s1, sizeof(s1), g->names.v[best->key.proc_id]);
-				fmt_short_name(s2, sizeof(s2), g->names.v[best->key.a]);
-				fmt_short_name(s3, sizeof(s3), g->names.v[best->key.b]);
+				kname(g, (size_t)best->key.proc_id, s1, sizeof(s1));
+				kname(g, (size_t)best->key.a, s2, sizeof(s2));
+				kname(g, (size_t)best->key.b, s3, sizeof(s3));
 				n += (size_t)snprintf(seqs + n, sizeof(seqs) - n, "%s%s > %s > %s (x%lld)",
 						      r ? "; " : "", s1, s2, s3, (long long)best->n);
 			}
@@ -1795,7 +1817,7 @@ static int rule_launch(struct gproc *g)
 		if (err == -EINVAL)
 			err = 0;
 		findings_site(nat, py, site, sizeof(site));
-		fmt_short_name(shortn, sizeof(shortn), g->names.v[ks[i].name]);
+		kname(g, (size_t)ks[i].name, shortn, sizeof(shortn));
 		finding_row(x, (struct emit_val[]){ ev_str(shortn), ev_int(ks[i].short_n),
 						    ev_real(pct(ks[i].durs, ks[i].nd, 0.5)),
 						    ev_str(site), ev_str(g->names.v[ks[i].name]) });
@@ -2180,7 +2202,7 @@ static int rule_hot_kernels(struct gproc *g)
 		share = (double)by[best].ns / (double)total;
 		if (share <= g->f->o->threshold)
 			break;
-		fmt_short_name(shortn, sizeof(shortn), g->names.v[best]);
+		kname(g, best, shortn, sizeof(shortn));
 		x = finding_new(g->f, "hot_kernel", g->p, share, "kernel %s took %.0f%% of the GPU's"
 				" kernel time", shortn, 100 * share);
 		if (!x) {
@@ -2293,6 +2315,7 @@ static void gproc_free(struct gproc *g)
 	free(g->ops);
 	free(g->apis);
 	strtab_free(&g->names);
+	fmt_short_names_free(g->shown, g->nshown);
 	map_free(&g->name_ptrs);
 	for (size_t i = 0; i < g->ndevs; i++) {
 		ivs_free(&g->devs[i].busy);

@@ -2,6 +2,8 @@
  * Units and escaping; see fmt.h.  Units are binary for bytes (KiB = 1024)
  * and decimal for time, as users read them in nvidia-smi and perf.
  */
+#include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "fmt.h"
@@ -123,7 +125,17 @@ static size_t skip_operator(const char *name, size_t i, size_t n)
 	return i;
 }
 
+static char *short_form(char *buf, size_t len, const char *name, int keep_args);
+
 char *fmt_short_name(char *buf, size_t len, const char *name)
+{
+	return short_form(buf, len, name, 0);
+}
+
+/* fmt_short_name(), or with keep_args the last component with its template
+ * arguments (the form that tells "Kernel2<sgemm_128x128_nn>" from
+ * "Kernel2<sgemm_64x64_tn>"). */
+static char *short_form(char *buf, size_t len, const char *name, int keep_args)
 {
 	size_t n, end, start = 0, comp = 0, i, out = 0;
 	int depth = 0;
@@ -188,7 +200,9 @@ char *fmt_short_name(char *buf, size_t len, const char *name)
 			i--;
 			continue;
 		}
-		if (name[i] == '<')
+		if (keep_args)
+			buf[out++] = name[i];
+		else if (name[i] == '<')
 			depth++;
 		else if (name[i] == '>')
 			depth--;
@@ -202,4 +216,139 @@ char *fmt_short_name(char *buf, size_t len, const char *name)
 as_is:
 	snprintf(buf, len, "%s", name);
 	return buf;
+}
+
+struct named {
+	char *shown;
+	const char *full;
+	size_t i;
+};
+
+static int by_shown(const void *a, const void *b)
+{
+	const struct named *x = a, *y = b;
+	int c = strcmp(x->shown, y->shown);
+
+	if (c)
+		return c;
+	c = strcmp(x->full, y->full);
+	return c ? c : (x->i > y->i) - (x->i < y->i);
+}
+
+static int by_index(const void *a, const void *b)
+{
+	const struct named *x = a, *y = b;
+
+	return (x->i > y->i) - (x->i < y->i);
+}
+
+/* Within v[0..n) sorted by shown name: where different full names share
+ * one, call make() on each of the group (NULL: number them instead). */
+static int split_alike(struct named *v, size_t n,
+		       int (*make)(struct named *w))
+{
+	for (size_t g = 0, e; g < n; g = e) {
+		int alike = 0;
+
+		for (e = g + 1; e < n && strcmp(v[e].shown, v[g].shown) == 0; e++)
+			alike |= strcmp(v[e].full, v[g].full) != 0;
+		if (!alike)
+			continue;
+		if (make) {
+			for (size_t k = g; k < e; k++) {
+				int err = make(&v[k]);
+
+				if (err)
+					return err;
+			}
+			continue;
+		}
+		/* Still alike with their arguments: " [1]", " [2]"... by the
+		 * set's order, each full name numbered once. */
+		qsort(v + g, e - g, sizeof(*v), by_index);
+		for (size_t k = g, num = 0; k < e; k++) {
+			size_t first = g, len;
+			char *t;
+
+			while (first < k && strcmp(v[first].full, v[k].full) != 0)
+				first++;
+			if (first == k)
+				num++;
+			len = strlen(v[k].shown) + 24;
+			if (!(t = malloc(len)))
+				return -ENOMEM;
+			if (first == k)
+				snprintf(t, len, "%s [%zu]", v[k].shown, num);
+			else /* the same name again: the same number */
+				snprintf(t, len, "%s", v[first].shown);
+			free(v[k].shown);
+			v[k].shown = t;
+		}
+	}
+	return 0;
+}
+
+static int with_args(struct named *w)
+{
+	char buf[FMT_DISTINCT_MAX + 4];
+	char *t;
+
+	short_form(buf, FMT_DISTINCT_MAX + 1, w->full, 1);
+	if (strlen(buf) == FMT_DISTINCT_MAX)
+		memcpy(buf + FMT_DISTINCT_MAX - 3, "...", 4);
+	if (!(t = strdup(buf)))
+		return -ENOMEM;
+	free(w->shown);
+	w->shown = t;
+	return 0;
+}
+
+int fmt_short_names(const char *const *names, size_t n, char ***out)
+{
+	struct named *v = NULL;
+	char **r = NULL, buf[256];
+	size_t m = 0;
+	int err = -ENOMEM;
+
+	*out = NULL;
+	if (!(r = calloc(n ? n : 1, sizeof(*r))) || (n && !(v = calloc(n, sizeof(*v)))))
+		goto out;
+	for (size_t i = 0; i < n; i++) {
+		if (!names[i])
+			continue;
+		v[m].full = names[i];
+		v[m].i = i;
+		if (!(v[m++].shown = strdup(fmt_short_name(buf, sizeof(buf), names[i]))))
+			goto out;
+	}
+	if (m > 1) { /* (qsort of no array: undefined) */
+		qsort(v, m, sizeof(*v), by_shown);
+		if ((err = split_alike(v, m, with_args)))
+			goto out;
+		qsort(v, m, sizeof(*v), by_shown);
+		if ((err = split_alike(v, m, NULL)))
+			goto out;
+	}
+	for (size_t k = 0; k < m; k++) {
+		r[v[k].i] = v[k].shown;
+		v[k].shown = NULL;
+	}
+	*out = r;
+	r = NULL;
+	err = 0;
+out:
+	for (size_t k = 0; k < m; k++)
+		free(v[k].shown);
+	free(v);
+	fmt_short_names_free(r, n);
+	return err;
+}
+
+void fmt_short_names_free(char **v, size_t n)
+{
+	if (!v)
+		return;
+	for (size_t i = 0; i < n; i++)
+		free(v[i]);
+	free(v);
 }

@@ -33,4 +33,19 @@ void fmt_json(FILE *out, const char *s);
  */
 char *fmt_short_name(char *buf, size_t len, const char *name);
 
+/* The longest name fmt_short_names() makes of one with its arguments. */
+#define FMT_DISTINCT_MAX 96
+
+/*
+ * Display names for a set of names shown together (a table's kernels, a
+ * process's findings): each one's short form, except where different names
+ * would read alike: those keep their last component's template arguments
+ * (cut at FMT_DISTINCT_MAX bytes, ending "..."), and any still alike get
+ * " [1]", " [2]"... in the set's order.  Equal names read equal; a NULL
+ * name gets NULL.  *out: n strings, freed by fmt_short_names_free().
+ * Returns 0 or -ENOMEM.
+ */
+int fmt_short_names(const char *const *names, size_t n, char ***out);
+void fmt_short_names_free(char **v, size_t n);
+
 #endif /* SHIMMER_TOOLS_FMT_H */

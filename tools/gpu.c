@@ -12,6 +12,7 @@
  * the wall.
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "fmt.h"
@@ -157,9 +158,17 @@ static void times(struct emit_val *v, const struct model_gpu_agg *a, double scal
 static void emit_kernels(struct view *v)
 {
 	struct emit *e = v->e;
-	char u[FMT_UNIT_MAX], shortname[256];
+	char u[FMT_UNIT_MAX], shortname[256], **kshown = NULL;
+	const char **names = calloc(v->g.nkernels ? v->g.nkernels : 1, sizeof(*names));
 	int est = v->samp != NULL;
 
+	/* Short names, told apart where two kernels' would read alike (on a
+	 * failed allocation each its own short name). */
+	for (size_t i = 0; names && i < v->g.nkernels; i++)
+		names[i] = v->g.kernels[i]->name;
+	if (!names || fmt_short_names(names, v->g.nkernels, &kshown))
+		kshown = NULL;
+	free(names);
 	emit_text(e, "  GPU kernels: %s%s in all\n", est ? "~" : "",
 		  fmt_duration(u, sizeof(u), (double)v->g.kernel_total * v->scale));
 	emit_table_begin(e, &kernel_table);
@@ -178,10 +187,12 @@ static void emit_kernels(struct view *v)
 		r[16] = ev_str("kernel");
 		r[17] = ev_int(v->p->proc_id);
 		r[18] = ev_str(v->full_names ? a->name
-					     : fmt_short_name(shortname, sizeof(shortname), a->name));
+			       : kshown ? kshown[i]
+				       : fmt_short_name(shortname, sizeof(shortname), a->name));
 		emit_row(e, r);
 	}
 	emit_table_end(e);
+	fmt_short_names_free(kshown, v->g.nkernels);
 	more(v, v->g.nkernels, "kernels");
 	emit_text(e, "\n");
 }

@@ -165,6 +165,7 @@ static int bars(struct report *r, int by_site)
 	const char *key = by_site ? "sites" : "kernels";
 	struct strtab names = { 0 };
 	struct bar *v = NULL;
+	char **shown = NULL;
 	size_t cap = 0;
 	int err = 0;
 
@@ -194,14 +195,15 @@ static int bars(struct report *r, int by_site)
 			v[idx].count += s->count;
 		}
 	}
+	/* Kernels by their short names, told apart where two read alike. */
+	if (!err && !by_site)
+		err = fmt_short_names((const char *const *)names.v, names.n, &shown);
 	for (size_t i = 0; !err && i < names.n; i++) {
-		char shortn[256];
-
 		if (by_site) {
 			v[i].name = strdup(names.v[i]);
 		} else {
-			fmt_short_name(shortn, sizeof(shortn), names.v[i]);
-			v[i].name = strdup(shortn);
+			v[i].name = shown[i];
+			shown[i] = NULL;
 			v[i].full = strdup(names.v[i]);
 		}
 		if (!v[i].name || (!by_site && !v[i].full))
@@ -218,6 +220,7 @@ static int bars(struct report *r, int by_site)
 		free(v[i].full);
 	}
 	free(v);
+	fmt_short_names_free(shown, names.n);
 	strtab_free(&names);
 	return err;
 }

@@ -396,6 +396,25 @@ wait_line() {
 	return 1
 }
 
+# wla_run_in DIR NAME [PREFIX...]: wl_attach ($WLA) run by PREFIX (none,
+# or e.g. a switch to another user) on a command pipe (fd 7), its log,
+# stdout, stderr and exit status under DIR/NAME.*; waits for "ready"; its
+# pid in WPID, NAME in WNAME.  The pipe is 666 for a PREFIX of another user.
+wla_run_in() {
+	local dir=$1 name=$2
+	shift 2
+	WNAME=$name
+	DONE=0
+	rm -f "$dir/$name.cmd"
+	mkfifo -m 666 "$dir/$name.cmd"
+	(export WL_LOG="$dir/$name.log"
+	 "$@" "$WLA" < "$dir/$name.cmd" > "$dir/$name.out" 2> "$dir/$name.err"
+	 echo $? > "$dir/$name.rc") &
+	exec 7> "$dir/$name.cmd"
+	wait_line "$dir/$name.out" '^ready$' || { not_ok "$name: workload starts"; finish; }
+	WPID=$(awk -F, '$1 == "P" { print $2; exit }' "$dir/$name.log")
+}
+
 # wla CMD...: one command to the wl_attach that the script started (t_attach,
 # t_ctlattach), waited for (its "done" line); its command pipe is fd 7, its
 # files $WDIR/$WNAME.* (WDIR: $T unless set).

@@ -52,17 +52,7 @@ ours() {
 
 # wla_start NAME: wl_attach on a command pipe (fd 7), its log, stdout,
 # stderr and exit status under $T/NAME.*; waits for "ready".
-wla_start() {
-	WNAME=$1
-	DONE=0
-	rm -f "$T/$1.cmd"
-	mkfifo "$T/$1.cmd"
-	(WL_LOG=$T/$1.log "$WLA" < "$T/$1.cmd" > "$T/$1.out" 2> "$T/$1.err"
-	 echo $? > "$T/$1.rc") &
-	exec 7> "$T/$1.cmd"
-	wait_line "$T/$1.out" '^ready$' || { not_ok "$1: workload starts"; finish; }
-	WPID=$(awk -F, '$1 == "P" { print $2; exit }' "$T/$1.log")
-}
+wla_start() { wla_run_in "$T" "$1"; }
 
 
 # attach DB [OPTION...]: shimmer attach in the background (APID), waits
@@ -379,17 +369,9 @@ fi
 # run through `env VAR=VALUE... COMMAND...`, commands on fd 7 as for
 # wla_start.
 wla_run() {
-	WNAME=$1
-	DONE=0
+	local name=$1
 	shift
-	rm -f "$T/$WNAME.cmd"
-	mkfifo "$T/$WNAME.cmd"
-	(env WL_LOG=$T/$WNAME.log "$@" "$SHIMMER" run --db "$T/$WNAME.db" -- "$WLA" \
-		< "$T/$WNAME.cmd" > "$T/$WNAME.out" 2> "$T/$WNAME.err"
-	 echo $? > "$T/$WNAME.rc") &
-	exec 7> "$T/$WNAME.cmd"
-	wait_line "$T/$WNAME.out" '^ready$' || { not_ok "$WNAME: workload starts"; finish; }
-	WPID=$(awk -F, '$1 == "P" { print $2; exit }' "$T/$WNAME.log")
+	wla_run_in "$T" "$name" env "$@" "$SHIMMER" run --db "$T/$name.db" --
 }
 
 wla_run pre SHIMMER_OFFCPU=1

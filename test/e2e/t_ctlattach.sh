@@ -79,17 +79,7 @@ daemon() {
 
 # wla_start NAME: wl_attach as user UA on a command pipe (fd 7); waits for
 # "ready"; its pid in WPID.
-wla_start() {
-	WNAME=$1
-	DONE=0
-	rm -f "$W/$1.cmd"
-	mkfifo -m 666 "$W/$1.cmd"
-	(as "$UA" env WL_LOG="$W/$1.log" "$WLA" < "$W/$1.cmd" > "$W/$1.out" 2> "$W/$1.err"
-	 echo $? > "$W/$1.rc") &
-	exec 7> "$W/$1.cmd"
-	wait_line "$W/$1.out" '^ready$' || { not_ok "$1: workload starts"; finish; }
-	WPID=$(awk -F, '$1 == "P" { print $2; exit }' "$W/$1.log")
-}
+wla_start() { wla_run_in "$W" "$1" as "$UA"; }
 # ctl USER ARGS...: shimmer ctl as USER (root: -), stdout in $T/ctl.out,
 # stderr in $T/ctl.err, the exit status in RC.
 ctl() {

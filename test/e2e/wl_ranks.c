@@ -7,9 +7,10 @@
  * step's work; the rank SLOW_RANK sleeps EXTRA_US more: the planted
  * straggler (-1: none).
  *
- *   wl_ranks STEPS STEP_US SLOW_RANK EXTRA_US [BYTES]
+ *   wl_ranks STEPS STEP_US SLOW_RANK EXTRA_US [BYTES [FIRST_US]]
  *
- * BYTES: the size of each step's cudaMalloc (1 MiB).  Without RANK the
+ * BYTES: the size of each step's cudaMalloc (1 MiB); FIRST_US: more sleep
+ * in the first step only (0), a warm-up step far slower than the rest.  Without RANK the
  * process is rank -1, so SLOW_RANK -1 makes it the slow one (a slower run,
  * for compare) and -2 none.
  * It logs (wlog.h) one line per step, with CLOCK_MONOTONIC readings just
@@ -34,12 +35,13 @@ static void k_train(void)
 int main(int argc, char **argv)
 {
 	const char *r = getenv("RANK");
-	int steps, step_us, slow, extra, rank = r ? atoi(r) : -1;
+	int steps, step_us, slow, extra, first = argc > 6 ? atoi(argv[6]) : 0,
+	    rank = r ? atoi(r) : -1;
 	size_t bytes = argc > 5 ? (size_t)atol(argv[5]) : 1 << 20;
 
-	if (argc < 5 || argc > 6 || (steps = atoi(argv[1])) < 1 || (step_us = atoi(argv[2])) < 0 ||
+	if (argc < 5 || argc > 7 || first < 0 || (steps = atoi(argv[1])) < 1 || (step_us = atoi(argv[2])) < 0 ||
 	    (extra = atoi(argv[4])) < 0 || bytes == 0) {
-		wlog_puts(2, "usage: wl_ranks STEPS STEP_US SLOW_RANK EXTRA_US [BYTES]\n");
+		wlog_puts(2, "usage: wl_ranks STEPS STEP_US SLOW_RANK EXTRA_US [BYTES [FIRST_US]]\n");
 		return 2;
 	}
 	slow = atoi(argv[3]);
@@ -59,7 +61,7 @@ int main(int argc, char **argv)
 			    cudaSuccess ||
 		    cudaDeviceSynchronize() != cudaSuccess || cudaFree(d) != cudaSuccess)
 			return 1;
-		usleep((useconds_t)(step_us + (rank == slow ? extra : 0)));
+		usleep((useconds_t)(step_us + (rank == slow ? extra : 0) + (i == 0 ? first : 0)));
 		shimmer_range_pop();
 		t1 = clock_ns(CLOCK_MONOTONIC);
 		wlog_line("sddduu", "S", (int64_t)getpid(), (int64_t)rank, (int64_t)i, t0, t1);

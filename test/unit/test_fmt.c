@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <cmocka.h>
 
@@ -142,6 +143,55 @@ static void test_fmt_short_names(void **state)
 	assert_string_equal(fmt_short_name(buf, sizeof(buf), NULL), "?");
 }
 
+/*
+ * Names shown together: alike short forms of different kernels keep their
+ * template arguments, then numbers; equal names read equal; the rest stay
+ * short.  The Kernel2s are real cuBLAS kernels of one PyTorch run, which a
+ * table once showed as three rows "Kernel2".
+ */
+static void test_fmt_short_names_distinct(void **state)
+{
+	static const char *const names[] = {
+		"void cutlass::Kernel2<cutlass_80_simt_sgemm_128x128_8x4_nn_align1>("
+		"cutlass_80_simt_sgemm_128x128_8x4_nn_align1::Params)",
+		"void at::native::reduce_kernel<512, 1>(int)",
+		"void cutlass::Kernel2<cutlass_80_simt_sgemm_64x64_8x5_tn_align1>("
+		"cutlass_80_simt_sgemm_64x64_8x5_tn_align1::Params)",
+		NULL,
+		"void cutlass::Kernel2<cutlass_80_simt_sgemm_128x128_8x4_nn_align1>("
+		"cutlass_80_simt_sgemm_128x128_8x4_nn_align1::Params)",
+		/* alike even with their arguments: numbered in the set's order */
+		"void a::k<1>(int)", "void b::k<1>(int)", "void a::k<1>(float)",
+		"void b::k<1>(int)",
+		/* arguments longer than FMT_DISTINCT_MAX: cut, marked */
+		"void k2<aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+		"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa1>(int)",
+		"void k2<aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+		"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa2>(int)",
+	};
+	size_t n = sizeof(names) / sizeof(names[0]);
+	char **v = NULL;
+
+	(void)state;
+	assert_int_equal(fmt_short_names(names, n, &v), 0);
+	assert_string_equal(v[0], "Kernel2<cutlass_80_simt_sgemm_128x128_8x4_nn_align1>");
+	assert_string_equal(v[1], "reduce_kernel");
+	assert_string_equal(v[2], "Kernel2<cutlass_80_simt_sgemm_64x64_8x5_tn_align1>");
+	assert_null(v[3]);
+	assert_string_equal(v[4], v[0]);
+	assert_string_equal(v[5], "k<1> [1]");
+	assert_string_equal(v[6], "k<1> [2]");
+	assert_string_equal(v[7], "k<1> [3]");
+	assert_string_equal(v[8], "k<1> [2]");
+	/* both cut alike: numbered */
+	assert_int_equal(strlen(v[9]), FMT_DISTINCT_MAX + 4);
+	assert_string_equal(v[9] + FMT_DISTINCT_MAX - 3, "... [1]");
+	assert_string_equal(v[10] + FMT_DISTINCT_MAX - 3, "... [2]");
+	fmt_short_names_free(v, n);
+	assert_int_equal(fmt_short_names(names, 0, &v), 0);
+	fmt_short_names_free(v, 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -150,6 +200,7 @@ int main(void)
 		cmocka_unit_test(test_fmt_csv_quoting),
 		cmocka_unit_test(test_fmt_json_escaping),
 		cmocka_unit_test(test_fmt_short_names),
+		cmocka_unit_test(test_fmt_short_names_distinct),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
