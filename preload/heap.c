@@ -656,10 +656,10 @@ SHIM_EXPORT void *malloc(size_t n)
 			return real.malloc(n);
 		return fast_traced(SHM_FN_MALLOC, 0, n, 0, 1);
 	}
-	if (fast_all(t) && HAVE(malloc))
-		return all_malloc(n);
 	if (heap_off() && HAVE(malloc))
 		return real.malloc(n);
+	if (fast_all(t) && HAVE(malloc))
+		return all_malloc(n);
 	return slow_of(SHM_FN_MALLOC, 0, n, 0);
 }
 
@@ -676,12 +676,12 @@ SHIM_EXPORT void free(void *p)
 		fast_traced(SHM_FN_FREE, p, 0, 0, 0);
 		return;
 	}
-	if (fast_all(t) && HAVE(free) && !in_arena(p)) {
-		all_free(p);
-		return;
-	}
 	if (heap_off() && HAVE(free) && !in_arena(p)) {
 		real.free(p);
+		return;
+	}
+	if (fast_all(t) && HAVE(free) && !in_arena(p)) {
+		all_free(p);
 		return;
 	}
 	slow_of(SHM_FN_FREE, p, 0, 0);
