@@ -24,7 +24,11 @@ record() {
 	local name=$1 rc
 	shift
 	start_collector "$T/$name.db" || { not_ok "$name: collector"; finish; }
-	SHIMMER_GPU=all LD_PRELOAD=$SHIM SHIMMER_SOCKET=$SOCK "$@" 2> "$T/$name.err"
+	# Kernels of a fixed 200 us (the fake's asynchronous GPU): a
+	# synchronous fake kernel lasts as long as its call, which a loaded
+	# machine under TSan stretched by half in one run of two.
+	FAKE_GPU_KERNEL_NS=200000 SHIMMER_GPU=all LD_PRELOAD=$SHIM SHIMMER_SOCKET=$SOCK "$@" \
+		2> "$T/$name.err"
 	rc=$?
 	stop_collector || not_ok "$name: collector exit status"
 	check "$name: ran" "exit $rc, stderr $(head -3 "$T/$name.err")" test "$rc" = 0
