@@ -97,17 +97,22 @@ static inline uint64_t product(size_t n, size_t m)
 	return __builtin_mul_overflow(n, m, &b) ? SIZE_MAX : b;
 }
 
-static uint64_t call_bytes(const struct call *c)
+static inline uint64_t bytes_of(unsigned int fn, size_t n, size_t m)
 {
-	switch (c->fn) {
+	switch (fn) {
 	case SHM_FN_FREE:
 		return 0;
 	case SHM_FN_CALLOC:
 	case SHM_FN_REALLOCARRAY:
-		return product(c->n, c->m);
+		return product(n, m);
 	default:
-		return c->n;
+		return n;
 	}
+}
+
+static uint64_t call_bytes(const struct call *c)
+{
+	return bytes_of(c->fn, c->n, c->m);
 }
 
 static void *call_real(struct call *c);
@@ -204,6 +209,20 @@ static void *call_real(struct call *c)
 	}
 }
 
+/* call_real() where the compiler knows the function: malloc and free
+ * without the switch (`all` mode's hot path). */
+static inline __attribute__((always_inline)) void *
+call_real_known(struct call *c, unsigned int fn, void *old, size_t n)
+{
+	if (fn == SHM_FN_MALLOC && HAVE(malloc))
+		return real.malloc(n);
+	if (fn == SHM_FN_FREE && !in_arena(old) && HAVE(free)) {
+		real.free(old);
+		return 0;
+	}
+	return call_real(c);
+}
+
 void heap_boot(void)
 {
 	shim_tls.in_shim++;
@@ -260,18 +279,25 @@ static inline uint64_t heap_order(void)
  * chose this allocation.  Ships the record when the mode or the sampled set
  * says so.
  */
-static void *traced(struct shim_thread *t, struct call *c, int mode, int sampled)
+static inline __attribute__((always_inline)) void *
+traced_inline(struct shim_thread *t, struct call *c, const unsigned int fn, void *const old,
+	      const size_t n, int mode, int sampled)
 {
+	/* fn, old and n are c's, passed apart: where they are constants (the
+	 * copies in all_malloc() and all_free()) the compiler folds what
+	 * depends on them, which it does not through c (its address
+	 * escapes into call_real()). */
 	struct shm_rec_heap r = {
-		.hdr = { .type = SHM_REC_HEAP, .size = sizeof(r), .fn = (uint16_t)c->fn,
+		.hdr = { .type = SHM_REC_HEAP, .size = sizeof(r), .fn = (uint16_t)fn,
 			 .flags = SHM_F_TIMED },
+		.size = bytes_of(fn, n, c->m),
 	};
 	int released = 0, failed, saved;
 	void *p;
 
 	t->busy |= BUSY_HEAP;
-	if (mode == SHM_MALLOC_SAMPLE && c->old)
-		released = sampled_remove(&heap_set, c->old);
+	if (mode == SHM_MALLOC_SAMPLE && old)
+		released = sampled_remove(&heap_set, old);
 	if (mode == SHM_MALLOC_SAMPLE && !sampled && !released) {
 		p = call_real(c);
 		goto done;
@@ -279,27 +305,26 @@ static void *traced(struct shim_thread *t, struct call *c, int mode, int sampled
 	/* The heap order (wire.h): a release takes its number before the
 	 * real call can hand the address to another thread, an allocation
 	 * after the real call handed it to us. */
-	if (c->old)
+	if (old)
 		r.seq_free = heap_order();
 	r.t_begin = clock_now();
-	p = call_real(c);
-	if (p && (shm_fn_info[c->fn].flags & SHM_FNF_ALLOC))
+	p = call_real_known(c, fn, old, n);
+	if (p && (shm_fn_info[fn].flags & SHM_FNF_ALLOC))
 		r.seq = heap_order();
 	if (mode == SHM_MALLOC_SAMPLE || (++all_tick & (ALL_TIMED_EVERY - 1)) == 0)
 		r.t_end = clock_now();
 	else
 		r.hdr.flags = 0;
 	saved = errno;
-	r.size = call_bytes(c);
-	switch (c->fn) {
+	switch (fn) {
 	case SHM_FN_FREE:
-		r.ptr = (uintptr_t)c->old;
+		r.ptr = (uintptr_t)old;
 		failed = 0;
 		break;
 	case SHM_FN_REALLOC:
 	case SHM_FN_REALLOCARRAY:
 		r.ptr = (uintptr_t)p;
-		r.aux = (uintptr_t)c->old;
+		r.aux = (uintptr_t)old;
 		failed = !p && r.size;
 		break;
 	case SHM_FN_POSIX_MEMALIGN:
@@ -316,7 +341,7 @@ static void *traced(struct shim_thread *t, struct call *c, int mode, int sampled
 	if (failed) {
 		r.hdr.flags |= SHM_F_FAILED;
 		/* The old block survives a failed realloc. */
-		if (released && sampled_insert(&heap_set, c->old) == 0)
+		if (released && sampled_insert(&heap_set, old) == 0)
 			released = 0;
 	}
 	if (unlikely(!t->ring.slot))
@@ -342,16 +367,24 @@ static void *traced(struct shim_thread *t, struct call *c, int mode, int sampled
 	}
 	/* Every shipped allocation carries its stack: in `all` mode that
 	 * makes leaks exact, in sample mode it costs one capture per sample. */
-	if (!failed && (shm_fn_info[c->fn].flags & SHM_FNF_ALLOC) &&
+	if (!failed && (shm_fn_info[fn].flags & SHM_FNF_ALLOC) &&
 	    (sampled || mode == SHM_MALLOC_ALL))
 		r.stack_id = stack_native(t);
 ship:
-	thread_emit(t, &r, sizeof(r));
+	thread_emit_heap(t, &r);
 out:
 	errno = saved;
 done:
 	t->busy &= (uint8_t)~BUSY_HEAP;
 	return p;
+}
+
+/* traced() for any call; the hot calls of `all` mode have their own
+ * copies, made by the compiler for a known function (all_malloc()). */
+static __attribute__((noinline)) void *traced(struct shim_thread *t, struct call *c, int mode,
+					      int sampled)
+{
+	return traced_inline(t, c, c->fn, c->old, c->n, mode, sampled);
 }
 
 /*
@@ -463,7 +496,7 @@ static void early_replay(struct shim_thread *t, const struct early_call *e, int 
 	if (ptr && (fnf & SHM_FNF_ALLOC))
 		r.seq = heap_order();
 	r.t_begin = clock_now();
-	thread_emit(t, &r, sizeof(r));
+	thread_emit_heap(t, &r);
 }
 
 void heap_early_end(int traced)
@@ -541,6 +574,16 @@ static inline int fast(const struct shim_thread *t)
 	return likely(w == TS_READY && shim_heap_mode() == SHM_MALLOC_SAMPLE && control_current());
 }
 
+/* The same word in `all` mode: the thread records every call, and
+ * nothing (a control command, a pause, a slot to claim) asks for slow(). */
+static inline int fast_all(const struct shim_thread *t)
+{
+	uint32_t w;
+
+	memcpy(&w, (const char *)t + offsetof(struct shim_thread, state), sizeof(w));
+	return w == TS_READY && shim_heap_mode() == SHM_MALLOC_ALL && control_current();
+}
+
 /* Nothing of the heap is recorded (paused, or SHIMMER_MALLOC=off) and no
  * control command waits: the call goes straight through, inline, once the
  * allocator is resolved.  slow() would do the same through two more
@@ -572,6 +615,31 @@ static __attribute__((noinline)) void *fast_traced(unsigned int fn, void *old, s
 	return traced(&shim_tls, &c, SHM_MALLOC_SAMPLE, sampled);
 }
 
+/*
+ * `all` mode's malloc and free when fast_all(): slow() without the checks
+ * fast_all() made, and traced() compiled for the one function.  free(NULL)
+ * is neither counted nor recorded, as slow() does.
+ */
+static __attribute__((noinline)) void *all_malloc(size_t n)
+{
+	struct shim_thread *t = &shim_tls;
+	struct call c = { .fn = SHM_FN_MALLOC, .n = n };
+
+	thread_count(t, SHM_FN_MALLOC, n);
+	return traced_inline(t, &c, SHM_FN_MALLOC, 0, n, SHM_MALLOC_ALL, 0);
+}
+
+static __attribute__((noinline)) void all_free(void *p)
+{
+	struct shim_thread *t = &shim_tls;
+	struct call c = { .fn = SHM_FN_FREE, .old = p };
+
+	if (!p)
+		return;
+	thread_count(t, SHM_FN_FREE, 0);
+	traced_inline(t, &c, SHM_FN_FREE, p, 0, SHM_MALLOC_ALL, 0);
+}
+
 static __attribute__((noinline)) void *slow_of(unsigned int fn, void *old, size_t n, size_t m)
 {
 	struct call c = { .fn = fn, .old = old, .n = n, .m = m };
@@ -590,6 +658,8 @@ SHIM_EXPORT void *malloc(size_t n)
 	}
 	if (heap_off() && HAVE(malloc))
 		return real.malloc(n);
+	if (fast_all(t) && HAVE(malloc))
+		return all_malloc(n);
 	return slow_of(SHM_FN_MALLOC, 0, n, 0);
 }
 
@@ -608,6 +678,10 @@ SHIM_EXPORT void free(void *p)
 	}
 	if (heap_off() && HAVE(free) && !in_arena(p)) {
 		real.free(p);
+		return;
+	}
+	if (fast_all(t) && HAVE(free) && !in_arena(p)) {
+		all_free(p);
 		return;
 	}
 	slow_of(SHM_FN_FREE, p, 0, 0);

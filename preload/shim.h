@@ -190,6 +190,34 @@ static inline void thread_drop(struct shim_thread *t, uint64_t n)
  */
 int thread_emit(struct shim_thread *t, const void *rec, uint32_t len);
 
+int thread_emit_heap_slow(struct shim_thread *t, const struct shm_rec_heap *r);
+
+/* thread_emit() of a heap record, the hot path of `all` mode: inline
+ * while the ring has room and no record is half written, else through
+ * thread.c (the drops, the lossless wait).  The copy is of a constant
+ * size: a few moves. */
+static inline __attribute__((always_inline)) int thread_emit_heap(struct shim_thread *t,
+								 const struct shm_rec_heap *r)
+{
+	uint64_t ts = r->hdr.flags & SHM_F_TIMED ? r->t_end : r->t_begin;
+	void *dst;
+
+	if (unlikely(!t->ring.slot || (t->busy & BUSY_RING)))
+		return thread_emit_heap_slow(t, r);
+	t->busy |= BUSY_RING;
+	dst = ring_reserve(&t->ring, sizeof(*r));
+	if (unlikely(!dst)) {
+		t->busy &= (uint8_t)~BUSY_RING;
+		return thread_emit_heap_slow(t, r);
+	}
+	if (ts > t->last_ts)
+		t->last_ts = ts;
+	__builtin_memcpy(dst, r, sizeof(*r));
+	ring_commit(&t->ring, sizeof(*r));
+	t->busy &= (uint8_t)~BUSY_RING;
+	return 0;
+}
+
 /* Whether thread_emit() would drop a record of len bytes now (the ring is
  * full and SHIMMER_LOSSLESS is off), so that a caller skips the work of
  * building it (a stack).  The thread must have its slot; a yes may turn

@@ -140,12 +140,14 @@ static inline int in_self(uint64_t pc)
 }
 
 /*
- * The state of the first frame outside the shim, followed from this
- * function's frame by frame pointers: the return address into it, its
+ * The state of the first frame outside the shim, followed by frame
+ * pointers from the frame of the function this is inlined into (a shim
+ * function, built with frame pointers): the return address into it, its
  * stack pointer after the return (the shim frame's CFA) and its rbp (the
  * one the shim frame saved).  -1 if the chain looks wrong.
  */
-static __attribute__((noinline)) int first_frame(uint64_t *pc, uint64_t *sp, uint64_t *bp)
+static inline __attribute__((always_inline)) int first_frame(uint64_t *pc, uint64_t *sp,
+							      uint64_t *bp)
 {
 	const uint64_t *fp = __builtin_frame_address(0), *next;
 	uintptr_t lo = (uintptr_t)fp;
@@ -213,7 +215,9 @@ static struct walk *walk_of(struct shim_thread *t)
 	return w;
 }
 
-uint32_t stack_native(struct shim_thread *t)
+/* The capture when it is not the thread's previous one: the walk (or
+ * unw_backtrace) and the interning. */
+static __attribute__((noinline)) uint32_t native_slow(struct shim_thread *t)
 {
 	struct emit_ctx c = { .t = t, .type = SHM_REC_STACK };
 	uint64_t pc[SHM_STACK_MAX], p0, sp, bp;
@@ -248,6 +252,31 @@ out:
 	t->in_shim--;
 	errno = saved;
 	return id;
+}
+
+/*
+ * The common capture first: the thread's previous walk still holds, whole,
+ * and its id is current.  Nothing here calls out, allocates or changes
+ * errno, so errno needs no saving; in_shim keeps a signal handler's traced
+ * calls (a CUDA hook's capture) off the walk while we read it.  Anything
+ * else, and SHIMMER_STACK_CHECK, goes to native_slow().
+ */
+uint32_t stack_native(struct shim_thread *t)
+{
+	uint64_t p0, sp, bp;
+	uint32_t id = 0;
+	struct walk *w;
+
+	if (!unw_bt)
+		return 0;
+	t->in_shim++;
+	if (likely(!__atomic_load_n(&modules_stale, __ATOMIC_RELAXED) && !check) &&
+	    (w = walk_of(t)) && w->id &&
+	    w->epoch == __atomic_load_n(&native.epoch, __ATOMIC_RELAXED) &&
+	    first_frame(&p0, &sp, &bp) == 0 && unwind_same(&w->c, p0, sp, bp, settings.stack_depth))
+		id = w->id;
+	t->in_shim--;
+	return id ? id : native_slow(t);
 }
 
 /* SHIMMER_STACK_CHECK's report, when the process ends. */

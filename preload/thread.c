@@ -185,11 +185,11 @@ static int room_for(struct shim_thread *t, uint32_t len)
 	return ring_fits(&t->ring, len);
 }
 
-/* The newest time a record of the thread's carries (control.c stamps a
- * pause it applies no earlier).  The records of the program's calls have
- * their first time right after the header, and the timed ones their end
- * after it. */
-static inline void note_ts(struct shim_thread *t, const void *rec)
+/* A record's newest time (0: none), which emit() keeps as the thread's
+ * newest (control.c stamps a pause it applies no earlier).  The records
+ * of the program's calls have their first time right after the header,
+ * and the timed ones their end after it. */
+static inline uint64_t rec_ts(const void *rec)
 {
 	const struct shm_rec_hdr *h = rec;
 	uint64_t ts;
@@ -198,24 +198,25 @@ static inline void note_ts(struct shim_thread *t, const void *rec)
 	case SHM_REC_HEAP:
 	case SHM_REC_CUDA:
 		memcpy(&ts, (const char *)rec + (h->flags & SHM_F_TIMED ? 16 : 8), sizeof(ts));
-		break;
+		return ts;
 	case SHM_REC_RANGE:
 	case SHM_REC_MARK:
 	case SHM_REC_COUNTER:
 		memcpy(&ts, (const char *)rec + 8, sizeof(ts));
-		break;
+		return ts;
 	default:
-		return;
+		return 0;
 	}
-	if (ts > t->last_ts)
-		t->last_ts = ts;
 }
 
 _Static_assert(offsetof(struct shm_rec_heap, t_end) == 16 && offsetof(struct shm_rec_cuda, t_end) == 16 &&
 	       offsetof(struct shm_rec_range, ts) == 8 && offsetof(struct shm_rec_mark, ts) == 8 &&
 	       offsetof(struct shm_rec_counter, ts) == 8, "record times");
 
-static inline int emit(struct shim_thread *t, const void *rec, uint32_t len, int wait)
+/* Inlined into each caller below: for a heap record len is a constant,
+ * so the copy is a few moves rather than a call to memcpy. */
+static inline __attribute__((always_inline)) int emit(struct shim_thread *t, const void *rec,
+						      uint32_t len, int wait, uint64_t ts)
 {
 	void *dst;
 	int err = -1;
@@ -231,7 +232,8 @@ static inline int emit(struct shim_thread *t, const void *rec, uint32_t len, int
 		return -1;
 	}
 	t->busy |= BUSY_RING;
-	note_ts(t, rec);
+	if (ts > t->last_ts)
+		t->last_ts = ts;
 	dst = ring_reserve(&t->ring, len);
 	if (unlikely(!dst) && wait && lossless_wait(t, room_for, len))
 		dst = ring_reserve(&t->ring, len);
@@ -248,12 +250,18 @@ static inline int emit(struct shim_thread *t, const void *rec, uint32_t len, int
 
 int thread_emit(struct shim_thread *t, const void *rec, uint32_t len)
 {
-	return emit(t, rec, len, settings.lossless);
+	return emit(t, rec, len, settings.lossless, rec_ts(rec));
+}
+
+int thread_emit_heap_slow(struct shim_thread *t, const struct shm_rec_heap *r)
+{
+	return emit(t, r, sizeof(*r), settings.lossless,
+		    r->hdr.flags & SHM_F_TIMED ? r->t_end : r->t_begin);
 }
 
 int thread_emit_wait(struct shim_thread *t, const void *rec, uint32_t len)
 {
-	return emit(t, rec, len, 1);
+	return emit(t, rec, len, 1, rec_ts(rec));
 }
 
 struct shim_thread *thread_self(void)

@@ -70,7 +70,7 @@ struct seen {
 
 static struct unw unw;
 static struct rule_ent *rules;
-static uint32_t gen = 1;
+uint32_t unwind_gen = 1; /* unwind.h */
 static uint64_t n_rules, n_refused, n_full;
 
 int unwind_setup(void *lib)
@@ -109,13 +109,13 @@ void unwind_fini(void)
 
 void unwind_forget(void)
 {
-	uint32_t g = __atomic_load_n(&gen, __ATOMIC_RELAXED), ng;
+	uint32_t g = __atomic_load_n(&unwind_gen, __ATOMIC_RELAXED), ng;
 
 	do {
 		ng = (g + 1) & GEN_MASK;
 		if (!ng)
 			ng = 1; /* 0 marks an empty cache */
-	} while (!__atomic_compare_exchange_n(&gen, &g, ng, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+	} while (!__atomic_compare_exchange_n(&unwind_gen, &g, ng, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
 }
 
 void unwind_counts(uint64_t *r, uint64_t *refused, uint64_t *full)
@@ -326,6 +326,41 @@ static void mark_bp(struct unwind_cache *c)
 	}
 }
 
+#define PAGE_OF(a) ((a) >> 12)
+
+/* The batches of the first n checks (unwind.h): a new batch where a check
+ * leaves the page of its batch's first; in a batch, a check and the next
+ * that read adjacent words make a pair (a frame-pointer frame's return
+ * address at CFA-8 and saved rbp at CFA-16), the rest are single words. */
+static void build_batches(struct unwind_cache *c, uint32_t n)
+{
+	uint32_t i = 0, np = 0, no = 0, nb = 0;
+	uint64_t page, a, b;
+
+	while (i < n) {
+		page = PAGE_OF(c->chk_addr[i]);
+		while (i < n && PAGE_OF(c->chk_addr[i]) == page) {
+			a = c->chk_addr[i];
+			b = i + 1 < n ? c->chk_addr[i + 1] : 0;
+			if (i + 1 < n && PAGE_OF(b) == page && (b == a + 8 || b + 8 == a)) {
+				int lo = b < a;
+
+				c->pair_addr[np] = lo ? b : a;
+				c->pair_val[np][0] = c->chk_val[i + lo];
+				c->pair_val[np][1] = c->chk_val[i + !lo];
+				np++;
+				i += 2;
+			} else {
+				c->one_addr[no] = a;
+				c->one_val[no++] = c->chk_val[i++];
+			}
+		}
+		c->bat_pair[nb] = (uint16_t)np;
+		c->bat_one[nb++] = (uint16_t)no;
+	}
+	c->nbat = (uint16_t)nb;
+}
+
 /* The checks of each step: its return address, and the rbp it read when
  * a later step uses it (an rbp it leaves as it was needs no check: the
  * state it came from was checked). */
@@ -343,6 +378,7 @@ static void build_checks(struct unwind_cache *c)
 		}
 	}
 	c->chk_at[m] = (uint16_t)i;
+	build_batches(c, i);
 }
 
 /* Whether the words steps [from, to) of c read still hold their values.
@@ -367,7 +403,7 @@ static __attribute__((noinline)) int walk(struct unwind_cache *c, uint64_t pc, u
 	int32_t f_at[max + 1];
 	uint8_t f_fl[max + 1];
 	const struct frames f = { f_pc, f_sp, f_bp, f_at, f_fl };
-	uint32_t g = __atomic_load_n(&gen, __ATOMIC_RELAXED);
+	uint32_t g = __atomic_load_n(&unwind_gen, __ATOMIC_RELAXED);
 	uint32_t pn = c->gen == g ? c->n : 0, psteps, k = 0, j = 0, m, stop = 0;
 	int joined = 0, has_next = 0, ended = 0, final;
 	uint64_t r, v = 0, nb = 0, cfa;
@@ -482,6 +518,7 @@ static __attribute__((noinline)) int walk(struct unwind_cache *c, uint64_t pc, u
 	c->ended = (uint8_t)ended;
 	c->gen = g;
 	mark_bp(c);
+	c->need_bp0 = c->n && (c->flags[0] & F_NEEDS_BP);
 	if (c->n + c->has_next > 0)
 		build_checks(c);
 	return (int)c->n;
@@ -490,23 +527,14 @@ static __attribute__((noinline)) int walk(struct unwind_cache *c, uint64_t pc, u
 int unwind_walk(struct unwind_cache *c, uint64_t pc, uint64_t sp, uint64_t bp, uint32_t max,
 		int *same)
 {
-	uint32_t stop, psteps;
-
 	*same = 0;
 	if (!rules || max < 1 || max > UNWIND_MAX)
 		return -1;
-	/* The common case first, without the arrays: the previous walk from
-	 * its first frame on, the same limit, every check holding.  (walk()
-	 * finds the same, and anything else.) */
-	if (c->gen == __atomic_load_n(&gen, __ATOMIC_RELAXED) && c->n && c->sp[0] == sp &&
-	    c->pc[0] == pc && (!(c->flags[0] & F_NEEDS_BP) || c->bp[0] == bp) && pc >= PC_MIN) {
-		psteps = c->has_next ? c->n : c->n - 1;
-		stop = max < psteps ? max : psteps;
-		if ((stop == max ? c->has_next && stop == c->n && !c->ended : c->ended) &&
-		    checks_hold(c, 0, stop)) {
-			*same = 1;
-			return (int)c->n;
-		}
+	/* The common case first, without the arrays (walk() finds the same,
+	 * and anything else). */
+	if (unwind_same(c, pc, sp, bp, max)) {
+		*same = 1;
+		return (int)c->n;
 	}
 	return walk(c, pc, sp, bp, max, same);
 }

@@ -41,17 +41,31 @@
 #ifndef SHIMMER_UNWIND_H
 #define SHIMMER_UNWIND_H
 
+#include <emmintrin.h>
 #include <stdint.h>
 
 /* The most frames a walk returns. */
 #define UNWIND_MAX 128u
+
+/* The most checks a walk holds: a return address and an rbp per step. */
+#define UNWIND_CHECKS (2u * UNWIND_MAX + 2u)
 
 /*
  * A walk: frames 0..n-1, and frame n's state when has_next; and the words
  * its steps read, as a list of checks (chk_*): for step m (from frame m to
  * m+1), checks chk_at[m] .. chk_at[m+1]-1 hold each word's address and the
  * value read there: the return address, and rbp where a later step uses it.
- * About 8 KiB: give each thread one, not on its stack.
+ *
+ * The same checks of all the walk's steps again, for the test that the
+ * whole walk still holds (the common case), in batches (bat_*) of
+ * consecutive checks that lie in one page: batch k is the pairs
+ * [bat_pair[k-1], bat_pair[k]) (two adjacent words, compared 16 bytes at a
+ * time: a frame's return address and saved rbp) and the words
+ * [bat_one[k-1], bat_one[k]) (from 0 for k = 0).  A batch is read only when
+ * the batches before it held, so its first word is one the current walk
+ * reads, and the others share its page: in any order, with one branch per
+ * batch, the test reads nothing a walk could not.
+ * About 17 KiB: give each thread one, not on its stack.
  */
 struct unwind_cache {
 	uint32_t n;
@@ -61,16 +75,91 @@ struct unwind_cache {
 	uint8_t ended;    /* the stack ends: at frame n-1's rule, or that pc */
 	uint16_t pad;
 	uint32_t gen;     /* rule generation; 0: nothing held */
-	uint32_t pad2;
+	uint8_t need_bp0; /* the walk depends on frame 0's rbp (F_NEEDS_BP) */
+	uint8_t pad2[3];
 	uint64_t pc[UNWIND_MAX + 1];
 	uint64_t sp[UNWIND_MAX + 1];
 	uint64_t bp[UNWIND_MAX + 1];
 	int32_t bp_at[UNWIND_MAX + 1]; /* step k read bp[k+1] at sp[k+1] + this */
 	uint8_t flags[UNWIND_MAX + 1];
 	uint16_t chk_at[UNWIND_MAX + 2];
-	uint64_t chk_addr[2 * UNWIND_MAX + 2];
-	uint64_t chk_val[2 * UNWIND_MAX + 2];
+	uint64_t chk_addr[UNWIND_CHECKS];
+	uint64_t chk_val[UNWIND_CHECKS];
+	uint16_t nbat;
+	uint16_t bat_pair[UNWIND_CHECKS];
+	uint16_t bat_one[UNWIND_CHECKS];
+	uint64_t pair_addr[UNWIND_CHECKS / 2];
+	_Alignas(16) uint64_t pair_val[UNWIND_CHECKS / 2][2];
+	uint64_t one_addr[UNWIND_CHECKS];
+	uint64_t one_val[UNWIND_CHECKS];
 };
+
+/* The rule generation (unwind_forget() moves it on); a walk of another
+ * generation is not reused. */
+extern uint32_t unwind_gen;
+
+/* A batch's words are read in any order, also those after one that no
+ * longer holds: within a page the current walk reads, so mapped, but
+ * perhaps inside a redzone AddressSanitizer put around a local of the
+ * current frames (test_unwind runs under it; the shim never does). */
+#ifdef __SANITIZE_ADDRESS__
+#define UNWIND_ANY_ORDER __attribute__((no_sanitize_address))
+#else
+#define UNWIND_ANY_ORDER
+#endif
+
+/* The 16 bytes at *a on the stack against the values *v they held. */
+static inline UNWIND_ANY_ORDER __m128i unwind_pair_diff(const uint64_t *a, const __m128i *v)
+{
+	return _mm_xor_si128(_mm_loadu_si128((const __m128i *)(uintptr_t)*a), *v);
+}
+
+/*
+ * Whether the walk from (pc, sp, bp) for at most max frames is the walk c
+ * holds, whole: the same first frame, a limit that stops it where it
+ * stopped, and every check holding, batch by batch (four pairs a round,
+ * or-ed as a tree: a 32-frame walk is 32 pairs).  The common case of a
+ * capture, inline; unwind_walk() asks it first.  Reads only what a walk
+ * would (above).
+ */
+static inline UNWIND_ANY_ORDER int unwind_same(const struct unwind_cache *c, uint64_t pc,
+					       uint64_t sp, uint64_t bp, uint32_t max)
+{
+	const uint64_t *a = c->pair_addr, *ae, *o = c->one_addr, *oe;
+	const __m128i *v = (const __m128i *)(const void *)c->pair_val;
+	const uint64_t *ov = c->one_val;
+	uint32_t k, psteps;
+	__m128i acc;
+	uint64_t d;
+
+	if (c->gen != __atomic_load_n(&unwind_gen, __ATOMIC_RELAXED) || !c->n ||
+	    c->sp[0] != sp || c->pc[0] != pc || (c->need_bp0 && c->bp[0] != bp) || pc < 0x4000)
+		return 0;
+	/* The limit stops the walk where the held one stopped: at max, or
+	 * at the stack's end before it.  Every step it made is then checked:
+	 * the batches hold them all. */
+	psteps = c->has_next ? c->n : c->n - 1;
+	if (max <= psteps ? !(max == c->n && c->has_next && !c->ended) : !c->ended)
+		return 0;
+	for (k = 0; k < c->nbat; k++) {
+		acc = _mm_setzero_si128();
+		d = 0;
+		for (ae = c->pair_addr + c->bat_pair[k]; ae - a >= 4; a += 4, v += 4)
+			acc = _mm_or_si128(acc, _mm_or_si128(
+				_mm_or_si128(unwind_pair_diff(a, v), unwind_pair_diff(a + 1, v + 1)),
+				_mm_or_si128(unwind_pair_diff(a + 2, v + 2),
+					     unwind_pair_diff(a + 3, v + 3))));
+		for (; a < ae; a++, v++)
+			acc = _mm_or_si128(acc, unwind_pair_diff(a, v));
+		for (oe = c->one_addr + c->bat_one[k]; o < oe; o++, ov++)
+			d |= *(const uint64_t *)(uintptr_t)*o ^ *ov;
+		d |= (uint64_t)_mm_cvtsi128_si64(acc) |
+		     (uint64_t)_mm_cvtsi128_si64(_mm_unpackhi_epi64(acc, acc));
+		if (d)
+			return 0;
+	}
+	return 1;
+}
 
 /* Resolves what the walk needs from libunwind (lib: its dlopen handle)
  * and maps the rule table.  0 or -errno; until it succeeds every walk is
