@@ -70,6 +70,7 @@ struct client {
 	double events_per_s, dropped_per_s;
 	int control;           /* a control client: it sent REQUEST */
 	int in_hello;          /* its HELLO is being handled */
+	int resuming;          /* its HELLO was a reconnect's */
 	uint64_t seq;          /* accept order */
 	char *out;             /* replies not yet sent: [u32 length][message]... */
 	size_t out_len, out_off;
@@ -435,6 +436,7 @@ static int hello(struct client *c, const char *msg, size_t len, int memfd)
 		goto out;
 	p.argv_json = argv;
 	if (h.flags & SHM_HELLO_RECONNECT) {
+		c->resuming = 1;
 		err = resume(c, &h);
 	} else {
 		err = find_parent(c, h.ppid, &p.parent_proc_id);
@@ -829,7 +831,7 @@ int client_end(struct client *c, enum client_end why, int64_t now_ns)
 	if (!err && c->store)
 		err = store_commit(c->store);
 	if (c->ring)
-		ring_ended(c->ring);
+		ring_ended(c->ring, c->resuming && !c->proc_id ? SHM_ENDED_REFUSED : SHM_ENDED_ROW);
 	if (c->job)
 		job_leave(c->job, now_ns);
 	if (!err && c->proc_id)

@@ -444,9 +444,9 @@ void ring_committed(struct ring *r)
 	__atomic_store_n(&r->region->committed_cupti, r->cupti_stored, __ATOMIC_RELAXED);
 }
 
-void ring_ended(struct ring *r)
+void ring_ended(struct ring *r, uint32_t how)
 {
-	__atomic_store_n(&r->region->collector_ended, 1, __ATOMIC_RELEASE);
+	__atomic_store_n(&r->region->collector_ended, how, __ATOMIC_RELEASE);
 }
 
 /* What is lost between a committed mark and the value now: a mark above

@@ -60,8 +60,9 @@ int ring_flush(struct ring *r, const struct rec_sink *sink);
 void ring_committed(struct ring *r);
 
 /* The process's row is ended (not by a collector's death): the shim is
- * not to reconnect (wire.h, collector_ended). */
-void ring_ended(struct ring *r);
+ * not to reconnect (wire.h, collector_ended: SHM_ENDED_ROW, or
+ * SHM_ENDED_REFUSED for a refused reconnect). */
+void ring_ended(struct ring *r, uint32_t how);
 
 /*
  * A region that a dead collector was reading (SHM_HELLO_RECONNECT), just

@@ -199,6 +199,9 @@ enum shm_clock {
  * (struct shm_slot).  Anything else is refused.
  */
 #define SHM_HELLO_RECONNECT 0x10u
+/* shm_region.collector_ended */
+#define SHM_ENDED_ROW 1u
+#define SHM_ENDED_REFUSED 2u
 
 /*
  * Where the job key in HELLO came from (the collector groups one user's
@@ -478,7 +481,10 @@ struct shm_region {
 	uint64_t committed_cupti;
 	/* The collector ended the process's row (client_end(): an exit, a
 	 * shutdown, a rejection...), as one that dies never does: the shim
-	 * does not say HELLO again to another (SHM_HELLO_RECONNECT). */
+	 * does not say HELLO again to another (SHM_HELLO_RECONNECT).
+	 * SHM_ENDED_ROW, or SHM_ENDED_REFUSED: a collector refused the
+	 * process's reconnect HELLO (no row of it to go on with), which the
+	 * shim says on stderr at its exit, the loss uncounted. */
 	uint32_t collector_ended;
 	uint32_t pad_ended;
 	uint8_t pad3[40];

@@ -12,6 +12,7 @@
  * unreachable collector is reported, with one line on stderr.
  */
 #include <errno.h>
+#include <time.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -178,7 +179,7 @@ int shim_revive(int now)
  * hold, and what was dropped or read but not committed since that
  * collector's last commit (wire.h's committed marks), is not stored.
  * One line says so. */
-static void lost_at_exit(void)
+static void lost_at_exit(int refused)
 {
 	const struct shm_region *r = shim.region.hdr;
 	uint32_t hwm = __atomic_load_n(&r->slots_hwm, __ATOMIC_ACQUIRE);
@@ -201,10 +202,12 @@ static void lost_at_exit(void)
 	}
 	if (r->dropped_no_slot > r->committed_no_slot)
 		events += r->dropped_no_slot - r->committed_no_slot;
-	log_warn("the collector was lost and no other came back before exit: this process's "
-		 "recording ends at its last commit (%llu events lost after it, %llu KiB of "
-		 "records never read)", (unsigned long long)events,
-		 (unsigned long long)((unread + 1023) / 1024));
+	log_warn("%s: this process's recording ends at its last commit (%llu events lost "
+		 "after it, %llu KiB of records never read)",
+		 refused ? "the collector was lost and the one that came back did not go on "
+			   "with this process (its recording is elsewhere or was ended)"
+			 : "the collector was lost and no other came back before exit",
+		 (unsigned long long)events, (unsigned long long)((unread + 1023) / 1024));
 }
 
 static void enable(void)
@@ -298,6 +301,25 @@ out:
 }
 
 /*
+ * A reconnect said at exit: a collector that refuses it (its store holds
+ * no row of this process: a daemon restarted since finished the
+ * recording) closes the connection at once, having marked the region.
+ * Waiting at most 100 ms for that verdict, only here (after a collector
+ * died), lets the loss be said rather than kept silent.
+ */
+static void refused_at_exit(void)
+{
+	for (int i = 0; i < 20; i++) {
+		if (__atomic_load_n(&shim.region.hdr->collector_ended, __ATOMIC_ACQUIRE) ==
+		    SHM_ENDED_REFUSED) {
+			lost_at_exit(1);
+			return;
+		}
+		nanosleep(&(struct timespec){ .tv_nsec = 5000000 }, NULL);
+	}
+}
+
+/*
  * The orderly end: BYE, once, and the exit time in the region.  From the
  * destructor (exit(), a return from main) or from _exit/_Exit, which skip
  * the destructors (a forked child's usual end).  Not in a vfork child: it
@@ -307,6 +329,7 @@ static void goodbye(void)
 {
 	static int said;
 	uint64_t ts;
+	uint32_t ended;
 	int saved = errno;
 
 	if (!__atomic_load_n(&shim.on, __ATOMIC_ACQUIRE) || (uint32_t)getpid() != shim.pid ||
@@ -319,9 +342,13 @@ static void goodbye(void)
 	__atomic_store_n(&shim.region.hdr->exit_ts, ts, __ATOMIC_RELEASE);
 	/* A collector that died: the next one, if there is one now, reads
 	 * what the rings hold after the BYE. */
-	if (conn_hung_up() && !__atomic_load_n(&shim.region.hdr->collector_ended, __ATOMIC_ACQUIRE) &&
-	    !shim_revive(1))
-		lost_at_exit();
+	ended = __atomic_load_n(&shim.region.hdr->collector_ended, __ATOMIC_ACQUIRE);
+	if (conn_hung_up() && ended != SHM_ENDED_ROW) {
+		if (!shim_revive(1))
+			lost_at_exit(ended == SHM_ENDED_REFUSED);
+		else
+			refused_at_exit();
+	}
 	conn_bye(ts);
 	shim_tls.in_shim--;
 	errno = saved;

@@ -92,10 +92,12 @@ CPID=
 sleep 1.5
 wait "$pid_gone"
 rc=$?
+good=0
+[ $rc = 0 ] && [ "$(wc -l < "$T/rc.gone.err")" = 1 ] &&
+	grep -q "^shimmer: the collector was lost and no other came back before exit: .* ([0-9]* events lost after it, [0-9]* KiB of records never read)" "$T/rc.gone.err" &&
+	good=1
 check "no collector back before exit: the program exits 0, one stderr line says what was lost" \
-	"exit $rc; stderr: $(cat "$T/rc.gone.err")" [ $rc = 0 ] && \
-	[ "$(wc -l < "$T/rc.gone.err")" = 1 ] && \
-	grep -q "^shimmer: the collector was lost and no other came back before exit: .* ([0-9]* events lost after it, [0-9]* KiB of records never read)" "$T/rc.gone.err"
+	"exit $rc; stderr: $(cat "$T/rc.gone.err")" [ $good = 1 ]
 start_collector "$DB" || { not_ok "collector restarts"; finish; }
 restarted=$(date +%s%N)
 wait "$pid_lossless"
@@ -135,6 +137,34 @@ expect_empty "reconnect: stored + dropped == produced, the loss counted as colle
 got=$(sq "$DB" "SELECT end_reason FROM processes WHERE pid = $pid_gone")
 check "no collector back before exit: its row ended as collector_lost" "got '$got'" \
 	[ "$got" = collector_lost ]
+
+# -- the collector that comes back keeps another store: refused, said -----------
+# (as a restarted daemon does with a recording it finished): the program
+# runs on, exits 0, and its one stderr line says the loss is not stored.
+DB=$T/refused-a.db
+start_collector "$DB" || { not_ok "collector starts"; finish; }
+SHIMMER_RING_KB=64 SHIMMER_MALLOC=all LD_PRELOAD=$SHIM SHIMMER_SOCKET=$SOCK \
+	"$WL_HARD" load 1 30000 keep 10000 > "$T/rf.out" 2> "$T/rf.err" &
+pid_rf=$!
+for _ in $(seq 200); do
+	n=$(sq "$DB" "SELECT count(*) FROM allocations" 2> /dev/null)
+	[ "${n:-0}" -ge 100 ] && break
+	sleep 0.05
+done
+{ kill -KILL "$CPID"; wait "$CPID"; } 2> /dev/null
+CPID=
+start_collector "$T/refused-b.db" || { not_ok "collector restarts"; finish; }
+wait "$pid_rf"
+rc=$?
+good=0
+[ $rc = 0 ] && [ "$(wc -l < "$T/rf.err")" = 1 ] &&
+	grep -q "^shimmer: the collector was lost and the one that came back did not go on with this process" "$T/rf.err" &&
+	good=1
+check "refused reconnect: the program exits 0, one stderr line says the collector back did not go on" \
+	"exit $rc; stderr: $(cat "$T/rf.err")" [ $good = 1 ]
+check "refused reconnect: collector exits 0" "see its log" stop_collector
+got=$(sq "$T/refused-b.db" "SELECT count(*) FROM processes WHERE pid = $pid_rf")
+check "refused reconnect: no row of it in the other store" "got '$got'" [ "$got" = 0 ]
 
 # -- disk full ------------------------------------------------------------------
 if [ "$(id -u)" = 0 ] && unshare -m true 2> /dev/null; then
