@@ -54,6 +54,11 @@ check() {
 	if "$@"; then ok "$name"; else not_ok "$name" "$why"; fi
 }
 
+# holds 'COND && COND ...': check's command for several conditions, all of
+# them inside it (written bare after check, the ones after its first '&&'
+# ran outside check, their failure unseen).
+holds() { eval "$1"; }
+
 # expect_empty CASE OUTPUT: ok when OUTPUT (rows of differences) is empty.
 expect_empty() {
 	if [ -z "$2" ]; then ok "$1"; else not_ok "$1" "$(printf '%s\n' "$2" | head -20)"; fi

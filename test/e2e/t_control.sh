@@ -91,9 +91,9 @@ WLOGF=$T/timed.log lines S St "pid INTEGER, step INTEGER, t0 INTEGER, t1 INTEGER
 R=$(marks "$S" shimmer.resume) P=$(marks "$S" shimmer.pause)
 start=$(sq "$S" "SELECT start_ns FROM processes")
 check "after:300ms: recording began 300 ms (+- 20) after the process" "resume at +$(( (R - start) / 1000000 )) ms" \
-	[ -n "$R" ] && [ $(( R - start )) -ge 280000000 -a $(( R - start )) -le 320000000 ]
+	holds '[ -n "$R" ] && [ $(( R - start )) -ge 280000000 -a $(( R - start )) -le 320000000 ]'
 check "SHIMMER_DURATION=300ms: and ended 300 ms (+- 20) later" "pause at +$(( (P - R) / 1000000 )) ms" \
-	[ -n "$P" ] && [ $(( P - R )) -ge 280000000 -a $(( P - R )) -le 320000000 ]
+	holds '[ -n "$P" ] && [ $(( P - R )) -ge 280000000 -a $(( P - R )) -le 320000000 ]'
 expect_empty "after:300ms: the steps inside the window whole, none outside" "$(q "
 SELECT 'step', s.step, 'stored', (SELECT count(*) FROM ($ops_sql) x WHERE x.ns BETWEEN s.t0 AND s.t1)
 FROM main.St s WHERE (s.t0 > $R AND s.t1 < $P AND
@@ -228,7 +228,7 @@ out=$("$SHIMMER" ctl pause --job noctl --socket "$SOCK" 2>&1)
 rc=$?
 wait $LPID
 check "SHIMMER_CONTROL=0: ctl says the process takes no commands, status 1" "state '$st'; status $rc: $out" \
-	[ "$st" = "recording (no control)" -a $rc = 1 ] && grep -q 'takes no commands' <<< "$out"
+	holds '[ "$st" = "recording (no control)" -a $rc = 1 ] && grep -q '\''takes no commands'\'' <<< "$out"'
 
 # ---- defaults from the service configuration ----
 cat > "$T/service.conf" <<EOF

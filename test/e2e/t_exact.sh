@@ -69,7 +69,7 @@ if command -v valgrind > /dev/null; then
 	read -r ga gf gb <<< "$(heap_of wl_cxx)"
 	# valgrind frees libstdc++'s pool at exit (__gnu_cxx::__freeres)
 	check "C++: as valgrind counts ($a allocs, $b bytes)" "stored $ga $gf $gb, valgrind $a $f $b" \
-		[ "$ga $gb" = "$a $b" ] && [ "$gf" = $((f - 1)) ]
+		holds '[ "$ga $gb" = "$a $b" ] && [ "$gf" = $((f - 1)) ]'
 else
 	ok "C and C++: as valgrind counts # SKIP valgrind not installed"
 fi
@@ -79,7 +79,7 @@ got=$(sq -separator ' ' "$DB" "SELECT count(*), count(free_ns) FROM allocations 
 check "RTLD_DEEPBIND library's heap calls traced: 100 allocations, 97 freed" "stored: $got" \
 	[ "$got" = "100 97" ]
 check "RTLD_DEEPBIND: one stderr line says the flag was cleared" "stderr: $(cat "$T/deepbind.err")" \
-	[ "$(grep -c '^shimmer' "$T/deepbind.err")" = 1 ] && grep -q 'RTLD_DEEPBIND' "$T/deepbind.err"
+	holds '[ "$(grep -c '\''^shimmer'\'' "$T/deepbind.err")" = 1 ] && grep -q '\''RTLD_DEEPBIND'\'' "$T/deepbind.err"'
 check "RTLD_DEEPBIND: the library was found through the program's RUNPATH" \
 	"stdout: $(cat "$T/deepbind.out")" [ "$(cat "$T/deepbind.out")" = "kept 3" ]
 

@@ -108,7 +108,7 @@ rc_lossy=$?
 for mode in lossy lossless; do
 	eval "rc=\$rc_$mode"
 	check "reconnect, $mode: the program exits 0 and says nothing" \
-		"exit $rc; stderr: $(head -c 300 "$T/rc.$mode.err")" [ "$rc" = 0 ] && [ ! -s "$T/rc.$mode.err" ]
+		"exit $rc; stderr: $(head -c 300 "$T/rc.$mode.err")" holds '[ "$rc" = 0 ] && [ ! -s "$T/rc.$mode.err" ]'
 done
 ms=$(( (ended - restarted) / 1000000 ))
 check "reconnect, lossless: no stall on the dead collector (ended $ms ms after the restart)" \

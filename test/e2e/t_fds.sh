@@ -30,7 +30,7 @@ for mode in closefds replacefds; do
 	lines=$(grep -c '^shimmer' "$T/$mode.err")
 	check "$mode: one stderr line says the shim's descriptor was taken" \
 		"stderr: $(cat "$T/$mode.err")" \
-		[ "$lines" = 1 ] && grep -q 'closed or replaced descriptor' "$T/$mode.err"
+		holds '[ "$lines" = 1 ] && grep -q '\''closed or replaced descriptor'\'' "$T/$mode.err"'
 done
 # dup2 onto the low numbers (3..9) a program sets up for itself: the
 # shim's descriptor is not among them, tracing goes on
@@ -38,7 +38,7 @@ SHIMMER_MALLOC=all LD_PRELOAD=$SHIM SHIMMER_SOCKET=$SOCK "$WL_HARD" lowfds \
 	> "$T/lowfds.out" 2> "$T/lowfds.err"
 rc=$?
 check "lowfds: exits 0, says nothing" "status $rc; stderr: $(cat "$T/lowfds.err")" \
-	[ $rc = 0 ] && [ ! -s "$T/lowfds.err" ] && [ "$(cat "$T/lowfds.out")" = "low fds ok" ]
+	holds '[ $rc = 0 ] && [ ! -s "$T/lowfds.err" ] && [ "$(cat "$T/lowfds.out")" = "low fds ok" ]'
 check "collector exits 0 on SIGTERM" "see collector log" stop_collector
 n=$(sq "$DB" "SELECT count(*) FROM processes WHERE end_ns IS NOT NULL AND argv LIKE '%fds%'
 	AND argv NOT LIKE '%lowfds%'")
@@ -73,9 +73,9 @@ bare=$(sed 's/[0-9]*$//' "$T/bare.out")
 traced_out=$(sed 's/[0-9]*$//' "$T/limit.out")
 check "RLIMIT_NOFILE 4: program's status and output unchanged" \
 	"status $rc, stdout '$traced_out', bare '$bare' ($(cat "$T/bare.err"))" \
-	[ $rc = 0 ] && [ "$traced_out" = "$bare" ] && [ "$bare" = "child " ]
+	holds '[ $rc = 0 ] && [ "$traced_out" = "$bare" ] && [ "$bare" = "child " ]'
 check "RLIMIT_NOFILE 4: one stderr line: not tracing, and why" "stderr: $(cat "$T/limit.err")" \
-	[ "$(grep -c '^shimmer' "$T/limit.err")" = 1 ] && grep -q 'Too many open files.*not tracing' "$T/limit.err"
+	holds '[ "$(grep -c '\''^shimmer'\'' "$T/limit.err")" = 1 ] && grep -q '\''Too many open files.*not tracing'\'' "$T/limit.err"'
 
 bare=$("$WL_HARD" fdfill 2>&1)
 traced_out=$(SHIMMER_MALLOC=all LD_PRELOAD=$SHIM SHIMMER_SOCKET=$SOCK "$WL_HARD" fdfill \
@@ -83,7 +83,7 @@ traced_out=$(SHIMMER_MALLOC=all LD_PRELOAD=$SHIM SHIMMER_SOCKET=$SOCK "$WL_HARD"
 rc=$?
 check "descriptors exhausted while traced: program unchanged" \
 	"status $rc, stdout '$traced_out', bare '$bare'; stderr: $(head -c 300 "$T/fill.err")" \
-	[ $rc = 0 ] && [ "$traced_out" = "$bare" ] && [ "$bare" = ok ]
+	holds '[ $rc = 0 ] && [ "$traced_out" = "$bare" ] && [ "$bare" = ok ]'
 # The shim keeps two descriptors (its socket and the region's memfd, for a
 # reconnect); a fork child closes the parent's copies and gets its own in
 # their place, so even a child forked with none free is traced.

@@ -55,7 +55,7 @@ check "collector exits 0" "see collector log" stop_collector
 aggs=$(sqlite3 "$DB" "SELECT count(*) FROM heap_totals")
 procs=$(sqlite3 "$DB" "SELECT count(*) FROM processes WHERE malloc_mode = 'all'")
 check "every process aggregated ($aggs of $procs)" "heap_totals has $aggs rows" \
-	[ "$aggs" -ge 5 ] && [ "$aggs" = "$procs" ]
+	holds '[ "$aggs" -ge 5 ] && [ "$aggs" = "$procs" ]'
 late=$(sqlite3 "$DB" "SELECT coalesce(sum(late_events), 0) FROM heap_totals")
 drops=$(sqlite3 "$DB" "SELECT coalesce(sum(events), 0) FROM drops")
 check "nothing dropped" "drops: $drops" [ "$drops" = 0 ]
@@ -103,7 +103,7 @@ for c in summary peak leaks temporary; do
 	ra=$?
 	SHIMMER_MODEL_HEAP=rows "$SHIMMER" "$c" "$DB" --format csv > "$T/rows.$c.csv" 2> "$T/rows.$c.err"
 	rr=$?
-	check "$c: reads both ways" "exit $ra / $rr: $(head -c 300 "$T/agg.$c.err")" [ $ra = 0 ] && [ $rr = 0 ]
+	check "$c: reads both ways" "exit $ra / $rr: $(head -c 300 "$T/agg.$c.err")" holds '[ $ra = 0 ] && [ $rr = 0 ]'
 	why=$($PY -c "$cmp_py" "$c" "$T/agg.$c.csv" "$T/rows.$c.csv")
 	check "$c: every figure as the rows give it ($(($(wc -l < "$T/agg.$c.csv") - 1)) rows)" "$why" \
 		[ -z "$why" ]
@@ -139,7 +139,7 @@ check "10 M: lossless by default" "lossless=$lossless" [ "$lossless" = 1 ]
 check "10 M: nothing dropped" "drops: $drops" [ "$drops" = 0 ]
 # 5,000,000 allocations and frees, and the table's own
 check "10 M: every event aggregated ($allocs allocations, $frees frees)" \
-	"heap_totals: $allocs, $frees" [ "$allocs" -ge 5000001 ] && [ "$frees" -ge 5000001 ]
+	"heap_totals: $allocs, $frees" holds '[ "$allocs" -ge 5000001 ] && [ "$frees" -ge 5000001 ]'
 size=$(stat -c %s "$DB")
 check "10 M: the store is small ($size bytes)" "$size bytes" [ "$size" -lt 4000000 ]
 # peak reads the collector's peak and the sites holding it (the kept rows

@@ -47,7 +47,7 @@ hwm=$(awk '/^VmHWM:/ { print $2 }' "/proc/$CPID/status")
 check "collector exits 0 on SIGTERM" "see collector log" stop_collector
 echo "# collector peak resident memory: $hwm kB (bound $BOUND_KB kB)"
 check "collector's peak resident memory under $((BOUND_KB / 1024)) MiB" "VmHWM $hwm kB" \
-	[ "${hwm:-0}" -gt 0 ] && [ "$hwm" -lt $BOUND_KB ]
+	holds '[ "${hwm:-0}" -gt 0 ] && [ "$hwm" -lt $BOUND_KB ]'
 
 # per process, over its worker threads (the main thread's calls include
 # libc's frees of blocks allocated before tracing began): lossless,
@@ -86,7 +86,7 @@ check "collector exits 0 on SIGTERM" "see collector log" stop_collector
 n=$(sq "$DB" "SELECT count(*) FROM allocations a JOIN processes p USING (proc_id)
 	WHERE a.alloc_tid <> p.pid")
 check "lossless through a 4 KiB ring: every allocation stored" "status $rc, $n of 3001 stored" \
-	[ $rc = 0 ] && [ "$n" = 3001 ]
+	holds '[ $rc = 0 ] && [ "$n" = 3001 ]'
 check "lossless through a 4 KiB ring: waiters woken (under 5 s; unwoken: 11 s)" "took $took ms" \
 	[ "$took" -lt 5000 ]
 

@@ -61,8 +61,8 @@ R=$(marks "$S" shimmer.resume) E=$(marks "$S" shimmer.pause)
 start=$(sq "$S" "SELECT start_ns FROM processes WHERE end_reason IS NOT 'exec' ORDER BY proc_id LIMIT 1")
 check "after:150ms without a thread: recording began 150 ms (+- 20) after the process, ended 200 ms (+- 20) later" \
 	"status $rc; resume at +$(( (R - start) / 1000000 )) ms, pause $(( (E - R) / 1000000 )) ms later" \
-	[ -n "$R" ] && [ -n "$E" ] && [ $(( R - start )) -ge 130000000 -a $(( R - start )) -le 170000000 \
-	-a $(( E - R )) -ge 180000000 -a $(( E - R )) -le 220000000 ]
+	holds '[ -n "$R" ] && [ -n "$E" ] && [ $(( R - start )) -ge 130000000 -a $(( R - start )) -le 170000000 \
+	-a $(( E - R )) -ge 180000000 -a $(( E - R )) -le 220000000 ]'
 # The log's mallocs (t: just after each returned) against the stored ones:
 # inside the window every one, outside none (1 ms of slack at the edges).
 inside=$(awk -F, -v r="$R" -v e="$E" '$1 == "H" && $3 > r + 1000000 && $3 < e - 1000000' "$T/timed.log" | wc -l)

@@ -92,7 +92,7 @@ printf 'max-age = 7d\nbogus = 1\n' > "$T/bad.conf"
 out=$("$SHIMMERD" --config "$T/bad.conf" --check-config 2>&1)
 rc=$?
 check "an unknown key: one line naming the file and line, exit 2" "status $rc: $out" \
-	[ $rc = 2 ] && grep -q "$T/bad.conf:2: unknown key bogus" <<< "$out"
+	holds '[ $rc = 2 ] && grep -q "$T/bad.conf:2: unknown key bogus" <<< "$out"'
 printf 'max-size = lots\n' > "$T/bad.conf"
 out=$("$SHIMMERD" --config "$T/bad.conf" --check-config 2>&1)
 rc=$?
