@@ -20,7 +20,7 @@ WL_HARD=$O/test/e2e/wl_hard
 need "$SHIM" "$SHIMMERD" "$WL_HARD"
 
 PROCS=32 THREADS=8 N=${SHIMMER_LOAD_N:-10000}
-BOUND_KB=$((256 * 1024)) # README: "How it works": the collector's memory
+BOUND_KB=$((384 * 1024)) # README: "How it works": the collector's memory
 DB=$T/store.db
 start_collector "$DB" || { not_ok "collector starts"; finish; }
 for mode in lossless lossy; do

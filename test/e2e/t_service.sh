@@ -86,8 +86,8 @@ check "make uninstall of an unedited install leaves no file" "$left files left" 
 printf '# node\nmax-age = 7d\nmax-size = 500M\nSHIMMER_START = paused\n' > "$T/good.conf"
 out=$("$SHIMMERD" --config "$T/good.conf" --max-age 1h --check-config 2>&1)
 check "--check-config: the file's keys, a flag over the file, the shim's defaults" "$out" \
-	grep -qx 'max-age = 1h' <<< "$out" && grep -qx 'max-size = 500M' <<< "$out" &&
-	grep -qx 'SHIMMER_START=paused' <<< "$out"
+	holds 'grep -qx '\''max-age = 1h'\'' <<< "$out" && grep -qx '\''max-size = 500M'\'' <<< "$out" &&
+	grep -qx '\''SHIMMER_START=paused'\'' <<< "$out"'
 printf 'max-age = 7d\nbogus = 1\n' > "$T/bad.conf"
 out=$("$SHIMMERD" --config "$T/bad.conf" --check-config 2>&1)
 rc=$?
@@ -97,7 +97,7 @@ printf 'max-size = lots\n' > "$T/bad.conf"
 out=$("$SHIMMERD" --config "$T/bad.conf" --check-config 2>&1)
 rc=$?
 check "a bad value: one line naming the file and line, exit 2" "status $rc: $out" \
-	[ $rc = 2 ] && grep -q "$T/bad.conf:1: max-size = lots is not a size" <<< "$out"
+	holds '[ $rc = 2 ] && grep -q "$T/bad.conf:1: max-size = lots is not a size" <<< "$out"'
 
 # ---- the daemon's user, through the sysusers.d file ----
 systemd-sysusers "$ROOT/dist/sysusers.d/shimmer.conf" > "$T/sysusers.out" 2>&1
@@ -207,7 +207,7 @@ out=$(as shsvc-b ls "$STATE/recordings/$UA" 2>&1)
 check "shsvc-b cannot list a's recordings" "$out" grep -q 'Permission denied' <<< "$out"
 out=$(as shsvc-a ls "$STATE/recordings" 2>&1)
 check "nobody lists the recordings directory" "$out" \
-	[ -d "$STATE/recordings/$UA" ] && grep -q 'Permission denied' <<< "$out"
+	holds '[ -d "$STATE/recordings/$UA" ] && grep -q '\''Permission denied'\'' <<< "$out"'
 
 # ---- control is the owner's (or root's) ----
 run_as shsvc-a job-a2 "$T/a2.out" busy 4 12347 &
@@ -225,11 +225,11 @@ check "shsvc-b does not see it" "$out" \
 out=$(as shsvc-b "$SHIMMER" ctl pause --pid "$PIDA" --socket "$SOCK" 2>&1)
 rc=$?
 check "shsvc-b may not pause a's process (--pid)" "status $rc: $out" \
-	[ $rc = 1 ] && grep -q "is not yours" <<< "$out"
+	holds '[ $rc = 1 ] && grep -q "is not yours" <<< "$out"'
 out=$(as shsvc-b "$SHIMMER" ctl pause --job job-a2 --socket "$SOCK" 2>&1)
 rc=$?
 check "shsvc-b may not pause a's job (--job)" "status $rc: $out" \
-	[ -n "$PIDA" -a $rc = 1 ] && grep -q "no traced process of yours" <<< "$out"
+	holds '[ -n "$PIDA" -a $rc = 1 ] && grep -q "no traced process of yours" <<< "$out"'
 st=$(as shsvc-a "$SHIMMER" ctl status --socket "$SOCK" --format csv 2>&1 | awk -F, '$3 == "job-a2" { print $5 }')
 check "a's process still records" "state '$st'" [ "$st" = recording ]
 out=$(as shsvc-a "$SHIMMER" ctl pause --job job-a2 --socket "$SOCK" 2>&1)

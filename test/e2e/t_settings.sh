@@ -43,7 +43,7 @@ while IFS='|' read -r setting says; do
 	# SHIMMER_GPU_PERIOD_MS=1 is not longer than the window: a second line
 	[ "$var" = SHIMMER_GPU_PERIOD_MS ] && sed -i '/is not shorter than/d' "$T/s$i.shim"
 	check "$setting: one line naming it and what is used" "stderr: $(cat "$T/s$i.shim")" \
-		[ "$(wc -l < "$T/s$i.shim")" = 1 ] && grep -qF "shimmer: $var=$val $says" "$T/s$i.shim"
+		holds '[ "$(wc -l < "$T/s$i.shim")" = 1 ] && grep -qF "shimmer: $var=$val $says" "$T/s$i.shim"'
 done <<< "$cases"
 for setting in SHIMMER_MALLOC=all SHIMMER_RING_KB=64 SHIMMER_STACKS=off SHIMMER_LOSSLESS=1 \
 	SHIMMER_GPU= SHIMMER_CUPTI=0 SHIMMER_DEBUG=0; do
@@ -75,8 +75,8 @@ else
 		"$T/nogpu/bin/wl" simple 1 4096 0 > /dev/null 2> "$T/nogpu.err"
 	check "collector exits 0 on SIGTERM" "see collector log" stop_collector
 	check "no driver: one line says no GPU or driver was found" "stderr: $(grep -v '^wl: ' "$T/nogpu.err")" \
-		[ "$(grep -c '^shimmer' "$T/nogpu.err")" = 1 ] && \
-		grep -q 'GPU activity not traced: no GPU or NVIDIA driver found' "$T/nogpu.err"
+		holds '[ "$(grep -c '\''^shimmer'\'' "$T/nogpu.err")" = 1 ] && \
+		grep -q '\''GPU activity not traced: no GPU or NVIDIA driver found'\'' "$T/nogpu.err"'
 	got=$(sq "$DB" "SELECT gpu_status_detail FROM processes" 2>&1)
 	check "no driver: the store says so too" "stored: $got" \
 		grep -q 'no GPU or NVIDIA driver found' <<< "$got"
@@ -86,6 +86,6 @@ fi
 out=$(make -C "$ROOT" --no-print-directory O="$T/nocuda" CUDA_HOME=/nonexistent 2>&1)
 rc=$?
 check "make CUDA_HOME=/nonexistent: stops with one line naming CUDA_HOME" "status $rc: $out" \
-	[ $rc != 0 ] && [ "$(printf '%s\n' "$out" | wc -l)" = 1 ] && grep -q 'CUDA_HOME' <<< "$out"
+	holds '[ $rc != 0 ] && [ "$(printf '\''%s\n'\'' "$out" | wc -l)" = 1 ] && grep -q '\''CUDA_HOME'\'' <<< "$out"'
 check "make CUDA_HOME=/nonexistent: built nothing" "$(ls "$T/nocuda" 2>&1)" [ ! -e "$T/nocuda" ]
 finish

@@ -52,7 +52,7 @@ while read -r name mode stacks lossless; do
 		n=$(sq "$DB" "SELECT coalesce(sum(count), 0) FROM function_counts WHERE proc_id = $proc
 			AND tid = $tid")
 		check "$name: counters at most the program's calls" "counted $n, made $((mallocs + frees))" \
-			[ "$n" -le $((mallocs + frees)) ] && [ "$n" -ge $((2 * N)) ]
+			holds '[ "$n" -le $((mallocs + frees)) ] && [ "$n" -ge $((2 * N)) ]'
 	fi
 	[ "$mode" = all ] || continue
 	read -r stored dropped produced <<< "$(sq -separator ' ' "$DB" "SELECT
