@@ -60,6 +60,19 @@ check "killed: what was committed is whole (every stored call was logged)" "$ext
 load_log "$T/after.log" "$T/after-check.db" "$DB"
 expect_empty "restart: the new program stored completely" "$(diff_procs exit)$(diff_cuda)$(diff_allocs)"
 
+# kill_collector_at QUERY N: SIGKILLs the collector once QUERY on $DB
+# gives N or more (10 s at most): mid-ingest, its programs running on.
+kill_collector_at() {
+	local n
+	for _ in $(seq 200); do
+		n=$(sq "$DB" "$1" 2> /dev/null)
+		[ "${n:-0}" -ge "$2" ] && break
+		sleep 0.05
+	done
+	{ kill -KILL "$CPID"; wait "$CPID"; } 2> /dev/null
+	CPID=
+}
+
 # -- killed while programs run on: they reconnect ------------------------------
 # Two programs (lossy and lossless, 64 KiB rings: they fill while no one
 # reads) keep allocating while the collector is SIGKILLed and, 1.5 s later,
@@ -82,13 +95,7 @@ done
 SHIMMER_RING_KB=64 SHIMMER_MALLOC=all LD_PRELOAD=$SHIM SHIMMER_SOCKET=$SOCK \
 	"$WL_HARD" load 1 8000 keep 10000 > "$T/rc.gone.out" 2> "$T/rc.gone.err" &
 pid_gone=$!
-for _ in $(seq 200); do
-	n=$(sq "$DB" "SELECT count(DISTINCT proc_id) FROM allocations" 2> /dev/null)
-	[ "${n:-0}" -ge 3 ] && break
-	sleep 0.05
-done
-{ kill -KILL "$CPID"; wait "$CPID"; } 2> /dev/null
-CPID=
+kill_collector_at "SELECT count(DISTINCT proc_id) FROM allocations" 3
 sleep 1.5
 wait "$pid_gone"
 rc=$?
@@ -146,13 +153,7 @@ start_collector "$DB" || { not_ok "collector starts"; finish; }
 SHIMMER_RING_KB=64 SHIMMER_MALLOC=all LD_PRELOAD=$SHIM SHIMMER_SOCKET=$SOCK \
 	"$WL_HARD" load 1 30000 keep 10000 > "$T/rf.out" 2> "$T/rf.err" &
 pid_rf=$!
-for _ in $(seq 200); do
-	n=$(sq "$DB" "SELECT count(*) FROM allocations" 2> /dev/null)
-	[ "${n:-0}" -ge 100 ] && break
-	sleep 0.05
-done
-{ kill -KILL "$CPID"; wait "$CPID"; } 2> /dev/null
-CPID=
+kill_collector_at "SELECT count(*) FROM allocations" 100
 start_collector "$T/refused-b.db" || { not_ok "collector restarts"; finish; }
 wait "$pid_rf"
 rc=$?
