@@ -24,7 +24,12 @@
  * dropped still equals the exact counters.  The counters themselves are
  * bumped with one instruction each (count_add()), which a signal cannot
  * split.  Calls a handler makes while in_shim is set (the shim's own slow
- * paths: a thread's first call, stack unwinding) pass through uncounted.
+ * paths: a thread's first call, stack unwinding) pass through uncounted:
+ * in_shim cannot tell them from the shim's own.  So in_shim is held only
+ * around code that may call a traced function for the shim (dlsym,
+ * pthread_setspecific, libunwind, the CUDA runtime), never around work
+ * that makes only system calls (shim_revive()): there it would hide
+ * nothing but a handler's calls, which busy counts.
  */
 #ifndef SHIMMER_SHIM_H
 #define SHIMMER_SHIM_H

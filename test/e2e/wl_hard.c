@@ -17,6 +17,13 @@
  *                            while a timer signals it every US microseconds;
  *                            its handler makes a 40-byte pair: "tid T mallocs
  *                            M frees F ticks K"
+ *   wl_hard sigsys N         a worker: N malloc+free pairs of 64 bytes, its
+ *                            poll(2) and ppoll(2) trapped (seccomp: SIGSYS,
+ *                            which the shim's look for a dead collector
+ *                            makes); its handler makes a 40-byte pair and
+ *                            says "no event": "tid T mallocs M frees F
+ *                            traps K" ("no seccomp" and status 3 when the
+ *                            kernel refuses the filter)
  *   wl_hard churn TOTAL ALIVE N   TOTAL workers over the run, at most ALIVE
  *                            at once, N malloc(40)+free pairs each, each
  *                            worker's last block kept until it ends
@@ -45,16 +52,23 @@
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <ucontext.h>
 #include <unistd.h>
+
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 
 static void out(const char *s)
 {
@@ -252,6 +266,81 @@ static int mode_sigmalloc(unsigned n, unsigned us)
 	p = put(p, "mallocs", j.mallocs);
 	p = put(p, "frees", j.frees);
 	p = put(p, "ticks", (uint64_t)fired);
+	out_line(line, p);
+	return 0;
+}
+
+/*
+ * A handler that runs exactly inside the shim: the worker's poll and ppoll
+ * are trapped, and only the shim calls them on its thread (conn_hung_up(),
+ * when a thread whose ring is full looks for a dead collector).  The
+ * handler's pair interrupts no malloc (the shim looks after the real call
+ * returned) and comes from glibc's per-thread cache.  The trapped call
+ * returns 0: nothing happened on the socket.
+ */
+static volatile sig_atomic_t trapped;
+
+static void on_sigsys(int sig, siginfo_t *si, void *ctx)
+{
+	ucontext_t *uc = ctx;
+	int saved = errno;
+
+	(void)sig;
+	(void)si;
+	pair(40);
+	uc->uc_mcontext.gregs[REG_RAX] = 0;
+	trapped++;
+	errno = saved;
+}
+
+static void *sigsys_worker(void *arg)
+{
+	struct sig_job *j = arg;
+	struct sigaction sa = { .sa_sigaction = on_sigsys, .sa_flags = SA_SIGINFO };
+	struct sock_filter f[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 0, 4),
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_poll, 2, 0),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_ppoll, 1, 0),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRAP),
+	};
+	struct sock_fprog prog = { .len = sizeof(f) / sizeof(f[0]), .filter = f };
+
+	j->tid = gettid();
+	/* claims the ring; a 40-byte block in the cache for the handler */
+	pair(40);
+	sigaction(SIGSYS, &sa, 0);
+	/* this thread only (no TSYNC): the shim polls at the exit of main too */
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
+	    syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) < 0) {
+		out("no seccomp\n");
+		_exit(3);
+	}
+	for (unsigned i = 0; i < j->n; i++) {
+		void *p = malloc(64);
+
+		*(volatile char *)p = 1;
+		free(p);
+	}
+	j->mallocs = j->frees = j->n + 1 + (uint64_t)trapped;
+	return 0;
+}
+
+static int mode_sigsys(unsigned n)
+{
+	struct sig_job j = { .n = n };
+	char line[160], *p = line;
+	pthread_t th;
+
+	if (pthread_create(&th, 0, sigsys_worker, &j) != 0)
+		die("pthread_create failed");
+	pthread_join(th, 0);
+	p = put(p, "tid", (uint64_t)j.tid);
+	p = put(p, "mallocs", j.mallocs);
+	p = put(p, "frees", j.frees);
+	p = put(p, "traps", (uint64_t)trapped);
 	out_line(line, p);
 	return 0;
 }
@@ -557,6 +646,8 @@ int main(int argc, char **argv)
 		return mode_lowfds();
 	if (!strcmp(m, "sigmalloc") && argc == 4)
 		return mode_sigmalloc((unsigned)atoi(argv[2]), (unsigned)atoi(argv[3]));
+	if (!strcmp(m, "sigsys") && argc == 3)
+		return mode_sigsys((unsigned)atoi(argv[2]));
 	if (!strcmp(m, "churn") && argc == 5)
 		return mode_churn((unsigned)atoi(argv[2]), (unsigned)atoi(argv[3]),
 				  (unsigned)atoi(argv[4]));
