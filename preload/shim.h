@@ -171,20 +171,29 @@ int shim_revive(int now);
 /* thread.c's: a reconnect happened, lossless waits wait again. */
 void thread_reconnected(void);
 
+/* Drops between two looks for a dead collector (a power of two). */
+#define DROPS_PER_REVIVE 1024u
+
 /* Counts n records lost: in the thread's own slot, of which the owner is
  * the only writer, or as no_slot when it has none.  A drop is where a
- * process whose collector died first notices (its rings fill): it tries
- * to reconnect, at most once a second. */
+ * process whose collector died first notices (its rings fill): every
+ * DROPS_PER_REVIVE drops of a thread it tries to reconnect (shim_revive(),
+ * itself at most once a second), so that a drop with a live collector
+ * (lossy mode, the ring full) pays no clock read. */
 static inline void thread_drop(struct shim_thread *t, uint64_t n)
 {
 	struct shm_slot *s = t->ring.slot;
 
-	shim_revive(0);
+	if (likely(s != 0)) {
+		uint64_t before = s->dropped;
 
-	if (likely(s != 0))
 		count_add(&s->dropped, n);
-	else
+		if (unlikely((before ^ (before + n)) >= DROPS_PER_REVIVE))
+			shim_revive(0);
+	} else {
 		__atomic_fetch_add(&shim.region.hdr->dropped_no_slot, n, __ATOMIC_RELAXED);
+		shim_revive(0);
+	}
 }
 
 /*
