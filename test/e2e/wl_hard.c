@@ -251,23 +251,31 @@ static void *sig_worker(void *arg)
 	return 0;
 }
 
+/* Runs worker on j to its end: "tid T mallocs M frees F KEY *handled". */
+static int sig_job_run(struct sig_job *j, void *(*worker)(void *), const char *key,
+		       volatile sig_atomic_t *handled)
+{
+	char line[160], *p = line;
+	pthread_t th;
+
+	if (pthread_create(&th, 0, worker, j) != 0)
+		die("pthread_create failed");
+	pthread_join(th, 0);
+	p = put(p, "tid", (uint64_t)j->tid);
+	p = put(p, "mallocs", j->mallocs);
+	p = put(p, "frees", j->frees);
+	p = put(p, key, (uint64_t)*handled);
+	out_line(line, p);
+	return 0;
+}
+
 static int mode_sigmalloc(unsigned n, unsigned us)
 {
 	struct sigaction sa = { .sa_handler = on_tick, .sa_flags = SA_RESTART };
 	struct sig_job j = { .n = n, .us = us };
-	char line[160], *p = line;
-	pthread_t th;
 
 	sigaction(SIGUSR1, &sa, 0);
-	if (pthread_create(&th, 0, sig_worker, &j) != 0)
-		die("pthread_create failed");
-	pthread_join(th, 0);
-	p = put(p, "tid", (uint64_t)j.tid);
-	p = put(p, "mallocs", j.mallocs);
-	p = put(p, "frees", j.frees);
-	p = put(p, "ticks", (uint64_t)fired);
-	out_line(line, p);
-	return 0;
+	return sig_job_run(&j, sig_worker, "ticks", &fired);
 }
 
 /*
@@ -331,18 +339,8 @@ static void *sigsys_worker(void *arg)
 static int mode_sigsys(unsigned n)
 {
 	struct sig_job j = { .n = n };
-	char line[160], *p = line;
-	pthread_t th;
 
-	if (pthread_create(&th, 0, sigsys_worker, &j) != 0)
-		die("pthread_create failed");
-	pthread_join(th, 0);
-	p = put(p, "tid", (uint64_t)j.tid);
-	p = put(p, "mallocs", j.mallocs);
-	p = put(p, "frees", j.frees);
-	p = put(p, "traps", (uint64_t)trapped);
-	out_line(line, p);
-	return 0;
+	return sig_job_run(&j, sigsys_worker, "traps", &trapped);
 }
 
 /* ---- threads that come and go ---- */
