@@ -17,6 +17,7 @@
 
 #include <cupti.h>
 
+#include "cupti_window.h"
 #include "shim.h"
 
 /*
@@ -33,12 +34,17 @@ struct cupti_site {
 };
 extern __thread struct cupti_site cupti_site;
 
-/* Nonzero while the API callbacks are on (written under the window lock). */
+/* Nonzero while the API callbacks are on: written under the window lock,
+ * or as cuptiFinalize ends the session (cupti_finalize_here()). */
 extern int cupti_cbs_on;
 
+/* A hook's stacks are wanted only where its API record will be made: with
+ * the callbacks on and CUPTI attached (AT_ON).  Around a detach the
+ * callbacks stay on for cuptiFinalize alone and record nothing. */
 static inline int cupti_want_site(void)
 {
-	return unlikely(__atomic_load_n(&cupti_cbs_on, __ATOMIC_RELAXED));
+	return unlikely(__atomic_load_n(&cupti_cbs_on, __ATOMIC_RELAXED)) &&
+	       __atomic_load_n(&cupti_attach, __ATOMIC_RELAXED) == AT_ON;
 }
 
 /* The last correlation id (this session) recorded with its API call. */

@@ -349,4 +349,20 @@ kernels=$(q "SELECT count(*) FROM s.kernels")
 [ $rc = 0 ] || bad="exit status $rc $bad"
 expect_empty "records later than the drain: none lost, all linked" "$bad"
 
+# --- (h) detached, a launch pays for no stack -------------------------------
+# A launch hook captures its caller's stacks only while CUPTI's callbacks
+# are on, for the API record they make.  Detached (cuptiFinalize, which
+# takes the callbacks with it), nothing records the call: a hook that still
+# unwound the native and Python stacks of every launch cost a PyTorch loop
+# 13-17% on an H100 and H200.  With no window in the run (the one period is
+# a day long) and no heap tracing, nothing in the process wants a stack:
+# the store must hold none.
+run_late nowin SHIMMER_GPU_PERIOD_MS=86400000 SHIMMER_MALLOC=off -- short 50 1000
+read -r _ attaches _ finalizes _ outside < "$T/nowin.stats"
+stacks=$(q "SELECT count(*) FROM s.stacks")
+windows=$(q "SELECT count(*) FROM s.gpu_windows WHERE end_ns > start_ns")
+got="exit $rc, attaches $attaches, finalizes $finalizes, windows $windows, stacks $stacks"
+check "detached between windows: launches unwind no stack" "$got" \
+	[ "$got" = "exit 0, attaches 1, finalizes 1, windows 0, stacks 0" ]
+
 finish
