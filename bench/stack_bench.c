@@ -30,6 +30,7 @@
  *
  * Output, one line on stdout (with -u, a pair is one unw_backtrace call):
  *   stack_bench pairs=N depth=D ns_per_pair=X cpu_ns_per_pair=Y [unw_frames=F] [threads=T]
+ *               [burst_cpu_ns_median=Z]
  */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -64,16 +65,26 @@ static void loop(unsigned long n)
 	}
 }
 
+#define BURSTS_KEPT 4096
+
+struct worker {
+	pthread_t th;
+	int depth;
+	uint64_t wall, cpu;
+	uint32_t nbursts;
+	uint64_t burst_cpu[BURSTS_KEPT]; /* each burst's CPU ns per 1000 pairs */
+};
+
 /* Not a tail call, not inlined: each level is a real frame. */
-__attribute__((noinline)) static int chain(int depth, uint64_t *wall, uint64_t *cpu)
+__attribute__((noinline)) static int chain(int depth, struct worker *w)
 {
 	struct timespec nap;
-	uint64_t w0, c0;
+	uint64_t w0, c0, c;
 	unsigned long done, n;
 	int r;
 
 	if (depth > 1) {
-		r = chain(depth - 1, wall, cpu);
+		r = chain(depth - 1, w);
 		sink += (uintptr_t)r;
 		return r + 1;
 	}
@@ -88,17 +99,14 @@ __attribute__((noinline)) static int chain(int depth, uint64_t *wall, uint64_t *
 		w0 = clock_ns(CLOCK_MONOTONIC);
 		c0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
 		loop(n);
-		*cpu += clock_ns(CLOCK_THREAD_CPUTIME_ID) - c0;
-		*wall += clock_ns(CLOCK_MONOTONIC) - w0;
+		c = clock_ns(CLOCK_THREAD_CPUTIME_ID) - c0;
+		w->cpu += c;
+		w->wall += clock_ns(CLOCK_MONOTONIC) - w0;
+		if (w->nbursts < BURSTS_KEPT)
+			w->burst_cpu[w->nbursts++] = c * 1000 / n;
 	}
 	return 1;
 }
-
-struct worker {
-	pthread_t th;
-	int depth;
-	uint64_t wall, cpu;
-};
 
 static void *run(void *arg)
 {
@@ -107,13 +115,23 @@ static void *run(void *arg)
 	/* main and libc's start frames sit above the chain: the shim's
 	 * default depth of 32 is reached inside the chain (a thread's start
 	 * frames likewise). */
-	chain(w->depth, &w->wall, &w->cpu);
+	chain(w->depth, w);
 	return 0;
 }
 
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+static struct worker ws[64];
+
 int main(int argc, char **argv)
 {
-	struct worker ws[64] = { { 0 } };
+	static uint64_t bursts[64 * BURSTS_KEPT];
+	size_t nb = 0;
 	double wall = 0, cpu = 0;
 	int depth = 32, threads = 0, c, i;
 	void *lib;
@@ -175,7 +193,10 @@ int main(int argc, char **argv)
 			pthread_join(ws[i].th, 0);
 		wall += (double)ws[i].wall;
 		cpu += (double)ws[i].cpu;
+		for (uint32_t k = 0; k < ws[i].nbursts; k++)
+			bursts[nb++] = ws[i].burst_cpu[k];
 	}
+	qsort(bursts, nb, sizeof(*bursts), cmp_u64);
 	i = threads ? threads : 1;
 	printf("stack_bench pairs=%lu depth=%d ns_per_pair=%.2f cpu_ns_per_pair=%.2f", pairs, depth,
 	       wall / i / (double)pairs, cpu / i / (double)pairs);
@@ -183,6 +204,10 @@ int main(int argc, char **argv)
 		printf(" unw_frames=%d", unw_frames);
 	if (threads)
 		printf(" threads=%d", threads);
+	/* With -b: the median burst's CPU ns per pair, which a burst that
+	 * another process's work slowed down moves less than the mean. */
+	if (burst && nb)
+		printf(" burst_cpu_ns_median=%.2f", (double)bursts[nb / 2] / 1000.0);
 	printf("\n");
 	return 0;
 }

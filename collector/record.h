@@ -64,7 +64,7 @@ static inline uint64_t rec_live_ts(const struct shm_rec_hdr *h, uint64_t t_begin
  * (wire.h), the order blockmap.h pairs them by.  A source that numbers
  * none (shimmer attach's probes) is ordered by its times, in the record
  * clock: the instant a block became live, the instant a release began
- * (equal instants pair).  Equal numbers never occur. */
+ * (equal instants pair).  A birth and a release never share a number. */
 static inline uint64_t rec_heap_birth(const struct shm_rec_heap *r)
 {
 	return r->seq ? r->seq : rec_live_ts(&r->hdr, r->t_begin, r->t_end);

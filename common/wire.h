@@ -636,14 +636,18 @@ struct shm_rec_hdr {
  * functions.
  *
  * seq and seq_free place the call in the process's heap order, one counter
- * for all its threads (from 1; 0 = none): seq is taken after the real
- * allocator returned the block (allocations), seq_free before the real
- * free or realloc released one (free, realloc).  An address is only handed
- * out again after its release completed, so the release of a block always
- * has a smaller number than the allocation that reuses its address, in
- * whatever order the threads' records arrive: pair a release with the live
- * block of that address whose seq is smaller.  (Timestamps cannot do this:
- * an untimed call is stamped when it starts.)
+ * for all its threads (0 = none): seq is taken after the real allocator
+ * returned the block (allocations: twice the counter's value once this
+ * call incremented it), seq_free before the real free or realloc released
+ * one (free, realloc: twice the counter's value as read then, plus one;
+ * a release does not increment it).  A block's number was taken before
+ * its release read the counter, and an address is only handed out again
+ * after its release completed, so birth < release < the allocation that
+ * reuses the address, in whatever order the threads' records arrive: pair
+ * a release with the live block of that address whose seq is smaller.
+ * Births are unique and even, releases odd; two releases may share a
+ * number.  (Timestamps cannot do this: an untimed call is stamped when it
+ * starts.)
  */
 struct shm_rec_heap {
 	struct shm_rec_hdr hdr;

@@ -209,8 +209,19 @@ static void *call_real(struct call *c)
 	}
 }
 
+/* call_real() of a malloc or free given by its arguments, for callers
+ * that build no struct call (all_malloc(), all_free()). */
+static __attribute__((noinline, cold)) void *call_real_args(unsigned int fn, void *old, size_t n)
+{
+	struct call c = { .fn = fn, .old = old, .n = n };
+
+	return call_real(&c);
+}
+
 /* call_real() where the compiler knows the function: malloc and free
- * without the switch (`all` mode's hot path). */
+ * without the switch (`all` mode's hot path).  c is NULL for a malloc or
+ * free whose caller built none: a struct whose address escapes would be
+ * filled in memory on every call, for a fallback it never takes. */
 static inline __attribute__((always_inline)) void *
 call_real_known(struct call *c, unsigned int fn, void *old, size_t n)
 {
@@ -220,7 +231,7 @@ call_real_known(struct call *c, unsigned int fn, void *old, size_t n)
 		real.free(old);
 		return 0;
 	}
-	return call_real(c);
+	return c ? call_real(c) : call_real_args(fn, old, n);
 }
 
 void heap_boot(void)
@@ -263,21 +274,42 @@ void heap_fork_child(void)
 #define ALL_TIMED_EVERY 8u
 static __thread unsigned all_tick __attribute__((tls_model("initial-exec")));
 
-/* The process's heap order: one counter for all threads, so that a
- * release and the allocation that reuses its address are numbered in the
- * order they happened (the allocator's own synchronization orders them).
- * Only calls that ship a record take a number. */
+/*
+ * The process's heap order (wire.h): one counter for all threads, so that
+ * a release and the allocation that reuses its address are numbered in
+ * the order they happened (the allocator's own synchronization orders
+ * them).  Only an allocation takes a number, with the one locked
+ * instruction of the pair: its order is twice it.  A release reads the
+ * counter (a plain load on x86) before the real call can hand the address
+ * to another thread, and its order is twice that, plus one: at least its
+ * block's number was taken before the load (the block was ours to free),
+ * and the allocation that reuses the address takes a number after it, so
+ * birth < release < rebirth without a second locked instruction (which
+ * would also wait for every store before it, the last record's among
+ * them, to reach the cache).  Only calls that ship a record take part.
+ */
 static uint64_t heap_seq;
 
-static inline uint64_t heap_order(void)
+static inline uint64_t heap_order_birth(void)
 {
-	return __atomic_add_fetch(&heap_seq, 1, __ATOMIC_RELAXED);
+	return 2 * __atomic_add_fetch(&heap_seq, 1, __ATOMIC_RELAXED);
+}
+
+/* Acquire: the real free's stores come after the load (on x86 they
+ * would anyway; the compiler must not move it later either). */
+static inline uint64_t heap_order_release(void)
+{
+	return 2 * __atomic_load_n(&heap_seq, __ATOMIC_ACQUIRE) + 1;
 }
 
 /*
  * Performs a traced call: mode is SAMPLE or ALL; sampled says the sampler
  * chose this allocation.  Ships the record when the mode or the sampled set
- * says so.
+ * says so.  c may be NULL for a malloc or free (call_real_known()).
+ *
+ * errno is the real call's when it returns: nothing after the real call
+ * changes it (stack_native(), the emits, thread_drop() each preserve it),
+ * so it is not saved around them.
  */
 static inline __attribute__((always_inline)) void *
 traced_inline(struct shim_thread *t, struct call *c, const unsigned int fn, void *const old,
@@ -290,12 +322,12 @@ traced_inline(struct shim_thread *t, struct call *c, const unsigned int fn, void
 	struct shm_rec_heap r = {
 		.hdr = { .type = SHM_REC_HEAP, .size = sizeof(r), .fn = (uint16_t)fn,
 			 .flags = SHM_F_TIMED },
-		.size = bytes_of(fn, n, c->m),
+		.size = bytes_of(fn, n, c ? c->m : 0),
 	};
-	int released = 0, failed, saved;
+	int released = 0, failed;
 	void *p;
 
-	t->busy |= BUSY_HEAP;
+	tls_word_or(t, TLS_BUSY(BUSY_HEAP));
 	if (mode == SHM_MALLOC_SAMPLE && old)
 		released = sampled_remove(&heap_set, old);
 	if (mode == SHM_MALLOC_SAMPLE && !sampled && !released) {
@@ -306,16 +338,15 @@ traced_inline(struct shim_thread *t, struct call *c, const unsigned int fn, void
 	 * real call can hand the address to another thread, an allocation
 	 * after the real call handed it to us. */
 	if (old)
-		r.seq_free = heap_order();
+		r.seq_free = heap_order_release();
 	r.t_begin = clock_now();
 	p = call_real_known(c, fn, old, n);
 	if (p && (shm_fn_info[fn].flags & SHM_FNF_ALLOC))
-		r.seq = heap_order();
+		r.seq = heap_order_birth();
 	if (mode == SHM_MALLOC_SAMPLE || (++all_tick & (ALL_TIMED_EVERY - 1)) == 0)
 		r.t_end = clock_now();
 	else
 		r.hdr.flags = 0;
-	saved = errno;
 	switch (fn) {
 	case SHM_FN_FREE:
 		r.ptr = (uintptr_t)old;
@@ -357,13 +388,13 @@ traced_inline(struct shim_thread *t, struct call *c, const unsigned int fn, void
 		}
 	}
 	if (mode == SHM_MALLOC_SAMPLE && !sampled && !released)
-		goto out;
+		goto done;
 	/* A record the full ring would drop is dropped here, before its stack
 	 * is unwound for nothing (an overloaded collector must not make every
 	 * call slower still). */
 	if (unlikely(thread_would_drop_heap(t, sizeof(r)))) {
 		thread_drop(t, 1);
-		goto out;
+		goto done;
 	}
 	/* Every shipped allocation carries its stack: in `all` mode that
 	 * makes leaks exact, in sample mode it costs one capture per sample. */
@@ -371,11 +402,9 @@ traced_inline(struct shim_thread *t, struct call *c, const unsigned int fn, void
 	    (sampled || mode == SHM_MALLOC_ALL))
 		r.stack_id = stack_native(t);
 ship:
-	thread_emit_heap(t, &r);
-out:
-	errno = saved;
+	thread_emit_heap(t, r);
 done:
-	t->busy &= (uint8_t)~BUSY_HEAP;
+	tls_word_and(t, ~TLS_BUSY(BUSY_HEAP));
 	return p;
 }
 
@@ -492,11 +521,11 @@ static void early_replay(struct shim_thread *t, const struct early_call *e, int 
 	if (!ship)
 		return;
 	if (old)
-		r.seq_free = heap_order();
+		r.seq_free = heap_order_release();
 	if (ptr && (fnf & SHM_FNF_ALLOC))
-		r.seq = heap_order();
+		r.seq = heap_order_birth();
 	r.t_begin = clock_now();
-	thread_emit_heap(t, &r);
+	thread_emit_heap(t, r);
 }
 
 void heap_early_end(int traced)
@@ -561,27 +590,23 @@ static void *slow(struct call *c)
 }
 
 _Static_assert(offsetof(struct shim_thread, busy) == offsetof(struct shim_thread, state) + 1 &&
-	       offsetof(struct shim_thread, in_shim) == offsetof(struct shim_thread, state) + 2,
+	       offsetof(struct shim_thread, in_shim) == offsetof(struct shim_thread, state) + 2 &&
+	       offsetof(struct shim_thread, word) == offsetof(struct shim_thread, state),
 	       "state, busy and in_shim make one word");
 
 /* TS_READY, not busy, not in_shim, sample mode: one compare of the word
  * the three share (little-endian: state is its low byte) and one load. */
 static inline int fast(const struct shim_thread *t)
 {
-	uint32_t w;
-
-	memcpy(&w, (const char *)t + offsetof(struct shim_thread, state), sizeof(w));
-	return likely(w == TS_READY && shim_heap_mode() == SHM_MALLOC_SAMPLE && control_current());
+	return likely(t->word == TS_READY && shim_heap_mode() == SHM_MALLOC_SAMPLE &&
+		      control_current());
 }
 
 /* The same word in `all` mode: the thread records every call, and
  * nothing (a control command, a pause, a slot to claim) asks for slow(). */
 static inline int fast_all(const struct shim_thread *t)
 {
-	uint32_t w;
-
-	memcpy(&w, (const char *)t + offsetof(struct shim_thread, state), sizeof(w));
-	return w == TS_READY && shim_heap_mode() == SHM_MALLOC_ALL && control_current();
+	return t->word == TS_READY && shim_heap_mode() == SHM_MALLOC_ALL && control_current();
 }
 
 /* Nothing of the heap is recorded (paused, or SHIMMER_MALLOC=off) and no
@@ -623,21 +648,19 @@ static __attribute__((noinline)) void *fast_traced(unsigned int fn, void *old, s
 static __attribute__((noinline)) void *all_malloc(size_t n)
 {
 	struct shim_thread *t = &shim_tls;
-	struct call c = { .fn = SHM_FN_MALLOC, .n = n };
 
 	thread_count(t, SHM_FN_MALLOC, n);
-	return traced_inline(t, &c, SHM_FN_MALLOC, 0, n, SHM_MALLOC_ALL, 0);
+	return traced_inline(t, 0, SHM_FN_MALLOC, 0, n, SHM_MALLOC_ALL, 0);
 }
 
 static __attribute__((noinline)) void all_free(void *p)
 {
 	struct shim_thread *t = &shim_tls;
-	struct call c = { .fn = SHM_FN_FREE, .old = p };
 
 	if (!p)
 		return;
 	thread_count(t, SHM_FN_FREE, 0);
-	traced_inline(t, &c, SHM_FN_FREE, p, 0, SHM_MALLOC_ALL, 0);
+	traced_inline(t, 0, SHM_FN_FREE, p, 0, SHM_MALLOC_ALL, 0);
 }
 
 static __attribute__((noinline)) void *slow_of(unsigned int fn, void *old, size_t n, size_t m)

@@ -84,10 +84,19 @@ struct shim_thread {
 	struct ring_prod ring; /* ring.slot is NULL unless TS_READY */
 	struct sampler sampler;
 	/* state, busy and in_shim share one 32-bit word that is 1 exactly when
-	 * the thread may take the fast path (heap.c's fast()) */
-	uint8_t state;         /* enum thread_state */
-	uint8_t busy;          /* BUSY_*: the signal guard */
-	uint16_t in_shim;      /* re-entry guard */
+	 * the thread may take the fast path (heap.c's fast()).  The hot
+	 * paths change busy and in_shim through the whole word (tls_word_*()
+	 * below): a hook's load of the word right after a narrower store
+	 * into it could not take its value from the store buffer and would
+	 * wait for every store before it to reach the cache. */
+	union {
+		struct {
+			uint8_t state;     /* enum thread_state */
+			uint8_t busy;      /* BUSY_*: the signal guard */
+			uint16_t in_shim;  /* re-entry guard */
+		};
+		uint32_t word;
+	};
 	uint8_t saved_state;   /* across fork */
 	uint32_t slot_idx;
 	uint64_t noslot_retry; /* CLOCK_MONOTONIC ns: when TS_NOSLOT looks again */
@@ -95,6 +104,31 @@ struct shim_thread {
 };
 
 extern __thread struct shim_thread shim_tls;
+
+/*
+ * busy |= bits, busy &= ~bits, in_shim++ and in_shim-- as one instruction
+ * each on the 32-bit word (a signal handler cannot split them, and it
+ * leaves the word as it found it), for the hot paths: the next load of
+ * the word then finds it whole in the last store.  in_shim is the word's
+ * high half, so its carry leaves the word as a 16-bit increment's would.
+ */
+#define TLS_BUSY(bits) ((uint32_t)(bits) << 8)
+#define TLS_IN_SHIM (1u << 16)
+
+static inline void tls_word_or(struct shim_thread *t, uint32_t v)
+{
+	__asm__ volatile("orl %1, %0" : "+m"(t->word) : "ir"(v));
+}
+
+static inline void tls_word_and(struct shim_thread *t, uint32_t v)
+{
+	__asm__ volatile("andl %1, %0" : "+m"(t->word) : "ir"(v));
+}
+
+static inline void tls_word_add(struct shim_thread *t, uint32_t v)
+{
+	__asm__ volatile("addl %1, %0" : "+m"(t->word) : "ir"(v));
+}
 
 static inline int shim_heap_mode(void)
 {
@@ -160,7 +194,9 @@ static inline void thread_count(struct shim_thread *t, unsigned int fn, uint64_t
 
 	if (likely(s != 0)) {
 		count_add(&s->count[fn], 1);
-		count_add(&s->bytes[fn], n);
+		/* a free's 0 bytes: no add, where the compiler knows it */
+		if (!__builtin_constant_p(n) || n)
+			count_add(&s->bytes[fn], n);
 	}
 }
 
@@ -206,29 +242,40 @@ int thread_emit(struct shim_thread *t, const void *rec, uint32_t len);
 
 int thread_emit_heap_slow(struct shim_thread *t, const struct shm_rec_heap *r);
 
+/* thread_emit_heap_slow() of a record held by value: the copy in memory
+ * that it needs is made on its path only. */
+static __attribute__((noinline, cold)) int thread_emit_heap_cold(struct shim_thread *t,
+								  struct shm_rec_heap r)
+{
+	return thread_emit_heap_slow(t, &r);
+}
+
 /* thread_emit() of a heap record, the hot path of `all` mode: inline
  * while the ring has room and no record is half written, else through
- * thread.c (the drops, the lossless wait).  The copy is of a constant
- * size: a few moves. */
+ * thread.c (the drops, the lossless wait).  The record comes by value
+ * and goes from registers straight into the ring: built on the stack and
+ * copied, its 16-byte loads would each span two of the stores that built
+ * it, which the store buffer cannot forward, and wait for them (and every
+ * store before them) to reach the cache. */
 static inline __attribute__((always_inline)) int thread_emit_heap(struct shim_thread *t,
-								 const struct shm_rec_heap *r)
+								 struct shm_rec_heap r)
 {
-	uint64_t ts = r->hdr.flags & SHM_F_TIMED ? r->t_end : r->t_begin;
-	void *dst;
+	uint64_t ts = r.hdr.flags & SHM_F_TIMED ? r.t_end : r.t_begin;
+	struct shm_rec_heap *dst;
 
 	if (unlikely(!t->ring.slot || (t->busy & BUSY_RING)))
-		return thread_emit_heap_slow(t, r);
-	t->busy |= BUSY_RING;
-	dst = ring_reserve(&t->ring, sizeof(*r));
+		return thread_emit_heap_cold(t, r);
+	tls_word_or(t, TLS_BUSY(BUSY_RING));
+	dst = ring_reserve(&t->ring, sizeof(r));
 	if (unlikely(!dst)) {
-		t->busy &= (uint8_t)~BUSY_RING;
-		return thread_emit_heap_slow(t, r);
+		tls_word_and(t, ~TLS_BUSY(BUSY_RING));
+		return thread_emit_heap_cold(t, r);
 	}
 	if (ts > t->last_ts)
 		t->last_ts = ts;
-	__builtin_memcpy(dst, r, sizeof(*r));
-	ring_commit(&t->ring, sizeof(*r));
-	t->busy &= (uint8_t)~BUSY_RING;
+	*dst = r;
+	ring_commit(&t->ring, sizeof(r));
+	tls_word_and(t, ~TLS_BUSY(BUSY_RING));
 	return 0;
 }
 

@@ -198,7 +198,7 @@ static void check_walk(const uint64_t *pc, int n, uint32_t depth)
 }
 
 /* The calling thread's walk: its slot's, reset for a new owner. */
-static struct walk *walk_of(struct shim_thread *t)
+static inline struct walk *walk_of(struct shim_thread *t)
 {
 	struct walk *w;
 	uint64_t owner;
@@ -269,13 +269,13 @@ uint32_t stack_native(struct shim_thread *t)
 
 	if (!unw_bt)
 		return 0;
-	t->in_shim++;
+	tls_word_add(t, TLS_IN_SHIM);
 	if (likely(!__atomic_load_n(&modules_stale, __ATOMIC_RELAXED) && !check) &&
 	    (w = walk_of(t)) && w->id &&
 	    w->epoch == __atomic_load_n(&native.epoch, __ATOMIC_RELAXED) &&
 	    first_frame(&p0, &sp, &bp) == 0 && unwind_same(&w->c, p0, sp, bp, settings.stack_depth))
 		id = w->id;
-	t->in_shim--;
+	tls_word_add(t, -TLS_IN_SHIM);
 	return id ? id : native_slow(t);
 }
 

@@ -355,6 +355,21 @@ static void build_batches(struct unwind_cache *c, uint32_t n)
 				c->one_val[no++] = c->chk_val[i++];
 			}
 		}
+		/* Padded with the batch's last pair (a multiple of 4) and
+		 * last word (a multiple of 2): read again, they hold as the
+		 * first reading does, and the test needs no loop for the
+		 * remainders. */
+		while (np % 4 && np > (nb ? c->bat_pair[nb - 1] : 0u)) {
+			c->pair_addr[np] = c->pair_addr[np - 1];
+			c->pair_val[np][0] = c->pair_val[np - 1][0];
+			c->pair_val[np][1] = c->pair_val[np - 1][1];
+			np++;
+		}
+		if (no % 2 && no > (nb ? c->bat_one[nb - 1] : 0u)) {
+			c->one_addr[no] = c->one_addr[no - 1];
+			c->one_val[no] = c->one_val[no - 1];
+			no++;
+		}
 		c->bat_pair[nb] = (uint16_t)np;
 		c->bat_one[nb++] = (uint16_t)no;
 	}

@@ -50,6 +50,11 @@
 /* The most checks a walk holds: a return address and an rbp per step. */
 #define UNWIND_CHECKS (2u * UNWIND_MAX + 2u)
 
+/* The most entries of the batches' pairs and words: each batch's pairs
+ * padded to a multiple of 4, its words to a multiple of 2 (a batch holds
+ * at least one check, a pair two). */
+#define UNWIND_BATCH_SLOTS (2u * UNWIND_CHECKS)
+
 /*
  * A walk: frames 0..n-1, and frame n's state when has_next; and the words
  * its steps read, as a list of checks (chk_*): for step m (from frame m to
@@ -60,8 +65,9 @@
  * whole walk still holds (the common case), in batches (bat_*) of
  * consecutive checks that lie in one page: batch k is the pairs
  * [bat_pair[k-1], bat_pair[k]) (two adjacent words, compared 16 bytes at a
- * time: a frame's return address and saved rbp) and the words
- * [bat_one[k-1], bat_one[k]) (from 0 for k = 0).  A batch is read only when
+ * time: a frame's return address and saved rbp; a multiple of 4, the last
+ * pair repeated) and the words [bat_one[k-1], bat_one[k]) (from 0 for
+ * k = 0; a multiple of 2, the same way).  A batch is read only when
  * the batches before it held, so its first word is one the current walk
  * reads, and the others share its page: in any order, with one branch per
  * batch, the test reads nothing a walk could not.
@@ -88,10 +94,10 @@ struct unwind_cache {
 	uint16_t nbat;
 	uint16_t bat_pair[UNWIND_CHECKS];
 	uint16_t bat_one[UNWIND_CHECKS];
-	uint64_t pair_addr[UNWIND_CHECKS / 2];
-	_Alignas(16) uint64_t pair_val[UNWIND_CHECKS / 2][2];
-	uint64_t one_addr[UNWIND_CHECKS];
-	uint64_t one_val[UNWIND_CHECKS];
+	uint64_t pair_addr[UNWIND_BATCH_SLOTS];
+	_Alignas(16) uint64_t pair_val[UNWIND_BATCH_SLOTS][2];
+	uint64_t one_addr[UNWIND_BATCH_SLOTS];
+	uint64_t one_val[UNWIND_BATCH_SLOTS];
 };
 
 /* The rule generation (unwind_forget() moves it on); a walk of another
@@ -144,15 +150,14 @@ static inline UNWIND_ANY_ORDER int unwind_same(const struct unwind_cache *c, uin
 	for (k = 0; k < c->nbat; k++) {
 		acc = _mm_setzero_si128();
 		d = 0;
-		for (ae = c->pair_addr + c->bat_pair[k]; ae - a >= 4; a += 4, v += 4)
+		for (ae = c->pair_addr + c->bat_pair[k]; a < ae; a += 4, v += 4)
 			acc = _mm_or_si128(acc, _mm_or_si128(
 				_mm_or_si128(unwind_pair_diff(a, v), unwind_pair_diff(a + 1, v + 1)),
 				_mm_or_si128(unwind_pair_diff(a + 2, v + 2),
 					     unwind_pair_diff(a + 3, v + 3))));
-		for (; a < ae; a++, v++)
-			acc = _mm_or_si128(acc, unwind_pair_diff(a, v));
-		for (oe = c->one_addr + c->bat_one[k]; o < oe; o++, ov++)
-			d |= *(const uint64_t *)(uintptr_t)*o ^ *ov;
+		for (oe = c->one_addr + c->bat_one[k]; o < oe; o += 2, ov += 2)
+			d |= (*(const uint64_t *)(uintptr_t)o[0] ^ ov[0]) |
+			     (*(const uint64_t *)(uintptr_t)o[1] ^ ov[1]);
 		d |= (uint64_t)_mm_cvtsi128_si64(acc) |
 		     (uint64_t)_mm_cvtsi128_si64(_mm_unpackhi_epi64(acc, acc));
 		if (d)
