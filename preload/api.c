@@ -106,9 +106,7 @@ void api_range(struct shim_thread *t, uint32_t op, uint64_t id, uint32_t name_id
 		.domain_id = domain_id, .color = color, .category = category,
 	};
 
-	t->in_shim++;
 	thread_emit(t, &r, sizeof(r));
-	t->in_shim--;
 }
 
 void api_mark(struct shim_thread *t, uint32_t name_id, uint32_t domain_id)
@@ -123,9 +121,7 @@ void api_mark_at(struct shim_thread *t, uint32_t name_id, uint32_t domain_id, ui
 		.ts = ts, .name_id = name_id, .domain_id = domain_id,
 	};
 
-	t->in_shim++;
 	thread_emit(t, &r, sizeof(r));
-	t->in_shim--;
 }
 
 void api_fork_child(void)
@@ -145,17 +141,29 @@ static uint32_t domain_id(void)
 	return intern_id(e);
 }
 
-/* Interns under the re-entry guard; errno is the caller's. */
+/* Interns busy (BUSY_SHIM: interning makes no traced call, and a
+ * handler's name must not wait for an entry we hold); errno is the
+ * caller's. */
 static void name_ids(struct shim_thread *t, const char *name, uint32_t *name_id,
 		     uint32_t *dom)
 {
-	int saved = errno;
+	int saved = errno, b = shim_busy(t);
 
-	t->in_shim++;
 	*name_id = name ? intern_str(name) : 0;
 	*dom = domain_id();
-	t->in_shim--;
+	shim_unbusy(t, b);
 	errno = saved;
+}
+
+/* t, or NULL when its record is not to be made: a signal handler's call
+ * inside the shim's own work, whose record is counted as dropped. */
+static struct shim_thread *api_thread(struct shim_thread *t)
+{
+	if (t && shim_reentered(t)) {
+		thread_reentered(t, SHM_FN_NONE, 0, 1);
+		return 0;
+	}
+	return t;
 }
 
 /* Whether a range named name counts for a trigger (control.h). */
@@ -163,11 +171,13 @@ static int watched(const char *name)
 {
 	const struct intern_entry *e;
 
-	if (!control_watch() || !name)
+	int b;
+
+	if (!control_watch() || !name || shim_reentered(&shim_tls))
 		return 0;
-	shim_tls.in_shim++;
+	b = shim_busy(&shim_tls);
 	e = intern_lookup(name, strlen(name));
-	shim_tls.in_shim--;
+	shim_unbusy(&shim_tls, b);
 	return control_is_watched(e);
 }
 
@@ -175,7 +185,7 @@ SHIM_EXPORT int shimmer_range_push(const char *name)
 {
 	int saved = errno;
 	int level = api_push_level((uintptr_t)&shimmer_domain, watched(name));
-	struct shim_thread *t = shim_thread_traced();
+	struct shim_thread *t = api_thread(shim_thread_traced());
 	uint32_t id, dom;
 
 	errno = saved;
@@ -192,7 +202,7 @@ SHIM_EXPORT int shimmer_range_pop(void)
 	int w, level = api_pop_level((uintptr_t)&shimmer_domain, &w);
 	uint32_t id, dom;
 
-	if (level >= 0 && (t = shim_thread_traced())) {
+	if (level >= 0 && (t = api_thread(shim_thread_traced()))) {
 		name_ids(t, 0, &id, &dom);
 		api_range(t, SHM_RANGE_POP, 0, 0, dom, 0, 0);
 	}
@@ -207,7 +217,7 @@ SHIM_EXPORT int shimmer_range_pop(void)
 
 SHIM_EXPORT void shimmer_mark(const char *name)
 {
-	struct shim_thread *t = shim_thread_traced();
+	struct shim_thread *t = api_thread(shim_thread_traced());
 	uint32_t id, dom;
 
 	if (!t)
@@ -218,7 +228,7 @@ SHIM_EXPORT void shimmer_mark(const char *name)
 
 SHIM_EXPORT void shimmer_counter(const char *name, double value)
 {
-	struct shim_thread *t = shim_thread_traced();
+	struct shim_thread *t = api_thread(shim_thread_traced());
 	struct shm_rec_counter r = { .hdr = { .type = SHM_REC_COUNTER, .size = sizeof(r) } };
 
 	if (!t)
@@ -226,9 +236,7 @@ SHIM_EXPORT void shimmer_counter(const char *name, double value)
 	name_ids(t, name, &r.name_id, &r.domain_id);
 	r.ts = clock_now();
 	r.value = value;
-	t->in_shim++;
 	thread_emit(t, &r, sizeof(r));
-	t->in_shim--;
 }
 
 static void lock(void)
@@ -292,10 +300,14 @@ static void publish_state(int paused)
 /* CUPTI behind the recording state: a malloc hook flipped it. */
 int api_cupti_behind;
 
+/* CUPTI's calls may allocate, for us: the one part of a command applied
+ * that is in_shim (its caller holds BUSY_SHIM). */
 static void tell_cupti(int pause, int now)
 {
 	if (now) {
+		tls_word_add(&shim_tls, TLS_IN_SHIM);
 		cupti_pause(pause);
+		tls_word_add(&shim_tls, -TLS_IN_SHIM);
 		__atomic_store_n(&api_cupti_behind, 0, __ATOMIC_RELAXED);
 	} else {
 		__atomic_store_n(&api_cupti_behind, 1, __ATOMIC_RELAXED);
@@ -309,11 +321,8 @@ void api_cupti_catch_up(void)
 
 	if (t->in_shim || t->busy || !api_trylock())
 		return;
-	if (__atomic_load_n(&api_cupti_behind, __ATOMIC_RELAXED)) {
-		t->in_shim++;
+	if (__atomic_load_n(&api_cupti_behind, __ATOMIC_RELAXED))
 		tell_cupti(__atomic_load_n(&shim.paused, __ATOMIC_RELAXED), 1);
-		t->in_shim--;
-	}
 	api_unlock();
 	errno = saved;
 }
@@ -326,23 +335,22 @@ void api_flip(int pause, uint64_t ts, int with_cupti)
 	 * ask shim.paused), at the edges of what is recorded: a pause's once
 	 * recording has stopped, a resume's before it starts again, so every
 	 * record of the process lies between a resume and a pause marker. */
+	int b = shim_busy(&shim_tls);
+
 	if (pause && !__atomic_load_n(&shim.paused, __ATOMIC_RELAXED)) {
-		shim_tls.in_shim++;
 		__atomic_store_n(&shim.paused, 1, __ATOMIC_SEQ_CST);
 		__atomic_store_n(&shim.heap, SHM_MALLOC_OFF, __ATOMIC_SEQ_CST);
 		tell_cupti(1, with_cupti);
 		publish_state(1);
-		shim_tls.in_shim--;
 		pause_mark("shimmer.pause", ts);
 	} else if (!pause && __atomic_load_n(&shim.paused, __ATOMIC_RELAXED)) {
 		pause_mark("shimmer.resume", ts);
-		shim_tls.in_shim++;
 		tell_cupti(0, with_cupti);
 		__atomic_store_n(&shim.heap, shim.mode, __ATOMIC_RELAXED);
 		__atomic_store_n(&shim.paused, 0, __ATOMIC_RELEASE);
 		publish_state(0);
-		shim_tls.in_shim--;
 	}
+	shim_unbusy(&shim_tls, b);
 }
 
 void api_set_paused(int pause)

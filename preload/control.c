@@ -207,7 +207,7 @@ void control_poll(int from_heap)
 	struct shim_thread *t = &shim_tls;
 	struct shm_region *r = shim.region.hdr;
 	struct block b;
-	int saved;
+	int saved, busy;
 
 	if (t->in_shim || t->busy || !r || !__atomic_load_n(&shim.on, __ATOMIC_ACQUIRE) ||
 	    __atomic_load_n(&shim.ctl_word, __ATOMIC_RELAXED) == &shim.ctl_seen)
@@ -215,12 +215,15 @@ void control_poll(int from_heap)
 	if (!api_trylock())
 		return;
 	saved = errno;
-	t->in_shim++;
+	/* Applying makes no traced call but CUPTI's (api.c's tell_cupti(),
+	 * in_shim): a signal handler's calls in it are counted, their
+	 * records dropped. */
+	busy = shim_busy(t);
 	if (read_block(r, &b) == 0 && b.seq != __atomic_load_n(&shim.ctl_seen, __ATOMIC_RELAXED)) {
 		apply(r, &b, from_heap);
 		__atomic_store_n(&shim.ctl_seen, b.seq, __ATOMIC_RELEASE);
 	}
-	t->in_shim--;
+	shim_unbusy(t, busy);
 	api_unlock();
 	errno = saved;
 }

@@ -120,15 +120,30 @@ static struct shim_thread *begin(struct shm_rec_cuda *r, unsigned int fn, uint16
 	return t;
 }
 
+/*
+ * The record of a call.  Only cudaGetDevice, the runtime's (which may
+ * allocate, for us), is made in_shim; the rest makes no traced call, so a
+ * signal handler's calls in it are traced as any (the stack walks guard
+ * themselves, thread_emit() its record).  A call of a handler that
+ * interrupted the shim's own work (shim_reentered()) is counted and its
+ * record dropped.
+ */
 static void end(struct shim_thread *t, struct shm_rec_cuda *r)
 {
 	cudaError_t (*get_device)(int *);
-	int saved = errno, dev;
+	int saved = errno, dev, ok;
 
-	t->in_shim++;
+	if (shim_reentered(t)) {
+		thread_reentered(t, r->hdr.fn, r->bytes, 1);
+		errno = saved;
+		return;
+	}
 	if (r->device == DEVICE_UNSET) {
 		get_device = (cudaError_t (*)(int *))sym(S_cudaGetDevice);
-		r->device = get_device && get_device(&dev) == cudaSuccess ? dev : -1;
+		tls_word_add(t, TLS_IN_SHIM);
+		ok = get_device && get_device(&dev) == cudaSuccess;
+		tls_word_add(t, -TLS_IN_SHIM);
+		r->device = ok ? dev : -1;
 	}
 	if (r->ret != cudaSuccess)
 		r->hdr.flags |= SHM_F_FAILED;
@@ -143,7 +158,6 @@ static void end(struct shim_thread *t, struct shm_rec_cuda *r)
 	}
 	thread_count(t, r->hdr.fn, r->bytes);
 	thread_emit(t, r, sizeof(*r));
-	t->in_shim--;
 	errno = saved;
 }
 

@@ -429,7 +429,6 @@ static __attribute__((noinline)) void *reentered(struct shim_thread *t, struct c
 	int lost = mode == SHM_MALLOC_ALL;
 	void *p;
 
-	thread_count(t, c->fn, n);
 	if (mode == SHM_MALLOC_SAMPLE) {
 		if (c->old && sampled_remove(&heap_set, c->old))
 			lost = 1;
@@ -437,8 +436,7 @@ static __attribute__((noinline)) void *reentered(struct shim_thread *t, struct c
 			lost = 1;
 	}
 	p = call_real(c);
-	if (lost)
-		thread_drop(t, 1);
+	thread_reentered(t, c->fn, n, lost);
 	return p;
 }
 

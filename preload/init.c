@@ -336,16 +336,20 @@ static void refused_at_exit(void)
 static void goodbye(void)
 {
 	static int said;
+	struct shim_thread *t = &shim_tls;
 	uint64_t ts;
 	uint32_t ended;
-	int saved = errno;
+	int saved = errno, b;
 
 	if (!__atomic_load_n(&shim.on, __ATOMIC_ACQUIRE) || (uint32_t)getpid() != shim.pid ||
 	    __atomic_exchange_n(&said, 1, __ATOMIC_ACQ_REL))
 		return;
 	/* Normally done already by CUPTI's atexit handler: a no-op then. */
 	cupti_exit();
-	shim_tls.in_shim++;
+	/* Nothing below makes a traced call (system calls and log.h's
+	 * lines): a signal handler's calls in it are counted, their records
+	 * dropped. */
+	b = shim_busy(t);
 	ts = clock_now();
 	__atomic_store_n(&shim.region.hdr->exit_ts, ts, __ATOMIC_RELEASE);
 	/* A collector that died: the next one, if there is one now, reads
@@ -358,7 +362,7 @@ static void goodbye(void)
 			refused_at_exit();
 	}
 	conn_bye(ts);
-	shim_tls.in_shim--;
+	shim_unbusy(t, b);
 	errno = saved;
 }
 

@@ -171,13 +171,16 @@ void modules_report(void)
 	struct shim_thread *t = thread_self();
 	struct walk w = { .t = t };
 	uint32_t i, j;
-	int saved = errno, stale;
+	int saved = errno, stale, b;
 
 	if (!t || !mods)
 		return;
 	if (__atomic_exchange_n(&busy, 1, __ATOMIC_ACQUIRE))
 		return;
-	t->in_shim++;
+	/* The walk makes no traced call (glibc's dl_iterate_phdr does not
+	 * allocate; names are interned in mapped memory): a signal handler's
+	 * calls in it are counted, their records dropped. */
+	b = shim_busy(t);
 	stale = __atomic_load_n(&modules_stale, __ATOMIC_RELAXED);
 	for (i = 0; i < nmods; i++)
 		mods[i].seen = 0;
@@ -199,7 +202,7 @@ void modules_report(void)
 	else
 		__atomic_store_n(&modules_stale, 0, __ATOMIC_RELAXED);
 	last_adds = w.adds;
-	t->in_shim--;
+	shim_unbusy(t, b);
 	__atomic_store_n(&busy, 0, __ATOMIC_RELEASE);
 	errno = saved;
 }

@@ -97,12 +97,20 @@ static uint64_t event(enum ev what, nvtxDomainHandle_t d, const nvtxEventAttribu
 	struct shim_thread *t = shim_thread_traced();
 	struct attr at = { 0 };
 	uint64_t id = what == EV_START ? api_range_id() : 0;
-	int saved;
+	int saved, b;
 
 	if (!t)
 		return id;
 	saved = errno;
-	t->in_shim++;
+	/* a signal handler's event inside the shim's own work: dropped */
+	if (shim_reentered(t)) {
+		thread_reentered(t, SHM_FN_NONE, 0, 1);
+		errno = saved;
+		return id;
+	}
+	/* names make no traced call; a handler's event must not wait for
+	 * an entry we hold */
+	b = shim_busy(t);
 	if (a)
 		parse(a, &at);
 	else
@@ -112,7 +120,7 @@ static uint64_t event(enum ev what, nvtxDomainHandle_t d, const nvtxEventAttribu
 	else
 		api_range(t, what == EV_PUSH ? SHM_RANGE_PUSH : SHM_RANGE_START, id, at.name_id,
 			  dom_id(d), at.color, at.category);
-	t->in_shim--;
+	shim_unbusy(t, b);
 	errno = saved;
 	return id;
 }
@@ -127,7 +135,7 @@ static int watched(const nvtxEventAttributes_t *a, const char *s, const wchar_t 
 	struct shim_thread *t = &shim_tls;
 	const struct intern_entry *e = 0;
 	char buf[UTF8_MAX];
-	int saved;
+	int saved, b;
 
 	if (!control_watch())
 		return 0;
@@ -141,12 +149,12 @@ static int watched(const nvtxEventAttributes_t *a, const char *s, const wchar_t 
 	}
 	if (!s && w)
 		s = utf8(w, buf, sizeof(buf));
-	if (!s)
+	if (!s || shim_reentered(t))
 		return 0;
 	saved = errno;
-	t->in_shim++;
+	b = shim_busy(t);
 	e = intern_lookup(s, strlen(s));
-	t->in_shim--;
+	shim_unbusy(t, b);
 	errno = saved;
 	return control_is_watched(e);
 }
@@ -245,12 +253,13 @@ static const void *entry_of(const char *s)
 {
 	struct shim_thread *t = &shim_tls;
 	const void *e;
+	int b;
 
 	if (!s)
 		return 0;
-	t->in_shim++;
+	b = shim_busy(t);
 	e = intern_lookup(s, strlen(s));
-	t->in_shim--;
+	shim_unbusy(t, b);
 	return e;
 }
 

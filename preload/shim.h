@@ -23,13 +23,17 @@
  * counted, and its record dropped and counted (thread_drop()): stored +
  * dropped still equals the exact counters.  The counters themselves are
  * bumped with one instruction each (count_add()), which a signal cannot
- * split.  Calls a handler makes while in_shim is set (the shim's own slow
- * paths: a thread's first call, stack unwinding) pass through uncounted:
- * in_shim cannot tell them from the shim's own.  So in_shim is held only
- * around code that may call a traced function for the shim (dlsym,
- * pthread_setspecific, libunwind, the CUDA runtime), never around work
- * that makes only system calls (shim_revive()): there it would hide
- * nothing but a handler's calls, which busy counts.
+ * split.  Calls a handler makes while in_shim is set pass through
+ * uncounted: in_shim cannot tell them from the shim's own.  So in_shim is
+ * held only around the very call that may make a traced call for the shim
+ * (dlsym, pthread_setspecific, libunwind and the stack walk, the CUDA
+ * runtime's cudaGetDevice, CUPTI), never around work that makes none: its
+ * own slow paths that must not be entered by a handler's call hold
+ * BUSY_SHIM instead (NVTX and shimmer_* names, a control command, the
+ * module walk, the exit; shim_revive() needs neither), and a thread's
+ * set-up BUSY_CLAIM, under which a handler's calls are counted once the
+ * thread has its slot (thread_reentered()).  docs/reliability.md lists
+ * what is left.
  */
 #ifndef SHIMMER_SHIM_H
 #define SHIMMER_SHIM_H
@@ -79,6 +83,10 @@ enum thread_state {
 
 #define BUSY_HEAP 0x1u /* inside traced() (heap.c) */
 #define BUSY_RING 0x2u /* inside thread_emit(): a record is half written */
+#define BUSY_SHIM 0x4u /* the shim's own work (shim_busy()): a handler's
+			* traced call is counted, its record dropped */
+#define BUSY_CLAIM 0x8u /* thread_prepare() claims a slot: the same, its
+			 * counts held until the slot is there */
 
 struct shim_thread {
 	struct ring_prod ring; /* ring.slot is NULL unless TS_READY */
@@ -128,6 +136,32 @@ static inline void tls_word_and(struct shim_thread *t, uint32_t v)
 static inline void tls_word_add(struct shim_thread *t, uint32_t v)
 {
 	__asm__ volatile("addl %1, %0" : "+m"(t->word) : "ir"(v));
+}
+
+/* Marks the thread's own work that makes no traced call but that a
+ * handler's traced call must not enter (BUSY_SHIM): the hooks then count
+ * the call and drop its record (thread_reentered()).  Nests: 1 when this
+ * call set the bit, for shim_unbusy(). */
+static inline int shim_busy(struct shim_thread *t)
+{
+	if (t->busy & BUSY_SHIM)
+		return 0;
+	tls_word_or(t, TLS_BUSY(BUSY_SHIM));
+	return 1;
+}
+
+static inline void shim_unbusy(struct shim_thread *t, int set)
+{
+	if (set)
+		tls_word_and(t, ~TLS_BUSY(BUSY_SHIM));
+}
+
+/* Whether a traced call on this thread comes from a signal handler that
+ * interrupted the shim's own work (BUSY_SHIM, BUSY_CLAIM): it is counted
+ * and its record dropped, thread_reentered(). */
+static inline int shim_reentered(const struct shim_thread *t)
+{
+	return unlikely(t->busy & (BUSY_SHIM | BUSY_CLAIM));
 }
 
 static inline int shim_heap_mode(void)
@@ -199,6 +233,14 @@ static inline void thread_count(struct shim_thread *t, unsigned int fn, uint64_t
 			count_add(&s->bytes[fn], n);
 	}
 }
+
+/* A call a signal handler made while the thread was busy (a traced call
+ * of its own half done, or BUSY_SHIM, BUSY_CLAIM): fn's count and n bytes
+ * (none for SHM_FN_NONE: a range or mark), and, when lost, one dropped
+ * record.  In the thread's slot, or, while
+ * it claims one and has none yet, held until it has (thread_prepare()):
+ * a thread that gets none counts the record as no_slot, as its calls. */
+void thread_reentered(struct shim_thread *t, unsigned int fn, uint64_t n, int lost);
 
 /* init.c's: says HELLO again when the collector died (at most once a
  * second unless now); 1 when reconnected.  Async-signal-safe. */

@@ -47,6 +47,18 @@
 struct shim shim = { .heap = HEAP_EARLY, .ctl_word = &shim.ctl_seen };
 __thread struct shim_thread shim_tls;
 
+/* A signal handler's calls made while its thread claims a slot, before it
+ * has one (thread_reentered()): added to the slot's counters once it is
+ * there, or, when none is, their records counted as no_slot.  Written
+ * only while BUSY_CLAIM is set and the slot is not there, read once it is
+ * cleared: by then no handler writes here. */
+static __thread struct {
+	uint64_t count[SHM_FN_COUNT];
+	uint64_t bytes[SHM_FN_COUNT];
+	uint64_t dropped;
+	uint64_t any;
+} held __attribute__((tls_model("initial-exec")));
+
 static uint32_t claim_hint;
 /* The heartbeat value at which we gave up waiting; ~0 while we have not. */
 static uint64_t gone_beat = ~0ull;
@@ -73,7 +85,7 @@ int thread_init(void)
  * Waits until ready(t, arg) says yes (> 0) or that waiting is pointless
  * (< 0), or the collector is gone (see the top of the file).  Returns 1
  * when ready() said yes.  The caller holds whatever guard keeps a signal
- * handler on this thread out (BUSY_RING, in_shim).
+ * handler on this thread out (BUSY_RING, BUSY_CLAIM).
  */
 static int lossless_wait(struct shim_thread *t, int (*ready)(struct shim_thread *, uint32_t),
 			 uint32_t arg)
@@ -160,24 +172,83 @@ static void claim(struct shim_thread *t)
 	ring_attach(&t->ring, region_slot(&shim.region, t->slot_idx),
 		    region_ring(&shim.region, t->slot_idx), shim.region.ring_bytes);
 	t->state = TS_READY;
+	/* glibc allocates a key's second-level block on a thread's first
+	 * setspecific of a key past the first 32: our allocation, not the
+	 * program's */
+	tls_word_add(t, TLS_IN_SHIM);
 	pthread_setspecific(shim.key, t);
+	tls_word_add(t, -TLS_IN_SHIM);
 	prctl(PR_GET_NAME, name);
 	conn_thread(t->slot_idx, tid, intern_str(name), clock_now());
 }
 
+/* The calls thread_reentered() held during a claim, into the slot the
+ * thread now has, or its records as no_slot. */
+static uint64_t take(uint64_t *x)
+{
+	/* an exchange: a handler's own claim in between takes each once */
+	return *x ? __atomic_exchange_n(x, 0, __ATOMIC_RELAXED) : 0;
+}
+
+static void release_held(struct shim_thread *t)
+{
+	struct shm_slot *s = t->ring.slot;
+	uint64_t n;
+
+	take(&held.any);
+	for (unsigned int i = 0; i < SHM_FN_COUNT; i++) {
+		if ((n = take(&held.count[i])) && s)
+			count_add(&s->count[i], n);
+		if ((n = take(&held.bytes[i])) && s)
+			count_add(&s->bytes[i], n);
+	}
+	if ((n = take(&held.dropped)))
+		thread_drop(t, n);
+}
+
+/*
+ * The claim makes no traced call of its own but pthread_setspecific()'s
+ * (claim() marks it in_shim), so the rest holds BUSY_CLAIM: a signal
+ * handler's traced call in it is counted (thread_reentered()), and does
+ * not claim (it would tear this claim).  Not in_shim, which would pass it
+ * through uncounted.
+ */
 int thread_prepare(struct shim_thread *t)
 {
 	int saved;
 
+	if (t->busy & BUSY_CLAIM)
+		return 0; /* a handler's call inside our claim */
 	if (t->state == TS_NEW ||
 	    (t->state == TS_NOSLOT && clock_ns(CLOCK_MONOTONIC) >= t->noslot_retry)) {
 		saved = errno;
-		t->in_shim++;
+		tls_word_or(t, TLS_BUSY(BUSY_CLAIM));
 		claim(t);
-		t->in_shim--;
+		tls_word_and(t, ~TLS_BUSY(BUSY_CLAIM));
+		if (unlikely(held.any))
+			release_held(t);
 		errno = saved;
 	}
 	return t->state == TS_READY || t->state == TS_NOSLOT ? 0 : -1;
+}
+
+void thread_reentered(struct shim_thread *t, unsigned int fn, uint64_t n, int lost)
+{
+	if (likely(t->ring.slot != 0) || !(t->busy & BUSY_CLAIM)) {
+		if (fn != SHM_FN_NONE)
+			thread_count(t, fn, n);
+		if (lost)
+			thread_drop(t, 1);
+		return;
+	}
+	if (fn != SHM_FN_NONE) {
+		count_add(&held.count[fn], 1);
+		if (n)
+			count_add(&held.bytes[fn], n);
+	}
+	if (lost)
+		count_add(&held.dropped, 1);
+	count_add(&held.any, 1);
 }
 
 static int room_for(struct shim_thread *t, uint32_t len)

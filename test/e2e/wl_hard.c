@@ -24,6 +24,9 @@
  *                            says "no event": "tid T mallocs M frees F
  *                            traps K" ("no seccomp" and status 3 when the
  *                            kernel refuses the filter)
+ *   wl_hard trap WHAT N [LIB]  a worker whose system calls that only the
+ *                            shim makes in its other work are trapped, its
+ *                            handler making a pair there (see mode_trap())
  *   wl_hard churn TOTAL ALIVE N   TOTAL workers over the run, at most ALIVE
  *                            at once, N malloc(40)+free pairs each, each
  *                            worker's last block kept until it ends
@@ -343,6 +346,177 @@ static int mode_sigsys(unsigned n)
 	return sig_job_run(&j, sigsys_worker, "traps", &trapped);
 }
 
+/*
+ * A handler inside the shim's other work, every time: the worker's system
+ * calls that only the shim makes there are trapped (seccomp), and its
+ * SIGSYS handler makes a 40-byte pair and then does the call's work
+ * itself, so that the shim goes on as it would have:
+ *   setup  gettid(2), send(2) and sendmsg(2) from the worker's start: its
+ *          first traced call sets it up (gettid before its ring is
+ *          claimed, THREAD's send after), then N pairs of 64 bytes
+ *   mark   sendmsg(2): N shimmer_mark() calls of new names, each name
+ *          sent to the collector (STRING) as it is interned
+ *   cuda   poll(2) and ppoll(2): N cudaStreamSynchronize(0) (the runtime
+ *          LIB dlopened), while the collector is stopped: the records
+ *          fill the ring, and a thread that drops looks for a dead
+ *          collector (poll) inside the record of a call
+ *   exit   send(2) and sendmsg(2): N pairs, then exit(3) on the worker:
+ *          the shim's BYE; the handler says "traps K" each time
+ * "tid T mallocs M frees F traps K" (M, F: the worker's and the handler's
+ * calls until then); status 3 and "no seccomp" when the kernel refuses.
+ */
+enum trap_what { TRAP_SETUP, TRAP_MARK, TRAP_CUDA, TRAP_EXIT };
+
+static int trap_say;
+static void (*trap_mark)(const char *);
+static int (*trap_sync)(void *);
+
+/* gettid(2) without it: /proc/thread-self is "PID/task/TID". */
+static long tid_of_self(void)
+{
+	char buf[64];
+	ssize_t n = readlink("/proc/thread-self", buf, sizeof(buf) - 1);
+	long tid = 0;
+
+	if (n <= 0)
+		return -ENOSYS;
+	buf[n] = 0;
+	for (char *p = strrchr(buf, '/') + 1; *p >= '0' && *p <= '9'; p++)
+		tid = tid * 10 + (*p - '0');
+	return tid;
+}
+
+static void on_trap(int sig, siginfo_t *si, void *ctx)
+{
+	greg_t *g = ((ucontext_t *)ctx)->uc_mcontext.gregs;
+	int saved = errno;
+	long r = 0;
+
+	(void)sig;
+	pair(40);
+	trapped++;
+	if (si->si_syscall == __NR_gettid) {
+		r = tid_of_self();
+	} else if (si->si_syscall == __NR_sendmsg) {
+		struct mmsghdr mm = { .msg_hdr = *(const struct msghdr *)g[REG_RSI] };
+
+		r = syscall(SYS_sendmmsg, (int)g[REG_RDI], &mm, 1, (int)g[REG_RDX]);
+		r = r == 1 ? (long)mm.msg_len : r < 0 ? -errno : -EAGAIN;
+	} else if (si->si_syscall == __NR_sendto) {
+		struct iovec iov = { (void *)g[REG_RSI], (size_t)g[REG_RDX] };
+		struct mmsghdr mm = { .msg_hdr = { .msg_name = (void *)g[REG_R8],
+						   .msg_namelen = (socklen_t)g[REG_R9],
+						   .msg_iov = &iov, .msg_iovlen = 1 } };
+
+		r = syscall(SYS_sendmmsg, (int)g[REG_RDI], &mm, 1, (int)g[REG_R10]);
+		r = r == 1 ? (long)mm.msg_len : r < 0 ? -errno : -EAGAIN;
+	}
+	g[REG_RAX] = r; /* poll, ppoll: no event */
+	if (trap_say) {
+		char line[32];
+
+		out_line(line, put(line, "traps", (uint64_t)trapped));
+	}
+	errno = saved;
+}
+
+static void trap_filter(int what)
+{
+	struct sigaction sa = { .sa_sigaction = on_trap, .sa_flags = SA_SIGINFO };
+	unsigned a = what == TRAP_CUDA ? __NR_poll : __NR_sendmsg;
+	unsigned b = what == TRAP_CUDA ? __NR_ppoll : what == TRAP_MARK ? a : __NR_sendto;
+	unsigned c = what == TRAP_SETUP ? __NR_gettid : a;
+	struct sock_filter f[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 0, 5),
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, a, 3, 0),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, b, 2, 0),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, c, 1, 0),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRAP),
+	};
+	struct sock_fprog prog = { .len = sizeof(f) / sizeof(f[0]), .filter = f };
+
+	sigaction(SIGSYS, &sa, 0);
+	/* this thread only (no TSYNC) */
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
+	    syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) < 0) {
+		out("no seccomp\n");
+		_exit(3);
+	}
+}
+
+static void *trap_worker(void *arg)
+{
+	struct sig_job *j = arg;
+	int what = (int)j->us;
+	uint64_t pairs = 0;
+	char name[32] = "trap-mark-";
+
+	j->tid = gettid();
+	if (what != TRAP_SETUP) {
+		/* claims the ring; a 40-byte block in the cache for the handler */
+		pair(40);
+		pairs++;
+	}
+	trap_filter(what);
+	for (unsigned i = 0; i < j->n; i++) {
+		switch (what) {
+		case TRAP_MARK:
+			put(name + 10, "", i)[-1] = 0;
+			trap_mark(name);
+			break;
+		case TRAP_CUDA:
+			if (trap_sync(0) != 0)
+				die("cudaStreamSynchronize failed");
+			break;
+		default:
+			pair(64);
+			pairs++;
+		}
+	}
+	j->mallocs = j->frees = pairs + (uint64_t)trapped;
+	if (what == TRAP_EXIT) {
+		char line[160], *p = line;
+
+		p = put(p, "tid", (uint64_t)j->tid);
+		p = put(p, "mallocs", j->mallocs);
+		p = put(p, "frees", j->frees);
+		p = put(p, "traps", (uint64_t)trapped);
+		out_line(line, p);
+		trap_say = 1;
+		exit(0);
+	}
+	return 0;
+}
+
+static int mode_trap(const char *what, unsigned n, const char *lib)
+{
+	static const char *const names[] = { "setup", "mark", "cuda", "exit" };
+	struct sig_job j = { .n = n, .us = 4 };
+
+	for (unsigned i = 0; i < 4; i++)
+		if (!strcmp(what, names[i]))
+			j.us = i;
+	if (j.us == 4)
+		die("trap: setup | mark | cuda | exit");
+	/* found in the shim (LD_PRELOAD) or the runtime before the worker
+	 * starts: dlsym's work is not the worker's */
+	trap_mark = (void (*)(const char *))dlsym(RTLD_DEFAULT, "shimmer_mark");
+	if (j.us == TRAP_CUDA) {
+		if (!lib || !dlopen(lib, RTLD_NOW | RTLD_GLOBAL))
+			die("trap cuda: cannot open the runtime");
+		trap_sync = (int (*)(void *))dlsym(RTLD_DEFAULT, "cudaStreamSynchronize");
+		/* the runtime's own first-call allocations, not the worker's */
+		if (trap_sync && trap_sync(0) != 0)
+			die("cudaStreamSynchronize failed");
+	}
+	if ((j.us == TRAP_MARK && !trap_mark) || (j.us == TRAP_CUDA && !trap_sync))
+		die("trap: a function is missing");
+	return sig_job_run(&j, trap_worker, "traps", &trapped);
+}
+
 /* ---- threads that come and go ---- */
 
 static pthread_mutex_t churn_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -646,6 +820,8 @@ int main(int argc, char **argv)
 		return mode_sigmalloc((unsigned)atoi(argv[2]), (unsigned)atoi(argv[3]));
 	if (!strcmp(m, "sigsys") && argc == 3)
 		return mode_sigsys((unsigned)atoi(argv[2]));
+	if (!strcmp(m, "trap") && (argc == 4 || argc == 5))
+		return mode_trap(argv[2], (unsigned)atoi(argv[3]), argc == 5 ? argv[4] : 0);
 	if (!strcmp(m, "churn") && argc == 5)
 		return mode_churn((unsigned)atoi(argv[2]), (unsigned)atoi(argv[3]),
 				  (unsigned)atoi(argv[4]));
