@@ -17,13 +17,6 @@
  *                            while a timer signals it every US microseconds;
  *                            its handler makes a 40-byte pair: "tid T mallocs
  *                            M frees F ticks K"
- *   wl_hard sigsys N         a worker: N malloc+free pairs of 64 bytes, its
- *                            poll(2) and ppoll(2) trapped (seccomp: SIGSYS,
- *                            which the shim's look for a dead collector
- *                            makes); its handler makes a 40-byte pair and
- *                            says "no event": "tid T mallocs M frees F
- *                            traps K" ("no seccomp" and status 3 when the
- *                            kernel refuses the filter)
  *   wl_hard trap WHAT N [LIB]  a worker whose system calls that only the
  *                            shim makes in its other work are trapped, its
  *                            handler making a pair there (see mode_trap())
@@ -281,70 +274,7 @@ static int mode_sigmalloc(unsigned n, unsigned us)
 	return sig_job_run(&j, sig_worker, "ticks", &fired);
 }
 
-/*
- * A handler that runs exactly inside the shim: the worker's poll and ppoll
- * are trapped, and only the shim calls them on its thread (conn_hung_up(),
- * when a thread whose ring is full looks for a dead collector).  The
- * handler's pair interrupts no malloc (the shim looks after the real call
- * returned) and comes from glibc's per-thread cache.  The trapped call
- * returns 0: nothing happened on the socket.
- */
 static volatile sig_atomic_t trapped;
-
-static void on_sigsys(int sig, siginfo_t *si, void *ctx)
-{
-	ucontext_t *uc = ctx;
-	int saved = errno;
-
-	(void)sig;
-	(void)si;
-	pair(40);
-	uc->uc_mcontext.gregs[REG_RAX] = 0;
-	trapped++;
-	errno = saved;
-}
-
-static void *sigsys_worker(void *arg)
-{
-	struct sig_job *j = arg;
-	struct sigaction sa = { .sa_sigaction = on_sigsys, .sa_flags = SA_SIGINFO };
-	struct sock_filter f[] = {
-		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 0, 4),
-		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_poll, 2, 0),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_ppoll, 1, 0),
-		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRAP),
-	};
-	struct sock_fprog prog = { .len = sizeof(f) / sizeof(f[0]), .filter = f };
-
-	j->tid = gettid();
-	/* claims the ring; a 40-byte block in the cache for the handler */
-	pair(40);
-	sigaction(SIGSYS, &sa, 0);
-	/* this thread only (no TSYNC): the shim polls at the exit of main too */
-	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
-	    syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) < 0) {
-		out("no seccomp\n");
-		_exit(3);
-	}
-	for (unsigned i = 0; i < j->n; i++) {
-		void *p = malloc(64);
-
-		*(volatile char *)p = 1;
-		free(p);
-	}
-	j->mallocs = j->frees = j->n + 1 + (uint64_t)trapped;
-	return 0;
-}
-
-static int mode_sigsys(unsigned n)
-{
-	struct sig_job j = { .n = n };
-
-	return sig_job_run(&j, sigsys_worker, "traps", &trapped);
-}
 
 /*
  * A handler inside the shim's other work, every time: the worker's system
@@ -362,10 +292,16 @@ static int mode_sigsys(unsigned n)
  *          collector (poll) inside the record of a call
  *   exit   send(2) and sendmsg(2): N pairs, then exit(3) on the worker:
  *          the shim's BYE; the handler says "traps K" each time
+ *   revive poll(2) and ppoll(2): N pairs of 64 bytes, while the collector
+ *          is stopped: the ring fills, and a thread that drops looks for
+ *          a dead collector (poll)
+ * The handler's pair interrupts no malloc (the shim makes these calls
+ * after the real one returned, or before it) and, but in setup, comes
+ * from glibc's per-thread cache.
  * "tid T mallocs M frees F traps K" (M, F: the worker's and the handler's
  * calls until then); status 3 and "no seccomp" when the kernel refuses.
  */
-enum trap_what { TRAP_SETUP, TRAP_MARK, TRAP_CUDA, TRAP_EXIT };
+enum trap_what { TRAP_SETUP, TRAP_MARK, TRAP_CUDA, TRAP_EXIT, TRAP_REVIVE };
 
 static int trap_say;
 static void (*trap_mark)(const char *);
@@ -423,8 +359,9 @@ static void on_trap(int sig, siginfo_t *si, void *ctx)
 static void trap_filter(int what)
 {
 	struct sigaction sa = { .sa_sigaction = on_trap, .sa_flags = SA_SIGINFO };
-	unsigned a = what == TRAP_CUDA ? __NR_poll : __NR_sendmsg;
-	unsigned b = what == TRAP_CUDA ? __NR_ppoll : what == TRAP_MARK ? a : __NR_sendto;
+	int polls = what == TRAP_CUDA || what == TRAP_REVIVE;
+	unsigned a = polls ? __NR_poll : __NR_sendmsg;
+	unsigned b = polls ? __NR_ppoll : what == TRAP_MARK ? a : __NR_sendto;
 	unsigned c = what == TRAP_SETUP ? __NR_gettid : a;
 	struct sock_filter f[] = {
 		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
@@ -439,7 +376,7 @@ static void trap_filter(int what)
 	struct sock_fprog prog = { .len = sizeof(f) / sizeof(f[0]), .filter = f };
 
 	sigaction(SIGSYS, &sa, 0);
-	/* this thread only (no TSYNC) */
+	/* this thread only (no TSYNC): the shim polls at the exit of main too */
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
 	    syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) < 0) {
 		out("no seccomp\n");
@@ -493,14 +430,14 @@ static void *trap_worker(void *arg)
 
 static int mode_trap(const char *what, unsigned n, const char *lib)
 {
-	static const char *const names[] = { "setup", "mark", "cuda", "exit" };
-	struct sig_job j = { .n = n, .us = 4 };
+	static const char *const names[] = { "setup", "mark", "cuda", "exit", "revive" };
+	struct sig_job j = { .n = n, .us = 5 };
 
-	for (unsigned i = 0; i < 4; i++)
+	for (unsigned i = 0; i < 5; i++)
 		if (!strcmp(what, names[i]))
 			j.us = i;
-	if (j.us == 4)
-		die("trap: setup | mark | cuda | exit");
+	if (j.us == 5)
+		die("trap: setup | mark | cuda | exit | revive");
 	/* found in the shim (LD_PRELOAD) or the runtime before the worker
 	 * starts: dlsym's work is not the worker's */
 	trap_mark = (void (*)(const char *))dlsym(RTLD_DEFAULT, "shimmer_mark");
@@ -818,8 +755,6 @@ int main(int argc, char **argv)
 		return mode_lowfds();
 	if (!strcmp(m, "sigmalloc") && argc == 4)
 		return mode_sigmalloc((unsigned)atoi(argv[2]), (unsigned)atoi(argv[3]));
-	if (!strcmp(m, "sigsys") && argc == 3)
-		return mode_sigsys((unsigned)atoi(argv[2]));
 	if (!strcmp(m, "trap") && (argc == 4 || argc == 5))
 		return mode_trap(argv[2], (unsigned)atoi(argv[3]), argc == 5 ? argv[4] : 0);
 	if (!strcmp(m, "churn") && argc == 5)
