@@ -33,6 +33,10 @@ struct collector {
 	struct clock clock;
 	struct client *clients;
 	uint64_t accepted; /* clients made so far */
+	/* The earliest deadline of any client's control block
+	 * (CLOCK_MONOTONIC ns; 0: not known, UINT64_MAX: none): a ctl
+	 * window's end, SHIMMER_START=after:, SHIMMER_DURATION (client.c). */
+	uint64_t ctl_due;
 	/* SHM_REQ_ATTACH and SHM_REQ_DETACH, handed over by ctl.c: session.h's
 	 * when the daemon attaches, else NULL (a pointer, so that ctl.c and
 	 * the unit tests that link it need no libbpf).  *status is the

@@ -276,7 +276,7 @@ uint32_t ring_control(struct ring *r, uint32_t op, uint64_t arg, uint64_t now, u
 	return ctl_post(r, op == SHM_REQ_PAUSE ? SHM_CTL_PAUSE : SHM_CTL_RESUME, ts);
 }
 
-void ring_control_tick(struct ring *r, uint64_t now, uint64_t ts)
+uint64_t ring_control_tick(struct ring *r, uint64_t now, uint64_t ts)
 {
 	uint64_t began = __atomic_load_n(&r->region->ctl_began, __ATOMIC_ACQUIRE);
 	struct ctl_line *l = &r->ctl;
@@ -302,6 +302,9 @@ void ring_control_tick(struct ring *r, uint64_t now, uint64_t ts)
 		l->stop_at = 0;
 		ctl_post(r, SHM_CTL_PAUSE, ts);
 	}
+	if (!l->start_at || (l->stop_at && l->stop_at < l->start_at))
+		return l->stop_at;
+	return l->start_at;
 }
 
 uint32_t ring_control_state(const struct ring *r)

@@ -98,15 +98,17 @@ const char *ring_why(const struct ring *r);
  * ring_control_start() takes the plan the process wrote before HELLO (its
  * time triggers).  ring_control() writes a `shimmer ctl` command (op:
  * SHM_REQ_PAUSE, SHM_REQ_RESUME or SHM_REQ_WINDOW of arg ns), which
- * cancels the plan (a window plans its own end); ring_control_tick(),
- * every pass, fires the deadlines due and plans SHIMMER_DURATION's stop
- * after a range trigger began recording.  now: CLOCK_MONOTONIC ns; ts:
- * the same instant in the process's record clock (the markers' time).
+ * cancels the plan (a window plans its own end); ring_control_tick()
+ * fires the deadlines due and plans SHIMMER_DURATION's stop after a range
+ * trigger began recording, and returns the next deadline (0: none), by
+ * which it must be called again: a deadline is met when it is called, and
+ * the process pauses or resumes from then on.  now: CLOCK_MONOTONIC ns;
+ * ts: the same instant in the process's record clock (the markers' time).
  * ring_control() returns the command's number.
  */
 void ring_control_start(struct ring *r);
 uint32_t ring_control(struct ring *r, uint32_t op, uint64_t arg, uint64_t now, uint64_t ts);
-void ring_control_tick(struct ring *r, uint64_t now, uint64_t ts);
+uint64_t ring_control_tick(struct ring *r, uint64_t now, uint64_t ts);
 
 /* SHM_STATE_*: the state in force (a command not applied yet counts), and
  * whether the process takes commands, as it said. */

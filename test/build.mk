@@ -133,9 +133,11 @@ TEST_PROGS += $(FAKE_CUDA) $(E2E_WL_ATTACH)
 # Issue 13: workloads that try to break the shim from inside the program
 # (wl_hard.c), a library for RTLD_DEEPBIND found through wl_hard's RUNPATH
 # only, a library that allocates before the shim's constructor, and a C++
-# program (libstdc++'s start-up allocation).
+# program (libstdc++'s start-up allocation), and an allocator preloaded
+# behind the shim that holds its calls open (order_lib.c, wl_hard order).
 E2E_WL_HARD := $(O)/test/e2e/wl_hard
 E2E_LIBHARD := $(O)/test/e2e/libhard.so
+E2E_LIBORDER := $(O)/test/e2e/liborder.so
 E2E_LIBEARLY := $(O)/test/e2e/libearly.so
 E2E_WL_EARLY := $(O)/test/e2e/wl_early
 E2E_WL_CXX := $(O)/test/e2e/wl_cxx
@@ -149,6 +151,11 @@ $(E2E_LIBHARD): $(O)/obj/prog/test/e2e/hard_lib.o
 	$(call msg,LD,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) -shared -o $@ $^
+
+$(E2E_LIBORDER): $(O)/obj/prog/test/e2e/order_lib.o
+	$(call msg,LD,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -shared -o $@ $^ -lpthread
 
 $(E2E_LIBEARLY): $(O)/obj/prog/test/e2e/early_lib.o
 	$(call msg,LD,$@)
@@ -170,4 +177,4 @@ $(E2E_WL_CXX): $(O)/obj/prog/test/e2e/wl_cxx.o
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CXX) -o $@ $^
 
-TEST_PROGS += $(E2E_WL_HARD) $(E2E_LIBHARD) $(E2E_LIBEARLY) $(E2E_WL_EARLY) $(E2E_WL_CXX)
+TEST_PROGS += $(E2E_WL_HARD) $(E2E_LIBHARD) $(E2E_LIBORDER) $(E2E_LIBEARLY) $(E2E_WL_EARLY) $(E2E_WL_CXX)

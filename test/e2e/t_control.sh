@@ -193,15 +193,37 @@ check "ctl window 200ms: all 8 acted" "status $rc2: $out2" \
 	[ $rc2 = 0 -a "$(tail -n +2 <<< "$out2" | awk -F, '$4 != ""' | wc -l)" = 8 ]
 # Each process's window: from its own resume marker (when it acted) to its
 # pause marker, which must be 200 ms later (+-20); ops stored in it, none
-# after it (against the log: the processes went on).
+# after it (against the log: the processes went on), and every batch the
+# log places inside it stored whole: the stored window is the one the
+# process recorded.  The daemon keeps the deadline: the end is the moment
+# it wrote the pause, so a window is as late as the daemon was busy
+# elsewhere.  It meets every process's deadlines between any two drains
+# and every 256 records (before: at each process's own turn in a pass,
+# which made the 8 windows 233 to 350 ms under TSan on a loaded machine,
+# one drain later each): the 8 windows end within 20 ms of each other.
+# What is left is a daemon that does not get round at all: a store commit
+# took up to 199 ms under TSan with the 2 cores loaded (5 to 40 ms
+# usually; a few ms in the normal build), so under a sanitizer a window
+# may end up to 100 ms late (the one such run seen: 33 ms) and the normal
+# build keeps +-20.
+late_ms=20
+if ldd "$SHIMMERD" 2>/dev/null | grep -q 'lib[at]san'; then
+	late_ms=100
+fi
 win="SELECT p.pid, (SELECT max(m.ts_ns) FROM s.markers m JOIN s.strings n ON n.proc_id = m.proc_id
 	AND n.id = m.name_id WHERE m.proc_id = p.proc_id AND n.text = 'shimmer.resume') AS r,
 	(SELECT max(m.ts_ns) FROM s.markers m JOIN s.strings n ON n.proc_id = m.proc_id
 	AND n.id = m.name_id WHERE m.proc_id = p.proc_id AND n.text = 'shimmer.pause') AS e
 	FROM s.processes p WHERE p.pid IN (SELECT pid FROM main.O) AND p.end_reason IS NOT 'exec'"
-expect_empty "ctl window 200ms: each process recorded 200 ms (+-20), stored ops in it and none after" "$(q "
+expect_empty "ctl window 200ms: each process recorded 200 ms (-20, +$late_ms), the 8 within 20 ms of each other, stored ops in it and none after, every batch logged in it stored" "$(q "
 SELECT 'pid', w.pid, 'window of', (w.e - w.r) / 1000000, 'ms' FROM ($win) w
-	WHERE w.r IS NULL OR w.e IS NULL OR w.e - w.r NOT BETWEEN 180000000 AND 220000000;
+	WHERE w.r IS NULL OR w.e IS NULL OR w.e - w.r NOT BETWEEN 180000000 AND $((200 + late_ms))000000;
+SELECT 'windows from', min(w.e - w.r) / 1000000, 'to', max(w.e - w.r) / 1000000, 'ms' FROM ($win) w
+	HAVING max(w.e - w.r) - min(w.e - w.r) > 20000000;
+SELECT 'pid', o.pid, 'batch logged in its window at', (o.t0 - w.r) / 1000000, 'ms:', (SELECT count(*)
+	FROM ($ops_sql) x WHERE x.pid = o.pid AND x.ns BETWEEN o.t0 AND o.t1), 'of 10 ops stored'
+	FROM main.O o JOIN ($win) w ON w.pid = o.pid WHERE o.t0 > w.r AND o.t1 < w.e AND (SELECT count(*)
+	FROM ($ops_sql) x WHERE x.pid = o.pid AND x.ns BETWEEN o.t0 AND o.t1) <> 10;
 SELECT 'pid', w.pid, 'stored nothing in its window' FROM ($win) w WHERE NOT EXISTS (
 	SELECT 1 FROM ($ops_sql) x WHERE x.pid = w.pid AND x.ns BETWEEN w.r AND w.e);
 SELECT 'pid', w.pid, 'no op logged after its window' FROM ($win) w WHERE NOT EXISTS (

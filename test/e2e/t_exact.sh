@@ -12,6 +12,13 @@
 #    every free paired with its own block, no false leak, on the rows and
 #    in the aggregates computed at ingest from the same events (each block
 #    a temporary: its thread's next heap call freed it);
+#  - a release and the allocation that reuses its address, held open
+#    inside the real allocator (liborder.so, preloaded behind the shim)
+#    right where the shim numbers them: the free after the real free has
+#    handed its address to another thread, the malloc before the real
+#    malloc has got it; the race window of the last case, made certain:
+#    each free paired with its own block, the one block kept reported as
+#    the one kept, on the rows, in the aggregates and by shimmer leaks;
 #  - a forked child that ends with _exit: recorded as exit, not disconnect;
 #    a vfork child's _exit is not its parent's.
 . "$(dirname "$0")/lib.sh"
@@ -22,15 +29,18 @@
 WL_HARD=$O/test/e2e/wl_hard
 WL_EARLY=$O/test/e2e/wl_early
 WL_CXX=$O/test/e2e/wl_cxx
-need "$SHIM" "$SHIMMERD" "$WL_HARD" "$WL_EARLY" "$WL_CXX"
+LIBORDER=$O/test/e2e/liborder.so
+need "$SHIM" "$SHIMMERD" "$WL_HARD" "$WL_EARLY" "$WL_CXX" "$LIBORDER"
 
 DB=$T/store.db
 start_collector "$DB" || { not_ok "collector starts"; finish; }
 run() { # run NAME CMD...: traced, all mode, a row per event and the
-	# aggregates from the same events
+	# aggregates from the same events; BEHIND=LIB: LIB preloaded after
+	# the shim (its malloc is the shim's real one)
 	local name=$1
 	shift
-	SHIMMER_MALLOC=all SHIMMER_HEAP_ROWS=both LD_PRELOAD=$SHIM SHIMMER_SOCKET=$SOCK "$@" > "$T/$name.out" 2> "$T/$name.err"
+	SHIMMER_MALLOC=all SHIMMER_HEAP_ROWS=both LD_PRELOAD="$SHIM${BEHIND:+ $BEHIND}" \
+		SHIMMER_SOCKET=$SOCK "$@" > "$T/$name.out" 2> "$T/$name.err"
 	local rc=$?
 	check "$name: exits 0" "status $rc; stderr: $(head -c 300 "$T/$name.err")" [ $rc = 0 ]
 }
@@ -38,6 +48,8 @@ run early "$WL_EARLY"
 run cxx "$WL_CXX"
 run deepbind "$WL_HARD" deepbind libhard.so 100
 GLIBC_TUNABLES=glibc.malloc.tcache_count=0 SHIMMER_LOSSLESS=1 run reuse "$WL_HARD" reuse 4 50000 64
+ORDER_N=1000
+SHIMMER_LOSSLESS=1 BEHIND=$LIBORDER run order "$WL_HARD" order $ORDER_N
 run exits "$WL_HARD" exits
 check "collector exits 0 on SIGTERM" "see collector log" stop_collector
 
@@ -99,6 +111,44 @@ got=$(sq -separator ' ' "$DB" "SELECT h.live_count, (SELECT count(*) - count(fre
 check "addresses reused across threads, aggregated: live as the rows; 200000 blocks, freed, temporaries" \
 	"live (aggregated, rows), the workers' site(s): blocks, freed, temporaries: $got" \
 	[ "$got" = "${got%% *} ${got%% *} 200000 200000 200000" ]
+
+# wl_hard order: worker a's blocks (2N + 2, all freed, each by a) and b's
+# (2N + 2, the last kept), all at one address.  A release numbered after
+# the real free (b's malloc has taken the address by then), or an
+# allocation numbered before the real malloc (a's free comes after it),
+# pairs a's free with b's block and b's with a's: blocks not freed by
+# their own thread (in about half the quick rounds, in both slow ones: see
+# wl_hard.c), b's kept block reported as a's.  b's block of the first
+# slow round is no temporary (b's other heap calls wait for the collector
+# before it is freed).
+read -r opid ta tb <<< "$(sed -n 's/^pid \([0-9]*\) a \([0-9]*\) b \([0-9]*\) rounds.*/\1 \2 \3/p' "$T/order.out")"
+n=$((2 * ORDER_N + 2))
+got=$(sq -separator ' ' "$DB" "SELECT (SELECT count(DISTINCT a.ptr) FROM allocations a
+	JOIN processes p USING (proc_id) WHERE p.pid = ${opid:-0} AND a.size = 3001),
+	group_concat(x, ' ') FROM (SELECT a.alloc_tid || ':' || count(*) || ',' || count(a.free_ns)
+	|| ',' || sum(a.free_tid = a.alloc_tid) AS x FROM allocations a JOIN processes p USING (proc_id)
+	WHERE p.pid = ${opid:-0} AND a.size = 3001 GROUP BY a.alloc_tid ORDER BY a.alloc_tid = ${tb:-0})")
+check "calls held open in the real allocator: one address; a's blocks, b's: each freed by its own thread, b's last kept" \
+	"addresses, then per thread (a $ta, b $tb) tid:blocks,freed,freed by their thread: $got" \
+	[ "$got" = "1 $ta:$n,$n,$n $tb:$n,$((n - 1)),$((n - 1))" ]
+got=$(sq -separator ' ' "$DB" "SELECT group_concat(x, ' ') FROM (SELECT t.tid || ':' || sum(s.allocs)
+	|| ',' || sum(s.frees) || ',' || sum(s.live_count) || ',' || sum(s.temp_count) AS x
+	FROM heap_sites s JOIN processes p USING (proc_id) JOIN (SELECT DISTINCT a.proc_id, a.stack_id,
+	a.alloc_tid AS tid FROM allocations a WHERE a.size = 3001) t USING (proc_id, stack_id)
+	WHERE p.pid = ${opid:-0} GROUP BY t.tid ORDER BY t.tid = ${tb:-0})")
+check "calls held open, aggregated: a's sites, b's: blocks, freed, kept, temporaries" \
+	"per thread tid:blocks,freed,live,temporaries: $got" \
+	[ "$got" = "$ta:$n,$n,0,$n $tb:$n,$((n - 1)),1,$((n - 2))" ]
+got=$(sq -separator ' ' "$DB" "SELECT h.live_count, (SELECT count(*) - count(free_ns) FROM allocations a
+	WHERE a.proc_id = p.proc_id AND a.space = 'host') FROM processes p JOIN heap_totals h
+	USING (proc_id) WHERE p.pid = ${opid:-0}")
+check "calls held open: live blocks aggregated as on the rows" "aggregated, rows: $got" \
+	holds '[ -n "$got" ] && [ "${got% *}" = "${got#* }" ]'
+"$SHIMMER" leaks "$DB" --pid "${opid:-0}" --format csv > "$T/order.csv" 2> "$T/order.csv.err"
+got=$(grep ',host,[0-9]*,3001,' "$T/order.csv" | cut -d, -f4-7)
+check "calls held open: shimmer leaks reports the one block kept, where b allocated it" \
+	"leaks of 3001 bytes (count,bytes,estimated,frame): $got; stderr: $(head -c 300 "$T/order.csv.err")" \
+	holds '[ "${got%% (*}" = "1,3001,0,order_b_alloc" ]'
 
 child=$(sed -n 's/^child //p' "$T/exits.out")
 got=$(sq "$DB" "SELECT end_reason FROM processes WHERE pid = ${child:-0}")

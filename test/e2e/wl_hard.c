@@ -26,6 +26,15 @@
  *   wl_hard reuse THREADS N SIZE  workers: N x (malloc(SIZE), free) in one
  *                            arena, so that freed addresses come back at
  *                            once to other threads: "tid T pairs N" each
+ *   wl_hard order N          with liborder.so preloaded behind the shim
+ *                            (order_lib.c): two workers, a and b, pass one
+ *                            address of ORDER_SIZE bytes back and forth, N
+ *                            rounds of (a's free held open in the real free
+ *                            while b allocates the address and frees it;
+ *                            b's malloc held open in the real malloc until
+ *                            a frees the address, then b frees it), then
+ *                            two slow rounds (order_a()), b keeping the
+ *                            last block: "pid P a TID b TID rounds N"
  *   wl_hard deepbind LIB N   dlopen(LIB, RTLD_NOW | RTLD_DEEPBIND), then its
  *                            hard_lib_allocs(N): N malloc(4321), N - 3 freed
  *   wl_hard fatal KIND       segv | abort | fpe | ill | bus | kill | caught
@@ -65,6 +74,8 @@
 #include <linux/audit.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
+
+#include "order_lib.h"
 
 static void out(const char *s)
 {
@@ -568,6 +579,159 @@ static int mode_reuse(unsigned threads, unsigned n, size_t size)
 	return 0;
 }
 
+/* ---- the heap order: calls held open inside the real allocator ---- */
+
+static struct {
+	void (*hold_free)(void);
+	void (*wait_held)(void);
+	void (*let_free)(void);
+	void (*wait_waiter)(void);
+} order;
+static pthread_barrier_t order_bar;
+static unsigned order_rounds;
+static int order_tid[2];
+static void *volatile order_kept;
+
+/* Each worker allocates at a call site of its own (so that the aggregated
+ * sites and the leak report tell whose block a free ended): neither is
+ * inlined nor a tail call, and each marks its block with its own letter
+ * (identical bodies would be folded into one function). */
+static __attribute__((noinline)) void *order_a_alloc(void)
+{
+	char *volatile p = malloc(ORDER_SIZE);
+
+	*p = 'a';
+	return p;
+}
+
+static __attribute__((noinline)) void *order_b_alloc(void)
+{
+	char *volatile p = malloc(ORDER_SIZE);
+
+	*p = 'b';
+	return p;
+}
+
+static __attribute__((noinline)) void order_free(void *p)
+{
+	free(p);
+	__asm__ volatile("" ::: "memory");
+}
+
+/* Until the collector has taken what this thread shipped: a nap, a heap
+ * call 40 ms later than the last one (the aggregated heap applies an
+ * event once one 20 ms newer has come), another nap. */
+static void order_settle(void)
+{
+	struct timespec nap = { 0, 40 * 1000 * 1000 };
+
+	nanosleep(&nap, 0);
+	pair(40);
+	nanosleep(&nap, 0);
+}
+
+/*
+ * Worker a.  Each of the N quick rounds: a's free held open after the real
+ * free while b allocates the address (and frees it); then a's block out
+ * when b's malloc begins, and freed once that malloc waits in the real
+ * malloc.  Whether a wrong number then pairs the wrong block depends on
+ * which record the collector takes first (both ways happen).  So two slow
+ * rounds follow, where it is certain, each with a's free held open until
+ * b's allocation has been taken by the collector (order_settle()): one
+ * where b's malloc began before a's free (and b frees the block), one
+ * where it began after (b keeps the block).
+ */
+static void *order_a(void *arg)
+{
+	void *p;
+
+	(void)arg;
+	order_tid[0] = gettid();
+	for (unsigned i = 0; i < order_rounds; i++) {
+		p = order_a_alloc();
+		order.hold_free();
+		pthread_barrier_wait(&order_bar);
+		order_free(p);
+		pthread_barrier_wait(&order_bar);
+		p = order_a_alloc();
+		pthread_barrier_wait(&order_bar);
+		order.wait_waiter();
+		order_free(p);
+		pthread_barrier_wait(&order_bar);
+	}
+	p = order_a_alloc();
+	order.hold_free();
+	pthread_barrier_wait(&order_bar);
+	order.wait_waiter();
+	order_free(p);
+	pthread_barrier_wait(&order_bar);
+	p = order_a_alloc();
+	order.hold_free();
+	pthread_barrier_wait(&order_bar);
+	order_free(p);
+	pthread_barrier_wait(&order_bar);
+	return 0;
+}
+
+static void *order_b(void *arg)
+{
+	void *q;
+
+	(void)arg;
+	order_tid[1] = gettid();
+	for (unsigned i = 0; i < order_rounds; i++) {
+		pthread_barrier_wait(&order_bar);
+		order.wait_held();
+		q = order_b_alloc();
+		order.let_free();
+		order_free(q);
+		pthread_barrier_wait(&order_bar);
+		pthread_barrier_wait(&order_bar);
+		q = order_b_alloc();
+		order_free(q);
+		pthread_barrier_wait(&order_bar);
+	}
+	pthread_barrier_wait(&order_bar);
+	q = order_b_alloc();
+	order_settle();
+	order.let_free();
+	order_free(q);
+	pthread_barrier_wait(&order_bar);
+	pthread_barrier_wait(&order_bar);
+	order.wait_held();
+	q = order_b_alloc();
+	order_settle();
+	order.let_free();
+	order_kept = q;
+	pthread_barrier_wait(&order_bar);
+	return 0;
+}
+
+static int mode_order(unsigned rounds)
+{
+	pthread_t a, b;
+	char line[96], *p = line;
+
+	order.hold_free = (void (*)(void))dlsym(RTLD_DEFAULT, "order_hold_free");
+	order.wait_held = (void (*)(void))dlsym(RTLD_DEFAULT, "order_wait_held");
+	order.let_free = (void (*)(void))dlsym(RTLD_DEFAULT, "order_let_free");
+	order.wait_waiter = (void (*)(void))dlsym(RTLD_DEFAULT, "order_wait_waiter");
+	if (!order.hold_free || !order.wait_held || !order.let_free || !order.wait_waiter)
+		die("liborder.so is not preloaded");
+	order_rounds = rounds;
+	pthread_barrier_init(&order_bar, 0, 2);
+	if (pthread_create(&a, 0, order_a, 0) != 0 || pthread_create(&b, 0, order_b, 0) != 0)
+		die("pthread_create failed");
+	pthread_join(a, 0);
+	pthread_join(b, 0);
+	p = put(p, "pid", (uint64_t)getpid());
+	p = put(p, "a", (uint64_t)order_tid[0]);
+	p = put(p, "b", (uint64_t)order_tid[1]);
+	p = put(p, "rounds", rounds);
+	out_line(line, p);
+	return 0;
+}
+
 /* ---- RTLD_DEEPBIND ---- */
 
 static int mode_deepbind(const char *lib, unsigned n)
@@ -763,6 +927,8 @@ int main(int argc, char **argv)
 	if (!strcmp(m, "reuse") && argc == 5)
 		return mode_reuse((unsigned)atoi(argv[2]), (unsigned)atoi(argv[3]),
 				  (size_t)atol(argv[4]));
+	if (!strcmp(m, "order") && argc == 3)
+		return mode_order((unsigned)atoi(argv[2]));
 	if (!strcmp(m, "deepbind") && argc == 4)
 		return mode_deepbind(argv[2], (unsigned)atoi(argv[3]));
 	if (!strcmp(m, "fatal") && argc == 3)
