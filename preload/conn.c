@@ -316,12 +316,26 @@ int conn_kick(void)
 	return send_msg(&m, sizeof(m));
 }
 
+/* The BYE is what makes the end an 'exit': with the socket's buffer full
+ * (a collector away in a long commit) it waits, at most BYE_WAIT_MS, for
+ * room, once.  Only at the process's end. */
+#define BYE_WAIT_MS 1000
+
 int conn_bye(uint64_t ts)
 {
 	struct shm_msg_bye m = { .ts = ts };
+	struct pollfd p = { .events = POLLOUT };
+	int err, saved = errno;
 
 	hdr_init(&m.hdr, SHM_MSG_BYE, sizeof(m));
-	return send_msg(&m, sizeof(m));
+	err = send_msg(&m, sizeof(m));
+	if (err != -EAGAIN && err != -EWOULDBLOCK)
+		return err;
+	p.fd = owned();
+	if (p.fd >= 0 && poll(&p, 1, BYE_WAIT_MS) == 1 && (p.revents & POLLOUT))
+		err = send_msg(&m, sizeof(m));
+	errno = saved;
+	return err;
 }
 
 int conn_signal(int signo, int code, uint64_t addr, uint32_t tid, uint64_t ts)

@@ -64,6 +64,14 @@ static uint32_t claim_hint;
 static uint64_t gone_beat = ~0ull;
 /* The collector's end of the socket closed: nobody will ever make room. */
 static int collector_gone;
+/* The heartbeat when a KICK was last sent; ~0 before the first.  A KICK
+ * only hurries the collector's next pass, so one per pass is enough: a
+ * wait that sees the beat unchanged since the last KICK sends none.
+ * Every wait sending one filled the socket's buffer while a slow collector
+ * (a sanitizer build, a store commit) was away, and then the BYE, which
+ * cannot wait, found it full: a process that exited recorded as a
+ * 'disconnect'. */
+static uint64_t kick_beat = ~0ull;
 
 static void thread_exit(void *arg)
 {
@@ -101,7 +109,8 @@ static int lossless_wait(struct shim_thread *t, int (*ready)(struct shim_thread 
 	/* seq_cst: our count is seen before we look at the ring, or the
 	 * collector's pass is seen by the look (wire.h) */
 	__atomic_fetch_add(&r->waiters, 1, __ATOMIC_SEQ_CST);
-	conn_kick();
+	if (__atomic_exchange_n(&kick_beat, beat, __ATOMIC_RELAXED) != beat)
+		conn_kick();
 	since = clock_ns(CLOCK_MONOTONIC);
 	for (;;) {
 		uint32_t w = __atomic_load_n(&r->wake, __ATOMIC_SEQ_CST);
@@ -348,6 +357,7 @@ struct shim_thread *thread_self(void)
 
 void thread_reconnected(void)
 {
+	__atomic_store_n(&kick_beat, ~0ull, __ATOMIC_RELAXED);
 	__atomic_store_n(&gone_beat, ~0ull, __ATOMIC_RELAXED);
 	__atomic_store_n(&collector_gone, 0, __ATOMIC_RELAXED);
 }
@@ -372,5 +382,6 @@ void thread_fork_child(void)
 	t->busy = 0;
 	claim_hint = 0;
 	gone_beat = ~0ull;
+	kick_beat = ~0ull;
 	collector_gone = 0;
 }
