@@ -155,9 +155,7 @@ static void name_ids(struct shim_thread *t, const char *name, uint32_t *name_id,
 	errno = saved;
 }
 
-/* t, or NULL when its record is not to be made: a signal handler's call
- * inside the shim's own work, whose record is counted as dropped. */
-static struct shim_thread *api_thread(struct shim_thread *t)
+struct shim_thread *api_thread(struct shim_thread *t)
 {
 	if (t && shim_reentered(t)) {
 		thread_reentered(t, SHM_FN_NONE, 0, 1);

@@ -24,6 +24,11 @@ int api_pop_level(uintptr_t domain, int *watched);
 /* A process-unique id for a START/END range (never 0). */
 uint64_t api_range_id(void);
 
+/* t, or NULL when its range or mark is not to be recorded: a signal
+ * handler's call inside the shim's own work, whose record is counted as
+ * dropped (thread_reentered()).  For the NVTX and shimmer_* entry points. */
+struct shim_thread *api_thread(struct shim_thread *t);
+
 /* Write one record on t's ring (t from shim_thread_traced()).  Ids are
  * interned strings; 0 for none (domain 0: NVTX's default domain). */
 void api_range(struct shim_thread *t, uint32_t op, uint64_t id, uint32_t name_id,

@@ -94,7 +94,7 @@ enum ev { EV_MARK, EV_PUSH, EV_START };
 static uint64_t event(enum ev what, nvtxDomainHandle_t d, const nvtxEventAttributes_t *a,
 		      const char *s, const wchar_t *w)
 {
-	struct shim_thread *t = shim_thread_traced();
+	struct shim_thread *t = api_thread(shim_thread_traced());
 	struct attr at = { 0 };
 	uint64_t id = what == EV_START ? api_range_id() : 0;
 	int saved, b;
@@ -102,12 +102,6 @@ static uint64_t event(enum ev what, nvtxDomainHandle_t d, const nvtxEventAttribu
 	if (!t)
 		return id;
 	saved = errno;
-	/* a signal handler's event inside the shim's own work: dropped */
-	if (shim_reentered(t)) {
-		thread_reentered(t, SHM_FN_NONE, 0, 1);
-		errno = saved;
-		return id;
-	}
 	/* names make no traced call; a handler's event must not wait for
 	 * an entry we hold */
 	b = shim_busy(t);

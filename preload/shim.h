@@ -284,6 +284,13 @@ int thread_emit(struct shim_thread *t, const void *rec, uint32_t len);
 
 int thread_emit_heap_slow(struct shim_thread *t, const struct shm_rec_heap *r);
 
+/* A heap record's newest time, the thread's newest once it is written
+ * (thread_emit()'s rec_ts() for any record). */
+static inline uint64_t heap_rec_ts(const struct shm_rec_heap *r)
+{
+	return r->hdr.flags & SHM_F_TIMED ? r->t_end : r->t_begin;
+}
+
 /* thread_emit_heap_slow() of a record held by value: the copy in memory
  * that it needs is made on its path only. */
 static __attribute__((noinline, cold)) int thread_emit_heap_cold(struct shim_thread *t,
@@ -302,7 +309,7 @@ static __attribute__((noinline, cold)) int thread_emit_heap_cold(struct shim_thr
 static inline __attribute__((always_inline)) int thread_emit_heap(struct shim_thread *t,
 								 struct shm_rec_heap r)
 {
-	uint64_t ts = r.hdr.flags & SHM_F_TIMED ? r.t_end : r.t_begin;
+	uint64_t ts = heap_rec_ts(&r);
 	struct shm_rec_heap *dst;
 
 	if (unlikely(!t->ring.slot || (t->busy & BUSY_RING)))

@@ -311,7 +311,7 @@ static inline __attribute__((always_inline)) int emit(struct shim_thread *t, con
 		thread_drop(t, 1);
 		return -1;
 	}
-	t->busy |= BUSY_RING;
+	tls_word_or(t, TLS_BUSY(BUSY_RING));
 	if (ts > t->last_ts)
 		t->last_ts = ts;
 	dst = ring_reserve(&t->ring, len);
@@ -324,7 +324,7 @@ static inline __attribute__((always_inline)) int emit(struct shim_thread *t, con
 	} else {
 		thread_drop(t, 1);
 	}
-	t->busy &= (uint8_t)~BUSY_RING;
+	tls_word_and(t, ~TLS_BUSY(BUSY_RING));
 	return err;
 }
 
@@ -335,8 +335,7 @@ int thread_emit(struct shim_thread *t, const void *rec, uint32_t len)
 
 int thread_emit_heap_slow(struct shim_thread *t, const struct shm_rec_heap *r)
 {
-	return emit(t, r, sizeof(*r), settings.lossless,
-		    r->hdr.flags & SHM_F_TIMED ? r->t_end : r->t_begin);
+	return emit(t, r, sizeof(*r), settings.lossless, heap_rec_ts(r));
 }
 
 int thread_emit_wait(struct shim_thread *t, const void *rec, uint32_t len)

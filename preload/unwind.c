@@ -46,7 +46,6 @@
 #define BP_SAME INT32_MIN
 
 /* Below this a pc is not code: the stack ends (as libunwind's trace). */
-#define PC_MIN 0x4000u
 
 struct rule_ent {
 	uint64_t pc;
@@ -426,7 +425,7 @@ static __attribute__((noinline)) int walk(struct unwind_cache *c, uint64_t pc, u
 	/* steps the previous walk made: one from each frame but an ending one */
 	psteps = pn ? (c->has_next ? pn : pn - 1) : 0;
 	for (;;) {
-		if (pc < PC_MIN) {
+		if (pc < UNWIND_PC_MIN) {
 			/* the stack's end, as libunwind's trace stops (k > 0) */
 			put(&f, k, pc, sp, bp);
 			has_next = ended = 1;

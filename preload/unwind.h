@@ -44,6 +44,9 @@
 #include <emmintrin.h>
 #include <stdint.h>
 
+/* A pc below this ends a walk (no code is mapped there). */
+#define UNWIND_PC_MIN 0x4000u
+
 /* The most frames a walk returns. */
 #define UNWIND_MAX 128u
 
@@ -139,7 +142,7 @@ static inline UNWIND_ANY_ORDER int unwind_same(const struct unwind_cache *c, uin
 	uint64_t d;
 
 	if (c->gen != __atomic_load_n(&unwind_gen, __ATOMIC_RELAXED) || !c->n ||
-	    c->sp[0] != sp || c->pc[0] != pc || (c->need_bp0 && c->bp[0] != bp) || pc < 0x4000)
+	    c->sp[0] != sp || c->pc[0] != pc || (c->need_bp0 && c->bp[0] != bp) || pc < UNWIND_PC_MIN)
 		return 0;
 	/* The limit stops the walk where the held one stopped: at max, or
 	 * at the stack's end before it.  Every step it made is then checked:
