@@ -630,6 +630,19 @@ static void order_settle(void)
 	nanosleep(&nap, 0);
 }
 
+/* One of worker a's slow rounds (below). */
+static void order_a_slow(int b_first)
+{
+	void *p = order_a_alloc();
+
+	order.hold_free();
+	pthread_barrier_wait(&order_bar);
+	if (b_first)
+		order.wait_waiter(); /* b's malloc began before this free */
+	order_free(p);
+	pthread_barrier_wait(&order_bar);
+}
+
 /*
  * Worker a.  Each of the N quick rounds: a's free held open after the real
  * free while b allocates the address (and frees it); then a's block out
@@ -659,17 +672,8 @@ static void *order_a(void *arg)
 		order_free(p);
 		pthread_barrier_wait(&order_bar);
 	}
-	p = order_a_alloc();
-	order.hold_free();
-	pthread_barrier_wait(&order_bar);
-	order.wait_waiter();
-	order_free(p);
-	pthread_barrier_wait(&order_bar);
-	p = order_a_alloc();
-	order.hold_free();
-	pthread_barrier_wait(&order_bar);
-	order_free(p);
-	pthread_barrier_wait(&order_bar);
+	order_a_slow(1);
+	order_a_slow(0);
 	return 0;
 }
 
