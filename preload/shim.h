@@ -39,6 +39,7 @@
 #define SHIMMER_SHIM_H
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 
 #include "region.h"
@@ -87,6 +88,8 @@ enum thread_state {
 			* traced call is counted, its record dropped */
 #define BUSY_CLAIM 0x8u /* thread_prepare() claims a slot: the same, its
 			 * counts held until the slot is there */
+#define BUSY_STACK 0x10u /* a stack capture (stack.h): the same; the walk
+			  * and the tables are not re-entered */
 
 struct shim_thread {
 	struct ring_prod ring; /* ring.slot is NULL unless TS_READY */
@@ -157,12 +160,30 @@ static inline void shim_unbusy(struct shim_thread *t, int set)
 }
 
 /* Whether a traced call on this thread comes from a signal handler that
- * interrupted the shim's own work (BUSY_SHIM, BUSY_CLAIM): it is counted
- * and its record dropped, thread_reentered(). */
+ * interrupted the shim's own work (BUSY_SHIM, BUSY_CLAIM, BUSY_STACK): it
+ * is counted and its record dropped, thread_reentered(). */
 static inline int shim_reentered(const struct shim_thread *t)
 {
-	return unlikely(t->busy & (BUSY_SHIM | BUSY_CLAIM));
+	return unlikely(t->busy & (BUSY_SHIM | BUSY_CLAIM | BUSY_STACK));
 }
+
+/*
+ * A call the shim makes that may allocate through the interposed malloc on
+ * its own behalf (dlsym, pthread_setspecific, libunwind, CUPTI): between
+ * shim_own_enter() and shim_own_leave() the thread is in_shim, so those
+ * allocations pass straight through, neither traced nor recursive.  A
+ * signal handler's calls then could not be told from them, so the
+ * asynchronous signals are blocked for as long: a handler that would have
+ * run inside runs just after shim_own_leave(), and its calls are counted
+ * as any.  The synchronous ones (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP,
+ * SIGSYS) stay as they were: a fault is delivered where it happens, and
+ * blocking one would kill the process instead.  The thread's mask is
+ * restored exactly (the program's own); errno is preserved.  For the rare
+ * calls only (once per process, thread, symbol, new return address, CUPTI
+ * start or stop): each costs two system calls.  Nests.
+ */
+void shim_own_enter(struct shim_thread *t, sigset_t *saved);
+void shim_own_leave(struct shim_thread *t, const sigset_t *saved);
 
 static inline int shim_heap_mode(void)
 {
