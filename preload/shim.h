@@ -13,7 +13,9 @@
  * TLS so that a hook reaches it with one %fs-relative load.  in_shim is the
  * re-entry guard: while it is set, hooks call straight through, so the
  * allocations of dlsym, pthread_setspecific and friends made on our behalf
- * are neither traced nor recursive.
+ * are neither traced nor recursive.  It is set only by shim_own_enter(),
+ * which blocks the asynchronous signals for as long (below), and on the
+ * shim's own threads, which block every signal.
  *
  * busy is the signal guard.  A signal handler may run between any two
  * instructions of a hook and call malloc (or anything traced) itself; the
@@ -23,17 +25,19 @@
  * counted, and its record dropped and counted (thread_drop()): stored +
  * dropped still equals the exact counters.  The counters themselves are
  * bumped with one instruction each (count_add()), which a signal cannot
- * split.  Calls a handler makes while in_shim is set pass through
- * uncounted: in_shim cannot tell them from the shim's own.  So in_shim is
- * held only around the very call that may make a traced call for the shim
- * (dlsym, pthread_setspecific, libunwind and the stack walk, the CUDA
- * runtime's cudaGetDevice, CUPTI), never around work that makes none: its
- * own slow paths that must not be entered by a handler's call hold
- * BUSY_SHIM instead (NVTX and shimmer_* names, a control command, the
- * module walk, the exit; shim_revive() needs neither), and a thread's
- * set-up BUSY_CLAIM, under which a handler's calls are counted once the
- * thread has its slot (thread_reentered()).  docs/reliability.md lists
- * what is left.
+ * split.  A handler's calls made while in_shim is set would pass through
+ * uncounted (in_shim cannot tell them from the shim's own), so in_shim is
+ * held only around the very call that allocates for the shim (dlsym,
+ * pthread_setspecific, libunwind's learning and unw_backtrace, the
+ * runtime's first cudaGetDevice on a thread, CUPTI), with the asynchronous
+ * signals blocked: a handler runs just after, counted.  Work that makes no
+ * traced call holds a busy bit instead: a stack capture BUSY_STACK, the
+ * shim's other slow paths that a handler's call must not enter BUSY_SHIM
+ * (NVTX and shimmer_* names, a control command, the module walk, CUPTI's
+ * API callback, the later cudaGetDevice calls, the exit; shim_revive()
+ * needs neither), and a thread's set-up BUSY_CLAIM, under which a
+ * handler's calls are counted once the thread has its slot
+ * (thread_reentered()).  docs/reliability.md lists what is left.
  */
 #ifndef SHIMMER_SHIM_H
 #define SHIMMER_SHIM_H
