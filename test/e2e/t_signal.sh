@@ -17,6 +17,16 @@ WL_HARD=$O/test/e2e/wl_hard
 LIBUNDER=$O/test/e2e/libunder.so
 need "$SHIM" "$SHIMMERD" "$WL_HARD" "$LIBUNDER"
 
+# check_counts LABEL DB PROC TID WANT: the thread's counters, "name=count"
+# by name, are WANT (the calls the program made).
+check_counts() {
+	local got
+	got=$(sq "$2" "SELECT group_concat(x, ' ') FROM (SELECT f.name || '=' || c.count AS x
+		FROM function_counts c JOIN functions f USING (fn_id) WHERE c.proc_id = $3
+		AND c.tid = $4 AND c.count > 0 ORDER BY f.name)")
+	check "$1: counters are the program's calls" "counted '$got', made $5" [ "$got" = "$5" ]
+}
+
 N=300000 US=20
 DB=$T/store.db
 start_collector "$DB" || { not_ok "collector starts"; finish; }
@@ -43,11 +53,7 @@ while read -r name mode stacks lossless; do
 		FROM processes p WHERE proc_id = $proc")
 	check "$name: every record valid (not rejected, none malformed)" "end_reason|malformed: $bad" \
 		[ "$bad" = "exit|0" ]
-	got=$(sq "$DB" "SELECT group_concat(x, ' ') FROM (SELECT f.name || '=' || c.count AS x
-		FROM function_counts c JOIN functions f USING (fn_id) WHERE c.proc_id = $proc
-		AND c.tid = $tid AND c.count > 0 ORDER BY f.name)")
-	check "$name: counters are the program's calls" "counted '$got', made malloc=$mallocs free=$frees" \
-		[ "$got" = "free=$frees malloc=$mallocs" ]
+	check_counts "$name" "$DB" "$proc" "$tid" "free=$frees malloc=$mallocs"
 	[ "$mode" = all ] || continue
 	read -r stored dropped produced <<< "$(sq -separator ' ' "$DB" "SELECT
 		(SELECT count(*) FROM allocations WHERE proc_id = $proc AND alloc_tid = $tid)
@@ -112,11 +118,7 @@ while read -r what n stop ring lib; do
 		[ "${traps:-0}" -ge 1 ]
 	want="free=$frees malloc=$mallocs"
 	[ "$what" = cuda ] && want="cudaStreamSynchronize=$n $want"
-	got=$(sq "$db" "SELECT group_concat(x, ' ') FROM (SELECT f.name || '=' || c.count AS x
-		FROM function_counts c JOIN functions f USING (fn_id) WHERE c.proc_id = $proc
-		AND c.tid = $tid AND c.count > 0 ORDER BY f.name)")
-	check "trap $what: counters are the program's calls" "counted '$got', made $want" \
-		[ "$got" = "$want" ]
+	check_counts "trap $what" "$db" "$proc" "$tid" "$want"
 	read -r stored dropped produced end <<< "$(sq -separator ' ' "$db" "SELECT
 		(SELECT count(*) FROM allocations WHERE proc_id = $proc AND alloc_tid = $tid)
 		+ (SELECT count(*) FROM allocations WHERE proc_id = $proc AND free_tid = $tid)
@@ -167,10 +169,6 @@ while read -r what n stacks chk lib; do
 		"inside '$inside'" [ "${inside:-0}" -ge 1 ]
 	want="free=$frees malloc=$mallocs"
 	[ "$what" = cuda ] && want="cudaStreamSynchronize=$n $want"
-	got=$(sq "$db" "SELECT group_concat(x, ' ') FROM (SELECT f.name || '=' || c.count AS x
-		FROM function_counts c JOIN functions f USING (fn_id) WHERE c.proc_id = $proc
-		AND c.tid = $tid AND c.count > 0 ORDER BY f.name)")
-	check "under $what: counters are the program's calls" "counted '$got', made $want" \
-		[ "$got" = "$want" ]
+	check_counts "under $what" "$db" "$proc" "$tid" "$want"
 done <<< "$cases"
 finish
