@@ -204,11 +204,13 @@ void shim_own_enter(struct shim_thread *t, sigset_t *saved)
 	sigdelset(&async, SIGILL);
 	sigdelset(&async, SIGTRAP);
 	sigdelset(&async, SIGSYS);
-	/* glibc keeps its own SIGCANCEL and SIGSETXID unblocked; SIGKILL
-	 * and SIGSTOP cannot be blocked.  Blocked first, then in_shim: a
-	 * handler never finds in_shim set. */
+	/* sigfillset leaves out glibc's own SIGCANCEL and SIGSETXID; SIGKILL
+	 * and SIGSTOP cannot be blocked.  Blocked first, then in_shim: no
+	 * asynchronous handler finds in_shim set.  It cannot fail with these
+	 * arguments; if it did, the mask is unchanged and is what leave
+	 * restores. */
 	if (pthread_sigmask(SIG_BLOCK, &async, saved) != 0)
-		sigemptyset(saved); /* cannot fail with these arguments */
+		pthread_sigmask(SIG_SETMASK, 0, saved);
 	tls_word_add(t, TLS_IN_SHIM);
 	errno = e;
 }

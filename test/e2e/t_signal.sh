@@ -145,8 +145,9 @@ done <<< "$cases"
 #   cuda   the worker's first CUDA call starts CUPTI (loads libcupti,
 #          subscribes, starts its threads), the runtime already set up but
 #          told no injection library
-# The counters must be the program's calls, and at least one signal must
-# have come from inside the shim's own calls ("inside").
+# The counters must be the program's calls, at least one signal must have
+# come from inside the shim's own calls ("inside"), and the worker's own
+# mask (it blocks SIGUSR2 and SIGRTMIN+5) must be as it set it.
 # name N STACKS CHECK LIB
 cases="setup 2000 off 0
 stacks 2000 on 1
@@ -163,10 +164,12 @@ while read -r what n stacks chk lib; do
 	check "under $what: exits 0" "status $rc; stderr: $(head -c 300 "$T/under-$what.err")" [ $rc = 0 ]
 	echo "# under $what: $(tr '\n' ' ' < "$T/under-$what.out")"
 	read -r _ tid _ mallocs _ frees _ handled < "$T/under-$what.out"
-	inside=$(sed -n 's/^inside \([0-9]*\)$/\1/p' "$T/under-$what.out")
+	read -r _ inside _ mask < <(sed -n '/^inside /p' "$T/under-$what.out")
 	proc="(SELECT proc_id FROM threads WHERE tid = $tid)"
 	check "under $what: a signal came from inside the shim's own calls (inside $inside)" \
 		"inside '$inside'" [ "${inside:-0}" -ge 1 ]
+	check "under $what: the thread's signal mask is the program's (blocked SIGUSR2, SIGRTMIN+5)" \
+		"mask kept: '$mask'" [ "$mask" = 1 ]
 	want="free=$frees malloc=$mallocs"
 	[ "$what" = cuda ] && want="cudaStreamSynchronize=$n $want"
 	check_counts "under $what" "$db" "$proc" "$tid" "$want"

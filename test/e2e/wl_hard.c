@@ -228,6 +228,7 @@ struct sig_job {
 	unsigned n, us;
 	uint64_t mallocs, frees;
 	uint64_t inside; /* wl_hard under: the shim's own calls that signalled */
+	int mask_kept;   /* wl_hard under: the worker's mask as it set it */
 	int tid;
 };
 
@@ -486,9 +487,11 @@ static int mode_trap(const char *what, unsigned n, const char *lib)
  *          and set up by a cudaGetDevice (which the shim does not
  *          interpose): the worker's first call resolves the runtime's
  *          functions (dlsym) and asks it for the thread's device
- * "tid T mallocs M frees F handled K inside I" (M, F: the worker's and the
- * handler's calls; I: the signals sent from calls the worker did not make
- * itself, the shim's); status 3 and "no libunder" without the library.
+ * The worker blocks SIGUSR2 and SIGRTMIN+5 first, and looks at the end
+ * whether its mask is still that.  "tid T mallocs M frees F handled K",
+ * then "inside I mask 0|1" (M, F: the worker's and the handler's calls; I:
+ * the signals sent from calls the worker did not make itself, the shim's;
+ * 1: the mask kept); status 3 and "no libunder" without the library.
  */
 static volatile sig_atomic_t handled;
 static void (*under_arm)(int), (*under_quiet)(int);
@@ -510,9 +513,14 @@ static void *under_worker(void *arg)
 {
 	struct sig_job *j = arg;
 	uint64_t real = 0;
-	sigset_t set;
+	sigset_t set, now;
 
 	j->tid = gettid();
+	/* a mask of the program's own, which the shim must leave as it is */
+	sigemptyset(&set);
+	sigaddset(&set, SIGUSR2);
+	sigaddset(&set, SIGRTMIN + 5);
+	pthread_sigmask(SIG_SETMASK, &set, 0);
 	under_arm(1);
 	for (unsigned i = 0; i < j->n; i++) {
 		if (j->us && trap_sync(0) != 0)
@@ -521,6 +529,11 @@ static void *under_worker(void *arg)
 		real += 2; /* the worker's own malloc and free reach libunder */
 	}
 	under_arm(0);
+	pthread_sigmask(SIG_SETMASK, 0, &now);
+	j->mask_kept = 1;
+	for (int s = 1; s < NSIG; s++)
+		if (sigismember(&now, s) != sigismember(&set, s))
+			j->mask_kept = 0;
 	sigemptyset(&set);
 	sigaddset(&set, SIGUSR1);
 	pthread_sigmask(SIG_BLOCK, &set, 0);
@@ -561,6 +574,7 @@ static int mode_under(const char *what, unsigned n, const char *lib)
 	sigaction(SIGUSR1, &sa, 0);
 	sig_job_run(&j, under_worker, "handled", &handled);
 	p = put(p, "inside", j.inside);
+	p = put(p, "mask", (uint64_t)j.mask_kept);
 	out_line(line, p);
 	return 0;
 }
