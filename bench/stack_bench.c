@@ -83,12 +83,12 @@ struct worker {
 	uint64_t burst_cpu[BURSTS_KEPT]; /* each burst's CPU ns per 1000 pairs */
 };
 
-/* Runs total pairs in bursts of `burst` (all of them at once without -b), each
- * after a pause of pause_us; adds the CPU and wall time spent in the bursts
+/* Runs total pairs in bursts of `burst` (all at once without -b), each after
+ * a pause of pause_us; adds the CPU and wall time spent in the bursts
  * to *cpu and *wall and, when kept is given, each burst's CPU ns per 1000
  * pairs to the worker's list. */
 static void run_bursts(struct worker *w, unsigned long total, uint64_t *cpu, uint64_t *wall,
-		   int kept)
+		       int kept)
 {
 	struct timespec nap;
 	uint64_t w0, c0, c;
