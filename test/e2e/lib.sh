@@ -78,10 +78,14 @@ need() {
 
 # start_daemon ARGS...: shimmerd on $SOCK with ARGS, waits for its ready
 # byte.  SHIMMERD_NOFILE=N: the collector runs with at most N descriptors.
+# SHIMMERD_AS=USER (root only): as USER with CAP_CHOWN alone, as
+# shimmerd.service runs it.
 start_daemon() {
 	local fifo=$T/ready.$RANDOM byte
 	rm -f "$SOCK"
 	mkfifo "$fifo"
+	${SHIMMERD_AS:+setpriv --reuid=$SHIMMERD_AS --regid=$SHIMMERD_AS --clear-groups \
+		--inh-caps=-all,+chown --ambient-caps=-all,+chown --bounding-set=-all,+chown} \
 	${SHIMMERD_NOFILE:+prlimit --nofile=$SHIMMERD_NOFILE:$SHIMMERD_NOFILE} \
 		"$SHIMMERD" --foreground --no-config --socket "$SOCK" "$@" --ready-fd 3 \
 		3>"$fifo" 2>>"$T/collector.log" &
