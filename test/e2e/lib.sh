@@ -134,6 +134,34 @@ traced() {
 		WL_LOG=$WLOG "$@"
 }
 
+# check_reconnected DB N: the two programs of `wl_hard load 2 N keep K`
+# (lossless and lossy) that lost their collector and reconnected to the
+# next: one row each, continued and ended 'exit'; per process stored +
+# dropped == produced, exactly, with drops counted as 'collector_lost'.
+# Worker threads only: the main thread's calls include libc's frees of
+# blocks allocated before tracing began.
+check_reconnected() {
+	local acct n bad
+	# per process: lossless, pid, rows of it, end_reason, produced,
+	# stored, dropped, of which collector_lost
+	acct=$(sq -separator ' ' "$1" "SELECT p.lossless, p.pid,
+	(SELECT count(*) FROM processes q WHERE q.pid = p.pid), p.end_reason,
+	(SELECT coalesce(sum(c.count), 0) FROM function_counts c JOIN functions f USING (fn_id)
+	 WHERE c.proc_id = p.proc_id AND f.family = 'heap' AND c.tid <> p.pid),
+	(SELECT count(*) FROM allocations a WHERE a.proc_id = p.proc_id AND a.alloc_tid <> p.pid)
+	+ (SELECT count(*) FROM allocations a WHERE a.proc_id = p.proc_id AND a.free_tid <> p.pid),
+	(SELECT coalesce(sum(events), 0) FROM drops d WHERE d.proc_id = p.proc_id AND d.tid <> p.pid),
+	(SELECT coalesce(sum(events), 0) FROM drops d WHERE d.proc_id = p.proc_id
+	 AND d.reason = 'collector_lost')
+	FROM processes p WHERE p.argv LIKE '%$2%' ORDER BY p.lossless")
+	echo "# reconnect: lossless pid rows end produced stored dropped lost"
+	sed 's/^/# /' <<< "$acct"
+	n=$(printf '%s\n' "$acct" | awk '$3 == 1 && $4 == "exit"' | wc -l)
+	check "reconnect: each program one row, continued and ended at its exit" "$acct" [ "$n" = 2 ]
+	bad=$(printf '%s\n' "$acct" | awk '$6 + $7 != $5 || $5 != '$((2 * ($2 + 2)))' || $8 == 0')
+	expect_empty "reconnect: stored + dropped == produced, the loss counted as collector_lost" "$bad"
+}
+
 # A collector that closes a small store compacts it (docs/schema.md), and
 # holds it exclusively for that moment: a read then waits, as the shimmer
 # commands do, instead of failing with "database is locked".

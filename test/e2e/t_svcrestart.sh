@@ -134,25 +134,7 @@ check "shimmer ls: one recording of the job, 4 processes, finished again" "$recs
 check "finished again: one file (no -wal, no -shm), still shrc-a's, 0660" "$(ls -l "$REC"* 2>&1)" \
 	[ ! -e "$REC-wal" -a ! -e "$REC-shm" -a "$(stat -c '%U %a' "$REC")" = "shrc-a 660" ]
 check_integrity "the continued recording passes integrity_check" "$REC"
-# per process: lossless, pid, rows of it, end_reason, produced, stored,
-# dropped, of which collector_lost (worker threads only: the main
-# thread's calls include libc's frees of blocks allocated before tracing)
-acct=$(sq -separator ' ' "$REC" "SELECT p.lossless, p.pid,
-	(SELECT count(*) FROM processes q WHERE q.pid = p.pid), p.end_reason,
-	(SELECT coalesce(sum(c.count), 0) FROM function_counts c JOIN functions f USING (fn_id)
-	 WHERE c.proc_id = p.proc_id AND f.family = 'heap' AND c.tid <> p.pid),
-	(SELECT count(*) FROM allocations a WHERE a.proc_id = p.proc_id AND a.alloc_tid <> p.pid)
-	+ (SELECT count(*) FROM allocations a WHERE a.proc_id = p.proc_id AND a.free_tid <> p.pid),
-	(SELECT coalesce(sum(events), 0) FROM drops d WHERE d.proc_id = p.proc_id AND d.tid <> p.pid),
-	(SELECT coalesce(sum(events), 0) FROM drops d WHERE d.proc_id = p.proc_id
-	 AND d.reason = 'collector_lost')
-	FROM processes p WHERE p.argv LIKE '%$N%' ORDER BY p.lossless")
-echo "# reconnect: lossless pid rows end produced stored dropped lost"
-sed 's/^/# /' <<< "$acct"
-n=$(printf '%s\n' "$acct" | awk '$3 == 1 && $4 == "exit"' | wc -l)
-check "reconnect: each program one row, continued and ended at its exit" "$acct" [ "$n" = 2 ]
-bad=$(printf '%s\n' "$acct" | awk '$6 + $7 != $5 || $5 != '$((2 * (N + 2)))' || $8 == 0')
-expect_empty "reconnect: stored + dropped == produced, the loss counted as collector_lost" "$bad"
+check_reconnected "$REC" $N
 got=$(sq "$REC" "SELECT end_reason FROM processes WHERE pid = $pid_gone")
 check "the process that ended before the restart: its row stays collector_lost" "got '$got'" \
 	[ "$got" = collector_lost ]
