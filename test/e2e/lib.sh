@@ -134,6 +134,28 @@ traced() {
 		WL_LOG=$WLOG "$@"
 }
 
+# wait_reconnected: waits for $pid_lossless and $pid_lossy (the programs
+# of check_reconnected, their stderr in $T/rc.MODE.err) once a collector
+# started again at $restarted (date +%s%N): each exits 0 and says
+# nothing, the lossless one within 4.5 s (no stall on the dead collector).
+wait_reconnected() {
+	local rc rc_lossy rc_lossless ended ms mode
+	wait "$pid_lossless"
+	rc_lossless=$?
+	ended=$(date +%s%N)
+	wait "$pid_lossy"
+	rc_lossy=$?
+	for mode in lossy lossless; do
+		eval "rc=\$rc_$mode"
+		check "reconnect, $mode: the program exits 0 and says nothing" \
+			"exit $rc; stderr: $(head -c 300 "$T/rc.$mode.err")" \
+			holds '[ "$rc" = 0 ] && [ ! -s "$T/rc.$mode.err" ]'
+	done
+	ms=$(( (ended - restarted) / 1000000 ))
+	check "reconnect, lossless: no stall on the dead collector (ended $ms ms after the restart)" \
+		"$ms ms" [ $ms -lt 4500 ]
+}
+
 # check_reconnected DB N: the two programs of `wl_hard load 2 N keep K`
 # (lossless and lossy) that lost their collector and reconnected to the
 # next: one row each, continued and ended 'exit'; per process stored +
