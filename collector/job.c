@@ -664,10 +664,11 @@ static int reopen(struct jobs *js, struct found *f, uint32_t uid, struct job **o
 		return 0;
 	}
 	if (lstat(f->path, &sb) < 0) {
-		snprintf(why, why_len, "its recording %s is gone (%s)", f->path, strerror(errno));
+		err = errno;
+		snprintf(why, why_len, "its recording %s is gone (%s)", f->path, strerror(err));
 		/* as adopt_orphans() does with a recording whose file went */
-		return errno == ENOENT ? index_exec(js, "DELETE FROM recordings WHERE id = ?1",
-						    "i", NULL, NULL, f->id) : 0;
+		return err == ENOENT ? index_exec(js, "DELETE FROM recordings WHERE id = ?1", "i",
+						  NULL, NULL, f->id) : 0;
 	}
 	if (!S_ISREG(sb.st_mode) || sb.st_uid != uid) {
 		snprintf(why, why_len, "its recording %s is not a file of uid %u", f->path,
