@@ -88,7 +88,7 @@ struct client {
 __attribute__((format(printf, 2, 3)))
 static int reject(struct client *c, const char *fmt, ...)
 {
-	char why[256];
+	char why[640];
 	va_list ap;
 
 	if (!c->rejected) {
@@ -369,11 +369,15 @@ static int peer_start_ns(uint32_t pid, int64_t *ns)
  * latest of its pid, uid and host, which must have started when HELLO says
  * and been ended by store_recover(); and the process must have existed
  * then (the kernel's start time, not the client's word: a later process
- * that got the pid, the same user's, cannot take the row over).
+ * that got the pid, the same user's, cannot take the row over).  Under
+ * jobs, the row is looked for in the recording the index lists it lost in
+ * (jobs_resume(): the user's own, opened again when a restarted daemon
+ * finished it), and the process joins that recording's job.
  */
 static int resume(struct client *c, const struct shm_msg_hello *h)
 {
 	int64_t kstart = 0;
+	char why[400];
 	int err;
 
 	if (c->fd >= 0 && (peer_start_ns(c->pid, &kstart) < 0 ||
@@ -381,6 +385,20 @@ static int resume(struct client *c, const struct shm_msg_hello *h)
 		return reject(c, "reconnect HELLO says the process started at %llu ns, the "
 			      "kernel says it did not exist then",
 			      (unsigned long long)h->start_mono_ns);
+	if (c->co->jobs) {
+		err = jobs_resume(c->co->jobs, c->uid, c->pid, c->host,
+				  (int64_t)h->start_mono_ns, &c->job, why, sizeof(why));
+		if (err)
+			return err;
+		if (!c->job && why[0])
+			return reject(c, "reconnect HELLO of a process a restarted daemon ended as "
+				      "'collector_lost': %s", why);
+		if (!c->job)
+			return reject(c, "reconnect HELLO for no process a restarted daemon ended "
+				      "in a recording of uid %u (pid %u, started at %llu ns)", c->uid,
+				      c->pid, (unsigned long long)h->start_mono_ns);
+		c->store = job_store(c->job);
+	}
 	err = store_process_resume(c->store, c->pid, c->uid, c->host, c->host_len,
 				   (int64_t)h->start_mono_ns, &c->proc_id);
 	if (err)
@@ -457,11 +475,12 @@ static int hello(struct client *c, const char *msg, size_t len, int memfd)
 		return -ENOMEM;
 	c->rank = h.rank;
 	c->start_wall_ns = (int64_t)h.start_wall_ns;
-	if (c->co->jobs) {
+	/* A reconnect goes on in the recording its row is in (resume()). */
+	if (c->co->jobs && !(h.flags & SHM_HELLO_RECONNECT)) {
 		err = choose_job(c, &h, text + h.exe_len + h.argv_len + h.host_len);
 		if (err)
 			return err;
-	} else {
+	} else if (!c->co->jobs) {
 		c->store = c->co->store;
 	}
 	p = (struct store_proc){

@@ -74,7 +74,19 @@ static const char index_schema[] =
 	" end_wall_ns INTEGER,"
 	" processes INTEGER NOT NULL DEFAULT 0,"
 	" ranks INTEGER NOT NULL DEFAULT 0,"
-	" bytes INTEGER NOT NULL DEFAULT 0);";
+	" bytes INTEGER NOT NULL DEFAULT 0);"
+	/* The processes a crashed daemon left live in a recording, ended
+	 * 'collector_lost' at the next start (adopt_orphans()): each may say
+	 * HELLO again (jobs_resume()). */
+	"CREATE TABLE IF NOT EXISTS lost ("
+	" recording INTEGER NOT NULL,"
+	" uid INTEGER NOT NULL,"
+	" pid INTEGER NOT NULL,"
+	" host TEXT NOT NULL,"
+	" start_ns INTEGER NOT NULL,"
+	" UNIQUE (uid, pid, host, start_ns, recording));"
+	"CREATE TRIGGER IF NOT EXISTS recording_gone AFTER DELETE ON recordings"
+	" BEGIN DELETE FROM lost WHERE recording = old.id; END;";
 
 /* Runs sql with the values given ('i': int64, 's': text) and, when row is
  * not NULL, hands it each result row.  0 or -EIO (logged). */
@@ -106,6 +118,13 @@ static int index_exec(struct jobs *js, const char *sql, const char *types,
 	}
 	sqlite3_finalize(st);
 	return err;
+}
+
+static const char *col_text(sqlite3_stmt *st, int i)
+{
+	const char *s = (const char *)sqlite3_column_text(st, i);
+
+	return s ? s : "";
 }
 
 /* Bytes on disk of a store and its -wal and -journal. */
@@ -173,6 +192,7 @@ struct doomed {
 	int64_t id;
 	char *path;
 	uint64_t bytes;
+	uint32_t uid;
 };
 
 struct doomed_list {
@@ -196,6 +216,7 @@ static int collect(void *ctx, sqlite3_stmt *st)
 	l->v[l->n].id = sqlite3_column_int64(st, 0);
 	l->v[l->n].path = strdup((const char *)sqlite3_column_text(st, 1));
 	l->v[l->n].bytes = (uint64_t)sqlite3_column_int64(st, 2);
+	l->v[l->n].uid = (uint32_t)sqlite3_column_int64(st, 3); /* when asked for */
 	if (!l->v[l->n].path)
 		return -ENOMEM;
 	l->n++;
@@ -264,18 +285,33 @@ static int mkdir_mode(const char *path, mode_t mode)
 	return chmod(path, mode) < 0 ? -errno : 0;
 }
 
+struct lost_ctx {
+	struct jobs *js;
+	int64_t recording;
+};
+
+static int add_lost(void *ctx, const struct store_lost *l)
+{
+	struct lost_ctx *x = ctx;
+
+	return index_exec(x->js, "INSERT OR IGNORE INTO lost (recording, uid, pid, host, "
+			  "start_ns) VALUES (?1, ?2, ?3, ?4, ?5)", "iiisi", NULL, NULL,
+			  x->recording, (int64_t)l->uid, (int64_t)l->pid, l->host, l->start_ns);
+}
+
 /* Recordings a crashed daemon left live: their processes ended as
- * collector_lost, the store finished, the row completed at the file's
- * last change. */
+ * collector_lost and listed in the index (they may come back: jobs_resume()),
+ * the store finished, the row completed at the file's last change. */
 static int adopt_orphans(struct jobs *js)
 {
 	struct doomed_list l = { 0 };
 	int err;
 
-	err = index_exec(js, "SELECT id, path, 0 FROM recordings WHERE end_wall_ns IS NULL",
+	err = index_exec(js, "SELECT id, path, 0, uid FROM recordings WHERE end_wall_ns IS NULL",
 			 "", collect, &l);
 	for (size_t i = 0; i < l.n && !err; i++) {
-		struct job j = { .js = js, .index_id = l.v[i].id, .path = l.v[i].path };
+		struct job j = { .js = js, .index_id = l.v[i].id, .path = l.v[i].path,
+				 .uid = l.v[i].uid };
 		struct stat sb;
 		unsigned lost = 0;
 
@@ -291,6 +327,9 @@ static int adopt_orphans(struct jobs *js)
 			continue;
 		}
 		err = store_recover(j.store, &lost);
+		if (!err)
+			err = store_each_lost(j.store, add_lost,
+					      &(struct lost_ctx){ js, j.index_id });
 		if (lost)
 			log_warn("%s: %u processes were live when the collector stopped without "
 				 "ending them: ended as 'collector_lost' at its last commit", j.path,
@@ -581,6 +620,143 @@ int jobs_join(struct jobs *js, uint32_t uid, uint32_t pid, const char *key, size
 	return err;
 }
 
+/* ---- a process that comes back ---- */
+
+struct found {
+	int64_t id, start_wall_ns;
+	char *path, *key, *host;
+	int finished;
+};
+
+static int take_found(void *ctx, sqlite3_stmt *st)
+{
+	struct found *f = ctx;
+
+	f->id = sqlite3_column_int64(st, 0);
+	f->path = strdup(col_text(st, 1));
+	f->key = strdup(col_text(st, 2));
+	f->host = strdup(col_text(st, 3));
+	f->start_wall_ns = sqlite3_column_int64(st, 4);
+	f->finished = sqlite3_column_int(st, 5);
+	return f->path && f->key && f->host ? 0 : -ENOMEM;
+}
+
+/*
+ * Opens f's finished recording again as a live job of uid.  The file must
+ * still be there, a regular file and uid's (the directories are the
+ * daemon's alone; checked all the same).  0 with *out, 0 with *out NULL
+ * and why said when it cannot be continued, or an index error.
+ */
+static int reopen(struct jobs *js, struct found *f, uint32_t uid, struct job **out,
+		  char *why, size_t why_len)
+{
+	struct job *j, **tail;
+	struct stat sb;
+	unsigned n = 0;
+	int err;
+
+	*out = NULL;
+	for (struct job *o = js->live; o; o = o->next)
+		n += o->uid == uid;
+	if (n >= JOBS_PER_USER) {
+		snprintf(why, why_len, "uid %u has %u live recordings, the most one user may have; "
+			 "its recording %s is not continued", (unsigned)uid, n, f->path);
+		return 0;
+	}
+	if (lstat(f->path, &sb) < 0) {
+		err = errno;
+		snprintf(why, why_len, "its recording %s is gone (%s)", f->path, strerror(err));
+		/* as adopt_orphans() does with a recording whose file went */
+		return err == ENOENT ? index_exec(js, "DELETE FROM recordings WHERE id = ?1", "i",
+						  NULL, NULL, f->id) : 0;
+	}
+	if (!S_ISREG(sb.st_mode) || sb.st_uid != uid) {
+		snprintf(why, why_len, "its recording %s is not a file of uid %u", f->path,
+			 (unsigned)uid);
+		return 0;
+	}
+	j = calloc(1, sizeof(*j));
+	if (!j)
+		return -ENOMEM;
+	j->js = js;
+	j->uid = uid;
+	j->index_id = f->id;
+	j->start_wall_ns = f->start_wall_ns;
+	sanitize(j->key, f->key, strlen(f->key));
+	j->path = f->path;
+	j->host = f->host;
+	f->path = f->host = NULL;
+	j->store = store_reopen_finished(j->path, uid, js->gid);
+	if (!j->store) {
+		snprintf(why, why_len, "its recording %s cannot be continued: %s", j->path,
+			 errno == EBUSY ? "a reader holds it" : strerror(errno));
+		job_free(j);
+		return 0;
+	}
+	/* live again: listed so, never a retention's, and adopted again if
+	 * this daemon dies too */
+	err = index_exec(js, "UPDATE recordings SET end_wall_ns = NULL WHERE id = ?1", "i",
+			 NULL, NULL, j->index_id);
+	if (err) {
+		store_close(j->store);
+		job_free(j);
+		return err;
+	}
+	/* Last: a job made since for the same key (a later process of it)
+	 * stays the one jobs_find() gives. */
+	for (tail = &js->live; *tail; tail = &(*tail)->next)
+		;
+	*tail = j;
+	log_info("recording %s of uid %u continued: a process of it came back", j->path,
+		 (unsigned)uid);
+	*out = j;
+	return 0;
+}
+
+int jobs_resume(struct jobs *js, uint32_t uid, uint32_t pid, const char *host,
+		int64_t start_ns, struct job **out, char *why, size_t why_len)
+{
+	struct found f = { 0 };
+	struct job *j = NULL;
+	int err;
+
+	*out = NULL;
+	why[0] = 0;
+	if (js->db)
+		goto hold;
+	/* Only uid's recordings, and only a process listed as lost in one. */
+	err = index_exec(js, "SELECT r.id, r.path, r.job, r.host, r.start_wall_ns, "
+			 "r.end_wall_ns IS NOT NULL FROM lost l JOIN recordings r ON r.id = "
+			 "l.recording WHERE l.uid = ?1 AND l.pid = ?2 AND l.host = ?3 AND "
+			 "l.start_ns = ?4 AND r.uid = ?1 ORDER BY r.id DESC LIMIT 1", "iisi",
+			 take_found, &f, (int64_t)uid, (int64_t)pid, host, start_ns);
+	if (err || !f.id)
+		goto out;
+	for (j = js->live; j && j->index_id != f.id; j = j->next)
+		;
+	if (!j && f.finished)
+		err = reopen(js, &f, uid, &j, why, why_len);
+	else if (!j)
+		snprintf(why, why_len, "its recording %s is not open", f.path);
+	if (!err && j)
+		err = index_exec(js, "DELETE FROM lost WHERE recording = ?1 AND uid = ?2 AND "
+				 "pid = ?3 AND host = ?4 AND start_ns = ?5", "iiisi", NULL, NULL,
+				 f.id, (int64_t)uid, (int64_t)pid, host, start_ns);
+	if (err || !j)
+		goto out;
+hold:
+	if (!j)
+		j = &js->single;
+	err = job_hold(j, pid);
+	if (!err)
+		*out = j;
+out:
+	free(f.path);
+	free(f.key);
+	free(f.host);
+	return err;
+}
+
 int job_hold(struct job *j, uint32_t pid)
 {
 	if (j->js->db)
@@ -695,13 +871,6 @@ struct list_ctx {
 	int (*fn)(void *ctx, const struct job_recording *r);
 	void *ctx;
 };
-
-static const char *col_text(sqlite3_stmt *st, int i)
-{
-	const char *s = (const char *)sqlite3_column_text(st, i);
-
-	return s ? s : "";
-}
 
 static int index_row(void *ctx, sqlite3_stmt *st)
 {

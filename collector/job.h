@@ -20,6 +20,10 @@
  * (one file: no -wal, no -shm), its index row completed, and retention
  * runs.  A process of that key that comes later starts a new recording.
  *
+ * A recording a crashed daemon left live is finished when the next one
+ * starts, its live processes ended 'collector_lost'; one of them that says
+ * HELLO again opens it again (jobs_resume()).
+ *
  * Retention (state directory only): when a recording is finished, at
  * start and every minute, finished recordings whose end is older than
  * max_age go, then the oldest (by start) until all recordings together,
@@ -72,6 +76,22 @@ int jobs_join(struct jobs *js, uint32_t uid, uint32_t pid, const char *key, size
 
 /* Counts one more process, pid, into a live job.  0 or -ENOMEM. */
 int job_hold(struct job *j, uint32_t pid);
+
+/*
+ * A process that lost its collector says HELLO again (SHM_HELLO_RECONNECT)
+ * to this daemon: the job whose recording holds its row, ended
+ * 'collector_lost' by a daemon that started after a crash (listed in the
+ * index with pid, uid, host and start_ns): a recording of uid's, never
+ * another user's.  A finished one is opened again (store_reopen_finished())
+ * and is live until its last process leaves, as any job.  The process is
+ * counted in (job_hold()); whether its row is still one to go on with, the
+ * store says (store_process_resume()).  *out NULL when there is none, and
+ * why[] says so when one was found but cannot be continued (gone, another
+ * owner's file, a reader holding it, uid at its live recordings' limit).
+ * With one store (conf.db), always that one.  0 or an index error.
+ */
+int jobs_resume(struct jobs *js, uint32_t uid, uint32_t pid, const char *host,
+		int64_t start_ns, struct job **out, char *why, size_t why_len);
 
 /* The live (or lingering) job of uid that process pid is or was in, or
  * NULL: a parent that already ended still takes its children in, while

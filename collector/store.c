@@ -497,6 +497,37 @@ int store_recover(struct store *s, unsigned *lost)
 	return store_commit(s);
 }
 
+int store_each_lost(struct store *s,
+		    int (*fn)(void *ctx, const struct store_lost *l), void *ctx)
+{
+	sqlite3_stmt *st = NULL;
+	int rc, err = 0;
+
+	if (s->broken)
+		return s->broken;
+	rc = sqlite3_prepare_v2(s->db, "SELECT pid, uid, hostname, start_ns FROM processes "
+				"WHERE end_reason = 'collector_lost' AND start_ns IS NOT NULL",
+				-1, &st, NULL);
+	while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+		struct store_lost l = {
+			.pid = (uint32_t)sqlite3_column_int64(st, 0),
+			.uid = (uint32_t)sqlite3_column_int64(st, 1),
+			.host = (const char *)sqlite3_column_text(st, 2),
+			.start_ns = sqlite3_column_int64(st, 3),
+		};
+
+		if (!l.host)
+			l.host = "";
+		if ((err = fn(ctx, &l)))
+			break;
+		rc = SQLITE_OK;
+	}
+	sqlite3_finalize(st);
+	if (err)
+		return err;
+	return rc == SQLITE_DONE ? 0 : fail(s, rc);
+}
+
 int store_process_find(struct store *s, uint32_t pid, uint32_t uid, const char *host,
 		       size_t host_len, int64_t *proc_id)
 {
@@ -1659,7 +1690,8 @@ static int create_private(const char *path)
 }
 
 /* Opens path, which exists, as a store (the schema brought up to date);
- * flags: more SQLITE_OPEN_* flags. */
+ * flags: more SQLITE_OPEN_* flags (SQLITE_OPEN_CREATE, or a file that has
+ * gone is not made anew). */
 static struct store *open_existing(const char *path, int flags)
 {
 	struct store *s = calloc(1, sizeof(*s));
@@ -1677,8 +1709,8 @@ static struct store *open_existing(const char *path, int flags)
 		s->sole = flock(s->lock_fd, LOCK_EX | LOCK_NB) == 0;
 		flock(s->lock_fd, LOCK_SH);
 	}
-	rc = sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
-			     SQLITE_OPEN_NOMUTEX | flags, NULL);
+	rc = sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | flags,
+			     NULL);
 	if (rc != SQLITE_OK) {
 		log_error("cannot open %s: %s", path,
 			  s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc));
@@ -1705,7 +1737,7 @@ struct store *store_open(const char *path)
 		errno = -err;
 		return NULL;
 	}
-	return open_existing(path, 0);
+	return open_existing(path, SQLITE_OPEN_CREATE);
 }
 
 /* path made anew (O_EXCL, never through a link), mode 0660 (0600 when
@@ -1751,12 +1783,59 @@ struct store *store_open_owned(const char *path, uid_t uid, gid_t gid)
 	}
 	/* The directory is the daemon's alone, so no link can appear in it;
 	 * refused all the same. */
-	return open_existing(path, SQLITE_OPEN_NOFOLLOW);
+	return open_existing(path, SQLITE_OPEN_CREATE | SQLITE_OPEN_NOFOLLOW);
 }
 
 struct store *store_reopen(const char *path)
 {
 	return open_existing(path, SQLITE_OPEN_NOFOLLOW);
+}
+
+/*
+ * A finished store is one file, and a reader that finds no -wal beside it
+ * opens it immutable (tools/store.c): no lock, every page read as it is,
+ * for as long as it reads; writing under it would tear what it reads.  So
+ * the -wal and -shm come first (owned as store_open_owned() makes them,
+ * which SQLite does not do for a daemon that is not root, so that the
+ * user reads the recording while it is written): a reader from then on
+ * opens it as a live store.  Then a reader that came before, and holds
+ * its shared flock() while it reads, makes the exclusive one fail: the
+ * store stays as it is (-EBUSY), the files made for it removed.
+ */
+struct store *store_reopen_finished(const char *path, uid_t uid, gid_t gid)
+{
+	static const char *const ext[] = { "-wal", "-shm" };
+	char name[2][PATH_MAX];
+	int made[2] = { 0, 0 }, err = 0, fd;
+	struct store *s = NULL;
+
+	for (size_t i = 0; i < 2 && !err; i++) {
+		if ((size_t)snprintf(name[i], sizeof(name[i]), "%s%s", path, ext[i]) >=
+		    sizeof(name[i]))
+			err = -ENAMETOOLONG;
+		else if ((err = create_owned(name[i], uid, gid)) == 0)
+			made[i] = 1;
+		else if (err == -EEXIST)
+			err = 0;
+	}
+	fd = err ? -1 : open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (!err && fd < 0)
+		err = -errno;
+	if (!err && flock(fd, LOCK_EX | LOCK_NB) < 0)
+		err = errno == EWOULDBLOCK ? -EBUSY : -errno;
+	if (fd >= 0)
+		close(fd);
+	if (!err) {
+		s = open_existing(path, SQLITE_OPEN_NOFOLLOW);
+		if (!s)
+			err = -errno;
+	}
+	if (err)
+		for (size_t i = 0; i < 2; i++)
+			if (made[i])
+				unlink(name[i]);
+	errno = -err;
+	return s;
 }
 
 int store_set_meta(struct store *s, const char *key, const char *value)

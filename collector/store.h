@@ -53,6 +53,14 @@ struct store *store_open_owned(const char *path, uid_t uid, gid_t gid);
  * daemon left), as it is: never through a link, its mode unchecked. */
 struct store *store_reopen(const char *path);
 
+/* Opens a finished store (store_finish(): one file) to be written again,
+ * for uid, its -wal and -shm made as store_open_owned() makes them when
+ * missing: never through a link, never made anew when it has gone
+ * (ENOENT).  A reader that holds it (its shared flock(): it may read the
+ * file immutable, tools/store.c) refuses it: NULL, errno EBUSY, the store
+ * left as it was.  NULL on error, errno set. */
+struct store *store_reopen_finished(const char *path, uid_t uid, gid_t gid);
+
 /* Sets meta.key to value (in the open batch). */
 int store_set_meta(struct store *s, const char *key, const char *value);
 
@@ -104,6 +112,19 @@ int store_process_end(struct store *s, int64_t proc_id, int64_t end_ns,
  * ('collector_lost', at its last commit), if no other collector has the
  * store open; *lost receives how many.  Called once, at start. */
 int store_recover(struct store *s, unsigned *lost);
+
+/* A processes row ended as 'collector_lost'. */
+struct store_lost {
+	uint32_t pid, uid;
+	const char *host; /* valid during the call only */
+	int64_t start_ns;
+};
+
+/* Calls fn for each process ended as 'collector_lost' (store_recover()),
+ * which may still say HELLO again (store_process_resume()); stops at fn's
+ * first non-zero return and returns it. */
+int store_each_lost(struct store *s,
+		    int (*fn)(void *ctx, const struct store_lost *l), void *ctx);
 
 /* The most recently added process with this pid and uid on this host:
  * its proc_id in *proc_id, or 0 when there is none.  (A process of

@@ -16,6 +16,12 @@
  *                               the kernel says it did, one for a row no
  *                               collector lost (a hostile user's try at
  *                               another process's row): each is refused
+ *   badclient SOCKET reconnect-as START HOST JOB
+ *                               a reconnect HELLO in its own name saying it
+ *                               started at START (CLOCK_MONOTONIC ns), on
+ *                               HOST, of job JOB: another user's process
+ *                               (a restarted service daemon's recording,
+ *                               t_svcrestart): expects it refused
  *   badclient SOCKET race N     N HELLOs whose memfd is shrunk and sealed
  *                               just after it is sent: each is refused
  *   badclient SOCKET idle N S   opens N connections (as many as it can),
@@ -106,9 +112,10 @@ static int make_region(void **out, uint64_t *bytes)
 static int send_hello_full(int sock, int memfd, uint64_t region_bytes, uint16_t version,
 			   uint32_t pid, uint32_t uid);
 
-/* Flags and the start time the next HELLO says (0: now). */
+/* Flags and the start time the next HELLO says (0: now), its host and job. */
 static uint32_t hello_flags;
 static uint64_t hello_start_ns;
+static const char *hello_host = "localhost", *hello_job = "badclient";
 
 static int send_hello(int sock, int memfd, uint64_t region_bytes, uint16_t version)
 {
@@ -124,11 +131,11 @@ static int send_hello_as(int sock, int memfd, uint64_t region_bytes, uint32_t pi
 static int send_hello_full(int sock, int memfd, uint64_t region_bytes, uint16_t version,
 			   uint32_t pid, uint32_t uid)
 {
-	static const char exe[] = "/badclient", argv0[] = "badclient", host[] = "localhost",
-			  job[] = "badclient";
-	char buf[sizeof(struct shm_msg_hello) + 64];
+	static const char exe[] = "/badclient", argv0[] = "badclient";
+	size_t host_len = strnlen(hello_host, 255), job_len = strnlen(hello_job, SHM_JOB_MAX);
+	char buf[sizeof(struct shm_msg_hello) + 64 + 255 + SHM_JOB_MAX];
 	struct shm_msg_hello *h = (struct shm_msg_hello *)buf;
-	size_t text = sizeof(exe) - 1 + sizeof(argv0) - 1 + sizeof(host) - 1 + sizeof(job) - 1;
+	size_t text = sizeof(exe) - 1 + sizeof(argv0) - 1 + host_len + job_len;
 	size_t len = sizeof(*h) + text;
 	char cbuf[CMSG_SPACE(sizeof(int))] = { 0 };
 	struct iovec iov = { buf, len };
@@ -155,14 +162,14 @@ static int send_hello_full(int sock, int memfd, uint64_t region_bytes, uint16_t 
 	h->ring_bytes = RING_BYTES;
 	h->exe_len = sizeof(exe) - 1;
 	h->argv_len = sizeof(argv0) - 1;
-	h->host_len = sizeof(host) - 1;
-	h->job_len = sizeof(job) - 1;
+	h->host_len = (uint16_t)host_len;
+	h->job_len = (uint16_t)job_len;
 	h->job_kind = SHM_JOB_NAMED;
 	h->flags |= hello_flags;
 	memcpy(buf + sizeof(*h), exe, sizeof(exe) - 1);
 	memcpy(buf + sizeof(*h) + sizeof(exe) - 1, argv0, sizeof(argv0) - 1);
-	memcpy(buf + sizeof(*h) + sizeof(exe) - 1 + sizeof(argv0) - 1, host, sizeof(host) - 1);
-	memcpy(buf + sizeof(*h) + text - (sizeof(job) - 1), job, sizeof(job) - 1);
+	memcpy(buf + sizeof(*h) + sizeof(exe) - 1 + sizeof(argv0) - 1, hello_host, host_len);
+	memcpy(buf + sizeof(*h) + text - job_len, hello_job, job_len);
 	c->cmsg_level = SOL_SOCKET;
 	c->cmsg_type = SCM_RIGHTS;
 	c->cmsg_len = CMSG_LEN(sizeof(int));
@@ -348,7 +355,7 @@ int main(int argc, char **argv)
 
 	if (argc < 3) {
 		fprintf(stderr, "usage: badclient SOCKET version|oversize|corrupt|spoof|"
-			"reconnect|race N|idle N S|flood S\n");
+			"reconnect|reconnect-as START HOST JOB|race N|idle N S|flood S\n");
 		return 2;
 	}
 	what = argv[2];
@@ -368,6 +375,13 @@ int main(int argc, char **argv)
 			return 1;
 		/* its own start: no row of it was lost */
 		hello_start_ns = 0;
+		return spoof(argv[1], (uint32_t)getpid(), (uint32_t)geteuid());
+	}
+	if (!strcmp(what, "reconnect-as") && argc == 6) {
+		hello_flags = SHM_HELLO_RECONNECT;
+		hello_start_ns = strtoull(argv[3], NULL, 10);
+		hello_host = argv[4];
+		hello_job = argv[5];
 		return spoof(argv[1], (uint32_t)getpid(), (uint32_t)geteuid());
 	}
 	if (!strcmp(what, "race") && argc == 4)

@@ -78,10 +78,14 @@ need() {
 
 # start_daemon ARGS...: shimmerd on $SOCK with ARGS, waits for its ready
 # byte.  SHIMMERD_NOFILE=N: the collector runs with at most N descriptors.
+# SHIMMERD_AS=USER (root only): as USER with CAP_CHOWN alone, as
+# shimmerd.service runs it.
 start_daemon() {
 	local fifo=$T/ready.$RANDOM byte
 	rm -f "$SOCK"
 	mkfifo "$fifo"
+	${SHIMMERD_AS:+setpriv --reuid=$SHIMMERD_AS --regid=$SHIMMERD_AS --clear-groups \
+		--inh-caps=-all,+chown --ambient-caps=-all,+chown --bounding-set=-all,+chown} \
 	${SHIMMERD_NOFILE:+prlimit --nofile=$SHIMMERD_NOFILE:$SHIMMERD_NOFILE} \
 		"$SHIMMERD" --foreground --no-config --socket "$SOCK" "$@" --ready-fd 3 \
 		3>"$fifo" 2>>"$T/collector.log" &
@@ -128,6 +132,56 @@ stop_collector() {
 traced() {
 	LD_PRELOAD=$SHIM SHIMMER_SOCKET=$SOCK SHIMMER_MALLOC=${SHIMMER_MALLOC:-all} \
 		WL_LOG=$WLOG "$@"
+}
+
+# wait_reconnected: waits for $pid_lossless and $pid_lossy (the programs
+# of check_reconnected, their stderr in $T/rc.MODE.err) once a collector
+# started again at $restarted (date +%s%N): each exits 0 and says
+# nothing, the lossless one within 4.5 s (no stall on the dead collector).
+wait_reconnected() {
+	local rc rc_lossy rc_lossless ended ms mode
+	wait "$pid_lossless"
+	rc_lossless=$?
+	ended=$(date +%s%N)
+	wait "$pid_lossy"
+	rc_lossy=$?
+	for mode in lossy lossless; do
+		eval "rc=\$rc_$mode"
+		check "reconnect, $mode: the program exits 0 and says nothing" \
+			"exit $rc; stderr: $(head -c 300 "$T/rc.$mode.err")" \
+			holds '[ "$rc" = 0 ] && [ ! -s "$T/rc.$mode.err" ]'
+	done
+	ms=$(( (ended - restarted) / 1000000 ))
+	check "reconnect, lossless: no stall on the dead collector (ended $ms ms after the restart)" \
+		"$ms ms" [ $ms -lt 4500 ]
+}
+
+# check_reconnected DB N: the two programs of `wl_hard load 2 N keep K`
+# (lossless and lossy) that lost their collector and reconnected to the
+# next: one row each, continued and ended 'exit'; per process stored +
+# dropped == produced, exactly, with drops counted as 'collector_lost'.
+# Worker threads only: the main thread's calls include libc's frees of
+# blocks allocated before tracing began.
+check_reconnected() {
+	local acct n bad
+	# per process: lossless, pid, rows of it, end_reason, produced,
+	# stored, dropped, of which collector_lost
+	acct=$(sq -separator ' ' "$1" "SELECT p.lossless, p.pid,
+	(SELECT count(*) FROM processes q WHERE q.pid = p.pid), p.end_reason,
+	(SELECT coalesce(sum(c.count), 0) FROM function_counts c JOIN functions f USING (fn_id)
+	 WHERE c.proc_id = p.proc_id AND f.family = 'heap' AND c.tid <> p.pid),
+	(SELECT count(*) FROM allocations a WHERE a.proc_id = p.proc_id AND a.alloc_tid <> p.pid)
+	+ (SELECT count(*) FROM allocations a WHERE a.proc_id = p.proc_id AND a.free_tid <> p.pid),
+	(SELECT coalesce(sum(events), 0) FROM drops d WHERE d.proc_id = p.proc_id AND d.tid <> p.pid),
+	(SELECT coalesce(sum(events), 0) FROM drops d WHERE d.proc_id = p.proc_id
+	 AND d.reason = 'collector_lost')
+	FROM processes p WHERE p.argv LIKE '%$2%' ORDER BY p.lossless")
+	echo "# reconnect: lossless pid rows end produced stored dropped lost"
+	sed 's/^/# /' <<< "$acct"
+	n=$(printf '%s\n' "$acct" | awk '$3 == 1 && $4 == "exit"' | wc -l)
+	check "reconnect: each program one row, continued and ended at its exit" "$acct" [ "$n" = 2 ]
+	bad=$(printf '%s\n' "$acct" | awk '$6 + $7 != $5 || $5 != '$((2 * ($2 + 2)))' || $8 == 0')
+	expect_empty "reconnect: stored + dropped == produced, the loss counted as collector_lost" "$bad"
 }
 
 # A collector that closes a small store compacts it (docs/schema.md), and

@@ -107,40 +107,10 @@ check "no collector back before exit: the program exits 0, one stderr line says 
 	"exit $rc; stderr: $(cat "$T/rc.gone.err")" [ $good = 1 ]
 start_collector "$DB" || { not_ok "collector restarts"; finish; }
 restarted=$(date +%s%N)
-wait "$pid_lossless"
-rc_lossless=$?
-ended=$(date +%s%N)
-wait "$pid_lossy"
-rc_lossy=$?
-for mode in lossy lossless; do
-	eval "rc=\$rc_$mode"
-	check "reconnect, $mode: the program exits 0 and says nothing" \
-		"exit $rc; stderr: $(head -c 300 "$T/rc.$mode.err")" holds '[ "$rc" = 0 ] && [ ! -s "$T/rc.$mode.err" ]'
-done
-ms=$(( (ended - restarted) / 1000000 ))
-check "reconnect, lossless: no stall on the dead collector (ended $ms ms after the restart)" \
-	"$ms ms" [ $ms -lt 4500 ]
+wait_reconnected
 check "reconnect: collector exits 0" "see its log" stop_collector
 check_integrity "reconnect: store passes integrity_check" "$DB"
-# per process: lossless, pid, rows of it, end_reason, produced, stored,
-# dropped, of which collector_lost (worker threads: the main thread's
-# calls include libc's frees of blocks allocated before tracing began)
-acct=$(sq -separator ' ' "$DB" "SELECT p.lossless, p.pid,
-	(SELECT count(*) FROM processes q WHERE q.pid = p.pid), p.end_reason,
-	(SELECT coalesce(sum(c.count), 0) FROM function_counts c JOIN functions f USING (fn_id)
-	 WHERE c.proc_id = p.proc_id AND f.family = 'heap' AND c.tid <> p.pid),
-	(SELECT count(*) FROM allocations a WHERE a.proc_id = p.proc_id AND a.alloc_tid <> p.pid)
-	+ (SELECT count(*) FROM allocations a WHERE a.proc_id = p.proc_id AND a.free_tid <> p.pid),
-	(SELECT coalesce(sum(events), 0) FROM drops d WHERE d.proc_id = p.proc_id AND d.tid <> p.pid),
-	(SELECT coalesce(sum(events), 0) FROM drops d WHERE d.proc_id = p.proc_id
-	 AND d.reason = 'collector_lost')
-	FROM processes p WHERE p.argv LIKE '%$N%' ORDER BY p.lossless")
-echo "# reconnect: lossless pid rows end produced stored dropped lost"
-sed 's/^/# /' <<< "$acct"
-n=$(printf '%s\n' "$acct" | awk '$3 == 1 && $4 == "exit"' | wc -l)
-check "reconnect: each program one row, continued and ended at its exit" "$acct" [ "$n" = 2 ]
-bad=$(printf '%s\n' "$acct" | awk '$6 + $7 != $5 || $5 != '$((2 * (N + 2)))' || $8 == 0')
-expect_empty "reconnect: stored + dropped == produced, the loss counted as collector_lost" "$bad"
+check_reconnected "$DB" $N
 got=$(sq "$DB" "SELECT end_reason FROM processes WHERE pid = $pid_gone")
 check "no collector back before exit: its row ended as collector_lost" "got '$got'" \
 	[ "$got" = collector_lost ]

@@ -11,7 +11,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sqlite3.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -308,6 +312,190 @@ static void test_job_per_user_limit(void **state)
 		assert_int_equal(jobs_join(f->js, 4243, 102, "other", 5, "h", 1, &j), 0);
 }
 
+/* ---- a daemon that crashed, and its processes that come back ---- */
+
+#define START 5000
+
+/*
+ * A daemon that dies (its process exits without closing anything, as a
+ * SIGKILL leaves it) while job "train" records: pid 100 of ours (started
+ * at START) and pid 200, a row of uid + 1 in our recording (no client can
+ * make one; here to show the recording's owner is checked too), both live;
+ * pid 300 ended in order.  Then the next daemon starts on the state
+ * directory (max_bytes: its retention).  Returns the recording's path.
+ */
+static void crash(struct fixture *f, uint64_t max_bytes, char *path, size_t len)
+{
+	struct rows l;
+	pid_t child;
+	int status;
+
+	jobs_close(f->js);
+	child = fork();
+	assert_true(child >= 0);
+	if (child == 0) {
+		struct jobs *js = open_jobs(f, 0, 0);
+		struct store_proc p = { .uid = f->uid, .host = "h", .host_len = 1,
+					.malloc_mode = "off", .rank = SHM_NO_RANK,
+					.local_rank = SHM_NO_RANK, .sample_bytes = -1,
+					.start_ns = START };
+		struct job *j;
+		int64_t id;
+		int err = !js || jobs_join(js, f->uid, 100, "train", 5, "h", 1, &j);
+
+		p.pid = 100;
+		err = err || store_process_add(job_store(j), &p, &id);
+		p.pid = 200;
+		p.uid = f->uid + 1;
+		err = err || store_process_add(job_store(j), &p, &id);
+		p.pid = 300;
+		p.uid = f->uid;
+		err = err || store_process_add(job_store(j), &p, &id) ||
+		      store_process_end(job_store(j), id, START + 1, "exit", 0) ||
+		      jobs_commit(js);
+		_exit(err);
+	}
+	assert_int_equal(waitpid(child, &status, 0), child);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	f->js = open_jobs(f, 0, max_bytes);
+	assert_non_null(f->js);
+	if (max_bytes)
+		return;
+	l = list(f->js, f->uid);
+	assert_int_equal(l.n, 1);
+	assert_false(l.r[0].live); /* finished at the start */
+	snprintf(path, len, "%s", l.r[0].path);
+}
+
+static int resume(struct fixture *f, uint32_t uid, uint32_t pid, const char *host,
+		  int64_t start, struct job **j, char *why)
+{
+	return jobs_resume(f->js, uid, pid, host, start, j, why, 256);
+}
+
+/* Only the lost process itself, of its user, in its user's recording,
+ * continues it: the recording is live again, later processes of the job
+ * join it, and it is finished again when the last one left. */
+static void test_job_resume(void **state)
+{
+	struct fixture *f = *state;
+	struct job *j, *k;
+	struct rows l;
+	char path[256], wal[300], why[256];
+	int64_t id;
+
+	crash(f, 0, path, sizeof(path));
+	/* another user; a row of another user's in ours; an orderly end;
+	 * another start; another host */
+	assert_int_equal(resume(f, f->uid + 1, 200, "h", START, &j, why), 0);
+	assert_null(j);
+	assert_string_equal(why, ""); /* not even found */
+	assert_int_equal(resume(f, f->uid, 200, "h", START, &j, why), 0);
+	assert_null(j);
+	assert_string_equal(why, "");
+	assert_int_equal(resume(f, f->uid, 300, "h", START, &j, why), 0);
+	assert_null(j);
+	assert_string_equal(why, "");
+	assert_int_equal(resume(f, f->uid, 100, "h", START + 1, &j, why), 0);
+	assert_null(j);
+	assert_string_equal(why, "");
+	assert_int_equal(resume(f, f->uid, 100, "g", START, &j, why), 0);
+	assert_null(j);
+	assert_string_equal(why, "");
+	assert_int_equal(list(f->js, -1).n, 1);
+	assert_false(list(f->js, -1).r[0].live);
+	snprintf(wal, sizeof(wal), "%s-wal", path);
+	assert_int_equal(access(wal, F_OK), -1);
+
+	/* the process itself: its recording live again, its row resumable */
+	assert_int_equal(resume(f, f->uid, 100, "h", START, &j, why), 0);
+	assert_non_null(j);
+	assert_string_equal(job_key(j), "train");
+	assert_ptr_equal(jobs_find_pid(f->js, f->uid, 100), j);
+	assert_int_equal(store_process_resume(job_store(j), 100, f->uid, "h", 1, START, &id), 0);
+	assert_int_equal(id, 1);
+	l = list(f->js, -1);
+	assert_int_equal(l.n, 1);
+	assert_true(l.r[0].live);
+	assert_string_equal(l.r[0].path, path);
+	assert_int_equal(access(wal, F_OK), 0);
+	/* once only */
+	assert_int_equal(resume(f, f->uid, 100, "h", START, &k, why), 0);
+	assert_null(k);
+	/* a later process of the job joins it */
+	assert_int_equal(jobs_join(f->js, f->uid, 101, "train", 5, "h", 1, &k), 0);
+	assert_ptr_equal(k, j);
+	job_leave(j, mono());
+	job_leave(k, mono());
+	assert_int_equal(jobs_tick(f->js, mono() + LINGER), 0);
+	l = list(f->js, -1);
+	assert_int_equal(l.n, 1);
+	assert_false(l.r[0].live);
+	assert_int_equal(l.r[0].procs, 3);
+	assert_int_equal(access(wal, F_OK), -1);
+	assert_null(jobs_find(f->js, f->uid, "train", 5));
+}
+
+/* A recording that cannot be continued: a reader holds it (it may read
+ * the file immutable), then its file is gone.  Refused, said, the file
+ * left as it was. */
+static void test_job_resume_refused(void **state)
+{
+	struct fixture *f = *state;
+	struct job *j;
+	char path[256], wal[300], why[256];
+	struct stat before, after;
+	int fd;
+
+	crash(f, 0, path, sizeof(path));
+	snprintf(wal, sizeof(wal), "%s-wal", path);
+	assert_int_equal(stat(path, &before), 0);
+	fd = open(path, O_RDONLY);
+	assert_true(fd >= 0);
+	assert_int_equal(flock(fd, LOCK_SH), 0);
+	assert_int_equal(resume(f, f->uid, 100, "h", START, &j, why), 0);
+	assert_null(j);
+	assert_non_null(strstr(why, "a reader holds it"));
+	assert_int_equal(access(wal, F_OK), -1);
+	assert_int_equal(stat(path, &after), 0);
+	assert_int_equal(before.st_mtim.tv_sec, after.st_mtim.tv_sec);
+	assert_int_equal(before.st_mtim.tv_nsec, after.st_mtim.tv_nsec);
+	assert_false(list(f->js, -1).r[0].live);
+	close(fd);
+	/* gone: forgotten, as at the start */
+	assert_int_equal(unlink(path), 0);
+	assert_int_equal(resume(f, f->uid, 100, "h", START, &j, why), 0);
+	assert_null(j);
+	assert_non_null(strstr(why, "is gone"));
+	assert_int_equal(access(path, F_OK), -1);
+	assert_int_equal(list(f->js, -1).n, 0);
+}
+
+/* Retention removes a finished recording whose processes may still come
+ * back: they are refused, and the index keeps nothing of them. */
+static void test_job_resume_after_retention(void **state)
+{
+	struct fixture *f = *state;
+	struct job *j;
+	char index[128], why[256];
+	sqlite3 *db;
+	sqlite3_stmt *st;
+
+	crash(f, 1, NULL, 0);
+	assert_int_equal(list(f->js, -1).n, 0);
+	assert_int_equal(resume(f, f->uid, 100, "h", START, &j, why), 0);
+	assert_null(j);
+	assert_string_equal(why, "");
+	snprintf(index, sizeof(index), "%s/index.db", f->dir);
+	assert_int_equal(sqlite3_open_v2(index, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_prepare_v2(db, "SELECT count(*) FROM lost", -1, &st, NULL),
+			 SQLITE_OK);
+	assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+	assert_int_equal(sqlite3_column_int(st, 0), 0);
+	sqlite3_finalize(st);
+	sqlite3_close(db);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -321,6 +509,10 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_job_other_user, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_job_per_user_limit, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_job_resume, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_job_resume_refused, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_job_resume_after_retention, setup,
+						teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
