@@ -299,13 +299,16 @@ static void publish_state(int paused)
 int api_cupti_behind;
 
 /* CUPTI's calls may allocate, for us: the one part of a command applied
- * that is in_shim (its caller holds BUSY_SHIM). */
+ * that is in_shim, with signals blocked (shim_own_enter(); its caller
+ * holds BUSY_SHIM). */
 static void tell_cupti(int pause, int now)
 {
+	sigset_t mask;
+
 	if (now) {
-		tls_word_add(&shim_tls, TLS_IN_SHIM);
+		shim_own_enter(&shim_tls, &mask);
 		cupti_pause(pause);
-		tls_word_add(&shim_tls, -TLS_IN_SHIM);
+		shim_own_leave(&shim_tls, &mask);
 		__atomic_store_n(&api_cupti_behind, 0, __ATOMIC_RELAXED);
 	} else {
 		__atomic_store_n(&api_cupti_behind, 1, __ATOMIC_RELAXED);

@@ -125,7 +125,8 @@ void control_setup(int first)
 	const char *name = sp->kind == TRIGGER_RANGE ? sp->range :
 			   st->kind == TRIGGER_RANGE ? st->range : NULL;
 
-	shim_tls.in_shim++;
+	/* only from the constructor and the fork child, inside their own
+	 * section (shim_own_enter()) */
 	if (first && st->kind == TRIGGER_RANGE && sp->kind == TRIGGER_RANGE &&
 	    strcmp(st->range, sp->range))
 		log_warn("SHIMMER_START and SHIMMER_STOP count different ranges (%s, %s); "
@@ -145,7 +146,6 @@ void control_setup(int first)
 	seen_id = seen_user = 0;
 	__atomic_store_n(&shim.ctl_seen, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&shim.ctl_word, &shim.region.hdr->ctl_seq, __ATOMIC_RELEASE);
-	shim_tls.in_shim--;
 }
 
 void control_fork_child(void)

@@ -81,17 +81,19 @@ static void *sym_ptr[NSYMS];
 static void *sym(enum sym s)
 {
 	void *p = __atomic_load_n(&sym_ptr[s], __ATOMIC_ACQUIRE);
+	sigset_t mask;
 	int saved;
 
 	if (likely(p != 0))
 		return p;
-	/* Not cached: a runtime loaded later must still be found. */
+	/* Not cached: a runtime loaded later must still be found.  dlsym
+	 * allocates (a failed one its error text): our own call. */
 	saved = errno;
-	shim_tls.in_shim++;
+	shim_own_enter(&shim_tls, &mask);
 	p = real_cuda(sym_name[s]);
 	if (p)
 		__atomic_store_n(&sym_ptr[s], p, __ATOMIC_RELEASE);
-	shim_tls.in_shim--;
+	shim_own_leave(&shim_tls, &mask);
 	errno = saved;
 	return p;
 }
@@ -120,31 +122,58 @@ static struct shim_thread *begin(struct shm_rec_cuda *r, unsigned int fn, uint16
 	return t;
 }
 
+/* The thread has asked the runtime for its device before (get_device()). */
+static __thread int device_asked;
+
 /*
- * The record of a call.  Only cudaGetDevice, the runtime's (which may
- * allocate, for us), is made in_shim; the rest makes no traced call, so a
- * signal handler's calls in it are traced as any (the stack walks guard
- * themselves, thread_emit() its record).  A call of a handler that
- * interrupted the shim's own work (shim_reentered()) is counted and its
- * record dropped.
+ * The runtime's cudaGetDevice, our own call.  The runtime sets up a
+ * thread's state on its first call there, which may allocate: that first
+ * one is in_shim with the asynchronous signals blocked (shim_own_enter()).
+ * Once set up it reads the thread's current device and allocates nothing,
+ * so later calls, one for nearly every CUDA call, are only BUSY_SHIM: no
+ * system call, and a signal handler's calls in it are counted.  (Were it
+ * to allocate then after all, that call would be counted as a handler's,
+ * its record dropped and counted: seen, not silent.)
+ */
+static int get_device(struct shim_thread *t, int *dev)
+{
+	cudaError_t (*fn)(int *) = (cudaError_t (*)(int *))sym(S_cudaGetDevice);
+	sigset_t mask;
+	int ok, b;
+
+	if (!fn)
+		return 0;
+	if (unlikely(!device_asked)) {
+		shim_own_enter(t, &mask);
+		ok = fn(dev) == cudaSuccess;
+		shim_own_leave(t, &mask);
+		device_asked = 1;
+		return ok;
+	}
+	b = shim_busy(t);
+	ok = fn(dev) == cudaSuccess;
+	shim_unbusy(t, b);
+	return ok;
+}
+
+/*
+ * The record of a call.  Only the runtime's cudaGetDevice may allocate, for
+ * us (get_device()); the rest makes no traced call, so a signal handler's
+ * calls in it are traced as any (the stack walks guard themselves,
+ * thread_emit() its record).  A call of a handler that interrupted the
+ * shim's own work (shim_reentered()) is counted and its record dropped.
  */
 static void end(struct shim_thread *t, struct shm_rec_cuda *r)
 {
-	cudaError_t (*get_device)(int *);
-	int saved = errno, dev, ok;
+	int saved = errno, dev;
 
 	if (shim_reentered(t)) {
 		thread_reentered(t, r->hdr.fn, r->bytes, 1);
 		errno = saved;
 		return;
 	}
-	if (r->device == DEVICE_UNSET) {
-		get_device = (cudaError_t (*)(int *))sym(S_cudaGetDevice);
-		tls_word_add(t, TLS_IN_SHIM);
-		ok = get_device && get_device(&dev) == cudaSuccess;
-		tls_word_add(t, -TLS_IN_SHIM);
-		r->device = ok ? dev : -1;
-	}
+	if (r->device == DEVICE_UNSET)
+		r->device = get_device(t, &dev) ? dev : -1;
 	if (r->ret != cudaSuccess)
 		r->hdr.flags |= SHM_F_FAILED;
 	else if (((shm_fn_info[r->hdr.fn].flags & SHM_FNF_ALLOC) ||
@@ -166,7 +195,8 @@ static void end(struct shim_thread *t, struct shm_rec_cuda *r)
  * makes (cupti_api.h).  Out of line, called by the hook (STACK_SKIP). */
 static __attribute__((noinline)) void site_arm(struct shim_thread *t)
 {
-	if (!t->ring.slot || thread_would_drop(t, sizeof(struct shm_rec_api)))
+	/* a handler's call inside a capture must not walk (BUSY_STACK) */
+	if (!t->ring.slot || shim_reentered(t) || thread_would_drop(t, sizeof(struct shm_rec_api)))
 		return;
 	cupti_site.stack_id = stack_native(t);
 	cupti_site.pystack_id = stack_python(t);

@@ -111,13 +111,15 @@ static void start(void)
 	struct shim_thread *t = &shim_tls;
 	int expect = CS_IDLE, saved = errno;
 	uint32_t status;
+	sigset_t mask;
 	void *h;
 
 	if (!__atomic_compare_exchange_n(&cupti_state, &expect, CS_STARTING, 0, __ATOMIC_ACQ_REL,
 					 __ATOMIC_RELAXED))
 		return;
 	__atomic_store_n(&cupti_pending, 0, __ATOMIC_RELAXED);
-	t->in_shim++;
+	/* loading and starting CUPTI allocates: ours (once) */
+	shim_own_enter(t, &mask);
 	if (!__atomic_load_n(&shim.on, __ATOMIC_ACQUIRE)) {
 		__atomic_store_n(&cupti_state, CS_OFF, __ATOMIC_RELEASE);
 		goto out;
@@ -140,7 +142,7 @@ static void start(void)
 	    __atomic_load_n(&shim.paused, __ATOMIC_ACQUIRE))
 		cupti_pause(1);
 out:
-	t->in_shim--;
+	shim_own_leave(t, &mask);
 	errno = saved;
 }
 
@@ -152,7 +154,8 @@ SHIM_EXPORT int InitializeInjection(void)
 
 void cupti_late(void)
 {
-	if (shim_tls.in_shim)
+	/* not from a handler inside the shim's own work: at the next call */
+	if (shim_tls.in_shim || shim_reentered(&shim_tls))
 		return;
 	start();
 }
@@ -187,6 +190,7 @@ void cupti_exit(void)
 {
 	struct shim_thread *t = &shim_tls;
 	int saved = errno;
+	sigset_t mask;
 	void *h = 0;
 
 	/* seq_cst: pairs with the converter's store of converter_busy and
@@ -195,7 +199,7 @@ void cupti_exit(void)
 	    __atomic_exchange_n(&cupti_exited, 1, __ATOMIC_SEQ_CST))
 		return;
 	cupti_flusher_stop();
-	t->in_shim++;
+	shim_own_enter(t, &mask);
 	/* Only a libcupti that is still mapped can be called. */
 	if (cupti_window_exit())
 		h = dlopen(cupti_lib_path, RTLD_NOW | RTLD_NOLOAD);
@@ -213,7 +217,7 @@ void cupti_exit(void)
 		dlclose(h);
 	}
 	cupti_converter_finish();
-	t->in_shim--;
+	shim_own_leave(t, &mask);
 	errno = saved;
 }
 

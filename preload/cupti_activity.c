@@ -385,9 +385,12 @@ void CUPTIAPI cupti_buf_complete(CUcontext ctx, uint32_t stream, uint8_t *buffer
 	struct shim_thread *t = &shim_tls;
 	size_t dropped = 0;
 	int saved = errno;
+	sigset_t mask;
 
 	(void)size;
-	t->in_shim++;
+	/* CUPTI's own thread, or one that flushes: CUPTI's calls may
+	 * allocate, ours (once a buffer) */
+	shim_own_enter(t, &mask);
 	if (cupti_fn.cuptiActivityGetNumDroppedRecords(ctx, stream, &dropped) == CUPTI_SUCCESS)
 		cupti_count_dropped(dropped, "CUPTI's count, with a buffer");
 	/* Not lent (any more): reclaimed after a detach, and maybe lent
@@ -402,7 +405,7 @@ void CUPTIAPI cupti_buf_complete(CUcontext ctx, uint32_t stream, uint8_t *buffer
 		/* only now: a drain must not find the buffer neither held nor queued */
 		__atomic_sub_fetch(&cupti_bufs_out, 1, __ATOMIC_RELEASE);
 	}
-	t->in_shim--;
+	shim_own_leave(t, &mask);
 	errno = saved;
 }
 

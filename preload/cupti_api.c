@@ -63,7 +63,7 @@ static void CUPTIAPI on_api(void *userdata, CUpti_CallbackDomain domain, CUpti_C
 	struct shm_rec_api r;
 	unsigned int gen;
 	uint32_t sess;
-	int saved;
+	int saved, b;
 
 	(void)userdata;
 	if ((domain != CUPTI_CB_DOMAIN_RUNTIME_API && domain != CUPTI_CB_DOMAIN_DRIVER_API) ||
@@ -96,10 +96,15 @@ static void CUPTIAPI on_api(void *userdata, CUpti_CallbackDomain domain, CUpti_C
 		cupti_finalize_here();
 		return;
 	}
-	if (!(t = shim_thread_traced()))
+	/* Not inside the shim's own work a signal handler interrupted (its
+	 * CUDA call is counted by the hook, its record dropped).  Ours makes
+	 * no traced call (names are interned in mapped memory, the stacks
+	 * guard their own libunwind calls): BUSY_SHIM, so that a handler's
+	 * calls in it are counted, not in_shim, which would pass them by. */
+	if (!(t = shim_thread_traced()) || shim_reentered(t))
 		return;
 	saved = errno;
-	t->in_shim++;
+	b = shim_busy(t);
 	r = (struct shm_rec_api){
 		.hdr = { .type = SHM_REC_API, .size = sizeof(r) },
 		.start = a->start, .end = clock_now(),
@@ -122,7 +127,7 @@ static void CUPTIAPI on_api(void *userdata, CUpti_CallbackDomain domain, CUpti_C
 		if (unlikely(log_debugging()))
 			__atomic_add_fetch(&win_api, 1, __ATOMIC_RELAXED);
 	}
-	t->in_shim--;
+	shim_unbusy(t, b);
 	errno = saved;
 }
 

@@ -151,13 +151,15 @@ void cupti_finalize_here(void)
 {
 	int expect = AT_DETACHING;
 	CUptiResult res;
+	sigset_t mask;
 	uint64_t t0;
 
 	if (!__atomic_compare_exchange_n(&cupti_attach, &expect, AT_FINALIZING, 0, __ATOMIC_ACQ_REL,
 					 __ATOMIC_RELAXED))
 		return;
 	t0 = clock_ns(CLOCK_MONOTONIC);
-	shim_tls.in_shim++;
+	/* CUPTI's calls allocate: ours (once a window) */
+	shim_own_enter(&shim_tls, &mask);
 	/* The drain had the records of every call that returned by the
 	 * window's close, not those of work launched in the window by a call
 	 * still running then (a long copy, a thread descheduled between its
@@ -183,7 +185,7 @@ void cupti_finalize_here(void)
 		__atomic_store_n(&cupti_cbs_on, 0, __ATOMIC_RELAXED);
 		__atomic_store_n(&cupti_attach, AT_OFF, __ATOMIC_RELEASE);
 	}
-	shim_tls.in_shim--;
+	shim_own_leave(&shim_tls, &mask);
 }
 
 /* Waits (bounded) for a cuptiFinalize in progress; the state it left. */

@@ -236,7 +236,10 @@ call_real_known(struct call *c, unsigned int fn, void *old, size_t n)
 
 void heap_boot(void)
 {
-	shim_tls.in_shim++;
+	sigset_t mask;
+
+	/* dlsym allocates: ours (once) */
+	shim_own_enter(&shim_tls, &mask);
 	__atomic_store_n(&real.malloc, real_next("malloc"), __ATOMIC_RELEASE);
 	__atomic_store_n(&real.free, real_next("free"), __ATOMIC_RELEASE);
 	__atomic_store_n(&real.calloc, real_next("calloc"), __ATOMIC_RELEASE);
@@ -248,7 +251,7 @@ void heap_boot(void)
 	__atomic_store_n(&real.valloc, real_next("valloc"), __ATOMIC_RELEASE);
 	__atomic_store_n(&real.pvalloc, real_next("pvalloc"), __ATOMIC_RELEASE);
 	__atomic_store_n(&booted, 1, __ATOMIC_RELEASE);
-	shim_tls.in_shim--;
+	shim_own_leave(&shim_tls, &mask);
 }
 
 int heap_setup(int mode)

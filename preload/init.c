@@ -233,8 +233,9 @@ static void enable(void)
 static void fork_child(void)
 {
 	uint32_t parent = shim.pid;
+	sigset_t mask;
 
-	shim_tls.in_shim++;
+	shim_own_enter(&shim_tls, &mask);
 	control_fork_child();
 	disable();
 	region_destroy(&shim.region);
@@ -253,15 +254,16 @@ static void fork_child(void)
 		enable();
 		modules_report();
 	}
-	shim_tls.in_shim--;
+	shim_own_leave(&shim_tls, &mask);
 }
 
 __attribute__((constructor)) static void shim_init(void)
 {
 	const char *self;
 	int saved = errno, err;
+	sigset_t mask;
 
-	shim_tls.in_shim++;
+	shim_own_enter(&shim_tls, &mask);
 	heap_boot();
 	settings_read();
 	if (settings.disable)
@@ -304,7 +306,7 @@ __attribute__((constructor)) static void shim_init(void)
 	modules_report();
 out:
 	heap_early_end(__atomic_load_n(&shim.on, __ATOMIC_RELAXED));
-	shim_tls.in_shim--;
+	shim_own_leave(&shim_tls, &mask);
 	errno = saved;
 }
 

@@ -245,12 +245,14 @@ int modules_span_of(const void *addr, uintptr_t *lo, uintptr_t *hi)
 
 static void resolve(void)
 {
-	shim_tls.in_shim++;
+	sigset_t mask;
+
+	shim_own_enter(&shim_tls, &mask);
 	if (!__atomic_load_n(&real_dlopen, __ATOMIC_ACQUIRE))
 		__atomic_store_n(&real_dlopen, real_next("dlopen"), __ATOMIC_RELEASE);
 	if (!__atomic_load_n(&real_dlclose, __ATOMIC_ACQUIRE))
 		__atomic_store_n(&real_dlclose, real_next("dlclose"), __ATOMIC_RELEASE);
-	shim_tls.in_shim--;
+	shim_own_leave(&shim_tls, &mask);
 }
 
 int modules_init(void)

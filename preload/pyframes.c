@@ -75,6 +75,7 @@
 
 #include "intern.h"
 #include "pyframes.h"
+#include "shim.h"
 #include "utf8.h"
 
 #define PY_UNKNOWN 0
@@ -347,7 +348,12 @@ uint32_t py_frames(struct shm_pyframe *out, uint32_t max)
 	if (__builtin_expect(s == PY_ABSENT, 1))
 		return 0;
 	if (s == PY_UNKNOWN) {
+		sigset_t mask;
+
+		/* dlsym allocates (a failed one its error text): ours */
+		shim_own_enter(&shim_tls, &mask);
 		s = resolve();
+		shim_own_leave(&shim_tls, &mask);
 		__atomic_store_n(&state, s, __ATOMIC_RELEASE);
 		if (s != PY_PRESENT)
 			return 0;

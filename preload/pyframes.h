@@ -17,7 +17,8 @@
  * Fills out[0..max) with the thread's frames, innermost first; returns how
  * many (0: no Python runtime, an unsupported version, or a thread without
  * a Python thread state).  Thread-safe; not async-signal-safe (interning
- * may send).  Call with the re-entry guard set, as for any interning.
+ * may send).  Call with BUSY_STACK set, as for any interning; the look for
+ * a Python runtime (dlsym, after a module report) is made in_shim.
  * Costs one load when the process has no Python runtime.
  */
 uint32_t py_frames(struct shm_pyframe *out, uint32_t max);

@@ -13,7 +13,9 @@
  * TLS so that a hook reaches it with one %fs-relative load.  in_shim is the
  * re-entry guard: while it is set, hooks call straight through, so the
  * allocations of dlsym, pthread_setspecific and friends made on our behalf
- * are neither traced nor recursive.
+ * are neither traced nor recursive.  It is set only by shim_own_enter(),
+ * which blocks the asynchronous signals for as long (below), and on the
+ * shim's own threads, which block every signal.
  *
  * busy is the signal guard.  A signal handler may run between any two
  * instructions of a hook and call malloc (or anything traced) itself; the
@@ -23,22 +25,25 @@
  * counted, and its record dropped and counted (thread_drop()): stored +
  * dropped still equals the exact counters.  The counters themselves are
  * bumped with one instruction each (count_add()), which a signal cannot
- * split.  Calls a handler makes while in_shim is set pass through
- * uncounted: in_shim cannot tell them from the shim's own.  So in_shim is
- * held only around the very call that may make a traced call for the shim
- * (dlsym, pthread_setspecific, libunwind and the stack walk, the CUDA
- * runtime's cudaGetDevice, CUPTI), never around work that makes none: its
- * own slow paths that must not be entered by a handler's call hold
- * BUSY_SHIM instead (NVTX and shimmer_* names, a control command, the
- * module walk, the exit; shim_revive() needs neither), and a thread's
- * set-up BUSY_CLAIM, under which a handler's calls are counted once the
- * thread has its slot (thread_reentered()).  docs/reliability.md lists
- * what is left.
+ * split.  A handler's calls made while in_shim is set would pass through
+ * uncounted (in_shim cannot tell them from the shim's own), so in_shim is
+ * held only around the very call that allocates for the shim (dlsym,
+ * pthread_setspecific, libunwind's learning and unw_backtrace, the
+ * runtime's first cudaGetDevice on a thread, CUPTI), with the asynchronous
+ * signals blocked: a handler runs just after, counted.  Work that makes no
+ * traced call holds a busy bit instead: a stack capture BUSY_STACK, the
+ * shim's other slow paths that a handler's call must not enter BUSY_SHIM
+ * (NVTX and shimmer_* names, a control command, the module walk, CUPTI's
+ * API callback, the later cudaGetDevice calls, the exit; shim_revive()
+ * needs neither), and a thread's set-up BUSY_CLAIM, under which a
+ * handler's calls are counted once the thread has its slot
+ * (thread_reentered()).  docs/reliability.md lists what is left.
  */
 #ifndef SHIMMER_SHIM_H
 #define SHIMMER_SHIM_H
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 
 #include "region.h"
@@ -87,6 +92,8 @@ enum thread_state {
 			* traced call is counted, its record dropped */
 #define BUSY_CLAIM 0x8u /* thread_prepare() claims a slot: the same, its
 			 * counts held until the slot is there */
+#define BUSY_STACK 0x10u /* a stack capture (stack.h): the same; the walk
+			  * and the tables are not re-entered */
 
 struct shim_thread {
 	struct ring_prod ring; /* ring.slot is NULL unless TS_READY */
@@ -157,12 +164,30 @@ static inline void shim_unbusy(struct shim_thread *t, int set)
 }
 
 /* Whether a traced call on this thread comes from a signal handler that
- * interrupted the shim's own work (BUSY_SHIM, BUSY_CLAIM): it is counted
- * and its record dropped, thread_reentered(). */
+ * interrupted the shim's own work (BUSY_SHIM, BUSY_CLAIM, BUSY_STACK): it
+ * is counted and its record dropped, thread_reentered(). */
 static inline int shim_reentered(const struct shim_thread *t)
 {
-	return unlikely(t->busy & (BUSY_SHIM | BUSY_CLAIM));
+	return unlikely(t->busy & (BUSY_SHIM | BUSY_CLAIM | BUSY_STACK));
 }
+
+/*
+ * A call the shim makes that may allocate through the interposed malloc on
+ * its own behalf (dlsym, pthread_setspecific, libunwind, CUPTI): between
+ * shim_own_enter() and shim_own_leave() the thread is in_shim, so those
+ * allocations pass straight through, neither traced nor recursive.  A
+ * signal handler's calls then could not be told from them, so the
+ * asynchronous signals are blocked for as long: a handler that would have
+ * run inside runs just after shim_own_leave(), and its calls are counted
+ * as any.  The synchronous ones (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP,
+ * SIGSYS) stay as they were: a fault is delivered where it happens, and
+ * blocking one would kill the process instead.  The thread's mask is
+ * restored exactly (the program's own); errno is preserved.  For the rare
+ * calls only (once per process, thread, symbol, new return address, CUPTI
+ * start or stop): each costs two system calls.  Nests.
+ */
+void shim_own_enter(struct shim_thread *t, sigset_t *saved);
+void shim_own_leave(struct shim_thread *t, const sigset_t *saved);
 
 static inline int shim_heap_mode(void)
 {

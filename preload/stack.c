@@ -89,6 +89,16 @@ static int emit(void *arg, uint32_t id, const uint64_t *w, uint32_t n)
 	return thread_emit(c->t, &r, len);
 }
 
+static void own_enter(sigset_t *mask)
+{
+	shim_own_enter(&shim_tls, mask);
+}
+
+static void own_leave(const sigset_t *mask)
+{
+	shim_own_leave(&shim_tls, mask);
+}
+
 void stack_setup(void)
 {
 	int (*bt)(void **, int);
@@ -106,6 +116,7 @@ void stack_setup(void)
 	}
 	if (stacktab_init(&python, PY_CAP, PY_WORDS) < 0)
 		log_debug("python stack table: no memory; no Python frames");
+	unwind_set_guard(own_enter, own_leave);
 	err = unwind_setup(lib);
 	if (!err) {
 		nwalks = shim.region.nslots;
@@ -175,7 +186,16 @@ static __attribute__((noinline)) int full(uint64_t *pc, uint32_t depth)
 	uint64_t buf[SHM_STACK_MAX + SELF_MAX];
 	int n, i;
 
+	sigset_t mask;
+
+	/* libunwind's own fast trace allocates on a thread's first call (its
+	 * cache's pthread_setspecific) and may on an address it has not seen
+	 * (.debug_frame): the shim's, in_shim.  Only a walk refused by ours
+	 * comes here, and such a capture takes libunwind's slow steps, which
+	 * themselves mask signals around its locks. */
+	shim_own_enter(&shim_tls, &mask);
 	n = unw_bt((void **)buf, (int)(depth + SELF_MAX));
+	shim_own_leave(&shim_tls, &mask);
 	for (i = 0; i < n && in_self(buf[i]); i++)
 		;
 	n -= i;
@@ -215,8 +235,14 @@ static inline struct walk *walk_of(struct shim_thread *t)
 	return w;
 }
 
-/* The capture when it is not the thread's previous one: the walk (or
- * unw_backtrace) and the interning. */
+/*
+ * The capture when it is not the thread's previous one: the walk (or
+ * unw_backtrace) and the interning, under BUSY_STACK: a signal handler's
+ * traced call in it is counted, its record dropped, and never reaches the
+ * walk or the tables.  Only libunwind's calls, which may allocate for us
+ * (a rule learnt, unw_backtrace), are in_shim, with the asynchronous
+ * signals blocked (shim_own_enter()).
+ */
 static __attribute__((noinline)) uint32_t native_slow(struct shim_thread *t)
 {
 	struct emit_ctx c = { .t = t, .type = SHM_REC_STACK };
@@ -228,7 +254,7 @@ static __attribute__((noinline)) uint32_t native_slow(struct shim_thread *t)
 	if (!unw_bt)
 		return 0;
 	saved = errno;
-	t->in_shim++;
+	tls_word_or(t, TLS_BUSY(BUSY_STACK));
 	modules_check();
 	if ((w = walk_of(t)) && first_frame(&p0, &sp, &bp) == 0 &&
 	    (n = unwind_walk(&w->c, p0, sp, bp, depth, &same)) >= 0) {
@@ -249,7 +275,7 @@ static __attribute__((noinline)) uint32_t native_slow(struct shim_thread *t)
 	n = full(pc, depth);
 	id = n > 0 ? stacktab_id(&native, pc, (uint32_t)n, emit, &c) : 0;
 out:
-	t->in_shim--;
+	tls_word_and(t, ~TLS_BUSY(BUSY_STACK));
 	errno = saved;
 	return id;
 }
@@ -257,9 +283,10 @@ out:
 /*
  * The common capture first: the thread's previous walk still holds, whole,
  * and its id is current.  Nothing here calls out, allocates or changes
- * errno, so errno needs no saving; in_shim keeps a signal handler's traced
- * calls (a CUDA hook's capture) off the walk while we read it.  Anything
- * else, and SHIMMER_STACK_CHECK, goes to native_slow().
+ * errno, so errno needs no saving; BUSY_STACK keeps a signal handler's
+ * traced calls (a CUDA hook's capture) off the walk while we read it, and
+ * counts them (they are not passed through: nothing here allocates).
+ * Anything else, and SHIMMER_STACK_CHECK, goes to native_slow().
  */
 uint32_t stack_native(struct shim_thread *t)
 {
@@ -269,13 +296,13 @@ uint32_t stack_native(struct shim_thread *t)
 
 	if (!unw_bt)
 		return 0;
-	tls_word_add(t, TLS_IN_SHIM);
+	tls_word_or(t, TLS_BUSY(BUSY_STACK));
 	if (likely(!__atomic_load_n(&modules_stale, __ATOMIC_RELAXED) && !check) &&
 	    (w = walk_of(t)) && w->id &&
 	    w->epoch == __atomic_load_n(&native.epoch, __ATOMIC_RELAXED) &&
 	    first_frame(&p0, &sp, &bp) == 0 && unwind_same(&w->c, p0, sp, bp, settings.stack_depth))
 		id = w->id;
-	tls_word_add(t, -TLS_IN_SHIM);
+	tls_word_and(t, ~TLS_BUSY(BUSY_STACK));
 	return id ? id : native_slow(t);
 }
 
@@ -304,11 +331,12 @@ uint32_t stack_python(struct shim_thread *t)
 	if (!unw_bt || !python.tab)
 		return 0;
 	saved = errno;
-	t->in_shim++;
+	/* as native_slow(); py_frames() makes its own dlsym calls in_shim */
+	tls_word_or(t, TLS_BUSY(BUSY_STACK));
 	n = py_frames(f, settings.stack_depth);
 	if (n)
 		id = stacktab_id(&python, (const uint64_t *)(const void *)f, 2 * n, emit, &c);
-	t->in_shim--;
+	tls_word_and(t, ~TLS_BUSY(BUSY_STACK));
 	errno = saved;
 	return id;
 }

@@ -48,7 +48,9 @@ void stack_forget(void);
  * frames, from the interposed function's caller), its STACK record written
  * first if new; 0 when stacks are off, the table is full or the record
  * could not be written.  Calls from libunwind back into our hooks pass
- * through (in_shim).  Preserves errno.  Thread-safe, not
+ * through (in_shim, signals blocked: shim_own_enter()); a signal handler's
+ * traced calls in the rest are counted, their records dropped (BUSY_STACK).
+ * Preserves errno.  Thread-safe, not
  * async-signal-safe.  Call it only from inside the shim.
  */
 uint32_t stack_native(struct shim_thread *t);

@@ -168,6 +168,7 @@ static void claim(struct shim_thread *t)
 {
 	uint32_t tid = (uint32_t)gettid();
 	char name[17] = { 0 };
+	sigset_t mask;
 
 	sampler_seed(&t->sampler, clock_now() ^ ((uint64_t)tid * 0x9e3779b97f4a7c15ull),
 		     settings.sample_bytes);
@@ -184,11 +185,43 @@ static void claim(struct shim_thread *t)
 	/* glibc allocates a key's second-level block on a thread's first
 	 * setspecific of a key past the first 32: our allocation, not the
 	 * program's */
-	tls_word_add(t, TLS_IN_SHIM);
+	shim_own_enter(t, &mask);
 	pthread_setspecific(shim.key, t);
-	tls_word_add(t, -TLS_IN_SHIM);
+	shim_own_leave(t, &mask);
 	prctl(PR_GET_NAME, name);
 	conn_thread(t->slot_idx, tid, intern_str(name), clock_now());
+}
+
+void shim_own_enter(struct shim_thread *t, sigset_t *saved)
+{
+	sigset_t async;
+	int e = errno;
+
+	sigfillset(&async);
+	sigdelset(&async, SIGSEGV);
+	sigdelset(&async, SIGBUS);
+	sigdelset(&async, SIGFPE);
+	sigdelset(&async, SIGILL);
+	sigdelset(&async, SIGTRAP);
+	sigdelset(&async, SIGSYS);
+	/* sigfillset leaves out glibc's own SIGCANCEL and SIGSETXID; SIGKILL
+	 * and SIGSTOP cannot be blocked.  Blocked first, then in_shim: no
+	 * asynchronous handler finds in_shim set.  It cannot fail with these
+	 * arguments; if it did, the mask is unchanged and is what leave
+	 * restores. */
+	if (pthread_sigmask(SIG_BLOCK, &async, saved) != 0)
+		pthread_sigmask(SIG_SETMASK, 0, saved);
+	tls_word_add(t, TLS_IN_SHIM);
+	errno = e;
+}
+
+void shim_own_leave(struct shim_thread *t, const sigset_t *saved)
+{
+	int e = errno;
+
+	tls_word_add(t, -TLS_IN_SHIM);
+	pthread_sigmask(SIG_SETMASK, saved, 0);
+	errno = e;
 }
 
 /* The calls thread_reentered() held during a claim, into the slot the

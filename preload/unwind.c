@@ -221,6 +221,28 @@ static uint64_t learn(uint64_t pc, uint64_t sp, uint64_t bp)
 	       cfa_bp << 48 | KIND_STEP << 49;
 }
 
+static void (*guard_enter)(sigset_t *), (*guard_leave)(const sigset_t *);
+
+void unwind_set_guard(void (*enter)(sigset_t *), void (*leave)(const sigset_t *))
+{
+	guard_enter = enter;
+	guard_leave = leave;
+}
+
+/* learn() inside the caller's guard: libunwind's calls may allocate. */
+static uint64_t learn_guarded(uint64_t pc, uint64_t sp, uint64_t bp)
+{
+	sigset_t s;
+	uint64_t r;
+
+	if (!guard_enter)
+		return learn(pc, sp, bp);
+	guard_enter(&s);
+	r = learn(pc, sp, bp);
+	guard_leave(&s);
+	return r;
+}
+
 /* The rule of pc in generation g (learnt now if new); 0 when the table
  * has no room for it. */
 static uint64_t rule_of(uint64_t pc, uint64_t sp, uint64_t bp, uint32_t g)
@@ -241,7 +263,7 @@ static uint64_t rule_of(uint64_t pc, uint64_t sp, uint64_t bp, uint32_t g)
 		r = __atomic_load_n(&e->rule, __ATOMIC_ACQUIRE);
 		if (r && RULE_GEN(r) == g)
 			return r;
-		r = learn(pc, sp, bp) | (uint64_t)g << 51;
+		r = learn_guarded(pc, sp, bp) | (uint64_t)g << 51;
 		__atomic_store_n(&e->rule, r, __ATOMIC_RELEASE);
 		__atomic_fetch_add(&n_rules, 1, __ATOMIC_RELAXED);
 		if (RULE_KIND(r) == KIND_OTHER)

@@ -36,12 +36,13 @@
  * No malloc, lock or system call once an address's rule is known; the
  * first walk through an address calls libunwind, which may take its own
  * locks.  Not async-signal-safe; the caller keeps one cache per thread and
- * must not re-enter it (the shim's in_shim guard).
+ * must not re-enter it (the shim's BUSY_STACK guard).
  */
 #ifndef SHIMMER_UNWIND_H
 #define SHIMMER_UNWIND_H
 
 #include <emmintrin.h>
+#include <signal.h>
 #include <stdint.h>
 
 /* A pc below this ends a walk (no code is mapped there). */
@@ -173,6 +174,12 @@ static inline UNWIND_ANY_ORDER int unwind_same(const struct unwind_cache *c, uin
  * and maps the rule table.  0 or -errno; until it succeeds every walk is
  * refused.  Not thread-safe (constructor). */
 int unwind_setup(void *lib);
+
+/* Brackets each learning of a rule (libunwind's calls, which may allocate:
+ * once per return address) with enter(&s) and leave(&s), s the learner's
+ * own: the shim blocks signals and marks itself in_shim there
+ * (shim_own_enter()).  Unset, nothing.  Set before the first walk. */
+void unwind_set_guard(void (*enter)(sigset_t *), void (*leave)(const sigset_t *));
 
 /* Unmaps the rule table (tests).  Not thread-safe. */
 void unwind_fini(void);

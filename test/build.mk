@@ -139,6 +139,7 @@ E2E_WL_HARD := $(O)/test/e2e/wl_hard
 E2E_LIBHARD := $(O)/test/e2e/libhard.so
 E2E_LIBORDER := $(O)/test/e2e/liborder.so
 E2E_LIBEARLY := $(O)/test/e2e/libearly.so
+E2E_LIBUNDER := $(O)/test/e2e/libunder.so
 E2E_WL_EARLY := $(O)/test/e2e/wl_early
 E2E_WL_CXX := $(O)/test/e2e/wl_cxx
 
@@ -153,6 +154,11 @@ $(E2E_LIBHARD): $(O)/obj/prog/test/e2e/hard_lib.o
 	$(Q)$(CC) -shared -o $@ $^
 
 $(E2E_LIBORDER): $(O)/obj/prog/test/e2e/order_lib.o
+	$(call msg,LD,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -shared -o $@ $^ -lpthread
+
+$(E2E_LIBUNDER): $(O)/obj/prog/test/e2e/under_lib.o
 	$(call msg,LD,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) -shared -o $@ $^ -lpthread
@@ -177,4 +183,4 @@ $(E2E_WL_CXX): $(O)/obj/prog/test/e2e/wl_cxx.o
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CXX) -o $@ $^
 
-TEST_PROGS += $(E2E_WL_HARD) $(E2E_LIBHARD) $(E2E_LIBORDER) $(E2E_LIBEARLY) $(E2E_WL_EARLY) $(E2E_WL_CXX)
+TEST_PROGS += $(E2E_WL_HARD) $(E2E_LIBHARD) $(E2E_LIBORDER) $(E2E_LIBUNDER) $(E2E_LIBEARLY) $(E2E_WL_EARLY) $(E2E_WL_CXX)

@@ -20,6 +20,10 @@
  *   wl_hard trap WHAT N [LIB]  a worker whose system calls that only the
  *                            shim makes in its other work are trapped, its
  *                            handler making a pair there (see mode_trap())
+ *   wl_hard under WHAT N [LIB]  with libunder.so preloaded behind the
+ *                            shim: a worker signalled from inside every
+ *                            real allocator call, the shim's own among
+ *                            them (see mode_under())
  *   wl_hard churn TOTAL ALIVE N   TOTAL workers over the run, at most ALIVE
  *                            at once, N malloc(40)+free pairs each, each
  *                            worker's last block kept until it ends
@@ -223,6 +227,8 @@ static void on_tick(int sig)
 struct sig_job {
 	unsigned n, us;
 	uint64_t mallocs, frees;
+	uint64_t inside; /* wl_hard under: the shim's own calls that signalled */
+	int mask_kept;   /* wl_hard under: the worker's mask as it set it */
 	int tid;
 };
 
@@ -463,6 +469,114 @@ static int mode_trap(const char *what, unsigned n, const char *lib)
 	if ((j.us == TRAP_MARK && !trap_mark) || (j.us == TRAP_CUDA && !trap_sync))
 		die("trap: a function is missing");
 	return sig_job_run(&j, trap_worker, "traps", &trapped);
+}
+
+/*
+ * A handler inside the shim's own allocations, every time: libunder.so
+ * (under_lib.c), preloaded behind the shim, signals the worker from inside
+ * each call that reaches the real allocator, the shim's own among them
+ * (those it makes in_shim), and the SIGUSR1 handler makes a 40-byte pair
+ * there, unless the shim blocks the signal until the end of that call:
+ *   setup  N pairs from the worker's start: its first traced call sets it
+ *          up, and the first pthread_setspecific of the shim's key (past
+ *          glibc's first 32) allocates
+ *   stacks the same; run with stacks on (and SHIMMER_STACK_CHECK=1, so that
+ *          libunwind's unw_backtrace makes every capture too: its first on
+ *          a thread allocates)
+ *   cuda   N cudaStreamSynchronize(0) and N pairs, the runtime LIB dlopened
+ *          and set up by a cudaGetDevice (which the shim does not
+ *          interpose): the worker's first call resolves the runtime's
+ *          functions (dlsym) and asks it for the thread's device
+ * The worker blocks SIGUSR2 and SIGRTMIN+5 first, and looks at the end
+ * whether its mask is still that.  "tid T mallocs M frees F handled K",
+ * then "inside I mask 0|1" (M, F: the worker's and the handler's calls; I:
+ * the signals sent from calls the worker did not make itself, the shim's;
+ * 1: the mask kept); status 3 and "no libunder" without the library.
+ */
+static volatile sig_atomic_t handled;
+static void (*under_arm)(int), (*under_quiet)(int);
+static uint64_t (*under_signals)(void);
+
+static void on_under(int sig)
+{
+	int saved = errno;
+
+	(void)sig;
+	under_quiet(1);
+	pair(40);
+	handled++;
+	under_quiet(0);
+	errno = saved;
+}
+
+static void *under_worker(void *arg)
+{
+	struct sig_job *j = arg;
+	uint64_t real = 0;
+	sigset_t set, now;
+
+	j->tid = gettid();
+	/* a mask of the program's own, which the shim must leave as it is */
+	sigemptyset(&set);
+	sigaddset(&set, SIGUSR2);
+	sigaddset(&set, SIGRTMIN + 5);
+	pthread_sigmask(SIG_SETMASK, &set, 0);
+	under_arm(1);
+	for (unsigned i = 0; i < j->n; i++) {
+		if (j->us && trap_sync(0) != 0)
+			die("cudaStreamSynchronize failed");
+		pair(64);
+		real += 2; /* the worker's own malloc and free reach libunder */
+	}
+	under_arm(0);
+	pthread_sigmask(SIG_SETMASK, 0, &now);
+	j->mask_kept = 1;
+	for (int s = 1; s < NSIG; s++)
+		if (sigismember(&now, s) != sigismember(&set, s))
+			j->mask_kept = 0;
+	sigemptyset(&set);
+	sigaddset(&set, SIGUSR1);
+	pthread_sigmask(SIG_BLOCK, &set, 0);
+	j->mallocs = j->frees = j->n + (uint64_t)handled;
+	j->inside = under_signals() - real;
+	return 0;
+}
+
+static int mode_under(const char *what, unsigned n, const char *lib)
+{
+	struct sigaction sa = { .sa_handler = on_under, .sa_flags = SA_RESTART };
+	struct sig_job j = { .n = n };
+	char line[160], *p = line;
+	int (*get_device)(int *), dev;
+
+	under_arm = (void (*)(int))dlsym(RTLD_DEFAULT, "under_arm");
+	under_quiet = (void (*)(int))dlsym(RTLD_DEFAULT, "under_quiet");
+	under_signals = (uint64_t (*)(void))dlsym(RTLD_DEFAULT, "under_signals");
+	if (!under_arm || !under_quiet || !under_signals) {
+		out("no libunder\n");
+		return 3;
+	}
+	if (!strcmp(what, "cuda")) {
+		/* opened, not called: the worker's calls are its first */
+		if (!lib || !dlopen(lib, RTLD_NOW | RTLD_GLOBAL))
+			die("under cuda: cannot open the runtime");
+		trap_sync = (int (*)(void *))dlsym(RTLD_DEFAULT, "cudaStreamSynchronize");
+		get_device = (int (*)(int *))dlsym(RTLD_DEFAULT, "cudaGetDevice");
+		/* the runtime's own first-call work (it loads the injection
+		 * library: the shim starts CUPTI) here, not in the worker; the
+		 * shim does not interpose cudaGetDevice, so it resolves nothing */
+		if (!trap_sync || !get_device || get_device(&dev) != 0)
+			die("under cuda: cudaStreamSynchronize, cudaGetDevice");
+		j.us = 1;
+	} else if (strcmp(what, "setup") && strcmp(what, "stacks")) {
+		die("under: setup | stacks | cuda");
+	}
+	sigaction(SIGUSR1, &sa, 0);
+	sig_job_run(&j, under_worker, "handled", &handled);
+	p = put(p, "inside", j.inside);
+	p = put(p, "mask", (uint64_t)j.mask_kept);
+	out_line(line, p);
+	return 0;
 }
 
 /* ---- threads that come and go ---- */
@@ -925,6 +1039,8 @@ int main(int argc, char **argv)
 		return mode_sigmalloc((unsigned)atoi(argv[2]), (unsigned)atoi(argv[3]));
 	if (!strcmp(m, "trap") && (argc == 4 || argc == 5))
 		return mode_trap(argv[2], (unsigned)atoi(argv[3]), argc == 5 ? argv[4] : 0);
+	if (!strcmp(m, "under") && (argc == 4 || argc == 5))
+		return mode_under(argv[2], (unsigned)atoi(argv[3]), argc == 5 ? argv[4] : 0);
 	if (!strcmp(m, "churn") && argc == 5)
 		return mode_churn((unsigned)atoi(argv[2]), (unsigned)atoi(argv[3]),
 				  (unsigned)atoi(argv[4]));
