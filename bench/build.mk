@@ -19,7 +19,7 @@ BENCH_PROGS += $(O)/bench/heap_bench $(O)/bench/e2e_driver $(O)/bench/stack_benc
 $(O)/bench/heap_bench: $(O)/obj/prog/bench/heap_bench.o
 	$(call msg,LD,$@)
 	$(Q)mkdir -p $(@D)
-	$(Q)$(CC) $(LDFLAGS) -o $@ $^
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ -lm
 
 # stack_bench: a 32-deep call chain making sampled allocations (stacks on/off)
 $(O)/bench/stack_bench: $(O)/obj/prog/bench/stack_bench.o

@@ -89,7 +89,7 @@ int sampled_insert(struct sampled *s, const void *p)
 	uint64_t h = sampled_hash(key);
 	uint32_t i;
 
-	filter_inc(sampled_filter(s, h));
+	filter_inc(sampled_filter(s, key));
 	for (i = 0; i < s->probes; i++) {
 		uint64_t *cell = &s->keys[(h + i) & s->key_mask];
 		uint64_t v = __atomic_load_n(cell, __ATOMIC_RELAXED);
@@ -100,7 +100,7 @@ int sampled_insert(struct sampled *s, const void *p)
 				return 0;
 		}
 	}
-	filter_dec(sampled_filter(s, h));
+	filter_dec(sampled_filter(s, key));
 	__atomic_fetch_add(&s->full, 1, __ATOMIC_RELAXED);
 	return -ENOSPC;
 }
@@ -131,7 +131,7 @@ int sampled_remove(struct sampled *s, const void *p)
 	if (!cell || !__atomic_compare_exchange_n(cell, &v, TOMB, 0, __ATOMIC_RELAXED,
 						  __ATOMIC_RELAXED))
 		return 0;
-	filter_dec(sampled_filter(s, h));
+	filter_dec(sampled_filter(s, key));
 	return 1;
 }
 

@@ -4,7 +4,8 @@
  *
  * A counting filter (8-bit counters, saturating and then sticky) sits in
  * front of a lock-free open-addressing hash set of addresses: the common
- * free of an unsampled block costs one load from the filter.  Inserts claim
+ * free of an unsampled block costs one load from the filter, of a line
+ * that the frees of neighbouring blocks share (sampled_filter()).  Inserts claim
  * an empty or tombstone cell with CAS within a bounded probe window;
  * removals CAS the address to a tombstone.  When the window is full the
  * insert fails and the caller must not ship the block as sampled.
@@ -44,18 +45,29 @@ static inline uint64_t sampled_hash(uint64_t p)
 	return p;
 }
 
-/* The filter counter that stands for the addresses of hash h. */
-static inline uint8_t *sampled_filter(const struct sampled *s, uint64_t h)
+/*
+ * The filter counter that stands for address p: one 64-byte line of
+ * counters per 4 KiB page of addresses (a hash of the page picks the
+ * line), one counter per 64-byte granule of the page.  A program frees in
+ * runs on a few hot pages (the allocator hands out again what was freed
+ * last), so the frees' checks read a few lines that stay cached, where a
+ * hash of the whole address read a line of its own for each block: a miss
+ * of L1, often of L2, per free once the program's own work between two
+ * calls has evicted it (bench/cold-cost).  Up to four 16-byte blocks share
+ * a granule: a sampled one makes its neighbours "maybe", which costs them a
+ * set lookup, never a wrong answer.
+ */
+static inline uint8_t *sampled_filter(const struct sampled *s, uint64_t p)
 {
-	return &s->filter[(h >> 40) & s->filter_mask];
+	uint64_t line = sampled_hash(p >> 12) >> 40;
+
+	return &s->filter[(line << 6 | (p >> 6 & 63)) & s->filter_mask];
 }
 
 /* 0 when p is certainly not in the set; 1 when it may be. */
 static inline int sampled_maybe(const struct sampled *s, const void *p)
 {
-	uint64_t h = sampled_hash((uint64_t)(uintptr_t)p);
-
-	return __atomic_load_n(sampled_filter(s, h), __ATOMIC_RELAXED) != 0;
+	return __atomic_load_n(sampled_filter(s, (uint64_t)(uintptr_t)p), __ATOMIC_RELAXED) != 0;
 }
 
 /* Adds p (not 0, not 1, not already present).  Returns 0 or -ENOSPC. */
