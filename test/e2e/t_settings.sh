@@ -83,7 +83,11 @@ else
 fi
 
 # -- building without the CUDA toolkit ------------------------------------
-out=$(make -C "$ROOT" --no-print-directory O="$T/nocuda" CUDA_HOME=/nonexistent 2>&1)
+# A user's own make: not a sub-make of the `make -j2 test` that may run this
+# (its jobserver, which this script does not pass on, would add make's
+# "jobserver unavailable" line to the one checked).
+out=$(env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -C "$ROOT" --no-print-directory \
+	O="$T/nocuda" CUDA_HOME=/nonexistent 2>&1)
 rc=$?
 check "make CUDA_HOME=/nonexistent: stops with one line naming CUDA_HOME" "status $rc: $out" \
 	holds '[ $rc != 0 ] && [ "$(printf '\''%s\n'\'' "$out" | wc -l)" = 1 ] && grep -q '\''CUDA_HOME'\'' <<< "$out"'
