@@ -722,8 +722,10 @@ int jobs_resume(struct jobs *js, uint32_t uid, uint32_t pid, const char *host,
 
 	*out = NULL;
 	why[0] = 0;
-	if (js->db)
+	if (js->db) {
+		j = &js->single;
 		goto hold;
+	}
 	/* Only uid's recordings, and only a process listed as lost in one. */
 	err = index_exec(js, "SELECT r.id, r.path, r.job, r.host, r.start_wall_ns, "
 			 "r.end_wall_ns IS NOT NULL FROM lost l JOIN recordings r ON r.id = "
@@ -745,8 +747,6 @@ int jobs_resume(struct jobs *js, uint32_t uid, uint32_t pid, const char *host,
 	if (err || !j)
 		goto out;
 hold:
-	if (!j)
-		j = &js->single;
 	err = job_hold(j, pid);
 	if (!err)
 		*out = j;

@@ -1758,26 +1758,51 @@ static int create_owned(const char *path, uid_t uid, gid_t gid)
 	return err;
 }
 
+/* Unlinks path+ext[i] for each i with made[i]. */
+static void unlink_made(const char *path, const char *const *ext, size_t n, const int *made)
+{
+	char name[PATH_MAX];
+
+	for (size_t i = 0; i < n; i++)
+		if (made[i] && (size_t)snprintf(name, sizeof(name), "%s%s", path, ext[i]) <
+				       sizeof(name))
+			unlink(name);
+}
+
+/* create_owned() of path+ext[i] for each i, made[i] set for each one made;
+ * one that exists is an error unless exist_ok.  On error, *at is the one
+ * that failed and those made are removed again. */
+static int create_owned_set(const char *path, const char *const *ext, size_t n, uid_t uid,
+			    gid_t gid, int exist_ok, int *made, size_t *at)
+{
+	char name[PATH_MAX];
+	int err = 0;
+
+	for (size_t i = 0; i < n && !err; i++) {
+		made[i] = 0;
+		if ((size_t)snprintf(name, sizeof(name), "%s%s", path, ext[i]) >= sizeof(name))
+			err = -ENAMETOOLONG;
+		else if ((err = create_owned(name, uid, gid)) == 0)
+			made[i] = 1;
+		else if (err == -EEXIST && exist_ok)
+			err = 0;
+		*at = i;
+	}
+	if (err)
+		unlink_made(path, ext, n, made);
+	return err;
+}
+
 struct store *store_open_owned(const char *path, uid_t uid, gid_t gid)
 {
 	static const char *const ext[] = { "", "-wal", "-shm" };
-	char name[PATH_MAX];
-	int err = 0;
-	size_t i;
+	int made[3] = { 0 }, err;
+	size_t at = 0;
 
-	for (i = 0; i < 3 && !err; i++) {
-		if ((size_t)snprintf(name, sizeof(name), "%s%s", path, ext[i]) >= sizeof(name))
-			err = -ENAMETOOLONG;
-		else
-			err = create_owned(name, uid, gid);
-	}
+	err = create_owned_set(path, ext, 3, uid, gid, 0, made, &at);
 	if (err) {
-		log_error("cannot create %s%s for uid %u: %s", path, ext[i - 1], (unsigned)uid,
+		log_error("cannot create %s%s for uid %u: %s", path, ext[at], (unsigned)uid,
 			  strerror(-err));
-		while (i-- > 1) {
-			snprintf(name, sizeof(name), "%s%s", path, ext[i - 1]);
-			unlink(name);
-		}
 		errno = -err;
 		return NULL;
 	}
@@ -1805,35 +1830,21 @@ struct store *store_reopen(const char *path)
 struct store *store_reopen_finished(const char *path, uid_t uid, gid_t gid)
 {
 	static const char *const ext[] = { "-wal", "-shm" };
-	char name[2][PATH_MAX];
-	int made[2] = { 0, 0 }, err = 0, fd;
+	int made[2] = { 0 }, err, fd = -1;
 	struct store *s = NULL;
+	size_t at;
 
-	for (size_t i = 0; i < 2 && !err; i++) {
-		if ((size_t)snprintf(name[i], sizeof(name[i]), "%s%s", path, ext[i]) >=
-		    sizeof(name[i]))
-			err = -ENAMETOOLONG;
-		else if ((err = create_owned(name[i], uid, gid)) == 0)
-			made[i] = 1;
-		else if (err == -EEXIST)
-			err = 0;
-	}
-	fd = err ? -1 : open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-	if (!err && fd < 0)
+	err = create_owned_set(path, ext, 2, uid, gid, 1, made, &at);
+	if (!err && (fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0)
 		err = -errno;
 	if (!err && flock(fd, LOCK_EX | LOCK_NB) < 0)
 		err = errno == EWOULDBLOCK ? -EBUSY : -errno;
 	if (fd >= 0)
 		close(fd);
-	if (!err) {
-		s = open_existing(path, SQLITE_OPEN_NOFOLLOW);
-		if (!s)
-			err = -errno;
-	}
+	if (!err && !(s = open_existing(path, SQLITE_OPEN_NOFOLLOW)))
+		err = -errno;
 	if (err)
-		for (size_t i = 0; i < 2; i++)
-			if (made[i])
-				unlink(name[i]);
+		unlink_made(path, ext, 2, made);
 	errno = -err;
 	return s;
 }

@@ -168,7 +168,6 @@ struct shim_thread *api_thread(struct shim_thread *t)
 static int watched(const char *name)
 {
 	const struct intern_entry *e;
-
 	int b;
 
 	if (!control_watch() || !name || shim_reentered(&shim_tls))
