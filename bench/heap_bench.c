@@ -19,7 +19,7 @@
  * the program makes is counted: mallocs = frees = LIVE + warmup + pairs.
  *
  *   heap_bench [-n PAIRS] [-w WARMUP] [-e] [-b BURST -p PAUSE_US]
- *              [-c WORKING_KIB [-s SWEEP_BYTES]] [-i CODE_LINES] [-l LIVE_MIB]
+ *              [-c WORKING_KIB [-s SWEEP_BYTES]] [-l LIVE_MIB]
  *              [-a BLOCK]
  *
  * -b splits the timed loop into bursts of BURST pairs, each after an
@@ -38,10 +38,6 @@
  * further from the core.  The sweep is timed with the pairs: the figure
  * is only comparable with a run of the same -c and -s (bare against
  * shim, bench/cold-cost).
- * -i does the same to the instruction side: before every heap call the loop
- * runs CODE_LINES (at most CODE_MAX) jumps, each in a 64-byte line of its
- * own, so the hooks' code and their branches' entries in the predictors are
- * evicted as a large program's code evicts them.
  * -l holds LIVE_MIB of 64 KiB blocks alive through the run (allocated
  * first, never written, freed at the end), as a real program's heap
  * holds large blocks: the sampler picks some of them (about LIVE_MIB x 2
@@ -81,21 +77,6 @@ static size_t sizes[NSIZES];
 static uint64_t *cold;
 static uint64_t cold_words, sweep_lines, cold_at;
 static volatile uint64_t cold_sink;
-
-/* -i: a chain of CODE_MAX jumps, one per line, and a return; entered
- * CODE_LINES lines before its end. */
-#define CODE_MAX 8192u
-extern const char code_chain[];
-__asm__(".text\n"
-	".balign 64\n"
-	"code_chain:\n"
-	".rept 8192\n"
-	"jmp 1f\n"
-	".balign 64\n"
-	"1:\n"
-	".endr\n"
-	"ret\n");
-static void (*code_entry)(void);
 
 /* One load per line, so SWEEP_BYTES of lines move in from further away
  * and as many move out: the program's work between two heap calls. */
@@ -137,13 +118,9 @@ static void churn(uint64_t from, uint64_t to)
 
 		if (cold)
 			sweep();
-		if (code_entry)
-			code_entry();
 		free(live[slot]);
 		if (cold)
 			sweep();
-		if (code_entry)
-			code_entry();
 		p = malloc(sizes[i % NSIZES]);
 		if (!p)
 			abort();
@@ -157,14 +134,14 @@ int main(int argc, char **argv)
 	uint64_t pairs = 2000000, warmup = 200000, burst = 0, pause_us = 0;
 	uint64_t t0, t1, c0, c1, wall = 0, cpu = 0;
 	uint64_t cold_kib = 0, sweep_bytes = 32768;
-	uint64_t ab = 0, code_lines = 0, ballast_mib = 0, nballast = 0;
+	uint64_t ab = 0, ballast_mib = 0, nballast = 0;
 	void **ballast = 0;
 	void (*pause_fn)(void) = 0, (*resume_fn)(void) = 0;
 	struct paired added = { 0 };
 	double block_cpu[2] = { 0, 0 };
 	int e2e = 0, c;
 
-	while ((c = getopt(argc, argv, "n:w:eb:p:c:s:a:i:l:")) != -1) {
+	while ((c = getopt(argc, argv, "n:w:eb:p:c:s:a:l:")) != -1) {
 		switch (c) {
 		case 'n':
 			pairs = strtoull(optarg, NULL, 10);
@@ -190,16 +167,13 @@ int main(int argc, char **argv)
 		case 'a':
 			ab = strtoull(optarg, NULL, 10);
 			break;
-		case 'i':
-			code_lines = strtoull(optarg, NULL, 10);
-			break;
 		case 'l':
 			ballast_mib = strtoull(optarg, NULL, 10);
 			break;
 		default:
 			fprintf(stderr, "usage: heap_bench [-n PAIRS] [-w WARMUP] [-e] "
 					"[-b BURST -p PAUSE_US] [-c WORKING_KIB [-s SWEEP_BYTES]] "
-					"[-i CODE_LINES] [-l LIVE_MIB] [-a BLOCK]\n");
+					"[-l LIVE_MIB] [-a BLOCK]\n");
 			return 2;
 		}
 	}
@@ -243,12 +217,6 @@ int main(int argc, char **argv)
 			abort();
 	}
 	churn(0, warmup);
-	if (code_lines > CODE_MAX) {
-		fprintf(stderr, "heap_bench: -i takes at most %u lines\n", CODE_MAX);
-		return 2;
-	}
-	if (code_lines)
-		code_entry = (void (*)(void))(uintptr_t)(code_chain + (CODE_MAX - code_lines) * 64);
 	if (ab) {
 		/* the shim's, when it is preloaded (include/shimmer.h) */
 		pause_fn = (void (*)(void))dlsym(RTLD_DEFAULT, "shimmer_pause");
