@@ -79,6 +79,11 @@ int cli_number_opt(const struct command *cmd, int argc, char **argv, int *i,
 int cli_int_opt(const struct command *cmd, int argc, char **argv, int *i,
 		const char *name, int64_t *value);
 
+/* "--callers N", 0 to CLI_CALLERS_MAX: how many of the frames that called
+ * a call site leaks, peak and temporary name with it (sites.h). */
+#define CLI_CALLERS_MAX 64
+int cli_callers_opt(const struct command *cmd, int argc, char **argv, int *i, int *n);
+
 struct model_filter;
 
 /* "--pid PID" and "--rank R": the processes a command reads. */

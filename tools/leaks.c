@@ -561,7 +561,7 @@ const struct command leaks_command = {
 		"usage: shimmer leaks DB [--format table|csv|json|folded] [--pid PID] [--rank R]\n"
 		"                        [--steps RANGE_NAME] [--warmup-steps N]\n"
 		"                        [--threshold-mb-per-step X] [--threshold-mb-per-s X]\n"
-		"                        [--all-allocations]\n"
+		"                        [--all-allocations] [--callers N]\n"
 		"\n"
 		"Per process, memory (host, cuda:N, managed:N, pinned) and call site:\n"
 		"the blocks still allocated when the process ended (count, bytes; host\n"
@@ -584,6 +584,8 @@ const struct command leaks_command = {
 		"  --warmup-steps N          steps skipped before the fit (default 20%)\n"
 		"  --threshold-mb-per-step X growth flagged from X MiB per step (default 1)\n"
 		"  --threshold-mb-per-s X    the same for fits over time (default 1)\n"
+		"  --callers N               name each call site with N of its callers,\n"
+		"                            \"site <- caller <- ...\" (default 0)\n"
 		"\n"
 		"exit codes: 0 ok, 1 error (missing or unreadable store, no stacks), 2 usage\n",
 	.main = leaks_main,
@@ -596,7 +598,7 @@ static int leaks_main(int argc, char **argv)
 	const char *path = NULL;
 	struct model *m;
 	double v;
-	int f, r, rc;
+	int f, callers = 0, r, rc;
 
 	leaks_opts_init(&o);
 	for (int i = 1; i < argc; i++) {
@@ -607,7 +609,8 @@ static int leaks_main(int argc, char **argv)
 			if (r < 0)
 				return CLI_EXIT_USAGE;
 			o.fmt = f;
-		} else if ((r = cli_filter_opt(&leaks_command, argc, argv, &i, &flt)) != 0) {
+		} else if ((r = cli_filter_opt(&leaks_command, argc, argv, &i, &flt)) != 0 ||
+			   (r = cli_callers_opt(&leaks_command, argc, argv, &i, &callers)) != 0) {
 			if (r < 0)
 				return CLI_EXIT_USAGE;
 		} else if ((r = cli_number_opt(&leaks_command, argc, argv, &i,
@@ -640,6 +643,7 @@ static int leaks_main(int argc, char **argv)
 		return cli_usage_error(&leaks_command, "--all-allocations goes with --format folded");
 	if (model_open(path, &flt, &m) < 0)
 		return CLI_EXIT_ERROR;
+	model_set_callers(m, callers);
 	rc = leaks_write(m, stdout, &o);
 	if (rc == -ENOMEM)
 		cli_error("out of memory");

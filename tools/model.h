@@ -306,6 +306,11 @@ int model_blocks_each(struct model *m, int (*cb)(void *ctx, const struct model_b
  */
 int model_key_site(struct model *m, uint32_t key, const char **site, const char **folded);
 
+/* Names each call site with n of the frames that called it (sites.h), so
+ * that the groups below split by them; before the first heap query.  0,
+ * the default: the site alone. */
+void model_set_callers(struct model *m, int n);
+
 enum model_select {
 	MODEL_ALLOCATED, /* every allocation */
 	MODEL_LIVE_END,  /* never freed */

@@ -1332,6 +1332,7 @@ static int resolve(struct model *m, struct key_item *ki)
 		err = sites_open(&h->sites, m->db);
 		if (err)
 			return err;
+		h->sites.callers = m->callers;
 		h->sites_open = 1;
 	}
 	err = sites_of(&h->sites, ki->k.mem->proc->proc_id, ki->k.stack_id, ki->k.pystack_id,
@@ -1339,6 +1340,11 @@ static int resolve(struct model *m, struct key_item *ki)
 	if (!err)
 		ki->resolved = 1;
 	return err;
+}
+
+void model_set_callers(struct model *m, int n)
+{
+	m->callers = n > 0 ? n : 0;
 }
 
 int model_key_site(struct model *m, uint32_t key, const char **site, const char **folded)

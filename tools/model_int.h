@@ -37,6 +37,7 @@ struct model {
 	int version;
 	int indexed;
 	struct model_filter filter;
+	int callers; /* model_set_callers() */
 
 	struct model_proc *procs; /* by proc_id */
 	size_t nprocs, nselected;

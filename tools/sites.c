@@ -317,6 +317,26 @@ static int python_frames(struct sites *s, int64_t proc_id, int64_t pystack_id,
 	return r < 0 ? r : l->text.oom ? -ENOMEM : 0;
 }
 
+/* The site's frame, then s->callers of the frames that called it (fewer
+ * where the stack ends), joined by " <- ". */
+static int site_name(struct sites *s, const struct frame_list *l, int64_t *site)
+{
+	size_t first = l->has_site ? l->site : 0;
+	struct buf name = { 0 };
+	int err;
+
+	if (s->callers <= 0)
+		return strtab_index(&s->names, l->text.s + l->start[first], site);
+	for (size_t i = first; i < l->n && i - first <= (size_t)s->callers; i++) {
+		if (i > first)
+			buf_puts(&name, " <- ");
+		buf_puts(&name, l->text.s + l->start[i]);
+	}
+	err = name.oom ? -ENOMEM : strtab_index(&s->names, name.s, site);
+	free(name.s);
+	return err;
+}
+
 static int resolve_stack(struct sites *s, struct stack_item *it, int64_t proc_id,
 			 int64_t stack_id, int64_t pystack_id, int python)
 {
@@ -336,7 +356,7 @@ static int resolve_stack(struct sites *s, struct stack_item *it, int64_t proc_id
 			err = strtab_index(&s->folded, "(no stack)", &it->folded);
 		goto out;
 	}
-	err = strtab_index(&s->names, l.text.s + l.start[l.has_site ? l.site : 0], &it->site);
+	err = site_name(s, &l, &it->site);
 	if (err)
 		goto out;
 	for (size_t i = l.n; i-- > 0;) {

@@ -10,7 +10,10 @@
  * or another build).  CUDA allocations (every space but the host heap)
  * that carry Python frames take the innermost Python frame instead,
  * `function (file.py:line)`: that is the user's code (the caller passes
- * the Python stack only then).
+ * the Python stack only then).  With callers set to N, a site is that
+ * frame and the N frames that called it, "site <- caller <- ...", so that
+ * a site that every allocation goes through (an allocator wrapper such as
+ * SQLite's or a container's) splits by who called it.
  *
  * Each distinct (process, stack, Python stack, python-or-not) is resolved
  * once and cached, so a scan of millions of allocations costs a hash
@@ -37,6 +40,8 @@ struct sites {
 	struct strtab names;    /* call sites */
 	struct strtab folded;   /* "outer;...;inner" stacks */
 	int tree;               /* stacks are stack_nodes (schema 10 on) */
+	int callers;            /* frames named after the site (0: the site
+				 * alone); set before the first sites_of() */
 	sqlite3_stmt *frames_st, *node_st, *py_st;
 };
 

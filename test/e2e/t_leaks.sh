@@ -134,6 +134,41 @@ SELECT 'leak site reported as temporary:', frame FROM own_temp WHERE EXISTS (
 	OR frame GLOB e.func || ' (*/' || e.file || ':' || e.line || ')'));" 2>&1)"
 fi
 
+# --callers N names each site with N of its callers: the rows split by
+# caller, so regrouped by their first frame they are the rows without it,
+# count for count and byte for byte, in each of the three reports; and the
+# loop's leak names main's line that called leak_malloc_loop().
+callers_line=$(grep -n '^	leak_malloc_loop();' "$(dirname "$0")/leaky.c" | cut -d: -f1)
+loop_line=$(grep -n 'NOTE("L", SZ_LOOP' "$(dirname "$0")/leaky.c" | cut -d: -f1)
+for r in "leaks leaks" "peak peak" "temporary temp --max-lifetime-ms 60000"; do
+	set -- $r
+	cmd=$1 tab=$2
+	shift 2
+	if csv_case "all: $cmd --callers 2 csv" "$cmd" "$T/all.db" "$C" "${tab}_c2" --callers 2 "$@"; then
+		expect_empty "all: $cmd --callers 2 regrouped by site equals $cmd" "$(sq "$C" "
+CREATE TEMP VIEW c0 AS SELECT CAST(pid AS INTEGER) AS pid, memory, frame,
+	sum(CAST(count AS INTEGER)) AS count, sum(CAST(bytes AS INTEGER)) AS bytes
+	FROM $tab GROUP BY 1, 2, 3 HAVING bytes > 0;
+CREATE TEMP VIEW c2 AS SELECT CAST(pid AS INTEGER) AS pid, memory,
+	CASE WHEN instr(frame, ' <- ') > 0 THEN substr(frame, 1, instr(frame, ' <- ') - 1)
+	ELSE frame END AS frame,
+	sum(CAST(count AS INTEGER)) AS count, sum(CAST(bytes AS INTEGER)) AS bytes
+	FROM ${tab}_c2 GROUP BY 1, 2, 3 HAVING bytes > 0;
+$(multiset_diff c0 c2 "pid, memory, frame, count, bytes")
+SELECT 'a site with more than 2 callers:', frame FROM ${tab}_c2
+	WHERE length(frame) - length(replace(frame, ' <- ', '')) > 2 * length(' <- ');
+SELECT 'no row has a caller' WHERE NOT EXISTS (SELECT 1 FROM ${tab}_c2 WHERE frame LIKE '% <- %');" 2>&1)"
+	fi
+done
+expect_empty "all: leaks --callers 2 names main's call of the leaking function" "$(sq "$C" "
+SELECT 'expected a row', 'leak_malloc_loop (leaky.c:$loop_line) <- main (leaky.c:$callers_line) <- *'
+	WHERE NOT EXISTS (SELECT 1 FROM leaks_c2 WHERE memory = 'host' AND frame GLOB
+	'leak_malloc_loop (*leaky.c:$loop_line) <- main (*leaky.c:$callers_line) <- *');" 2>&1)"
+"$SHIMMER" leaks "$T/all.db" --callers 65 > /dev/null 2> "$T/callers.err"
+rc=$?
+check "all: --callers 65 is a usage error, in one line" "exit $rc, $(cat "$T/callers.err")" \
+	test "$rc" = 2 -a "$(wc -l < "$T/callers.err")" = 1
+
 # The store moved to another directory (with a WAL file, if the collector
 # left one), read from another working directory.
 mkdir -p "$T/moved/deeper"
