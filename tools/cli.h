@@ -31,6 +31,7 @@ extern const struct command summary_command;
 extern const struct command leaks_command;
 extern const struct command peak_command;
 extern const struct command temporary_command;
+extern const struct command allocations_command;
 extern const struct command ls_command;
 extern const struct command ctl_command;
 extern const struct command export_command;

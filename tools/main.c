@@ -17,6 +17,7 @@ static const struct command *const commands[] = {
 	&leaks_command,
 	&peak_command,
 	&temporary_command,
+	&allocations_command,
 	&ls_command,
 	&ctl_command,
 	&compare_command,
@@ -36,9 +37,9 @@ static int usage(FILE *out)
 	      "\n"
 	      "commands:\n", out);
 	for (size_t i = 0; i < NCOMMANDS; i++)
-		fprintf(out, "  %-10s %s\n", commands[i]->name, commands[i]->brief);
-	fputs("  help       show this text, or 'shimmer help COMMAND'\n"
-	      "  --version  the release and the wire format it speaks\n"
+		fprintf(out, "  %-11s %s\n", commands[i]->name, commands[i]->brief);
+	fputs("  help        show this text, or 'shimmer help COMMAND'\n"
+	      "  --version   the release and the wire format it speaks\n"
 	      "\n"
 	      "exit codes: 0 ok, 1 error, 2 usage, 3 a condition of 'compare --fail-if'\n"
 	      "crossed; 'run' exits with its program's status.\n",

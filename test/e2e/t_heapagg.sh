@@ -6,7 +6,7 @@
 # events, so the two can be compared on any workload, threads and all.
 # Every memory command then reads the store twice - as usual (the
 # aggregated tables) and with SHIMMER_MODEL_HEAP=rows (the rows alone) -
-# and every figure of summary, peak, leaks, temporary and export's folded
+# and every figure of summary, peak, leaks, temporary, allocations and export's folded
 # weights must be the same: counts and bytes exactly, peaks to the byte,
 # leak fits to the last digit; only floating-point means and deviations of
 # call times (summed in another order) may differ in their last digits,
@@ -98,7 +98,7 @@ for i, (x, y) in enumerate(zip(ra, rb)):
         print("%s row %d: %d fields against %d" % (name, i, len(x), len(y)))
 sys.exit(1 if bad else 0)
 '
-for c in summary peak leaks temporary; do
+for c in summary peak leaks temporary allocations; do
 	"$SHIMMER" "$c" "$DB" --format csv > "$T/agg.$c.csv" 2> "$T/agg.$c.err"
 	ra=$?
 	SHIMMER_MODEL_HEAP=rows "$SHIMMER" "$c" "$DB" --format csv > "$T/rows.$c.csv" 2> "$T/rows.$c.err"

@@ -134,13 +134,50 @@ SELECT 'leak site reported as temporary:', frame FROM own_temp WHERE EXISTS (
 	OR frame GLOB e.func || ' (*/' || e.file || ':' || e.line || ')'));" 2>&1)"
 fi
 
+# allocations: every logged block (leaked, held at the peak, temporary) at
+# its site, count and bytes exact, the leaked ones live at the end and no
+# other; by count, each memory's rows in order.
+if csv_case "all: allocations csv" allocations "$T/all.db" "$C" allocs --sort count; then
+	ok "all: allocations csv"
+	expect_empty "all: allocations count every logged block at its site, live only the leaked" "$(sq "$C" "
+CREATE TEMP VIEW exp AS SELECT func, file, line, dev, count(*) AS count, sum(bytes) AS bytes,
+	sum(kind = 'L') AS live_count, sum(CASE kind WHEN 'L' THEN bytes ELSE 0 END) AS live_bytes
+	FROM site GROUP BY func, file, line, dev;
+CREATE TEMP VIEW got AS SELECT e.func, e.file, e.line, e.dev,
+	(SELECT sum(CAST(a.count AS INTEGER)) FROM allocs a WHERE a.memory = e.dev AND
+		CAST(a.pid AS INTEGER) IN (SELECT pid FROM site) AND
+		(a.frame = e.func || ' (' || e.file || ':' || e.line || ')'
+		OR a.frame GLOB e.func || ' (*/' || e.file || ':' || e.line || ')')) AS count,
+	(SELECT sum(CAST(a.bytes AS INTEGER)) FROM allocs a WHERE a.memory = e.dev AND
+		CAST(a.pid AS INTEGER) IN (SELECT pid FROM site) AND
+		(a.frame = e.func || ' (' || e.file || ':' || e.line || ')'
+		OR a.frame GLOB e.func || ' (*/' || e.file || ':' || e.line || ')')) AS bytes,
+	(SELECT sum(CAST(a.live_count AS INTEGER)) FROM allocs a WHERE a.memory = e.dev AND
+		CAST(a.pid AS INTEGER) IN (SELECT pid FROM site) AND
+		(a.frame = e.func || ' (' || e.file || ':' || e.line || ')'
+		OR a.frame GLOB e.func || ' (*/' || e.file || ':' || e.line || ')')) AS live_count,
+	(SELECT sum(CAST(a.live_bytes AS INTEGER)) FROM allocs a WHERE a.memory = e.dev AND
+		CAST(a.pid AS INTEGER) IN (SELECT pid FROM site) AND
+		(a.frame = e.func || ' (' || e.file || ':' || e.line || ')'
+		OR a.frame GLOB e.func || ' (*/' || e.file || ':' || e.line || ')')) AS live_bytes
+	FROM exp e;
+$(multiset_diff exp got "func, file, line, dev, count, bytes, live_count, live_bytes")
+SELECT 'out of order:', a.memory, a.count, a.frame, 'after', b.count, b.frame
+	FROM allocs a JOIN allocs b ON b.rowid = a.rowid - 1 AND a.memory = b.memory
+	AND a.pid = b.pid WHERE CAST(a.count AS INTEGER) > CAST(b.count AS INTEGER);" 2>&1)"
+fi
+"$SHIMMER" allocations "$T/all.db" --sort size > /dev/null 2> "$T/sort.err"
+rc=$?
+check "all: allocations --sort size is a usage error, in one line" "exit $rc, $(cat "$T/sort.err")" \
+	test "$rc" = 2 -a "$(wc -l < "$T/sort.err")" = 1
+
 # --callers N names each site with N of its callers: the rows split by
 # caller, so regrouped by their first frame they are the rows without it,
 # count for count and byte for byte, in each of the three reports; and the
 # loop's leak names main's line that called leak_malloc_loop().
 callers_line=$(grep -n '^	leak_malloc_loop();' "$(dirname "$0")/leaky.c" | cut -d: -f1)
 loop_line=$(grep -n 'NOTE("L", SZ_LOOP' "$(dirname "$0")/leaky.c" | cut -d: -f1)
-for r in "leaks leaks" "peak peak" "temporary temp --max-lifetime-ms 60000"; do
+for r in "leaks leaks" "peak peak" "temporary temp --max-lifetime-ms 60000" "allocations allocs"; do
 	set -- $r
 	cmd=$1 tab=$2
 	shift 2
