@@ -415,7 +415,7 @@ static int brief(struct ctx *c)
 		emit_text(c->e,
 			  "store: %s\n"
 			  "look further: shimmer summary %s    (every process and row)\n"
-			  "              shimmer leaks %s | peak | temporary\n"
+			  "              shimmer leaks %s | peak | temporary | allocations\n"
 			  "              shimmer compare %s OTHER.db\n",
 			  c->o->path, c->o->path, c->o->path, c->o->path);
 out:
