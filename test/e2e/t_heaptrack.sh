@@ -19,7 +19,9 @@
 # not compared: the two tools see different processes (the shim loads the
 # fake CUPTI, heaptrack its own helpers), but the program's own sites are
 # the same.  CUDA blocks come from the fake runtime's mmap, which heaptrack
-# does not trace, so only the host heap is compared.
+# does not trace, so only the host heap is compared.  Last, every host
+# allocation per function of leaky: `shimmer allocations` against
+# heaptrack's allocation counts.
 . "$(dirname "$0")/lib.sh"
 
 need "$SHIM" "$SHIMMERD" "$SHIMMER" "$LEAKY"
@@ -93,5 +95,39 @@ SELECT (SELECT coalesce(sum(bytes), 0) FROM ht), (SELECT coalesce(sum(bytes), 0)
 IFS='|' read -r h s l <<< "$got"
 check "total planted host leak: heaptrack = shimmer = log" \
 	"heaptrack $h, shimmer $s, logged $l ($got)" test "$h" = "$l" -a "$s" = "$l"
+
+# Every allocation, not only the leaked: heaptrack's allocation count per
+# stack (--flamegraph-cost-type allocations) summed per function of leaky
+# that allocates host memory (leaked, held at the peak, temporary), against
+# `shimmer allocations`: the rows whose site is in that function (any of
+# its lines: leak_realloc's malloc and realloc are two allocations to
+# both tools, where leaky logs the realloc alone).
+if heaptrack_print -f "$htfile" -p 0 -a 0 -T 0 -l 0 --flamegraph-cost-type allocations \
+	-F "$T/ht.allocs" > "$T/ht.print2" 2>&1 && [ -s "$T/ht.allocs" ] &&
+	"$SHIMMER" allocations "$T/all.db" --format csv > "$T/allocs.csv" 2> "$T/allocs.err"; then
+	funcs=$(sq "$C" "SELECT DISTINCT func FROM site WHERE dev = 'host';")
+	awk -v funcs="$funcs" '
+BEGIN { n = split(funcs, f, "\n"); for (i = 1; i <= n; i++) want[f[i]] = 1 }
+{
+	count = $NF; stack = $0; sub(/ [0-9]+$/, "", stack)
+	k = split(stack, fr, ";"); hit = ""
+	for (i = 1; i <= k; i++) { name = fr[i]; sub(/ \(.*$/, "", name); if (name in want) hit = name }
+	if (hit != "") sum[hit] += count
+}
+END { for (h in sum) print h "," sum[h] }' "$T/ht.allocs" > "$T/ht_allocs.csv"
+	sq "$C" "CREATE TABLE ht_allocs (func TEXT, count INTEGER);" ".mode csv" \
+		".import $T/ht_allocs.csv ht_allocs"
+	import_csv "$C" allocs "$T/allocs.csv"
+	expect_empty "shimmer allocations = heaptrack: host allocations per function of leaky" "$(sq "$C" "
+CREATE TEMP VIEW got AS SELECT f.func, sum(CAST(a.count AS INTEGER)) AS count
+	FROM (SELECT DISTINCT func FROM site WHERE dev = 'host') f JOIN allocs a
+	ON a.memory = 'host' AND CAST(a.pid AS INTEGER) IN (SELECT pid FROM site)
+	AND a.frame GLOB f.func || ' (*' GROUP BY f.func;
+$(multiset_diff ht_allocs got "func, count")
+SELECT 'no function compared' WHERE (SELECT count(*) FROM got) < 3;" 2>&1)"
+else
+	not_ok "shimmer allocations = heaptrack: host allocations per function of leaky" \
+		"$(tail -3 "$T/ht.print2") $(head -3 "$T/allocs.err")"
+fi
 
 finish
