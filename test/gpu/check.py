@@ -157,6 +157,19 @@ row("cudaFree calls == num_device_free", calls.get("cudaFree", [0])[0],
 dev_rows = q("select count(*) from allocations where space = 'device'")[0][0]
 row("device allocation rows == num_device_alloc", dev_rows, traced.get("num_device_alloc"),
     dev_rows == traced.get("num_device_alloc"))
+# shimmer allocations: its cuda:0 sites add up to PyTorch's own counters
+al_n = al_b = 0
+try:
+    for r in csv.DictReader(open(f"{out}/allocations.csv")):
+        if r["memory"] == "cuda:0":
+            al_n += int(r["count"])
+            al_b += int(r["bytes"])
+except (OSError, KeyError, ValueError):
+    al_n = al_b = -1
+row("allocations: cuda:0 count == num_device_alloc", al_n, traced.get("num_device_alloc"),
+    al_n == traced.get("num_device_alloc"))
+row("allocations: cuda:0 bytes == max_memory_reserved", al_b, traced.get("max_memory_reserved"),
+    al_b == traced.get("max_memory_reserved"))
 drops = q("select coalesce(sum(events), 0) from drops")[0][0]
 row("dropped events", drops, 0, drops == 0)
 if os.path.exists(f"{out}/heapall.db"):
