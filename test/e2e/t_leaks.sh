@@ -249,5 +249,25 @@ SELECT 'host row not an estimate:', frame FROM leaks WHERE memory = 'host' AND N
 SELECT 'CUDA row an estimate:', frame FROM leaks WHERE memory <> 'host' AND ($est);" 2>&1)"
 	fi
 fi
+if csv_case "sample: allocations csv" allocations "$T/sample.db" "$C" allocs; then
+	ok "sample: allocations csv"
+	# CUDA memory is never sampled: its sites are leaky's logged blocks,
+	# exact; host rows are estimates.
+	expect_empty "sample: allocations: CUDA sites exact, host rows estimates" "$(sq "$C" "
+CREATE TEMP VIEW exp AS SELECT func, file, line, dev, count(*) AS count, sum(bytes) AS bytes
+	FROM site WHERE dev <> 'host' GROUP BY func, file, line, dev;
+CREATE TEMP VIEW got AS SELECT e.func, e.file, e.line, e.dev,
+	(SELECT sum(CAST(a.count AS INTEGER)) FROM allocs a WHERE a.memory = e.dev AND
+		(a.frame = e.func || ' (' || e.file || ':' || e.line || ')'
+		OR a.frame GLOB e.func || ' (*/' || e.file || ':' || e.line || ')')) AS count,
+	(SELECT sum(CAST(a.bytes AS INTEGER)) FROM allocs a WHERE a.memory = e.dev AND
+		(a.frame = e.func || ' (' || e.file || ':' || e.line || ')'
+		OR a.frame GLOB e.func || ' (*/' || e.file || ':' || e.line || ')')) AS bytes
+	FROM exp e;
+$(multiset_diff exp got "func, file, line, dev, count, bytes")
+SELECT 'host row not an estimate:', frame FROM allocs WHERE memory = 'host' AND estimated <> '1';
+SELECT 'CUDA row an estimate:', frame FROM allocs WHERE memory <> 'host' AND estimated <> '0';
+SELECT 'no host row' WHERE NOT EXISTS (SELECT 1 FROM allocs WHERE memory = 'host');" 2>&1)"
+fi
 
 finish
