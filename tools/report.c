@@ -594,6 +594,7 @@ static int page(struct report *r, const char *path, const struct assets *a, cons
 		"<a href=\"#findings\">findings</a><a href=\"#steps\">steps</a>"
 		"<a href=\"#kernels\">kernels</a><a href=\"#gpu\">GPU</a><a href=\"#memory\">memory</a>"
 		"<a href=\"#flame-peak\">at the peak</a><a href=\"#flame-leaked\">leaked</a>"
+		"<a href=\"#flame-allocated\">allocated</a>"
 		"<a href=\"#ranks\">ranks</a><a href=\"#compare\">compare</a></nav></header><main>",
 		when);
 	err = headline(r);
@@ -626,11 +627,16 @@ static int page(struct report *r, const char *path, const struct assets *a, cons
 	      " grows steadily (shimmer leaks).");
 	fputs("<section id=\"flame-peak\"><h2>Memory at the peak</h2><p class=\"note\">The call"
 	      " stacks holding each memory's bytes at its peak (shimmer peak).</p>", r->out);
-	err = report_flame(r, 1);
+	err = report_flame(r, REPORT_FLAME_PEAK);
 	fputs("</section><section id=\"flame-leaked\"><h2>Leaked memory</h2><p class=\"note\">The"
 	      " call stacks of the bytes never freed (shimmer leaks).</p>", r->out);
 	if (!err)
-		err = report_flame(r, 0);
+		err = report_flame(r, REPORT_FLAME_LEAKED);
+	fputs("</section><section id=\"flame-allocated\"><h2>Allocated memory</h2><p"
+	      " class=\"note\">The call stacks of every allocation's bytes, freed or not (shimmer"
+	      " allocations).</p>", r->out);
+	if (!err)
+		err = report_flame(r, REPORT_FLAME_ALLOCATED);
 	fputs("</section>", r->out);
 	if (!err)
 		err = ranks(r);

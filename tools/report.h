@@ -47,8 +47,13 @@ void report_html(FILE *out, const char *s);
  * with '<' escaped so that no text can end the script.  Sets r->has_*. */
 int report_data(struct report *r);
 
-/* The flame graph (SVG in a div) of memory live at each memory's peak
- * (peak: 1) or never freed (0), or a note when there is none. */
-int report_flame(struct report *r, int peak);
+enum report_flame_kind {
+	REPORT_FLAME_LEAKED,    /* the bytes never freed (shimmer leaks) */
+	REPORT_FLAME_PEAK,      /* live at each memory's peak (shimmer peak) */
+	REPORT_FLAME_ALLOCATED, /* every allocation's bytes (shimmer allocations) */
+};
+
+/* The flame graph (SVG in a div) of kind, or a note when it is empty. */
+int report_flame(struct report *r, enum report_flame_kind kind);
 
 #endif /* SHIMMER_TOOLS_REPORT_H */

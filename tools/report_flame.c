@@ -199,8 +199,13 @@ static void svg(struct report *r, const struct tree *t, double total, const char
 		fmt_bytes((char[FMT_UNIT_MAX]){ 0 }, FMT_UNIT_MAX, total));
 }
 
-int report_flame(struct report *r, int peak)
+int report_flame(struct report *r, enum report_flame_kind kind)
 {
+	static const char *const ids[] = { "flame-leaked-svg", "flame-peak-svg",
+					   "flame-allocated-svg" };
+	static const char *const none[] = { "Every block was freed: nothing leaked.",
+					    "No memory was live at any peak.",
+					    "No allocation was recorded." };
 	struct tree t = { .index = { .item_size = sizeof(struct index_item) } };
 	char *buf = NULL, *line, *save = NULL;
 	size_t len = 0;
@@ -215,13 +220,14 @@ int report_flame(struct report *r, int peak)
 	mem = open_memstream(&buf, &len);
 	if (!mem)
 		return -ENOMEM;
-	if (peak) {
+	if (kind == REPORT_FLAME_PEAK) {
 		err = peak_write(r->m, mem, PRESENT_FOLDED);
 	} else {
 		struct leaks_opts o;
 
 		leaks_opts_init(&o);
 		o.fmt = PRESENT_FOLDED;
+		o.all_allocations = kind == REPORT_FLAME_ALLOCATED;
 		err = leaks_write(r->m, mem, &o);
 	}
 	if (fclose(mem) && !err)
@@ -232,10 +238,9 @@ int report_flame(struct report *r, int peak)
 	if (!err)
 		err = layout(&t, &total);
 	if (!err && total > 0)
-		svg(r, &t, total, peak ? "flame-peak-svg" : "flame-leaked-svg");
+		svg(r, &t, total, ids[kind]);
 	else if (!err)
-		fprintf(r->out, "<p class=\"note\">%s</p>",
-			peak ? "No memory was live at any peak." : "Every block was freed: nothing leaked.");
+		fprintf(r->out, "<p class=\"note\">%s</p>", none[kind]);
 	free(buf);
 	free(t.v);
 	strtab_free(&t.names);

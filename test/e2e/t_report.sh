@@ -82,13 +82,13 @@ PY
 	}
 	vcheck "browser: no console or page error" 'd["errors"] == []'
 	vcheck "browser: no network request" 'd["requests"] == []'
-	vcheck "browser: every section" 'd["sections"] == ["headline", "findings", "steps", "kernels", "gpu", "memory", "flame-peak", "flame-leaked", "ranks", "compare"]'
+	vcheck "browser: every section" 'd["sections"] == ["headline", "findings", "steps", "kernels", "gpu", "memory", "flame-peak", "flame-leaked", "flame-allocated", "ranks", "compare"]'
 	for c in steps kernels sites gpu memory; do
 		vcheck "browser: chart $c drawn (Chart.js object, data, painted pixels)" \
 			"d['charts']['$c']['drawn'] and d['charts']['$c']['points'] > 0 and d['charts']['$c']['painted']"
 	done
 	vcheck "browser: flame graphs have boxes" \
-		'd["flames"].get("flame-peak-svg", 0) > 3 and d["flames"].get("flame-leaked-svg", 0) > 3'
+		'd["flames"].get("flame-peak-svg", 0) > 3 and d["flames"].get("flame-leaked-svg", 0) > 3 and d["flames"].get("flame-allocated-svg", 0) > 3'
 	vcheck "browser: findings shown" 'd["findings"] >= 3'
 	vcheck "browser: the per-rank table (2 ranks)" 'd["ranks_rows"] == 3'
 	check "browser: a screenshot for a person" "$O/test/report.png" [ -s "$O/test/report.png" ]
