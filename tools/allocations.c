@@ -56,11 +56,9 @@ int allocations_write(struct model *m, FILE *out, int fmt, enum allocations_sort
 	size_t gi = 0;
 	int err, any_est = 0;
 
-	if (model_schema_version(m) < 3) {
-		cli_error("the store has no call stacks (schema version %d; 3 or later needed)",
-			  model_schema_version(m));
-		return -EINVAL;
-	}
+	err = present_need_stacks(m);
+	if (err)
+		return err;
 	model_want(m, MODEL_WANT_SITES);
 	err = model_heap_groups(m, MODEL_ALLOCATED, 0, 0, &g);
 	if (err)
@@ -149,12 +147,12 @@ const struct command allocations_command = {
 
 static int allocations_main(int argc, char **argv)
 {
-	static const char *const sorts[] = { "bytes", "count", NULL };
+	static const char *const sorts[] = { [ALLOCATIONS_BY_BYTES] = "bytes",
+					      [ALLOCATIONS_BY_COUNT] = "count", NULL };
 	struct model_filter f = model_filter_all();
-	const char *path = NULL, *sort = NULL;
-	enum allocations_sort by = ALLOCATIONS_BY_BYTES;
+	const char *path = NULL;
 	struct model *m;
-	int fmt = EMIT_TABLE, callers = 0, r, rc;
+	int fmt = EMIT_TABLE, by = ALLOCATIONS_BY_BYTES, callers = 0, r, rc;
 
 	for (int i = 1; i < argc; i++) {
 		if (cli_is_help(argv[i]))
@@ -162,20 +160,11 @@ static int allocations_main(int argc, char **argv)
 		if ((r = cli_format_opt(&allocations_command, argc, argv, &i, emit_format_names,
 					&fmt)) != 0 ||
 		    (r = cli_filter_opt(&allocations_command, argc, argv, &i, &f)) != 0 ||
-		    (r = cli_callers_opt(&allocations_command, argc, argv, &i, &callers)) != 0) {
+		    (r = cli_callers_opt(&allocations_command, argc, argv, &i, &callers)) != 0 ||
+		    (r = cli_choice_opt(&allocations_command, argc, argv, &i, "--sort", sorts,
+					&by)) != 0) {
 			if (r < 0)
 				return CLI_EXIT_USAGE;
-		} else if ((r = cli_string_opt(&allocations_command, argc, argv, &i, "--sort",
-					       &sort)) != 0) {
-			if (r < 0)
-				return CLI_EXIT_USAGE;
-			if (strcmp(sort, sorts[0]) == 0)
-				by = ALLOCATIONS_BY_BYTES;
-			else if (strcmp(sort, sorts[1]) == 0)
-				by = ALLOCATIONS_BY_COUNT;
-			else
-				return cli_usage_error(&allocations_command,
-						       "--sort wants bytes or count, not '%s'", sort);
 		} else if ((rc = cli_store_arg(&allocations_command, argv[i], &path)) != 0) {
 			return rc;
 		}
@@ -185,7 +174,7 @@ static int allocations_main(int argc, char **argv)
 	if (model_open(path, &f, &m) < 0)
 		return CLI_EXIT_ERROR;
 	model_set_callers(m, callers);
-	rc = allocations_write(m, stdout, fmt, by);
+	rc = allocations_write(m, stdout, fmt, (enum allocations_sort)by);
 	if (rc == -ENOMEM)
 		cli_error("out of memory");
 	model_close(m);

@@ -154,24 +154,35 @@ int cli_callers_opt(const struct command *cmd, int argc, char **argv, int *i, in
 	return 1;
 }
 
+int cli_choice_opt(const struct command *cmd, int argc, char **argv, int *i, const char *name,
+		   const char *const *names, int *choice)
+{
+	char list[128] = "";
+	const char *v;
+	size_t n = 0;
+
+	if (!is_opt(argv[*i], name))
+		return 0;
+	v = opt_value(cmd, argc, argv, i, name);
+	if (!v)
+		return -1;
+	for (int k = 0; names[k]; k++) {
+		if (strcmp(v, names[k]) == 0) {
+			*choice = k;
+			return 1;
+		}
+		if (n < sizeof(list))
+			n += (size_t)snprintf(list + n, sizeof(list) - n, "%s%s", k ? "|" : "",
+					      names[k]);
+	}
+	cli_usage_error(cmd, "%s wants %s, not '%s'", name, list, v);
+	return -1;
+}
+
 int cli_format_opt(const struct command *cmd, int argc, char **argv, int *i,
 		   const char *const *names, int *fmt)
 {
-	const char *v;
-
-	if (!is_opt(argv[*i], "--format"))
-		return 0;
-	v = opt_value(cmd, argc, argv, i, "--format");
-	if (!v)
-		return -1;
-	for (int f = 0; names[f]; f++) {
-		if (strcmp(v, names[f]) == 0) {
-			*fmt = f;
-			return 1;
-		}
-	}
-	cli_usage_error(cmd, "unknown format '%s'", v);
-	return -1;
+	return cli_choice_opt(cmd, argc, argv, i, "--format", names, fmt);
 }
 
 int cli_filter_opt(const struct command *cmd, int argc, char **argv, int *i,

@@ -91,8 +91,12 @@ struct model_filter;
 int cli_filter_opt(const struct command *cmd, int argc, char **argv, int *i,
 		   struct model_filter *f);
 
-/* "--format": *fmt is the index of the value in names, a NULL-terminated
- * list of the formats cmd writes. */
+/* "NAME VALUE": *choice is the index of VALUE in names, a NULL-terminated
+ * list; any other value is a usage error naming them. */
+int cli_choice_opt(const struct command *cmd, int argc, char **argv, int *i, const char *name,
+		   const char *const *names, int *choice);
+
+/* "--format": cli_choice_opt() over the formats cmd writes. */
 int cli_format_opt(const struct command *cmd, int argc, char **argv, int *i,
 		   const char *const *names, int *fmt);
 

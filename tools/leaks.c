@@ -464,19 +464,10 @@ static void leaks_free(struct leaks *l)
 	free(l->fits);
 }
 
-static int need_stacks(struct model *m)
-{
-	if (model_schema_version(m) >= 3)
-		return 0;
-	cli_error("the store has no call stacks (schema version %d; 3 or later needed)",
-		  model_schema_version(m));
-	return -EINVAL;
-}
-
 int leaks_write(struct model *m, FILE *out, const struct leaks_opts *o)
 {
 	struct leaks l = { .m = m, .o = o };
-	int err = need_stacks(m);
+	int err = present_need_stacks(m);
 
 	if (err)
 		return err;
@@ -494,7 +485,7 @@ int leaks_each(struct model *m, const struct leaks_opts *o,
 	       int (*cb)(void *ctx, const struct leaks_fit *fit), void *ctx)
 {
 	struct leaks l = { .m = m, .o = o };
-	int err = need_stacks(m);
+	int err = present_need_stacks(m);
 
 	if (err)
 		return err;

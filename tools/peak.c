@@ -55,11 +55,9 @@ int peak_write(struct model *m, FILE *out, int fmt)
 	size_t nmems, gi = 0;
 	int err, any_est = 0;
 
-	if (model_schema_version(m) < 3) {
-		cli_error("the store has no call stacks (schema version %d; 3 or later needed)",
-			  model_schema_version(m));
-		return -EINVAL;
-	}
+	err = present_need_stacks(m);
+	if (err)
+		return err;
 	model_want(m, MODEL_WANT_SITES);
 	err = model_memories(m, &mems, &nmems);
 	if (!err)

@@ -1,8 +1,10 @@
 /*
  * Process headings and drop warnings of the memory commands; see present.h.
  */
+#include <errno.h>
 #include <string.h>
 
+#include "cli.h"
 #include "present.h"
 
 const char *const present_mem_formats[] = {
@@ -31,4 +33,13 @@ void present_proc(struct emit *e, const struct model_proc *p, const char *effect
 					  (long long)p->drops[i].events);
 		emit_text(e, "): %s; SHIMMER_LOSSLESS=1 keeps every event\n", effect);
 	}
+}
+
+int present_need_stacks(struct model *m)
+{
+	if (model_schema_version(m) >= 3)
+		return 0;
+	cli_error("the store has no call stacks (schema version %d; 3 or later needed)",
+		  model_schema_version(m));
+	return -EINVAL;
 }

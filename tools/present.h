@@ -1,5 +1,5 @@
 /*
- * What the memory commands (leaks, peak, temporary) say of each process
+ * What the memory commands (leaks, peak, temporary, allocations) say of each process
  * besides their rows, in every format: the heading, and whether events
  * lost between the shim and the store (drops) touch the answer, in words
  * that name what they do to it.  The summary has its own, longer heading.
@@ -17,6 +17,10 @@
  * exe, dropped_events, complete).  CSV: nothing.
  */
 void present_proc(struct emit *e, const struct model_proc *p, const char *effect);
+
+/* 0 when m's store has call stacks (schema 3 on), which the memory
+ * commands group by; else -EINVAL after one error line. */
+int present_need_stacks(struct model *m);
 
 /* The "--format" values of the memory commands: the emitter's and folded. */
 #define PRESENT_FOLDED 3

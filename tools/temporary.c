@@ -37,11 +37,9 @@ int temporary_write(struct model *m, FILE *out, int fmt, int64_t max_lifetime_ns
 	size_t gi = 0;
 	int err, any_est = 0, any_agg = 0;
 
-	if (model_schema_version(m) < 3) {
-		cli_error("the store has no call stacks (schema version %d; 3 or later needed)",
-			  model_schema_version(m));
-		return -EINVAL;
-	}
+	err = present_need_stacks(m);
+	if (err)
+		return err;
 	model_want(m, MODEL_WANT_SITES);
 	err = model_heap_groups(m, MODEL_SHORT, 0, max_lifetime_ns, &g);
 	if (err)
