@@ -184,9 +184,8 @@ static inline __attribute__((always_inline)) int first_frame(uint64_t *pc, uint6
 static __attribute__((noinline)) int full(uint64_t *pc, uint32_t depth)
 {
 	uint64_t buf[SHM_STACK_MAX + SELF_MAX];
-	int n, i;
-
 	sigset_t mask;
+	int n, i;
 
 	/* libunwind's own fast trace allocates on a thread's first call (its
 	 * cache's pthread_setspecific) and may on an address it has not seen
