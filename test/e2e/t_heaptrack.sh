@@ -63,18 +63,26 @@ if ! "$SHIMMER" leaks "$T/all.db" --format csv > "$T/leaks.csv" 2> "$T/leaks.err
 fi
 import_csv "$C" leaks "$T/leaks.csv"
 
-# heaptrack's bytes per planted host function: table ht (func, bytes).
-planted=$(sq "$C" "SELECT DISTINCT func FROM site WHERE kind = 'L' AND dev = 'host';")
-awk -v funcs="$planted" '
+# per_function FUNCS FOLDED TABLE COLUMN: heaptrack's folded lines
+# ("frame;...;frame WEIGHT") summed per function of FUNCS (one a line) that
+# a stack passes through, the innermost of them, into table TABLE (func,
+# COLUMN) of $C.
+per_function() {
+	awk -v funcs="$1" '
 BEGIN { n = split(funcs, f, "\n"); for (i = 1; i <= n; i++) want[f[i]] = 1 }
 {
-	bytes = $NF; stack = $0; sub(/ [0-9]+$/, "", stack)
+	w = $NF; stack = $0; sub(/ [0-9]+$/, "", stack)
 	k = split(stack, fr, ";"); hit = ""
 	for (i = 1; i <= k; i++) { name = fr[i]; sub(/ \(.*$/, "", name); if (name in want) hit = name }
-	if (hit != "") sum[hit] += bytes
+	if (hit != "") sum[hit] += w
 }
-END { for (h in sum) print h "," sum[h] }' "$T/ht.stacks" > "$T/ht.csv"
-sq "$C" "CREATE TABLE ht (func TEXT, bytes INTEGER);" ".mode csv" ".import $T/ht.csv ht"
+END { for (h in sum) print h "," sum[h] }' "$2" > "$T/$3.csv"
+	sq "$C" "CREATE TABLE $3 (func TEXT, $4 INTEGER);" ".mode csv" ".import $T/$3.csv $3"
+}
+
+# heaptrack's bytes per planted host function: table ht (func, bytes).
+per_function "$(sq "$C" "SELECT DISTINCT func FROM site WHERE kind = 'L' AND dev = 'host';")" \
+	"$T/ht.stacks" ht bytes
 
 expect_empty "heaptrack: leaked bytes per planted host function = leaky's log" "$(sq "$C" "
 CREATE TEMP VIEW exp AS SELECT func, sum(bytes) AS bytes FROM site
@@ -105,18 +113,8 @@ check "total planted host leak: heaptrack = shimmer = log" \
 if heaptrack_print -f "$htfile" -p 0 -a 0 -T 0 -l 0 --flamegraph-cost-type allocations \
 	-F "$T/ht.allocs" > "$T/ht.print2" 2>&1 && [ -s "$T/ht.allocs" ] &&
 	"$SHIMMER" allocations "$T/all.db" --format csv > "$T/allocs.csv" 2> "$T/allocs.err"; then
-	funcs=$(sq "$C" "SELECT DISTINCT func FROM site WHERE dev = 'host';")
-	awk -v funcs="$funcs" '
-BEGIN { n = split(funcs, f, "\n"); for (i = 1; i <= n; i++) want[f[i]] = 1 }
-{
-	count = $NF; stack = $0; sub(/ [0-9]+$/, "", stack)
-	k = split(stack, fr, ";"); hit = ""
-	for (i = 1; i <= k; i++) { name = fr[i]; sub(/ \(.*$/, "", name); if (name in want) hit = name }
-	if (hit != "") sum[hit] += count
-}
-END { for (h in sum) print h "," sum[h] }' "$T/ht.allocs" > "$T/ht_allocs.csv"
-	sq "$C" "CREATE TABLE ht_allocs (func TEXT, count INTEGER);" ".mode csv" \
-		".import $T/ht_allocs.csv ht_allocs"
+	per_function "$(sq "$C" "SELECT DISTINCT func FROM site WHERE dev = 'host';")" \
+		"$T/ht.allocs" ht_allocs count
 	import_csv "$C" allocs "$T/allocs.csv"
 	expect_empty "shimmer allocations = heaptrack: host allocations per function of leaky" "$(sq "$C" "
 CREATE TEMP VIEW got AS SELECT f.func, sum(CAST(a.count AS INTEGER)) AS count

@@ -134,6 +134,23 @@ SELECT 'leak site reported as temporary:', frame FROM own_temp WHERE EXISTS (
 	OR frame GLOB e.func || ' (*/' || e.file || ':' || e.line || ')'));" 2>&1)"
 fi
 
+# alloc_got COLUMN...: SQL for a view got of each site of view exp (func,
+# file, line, dev) with the sums of those columns over its rows of the
+# allocations report (table allocs): the rows of its memory, of a logged
+# pid, whose frame names func at file:line (NULL sums when none does).
+alloc_got() {
+	local c sums=
+	for c in "$@"; do
+		sums="$sums, sum(CAST(a.$c AS INTEGER)) AS $c"
+	done
+	echo "CREATE TEMP VIEW got AS SELECT e.func, e.file, e.line, e.dev$sums
+	FROM exp e LEFT JOIN allocs a ON a.memory = e.dev
+	AND CAST(a.pid AS INTEGER) IN (SELECT pid FROM site)
+	AND (a.frame = e.func || ' (' || e.file || ':' || e.line || ')'
+		OR a.frame GLOB e.func || ' (*/' || e.file || ':' || e.line || ')')
+	GROUP BY e.func, e.file, e.line, e.dev;"
+}
+
 # allocations: every logged block (leaked, held at the peak, temporary) at
 # its site, count and bytes exact, the leaked ones live at the end and no
 # other; by count, each memory's rows in order.
@@ -143,24 +160,7 @@ if csv_case "all: allocations csv" allocations "$T/all.db" "$C" allocs --sort co
 CREATE TEMP VIEW exp AS SELECT func, file, line, dev, count(*) AS count, sum(bytes) AS bytes,
 	sum(kind = 'L') AS live_count, sum(CASE kind WHEN 'L' THEN bytes ELSE 0 END) AS live_bytes
 	FROM site GROUP BY func, file, line, dev;
-CREATE TEMP VIEW got AS SELECT e.func, e.file, e.line, e.dev,
-	(SELECT sum(CAST(a.count AS INTEGER)) FROM allocs a WHERE a.memory = e.dev AND
-		CAST(a.pid AS INTEGER) IN (SELECT pid FROM site) AND
-		(a.frame = e.func || ' (' || e.file || ':' || e.line || ')'
-		OR a.frame GLOB e.func || ' (*/' || e.file || ':' || e.line || ')')) AS count,
-	(SELECT sum(CAST(a.bytes AS INTEGER)) FROM allocs a WHERE a.memory = e.dev AND
-		CAST(a.pid AS INTEGER) IN (SELECT pid FROM site) AND
-		(a.frame = e.func || ' (' || e.file || ':' || e.line || ')'
-		OR a.frame GLOB e.func || ' (*/' || e.file || ':' || e.line || ')')) AS bytes,
-	(SELECT sum(CAST(a.live_count AS INTEGER)) FROM allocs a WHERE a.memory = e.dev AND
-		CAST(a.pid AS INTEGER) IN (SELECT pid FROM site) AND
-		(a.frame = e.func || ' (' || e.file || ':' || e.line || ')'
-		OR a.frame GLOB e.func || ' (*/' || e.file || ':' || e.line || ')')) AS live_count,
-	(SELECT sum(CAST(a.live_bytes AS INTEGER)) FROM allocs a WHERE a.memory = e.dev AND
-		CAST(a.pid AS INTEGER) IN (SELECT pid FROM site) AND
-		(a.frame = e.func || ' (' || e.file || ':' || e.line || ')'
-		OR a.frame GLOB e.func || ' (*/' || e.file || ':' || e.line || ')')) AS live_bytes
-	FROM exp e;
+$(alloc_got count bytes live_count live_bytes)
 $(multiset_diff exp got "func, file, line, dev, count, bytes, live_count, live_bytes")
 SELECT 'out of order:', a.memory, a.count, a.frame, 'after', b.count, b.frame
 	FROM allocs a JOIN allocs b ON b.rowid = a.rowid - 1 AND a.memory = b.memory
@@ -256,14 +256,7 @@ if csv_case "sample: allocations csv" allocations "$T/sample.db" "$C" allocs; th
 	expect_empty "sample: allocations: CUDA sites exact, host rows estimates" "$(sq "$C" "
 CREATE TEMP VIEW exp AS SELECT func, file, line, dev, count(*) AS count, sum(bytes) AS bytes
 	FROM site WHERE dev <> 'host' GROUP BY func, file, line, dev;
-CREATE TEMP VIEW got AS SELECT e.func, e.file, e.line, e.dev,
-	(SELECT sum(CAST(a.count AS INTEGER)) FROM allocs a WHERE a.memory = e.dev AND
-		(a.frame = e.func || ' (' || e.file || ':' || e.line || ')'
-		OR a.frame GLOB e.func || ' (*/' || e.file || ':' || e.line || ')')) AS count,
-	(SELECT sum(CAST(a.bytes AS INTEGER)) FROM allocs a WHERE a.memory = e.dev AND
-		(a.frame = e.func || ' (' || e.file || ':' || e.line || ')'
-		OR a.frame GLOB e.func || ' (*/' || e.file || ':' || e.line || ')')) AS bytes
-	FROM exp e;
+$(alloc_got count bytes)
 $(multiset_diff exp got "func, file, line, dev, count, bytes")
 SELECT 'host row not an estimate:', frame FROM allocs WHERE memory = 'host' AND estimated <> '1';
 SELECT 'CUDA row an estimate:', frame FROM allocs WHERE memory <> 'host' AND estimated <> '0';
