@@ -35,10 +35,9 @@
 #define ARENA_BYTES (64u * 1024u)
 /* The sampled set's filter (sampled.h).  A free of an unsampled block whose
  * counter a live sample raised (about live samples / FILTER_BYTES of them)
- * pays a set lookup, a miss of its own: with 1 MiB, under 1% of frees up to
- * 10,000 live samples (5 GiB of heap at the default mean), where 32 KiB
- * made a heap of 2 GiB of 64 KiB blocks send 11% of its frees there
- * (bench/RESULTS.md, cold cache).  Mapped, read through the zero page
+ * pays a set lookup, a miss of its own: with 1 MiB, 0.37% of frees on a
+ * heap of 2 GiB of 64 KiB blocks (about 3,900 live samples), where 32 KiB
+ * sent 11% of them there (bench/RESULTS.md, cold cache).  Mapped, read through the zero page
  * until a sample lands in a page; the frees of hot pages read few lines
  * whatever its size. */
 #define FILTER_BYTES (1024u * 1024u)
