@@ -12,6 +12,7 @@
 #include "cli.h"
 #include "emit.h"
 #include "fmt.h"
+#include "histogram.h"
 #include "present.h"
 
 static const struct emit_col cols[] = {
@@ -123,18 +124,25 @@ static int allocations_main(int argc, char **argv);
 
 const struct command allocations_command = {
 	.name = "allocations",
-	.brief = "every allocation by call site: count, bytes, how many lived to the end",
+	.brief = "every allocation by call site, or by size or lifetime (--histogram)",
 	.usage =
 		"usage: shimmer allocations DB [--sort bytes|count] [--format table|csv|json]\n"
 		"                              [--pid PID] [--rank R] [--callers N]\n"
+		"       shimmer allocations DB --histogram size|lifetime [--format table|csv|json]\n"
+		"                              [--pid PID] [--rank R]\n"
 		"\n"
 		"Per process, memory (host, cuda:N, managed:N, pinned) and call site:\n"
 		"every allocation made (count, bytes requested) and those of them still\n"
-		"allocated when the process ended.  Host figures in sample mode are\n"
-		"estimates, marked ~.  A process that lost events says so: its counts\n"
-		"are then lower bounds.  See docs/usage.md for the columns.\n"
+		"allocated when the process ended.  With --histogram, per process and\n"
+		"memory instead: how the allocations spread over sizes, or over their\n"
+		"blocks' lifetimes (the blocks never freed on a line of their own), in\n"
+		"power-of-two buckets, with each bucket's share and a bar.  Host figures\n"
+		"in sample mode are estimates, marked ~.  A process that lost events says\n"
+		"so: its counts are then lower bounds.  See docs/usage.md for the columns.\n"
 		"\n"
 		"  --sort bytes|count        the most bytes (default) or allocations first\n"
+		"  --histogram size          the distribution of the sizes asked for\n"
+		"  --histogram lifetime      the distribution of the lifetimes\n"
 		"  --format table|csv|json   output (default table)\n"
 		"  --pid PID                 only the processes with this pid\n"
 		"  --rank R                  only the processes of rank R\n"
@@ -151,30 +159,44 @@ static int allocations_main(int argc, char **argv)
 					      [ALLOCATIONS_BY_COUNT] = "count", NULL };
 	struct model_filter f = model_filter_all();
 	const char *path = NULL;
+	const char *by_site = NULL; /* an option of the sites' report */
 	struct model *m;
-	int fmt = EMIT_TABLE, by = ALLOCATIONS_BY_BYTES, callers = 0, r, rc;
+	int fmt = EMIT_TABLE, by = ALLOCATIONS_BY_BYTES, callers = 0, hist = -1, r, rc;
 
 	for (int i = 1; i < argc; i++) {
+		const char *opt = argv[i];
+
 		if (cli_is_help(argv[i]))
 			return cli_help(&allocations_command);
-		if ((r = cli_format_opt(&allocations_command, argc, argv, &i, emit_format_names,
-					&fmt)) != 0 ||
-		    (r = cli_filter_opt(&allocations_command, argc, argv, &i, &f)) != 0 ||
-		    (r = cli_callers_opt(&allocations_command, argc, argv, &i, &callers)) != 0 ||
-		    (r = cli_choice_opt(&allocations_command, argc, argv, &i, "--sort", sorts,
-					&by)) != 0) {
-			if (r < 0)
-				return CLI_EXIT_USAGE;
-		} else if ((rc = cli_store_arg(&allocations_command, argv[i], &path)) != 0) {
+		r = cli_format_opt(&allocations_command, argc, argv, &i, emit_format_names, &fmt);
+		if (!r)
+			r = cli_filter_opt(&allocations_command, argc, argv, &i, &f);
+		if (!r && (r = cli_callers_opt(&allocations_command, argc, argv, &i, &callers)) > 0)
+			by_site = "--callers";
+		if (!r && (r = cli_choice_opt(&allocations_command, argc, argv, &i, "--sort", sorts,
+					      &by)) > 0)
+			by_site = "--sort";
+		if (!r)
+			r = cli_choice_opt(&allocations_command, argc, argv, &i, "--histogram",
+					   histogram_kinds, &hist);
+		if (r < 0)
+			return CLI_EXIT_USAGE;
+		if (r == 0 && (rc = cli_store_arg(&allocations_command, opt, &path)) != 0)
 			return rc;
-		}
 	}
 	if (!path)
 		return cli_usage_error(&allocations_command, "no store given");
+	if (hist >= 0 && by_site)
+		return cli_usage_error(&allocations_command,
+				       "%s orders or names call sites, which --histogram does not show",
+				       by_site);
 	if (model_open(path, &f, &m) < 0)
 		return CLI_EXIT_ERROR;
 	model_set_callers(m, callers);
-	rc = allocations_write(m, stdout, fmt, (enum allocations_sort)by);
+	if (hist >= 0)
+		rc = histogram_write(m, stdout, fmt, (enum model_hist_kind)hist);
+	else
+		rc = allocations_write(m, stdout, fmt, (enum allocations_sort)by);
 	if (rc == -ENOMEM)
 		cli_error("out of memory");
 	model_close(m);

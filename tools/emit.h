@@ -54,6 +54,9 @@ enum emit_type {
 #define EMIT_IN_CSV 0x2u
 #define EMIT_IN_JSON 0x4u
 #define EMIT_IN_DATA (EMIT_IN_CSV | EMIT_IN_JSON)
+/* In no format: a column of a row layout that tables share, which one of
+ * them leaves out. */
+#define EMIT_IN_NONE 0x8u
 
 struct emit_col {
 	const char *key;  /* CSV header and JSON member name */

@@ -268,6 +268,8 @@ struct model_mem {
 /* model_calls leaves the heap functions untimed (counts and bytes stay
  * exact): a command that shows no heap timings reads fewer columns. */
 #define MODEL_NO_HEAP_TIMES 0x4u
+/* MODEL_WANT_SIZES: the blocks' sizes (model_heap_hist's MODEL_HIST_SIZE). */
+#define MODEL_WANT_SIZES 0x8u
 void model_want(struct model *m, unsigned what);
 
 /*
@@ -376,6 +378,44 @@ int model_mem_series(struct model *m, const struct model_mem *mem, const int64_t
  * value at its start, its last at its end, and the peak at its instant. */
 int model_mem_events(struct model *m, const struct model_mem *mem,
 		     int (*cb)(void *ctx, int64_t t, double live), void *ctx);
+
+/*
+ * Distributions of a memory's blocks, memray stats' and heaptrack's size
+ * histogram: bucket b holds the values of bit length b (b = 0: the value
+ * 0; b >= 1: 2^(b-1) to 2^b - 1), with how many blocks and bytes.
+ *   MODEL_HIST_SIZE      the bytes requested, of every allocation;
+ *   MODEL_HIST_LIFETIME  free_ns - alloc_ns, of every freed block (one
+ *                        stamped free before its allocation counts as 0);
+ *                        the blocks never freed are live_count, live_bytes.
+ * Both add up to the memory's allocations.  An aggregated memory has them
+ * from the collector's histograms (sizes; lifetimes up to row_ns, in
+ * quarter octaves that add up to these buckets) and the rows it kept
+ * (longer lifetimes, blocks never freed): exactly the figures a row per
+ * allocation gives.  Sampled ones are estimates (model_mem.estimated).
+ */
+#define MODEL_HIST_BUCKETS 65
+
+enum model_hist_kind {
+	MODEL_HIST_SIZE,
+	MODEL_HIST_LIFETIME,
+};
+
+struct model_hist {
+	const struct model_mem *mem;
+	double count[MODEL_HIST_BUCKETS], bytes[MODEL_HIST_BUCKETS];
+	double live_count, live_bytes; /* MODEL_HIST_LIFETIME: never freed */
+	double total_count, total_bytes; /* every allocation */
+};
+
+/* Bucket b's bounds, inclusive: [*lo, *hi]. */
+void model_hist_bounds(unsigned b, uint64_t *lo, uint64_t *hi);
+
+/* One distribution per memory of the selected processes, in
+ * model_memories() order (v[i].mem is its i-th); owned by the model.
+ * MODEL_HIST_SIZE wants MODEL_WANT_SIZES (asked for here if not before:
+ * the heap is then read again). */
+int model_heap_hist(struct model *m, enum model_hist_kind kind, const struct model_hist **v,
+		    size_t *n);
 
 /* ---- steps ------------------------------------------------------------------------------ */
 

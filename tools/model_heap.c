@@ -59,12 +59,18 @@ struct event {
 	double w; /* negative for a free */
 };
 
+/* A distribution's buckets (model_hist). */
+struct buckets {
+	double count[MODEL_HIST_BUCKETS], bytes[MODEL_HIST_BUCKETS];
+};
+
 struct mem_item {
 	struct map_key key; /* proc, space code, device */
 	struct model_mem mem;
 	char label[48];
 	int64_t nfreed; /* blocks freed */
 	const struct agg_proc *agg; /* its aggregated heap, or NULL */
+	struct buckets sizes; /* its rows' (MODEL_WANT_SIZES) */
 };
 
 /* A process whose host heap was aggregated at ingest: heap_totals, and its
@@ -142,6 +148,7 @@ struct model_heap {
 	int sites_open;
 	int times_added;
 	int peaks_done; /* computed on the first question that needs them */
+	struct model_hist *hist[2]; /* by enum model_hist_kind, when asked */
 };
 
 /* ---- the pass ------------------------------------------------------------------- */
@@ -165,6 +172,7 @@ static const struct agg_proc *agg_of(const struct model_heap *h, int64_t proc_id
 /* A worker's own groups: local indexes, remapped when merged. */
 struct wmem {
 	struct map_key key;
+	struct buckets sizes;
 };
 
 struct wkey {
@@ -238,6 +246,12 @@ static int time_add(struct map *times, int64_t proc_id, int64_t fn, int64_t d)
 	return 0;
 }
 
+/* The bucket of value v: its bit length. */
+static unsigned bit_length(uint64_t v)
+{
+	return v ? 64u - (unsigned)__builtin_clzll(v) : 0;
+}
+
 /* Columns: 0 proc_id, 1 space, 2 device, 3 weight, 4 alloc_ns, 5 free_ns,
  * 6 size; with times 7 alloc_fn, 8 alloc duration, 9 free_fn, 10 free
  * duration; then with sites stack_id, python stack. */
@@ -279,6 +293,13 @@ static int work_rows(struct worker *w, sqlite3 *db, sqlite3_stmt *st)
 			b.free_ns = NO_FREE;
 		size = col_i64(st, 6);
 		b.count = size > 0 ? (float)(b.weight / (double)size) : 1.0f;
+		if (want & MODEL_WANT_SIZES) {
+			struct wmem *wm = map_item(&w->mems, (size_t)mem_idx);
+			unsigned sb = bit_length(size > 0 ? (uint64_t)size : 0);
+
+			wm->sizes.count[sb] += size > 0 ? b.weight / (double)size : 1.0;
+			wm->sizes.bytes[sb] += b.weight;
+		}
 		if (want & MODEL_WANT_CALLS) {
 			/* Times are never 0: 0 is NULL, an untimed call. */
 			int64_t fn = col_i64(st, 7), end = col_i64(st, 8);
@@ -430,6 +451,10 @@ static int merge(struct model *m, struct model_heap *h, struct worker *w)
 			goto out;
 		}
 		mem_map[i] = mi - (struct mem_item *)h->mems.items;
+		for (unsigned b = 0; b < MODEL_HIST_BUCKETS; b++) {
+			mi->sizes.count[b] += wm->sizes.count[b];
+			mi->sizes.bytes[b] += wm->sizes.bytes[b];
+		}
 		if (!mi->mem.proc) {
 			label = space_label(k.a, k.b, &h->others, buf, sizeof(buf));
 			snprintf(mi->label, sizeof(mi->label), "%s", label);
@@ -496,7 +521,7 @@ static int scan(struct model *m, struct model_heap *h)
 	sql = sqlite3_mprintf(
 		"SELECT proc_id, space, device, weight, alloc_ns, free_ns, %s%s%s"
 		" FROM allocations WHERE id >= ?1 AND id < ?2",
-		h->want & MODEL_WANT_SITES ? "size" : "0",
+		h->want & (MODEL_WANT_SITES | MODEL_WANT_SIZES) ? "size" : "0",
 		h->want & MODEL_WANT_CALLS ? ", alloc_fn, alloc_end_ns, free_fn, free_end_ns" : "",
 		!(h->want & MODEL_WANT_SITES) ? "" : m->version >= 3 ? ", stack_id, pystack_id"
 								   : ", NULL, NULL");
@@ -1242,6 +1267,8 @@ void model_heap_free(struct model_heap *h)
 		free(h->chunks[i].v);
 	free(h->chunks);
 	free(h->mem_list);
+	free(h->hist[0]);
+	free(h->hist[1]);
 	if (h->sites_open)
 		sites_close(&h->sites);
 	free(h);
@@ -1726,6 +1753,159 @@ void model_groups_free(struct model_groups *g)
 	free(g->v);
 	free(g->of_key);
 	memset(g, 0, sizeof(*g));
+}
+
+/* ---- distributions ---------------------------------------------------------------------------- */
+
+void model_hist_bounds(unsigned b, uint64_t *lo, uint64_t *hi)
+{
+	*lo = b ? (uint64_t)1 << (b - 1) : 0;
+	*hi = b == 0 ? 0 : b >= 64 ? UINT64_MAX : ((uint64_t)1 << b) - 1;
+}
+
+/* The bucket holding quarter-octave lifetime bucket q (heap_histograms,
+ * kind 'life': 0..7 exactly, then 4 x the top bit's position + the two
+ * bits after it), or -1 when q is none. */
+static int life_octave(int64_t q)
+{
+	if (q < 0 || q > 255 || (q >= 8 && q < 12))
+		return -1;
+	return q < 8 ? (int)bit_length((uint64_t)q) : (int)(q / 4 + 1);
+}
+
+static int bad_bucket(const char *kind, int64_t b)
+{
+	cli_error("the store's heap_histograms has a %s bucket %lld, which no collector writes",
+		  kind, (long long)b);
+	return -EIO;
+}
+
+/* The aggregated memories' sizes: the collector's histograms, summed over
+ * their sites. */
+static int agg_sizes(struct model *m, struct model_heap *h, struct model_hist *v)
+{
+	sqlite3_stmt *st = NULL;
+	int err, r = 0;
+
+	err = model_prepare(m, "SELECT proc_id, bucket, sum(count), sum(bytes) FROM heap_histograms"
+			    " WHERE kind = 'size' GROUP BY proc_id, bucket", &st);
+	while (!err && (r = store_step(m->db, st)) > 0) {
+		struct map_key k = { col_i64(st, 0), MODEL_HOST, -1 };
+		const struct mem_item *mi = map_find(&h->mems, &k);
+		int64_t b = col_i64(st, 1);
+		struct model_hist *hv;
+
+		if (!mi || !mi->agg)
+			continue;
+		if (b < 0 || b >= MODEL_HIST_BUCKETS) {
+			err = bad_bucket("size", b);
+			break;
+		}
+		hv = &v[mi->mem.index];
+		hv->count[b] += sqlite3_column_double(st, 2);
+		hv->bytes[b] += sqlite3_column_double(st, 3);
+	}
+	if (!err && r < 0)
+		err = r;
+	sqlite3_finalize(st);
+	return err;
+}
+
+/* Lifetimes: the rows', and the aggregated keys' histograms (the lifetimes
+ * up to row_ns, which their rows leave out). */
+static int lifetimes(struct model_heap *h, struct model_hist *v)
+{
+	for (size_t c = 0; c < h->nchunks; c++) {
+		const struct chunk *ch = &h->chunks[c];
+
+		for (size_t i = 0; i < ch->n; i++) {
+			const struct model_block *b = &ch->v[i];
+			const struct mem_item *mi = mem_of(h, b->key);
+			struct model_hist *hv = &v[mi->mem.index];
+			int64_t life = b->free_ns - b->alloc_ns;
+			unsigned lb;
+
+			if (b->free_ns == NO_FREE) {
+				hv->live_count += b->count;
+				hv->live_bytes += b->weight;
+				continue;
+			}
+			if (mi->agg && life <= mi->agg->row_ns)
+				continue; /* in its histogram */
+			lb = bit_length(life > 0 ? (uint64_t)life : 0);
+			hv->count[lb] += b->count;
+			hv->bytes[lb] += b->weight;
+		}
+	}
+	for (size_t i = 0; i < h->keys.n; i++) {
+		const struct key_item *ki = map_item(&h->keys, i);
+		struct model_hist *hv;
+
+		if (!ki->agg)
+			continue;
+		hv = &v[mem_of(h, (uint32_t)i)->mem.index];
+		for (size_t k = 0; k < ki->agg->nlife; k++) {
+			int lb = life_octave(ki->agg->life[k].b);
+
+			if (lb < 0)
+				return bad_bucket("lifetime", ki->agg->life[k].b);
+			hv->count[lb] += ki->agg->life[k].count;
+			hv->bytes[lb] += ki->agg->life[k].bytes;
+		}
+	}
+	return 0;
+}
+
+int model_heap_hist(struct model *m, enum model_hist_kind kind, const struct model_hist **out,
+		    size_t *n)
+{
+	struct model_heap *h;
+	struct model_hist *v;
+	int err = heap(m, kind == MODEL_HIST_SIZE ? MODEL_WANT_SIZES : 0);
+
+	*out = NULL;
+	*n = 0;
+	if (err)
+		return err;
+	h = m->heap;
+	if (!h->hist[kind]) {
+		v = calloc(h->nmems + 1, sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		for (size_t i = 0; i < h->nmems; i++)
+			v[i].mem = h->mem_list[i];
+		if (kind == MODEL_HIST_SIZE) {
+			for (size_t i = 0; i < h->mems.n; i++) {
+				const struct mem_item *mi = map_item(&h->mems, i);
+
+				if (!mi->agg) {
+					memcpy(v[mi->mem.index].count, mi->sizes.count,
+					       sizeof(mi->sizes.count));
+					memcpy(v[mi->mem.index].bytes, mi->sizes.bytes,
+					       sizeof(mi->sizes.bytes));
+				}
+			}
+			err = h->naggs ? agg_sizes(m, h, v) : 0;
+		} else {
+			err = lifetimes(h, v);
+		}
+		if (err) {
+			free(v);
+			return err;
+		}
+		for (size_t i = 0; i < h->nmems; i++) {
+			v[i].total_count = v[i].live_count;
+			v[i].total_bytes = v[i].live_bytes;
+			for (unsigned b = 0; b < MODEL_HIST_BUCKETS; b++) {
+				v[i].total_count += v[i].count[b];
+				v[i].total_bytes += v[i].bytes[b];
+			}
+		}
+		h->hist[kind] = v;
+	}
+	*out = h->hist[kind];
+	*n = h->nmems;
+	return 0;
 }
 
 /* ---- memory over time ------------------------------------------------------------------------ */

@@ -82,6 +82,20 @@ static const struct model_mem *mem_of(struct model *m, int64_t pid, const char *
 	return NULL;
 }
 
+/* The distribution of kind of memory label (of any process). */
+static const struct model_hist *hist_of(struct model *m, enum model_hist_kind kind,
+					const char *label)
+{
+	const struct model_hist *v;
+	size_t n;
+
+	assert_int_equal(model_heap_hist(m, kind, &v, &n), 0);
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(v[i].mem->label, label) == 0)
+			return &v[i];
+	return NULL;
+}
+
 /* ---- the peak --------------------------------------------------------------- */
 
 /*
@@ -282,7 +296,7 @@ static void test_model_parallel_pass(void **state)
 {
 	struct store_fixture *f = *state;
 	const struct model_mem *mm;
-	double best = 0, allocated = 0;
+	double best = 0, allocated = 0, sizes[4] = { 0 };
 	int64_t best_t = 0;
 	struct model *m;
 
@@ -304,9 +318,10 @@ static void test_model_parallel_pass(void **state)
 			best_t = 10 * k;
 		}
 		allocated += (double)(1 + k % 7);
+		sizes[1 + k % 7 < 2 ? 1 : 1 + k % 7 < 4 ? 2 : 3]++;
 	}
 	m = load(f->db, -1, -1);
-	model_want(m, MODEL_WANT_SITES);
+	model_want(m, MODEL_WANT_SITES | MODEL_WANT_SIZES);
 	mm = mem_of(m, 10, "host");
 	assert_non_null(mm);
 	assert_int_equal(mm->rows, NBIG);
@@ -327,6 +342,18 @@ static void test_model_parallel_pass(void **state)
 			rows += (double)g.v[i].rows;
 		assert_float_equal(rows, NBIG, 0);
 		model_groups_free(&g);
+	}
+	{
+		/* each thread's sizes merged: 1, 2-3, 4-7 B; every freed
+		 * block lived 35 ns, in [32, 64) */
+		const struct model_hist *h = hist_of(m, MODEL_HIST_SIZE, "host");
+
+		for (unsigned b = 1; b < 4; b++)
+			assert_float_equal(h->count[b], sizes[b], 0);
+		assert_float_equal(h->total_bytes, allocated, 0);
+		h = hist_of(m, MODEL_HIST_LIFETIME, "host");
+		assert_float_equal(h->count[6], NBIG - 1, 0);
+		assert_float_equal(h->live_count, 1, 0);
 	}
 	model_close(m);
 }
@@ -459,6 +486,135 @@ static void test_model_memories(void **state)
 	assert_int_equal(model_mem_events(m, v[1], count_events, ev), 0);
 	assert_float_equal(ev[0], 4, 0);
 	assert_float_equal(ev[1], 48, 0);
+	model_close(m);
+}
+
+/* ---- distributions ----------------------------------------------------------------- */
+
+/* Bucket edges: a value of bit length b is in bucket b, 2^k - 1 and 2^k
+ * apart; a lifetime of 0, or stamped below 0, is 0; blocks never freed
+ * are live, not in a bucket; a sampled row stands for weight / size. */
+static void test_model_hist_rows(void **state)
+{
+	static const int64_t size[] = { 0, 1, 2, 3, 4, 1023, 1024, (int64_t)1 << 40 };
+	static const unsigned size_b[] = { 0, 1, 2, 2, 3, 10, 11, 41 };
+	/* lifetime, its bucket (-1: never freed) */
+	static const int64_t life[][2] = { { 0, 0 }, { -5, 0 }, { 1, 1 }, { 7, 3 }, { 8, 4 },
+					  { 1000000000, 30 }, { 1073741824, 31 }, { -1, -1 } };
+	struct store_fixture *f = *state;
+	const struct model_hist *h;
+	double want_c[MODEL_HIST_BUCKETS] = { 0 }, want_b[MODEL_HIST_BUCKETS] = { 0 };
+	struct model *m;
+	uint64_t lo, hi;
+
+	add_proc(f->db, 1, 10, -1, "all", 0, 1 << 30);
+	for (size_t i = 0; i < sizeof(size) / sizeof(size[0]); i++) {
+		add_block(f->db, 1, "host", -1, size[i], 100, 200, 1);
+		want_c[size_b[i]]++;
+		want_b[size_b[i]] += (double)size[i];
+	}
+	for (size_t i = 0; i < sizeof(life) / sizeof(life[0]); i++)
+		add_block(f->db, 1, "device", 0, 16, 100, life[i][0] >= 0 ? 100 + life[i][0] :
+					  life[i][0] == -1 ? 0 : 100 + life[i][0], 1);
+	/* sampled: 3 blocks of 10 B (weight 30) */
+	exec(f->db, "INSERT INTO allocations (proc_id, space, device, ptr, size, sampled, weight,"
+		    " alloc_fn, alloc_tid, alloc_ns, free_ns) VALUES (1, 'host', -1, 1, 10, 1, 30, 1,"
+		    " 1, 100, 400)");
+	want_c[4] += 3;
+	want_b[4] += 30;
+	m = load(f->db, -1, -1);
+	h = hist_of(m, MODEL_HIST_SIZE, "host");
+	assert_non_null(h);
+	for (unsigned b = 0; b < MODEL_HIST_BUCKETS; b++) {
+		assert_float_equal(h->count[b], want_c[b], 1e-6);
+		assert_float_equal(h->bytes[b], want_b[b], 0);
+	}
+	assert_float_equal(h->total_count, 11, 1e-6);
+	h = hist_of(m, MODEL_HIST_LIFETIME, "cuda:0");
+	assert_non_null(h);
+	assert_float_equal(h->count[0], 2, 0);
+	assert_float_equal(h->count[1], 1, 0);
+	assert_float_equal(h->count[3], 1, 0);
+	assert_float_equal(h->count[4], 1, 0);
+	assert_float_equal(h->count[30], 1, 0);
+	assert_float_equal(h->count[31], 1, 0);
+	assert_float_equal(h->live_count, 1, 0);
+	assert_float_equal(h->live_bytes, 16, 0);
+	assert_float_equal(h->total_count, 8, 0);
+	assert_float_equal(h->total_bytes, 128, 0);
+	/* 100 ns each, and the sampled row's 300 ns: 3 blocks in [256, 512) */
+	h = hist_of(m, MODEL_HIST_LIFETIME, "host");
+	assert_float_equal(h->count[7], 8, 0);
+	assert_float_equal(h->count[9], 3, 1e-6);
+	assert_float_equal(h->bytes[9], 30, 0);
+	model_close(m);
+	model_hist_bounds(0, &lo, &hi);
+	assert_true(lo == 0 && hi == 0);
+	model_hist_bounds(1, &lo, &hi);
+	assert_true(lo == 1 && hi == 1);
+	model_hist_bounds(11, &lo, &hi);
+	assert_true(lo == 1024 && hi == 2047);
+	model_hist_bounds(64, &lo, &hi);
+	assert_true(lo == (uint64_t)1 << 63 && hi == UINT64_MAX);
+}
+
+/*
+ * An aggregated heap: sizes from the collector's histograms alone (its
+ * kept rows are also in them), lifetimes from its quarter-octave
+ * histogram up to row_ns and from its rows beyond (the rows of a
+ * SHIMMER_HEAP_ROWS=both store within row_ns are in the histogram).
+ */
+static void test_model_hist_aggregated(void **state)
+{
+	struct store_fixture *f = *state;
+	const struct model_hist *h;
+	struct model *m;
+
+	add_proc(f->db, 1, 10, -1, "all", 0, 100000);
+	exec(f->db, "INSERT INTO heap_totals (proc_id, final, allocs, alloc_bytes, frees,"
+		    " freed_bytes, live_count, live_bytes, peak_bytes, peak_count, peak_ns, temp_count,"
+		    " temp_bytes, short_ns, short_count, short_bytes, row_ns, point_allocs,"
+		    " late_events, late_steps) VALUES (1, 1, 9, 900, 8, 800, 1, 100, 100, 1, 10, 0, 0,"
+		    " 1000, 0, 0, 1000, 1, 0, 0)");
+	/* sizes: 2 of [4, 8), 7 of [64, 128), over two sites */
+	exec(f->db, "INSERT INTO heap_histograms VALUES (1, 1, 0, 'size', 3, 2, 10),"
+		    " (1, 2, 0, 'size', 7, 4, 400), (1, 1, 0, 'size', 7, 3, 490)");
+	/* lifetimes: 5 ns (q 5: [4, 8)), 8-9 ns (q 12: [8, 16)), 896-1023 ns
+	 * (q 39, [512, 1024)) twice, one of 1000 ns of the two sites */
+	exec(f->db, "INSERT INTO heap_histograms VALUES (1, 1, 0, 'life', 5, 1, 100),"
+		    " (1, 1, 0, 'life', 12, 1, 100), (1, 1, 0, 'life', 39, 1, 100),"
+		    " (1, 2, 0, 'life', 39, 2, 200)");
+	/* rows: one within row_ns (in the histogram: skipped), two beyond
+	 * (1500 ns: [1024, 2048)), one never freed */
+	add_block(f->db, 1, "host", -1, 100, 10, 1010, 1);
+	add_block(f->db, 1, "host", -1, 100, 10, 1510, 1);
+	add_block(f->db, 1, "host", -1, 100, 20, 1520, 2);
+	add_block(f->db, 1, "host", -1, 100, 10, 0, 2);
+	m = load(f->db, -1, -1);
+	h = hist_of(m, MODEL_HIST_SIZE, "host");
+	assert_non_null(h);
+	assert_true(h->mem->aggregated);
+	assert_float_equal(h->count[3], 2, 0);
+	assert_float_equal(h->count[7], 7, 0);
+	assert_float_equal(h->bytes[7], 890, 0);
+	assert_float_equal(h->total_count, 9, 0);
+	h = hist_of(m, MODEL_HIST_LIFETIME, "host");
+	assert_float_equal(h->count[3], 1, 0);
+	assert_float_equal(h->count[4], 1, 0);
+	assert_float_equal(h->count[10], 3, 0);
+	assert_float_equal(h->count[11], 2, 0);
+	assert_float_equal(h->live_count, 1, 0);
+	assert_float_equal(h->total_count, 8, 0);
+	model_close(m);
+	/* a bucket no collector writes: one error, not a wrong figure */
+	exec(f->db, "INSERT INTO heap_histograms VALUES (1, 3, 0, 'life', 9, 1, 1)");
+	m = load(f->db, -1, -1);
+	{
+		const struct model_hist *v;
+		size_t n;
+
+		assert_int_equal(model_heap_hist(m, MODEL_HIST_LIFETIME, &v, &n), -EIO);
+	}
 	model_close(m);
 }
 
@@ -607,6 +763,8 @@ int main(void)
 		T(test_model_processes),
 		T(test_model_sync_functions),
 		T(test_model_memories),
+		T(test_model_hist_rows),
+		T(test_model_hist_aggregated),
 		T(test_model_steps),
 		T(test_model_steps_tie),
 		T(test_model_streams),
