@@ -93,7 +93,7 @@ else
 		stop_collector || not_ok "$name: collector exit status"
 		check "$name: runs traced" "exit $rc: $(head -c 300 "$T/$name.run.err")" [ "$rc" = 0 ]
 		for how in aggregated rows; do
-			if ! hist "$T/$name.db" size "$name.$how" SHIMMER_MODEL_HEAP=$how; then
+			if ! hist "$T/$name.db" size "$name.$how" SHIMMER_MODEL_HEAP="$how"; then
 				not_ok "$name ($how): histogram" "$(head -3 "$T/$name.$how.err")"
 				continue
 			fi
@@ -146,8 +146,8 @@ expect_empty "lifespan: each planted block lived in its bucket, no other block t
 # rows) against the plan and the rows.
 life_checks() {
 	local how=$1
-	if ! hist "$T/life.db" lifetime "life.$how" SHIMMER_MODEL_HEAP=$how ||
-		! hist "$T/life.db" size "size.$how" SHIMMER_MODEL_HEAP=$how; then
+	if ! hist "$T/life.db" lifetime "life.$how" SHIMMER_MODEL_HEAP="$how" ||
+		! hist "$T/life.db" size "size.$how" SHIMMER_MODEL_HEAP="$how"; then
 		not_ok "lifespan ($how): histograms" "$(head -3 "$T/life.$how.err" "$T/size.$how.err")"
 		return
 	fi
