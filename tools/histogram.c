@@ -60,8 +60,7 @@ static char *pow2_bytes(char *buf, size_t len, unsigned k)
 	return buf;
 }
 
-/* Bucket b as people read it: its one value, or [first, next bucket's). */
-static char *range_text(char *buf, size_t len, enum model_hist_kind kind, unsigned b)
+char *histogram_bucket_text(char *buf, size_t len, enum model_hist_kind kind, unsigned b)
 {
 	char lo[FMT_UNIT_MAX], hi[FMT_UNIT_MAX];
 
@@ -127,7 +126,7 @@ static void write_mem(struct emit *e, const struct model_hist *h, enum model_his
 	int est = mm->estimated;
 	unsigned first = MODEL_HIST_BUCKETS, last = 0;
 	double max = h->live_count;
-	char b[FMT_UNIT_MAX], range[2 * FMT_UNIT_MAX + 8];
+	char b[FMT_UNIT_MAX], range[HISTOGRAM_TEXT_MAX];
 
 	for (unsigned i = 0; i < MODEL_HIST_BUCKETS; i++) {
 		if (h->count[i] <= 0)
@@ -151,7 +150,7 @@ static void write_mem(struct emit *e, const struct model_hist *h, enum model_his
 		uint64_t lo, hi;
 
 		model_hist_bounds(i, &lo, &hi);
-		bucket_row(e, h, range_text(range, sizeof(range), kind, i), ev_int((int64_t)lo),
+		bucket_row(e, h, histogram_bucket_text(range, sizeof(range), kind, i), ev_int((int64_t)lo),
 			   ev_int(hi > INT64_MAX ? INT64_MAX : (int64_t)hi), 0, h->count[i],
 			   h->bytes[i], max);
 	}

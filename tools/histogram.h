@@ -15,6 +15,11 @@
 /* The --histogram values, by enum model_hist_kind; NULL-terminated. */
 extern const char *const histogram_kinds[];
 
+/* Bucket b of kind as people read it: its one value ("0 B", "1 ns"), or
+ * "[FIRST, NEXT BUCKET'S)"; returns buf (HISTOGRAM_TEXT_MAX bytes do). */
+#define HISTOGRAM_TEXT_MAX 72
+char *histogram_bucket_text(char *buf, size_t len, enum model_hist_kind kind, unsigned b);
+
 /*
  * Write the distribution of kind of m's selected processes to out in
  * format fmt (an emit_format).  Returns 0 or a negative errno (-EIO after

@@ -593,6 +593,7 @@ static int page(struct report *r, const char *path, const struct assets *a, cons
 	fprintf(r->out, " &middot; made %s</p><nav><a href=\"#headline\">run</a>"
 		"<a href=\"#findings\">findings</a><a href=\"#steps\">steps</a>"
 		"<a href=\"#kernels\">kernels</a><a href=\"#gpu\">GPU</a><a href=\"#memory\">memory</a>"
+		"<a href=\"#sizes\">sizes</a>"
 		"<a href=\"#flame-peak\">at the peak</a><a href=\"#flame-leaked\">leaked</a>"
 		"<a href=\"#flame-allocated\">allocated</a>"
 		"<a href=\"#ranks\">ranks</a><a href=\"#compare\">compare</a></nav></header><main>",
@@ -625,6 +626,10 @@ static int page(struct report *r, const char *path, const struct assets *a, cons
 	      "Live bytes of each memory (the largest peaks; within each bucket its lowest and"
 	      " highest); triangles mark the peaks, dashed lines the fits of call sites whose memory"
 	      " grows steadily (shimmer leaks).");
+	chart(r, "sizes", "Allocation sizes", r->has_sizes, "No allocation was recorded.",
+	      "The share of each memory's allocations in each power-of-two size bucket (the"
+	      " memories with the most allocations; shimmer allocations --histogram size);"
+	      " sampled host heaps are estimates, marked ~.");
 	fputs("<section id=\"flame-peak\"><h2>Memory at the peak</h2><p class=\"note\">The call"
 	      " stacks holding each memory's bytes at its peak (shimmer peak).</p>", r->out);
 	err = report_flame(r, REPORT_FLAME_PEAK);
@@ -674,8 +679,9 @@ const struct command report_command = {
 		"headline figures, the findings of `shimmer bottlenecks` with their\n"
 		"evidence, step time over the run, kernel time by kernel and by the line\n"
 		"that launched it, GPU busy over time, memory over time per device and\n"
-		"for the host heap (peaks marked, growing call sites' fits), flame graphs\n"
-		"of memory at the peak and of leaked memory, a per-rank table, and with\n"
+		"for the host heap (peaks marked, growing call sites' fits), the\n"
+		"allocations' sizes, flame graphs of memory at the peak and of leaked\n"
+		"memory, a per-rank table, and with\n"
 		"--baseline the comparison of `shimmer compare OTHER.db DB`.  The\n"
 		"charts are drawn by Chart.js, inlined from PREFIX/share/shimmer; the\n"
 		"figures are reduced in shimmer, so the file stays small for large\n"
@@ -734,6 +740,8 @@ static int report_main(int argc, char **argv)
 	if (model_open(path, &flt, &m) < 0)
 		goto out;
 	findings_opts_init(&fo);
+	/* the size chart's, read in the heap pass the findings start */
+	model_want(m, MODEL_WANT_SIZES);
 	err = findings_run(m, &fo, &fs);
 	r = (struct report){ .m = m, .f = &fs };
 	for (size_t i = 0; i < model_nprocs(m); i++) {

@@ -2,7 +2,7 @@
  * shimmer report: one self-contained HTML file of a store (docs/usage.md):
  * headline figures, step times, the kernel time breakdown (by kernel and by
  * launching line), GPU busy over time, memory over time with the leak
- * regression's fits and the peaks, flame graphs of memory at the peak and
+ * regression's fits and the peaks, the allocations' sizes, flame graphs of memory at the peak and
  * of leaked memory, the findings (findings.h), a per-rank table, and with
  * --baseline the comparison with another store.
  *
@@ -37,7 +37,7 @@ struct report {
 	int64_t origin_ns; /* x = 0 of the time charts: the first selected process's start */
 	int err;           /* sticky */
 	/* what the page has, for its sections */
-	int has_steps, has_kernels, has_sites, has_gpu, has_memory;
+	int has_steps, has_kernels, has_sites, has_gpu, has_memory, has_sizes;
 };
 
 /* Text with <, >, &, " escaped for HTML. */

@@ -13,6 +13,11 @@
  *   memory  per process and memory (the largest peaks first): its live
  *           bytes over time, a bucket's lowest and highest values kept, the
  *           peak exactly, and the fitted lines of its growing call sites
+ *   sizes   the allocations' size distribution (shimmer allocations
+ *           --histogram size) of the memories with the most allocations:
+ *           labels (the buckets from the first any of them uses to the
+ *           last), and per memory each bucket's share of its allocations,
+ *           count and bytes
  *
  * Times are seconds since r->origin_ns.
  */
@@ -22,6 +27,7 @@
 #include <string.h>
 
 #include "fmt.h"
+#include "histogram.h"
 #include "map.h"
 #include "report.h"
 
@@ -398,6 +404,76 @@ static int memory(struct report *r)
 	return err;
 }
 
+/* ---- allocation sizes -------------------------------------------------------------- */
+
+static int cmp_hist(const void *x, const void *y)
+{
+	const struct model_hist *a = *(const struct model_hist *const *)x;
+	const struct model_hist *b = *(const struct model_hist *const *)y;
+
+	if (a->total_count != b->total_count)
+		return (a->total_count < b->total_count) - (a->total_count > b->total_count);
+	return (a->mem->index > b->mem->index) - (a->mem->index < b->mem->index);
+}
+
+static void hist_values(FILE *out, const char *key, const double *v, unsigned lo, unsigned hi,
+			double whole)
+{
+	fprintf(out, ",\"%s\":[", key);
+	for (unsigned b = lo; b <= hi; b++) {
+		if (b > lo)
+			fputc(',', out);
+		jnum(out, whole > 0 ? v[b] / whole : v[b]);
+	}
+	fputc(']', out);
+}
+
+static int sizes(struct report *r)
+{
+	const struct model_hist *v, **top = NULL;
+	size_t n, shown = 0;
+	unsigned lo = MODEL_HIST_BUCKETS, hi = 0;
+	char text[HISTOGRAM_TEXT_MAX], name[300];
+	int err = model_heap_hist(r->m, MODEL_HIST_SIZE, &v, &n);
+
+	if (!err && !(top = malloc((n + 1) * sizeof(*top))))
+		err = -ENOMEM;
+	for (size_t i = 0; !err && i < n; i++)
+		if (v[i].total_count > 0)
+			top[shown++] = &v[i];
+	if (err)
+		return err;
+	array_sort(top, shown, sizeof(*top), cmp_hist);
+	if (shown > REPORT_SERIES)
+		shown = REPORT_SERIES;
+	for (size_t i = 0; i < shown; i++)
+		for (unsigned b = 0; b < MODEL_HIST_BUCKETS; b++)
+			if (top[i]->count[b] > 0) {
+				lo = b < lo ? b : lo;
+				hi = b > hi ? b : hi;
+			}
+	fputs(",\"sizes\":{\"labels\":[", r->out);
+	for (unsigned b = lo; shown && b <= hi; b++) {
+		fputs(b > lo ? "," : "", r->out);
+		jstr(r->out, histogram_bucket_text(text, sizeof(text), MODEL_HIST_SIZE, b));
+	}
+	fputs("],\"sets\":[", r->out);
+	for (size_t i = 0; i < shown; i++) {
+		label(top[i]->mem->proc, top[i]->mem->label, name, sizeof(name));
+		fputs(i ? ",{\"label\":" : "{\"label\":", r->out);
+		jstr(r->out, name);
+		fprintf(r->out, ",\"estimated\":%d", top[i]->mem->estimated);
+		hist_values(r->out, "share", top[i]->count, lo, hi, top[i]->total_count);
+		hist_values(r->out, "count", top[i]->count, lo, hi, 0);
+		hist_values(r->out, "bytes", top[i]->bytes, lo, hi, 0);
+		fputc('}', r->out);
+	}
+	fputs("]}", r->out);
+	r->has_sizes = shown > 0;
+	free(top);
+	return 0;
+}
+
 int report_data(struct report *r)
 {
 	int err;
@@ -412,6 +488,8 @@ int report_data(struct report *r)
 		gpu(r);
 	if (!err)
 		err = memory(r);
+	if (!err)
+		err = sizes(r);
 	fputs("}", r->out);
 	return err;
 }

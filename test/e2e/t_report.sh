@@ -82,8 +82,8 @@ PY
 	}
 	vcheck "browser: no console or page error" 'd["errors"] == []'
 	vcheck "browser: no network request" 'd["requests"] == []'
-	vcheck "browser: every section" 'd["sections"] == ["headline", "findings", "steps", "kernels", "gpu", "memory", "flame-peak", "flame-leaked", "flame-allocated", "ranks", "compare"]'
-	for c in steps kernels sites gpu memory; do
+	vcheck "browser: every section" 'd["sections"] == ["headline", "findings", "steps", "kernels", "gpu", "memory", "sizes", "flame-peak", "flame-leaked", "flame-allocated", "ranks", "compare"]'
+	for c in steps kernels sites gpu memory sizes; do
 		vcheck "browser: chart $c drawn (Chart.js object, data, painted pixels)" \
 			"d['charts']['$c']['drawn'] and d['charts']['$c']['points'] > 0 and d['charts']['$c']['painted']"
 	done
@@ -95,6 +95,30 @@ PY
 else
 	echo "ok - $SCRIPT: the report in a browser # SKIP no chromium, node or npm packages (.ci/install-deps)"
 fi
+
+# the size chart's data: shimmer allocations --histogram size's, bucket for
+# bucket, for each memory it shows
+"$SHIMMER" allocations "$DB" --histogram size --format csv > "$T/sizes.csv"
+why=$(python3 - "$HTML" "$T/sizes.csv" <<'PY'
+import csv, html, json, re, sys
+page = open(sys.argv[1]).read()
+m = re.search(r'<script type="application/json" id="shimmer-data">(.*?)</script>', page, re.S)
+sizes = json.loads(m.group(1))["sizes"]
+want = {}
+for row in csv.DictReader(open(sys.argv[2])):
+    if int(row["count"]) > 0:
+        want.setdefault((row["pid"], row["memory"]), []).append(int(row["count"]))
+assert sizes["sets"], "no memory in the chart"
+for s in sizes["sets"]:
+    pid, mem = re.match(r"pid (\d+) .* (\S+)$", s["label"]).groups()
+    got = [round(c) for c in s["count"] if c > 0]
+    assert got == want[(pid, mem)], (s["label"], got, want[(pid, mem)])
+    assert len(s["count"]) == len(sizes["labels"]), s["label"]
+print(len(sizes["sets"]))
+PY
+2>&1)
+check "report: the size chart's counts are allocations --histogram size's ($why memories)" "$why" \
+	holds '[ "$why" -gt 0 ] 2> /dev/null'
 
 # --baseline: shimmer compare's rows, the changed ones marked
 "$SHIMMER" compare "$BASE" "$DB" --format csv > "$T/cmp.csv"

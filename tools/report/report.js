@@ -148,6 +148,31 @@
 		};
 	}
 
+	makers.sizes = function () {
+		var z = data.sizes;
+		var o = base('size', 'share of the allocations', function (v) {
+			return (100 * v).toFixed(v > 0 && v < 0.1 ? 1 : 0) + '%';
+		});
+		o.parsing = true;
+		o.scales.x = { type: 'category', title: { display: true, text: 'size' } };
+		o.interaction = { mode: 'index', intersect: false };
+		o.plugins.tooltip.callbacks.label = function (c) {
+			var s = z.sets[c.datasetIndex], i = c.dataIndex, m = s.estimated ? '~' : '';
+			return s.label + ': ' + m + Math.round(s.count[i]) + ' allocations (' + m +
+				(100 * s.share[i]).toFixed(1) + '%), ' + m + bytes(s.bytes[i]);
+		};
+		return {
+			type: 'bar',
+			data: {
+				labels: z.labels,
+				datasets: z.sets.map(function (s, i) {
+					return { label: (s.estimated ? '~' : '') + s.label, data: s.share,
+						 backgroundColor: color(i, 0.7) };
+				})
+			},
+			options: o
+		};
+	};
 	makers.kernels = function () {
 		return bars(data.kernels, 'name', 'ns', 'GPU time');
 	};
