@@ -102,7 +102,12 @@ E2E_LIFESPAN := $(O)/test/e2e/lifespan
 E2E_LIFESPAN_OBJS := $(O)/obj/prog-O0/test/e2e/lifespan.o $(O)/obj/prog/test/e2e/wlog.o
 $(eval $(call cuda_prog,$(E2E_LIFESPAN),$(E2E_LIFESPAN_OBJS),../fake_cudart))
 
-TEST_PROGS += $(E2E_LEAKY) $(E2E_LEAKSTEP) $(E2E_LEAKLOOP) $(E2E_LIFESPAN)
+# Call sites with planted differences between two runs (t_compare_sites.sh).
+E2E_WL_SITES := $(O)/test/e2e/wl_sites
+E2E_WL_SITES_OBJS := $(O)/obj/prog-O0/test/e2e/wl_sites.o $(O)/obj/prog/test/e2e/wlog.o
+$(eval $(call cuda_prog,$(E2E_WL_SITES),$(E2E_WL_SITES_OBJS),../fake_cudart))
+
+TEST_PROGS += $(E2E_LEAKY) $(E2E_LEAKSTEP) $(E2E_LEAKLOOP) $(E2E_LIFESPAN) $(E2E_WL_SITES)
 
 # The bottleneck workloads (t_bottlenecks.sh): -O0 with full debug
 # information, so that each planted call keeps its own line.

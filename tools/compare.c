@@ -9,7 +9,16 @@
  * p90), GPU busy share and kernel time, each kernel, CUDA runtime
  * function, copy kind and range by time, each memory's peak and live bytes
  * at the end, growing sites (the leak verdicts), drops and GPU sampling
- * coverage.  A row present in one run only says so.
+ * coverage, and each memory's call sites (count, bytes allocated, bytes at
+ * the memory's peak, bytes live at the end: the model's groups, as
+ * `allocations` and `peak` have them).  A row present in one run only says
+ * so.
+ *
+ * Call sites pair by name (the site as sites.h renders it, with --callers
+ * N its callers too), never by stack id or address: ids are per store and
+ * pcs move with ASLR, while "function (file:line)", "module+0xOFFSET" (a
+ * file address) and a Python "function (file.py:line)" name the same code
+ * in two runs of one build.  Sites of one run with the same name add up.
  *
  * A row is marked changed when the two values differ by more than a run
  * can differ by itself: exact counts and bytes by anything, times by a
@@ -41,6 +50,7 @@
 #define T_MIN 3.0
 #define ESTIMATE_NOISE 0.5
 #define MAX_CONDS 16
+#define TOP_SITES 10          /* per memory and ranking, in the table */
 
 enum unit { U_NS, U_BYTES, U_COUNT, U_SHARE };
 
@@ -56,15 +66,23 @@ struct fig {
 	/* The durations a time is made of, when known: their count, mean and
 	 * standard deviation tell a change from noise. */
 	double n, mean, sd;
+	int64_t order;      /* sites: its memory's place (space, then device) */
 };
 
 enum section { S_PROCESS, S_STEPS, S_GPU, S_KERNEL, S_API, S_COPY, S_RANGE, S_MEMORY, S_LEAKS,
-	       S_N };
+	       S_SITES, S_N };
 
 static const char *const sections[S_N] = { "process", "steps", "gpu", "kernel", "api",
-					   "copy", "range", "memory", "leaks" };
+					   "copy", "range", "memory", "leaks", "sites" };
 
-/* Every figure of one process, keyed by "section\tname" in names. */
+/* A call site's figures in one memory: its key's b, the CSV's measure. */
+enum measure { SM_COUNT, SM_ALLOCATED, SM_PEAK, SM_LIVE, SM_N };
+
+static const char *const measure_names[SM_N] = { "allocations", "allocated", "at_peak",
+						 "live_end" };
+
+/* Every figure of one process, keyed by "section\tname" in names (a
+ * site's: "sites\tMEMORY\tSITE", and its measure). */
 struct prof {
 	const struct model_proc *p;
 	struct model *m;
@@ -73,10 +91,18 @@ struct prof {
 	double step_mean, step_median, step_p90;
 };
 
+/* A model's call sites, both groupings read once for every pair. */
+struct site_lists {
+	struct model *m;
+	struct model_groups all, peak; /* MODEL_ALLOCATED, MODEL_AT_PEAK */
+	uint32_t *peak_of;             /* all's group -> peak's; UINT32_MAX: none */
+};
+
 struct cmp {
 	struct strtab names;        /* shared by both sides of every pair */
 	struct emit *e;
 	int full_names;
+	struct site_lists sl[2];
 	struct cond *conds;
 	size_t nconds;
 	int crossed, unknown;
@@ -84,15 +110,14 @@ struct cmp {
 
 static struct fig *last_fig;
 
-static int fig_add(struct cmp *c, struct prof *pf, int section, const char *name, enum unit u,
-		   double v, int est)
+/* Adds v to pf's figure (key, measure), made on first use. */
+static int fig_put(struct cmp *c, struct prof *pf, int section, const char *key, int measure,
+		   enum unit u, double v, int est)
 {
-	char key[600];
-	struct map_key k = { 0, 0, 0 };
+	struct map_key k = { 0, 0, measure };
 	struct fig *f;
 	int err;
 
-	snprintf(key, sizeof(key), "%s\t%.580s", sections[section], name ? name : "?");
 	err = strtab_index(&c->names, key, &k.a);
 	if (err)
 		return err;
@@ -105,6 +130,15 @@ static int fig_add(struct cmp *c, struct prof *pf, int section, const char *name
 	f->est |= est;
 	last_fig = f;
 	return 0;
+}
+
+static int fig_add(struct cmp *c, struct prof *pf, int section, const char *name, enum unit u,
+		   double v, int est)
+{
+	char key[600];
+
+	snprintf(key, sizeof(key), "%s\t%.580s", sections[section], name ? name : "?");
+	return fig_put(c, pf, section, key, 0, u, v, est);
 }
 
 /* The durations behind the figure fig_add() made last. */
@@ -131,6 +165,102 @@ static int leak_site(void *ctx, const struct model_group *g, const char *verdict
 		return 0;
 	snprintf(name, sizeof(name), "growing sites (%s)", g->mem->label);
 	return fig_add(lc->c, lc->pf, S_LEAKS, name, U_COUNT, strcmp(verdict, "growing") == 0, 0);
+}
+
+/* m's call sites: every allocation and the blocks live at each memory's
+ * peak, grouped by (memory, site) in the model's one heap pass. */
+static int site_lists(struct cmp *c, struct model *m, struct site_lists **out)
+{
+	struct site_lists *s;
+	int err;
+
+	for (size_t i = 0; i < 2; i++)
+		if (c->sl[i].m == m) {
+			*out = &c->sl[i];
+			return 0;
+		}
+	s = c->sl[0].m ? &c->sl[1] : &c->sl[0];
+	err = model_heap_groups(m, MODEL_ALLOCATED, 0, 0, &s->all);
+	if (!err)
+		err = model_heap_groups(m, MODEL_AT_PEAK, 0, 0, &s->peak);
+	if (!err && !(s->peak_of = malloc((s->all.n + 1) * sizeof(*s->peak_of))))
+		err = -ENOMEM;
+	if (err) {
+		model_groups_free(&s->all);
+		model_groups_free(&s->peak);
+		return err;
+	}
+	/* The two groupings are of the same keys: a key's groups are one site. */
+	for (size_t i = 0; i < s->all.n; i++)
+		s->peak_of[i] = UINT32_MAX;
+	for (size_t k = 0; k < s->all.nkeys && k < s->peak.nkeys; k++)
+		if (s->all.of_key[k] != UINT32_MAX)
+			s->peak_of[s->all.of_key[k]] = s->peak.of_key[k];
+	s->m = m;
+	*out = s;
+	return 0;
+}
+
+static void site_lists_free(struct cmp *c)
+{
+	for (size_t i = 0; i < 2; i++) {
+		model_groups_free(&c->sl[i].all);
+		model_groups_free(&c->sl[i].peak);
+		free(c->sl[i].peak_of);
+		memset(&c->sl[i], 0, sizeof(c->sl[i]));
+	}
+}
+
+/* p's call sites: four figures each, keyed by memory and site name. */
+static int site_figs(struct cmp *c, struct model *m, const struct model_proc *p, struct prof *pf)
+{
+	struct site_lists *s;
+	size_t lo = 0, hi, cap = 0;
+	char *key = NULL;
+	int err = site_lists(c, m, &s);
+
+	if (err)
+		return err;
+	/* The groups are by memory, the memories by process. */
+	hi = s->all.n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (s->all.v[mid].mem->proc->index < p->index)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (size_t i = lo; !err && i < s->all.n && s->all.v[i].mem->proc == p; i++) {
+		const struct model_group *g = &s->all.v[i];
+		const struct model_group *k = s->peak_of[i] == UINT32_MAX ? NULL
+					      : &s->peak.v[s->peak_of[i]];
+		const struct model_mem *mm = g->mem;
+		size_t len = strlen(g->name) + strlen(mm->label) + 8;
+		double v[SM_N] = { g->count, g->bytes, k ? k->bytes : 0, g->live_bytes };
+
+		if (!g->rows && !(k && k->rows))
+			continue;
+		if (len > cap) {
+			char *t = realloc(key, len);
+
+			if (!t) {
+				err = -ENOMEM;
+				break;
+			}
+			key = t;
+			cap = len;
+		}
+		snprintf(key, cap, "%s\t%s\t%s", sections[S_SITES], mm->label, g->name);
+		for (int x = 0; !err && x < SM_N; x++) {
+			err = fig_put(c, pf, S_SITES, key, x, x == SM_COUNT ? U_COUNT : U_BYTES, v[x],
+				      mm->estimated);
+			if (!err)
+				last_fig->order = ((int64_t)mm->space << 32) + mm->device + 1;
+		}
+	}
+	free(key);
+	return err;
 }
 
 static int profile(struct cmp *c, struct model *m, const struct model_proc *p, struct prof *pf)
@@ -241,6 +371,8 @@ static int profile(struct cmp *c, struct model *m, const struct model_proc *p, s
 	leaks_opts_init(&lo);
 	if (!err && model_schema_version(m) >= 3)
 		err = leaks_verdicts(m, &lo, leak_site, &lc);
+	if (!err && model_schema_version(m) >= 3)
+		err = site_figs(c, m, p, pf);
 	return err;
 }
 
@@ -314,17 +446,17 @@ static size_t pair_up(struct model *ma, struct model *mb, struct pair *v)
 /* ---- --fail-if ----------------------------------------------------------- */
 
 enum metric { M_STEP, M_STEP_MEDIAN, M_STEP_P90, M_WALL, M_KERNEL, M_BUSY, M_PEAK, M_API,
-	      M_LEAKED, M_N };
+	      M_LEAKED, M_SITE_PEAK, M_N };
 
 static const char *const metric_names[M_N] = {
 	"step_time", "step_time_median", "step_time_p90", "wall_time", "kernel_time",
-	"gpu_busy", "peak_memory", "api_time", "leaked_bytes",
+	"gpu_busy", "peak_memory", "api_time", "leaked_bytes", "site_peak",
 };
 
 struct cond {
 	char text[128];
 	enum metric metric;
-	char memory[48];  /* peak_memory[LABEL]; empty: every memory */
+	char memory[48];  /* peak_memory[LABEL], site_peak[LABEL]; empty: every memory */
 	int op;           /* '>' '<', with ge: >= <= */
 	int ge;
 	int relative;     /* value is a percentage of A */
@@ -349,12 +481,13 @@ static double unit_scale(const char *u)
 	return -1;
 }
 
-/* One condition "METRIC OP VALUE"; 0 or -EINVAL. */
+/* One condition "METRIC OP VALUE"; 0, -EINVAL, or -EDOM for a percentage
+ * where only an amount will do. */
 static int parse_cond(const char *s, struct cond *c)
 {
 	size_t n = strcspn(s, "<>");
 	const char *v;
-	char name[64], *end;
+	char name[64], *end, *br;
 	double scale;
 
 	memset(c, 0, sizeof(*c));
@@ -365,13 +498,15 @@ static int parse_cond(const char *s, struct cond *c)
 	name[n] = 0;
 	while (n > 0 && name[n - 1] == ' ')
 		name[--n] = 0;
-	if (strncmp(name, "peak_memory[", 12) == 0 && name[n - 1] == ']') {
-		snprintf(c->memory, sizeof(c->memory), "%.*s", (int)(n - 13), name + 12);
-		name[11] = 0;
+	/* METRIC[MEMORY] */
+	br = strchr(name, '[');
+	if (br && name[n - 1] == ']') {
+		snprintf(c->memory, sizeof(c->memory), "%.*s", (int)(name + n - 2 - br), br + 1);
+		*br = 0;
 	}
 	for (c->metric = 0; c->metric < M_N && strcmp(metric_names[c->metric], name); c->metric++)
 		;
-	if (c->metric == M_N)
+	if (c->metric == M_N || (br && c->metric != M_PEAK && c->metric != M_SITE_PEAK))
 		return -EINVAL;
 	c->op = s[strcspn(s, "<>")];
 	v = s + strcspn(s, "<>") + 1;
@@ -385,8 +520,10 @@ static int parse_cond(const char *s, struct cond *c)
 	if (end == v || !isfinite(c->value))
 		return -EINVAL;
 	if (strcmp(end, "%") == 0) {
+		/* A site's change in percent: every new site is +inf%, and
+		 * a 16-byte site that doubles crosses +50%. */
 		c->relative = 1;
-		return 0;
+		return c->metric == M_SITE_PEAK ? -EDOM : 0;
 	}
 	scale = unit_scale(end);
 	if (scale < 0)
@@ -432,6 +569,8 @@ static const struct emit_col cols[] = {
 	{ "changed", "", EMIT_STR, -1, EMIT_IN_TABLE, 0, 2 },
 	{ "changed", NULL, EMIT_BOOL, 0, EMIT_IN_DATA, 0, 0 },
 	{ "only", NULL, EMIT_STR, 0, EMIT_IN_DATA, 0, 0 },
+	{ "memory", NULL, EMIT_STR, 0, EMIT_IN_DATA, 0, 0 },
+	{ "measure", NULL, EMIT_STR, 0, EMIT_IN_DATA, 0, 0 },
 };
 
 #define NCOLS (sizeof(cols) / sizeof(cols[0]))
@@ -490,17 +629,38 @@ struct row {
 	size_t name;
 	const struct fig *a, *b;
 	double key;
+	const char *str;    /* names.v[name] */
 };
 
+/* By section; then the larger value first, or sites by memory, name and
+ * measure (a site's four rows together). */
 static int cmp_row(const void *x, const void *y)
 {
 	const struct row *r = x, *s = y;
+	const struct fig *f = r->a ? r->a : r->b, *g = s->a ? s->a : s->b;
+	int d;
 
 	if (r->section != s->section)
 		return r->section - s->section;
+	if (r->section == S_SITES) {
+		if (f->order != g->order)
+			return f->order < g->order ? -1 : 1;
+		d = strcmp(r->str, s->str);
+		return d ? d : (int)(f->key.b - g->key.b);
+	}
 	if (r->key != s->key)
 		return r->key > s->key ? -1 : 1;
 	return r->name < s->name ? -1 : r->name > s->name;
+}
+
+/* A site's memory label (into buf) and name, from its key
+ * "sites\tMEMORY\tSITE". */
+static const char *site_of_key(const char *key, char *buf, size_t len)
+{
+	const char *mem = strchr(key, '\t') + 1, *name = strchr(mem, '\t') + 1;
+
+	snprintf(buf, len, "%.*s", (int)(name - 1 - mem), mem);
+	return name;
 }
 
 /* kname: a kernel's name as the table shows it (fmt_short_names() over the
@@ -510,12 +670,14 @@ static void emit_row_of(struct cmp *c, const struct pair *pr, const struct row *
 {
 	const struct fig *f = r->a ? r->a : r->b;
 	const char *name = strchr(c->names.v[r->name], '\t') + 1;
-	char shown[300], av[40], bv[40], dv[48], shortname[256];
+	char shown[300], av[40], bv[40], dv[48], shortname[256], mem[64] = "";
 	int ch = changed(r->a, r->b), est = (r->a && r->a->est) || (r->b && r->b->est);
 	struct emit_val v[NCOLS];
 
 	if (f->section == S_KERNEL && !c->full_names && !kname)
 		kname = fmt_short_name(shortname, sizeof(shortname), name);
+	if (f->section == S_SITES)
+		name = site_of_key(c->names.v[r->name], mem, sizeof(mem));
 	snprintf(shown, sizeof(shown), "%s %s", sections[f->section],
 		 f->section == S_KERNEL && !c->full_names ? kname : name);
 	snprintf(av, sizeof(av), "-");
@@ -548,6 +710,8 @@ static void emit_row_of(struct cmp *c, const struct pair *pr, const struct row *
 	v[14] = ev_str(!r->a ? "only in B" : !r->b ? "only in A" : ch ? "changed" : "");
 	v[15] = ev_int(ch);
 	v[16] = ev_str(!r->a ? "b" : !r->b ? "a" : NULL);
+	v[17] = ev_str(f->section == S_SITES ? mem : NULL);
+	v[18] = ev_str(f->section == S_SITES ? measure_names[f->key.b] : NULL);
 	emit_row(c->e, v);
 }
 
@@ -610,6 +774,52 @@ static void cross(struct cmp *c, struct cond *k, const struct pair *pr, const ch
 		  k->relative ? "%" : "");
 }
 
+/* Whether fig f is a site's bytes at the peak that condition k reads. */
+static int site_peak_of(const struct cmp *c, const struct cond *k, const struct fig *f)
+{
+	char mem[64];
+
+	if (f->section != S_SITES || f->key.b != SM_PEAK)
+		return 0;
+	site_of_key(c->names.v[f->key.a], mem, sizeof(mem));
+	return !k->memory[0] || strcmp(mem, k->memory) == 0;
+}
+
+/* site_peak: each site on its own, one in one run only against 0 (a new
+ * site holding 1 GiB at the peak is the regression it guards against). */
+static int check_site_peak(struct cmp *c, struct cond *k, const struct pair *pr,
+			   const struct prof *pa, const struct prof *pb)
+{
+	int in_a = 0, in_b = 0;
+
+	for (size_t x = 0; x < pa->figs.n && !in_a; x++)
+		in_a = site_peak_of(c, k, map_item(&pa->figs, x));
+	for (size_t x = 0; x < pb->figs.n && !in_b; x++)
+		in_b = site_peak_of(c, k, map_item(&pb->figs, x));
+	if (!in_a || !in_b)
+		return -1;
+	for (int side = 0; side < 2; side++) {
+		const struct prof *p = side ? pb : pa, *o = side ? pa : pb;
+
+		for (size_t x = 0; x < p->figs.n; x++) {
+			const struct fig *f = map_item(&p->figs, x);
+			const struct fig *g = map_find(&o->figs, &f->key);
+			char mem[64], what[400];
+			const char *name;
+
+			if (!site_peak_of(c, k, f) || (side && g))
+				continue;
+			name = site_of_key(c->names.v[f->key.a], mem, sizeof(mem));
+			snprintf(what, sizeof(what), "%.60s %.300s", mem, name);
+			if (side)
+				cross(c, k, pr, what, 0, f->v);
+			else
+				cross(c, k, pr, what, f->v, g ? g->v : 0);
+		}
+	}
+	return 1;
+}
+
 /* The --fail-if conditions on the pair's figures. */
 static void check_conds(struct cmp *c, const struct pair *pr, const struct prof *pa,
 			const struct prof *pb)
@@ -639,7 +849,9 @@ static void check_conds(struct cmp *c, const struct pair *pr, const struct prof 
 			      : k->metric == M_STEP_MEDIAN ? pb->step_median : pb->step_p90);
 			continue;
 		}
-		if (single[k->metric]) {
+		if (k->metric == M_SITE_PEAK) {
+			any = check_site_peak(c, k, pr, pa, pb);
+		} else if (single[k->metric]) {
 			const struct fig *fa = fig_named(c, pa, single[k->metric]);
 			const struct fig *fb = fig_named(c, pb, single[k->metric]);
 
@@ -688,6 +900,170 @@ static void check_conds(struct cmp *c, const struct pair *pr, const struct prof 
 	}
 }
 
+/* ---- call sites in the table ------------------------------------------------- */
+
+static const struct emit_col site_cols[] = {
+	{ "allocations", "ALLOCS", EMIT_STR, 9, EMIT_IN_TABLE, 0, 0 },
+	{ "allocated", "ALLOCATED", EMIT_STR, 12, EMIT_IN_TABLE, 0, 0 },
+	{ "at_peak", "AT PEAK", EMIT_STR, 12, EMIT_IN_TABLE, 0, 0 },
+	{ "live_end", "LIVE AT END", EMIT_STR, 12, EMIT_IN_TABLE, 0, 0 },
+	{ "only", "", EMIT_STR, -9, EMIT_IN_TABLE, 0, 2 },
+	{ "site", "CALL SITE", EMIT_STR, -1, EMIT_IN_TABLE, 0, 0 },
+};
+
+static const struct emit_table site_table = { NULL, site_cols, 6, 4, 0 };
+
+/* One site of one memory: its four rows. */
+struct site_line {
+	const char *name;
+	const struct row *r[SM_N];
+	double d[SM_N];  /* B - A, a run without the site counting 0 */
+	double big;      /* the largest of |d| in bytes */
+	int differs, shown, est;
+};
+
+static int rank_measure; /* the measure by_diff ranks by */
+
+static int by_diff(const void *x, const void *y)
+{
+	const struct site_line *a = *(const struct site_line *const *)x;
+	const struct site_line *b = *(const struct site_line *const *)y;
+	double da = fabs(a->d[rank_measure]), db = fabs(b->d[rank_measure]);
+
+	if (da != db)
+		return da > db ? -1 : 1;
+	return strcmp(a->name, b->name);
+}
+
+static int by_big(const void *x, const void *y)
+{
+	const struct site_line *a = *(const struct site_line *const *)x;
+	const struct site_line *b = *(const struct site_line *const *)y;
+
+	if (a->big != b->big)
+		return a->big > b->big ? -1 : 1;
+	return strcmp(a->name, b->name);
+}
+
+static void diff_str(char *buf, size_t len, enum unit u, double d, int est)
+{
+	char t[40];
+
+	value_str(t, sizeof(t), u, fabs(d), 0);
+	snprintf(buf, len, "%s%s%s", est ? "~" : "", d < 0 ? "-" : "+", t);
+}
+
+/*
+ * The table's view of one memory's sites (rows[0..n), sorted by name and
+ * measure): of those that differ (a figure changed, or in one run only),
+ * the TOP_SITES largest changes of bytes allocated, of bytes at the peak
+ * and of bytes live at the end, each ranking on its own (a site whose
+ * peak moved is shown however many sites churned more bytes), the largest
+ * change first; then how many more differ.  *est: a figure shown is an
+ * estimate.
+ */
+static int site_table_of(struct cmp *c, const struct row *rows, size_t n, int *est)
+{
+	static const int ranked[] = { SM_ALLOCATED, SM_PEAK, SM_LIVE };
+	struct site_line *v = calloc(n + 1, sizeof(*v));
+	struct site_line **p = calloc(n + 1, sizeof(*p));
+	size_t nl = 0, ndiff = 0, nshown = 0;
+	char mem[64];
+
+	if (!v || !p) {
+		free(v);
+		free(p);
+		return -ENOMEM;
+	}
+	site_of_key(rows[0].str, mem, sizeof(mem));
+	for (size_t i = 0; i < n; i++) {
+		const struct row *r = &rows[i];
+		const struct fig *f = r->a ? r->a : r->b;
+		struct site_line *l;
+
+		if (i == 0 || r->name != rows[i - 1].name)
+			v[nl++].name = site_of_key(r->str, mem, sizeof(mem));
+		l = &v[nl - 1];
+		l->r[f->key.b] = r;
+		l->d[f->key.b] = (r->b ? r->b->v : 0) - (r->a ? r->a->v : 0);
+		l->differs |= changed(r->a, r->b);
+		l->est |= (r->a && r->a->est) || (r->b && r->b->est);
+		if (f->key.b != SM_COUNT && fabs(l->d[f->key.b]) > l->big)
+			l->big = fabs(l->d[f->key.b]);
+	}
+	for (size_t i = 0; i < nl; i++)
+		if (v[i].differs)
+			p[ndiff++] = &v[i];
+	for (size_t k = 0; k < sizeof(ranked) / sizeof(ranked[0]); k++) {
+		size_t taken = 0;
+
+		rank_measure = ranked[k];
+		array_sort(p, ndiff, sizeof(*p), by_diff);
+		for (size_t i = 0; i < ndiff && taken < TOP_SITES; i++)
+			if (p[i]->d[ranked[k]] != 0) {
+				p[i]->shown = 1;
+				taken++;
+			}
+	}
+	for (size_t i = 0; i < ndiff; i++)
+		if (p[i]->shown)
+			p[nshown++] = p[i];
+	array_sort(p, nshown, sizeof(*p), by_big);
+	if (!ndiff)
+		emit_text(c->e, "\n  call sites, %s: none of %zu differs\n", mem, nl);
+	else
+		emit_text(c->e, "\n  call sites, %s: %zu of %zu differ (B - A; the largest changes)\n",
+			  mem, ndiff, nl);
+	if (nshown)
+		emit_table_begin(c->e, &site_table);
+	for (size_t i = 0; i < nshown; i++) {
+		const struct site_line *l = p[i];
+		const struct row *r = l->r[SM_COUNT] ? l->r[SM_COUNT] : l->r[SM_ALLOCATED];
+		char d[SM_N][48];
+		struct emit_val ev[6];
+
+		for (int x = 0; x < SM_N; x++)
+			diff_str(d[x], sizeof(d[x]), x == SM_COUNT ? U_COUNT : U_BYTES, l->d[x],
+				 l->est);
+		*est |= l->est;
+		for (int x = 0; x < SM_N; x++)
+			ev[x] = ev_str(d[x]);
+		ev[4] = ev_str(!r->a ? "only in B" : !r->b ? "only in A" : "");
+		ev[5] = ev_str(l->name);
+		emit_row(c->e, ev);
+	}
+	if (nshown)
+		emit_table_end(c->e);
+	if (ndiff > nshown)
+		emit_text(c->e, "    %zu more differ%s: --format csv or json lists every site\n",
+			  ndiff - nshown, ndiff - nshown == 1 ? "s" : "");
+	free(v);
+	free(p);
+	return 0;
+}
+
+/* The table's call sites: one table per memory (rows[0..n), the sites
+ * section's rows, sorted by memory). */
+static int site_tables(struct cmp *c, const struct row *rows, size_t n)
+{
+	int err = 0, est = 0;
+
+	for (size_t i = 0, j; !err && i < n; i = j) {
+		const struct fig *f = rows[i].a ? rows[i].a : rows[i].b;
+
+		for (j = i; j < n; j++) {
+			const struct fig *g = rows[j].a ? rows[j].a : rows[j].b;
+
+			if (g->order != f->order)
+				break;
+		}
+		err = site_table_of(c, rows + i, j - i, &est);
+	}
+	if (est)
+		emit_text(c->e, "\n  ~: estimated from sampled allocations\n");
+	return err;
+}
+
 static int compare_pair(struct cmp *c, const struct pair *pr, struct model *ma,
 			struct model *mb)
 {
@@ -695,7 +1071,7 @@ static int compare_pair(struct cmp *c, const struct pair *pr, struct model *ma,
 	struct row *rows = NULL;
 	const char **knames = NULL;
 	char **kshown = NULL;
-	size_t n = 0, cap;
+	size_t n = 0, cap, first_site = 0, nsites = 0;
 	int err;
 
 	pa.figs.item_size = pb.figs.item_size = sizeof(struct fig);
@@ -714,13 +1090,14 @@ static int compare_pair(struct cmp *c, const struct pair *pr, struct model *ma,
 		const struct fig *f = map_item(&pa.figs, i), *g = map_find(&pb.figs, &f->key);
 
 		rows[n++] = (struct row){ f->section, (size_t)f->key.a, f, g,
-					  g && g->v > f->v ? g->v : f->v };
+					  g && g->v > f->v ? g->v : f->v, c->names.v[f->key.a] };
 	}
 	for (size_t i = 0; i < pb.figs.n; i++) {
 		const struct fig *g = map_item(&pb.figs, i);
 
 		if (!map_find(&pa.figs, &g->key))
-			rows[n++] = (struct row){ g->section, (size_t)g->key.a, NULL, g, g->v };
+			rows[n++] = (struct row){ g->section, (size_t)g->key.a, NULL, g, g->v,
+						  c->names.v[g->key.a] };
 	}
 	qsort(rows, n, sizeof(*rows), cmp_row);
 	/* Kernels whose short names read alike are told apart (on a failed
@@ -740,9 +1117,16 @@ static int compare_pair(struct cmp *c, const struct pair *pr, struct model *ma,
 	emit_table_begin(c->e, &rows_table);
 	for (size_t i = 0, shown = 0; i < n; i++) {
 		/* Tables: the first rows of the long sections, and every row
-		 * in one run only or changed. */
+		 * in one run only or changed; call sites in tables of their
+		 * own below. */
 		int longsec = rows[i].section >= S_KERNEL && rows[i].section <= S_RANGE;
 
+		if (rows[i].section == S_SITES) {
+			if (!nsites++)
+				first_site = i;
+			if (c->e->fmt == EMIT_TABLE)
+				continue;
+		}
 		if (i == 0 || rows[i].section != rows[i - 1].section)
 			shown = 0;
 		if (c->e->fmt == EMIT_TABLE && longsec && shown >= TOP_ROWS &&
@@ -752,6 +1136,8 @@ static int compare_pair(struct cmp *c, const struct pair *pr, struct model *ma,
 		emit_row_of(c, pr, &rows[i], kshown ? kshown[i] : NULL);
 	}
 	emit_table_end(c->e);
+	if (c->e->fmt == EMIT_TABLE && nsites)
+		err = site_tables(c, rows + first_site, nsites);
 	check_conds(c, pr, &pa, &pb);
 	emit_object_end(c->e);
 out:
@@ -816,6 +1202,7 @@ static int compare(struct model *ma, struct model *mb, const char *pa, const cha
 	}
 	emit_array_end(&e);
 	free(pairs);
+	site_lists_free(c);
 	if (err)
 		return err;
 	return emit_finish(&e);
@@ -843,27 +1230,34 @@ const struct command compare_command = {
 	.brief = "two runs side by side, and a CI guard (--fail-if)",
 	.usage =
 		"usage: shimmer compare A.db B.db [--format table|csv|json] [--fail-if EXPR]...\n"
-		"                       [--pid PID] [--rank R] [--full-names]\n"
+		"                       [--pid PID] [--rank R] [--callers N] [--full-names]\n"
 		"\n"
 		"Pairs the processes of two stores (by rank, else executable and argv,\n"
 		"else executable) and shows each pair's figures side by side with their\n"
 		"difference and ratio: wall time, steps (count, mean, median, p90 of the\n"
 		"most frequent top-level range), GPU busy share and kernel time, kernels,\n"
 		"CUDA calls, copies and ranges by time, peak and end-of-run memory per\n"
-		"memory, growing sites, lost events and GPU sampling coverage.  Rows in\n"
-		"one run only say so; rows that differ by more than a run differs by\n"
-		"itself are marked changed.  See docs/usage.md.\n"
+		"memory, growing sites, lost events and GPU sampling coverage; then per\n"
+		"memory the call sites (paired by name): allocations, bytes allocated,\n"
+		"bytes at the memory's peak and live at the end, the table showing the\n"
+		"largest changes.  Rows in one run only say so; rows that differ by more\n"
+		"than a run differs by itself are marked changed.  See docs/usage.md.\n"
 		"\n"
-		"  --format table|csv|json   output (default table)\n"
+		"  --format table|csv|json   output (default table; csv and json have\n"
+		"                            every row and every call site)\n"
 		"  --fail-if EXPR            exit 3 when B crosses a condition against A:\n"
 		"                            METRIC OP VALUE[, ...], OP one of > < >= <=,\n"
 		"                            VALUE a change in percent (+5%) or an amount\n"
 		"                            (+200ms, +1GiB); METRIC one of step_time,\n"
 		"                            step_time_median, step_time_p90, wall_time,\n"
 		"                            kernel_time, gpu_busy, peak_memory,\n"
-		"                            peak_memory[cuda:0], api_time, leaked_bytes\n"
+		"                            peak_memory[cuda:0], api_time, leaked_bytes,\n"
+		"                            site_peak, site_peak[cuda:0] (any one call\n"
+		"                            site's bytes at the peak; an amount only)\n"
 		"  --pid PID, --rank R       only the processes with this pid, of this rank,\n"
 		"                            in both stores\n"
+		"  --callers N               name each call site with N of its callers,\n"
+		"                            \"site <- caller <- ...\" (default 0)\n"
 		"  --full-names              kernel names in tables as recorded\n"
 		"\n"
 		"exit codes: 0 ok, 1 error (a store, or a condition that cannot be\n"
@@ -874,6 +1268,7 @@ const struct command compare_command = {
 static int add_conds(struct cmp *c, struct cond *store, const char *expr)
 {
 	char buf[512], *save = NULL;
+	int r;
 
 	snprintf(buf, sizeof(buf), "%s", expr);
 	for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
@@ -882,7 +1277,11 @@ static int add_conds(struct cmp *c, struct cond *store, const char *expr)
 		if (c->nconds == MAX_CONDS)
 			return cli_usage_error(&compare_command, "more than %d --fail-if conditions",
 					       MAX_CONDS);
-		if (parse_cond(t, &store[c->nconds]) < 0)
+		r = parse_cond(t, &store[c->nconds]);
+		if (r == -EDOM)
+			return cli_usage_error(&compare_command, "--fail-if: '%s': site_peak takes an"
+					       " amount (+100MiB), not a percentage", t);
+		if (r < 0)
 			return cli_usage_error(&compare_command, "--fail-if: cannot read '%s'", t);
 		c->nconds++;
 	}
@@ -896,7 +1295,7 @@ static int compare_main(int argc, char **argv)
 	struct cmp c = { .conds = conds };
 	const char *paths[2] = { NULL, NULL }, *expr;
 	struct model *ma = NULL, *mb = NULL;
-	int fmt = EMIT_TABLE, r, rc = CLI_EXIT_ERROR, err;
+	int fmt = EMIT_TABLE, callers = 0, r, rc = CLI_EXIT_ERROR, err;
 
 	for (int i = 1; i < argc; i++) {
 		if (cli_is_help(argv[i]))
@@ -909,7 +1308,8 @@ static int compare_main(int argc, char **argv)
 					       &expr)) != 0) {
 			if (r < 0 || add_conds(&c, conds, expr))
 				return CLI_EXIT_USAGE;
-		} else if ((r = cli_filter_opt(&compare_command, argc, argv, &i, &f)) != 0) {
+		} else if ((r = cli_filter_opt(&compare_command, argc, argv, &i, &f)) != 0 ||
+			   (r = cli_callers_opt(&compare_command, argc, argv, &i, &callers)) != 0) {
 			if (r < 0)
 				return CLI_EXIT_USAGE;
 		} else if (strcmp(argv[i], "--full-names") == 0) {
@@ -929,6 +1329,8 @@ static int compare_main(int argc, char **argv)
 	/* Heap calls are not compared by time: their columns stay unread. */
 	model_want(ma, MODEL_WANT_SITES | MODEL_NO_HEAP_TIMES);
 	model_want(mb, MODEL_WANT_SITES | MODEL_NO_HEAP_TIMES);
+	model_set_callers(ma, callers);
+	model_set_callers(mb, callers);
 	err = compare(ma, mb, paths[0], paths[1], &c, stdout, fmt);
 	if (err == -ENOMEM)
 		cli_error("out of memory");

@@ -446,6 +446,22 @@ def compare_rows():
         float(peak[0]["ratio"] or 0) > 1.0)
     print("   changed: " + "; ".join(f"{r['section']} {r['name'][:40]} x{float(r['ratio'] or 0):.2f}"
                                        for r in changed[:12]))
+    # The call sites (compare's sites section): in each run cuda:0's sites at
+    # the peak add up to cuda:0's peak (the model's two passes agree), and
+    # the sites pair by their Python line: one in both runs held more at
+    # the peak with twice the batch.
+    for side in ("a", "b"):
+        peak_v = [float(r[side]) for r in rows
+                  if r["section"] == "memory" and r["name"] == "cuda:0 peak" and r[side]]
+        held = sum(float(r[side]) for r in rows if r["section"] == "sites" and
+                   r.get("memory") == "cuda:0" and r.get("measure") == "at_peak" and r[side])
+        row(f"compare batch 32/64: {side}: sites at peak = peak", f"{held:.0f}",
+            f"{peak_v[0]:.0f}" if peak_v else "-", bool(peak_v) and abs(held - peak_v[0]) < 1)
+    grown = [r for r in rows if r["section"] == "sites" and r.get("memory") == "cuda:0" and
+             r.get("measure") == "at_peak" and not r["only"] and float(r["diff"] or 0) > 0]
+    row("compare batch 32/64: a cuda:0 site paired, grown", len(grown), ">= 1", len(grown) >= 1)
+    print("   cuda:0 sites grown at the peak: " + "; ".join(
+        f"{r['name'][:50]} +{float(r['diff']):.0f}" for r in grown[:4]))
     rc = open(f"{out}/compare_failif.rc").read().strip() if os.path.exists(
         f"{out}/compare_failif.rc") else "?"
     row("compare --fail-if step_time>+10%: exit 3", rc, 3, rc == "3")
