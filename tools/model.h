@@ -24,6 +24,8 @@
  *      model_heap_groups() allocations grouped by (memory, call site) or
  *                        (memory, folded stack): allocated, live at the
  *                        end, live at the peak, or short-lived;
+ *      model_heap_hist() per memory, the allocations by size or by
+ *                        lifetime in power-of-two buckets;
  *      model_gpu()       per process: kernels by name, copies by kind,
  *                        ranges, busy time per stream and device;
  *      model_steps()     a process's steps (the most frequent top-level
