@@ -24,6 +24,7 @@
 #include "cupti_api.h"
 #include "cupti_lib.h"
 #include "cupti_window.h"
+#include "modules.h"
 #include "settings.h"
 
 #define TEXT_MAX 768
@@ -167,8 +168,9 @@ void cupti_setup(const char *self)
 	disabled = !settings.cupti;
 	sync_records = settings.gpu_sync;
 	cupti_window_setup();
-	if (!disabled && self && (!inj || !inj[0]))
-		setenv("CUDA_INJECTION64_PATH", self, 1);
+	if (!disabled && self && (!inj || !inj[0]) &&
+	    setenv("CUDA_INJECTION64_PATH", self, 1) == 0)
+		modules_injected(self);
 	__atomic_store_n(&cupti_pending, 1, __ATOMIC_RELEASE);
 }
 

@@ -38,6 +38,12 @@ extern int modules_stale;
  * nothing at once.  Thread-safe. */
 void modules_mark_stale(void);
 
+/* The constructor named self, the shim's path, as an injection library
+ * (CUDA_INJECTION64_PATH, NVTX_INJECTION64_PATH): the dlopen of that path
+ * by the CUDA driver or NVTX is then the shim's own work, and what it
+ * allocates is not traced as the program's. */
+void modules_injected(const char *self);
+
 /* The calling-side check of captures: cheap when nothing changed. */
 static inline void modules_check(void)
 {

@@ -25,6 +25,7 @@
 #include "control.h"
 #include "intern.h"
 #include "log.h"
+#include "modules.h"
 #include "nvtx.h"
 #include "settings.h"
 #include "utf8.h"
@@ -335,8 +336,9 @@ static int install(const NvtxExportTableCallbacks *cb, NvtxCallbackModule module
 void nvtx_setup(const char *self)
 {
 	disabled = !settings.nvtx;
-	if (!disabled && self && !getenv("NVTX_INJECTION64_PATH"))
-		setenv("NVTX_INJECTION64_PATH", self, 1);
+	if (!disabled && self && !getenv("NVTX_INJECTION64_PATH") &&
+	    setenv("NVTX_INJECTION64_PATH", self, 1) == 0)
+		modules_injected(self);
 }
 
 SHIM_EXPORT int InitializeInjectionNvtx2(NvtxGetExportTableFunc_t get)
