@@ -41,6 +41,8 @@
 /* unw_backtrace's room for the shim's own frames above the caller's */
 #define SELF_MAX 16u
 
+static int full_said; /* native_slow()'s line that the table is full */
+
 struct stack_rec {
 	struct shm_rec_stack hdr; /* same layout as shm_rec_pystack */
 	uint64_t w[2 * SHM_STACK_MAX];
@@ -274,6 +276,14 @@ static __attribute__((noinline)) uint32_t native_slow(struct shim_thread *t)
 	n = full(pc, depth);
 	id = n > 0 ? stacktab_id(&native, pc, (uint32_t)n, emit, &c) : 0;
 out:
+	/* A table of distinct stacks that filled leaves every new call path
+	 * without a stack (commands show "(no stack)"): said once, since
+	 * a Python program's native stacks can fill it while it imports. */
+	if (unlikely(!id && n > 0 && stacktab_full(&native)))
+		log_warn_once(&full_said,
+			      "the table of distinct call stacks is full (%u); allocations "
+			      "from call paths not seen yet have no stack",
+			      NATIVE_CAP / 4 * 3);
 	tls_word_and(t, ~TLS_BUSY(BUSY_STACK));
 	errno = saved;
 	return id;

@@ -107,7 +107,15 @@ E2E_WL_SITES := $(O)/test/e2e/wl_sites
 E2E_WL_SITES_OBJS := $(O)/obj/prog-O0/test/e2e/wl_sites.o $(O)/obj/prog/test/e2e/wlog.o
 $(eval $(call cuda_prog,$(E2E_WL_SITES),$(E2E_WL_SITES_OBJS),../fake_cudart))
 
-TEST_PROGS += $(E2E_LEAKY) $(E2E_LEAKSTEP) $(E2E_LEAKLOOP) $(E2E_LIFESPAN) $(E2E_WL_SITES)
+# 2^BITS distinct call stacks (t_stacks.sh).
+E2E_MANYSTACKS := $(O)/test/e2e/manystacks
+$(E2E_MANYSTACKS): $(O)/obj/prog-O0/test/e2e/manystacks.o
+	$(call msg,LD,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -o $@ $^
+
+TEST_PROGS += $(E2E_LEAKY) $(E2E_LEAKSTEP) $(E2E_LEAKLOOP) $(E2E_LIFESPAN) $(E2E_WL_SITES) \
+	$(E2E_MANYSTACKS)
 
 # The bottleneck workloads (t_bottlenecks.sh): -O0 with full debug
 # information, so that each planted call keeps its own line.

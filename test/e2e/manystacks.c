@@ -1,0 +1,54 @@
+/*
+ * manystacks BITS: one malloc and free from each of 2^BITS distinct call
+ * paths (a chain of BITS calls, each through one of two functions), so
+ * that the shim's table of distinct stacks (49,152 native stacks) fills
+ * when BITS is 16 and does not when it is 15 (t_stacks.sh).  Built -O0:
+ * every call keeps its frame and its own return address.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+static void zero(unsigned bits, int k);
+static void one(unsigned bits, int k);
+
+static void leaf(void)
+{
+	void *volatile p = malloc(24);
+
+	free(p);
+}
+
+/* Each level one frame, zero()'s or one()'s by the next bit (inlined,
+ * even at -O0, so that a level is not two frames). */
+static inline __attribute__((always_inline)) void next(unsigned bits, int k)
+{
+	if (k == 0)
+		leaf();
+	else if (bits & 1)
+		one(bits >> 1, k - 1);
+	else
+		zero(bits >> 1, k - 1);
+}
+
+static void zero(unsigned bits, int k)
+{
+	next(bits, k);
+}
+
+static void one(unsigned bits, int k)
+{
+	next(bits, k);
+}
+
+int main(int argc, char **argv)
+{
+	int k = argc > 1 ? atoi(argv[1]) : 0;
+
+	if (k < 1 || k > 20) {
+		fprintf(stderr, "usage: manystacks BITS (1..20)\n");
+		return 2;
+	}
+	for (unsigned b = 0; b < 1u << k; b++)
+		next(b, k);
+	return 0;
+}
