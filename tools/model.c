@@ -269,6 +269,11 @@ static int load_drops(struct model *m)
 		if (p->ndrops++ == 0)
 			first[p->index] = m->ndrops;
 		m->ndrops++;
+		/* An attached process's event that found no room in the BPF
+		 * stack map was stored, without its stack: listed, not lost
+		 * (docs/schema.md), so no figure is withheld for it. */
+		if (strcmp(d->reason, "stack_collision") == 0)
+			continue;
 		p->dropped += n;
 		/* What CUPTI lost is GPU activity; the rest the rings lost. */
 		if (strcmp(d->reason, "cupti") == 0)

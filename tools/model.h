@@ -150,7 +150,8 @@ struct model_proc {
 	size_t nchildren;
 	const struct model_drop *drops;      /* by reason */
 	size_t ndrops;
-	int64_t dropped;                     /* every reason */
+	int64_t dropped;                     /* every reason but stack_collision
+	                                      * (stored without a stack: not lost) */
 	int64_t dropped_host;                /* lost by the rings: heap, calls, ranges */
 	int64_t dropped_gpu;                 /* lost by CUPTI: kernels, copies */
 	int selected;                        /* kept by the filter */

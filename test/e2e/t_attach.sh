@@ -140,7 +140,11 @@ got=$(q "SELECT traced_by, end_reason, malloc_mode, sample_bytes, offcpu, gpu_st
 	FROM s.processes WHERE pid = $MAIN_PID")
 check "one attached process, ended by the detach, sampled heap, off-CPU traced" "got '$got'" \
 	[ "$got" = "attach|detach|sample|$S|traced|attached" ]
-got=$(q "SELECT count(*) FROM s.drops WHERE proc_id IN $PROC AND events > 0")
+# stack_collision: an event stored without its stack (a BPF stack map's
+# bucket taken by another stack, now and then): not lost, and not counted
+# as lost by the commands (test_model)
+got=$(q "SELECT count(*) FROM s.drops WHERE proc_id IN $PROC AND events > 0
+	AND reason <> 'stack_collision'")
 check "nothing dropped" "$(q "SELECT * FROM s.drops")" [ "$got" = 0 ]
 
 # (a) exactly the window's CUDA calls, every field (wl_cuda_body.h logs
