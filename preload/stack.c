@@ -278,12 +278,15 @@ static __attribute__((noinline)) uint32_t native_slow(struct shim_thread *t)
 out:
 	/* A table of distinct stacks that filled leaves every new call path
 	 * without a stack (commands show "(no stack)"): said once, since
-	 * a Python program's native stacks can fill it while it imports. */
-	if (unlikely(!id && n > 0 && stacktab_full(&native)))
+	 * a Python program's native stacks can fill it while it imports.
+	 * Read before log_warn_once()'s exchange, which would write a line
+	 * every thread shares on each capture after that. */
+	if (unlikely(!id && n > 0 && !__atomic_load_n(&full_said, __ATOMIC_RELAXED) &&
+		     stacktab_full(&native)))
 		log_warn_once(&full_said,
 			      "the table of distinct call stacks is full (%u); allocations "
 			      "from call paths not seen yet have no stack",
-			      NATIVE_CAP / 4 * 3);
+			      native.limit);
 	tls_word_and(t, ~TLS_BUSY(BUSY_STACK));
 	errno = saved;
 	return id;
