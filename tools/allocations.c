@@ -111,8 +111,7 @@ int allocations_write(struct model *m, FILE *out, int fmt, enum allocations_sort
 		emit_object_end(&e);
 	}
 	emit_array_end(&e);
-	if (any_est)
-		emit_text(&e, "\n~: estimated from sampled allocations\n");
+	present_estimated_note(&e, any_est, "");
 	free(v);
 	model_groups_free(&g);
 	return emit_finish(&e);

@@ -41,6 +41,7 @@
 #include "leaks.h"
 #include "map.h"
 #include "model.h"
+#include "present.h"
 
 #define COMPARE_EXIT_CROSSED 3
 #define TOP_ROWS 10           /* per section in the table */
@@ -1059,8 +1060,7 @@ static int site_tables(struct cmp *c, const struct row *rows, size_t n)
 		}
 		err = site_table_of(c, rows + i, j - i, &est);
 	}
-	if (est)
-		emit_text(c->e, "\n  ~: estimated from sampled allocations\n");
+	present_estimated_note(c->e, est, "  ");
 	return err;
 }
 

@@ -198,7 +198,6 @@ int histogram_write(struct model *m, FILE *out, int fmt, enum model_hist_kind ki
 		emit_object_end(&e);
 	}
 	emit_array_end(&e);
-	if (any_est)
-		emit_text(&e, "\n~: estimated from sampled allocations\n");
+	present_estimated_note(&e, any_est, "");
 	return emit_finish(&e);
 }

@@ -387,8 +387,7 @@ static int report(struct leaks *l, FILE *out)
 		emit_object_end(&e);
 	}
 	emit_array_end(&e);
-	if (est)
-		emit_text(&e, "\n~: estimated from sampled allocations\n");
+	present_estimated_note(&e, est, "");
 	free(v);
 	return emit_finish(&e);
 }

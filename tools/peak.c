@@ -124,8 +124,7 @@ int peak_write(struct model *m, FILE *out, int fmt)
 		emit_object_end(&e);
 	}
 	emit_array_end(&e);
-	if (any_est)
-		emit_text(&e, "\n~: estimated from sampled allocations\n");
+	present_estimated_note(&e, any_est, "");
 	model_groups_free(&g);
 	return emit_finish(&e);
 }

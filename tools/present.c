@@ -43,3 +43,9 @@ int present_need_stacks(struct model *m)
 		  model_schema_version(m));
 	return -EINVAL;
 }
+
+void present_estimated_note(struct emit *e, int any, const char *indent)
+{
+	if (any)
+		emit_text(e, "\n%s~: estimated from sampled allocations\n", indent);
+}

@@ -22,6 +22,10 @@ void present_proc(struct emit *e, const struct model_proc *p, const char *effect
  * commands group by; else -EINVAL after one error line. */
 int present_need_stacks(struct model *m);
 
+/* The footnote for the "~" of estimated figures (sampled host heaps), in
+ * the table only, when any figure shown was one; indent before the "~". */
+void present_estimated_note(struct emit *e, int any, const char *indent);
+
 /* The "--format" values of the memory commands: the emitter's and folded. */
 #define PRESENT_FOLDED 3
 extern const char *const present_mem_formats[];
