@@ -1230,7 +1230,8 @@ const struct command compare_command = {
 	.brief = "two runs side by side, and a CI guard (--fail-if)",
 	.usage =
 		"usage: shimmer compare A.db B.db [--format table|csv|json] [--fail-if EXPR]...\n"
-		"                       [--pid PID] [--rank R] [--callers N] [--full-names]\n"
+		"                       [--pid PID] [--rank R] [--callers N] [--native]\n"
+		"                       [--full-names]\n"
 		"\n"
 		"Pairs the processes of two stores (by rank, else executable and argv,\n"
 		"else executable) and shows each pair's figures side by side with their\n"
@@ -1258,6 +1259,8 @@ const struct command compare_command = {
 		"                            in both stores\n"
 		"  --callers N               name each call site with N of its callers,\n"
 		"                            \"site <- caller <- ...\" (default 0)\n"
+		"  --native                  host allocations made from Python code by\n"
+		"                            their native frames, not the Python line\n"
 		"  --full-names              kernel names in tables as recorded\n"
 		"\n"
 		"exit codes: 0 ok, 1 error (a store, or a condition that cannot be\n"
@@ -1290,12 +1293,13 @@ static int add_conds(struct cmp *c, struct cond *store, const char *expr)
 
 static int compare_main(int argc, char **argv)
 {
+	struct cli_sites sites = { 0 };
 	struct model_filter f = model_filter_all();
 	struct cond conds[MAX_CONDS];
 	struct cmp c = { .conds = conds };
 	const char *paths[2] = { NULL, NULL }, *expr;
 	struct model *ma = NULL, *mb = NULL;
-	int fmt = EMIT_TABLE, callers = 0, r, rc = CLI_EXIT_ERROR, err;
+	int fmt = EMIT_TABLE, r, rc = CLI_EXIT_ERROR, err;
 
 	for (int i = 1; i < argc; i++) {
 		if (cli_is_help(argv[i]))
@@ -1309,7 +1313,7 @@ static int compare_main(int argc, char **argv)
 			if (r < 0 || add_conds(&c, conds, expr))
 				return CLI_EXIT_USAGE;
 		} else if ((r = cli_filter_opt(&compare_command, argc, argv, &i, &f)) != 0 ||
-			   (r = cli_callers_opt(&compare_command, argc, argv, &i, &callers)) != 0) {
+			   (r = cli_sites_opt(&compare_command, argc, argv, &i, &sites)) != 0) {
 			if (r < 0)
 				return CLI_EXIT_USAGE;
 		} else if (strcmp(argv[i], "--full-names") == 0) {
@@ -1329,8 +1333,10 @@ static int compare_main(int argc, char **argv)
 	/* Heap calls are not compared by time: their columns stay unread. */
 	model_want(ma, MODEL_WANT_SITES | MODEL_NO_HEAP_TIMES);
 	model_want(mb, MODEL_WANT_SITES | MODEL_NO_HEAP_TIMES);
-	model_set_callers(ma, callers);
-	model_set_callers(mb, callers);
+	model_set_callers(ma, sites.callers);
+	model_set_native(ma, sites.native);
+	model_set_callers(mb, sites.callers);
+	model_set_native(mb, sites.native);
 	err = compare(ma, mb, paths[0], paths[1], &c, stdout, fmt);
 	if (err == -ENOMEM)
 		cli_error("out of memory");
