@@ -83,7 +83,7 @@
 #include "utf8.h"
 
 #define CACHE_SLOTS 4096u /* power of two */
-#define SKIP_MAX 64u      /* skipped frames allowed beyond max */
+#define PY_WALK_MAX 512u  /* frames walked at most, skipped ones included */
 #define NAME_MAX_UTF8 512u
 
 #define ST_KIND(s) (((s) >> 2) & 7u)
@@ -380,16 +380,60 @@ static inline uint32_t memo_slot(const void *code, uintptr_t instr)
 	return (uint32_t)(h ^ h >> 29) & (PY_MEMO_SLOTS - 1);
 }
 
+/* A frame kept for later (the outermost ones): what frame() needs. */
+struct raw_frame {
+	const void *code;
+	uintptr_t instr;
+	int64_t lasti;
+};
+
+/* The frame at instruction index lasti (instr) of code, into *out: the
+ * thread's memo's when it holds it, else read and interned (and memoized
+ * when its names could be announced). */
+static void frame(const struct raw_frame *r, uint32_t epoch, struct py_memo *memo,
+		  struct shm_pyframe *out)
+{
+	struct py_memo_entry *m = 0;
+	struct code_id id;
+	int64_t lasti = r->lasti;
+
+	id.code = r->code;
+	id.file = load_ptr(r->code, CO_FILENAME);
+	id.func = load_ptr(r->code, CO_QUALNAME);
+	id.lines = load_ptr(r->code, CO_LINETABLE);
+	if (memo) {
+		m = &memo->slot[memo_slot(r->code, r->instr)];
+		if (m->code == r->code && m->instr == r->instr && m->file == id.file &&
+		    m->func == id.func && m->lines == id.lines) {
+			*out = m->f;
+			return;
+		}
+	}
+	id.file_hash = str_hash(id.file);
+	id.func_hash = str_hash(id.func);
+	if (lasti < 0 || lasti >= load_i64(r->code, OB_SIZE))
+		lasti = -1; /* PyCode_Addr2Line: the first line */
+	memset(out, 0, sizeof(*out));
+	out->line = (uint32_t)py.addr2line((void *)r->code, (int)(lasti * 2));
+	names(&id, epoch, out);
+	/* Only whole names: one not announced now is tried again. */
+	if (memo && out->file_id && out->func_id) {
+		m->code = r->code;
+		m->instr = r->instr;
+		m->file = id.file;
+		m->func = id.func;
+		m->lines = id.lines;
+		m->f = *out;
+	}
+}
+
 uint32_t py_frames(struct shm_pyframe *out, uint32_t max, struct py_memo *memo)
 {
 	int s = __atomic_load_n(&py_state, __ATOMIC_ACQUIRE);
+	struct raw_frame r, ring[PY_OUTER + 1];
 	const struct py_layout *l;
-	const void *f, *code;
-	uintptr_t instr, first;
-	struct py_memo_entry *m = 0;
-	struct code_id id;
-	uint32_t n = 0, walked = 0, epoch;
-	int64_t units, lasti;
+	const void *f;
+	uint32_t n = 0, walked = 0, epoch, inner, beyond = 0, keep, k;
 	char owner;
 
 	if (__builtin_expect(s == PY_ABSENT, 1))
@@ -413,52 +457,40 @@ uint32_t py_frames(struct shm_pyframe *out, uint32_t max, struct py_memo *memo)
 		memset(memo->slot, 0, sizeof(memo->slot));
 		memo->epoch = epoch;
 	}
-	for (f = top_frame(); f && n < max && walked < max + SKIP_MAX;
-	     f = load_ptr(f, l->fr_prev), walked++) {
+	/* The innermost frames, and when there are more than max the
+	 * outermost PY_OUTER after a gap (pyframes.h): the frames beyond the
+	 * inner ones only have their code and instruction kept, in a ring,
+	 * until the walk knows which are the last. */
+	inner = max > 2 * PY_OUTER ? max - PY_OUTER - 1 : max;
+	for (f = top_frame(); f && walked < PY_WALK_MAX; f = load_ptr(f, l->fr_prev), walked++) {
 		if (bad_ptr(f))
 			break;
 		owner = *((const char *)f + l->fr_owner);
 		if (owner == l->owner_cstack)
 			continue;
-		code = load_ptr(f, l->fr_code);
-		if (bad_ptr(code) || load_ptr(code, OB_TYPE) != py.code_type)
+		r.code = load_ptr(f, l->fr_code);
+		if (bad_ptr(r.code) || load_ptr(r.code, OB_TYPE) != py.code_type)
 			continue;
-		instr = (uintptr_t)load_ptr(f, l->fr_instr);
-		first = (uintptr_t)code + l->co_code;
-		units = load_i64(code, OB_SIZE);
-		lasti = (int64_t)(instr - first) / 2;
+		r.instr = (uintptr_t)load_ptr(f, l->fr_instr);
+		r.lasti = (int64_t)(r.instr - ((uintptr_t)r.code + l->co_code)) / 2;
 		if (owner != OWNER_GENERATOR &&
-		    lasti < (int64_t)(int32_t)load_u32(code, l->co_firsttraceable))
+		    r.lasti < (int64_t)(int32_t)load_u32(r.code, l->co_firsttraceable))
 			continue;
-		id.code = code;
-		id.file = load_ptr(code, CO_FILENAME);
-		id.func = load_ptr(code, CO_QUALNAME);
-		id.lines = load_ptr(code, CO_LINETABLE);
-		if (memo) {
-			m = &memo->slot[memo_slot(code, instr)];
-			if (m->code == code && m->instr == instr && m->file == id.file &&
-			    m->func == id.func && m->lines == id.lines) {
-				out[n++] = m->f;
-				continue;
-			}
+		if (n < inner) {
+			frame(&r, epoch, memo, &out[n++]);
+			continue;
 		}
-		id.file_hash = str_hash(id.file);
-		id.func_hash = str_hash(id.func);
-		if (lasti < 0 || lasti >= units)
-			lasti = -1; /* PyCode_Addr2Line: the first line */
-		memset(&out[n], 0, sizeof(out[n]));
-		out[n].line = (uint32_t)py.addr2line((void *)code, (int)(lasti * 2));
-		names(&id, epoch, &out[n]);
-		/* Only whole names: one not announced now is tried again. */
-		if (memo && out[n].file_id && out[n].func_id) {
-			m->code = code;
-			m->instr = instr;
-			m->file = id.file;
-			m->func = id.func;
-			m->lines = id.lines;
-			m->f = out[n];
-		}
-		n++;
+		if (inner == max)
+			break; /* too few frames asked for to split */
+		ring[beyond++ % (PY_OUTER + 1)] = r;
 	}
+	if (!beyond)
+		return n;
+	/* All of them when they fit, else the gap and the last PY_OUTER. */
+	keep = beyond <= PY_OUTER + 1 ? beyond : PY_OUTER;
+	if (keep < beyond)
+		memset(&out[n++], 0, sizeof(out[0])); /* the gap: (0, 0, 0) */
+	for (k = beyond - keep; k < beyond; k++)
+		frame(&ring[k % (PY_OUTER + 1)], epoch, memo, &out[n++]);
 	return n;
 }
