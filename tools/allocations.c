@@ -61,7 +61,7 @@ int allocations_write(struct model *m, FILE *out, int fmt, enum allocations_sort
 	if (err)
 		return err;
 	model_want(m, MODEL_WANT_SITES);
-	err = model_heap_groups(m, MODEL_ALLOCATED, 0, 0, &g);
+	err = model_heap_groups(m, MODEL_ALLOCATED, MODEL_BY_SITE, 0, &g);
 	if (err)
 		return err;
 	v = malloc((g.n + 1) * sizeof(*v));

@@ -181,9 +181,9 @@ static int site_lists(struct cmp *c, struct model *m, struct site_lists **out)
 			return 0;
 		}
 	s = c->sl[0].m ? &c->sl[1] : &c->sl[0];
-	err = model_heap_groups(m, MODEL_ALLOCATED, 0, 0, &s->all);
+	err = model_heap_groups(m, MODEL_ALLOCATED, MODEL_BY_SITE, 0, &s->all);
 	if (!err)
-		err = model_heap_groups(m, MODEL_AT_PEAK, 0, 0, &s->peak);
+		err = model_heap_groups(m, MODEL_AT_PEAK, MODEL_BY_SITE, 0, &s->peak);
 	if (!err && !(s->peak_of = malloc((s->all.n + 1) * sizeof(*s->peak_of))))
 		err = -ENOMEM;
 	if (err) {

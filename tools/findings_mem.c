@@ -440,7 +440,11 @@ static int rule_churn(struct findings *f)
 
 	err = model_calls(f->m, &calls, &ncalls);
 	if (!err)
-		err = model_heap_groups(f->m, MODEL_SHORT, 0, FINDINGS_CHURN_LIFE_NS, &g);
+		/* by the native site: the code that calls malloc, which
+		 * is what can reuse its blocks (a Python line runs them
+		 * all) */
+		err = model_heap_groups(f->m, MODEL_SHORT, MODEL_BY_NATIVE,
+					FINDINGS_CHURN_LIFE_NS, &g);
 	if (err)
 		return err;
 	for (size_t i = 0; i < g.n && !err;) {

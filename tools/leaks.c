@@ -396,7 +396,7 @@ static int folded(struct leaks *l, FILE *out)
 {
 	struct model_groups g;
 	int err = model_heap_groups(l->m, l->o->all_allocations ? MODEL_ALLOCATED : MODEL_LIVE_END,
-				    1, 0, &g);
+				    MODEL_BY_FOLDED, 0, &g);
 
 	if (err)
 		return err;
@@ -430,7 +430,7 @@ static int analyze(struct leaks *l)
 		if (err)
 			return err;
 	}
-	err = model_heap_groups(m, MODEL_ALLOCATED, 0, 0, &l->g);
+	err = model_heap_groups(m, MODEL_ALLOCATED, MODEL_BY_SITE, 0, &l->g);
 	if (err)
 		return err;
 	for (size_t i = 0; i < model_nprocs(m); i++)

@@ -347,10 +347,19 @@ struct model_groups {
 				* one histogram bucket is estimated */
 };
 
-/* Allocations of the selected processes grouped by (memory, call site), or
- * (memory, folded stack) when folded.  Free with model_groups_free(). */
-int model_heap_groups(struct model *m, enum model_select sel, int folded, int64_t max_life_ns,
-		      struct model_groups *out);
+/* How model_heap_groups() names a group. */
+enum model_naming {
+	MODEL_BY_SITE,   /* the call site (sites.h) */
+	MODEL_BY_FOLDED, /* the folded stack */
+	MODEL_BY_NATIVE, /* the call site, host memory's by its native frames
+			  * even where Python frames name it otherwise (the
+			  * code that calls malloc: heap_churn's) */
+};
+
+/* Allocations of the selected processes grouped by (memory, name).  Free
+ * with model_groups_free(). */
+int model_heap_groups(struct model *m, enum model_select sel, enum model_naming naming,
+		      int64_t max_life_ns, struct model_groups *out);
 void model_groups_free(struct model_groups *g);
 
 /*

@@ -110,6 +110,8 @@ struct key_item {
 	struct model_key k;
 	int resolved;
 	int64_t site, folded; /* into sites' names and folded */
+	int native_resolved;
+	int64_t native_site;  /* the site by native frames (MODEL_BY_NATIVE) */
 	struct key_agg *agg;  /* an aggregated memory's key */
 };
 
@@ -1371,6 +1373,24 @@ static int resolve(struct model *m, struct key_item *ki)
 	return err;
 }
 
+/* ki's site by its native frames alone (its own site when it has no
+ * Python stack or is not host memory). */
+static int resolve_native(struct model *m, struct key_item *ki)
+{
+	int64_t folded;
+	int err = resolve(m, ki);
+
+	if (err || ki->native_resolved)
+		return err;
+	if (ki->k.pystack_id < 0 || ki->k.mem->space != MODEL_HOST)
+		ki->native_site = ki->site;
+	else if ((err = sites_of(&m->heap->sites, ki->k.mem->proc->proc_id, ki->k.stack_id, -1,
+				 &ki->native_site, &folded)) != 0)
+		return err;
+	ki->native_resolved = 1;
+	return 0;
+}
+
 void model_set_callers(struct model *m, int n)
 {
 	m->callers = n > 0 ? n : 0;
@@ -1597,8 +1617,8 @@ static int selected(const struct model_block *b, const struct model_mem *mem,
 	}
 }
 
-int model_heap_groups(struct model *m, enum model_select sel, int folded, int64_t max_life_ns,
-		      struct model_groups *out)
+int model_heap_groups(struct model *m, enum model_select sel, enum model_naming naming,
+		      int64_t max_life_ns, struct model_groups *out)
 {
 	struct map groups = { .item_size = sizeof(struct group_item) };
 	struct life_list *lives = NULL;
@@ -1619,15 +1639,22 @@ int model_heap_groups(struct model *m, enum model_select sel, int folded, int64_
 	for (size_t i = 0; i < h->keys.n; i++) {
 		struct key_item *ki = map_item(&h->keys, i);
 		struct map_key gk;
+		const char *name;
 		struct group_item *g;
 
 		out->of_key[i] = UINT32_MAX;
 		if (!ki->k.mem->proc->selected)
 			continue;
-		err = resolve(m, ki);
+		err = naming == MODEL_BY_NATIVE ? resolve_native(m, ki) : resolve(m, ki);
 		if (err)
 			goto out;
-		gk = (struct map_key){ (int64_t)ki->k.mem->index, folded ? ki->folded : ki->site,
+		name = naming == MODEL_BY_FOLDED ? h->sites.folded.v[ki->folded]
+		       : naming == MODEL_BY_NATIVE ? h->sites.names.v[ki->native_site]
+						   : h->sites.names.v[ki->site];
+		gk = (struct map_key){ (int64_t)ki->k.mem->index,
+				       naming == MODEL_BY_FOLDED ? ki->folded
+				       : naming == MODEL_BY_NATIVE ? ki->native_site
+								   : ki->site,
 				       0 };
 		g = map_get(&groups, &gk);
 		if (!g) {
@@ -1638,11 +1665,7 @@ int model_heap_groups(struct model *m, enum model_select sel, int folded, int64_
 			err = array_grow(&out->v, &cap, out->n, sizeof(*out->v));
 			if (err)
 				goto out;
-			out->v[out->n] = (struct model_group){
-				.mem = ki->k.mem,
-				.name = folded ? h->sites.folded.v[ki->folded]
-					       : h->sites.names.v[ki->site],
-			};
+			out->v[out->n] = (struct model_group){ .mem = ki->k.mem, .name = name };
 			g->group = (uint32_t)++out->n;
 		}
 		out->of_key[i] = g->group - 1;

@@ -61,7 +61,8 @@ int peak_write(struct model *m, FILE *out, int fmt)
 	model_want(m, MODEL_WANT_SITES);
 	err = model_memories(m, &mems, &nmems);
 	if (!err)
-		err = model_heap_groups(m, MODEL_AT_PEAK, fmt == PRESENT_FOLDED, 0, &g);
+		err = model_heap_groups(m, MODEL_AT_PEAK,
+					fmt == PRESENT_FOLDED ? MODEL_BY_FOLDED : MODEL_BY_SITE, 0, &g);
 	if (err)
 		return err;
 	if (fmt == PRESENT_FOLDED) {

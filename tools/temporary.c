@@ -41,7 +41,7 @@ int temporary_write(struct model *m, FILE *out, int fmt, int64_t max_lifetime_ns
 	if (err)
 		return err;
 	model_want(m, MODEL_WANT_SITES);
-	err = model_heap_groups(m, MODEL_SHORT, 0, max_lifetime_ns, &g);
+	err = model_heap_groups(m, MODEL_SHORT, MODEL_BY_SITE, max_lifetime_ns, &g);
 	if (err)
 		return err;
 	emit_init(&e, out, fmt);

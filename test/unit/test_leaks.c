@@ -241,6 +241,31 @@ static void test_leaks_groups_by_site_and_device(void **state)
 	assert_int_equal(atoll(field[4]), 7000);
 	free(csv);
 
+	/* Groups by native site (heap_churn's): the same, through the model. */
+	{
+		struct model_filter flt = model_filter_all();
+		struct model_groups g;
+		struct model *m;
+		int host_c = 0, host_py = 0, cuda_py = 0;
+
+		assert_int_equal(model_load(f->db, &flt, &m), 0);
+		assert_int_equal(model_heap_groups(m, MODEL_ALLOCATED, MODEL_BY_NATIVE, 0, &g), 0);
+		for (size_t i = 0; i < g.n; i++) {
+			const char *label = g.v[i].mem->space == MODEL_HOST ? "host" : "cuda";
+
+			if (g.v[i].mem->proc->pid != 100)
+				continue;
+			host_c += !strcmp(label, "host") && !strcmp(g.v[i].name, SITE_C);
+			host_py += !strcmp(label, "host") && !strcmp(g.v[i].name, SITE_PY);
+			cuda_py += !strcmp(label, "cuda") && !strcmp(g.v[i].name, SITE_PY);
+		}
+		assert_int_equal(host_c, 1);
+		assert_int_equal(host_py, 0);
+		assert_int_equal(cuda_py, 1);
+		model_groups_free(&g);
+		model_close(m);
+	}
+
 	/* Folded: outermost first, leaked bytes. */
 	o.fmt = PRESENT_FOLDED;
 	csv = run(f->db, &o);

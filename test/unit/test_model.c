@@ -335,7 +335,7 @@ static void test_model_parallel_pass(void **state)
 		struct model_groups g;
 		double rows = 0;
 
-		assert_int_equal(model_heap_groups(m, MODEL_ALLOCATED, 0, 0, &g), 0);
+		assert_int_equal(model_heap_groups(m, MODEL_ALLOCATED, MODEL_BY_SITE, 0, &g), 0);
 		assert_int_equal(g.n, 1);
 		assert_string_equal(g.v[0].name, "(no stack)");
 		for (size_t i = 0; i < g.n; i++)
