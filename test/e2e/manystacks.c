@@ -1,12 +1,15 @@
 /*
- * manystacks BITS: one malloc and free from each of 2^BITS distinct call
- * paths (a chain of BITS calls, each through one of two functions), so
- * that the shim's table of distinct stacks (49,152 native stacks) fills
- * when BITS is 16 and does not when it is 15 (t_stacks.sh).  Built -O0:
+ * manystacks BITS [kill]: one malloc and free from each of 2^BITS distinct
+ * call paths (a chain of BITS calls, each through one of two functions),
+ * so that the shim's table of distinct stacks (49,152 native stacks)
+ * fills when BITS is 16 and does not when it is 15 (t_stacks.sh); with
+ * kill, it ends by SIGKILL, its exit handlers never run.  Built -O0:
  * every call keeps its frame and its own return address.
  */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static void zero(unsigned bits, int k);
 static void one(unsigned bits, int k);
@@ -44,11 +47,13 @@ int main(int argc, char **argv)
 {
 	int k = argc > 1 ? atoi(argv[1]) : 0;
 
-	if (k < 1 || k > 20) {
-		fprintf(stderr, "usage: manystacks BITS (1..20)\n");
+	if (k < 1 || k > 20 || (argc > 2 && strcmp(argv[2], "kill"))) {
+		fprintf(stderr, "usage: manystacks BITS (1..20) [kill]\n");
 		return 2;
 	}
 	for (unsigned b = 0; b < 1u << k; b++)
 		next(b, k);
+	if (argc > 2)
+		raise(SIGKILL);
 	return 0;
 }
