@@ -409,7 +409,7 @@ struct shm_reply_process {
 	uint32_t state;     /* the region's ctl_state (SHM_STATE_*) */
 	int64_t start_wall_ns;
 	uint64_t events;    /* records stored */
-	uint64_t dropped;   /* events lost (every reason) */
+	uint64_t dropped;   /* events lost (every reason that loses one: drops.h) */
 	double events_per_s; /* over the last interval (about a second) */
 	double dropped_per_s;
 	uint16_t job_len, exe_len;
