@@ -407,10 +407,15 @@ traced_inline(struct shim_thread *t, struct call *c, const unsigned int fn, void
 		goto done;
 	}
 	/* Every shipped allocation carries its stack: in `all` mode that
-	 * makes leaks exact, in sample mode it costs one capture per sample. */
+	 * makes leaks exact, in sample mode it costs one capture per sample.
+	 * And its Python frames, where the thread runs Python: the line of
+	 * the user's code, which the interpreter's native frames do not
+	 * name (one load when the process has no Python). */
 	if (!failed && (shm_fn_info[fn].flags & SHM_FNF_ALLOC) &&
-	    (sampled || mode == SHM_MALLOC_ALL))
+	    (sampled || mode == SHM_MALLOC_ALL)) {
 		r.stack_id = stack_native(t);
+		r.pystack_id = stack_python(t);
+	}
 ship:
 	thread_emit_heap(t, r);
 done:

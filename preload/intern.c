@@ -119,6 +119,11 @@ void intern_reconnect(void)
 	__atomic_store_n(&epoch, e, __ATOMIC_RELEASE);
 }
 
+uint32_t intern_epoch(void)
+{
+	return __atomic_load_n(&epoch, __ATOMIC_RELAXED);
+}
+
 /* Sends STRING (id, text); retries a full socket briefly.  0 or -errno. */
 static int announce(uint32_t id, const char *s, uint32_t len)
 {

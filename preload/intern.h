@@ -46,6 +46,11 @@ void intern_fork_child(intern_send_fn *fn);
  * stored it).  Async-signal-safe, any thread. */
 void intern_reconnect(void);
 
+/* Changes when every string must be announced again (fork, reconnect):
+ * a cache of ids filled in another epoch must not be used without
+ * intern_id().  Any thread. */
+uint32_t intern_epoch(void);
+
 /* The entry for s[0..len), created if new; NULL when the table or arena
  * is full, or before intern_init.  The pointer is stable for the process's
  * life and its children's. */

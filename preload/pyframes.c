@@ -60,12 +60,16 @@
  * must fall inside the code, and the walk stops after a bounded number of
  * frames, skipped ones included.
  *
- * The code cache maps a code object's address to its interned file and
- * function.  Threads now fill it concurrently, so each slot is a small
- * seqlock: a writer that cannot take a slot at once does not cache, a
- * reader that sees it changing interns the names itself.  An address
- * reused by another code object after the first is freed would show the
- * old names (accepted: code objects of running functions live long).
+ * The code cache maps a code object to its interned file and function.
+ * Threads fill it concurrently, so each slot is a small seqlock: a writer
+ * that cannot take a slot at once does not cache, a reader that sees it
+ * changing interns the names itself.  A code object's address is not its
+ * identity: a class body's code is freed once the class is made, and a
+ * function compiled later can take its place (`all` mode showed a method
+ * as the class "ZipExtFile" of a module imported before).  So an entry
+ * also holds the file and name objects' addresses and their hashes, each
+ * checked on use; the thread's memo (pyframes.h) holds the objects'
+ * addresses and the line table's.
  */
 #include <dlfcn.h>
 #include <stddef.h>
@@ -78,9 +82,6 @@
 #include "shim.h"
 #include "utf8.h"
 
-#define PY_UNKNOWN 0
-#define PY_ABSENT 1
-#define PY_PRESENT 2
 #define CACHE_SLOTS 4096u /* power of two */
 #define SKIP_MAX 64u      /* skipped frames allowed beyond max */
 #define NAME_MAX_UTF8 512u
@@ -132,6 +133,8 @@ static const struct py_layout layout_313 = {
 #define OB_SIZE 16
 #define CO_FILENAME 112
 #define CO_QUALNAME 128
+#define CO_LINETABLE 136
+#define STR_HASH 24
 #define STR_LENGTH 16
 #define STR_STATE 32
 #define OWNER_GENERATOR 1
@@ -145,15 +148,24 @@ struct py_api {
 	const struct py_layout *l;
 };
 
+/* What identifies a code object's names: its address and its file and
+ * qualified name objects', and their hashes (-1 when not computed). */
+struct code_id {
+	const void *code, *file, *func, *lines;
+	int64_t file_hash, func_hash;
+};
+
 struct code_names {
 	unsigned seq; /* odd while a writer fills the slot */
-	const void *code;
+	uint32_t epoch; /* intern_epoch() before the names were interned */
+	const void *code, *file, *func;
+	int64_t file_hash, func_hash;
 	uint32_t file_id;
 	uint32_t func_id;
 };
 
 static struct py_api py;
-static int state;
+int py_state; /* PY_UNKNOWN, PY_ABSENT or PY_PRESENT */
 static struct code_names cache[CACHE_SLOTS];
 
 #define RESOLVE(field, name)                                                  \
@@ -206,7 +218,7 @@ void py_recheck(void)
 {
 	int s = PY_ABSENT;
 
-	__atomic_compare_exchange_n(&state, &s, PY_UNKNOWN, 0, __ATOMIC_RELAXED,
+	__atomic_compare_exchange_n(&py_state, &s, PY_UNKNOWN, 0, __ATOMIC_RELAXED,
 				    __ATOMIC_RELAXED);
 }
 
@@ -285,37 +297,63 @@ static uint32_t str_id(const void *s)
 	return intern_mem(buf, n);
 }
 
-static void names(const void *code, struct shm_pyframe *f)
+/* The file and function of code (id): the cache's when filled for the
+ * same objects in this epoch (after a fork or a reconnect the names must
+ * be announced again), else interned now; epoch is intern_epoch(), read
+ * before. */
+static void names(const struct code_id *id, uint32_t epoch, struct shm_pyframe *f)
 {
-	struct code_names *c = &cache[((uintptr_t)code >> 4) & (CACHE_SLOTS - 1)];
+	struct code_names *c = &cache[((uintptr_t)id->code >> 4) & (CACHE_SLOTS - 1)];
+	const void *k, *kf, *kq;
+	int64_t hf, hq;
+	uint32_t file, func, ep;
 	unsigned s1, s2;
-	const void *k;
-	uint32_t file, func;
 
 	s1 = __atomic_load_n(&c->seq, __ATOMIC_ACQUIRE);
 	k = __atomic_load_n(&c->code, __ATOMIC_RELAXED);
+	kf = __atomic_load_n(&c->file, __ATOMIC_RELAXED);
+	kq = __atomic_load_n(&c->func, __ATOMIC_RELAXED);
+	hf = __atomic_load_n(&c->file_hash, __ATOMIC_RELAXED);
+	hq = __atomic_load_n(&c->func_hash, __ATOMIC_RELAXED);
 	file = __atomic_load_n(&c->file_id, __ATOMIC_RELAXED);
 	func = __atomic_load_n(&c->func_id, __ATOMIC_RELAXED);
+	ep = __atomic_load_n(&c->epoch, __ATOMIC_RELAXED);
 	__atomic_thread_fence(__ATOMIC_ACQUIRE);
 	s2 = __atomic_load_n(&c->seq, __ATOMIC_RELAXED);
-	if (!(s1 & 1) && s1 == s2 && k == code && file) {
+	if (!(s1 & 1) && s1 == s2 && k == id->code && kf == id->file && kq == id->func &&
+	    hf == id->file_hash && hq == id->func_hash && file && ep == epoch) {
 		f->file_id = file;
 		f->func_id = func;
 		return;
 	}
-	f->file_id = str_id(load_ptr(code, CO_FILENAME));
-	f->func_id = str_id(load_ptr(code, CO_QUALNAME));
+	f->file_id = str_id(id->file);
+	f->func_id = str_id(id->func);
 	/* A name not announced now (a full socket) is tried again next time,
-	 * not cached as 0 for the life of the code object. */
-	if (!f->file_id || !f->func_id || (s1 & 1) ||
+	 * not cached as 0 for the life of the code object; nor is a name
+	 * whose hash is not computed yet (its content would go unchecked). */
+	if (!f->file_id || !f->func_id || id->file_hash == -1 || id->func_hash == -1 ||
+	    (s1 & 1) ||
 	    !__atomic_compare_exchange_n(&c->seq, &s1, s1 + 1, 0,
 					 __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
 		return;
 	__atomic_thread_fence(__ATOMIC_RELEASE);
-	__atomic_store_n(&c->code, code, __ATOMIC_RELAXED);
+	__atomic_store_n(&c->code, id->code, __ATOMIC_RELAXED);
+	__atomic_store_n(&c->file, id->file, __ATOMIC_RELAXED);
+	__atomic_store_n(&c->func, id->func, __ATOMIC_RELAXED);
+	__atomic_store_n(&c->file_hash, id->file_hash, __ATOMIC_RELAXED);
+	__atomic_store_n(&c->func_hash, id->func_hash, __ATOMIC_RELAXED);
 	__atomic_store_n(&c->file_id, f->file_id, __ATOMIC_RELAXED);
 	__atomic_store_n(&c->func_id, f->func_id, __ATOMIC_RELAXED);
+	__atomic_store_n(&c->epoch, epoch, __ATOMIC_RELAXED);
 	__atomic_store_n(&c->seq, s1 + 2, __ATOMIC_RELEASE);
+}
+
+/* A str's cached hash, -1 when it is not one (str_id() says so too). */
+static int64_t str_hash(const void *s)
+{
+	if (bad_ptr(s) || load_ptr(s, OB_TYPE) != py.str_type)
+		return -1;
+	return load_i64(s, STR_HASH);
 }
 
 /* This thread's innermost interpreter frame, NULL if none. */
@@ -335,13 +373,22 @@ static const void *top_frame(void)
 	return bad_ptr(p) ? NULL : p;
 }
 
-uint32_t py_frames(struct shm_pyframe *out, uint32_t max)
+static inline uint32_t memo_slot(const void *code, uintptr_t instr)
 {
-	int s = __atomic_load_n(&state, __ATOMIC_ACQUIRE);
+	uint64_t h = ((uintptr_t)code >> 4) * 0x9e3779b97f4a7c15ull ^ (instr >> 1);
+
+	return (uint32_t)(h ^ h >> 29) & (PY_MEMO_SLOTS - 1);
+}
+
+uint32_t py_frames(struct shm_pyframe *out, uint32_t max, struct py_memo *memo)
+{
+	int s = __atomic_load_n(&py_state, __ATOMIC_ACQUIRE);
 	const struct py_layout *l;
 	const void *f, *code;
 	uintptr_t instr, first;
-	uint32_t n = 0, walked = 0;
+	struct py_memo_entry *m = 0;
+	struct code_id id;
+	uint32_t n = 0, walked = 0, epoch;
 	int64_t units, lasti;
 	char owner;
 
@@ -354,11 +401,18 @@ uint32_t py_frames(struct shm_pyframe *out, uint32_t max)
 		shim_own_enter(&shim_tls, &mask);
 		s = resolve();
 		shim_own_leave(&shim_tls, &mask);
-		__atomic_store_n(&state, s, __ATOMIC_RELEASE);
+		__atomic_store_n(&py_state, s, __ATOMIC_RELEASE);
 		if (s != PY_PRESENT)
 			return 0;
 	}
 	l = py.l;
+	/* Before any interning: names announced in an epoch that has ended
+	 * must not be cached as this one's. */
+	epoch = intern_epoch();
+	if (memo && memo->epoch != epoch) {
+		memset(memo->slot, 0, sizeof(memo->slot));
+		memo->epoch = epoch;
+	}
 	for (f = top_frame(); f && n < max && walked < max + SKIP_MAX;
 	     f = load_ptr(f, l->fr_prev), walked++) {
 		if (bad_ptr(f))
@@ -376,11 +430,34 @@ uint32_t py_frames(struct shm_pyframe *out, uint32_t max)
 		if (owner != OWNER_GENERATOR &&
 		    lasti < (int64_t)(int32_t)load_u32(code, l->co_firsttraceable))
 			continue;
+		id.code = code;
+		id.file = load_ptr(code, CO_FILENAME);
+		id.func = load_ptr(code, CO_QUALNAME);
+		id.lines = load_ptr(code, CO_LINETABLE);
+		if (memo) {
+			m = &memo->slot[memo_slot(code, instr)];
+			if (m->code == code && m->instr == instr && m->file == id.file &&
+			    m->func == id.func && m->lines == id.lines) {
+				out[n++] = m->f;
+				continue;
+			}
+		}
+		id.file_hash = str_hash(id.file);
+		id.func_hash = str_hash(id.func);
 		if (lasti < 0 || lasti >= units)
 			lasti = -1; /* PyCode_Addr2Line: the first line */
 		memset(&out[n], 0, sizeof(out[n]));
 		out[n].line = (uint32_t)py.addr2line((void *)code, (int)(lasti * 2));
-		names(code, &out[n]);
+		names(&id, epoch, &out[n]);
+		/* Only whole names: one not announced now is tried again. */
+		if (memo && out[n].file_id && out[n].func_id) {
+			m->code = code;
+			m->instr = instr;
+			m->file = id.file;
+			m->func = id.func;
+			m->lines = id.lines;
+			m->f = out[n];
+		}
 		n++;
 	}
 	return n;

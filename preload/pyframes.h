@@ -14,14 +14,52 @@
 #include "wire.h"
 
 /*
+ * A thread's memo of the frames it has read: (code object, instruction) ->
+ * the frame's file, function and line.  A frame found here costs a few
+ * loads instead of PyCode_Addr2Line's walk of the line table and the
+ * names' lookup, which is what makes the frames affordable on every
+ * allocation of `all` mode.  Direct-mapped; one per thread, never shared.
+ * It is emptied when the interned names' epoch changes (fork, reconnect).
+ * An entry holds for the same code object, file, name and line table
+ * objects at the same addresses: a code object freed and another made in
+ * its place with all four would take its lines (pyframes.c).
+ */
+#define PY_MEMO_SLOTS 256u
+
+struct py_memo_entry {
+	const void *code;
+	uintptr_t instr;
+	const void *file, *func, *lines; /* the code's objects, checked too */
+	struct shm_pyframe f;
+};
+
+struct py_memo {
+	uint32_t epoch; /* intern_epoch() of the entries */
+	struct py_memo_entry slot[PY_MEMO_SLOTS];
+};
+
+/*
  * Fills out[0..max) with the thread's frames, innermost first; returns how
  * many (0: no Python runtime, an unsupported version, or a thread without
- * a Python thread state).  Thread-safe; not async-signal-safe (interning
- * may send).  Call with BUSY_STACK set, as for any interning; the look for
- * a Python runtime (dlsym, after a module report) is made in_shim.
- * Costs one load when the process has no Python runtime.
+ * a Python thread state).  memo, the calling thread's own or NULL, is
+ * read and filled.  Thread-safe; not async-signal-safe (interning may
+ * send).  Call with BUSY_STACK set, as for any interning; the look for a
+ * Python runtime (dlsym, after a module report) is made in_shim.  Costs
+ * one load when the process has no Python runtime.
  */
-uint32_t py_frames(struct shm_pyframe *out, uint32_t max);
+uint32_t py_frames(struct shm_pyframe *out, uint32_t max, struct py_memo *memo);
+
+#define PY_UNKNOWN 0
+#define PY_ABSENT 1
+#define PY_PRESENT 2
+extern int py_state;
+
+/* No Python runtime in the process (as last looked): py_frames() would
+ * return 0.  One load, for callers on every allocation. */
+static inline int py_absent(void)
+{
+	return __atomic_load_n(&py_state, __ATOMIC_RELAXED) == PY_ABSENT;
+}
 
 /* A module report found new objects: a Python runtime may have come. */
 void py_recheck(void);

@@ -36,8 +36,10 @@
 
 #define NATIVE_CAP (1u << 16)
 #define NATIVE_WORDS (8u << 20) /* 64 MiB of pcs, reserved, not committed */
-#define PY_CAP (1u << 14)
-#define PY_WORDS (1u << 20)
+/* Python stacks: 2 words a frame.  Host allocations carry them too, and
+ * a PyTorch script's imports alone make tens of thousands. */
+#define PY_CAP (1u << 17)
+#define PY_WORDS (8u << 20)
 /* unw_backtrace's room for the shim's own frames above the caller's */
 #define SELF_MAX 16u
 
@@ -65,6 +67,7 @@ struct walk {
 	uint32_t id;
 	uint32_t epoch;
 	struct unwind_cache c;
+	struct py_memo py; /* touched only in a process that runs Python */
 };
 
 static struct walk *walks_of; /* one per slot */
@@ -240,6 +243,7 @@ static inline struct walk *walk_of(struct shim_thread *t)
 		w->owner = owner;
 		w->id = 0;
 		w->c.gen = 0;
+		w->py.epoch = 0; /* never an intern epoch: emptied at first use */
 	}
 	return w;
 }
@@ -345,15 +349,17 @@ uint32_t stack_python(struct shim_thread *t)
 {
 	struct shm_pyframe f[SHM_STACK_MAX];
 	struct emit_ctx c = { .t = t, .type = SHM_REC_PYSTACK };
+	struct walk *w;
 	uint32_t n, id = 0;
 	int saved;
 
-	if (!unw_bt || !python.tab)
+	if (!unw_bt || !python.tab || py_absent())
 		return 0;
 	saved = errno;
 	/* as native_slow(); py_frames() makes its own dlsym calls in_shim */
 	tls_word_or(t, TLS_BUSY(BUSY_STACK));
-	n = py_frames(f, settings.stack_depth);
+	w = walk_of(t);
+	n = py_frames(f, settings.stack_depth, w ? &w->py : 0);
 	if (n)
 		id = stacktab_id(&python, (const uint64_t *)(const void *)f, 2 * n, emit, &c);
 	tls_word_and(t, ~TLS_BUSY(BUSY_STACK));

@@ -97,8 +97,10 @@ void stacktab_fork_child(struct stacktab *st)
 	if (!st->tab)
 		return;
 	/* Only this thread survived: nobody will finish the busy entries.
-	 * Only touched pages are scanned in effect: untouched ones read 0. */
-	for (i = 0; i < st->cap; i++) {
+	 * A table never used (a program that runs no Python has an empty
+	 * Python table) is not scanned: reading its untouched pages would
+	 * fault each one in, a page fault per 128 entries on every fork. */
+	for (i = 0; i < st->cap && st->used; i++) {
 		e = &st->tab[i];
 		if (e->state & ST_BUSY)
 			e->state = e->words ? ST_UNSENT : ST_DEAD;

@@ -127,7 +127,7 @@ const struct command allocations_command = {
 	.brief = "every allocation by call site, or by size or lifetime (--histogram)",
 	.usage =
 		"usage: shimmer allocations DB [--sort bytes|count] [--format table|csv|json]\n"
-		"                              [--pid PID] [--rank R] [--callers N]\n"
+		"                              [--pid PID] [--rank R] [--callers N] [--native]\n"
 		"       shimmer allocations DB --histogram size|lifetime [--format table|csv|json]\n"
 		"                              [--pid PID] [--rank R]\n"
 		"\n"
@@ -148,6 +148,8 @@ const struct command allocations_command = {
 		"  --rank R                  only the processes of rank R\n"
 		"  --callers N               name each call site with N of its callers,\n"
 		"                            \"site <- caller <- ...\" (default 0)\n"
+		"  --native                  host allocations made from Python code by\n"
+		"                            their native frames, not the Python line\n"
 		"\n"
 		"exit codes: 0 ok, 1 error (missing or unreadable store, no stacks), 2 usage\n",
 	.main = allocations_main,
@@ -155,13 +157,14 @@ const struct command allocations_command = {
 
 static int allocations_main(int argc, char **argv)
 {
+	struct cli_sites sites = { 0 };
 	static const char *const sorts[] = { [ALLOCATIONS_BY_BYTES] = "bytes",
 					      [ALLOCATIONS_BY_COUNT] = "count", NULL };
 	struct model_filter f = model_filter_all();
 	const char *path = NULL;
 	const char *by_site = NULL; /* an option of the sites' report */
 	struct model *m;
-	int fmt = EMIT_TABLE, by = ALLOCATIONS_BY_BYTES, callers = 0, hist = -1, r, rc;
+	int fmt = EMIT_TABLE, by = ALLOCATIONS_BY_BYTES, hist = -1, r, rc;
 
 	for (int i = 1; i < argc; i++) {
 		const char *opt = argv[i];
@@ -171,8 +174,8 @@ static int allocations_main(int argc, char **argv)
 		r = cli_format_opt(&allocations_command, argc, argv, &i, emit_format_names, &fmt);
 		if (!r)
 			r = cli_filter_opt(&allocations_command, argc, argv, &i, &f);
-		if (!r && (r = cli_callers_opt(&allocations_command, argc, argv, &i, &callers)) > 0)
-			by_site = "--callers";
+		if (!r && (r = cli_sites_opt(&allocations_command, argc, argv, &i, &sites)) > 0)
+			by_site = opt;
 		if (!r && (r = cli_choice_opt(&allocations_command, argc, argv, &i, "--sort", sorts,
 					      &by)) > 0)
 			by_site = "--sort";
@@ -192,7 +195,8 @@ static int allocations_main(int argc, char **argv)
 				       by_site);
 	if (model_open(path, &f, &m) < 0)
 		return CLI_EXIT_ERROR;
-	model_set_callers(m, callers);
+	model_set_callers(m, sites.callers);
+	model_set_native(m, sites.native);
 	if (hist >= 0)
 		rc = histogram_write(m, stdout, fmt, (enum model_hist_kind)hist);
 	else

@@ -139,18 +139,23 @@ int cli_int_opt(const struct command *cmd, int argc, char **argv, int *i,
 	return 1;
 }
 
-int cli_callers_opt(const struct command *cmd, int argc, char **argv, int *i, int *n)
+int cli_sites_opt(const struct command *cmd, int argc, char **argv, int *i, struct cli_sites *s)
 {
 	int64_t v;
-	int r = cli_int_opt(cmd, argc, argv, i, "--callers", &v);
+	int r;
 
+	if (strcmp(argv[*i], "--native") == 0) {
+		s->native = 1;
+		return 1;
+	}
+	r = cli_int_opt(cmd, argc, argv, i, "--callers", &v);
 	if (r <= 0)
 		return r;
 	if (v > CLI_CALLERS_MAX) {
 		cli_usage_error(cmd, "--callers wants at most %d", CLI_CALLERS_MAX);
 		return -1;
 	}
-	*n = (int)v;
+	s->callers = (int)v;
 	return 1;
 }
 

@@ -80,10 +80,16 @@ int cli_number_opt(const struct command *cmd, int argc, char **argv, int *i,
 int cli_int_opt(const struct command *cmd, int argc, char **argv, int *i,
 		const char *name, int64_t *value);
 
-/* "--callers N", 0 to CLI_CALLERS_MAX: how many of the frames that called
- * a call site leaks, peak and temporary name with it (sites.h). */
+/* How the heap commands name call sites (sites.h): "--callers N", 0 to
+ * CLI_CALLERS_MAX, how many of the frames that called a site go with it;
+ * "--native", host allocations made from Python code by their native
+ * frames rather than the Python line. */
 #define CLI_CALLERS_MAX 64
-int cli_callers_opt(const struct command *cmd, int argc, char **argv, int *i, int *n);
+struct cli_sites {
+	int callers;
+	int native;
+};
+int cli_sites_opt(const struct command *cmd, int argc, char **argv, int *i, struct cli_sites *s);
 
 struct model_filter;
 

@@ -34,11 +34,12 @@ static void stacks_coverage(struct finding *x, const struct model_proc *p)
 	if (p->stacks_refused)
 		finding_coverage(x, "%lld stack captures were refused (the shim's stack table was"
 				 " full): those allocations count under (no stack), not at their"
-				 " call sites.", (long long)p->stacks_refused);
+				 " call sites, unless a Python line names them.",
+				 (long long)p->stacks_refused);
 	if (p->pystacks_refused)
 		finding_coverage(x, "%lld Python stack captures were refused (its table was full):"
-				 " those sites miss their Python frames.",
-				 (long long)p->pystacks_refused);
+				 " those allocations count at their native site, not their Python"
+				 " line.", (long long)p->pystacks_refused);
 }
 
 struct growth_ctx {

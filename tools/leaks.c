@@ -552,7 +552,7 @@ const struct command leaks_command = {
 		"usage: shimmer leaks DB [--format table|csv|json|folded] [--pid PID] [--rank R]\n"
 		"                        [--steps RANGE_NAME] [--warmup-steps N]\n"
 		"                        [--threshold-mb-per-step X] [--threshold-mb-per-s X]\n"
-		"                        [--all-allocations] [--callers N]\n"
+		"                        [--all-allocations] [--callers N] [--native]\n"
 		"\n"
 		"Per process, memory (host, cuda:N, managed:N, pinned) and call site:\n"
 		"the blocks still allocated when the process ended (count, bytes; host\n"
@@ -577,6 +577,8 @@ const struct command leaks_command = {
 		"  --threshold-mb-per-s X    the same for fits over time (default 1)\n"
 		"  --callers N               name each call site with N of its callers,\n"
 		"                            \"site <- caller <- ...\" (default 0)\n"
+		"  --native                  host allocations made from Python code by\n"
+		"                            their native frames, not the Python line\n"
 		"\n"
 		"exit codes: 0 ok, 1 error (missing or unreadable store, no stacks), 2 usage\n",
 	.main = leaks_main,
@@ -584,12 +586,13 @@ const struct command leaks_command = {
 
 static int leaks_main(int argc, char **argv)
 {
+	struct cli_sites sites = { 0 };
 	struct model_filter flt = model_filter_all();
 	struct leaks_opts o;
 	const char *path = NULL;
 	struct model *m;
 	double v;
-	int f, callers = 0, r, rc;
+	int f, r, rc;
 
 	leaks_opts_init(&o);
 	for (int i = 1; i < argc; i++) {
@@ -601,7 +604,7 @@ static int leaks_main(int argc, char **argv)
 				return CLI_EXIT_USAGE;
 			o.fmt = f;
 		} else if ((r = cli_filter_opt(&leaks_command, argc, argv, &i, &flt)) != 0 ||
-			   (r = cli_callers_opt(&leaks_command, argc, argv, &i, &callers)) != 0) {
+			   (r = cli_sites_opt(&leaks_command, argc, argv, &i, &sites)) != 0) {
 			if (r < 0)
 				return CLI_EXIT_USAGE;
 		} else if ((r = cli_number_opt(&leaks_command, argc, argv, &i,
@@ -634,7 +637,8 @@ static int leaks_main(int argc, char **argv)
 		return cli_usage_error(&leaks_command, "--all-allocations goes with --format folded");
 	if (model_open(path, &flt, &m) < 0)
 		return CLI_EXIT_ERROR;
-	model_set_callers(m, callers);
+	model_set_callers(m, sites.callers);
+	model_set_native(m, sites.native);
 	rc = leaks_write(m, stdout, &o);
 	if (rc == -ENOMEM)
 		cli_error("out of memory");

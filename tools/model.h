@@ -319,6 +319,11 @@ int model_key_site(struct model *m, uint32_t key, const char **site, const char 
  * the default: the site alone. */
 void model_set_callers(struct model *m, int n);
 
+/* With on set, host allocations made from Python code are named by their
+ * native frames, not by the Python line (sites.h); CUDA memory keeps its
+ * Python line.  Before the first heap query. */
+void model_set_native(struct model *m, int on);
+
 enum model_select {
 	MODEL_ALLOCATED, /* every allocation */
 	MODEL_LIVE_END,  /* never freed */

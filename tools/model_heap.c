@@ -327,9 +327,9 @@ static int work_rows(struct worker *w, sqlite3 *db, sqlite3_stmt *st)
 			if (py == 0)
 				py = -1;
 			kk.a = stack ? stack : -1;
-			/* CUDA memory with Python frames is the user's
-			 * Python line's; the host heap's is native. */
-			kk.b = py >= 0 && code != MODEL_HOST ? py : -1;
+			/* Memory allocated with Python frames is the
+			 * user's Python line's (sites.h). */
+			kk.b = py;
 		}
 		if (memcmp(&kk, &last_key, sizeof(kk)) != 0) {
 			struct wkey *wk = map_get(&w->keys, &kk);
@@ -725,9 +725,10 @@ static int rle_add(struct rle *dst, const struct rle *src)
 	return 0;
 }
 
-/* The host key of (proc's host memory, native stack), made if new. */
+/* The host key of (proc's host memory, native stack, Python stack), made
+ * if new; ids as the store has them (0: none). */
 static struct key_item *agg_key(struct model *m, struct model_heap *h, int64_t proc_id,
-				int64_t stack_id)
+				int64_t stack_id, int64_t pystack_id)
 {
 	struct map_key mk = { proc_id, MODEL_HOST, -1 }, kk;
 	struct mem_item *mi = map_get(&h->mems, &mk);
@@ -743,12 +744,12 @@ static struct key_item *agg_key(struct model *m, struct model_heap *h, int64_t p
 	}
 	mi->agg = agg_of(h, proc_id);
 	kk = (struct map_key){ (int64_t)(mi - (struct mem_item *)h->mems.items),
-			       stack_id ? stack_id : -1, -1 };
+			       stack_id ? stack_id : -1, pystack_id ? pystack_id : -1 };
 	ki = map_get(&h->keys, &kk);
 	if (!ki)
 		return NULL;
 	ki->k.stack_id = kk.a;
-	ki->k.pystack_id = -1;
+	ki->k.pystack_id = kk.b;
 	if (!ki->agg && !(ki->agg = calloc(1, sizeof(*ki->agg))))
 		return NULL;
 	return ki;
@@ -766,19 +767,19 @@ static int agg_sites_load(struct model *m, struct model_heap *h)
 	if (!h->naggs)
 		return 0;
 	for (size_t i = 0; i < h->naggs && !err; i++)
-		if (!agg_key(m, h, h->aggs[i].proc_id, 0))
+		if (!agg_key(m, h, h->aggs[i].proc_id, 0, 0))
 			err = -ENOMEM;
 	/* the rows: keys of every site */
 	if (!err)
 		err = model_prepare(m, "SELECT proc_id, stack_id, allocs, alloc_bytes, live_count,"
-				    " live_bytes, peak_count, peak_bytes, short_count, short_bytes"
-				    " FROM heap_sites", &st);
+				    " live_bytes, peak_count, peak_bytes, short_count, short_bytes,"
+				    " pystack_id FROM heap_sites", &st);
 	while (!err && (r = store_step(m->db, st)) > 0) {
 		struct key_item *ki;
 
 		if (!agg_of(h, col_i64(st, 0)))
 			continue;
-		ki = agg_key(m, h, col_i64(st, 0), col_i64(st, 1));
+		ki = agg_key(m, h, col_i64(st, 0), col_i64(st, 1), col_i64(st, 10));
 		if (!ki) {
 			err = -ENOMEM;
 			break;
@@ -798,16 +799,16 @@ static int agg_sites_load(struct model *m, struct model_heap *h)
 	st = NULL;
 	/* lifetimes of the blocks freed within row_ns */
 	if (!err)
-		err = model_prepare(m, "SELECT proc_id, stack_id, bucket, sum(count), sum(bytes)"
-				    " FROM heap_histograms WHERE kind = 'life'"
-				    " GROUP BY proc_id, stack_id, bucket", &st);
+		err = model_prepare(m, "SELECT proc_id, stack_id, bucket, sum(count), sum(bytes),"
+				    " pystack_id FROM heap_histograms WHERE kind = 'life'"
+				    " GROUP BY proc_id, stack_id, pystack_id, bucket", &st);
 	while (!err && (r = store_step(m->db, st)) > 0) {
 		struct key_item *ki;
 		struct key_agg *a;
 
 		if (!agg_of(h, col_i64(st, 0)))
 			continue;
-		ki = agg_key(m, h, col_i64(st, 0), col_i64(st, 1));
+		ki = agg_key(m, h, col_i64(st, 0), col_i64(st, 1), col_i64(st, 5));
 		if (!ki) {
 			err = -ENOMEM;
 			break;
@@ -841,9 +842,9 @@ static int agg_sites_load(struct model *m, struct model_heap *h)
 			for (int c = 0; c < 4; c++)
 				k[c] = col_i64(st, c);
 		if (run.n && (end || memcmp(k, run_key, sizeof(k)) != 0)) {
-			struct key_item *ki = agg_of(h, run_key[0]) ? agg_key(m, h, run_key[0],
-									     run_key[1])
-								    : NULL;
+			struct key_item *ki = agg_of(h, run_key[0])
+						      ? agg_key(m, h, run_key[0], run_key[1], run_key[2])
+						      : NULL;
 
 			if (ki)
 				err = rle_add(&ki->agg->ser[run_key[3] ? 1 : 0], &run);
@@ -1362,7 +1363,8 @@ static int resolve(struct model *m, struct key_item *ki)
 		h->sites.callers = m->callers;
 		h->sites_open = 1;
 	}
-	err = sites_of(&h->sites, ki->k.mem->proc->proc_id, ki->k.stack_id, ki->k.pystack_id,
+	err = sites_of(&h->sites, ki->k.mem->proc->proc_id, ki->k.stack_id,
+		       m->native && ki->k.mem->space == MODEL_HOST ? -1 : ki->k.pystack_id,
 		       &ki->site, &ki->folded);
 	if (!err)
 		ki->resolved = 1;
@@ -1372,6 +1374,11 @@ static int resolve(struct model *m, struct key_item *ki)
 void model_set_callers(struct model *m, int n)
 {
 	m->callers = n > 0 ? n : 0;
+}
+
+void model_set_native(struct model *m, int on)
+{
+	m->native = !!on;
 }
 
 int model_key_site(struct model *m, uint32_t key, const char **site, const char **folded)

@@ -38,6 +38,7 @@ struct model {
 	int indexed;
 	struct model_filter filter;
 	int callers; /* model_set_callers() */
+	int native;  /* model_set_native() */
 
 	struct model_proc *procs; /* by proc_id */
 	size_t nprocs, nselected;

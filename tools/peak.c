@@ -139,7 +139,7 @@ const struct command peak_command = {
 	.brief = "peak live memory per process and memory, and the call sites holding it",
 	.usage =
 		"usage: shimmer peak DB [--format table|csv|json|folded] [--pid PID] [--rank R]\n"
-		"                       [--callers N]\n"
+		"                       [--callers N] [--native]\n"
 		"\n"
 		"Per process and memory (host, cuda:N, managed:N, pinned): the highest\n"
 		"live bytes, when it was reached (after the process started), and the\n"
@@ -155,6 +155,8 @@ const struct command peak_command = {
 		"  --rank R                  only the processes of rank R\n"
 		"  --callers N               name each call site with N of its callers,\n"
 		"                            \"site <- caller <- ...\" (default 0)\n"
+		"  --native                  host allocations made from Python code by\n"
+		"                            their native frames, not the Python line\n"
 		"\n"
 		"exit codes: 0 ok, 1 error (missing or unreadable store, no stacks), 2 usage\n",
 	.main = peak_main,
@@ -162,10 +164,11 @@ const struct command peak_command = {
 
 static int peak_main(int argc, char **argv)
 {
+	struct cli_sites sites = { 0 };
 	struct model_filter f = model_filter_all();
 	const char *path = NULL;
 	struct model *m;
-	int fmt = EMIT_TABLE, callers = 0, r, rc;
+	int fmt = EMIT_TABLE, r, rc;
 
 	for (int i = 1; i < argc; i++) {
 		if (cli_is_help(argv[i]))
@@ -173,7 +176,7 @@ static int peak_main(int argc, char **argv)
 		if ((r = cli_format_opt(&peak_command, argc, argv, &i, present_mem_formats,
 					&fmt)) != 0 ||
 		    (r = cli_filter_opt(&peak_command, argc, argv, &i, &f)) != 0 ||
-		    (r = cli_callers_opt(&peak_command, argc, argv, &i, &callers)) != 0) {
+		    (r = cli_sites_opt(&peak_command, argc, argv, &i, &sites)) != 0) {
 			if (r < 0)
 				return CLI_EXIT_USAGE;
 		} else if ((rc = cli_store_arg(&peak_command, argv[i], &path)) != 0) {
@@ -184,7 +187,8 @@ static int peak_main(int argc, char **argv)
 		return cli_usage_error(&peak_command, "no store given");
 	if (model_open(path, &f, &m) < 0)
 		return CLI_EXIT_ERROR;
-	model_set_callers(m, callers);
+	model_set_callers(m, sites.callers);
+	model_set_native(m, sites.native);
 	rc = peak_write(m, stdout, fmt);
 	if (rc == -ENOMEM)
 		cli_error("out of memory");

@@ -46,16 +46,17 @@ size_t present_stacks_line(char *buf, size_t len, const struct model_proc *p)
 	if (n && py)
 		w = snprintf(buf, len, "WARNING: %lld stack captures and %lld Python ones were refused"
 			     " because the shim's stack tables were full: those allocations are shown"
-			     " as (no stack) or without Python frames, not at their call sites; their"
-			     " counts and bytes are exact", n, py);
+			     " as (no stack) unless a Python line names them, or without their"
+			     " Python line; their counts and bytes are exact", n, py);
 	else if (n)
 		w = snprintf(buf, len, "WARNING: %lld stack captures were refused because the shim's"
-			     " stack table was full: those allocations are shown as (no stack), not"
-			     " at their call sites; their counts and bytes are exact", n);
+			     " stack table was full: those allocations are shown as (no stack) unless"
+			     " a Python line names them; their counts and bytes are exact", n);
 	else if (py)
 		w = snprintf(buf, len, "WARNING: %lld Python stack captures were refused because the"
-			     " shim's Python stack table was full: those allocations are shown"
-			     " without Python frames; their counts and bytes are exact", py);
+			     " shim's Python stack table was full: those allocations are shown at"
+			     " their native site, not their Python line; their counts and bytes are"
+			     " exact", py);
 	else if (len)
 		buf[0] = 0;
 	return w > 0 ? (size_t)w : 0;

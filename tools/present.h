@@ -24,7 +24,8 @@ void present_proc(struct emit *e, const struct model_proc *p, const char *effect
  * When the shim's stack tables were full (drops stack_full, pystack_full):
  * in the table, one "WARNING: ..." line after indent saying how many
  * captures were refused and that those allocations are shown as (no
- * stack) or without Python frames; nothing when none was.  JSON: the
+ * stack) (unless a Python line names them) or without their Python line;
+ * nothing when none was.  JSON: the
  * members stack_captures_refused and python_stack_captures_refused.  For
  * the commands that name call sites, after present_proc().
  */

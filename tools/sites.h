@@ -7,10 +7,11 @@
  * and shimmer itself are skipped.  It reads `function (file:line)` with
  * debug information, `function (module)` with only a symbol, and
  * `module+0xOFFSET` with neither (plus why, when the module's file is gone
- * or another build).  CUDA allocations (every space but the host heap)
- * that carry Python frames take the innermost Python frame instead,
- * `function (file.py:line)`: that is the user's code (the caller passes
- * the Python stack only then).  With callers set to N, a site is that
+ * or another build).  Allocations that carry Python frames (made while
+ * the thread ran Python code: CUDA memory, and the host heap since the
+ * shim reads the frames there too) take the innermost Python frame of the
+ * user's code instead, `function (file.py:line)` (the caller passes the
+ * Python stack unless asked for native sites: model_set_native()).  With callers set to N, a site is that
  * frame and the N frames that called it, "site <- caller <- ...", so that
  * a site that every allocation goes through (an allocator wrapper such as
  * SQLite's or a container's) splits by who called it.

@@ -103,7 +103,7 @@ const struct command temporary_command = {
 	.brief = "allocations freed soon after they were made, by call site",
 	.usage =
 		"usage: shimmer temporary DB [--max-lifetime-ms N] [--format table|csv|json]\n"
-		"                            [--pid PID] [--rank R] [--callers N]\n"
+		"                            [--pid PID] [--rank R] [--callers N] [--native]\n"
 		"\n"
 		"Per process, memory (host, cuda:N, managed:N, pinned) and call site:\n"
 		"the allocations freed at most N ms after they were made (default 1 ms),\n"
@@ -117,6 +117,8 @@ const struct command temporary_command = {
 		"  --rank R                  only the processes of rank R\n"
 		"  --callers N               name each call site with N of its callers,\n"
 		"                            \"site <- caller <- ...\" (default 0)\n"
+		"  --native                  host allocations made from Python code by\n"
+		"                            their native frames, not the Python line\n"
 		"\n"
 		"exit codes: 0 ok, 1 error (missing or unreadable store, no stacks), 2 usage\n",
 	.main = temporary_main,
@@ -124,11 +126,12 @@ const struct command temporary_command = {
 
 static int temporary_main(int argc, char **argv)
 {
+	struct cli_sites sites = { 0 };
 	struct model_filter f = model_filter_all();
 	double ms = TEMPORARY_MAX_LIFETIME_MS, v;
 	const char *path = NULL;
 	struct model *m;
-	int fmt = EMIT_TABLE, callers = 0, r, rc;
+	int fmt = EMIT_TABLE, r, rc;
 
 	for (int i = 1; i < argc; i++) {
 		if (cli_is_help(argv[i]))
@@ -136,7 +139,7 @@ static int temporary_main(int argc, char **argv)
 		if ((r = cli_format_opt(&temporary_command, argc, argv, &i, emit_format_names,
 					&fmt)) != 0 ||
 		    (r = cli_filter_opt(&temporary_command, argc, argv, &i, &f)) != 0 ||
-		    (r = cli_callers_opt(&temporary_command, argc, argv, &i, &callers)) != 0) {
+		    (r = cli_sites_opt(&temporary_command, argc, argv, &i, &sites)) != 0) {
 			if (r < 0)
 				return CLI_EXIT_USAGE;
 		} else if ((r = cli_number_opt(&temporary_command, argc, argv, &i,
@@ -154,7 +157,8 @@ static int temporary_main(int argc, char **argv)
 		return cli_usage_error(&temporary_command, "--max-lifetime-ms is too large");
 	if (model_open(path, &f, &m) < 0)
 		return CLI_EXIT_ERROR;
-	model_set_callers(m, callers);
+	model_set_callers(m, sites.callers);
+	model_set_native(m, sites.native);
 	rc = temporary_write(m, stdout, fmt, (int64_t)(ms * 1e6));
 	if (rc == -ENOMEM)
 		cli_error("out of memory");

@@ -97,8 +97,8 @@ static const struct alloc grouping[] = {
 	{ 1, "device", 0, 1, 0, 3000, 3000, 60, 0, "cuda:0", SITE_A },
 	{ 1, "device", 1, 1, 0, 500, 500, 70, 0, "cuda:1", SITE_A },
 	{ 1, "device", 0, 1, 1, 7000, 7000, 80, 0, "cuda:0", SITE_PY },
-	/* Python frames do not name host allocations. */
-	{ 1, "host", -1, 3, 1, 50, 50, 90, 0, "host", SITE_C },
+	/* Python frames name host allocations too (SITE_C with --native). */
+	{ 1, "host", -1, 3, 1, 50, 50, 90, 0, "host", SITE_PY },
 	{ 1, "host", -1, 0, 0, 60, 60, 95, 0, "host", "(no stack)" },
 	{ 2, "host", -1, 2, 0, 100, 4096.5, 10, 0, "host", SITE_B },
 	{ 2, "host", -1, 2, 0, 1000, 10000, 20, 0, "host", SITE_B },
@@ -116,7 +116,7 @@ static int setup(void **state)
 
 /* Run leaks_write with o on the processes of pid (-1: all) into a string
  * the caller frees. */
-static char *run_pid(sqlite3 *db, const struct leaks_opts *o, int64_t pid)
+static char *run_sites(sqlite3 *db, const struct leaks_opts *o, int64_t pid, int native)
 {
 	struct model_filter flt = model_filter_all();
 	struct model *m;
@@ -127,10 +127,16 @@ static char *run_pid(sqlite3 *db, const struct leaks_opts *o, int64_t pid)
 	assert_non_null(out);
 	flt.pid = pid;
 	assert_int_equal(model_load(db, &flt, &m), 0);
+	model_set_native(m, native);
 	assert_int_equal(leaks_write(m, out, o), 0);
 	model_close(m);
 	fclose(out);
 	return buf;
+}
+
+static char *run_pid(sqlite3 *db, const struct leaks_opts *o, int64_t pid)
+{
+	return run_sites(db, o, pid, 0);
 }
 
 static char *run(sqlite3 *db, const struct leaks_opts *o)
@@ -221,6 +227,18 @@ static void test_leaks_groups_by_site_and_device(void **state)
 		/* No ranges: fitted over time; nothing grows after 20% of it. */
 		assert_string_equal(field[7], "time");
 	}
+	free(csv);
+
+	/* --native: the host block with Python frames by its native site;
+	 * CUDA memory keeps its Python line. */
+	csv = run_sites(f->db, &o, -1, 1);
+	if (!find_row(csv, 100, "host", SITE_C, field))
+		fail_msg("--native: no host row for " SITE_C " in\n%s", csv);
+	assert_int_equal(atoll(field[3]), 1);
+	assert_int_equal(atoll(field[4]), 50);
+	assert_int_equal(find_row(csv, 100, "host", SITE_PY, field), 0);
+	assert_int_equal(find_row(csv, 100, "cuda:0", SITE_PY, field), 1);
+	assert_int_equal(atoll(field[4]), 7000);
 	free(csv);
 
 	/* Folded: outermost first, leaked bytes. */

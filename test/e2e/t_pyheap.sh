@@ -1,0 +1,168 @@
+#!/bin/bash
+# t_pyheap: host allocations of a Python program are named by the Python
+# line that made them.  The workload below leaks blocks with libc's malloc
+# (through ctypes, as a C extension would) on known lines, each block a size
+# of its own, and logs per block its pid, function, line and size: in the
+# main thread, a method, a generator, a loop whose two lines alternate (the
+# shim's per-thread memo of frames must not give one line the other's), a
+# thread started by threading, and a child made by os.fork() after the
+# parent ran the same function (the names cached by the parent must be
+# announced again in the child).  `leaks` must show, per process, every
+# logged line with the count and bytes of its blocks exactly, in `all` mode
+# and in sample mode (blocks of 16 MiB: sampled with probability
+# 1 - exp(-32)); `--native` names the same blocks by native frames instead,
+# and `allocations` agrees.  Run for every CPython among 3.11, 3.12 and 3.13
+# found here (on PATH or under pyenv's root; one not installed is a SKIP).
+. "$(dirname "$0")/lib.sh"
+
+need "$SHIM" "$SHIMMERD" "$SHIMMER"
+WLOG=$T/wlog # traced() sets WL_LOG; the workload logs to its argument
+
+cat > "$T/wl.py" <<'PY'
+import ctypes, inspect, os, sys, threading
+
+libc = ctypes.CDLL(None)
+libc.malloc.restype = ctypes.c_void_p
+libc.malloc.argtypes = [ctypes.c_size_t]
+log = open(sys.argv[1], "w")
+size = 16 << 20
+
+
+def here():
+    return inspect.currentframe().f_back.f_lineno
+
+
+def note(func, line, file="wl.py"):
+    log.write("%d,%s,%s,%d,%d\n" % (os.getpid(), func, file, line, size))
+    log.flush()
+
+
+def leak_a(n):
+    global size
+    for _ in range(n):
+        size += 1; libc.malloc(size); note("leak_a", here())
+
+
+class Model:
+    def step(self):
+        global size
+        size += 1; libc.malloc(size); note("Model.step", here())
+
+
+def gen(n):
+    global size
+    for _ in range(n):
+        size += 1; yield libc.malloc(size); note("gen", here())
+
+
+def alternate(n):
+    global size
+    for i in range(n):
+        size += 1; libc.malloc(size); note("alternate", here())
+        if i % 3 == 0:
+            size += 1; libc.malloc(size); note("alternate", here())
+
+
+def compiled(n):
+    # Code objects that die at once: the next ones are made where they
+    # were, with other names and lines.
+    global size
+    for i in range(n):
+        src = "def f%d():\n    global size\n%s    size += 1; libc.malloc(size); " \
+              "note('f%d', %d, 'gen%d.py')\nf%d()\n" % (i, "\n" * i, i, 3 + i, i, i)
+        exec(compile(src, "gen%d.py" % i, "exec"), globals())
+        del globals()["f%d" % i]
+
+
+def worker():
+    global size
+    size += 1; libc.malloc(size); note("worker", here())
+
+
+leak_a(3)
+m = Model()
+m.step()
+m.step()
+list(gen(4))
+alternate(12)
+compiled(8)
+t = threading.Thread(target=worker)
+t.start()
+t.join()
+log.flush()
+pid = os.fork()
+if pid == 0:
+    size += 1000
+    leak_a(2)
+    log.close()
+    os._exit(0)
+os.waitpid(pid, 0)
+log.close()
+PY
+
+# leaks_diff CSV: the logged blocks against the rows (pid, memory, count,
+# bytes, frame) of the workload's functions (frame "func (wl.py:line)"),
+# per pid: count and bytes.  The module's own lines also allocate (imports,
+# the thread, the fork), and are left out: a logged block counted there
+# shows as missing from its function's line.
+leaks_diff() {
+	local db=$T/check.db
+	rm -f "$db"
+	sq "$db" "CREATE TABLE E (pid INTEGER, func TEXT, file TEXT, line INTEGER, size INTEGER);" \
+		".mode csv" ".import $T/exp.csv E"
+	import_csv "$db" R "$1"
+	sq "$db" "CREATE TEMP VIEW exp AS SELECT pid, func || ' (' || file || ':' || line || ')' AS frame,
+	count(*) AS count, sum(size) AS bytes FROM E GROUP BY pid, func, file, line;
+CREATE TEMP VIEW got AS SELECT CAST(pid AS INTEGER) AS pid, frame,
+	CAST(count AS INTEGER) AS count, CAST(round(bytes) AS INTEGER) AS bytes
+	FROM R WHERE memory = 'host' AND (frame GLOB '* (wl.py:*)' OR frame GLOB '* (gen*.py:*)')
+	AND frame NOT GLOB '<module> *';
+$(multiset_diff exp got "pid, frame, count, bytes")"
+}
+
+for v in 3.11 3.12 3.13; do
+	# The interpreter itself, not a launcher such as pyenv's shim.
+	py=
+	for c in "python$v" "${PYENV_ROOT:-$HOME/.pyenv}/versions/$v".*/bin/python$v; do
+		py=$("$c" -c 'import sys; print(sys.executable)' 2>/dev/null) && [ -n "$py" ] && break
+		py=
+	done
+	if [ -z "$py" ]; then
+		echo "ok - $SCRIPT: python$v # SKIP python$v not found"
+		continue
+	fi
+	for mode in all sample; do
+		DB=$T/py$v.$mode.db
+		rm -f "$T/exp.csv"
+		start_collector "$DB" || { not_ok "python$v $mode: collector"; continue; }
+		SHIMMER_MALLOC=$mode SHIMMER_LOSSLESS=1 traced "$py" "$T/wl.py" "$T/exp.csv" \
+			> "$T/out" 2>&1
+		rc=$?
+		stop_collector || not_ok "python$v $mode: collector exit status"
+		n=$(wc -l < "$T/exp.csv")
+		check "python$v $mode: workload exits 0, 36 blocks logged" \
+			"exit $rc, $n blocks: $(head -5 "$T/out")" [ "$rc/$n" = 0/36 ]
+		expect_empty "python$v $mode: nothing dropped" \
+			"$(sq "$DB" "SELECT 'dropped:', reason, events FROM drops;")"
+		cp "$DB" /tmp/ss/pyheap.$v.$mode.db
+		"$SHIMMER" leaks "$DB" --format csv > "$T/leaks.csv" 2> "$T/leaks.err"
+		check "python$v $mode: leaks exits 0" "$(cat "$T/leaks.err")" [ $? = 0 ]
+		expect_empty "python$v $mode: leaks names each block's Python line, count and bytes exact" \
+			"$(leaks_diff "$T/leaks.csv")"
+		# allocations: the same blocks as its live_count and live_bytes
+		"$SHIMMER" allocations "$DB" --format csv |
+			awk -F, -v OFS=, 'NR == 1 || $6 > 0 { print $1, $3, $6, $7, $NF }' |
+			sed '1s/.*/pid,memory,count,bytes,frame/' > "$T/alloc.csv"
+		expect_empty "python$v $mode: allocations' blocks live at the end on the same lines" \
+			"$(leaks_diff "$T/alloc.csv")"
+		"$SHIMMER" leaks "$DB" --format csv --native > "$T/native.csv"
+		nat=$(grep -c 'wl\.py:\|gen[0-9]*\.py:' "$T/native.csv")
+		sum() { awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "bytes") b = i; next }
+			$3 == "host" { s += $b } END { printf "%.0f\n", s }' "$1"; }
+		check "python$v $mode: --native names no Python line and keeps every byte" \
+			"$nat rows name wl.py; bytes $(sum "$T/native.csv") against $(sum "$T/leaks.csv")" \
+			[ "$nat/$(sum "$T/native.csv")" = "0/$(sum "$T/leaks.csv")" ]
+	done
+done
+
+finish
