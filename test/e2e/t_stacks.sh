@@ -12,7 +12,10 @@
 # after them.  Every command that names call sites then says so in one
 # line per process, and none does for the 2^15 run or for a run with
 # SHIMMER_STACKS=off (where every allocation is "(no stack)" too, for
-# another reason).
+# another reason).  compare --fail-if site_peak is not evaluated where the
+# refused allocations hold bytes at the peak.  The Python stacks' table
+# (98,304) the same way: 2^17 Python call paths give pystack_full.
+# (manystacks.c, the native workload; the Python one is below.)
 . "$(dirname "$0")/lib.sh"
 MANY=$O/test/e2e/manystacks
 need "$SHIM" "$SHIMMERD" "$SHIMMER" "$MANY"
@@ -132,6 +135,71 @@ end=$(sq "$db" "SELECT end_reason FROM processes WHERE proc_id = 1" 2>&1)
 check "SIGKILLed after the table filled: the 16384 refused captures are stored" \
 	"end $end; stack_full pystack_full lost: $(refused "$db")" \
 	test "$end|$(refused "$db")" = "signal|16384|0|0"
+
+# The Python stacks' table (98,304 a process): 2^17 distinct Python call
+# paths, each allocating once through ctypes from leaf(), in all mode.
+# Each allocation of leaf() is named by its Python line, or, its capture
+# refused, by its native site: the store's pystack_full is exactly the
+# paths that found no room, and the commands say so.
+# the interpreter itself, not a wrapper script (pyenv's shims)
+PY=$(python3 -c 'import sys; print(sys.executable)' 2> /dev/null)
+if [ -z "$PY" ]; then
+	ok "Python stacks: the refused captures stored and said # SKIP no python3"
+else
+	cat > "$T/many.py" <<'EOF_PY'
+import ctypes, sys
+libc = ctypes.CDLL(None)
+libc.malloc.restype = ctypes.c_void_p
+libc.malloc.argtypes = [ctypes.c_size_t]
+libc.free.argtypes = [ctypes.c_void_p]
+malloc, free = libc.malloc, libc.free
+
+
+def leaf():
+    free(malloc(24))
+
+
+def zero(b, k):
+    if k == 0:
+        leaf()
+    elif b & 1:
+        one(b >> 1, k - 1)
+    else:
+        zero(b >> 1, k - 1)
+
+
+def one(b, k):
+    if k == 0:
+        leaf()
+    elif b & 1:
+        one(b >> 1, k - 1)
+    else:
+        zero(b >> 1, k - 1)
+
+
+for b in range(1 << int(sys.argv[1])):
+    zero(b, int(sys.argv[1]))
+EOF_PY
+	db=$T/py.db
+	SHIMMER_MALLOC=all "$SHIMMER" run --db "$db" -- "$PY" "$T/many.py" 17 > /dev/null 2> "$T/py.err"
+	named=$("$SHIMMER" allocations "$db" --format json 2>&1 | python3 -c '
+import json, sys
+for p in json.load(sys.stdin)["processes"]:
+    for s in p["sites"]:
+        if s["frame"] == "leaf (many.py:10)":
+            print(p["proc_id"], s["count"], p["python_stack_captures_refused"])')
+	read -r proc leafs said <<< "$named"
+	got=$(sq "$db" "SELECT coalesce(sum(events), 0) FROM drops WHERE proc_id = ${proc:-0}
+		AND reason = 'pystack_full'" 2>&1)
+	check "Python stacks: pystack_full is the $((1 << 17)) paths less those named by leaf's line" \
+		"proc leaf-line refused(json): $named; pystack_full $got; $(head -3 "$T/py.err")" \
+		holds '[ -n "$leafs" ] && [ "$got" = $(((1 << 17) - ${leafs:-0})) ] && [ "$said" = "$got" ] &&
+		[ "$got" -ge $(((1 << 17) - 98304)) ]'
+	out=$("$SHIMMER" leaks "$db" 2>&1; "$SHIMMER" allocations "$db" 2>&1)
+	check "Python stacks: leaks and allocations say it in one line each" \
+		"$(grep -B1 -A1 "stack captures" <<< "$out" | head -20)" \
+		test "$(grep -c "WARNING: $got Python stack captures were refused because the shim's Python stack table was full: those allocations are shown at their native site, not their Python line" <<< "$out")" = 2
+fi
 
 # Stacks off: every allocation is (no stack), and no command blames a
 # full table.
