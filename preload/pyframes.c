@@ -83,7 +83,8 @@
 #include "utf8.h"
 
 #define CACHE_SLOTS 4096u /* power of two */
-#define SKIP_MAX 64u      /* skipped frames allowed beyond max */
+#define PY_WALK_MAX 512u  /* frames walked at most, skipped ones included */
+#define PY_RING 32u       /* frames beyond the inner ones noted (see py_frames) */
 #define NAME_MAX_UTF8 512u
 
 #define ST_KIND(s) (((s) >> 2) & 7u)
@@ -380,16 +381,87 @@ static inline uint32_t memo_slot(const void *code, uintptr_t instr)
 	return (uint32_t)(h ^ h >> 29) & (PY_MEMO_SLOTS - 1);
 }
 
+/* A frame to read: what frame() needs. */
+struct raw_frame {
+	const void *code;
+	uintptr_t instr;
+	int64_t lasti;
+};
+
+/* A frame beyond the inner ones, noted as the walk passed it. */
+struct raw_note {
+	const void *code;
+	uintptr_t instr;
+	char owner;
+};
+
+/*
+ * Whether the frame (its code, instruction and owner, as read from it) is
+ * one CPython's tracebacks show, filling *r: its code must be a code
+ * object, and a frame not owned by a generator must be past the code's
+ * first traceable instruction (_PyFrame_IsIncomplete).
+ */
+static inline int traceable(const void *code, uintptr_t instr, char owner, struct raw_frame *r)
+{
+	const struct py_layout *l = py.l;
+
+	if (bad_ptr(code) || load_ptr(code, OB_TYPE) != py.code_type)
+		return 0;
+	r->code = code;
+	r->instr = instr;
+	r->lasti = (int64_t)(instr - ((uintptr_t)code + l->co_code)) / 2;
+	return owner == OWNER_GENERATOR ||
+	       r->lasti >= (int64_t)(int32_t)load_u32(code, l->co_firsttraceable);
+}
+
+/* The frame at instruction index lasti (instr) of code, into *out: the
+ * thread's memo's when it holds it, else read and interned (and memoized
+ * when its names could be announced). */
+static inline __attribute__((always_inline)) void
+frame(const struct raw_frame *r, uint32_t epoch, struct py_memo *memo, struct shm_pyframe *out)
+{
+	struct py_memo_entry *m = 0;
+	struct code_id id;
+	int64_t lasti = r->lasti;
+
+	id.code = r->code;
+	id.file = load_ptr(r->code, CO_FILENAME);
+	id.func = load_ptr(r->code, CO_QUALNAME);
+	id.lines = load_ptr(r->code, CO_LINETABLE);
+	if (memo) {
+		m = &memo->slot[memo_slot(r->code, r->instr)];
+		if (m->code == r->code && m->instr == r->instr && m->file == id.file &&
+		    m->func == id.func && m->lines == id.lines) {
+			*out = m->f;
+			return;
+		}
+	}
+	id.file_hash = str_hash(id.file);
+	id.func_hash = str_hash(id.func);
+	if (lasti < 0 || lasti >= load_i64(r->code, OB_SIZE))
+		lasti = -1; /* PyCode_Addr2Line: the first line */
+	memset(out, 0, sizeof(*out));
+	out->line = (uint32_t)py.addr2line((void *)r->code, (int)(lasti * 2));
+	names(&id, epoch, out);
+	/* Only whole names: one not announced now is tried again. */
+	if (memo && out->file_id && out->func_id) {
+		m->code = r->code;
+		m->instr = r->instr;
+		m->file = id.file;
+		m->func = id.func;
+		m->lines = id.lines;
+		m->f = *out;
+	}
+}
+
 uint32_t py_frames(struct shm_pyframe *out, uint32_t max, struct py_memo *memo)
 {
 	int s = __atomic_load_n(&py_state, __ATOMIC_ACQUIRE);
+	struct raw_frame r, keep[PY_OUTER + 2];
+	struct raw_note ring[PY_RING];
 	const struct py_layout *l;
-	const void *f, *code;
-	uintptr_t instr, first;
-	struct py_memo_entry *m = 0;
-	struct code_id id;
-	uint32_t n = 0, walked = 0, epoch;
-	int64_t units, lasti;
+	const void *f;
+	uint32_t n = 0, walked = 0, epoch, inner, beyond = 0, k, nk;
 	char owner;
 
 	if (__builtin_expect(s == PY_ABSENT, 1))
@@ -413,52 +485,48 @@ uint32_t py_frames(struct shm_pyframe *out, uint32_t max, struct py_memo *memo)
 		memset(memo->slot, 0, sizeof(memo->slot));
 		memo->epoch = epoch;
 	}
-	for (f = top_frame(); f && n < max && walked < max + SKIP_MAX;
-	     f = load_ptr(f, l->fr_prev), walked++) {
+	/* The innermost frames, and when there are more than max the
+	 * outermost PY_OUTER after a gap (pyframes.h).  The frames beyond
+	 * the inner ones are only noted (frame, code, instruction, owner: one
+	 * line of the frame) in a ring, and the last of them checked and read
+	 * once the walk has ended: an import's stack is a hundred frames. */
+	inner = max > 2 * PY_OUTER ? max - PY_OUTER - 1 : max;
+	for (f = top_frame(); f && walked < PY_WALK_MAX; f = load_ptr(f, l->fr_prev), walked++) {
 		if (bad_ptr(f))
 			break;
 		owner = *((const char *)f + l->fr_owner);
 		if (owner == l->owner_cstack)
 			continue;
-		code = load_ptr(f, l->fr_code);
-		if (bad_ptr(code) || load_ptr(code, OB_TYPE) != py.code_type)
+		if (n >= inner) {
+			if (inner == max)
+				break; /* too few frames asked for to split */
+			ring[beyond % PY_RING] = (struct raw_note){ load_ptr(f, l->fr_code),
+								    (uintptr_t)load_ptr(f, l->fr_instr),
+								    owner };
+			beyond++;
 			continue;
-		instr = (uintptr_t)load_ptr(f, l->fr_instr);
-		first = (uintptr_t)code + l->co_code;
-		units = load_i64(code, OB_SIZE);
-		lasti = (int64_t)(instr - first) / 2;
-		if (owner != OWNER_GENERATOR &&
-		    lasti < (int64_t)(int32_t)load_u32(code, l->co_firsttraceable))
-			continue;
-		id.code = code;
-		id.file = load_ptr(code, CO_FILENAME);
-		id.func = load_ptr(code, CO_QUALNAME);
-		id.lines = load_ptr(code, CO_LINETABLE);
-		if (memo) {
-			m = &memo->slot[memo_slot(code, instr)];
-			if (m->code == code && m->instr == instr && m->file == id.file &&
-			    m->func == id.func && m->lines == id.lines) {
-				out[n++] = m->f;
-				continue;
-			}
 		}
-		id.file_hash = str_hash(id.file);
-		id.func_hash = str_hash(id.func);
-		if (lasti < 0 || lasti >= units)
-			lasti = -1; /* PyCode_Addr2Line: the first line */
-		memset(&out[n], 0, sizeof(out[n]));
-		out[n].line = (uint32_t)py.addr2line((void *)code, (int)(lasti * 2));
-		names(&id, epoch, &out[n]);
-		/* Only whole names: one not announced now is tried again. */
-		if (memo && out[n].file_id && out[n].func_id) {
-			m->code = code;
-			m->instr = instr;
-			m->file = id.file;
-			m->func = id.func;
-			m->lines = id.lines;
-			m->f = out[n];
-		}
-		n++;
+		if (traceable(load_ptr(f, l->fr_code), (uintptr_t)load_ptr(f, l->fr_instr), owner,
+			      &r))
+			frame(&r, epoch, memo, &out[n++]);
 	}
+	if (!beyond)
+		return n;
+	/* The traceable ones from the outermost in, up to one more than
+	 * fits (keep's end holds the outermost). */
+	for (k = 0, nk = 0; k < beyond && k < PY_RING && nk < PY_OUTER + 2; k++) {
+		const struct raw_note *x = &ring[(beyond - 1 - k) % PY_RING];
+
+		if (traceable(x->code, x->instr, x->owner, &keep[PY_OUTER + 1 - nk]))
+			nk++;
+	}
+	/* All of them when they fit, else the gap and the last PY_OUTER. */
+	if (nk == PY_OUTER + 2 || beyond > PY_RING) {
+		memset(&out[n++], 0, sizeof(out[0])); /* the gap: (0, 0, 0) */
+		if (nk > PY_OUTER)
+			nk = PY_OUTER;
+	}
+	for (k = PY_OUTER + 2 - nk; k < PY_OUTER + 2; k++)
+		frame(&keep[k], epoch, memo, &out[n++]);
 	return n;
 }

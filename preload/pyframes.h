@@ -25,6 +25,7 @@
  * its place with all four would take its lines (pyframes.c).
  */
 #define PY_MEMO_SLOTS 256u
+#define PY_OUTER 8u
 
 struct py_memo_entry {
 	const void *code;
@@ -41,7 +42,12 @@ struct py_memo {
 /*
  * Fills out[0..max) with the thread's frames, innermost first; returns how
  * many (0: no Python runtime, an unsupported version, or a thread without
- * a Python thread state).  memo, the calling thread's own or NULL, is
+ * a Python thread state).  A thread with more than max frames (at most
+ * 512 walked) gets its innermost max - PY_OUTER - 1, a gap frame (file,
+ * function and line 0) and its outermost PY_OUTER: the user's script is at
+ * the outer end of a deep library stack (an import, a model's forward
+ * through nested modules), and the call site is its line (tools/sites.h).
+ * With max under 2 * PY_OUTER + 1, the innermost max alone.  memo, the calling thread's own or NULL, is
  * read and filled.  Thread-safe; not async-signal-safe (interning may
  * send).  Call with BUSY_STACK set, as for any interning; the look for a
  * Python runtime (dlsym, after a module report) is made in_shim.  Costs

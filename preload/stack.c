@@ -67,7 +67,14 @@ struct walk {
 	uint32_t id;
 	uint32_t epoch;
 	struct unwind_cache c;
-	struct py_memo py; /* touched only in a process that runs Python */
+	/* Python: the memo, and the last capture's frames and id (in
+	 * stacktab epoch py_epoch; 0: none); touched only in a process that
+	 * runs Python */
+	struct py_memo py;
+	uint32_t py_id;
+	uint32_t py_epoch;
+	uint32_t py_n;
+	struct shm_pyframe py_last[SHM_STACK_MAX];
 };
 
 static struct walk *walks_of; /* one per slot */
@@ -244,6 +251,7 @@ static inline struct walk *walk_of(struct shim_thread *t)
 		w->id = 0;
 		w->c.gen = 0;
 		w->py.epoch = 0; /* never an intern epoch: emptied at first use */
+		w->py_id = 0;
 	}
 	return w;
 }
@@ -350,7 +358,7 @@ uint32_t stack_python(struct shim_thread *t)
 	struct shm_pyframe f[SHM_STACK_MAX];
 	struct emit_ctx c = { .t = t, .type = SHM_REC_PYSTACK };
 	struct walk *w;
-	uint32_t n, id = 0;
+	uint32_t n, id = 0, epoch;
 	int saved;
 
 	if (!unw_bt || !python.tab || py_absent())
@@ -360,8 +368,21 @@ uint32_t stack_python(struct shim_thread *t)
 	tls_word_or(t, TLS_BUSY(BUSY_STACK));
 	w = walk_of(t);
 	n = py_frames(f, settings.stack_depth, w ? &w->py : 0);
-	if (n)
+	/* A loop allocating from one line repeats its frames: the last
+	 * capture's id then, without hashing them for the table. */
+	epoch = __atomic_load_n(&python.epoch, __ATOMIC_RELAXED);
+	if (n && w && w->py_id && w->py_n == n && w->py_epoch == epoch &&
+	    !memcmp(w->py_last, f, n * sizeof(f[0]))) {
+		id = w->py_id;
+	} else if (n) {
 		id = stacktab_id(&python, (const uint64_t *)(const void *)f, 2 * n, emit, &c);
+		if (w) {
+			w->py_epoch = epoch;
+			w->py_id = id;
+			w->py_n = n;
+			memcpy(w->py_last, f, n * sizeof(f[0]));
+		}
+	}
 	tls_word_and(t, ~TLS_BUSY(BUSY_STACK));
 	errno = saved;
 	return id;

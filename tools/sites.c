@@ -112,7 +112,8 @@ int sites_open(struct sites *s, sqlite3 *db)
 		err = store_prepare(db, "SELECT parent_id, pc FROM stack_nodes WHERE proc_id = ?1"
 				    " AND node_id = ?2", &s->node_st);
 	if (!err)
-		err = store_prepare(db, "SELECT fs.text, fn.text, f.line FROM python_frames f"
+		err = store_prepare(db, "SELECT fs.text, fn.text, f.line, f.file_id = 0 AND"
+				    " f.func_id = 0 AND f.line = 0 FROM python_frames f"
 				    " LEFT JOIN strings fs ON fs.proc_id = f.proc_id AND fs.id = f.file_id"
 				    " LEFT JOIN strings fn ON fn.proc_id = f.proc_id AND fn.id = f.func_id"
 				    " WHERE f.proc_id = ? AND f.pystack_id = ? ORDER BY f.level",
@@ -307,6 +308,12 @@ static int python_frames(struct sites *s, int64_t proc_id, int64_t pystack_id,
 		err = frame_push(l);
 		if (err)
 			return err;
+		/* The shim's gap between a deep stack's innermost and
+		 * outermost frames (preload/pyframes.h): never the site. */
+		if (sqlite3_column_int(st, 3)) {
+			buf_puts(&l->text, "...");
+			continue;
+		}
 		if (!l->has_site && !python_library_file(file)) {
 			l->site = l->n - 1;
 			l->has_site = 1;

@@ -7,7 +7,10 @@
 # shim's per-thread memo of frames must not give one line the other's), a
 # thread started by threading, and a child made by os.fork() after the
 # parent ran the same function (the names cached by the parent must be
-# announced again in the child).  `leaks` must show, per process, every
+# announced again in the child), code objects compiled one after another
+# where the last one died (the cached names must be the new code's), and
+# a call into a library 40 frames deep (the site is the user's line, at the
+# outer end of a stack deeper than the 32 frames kept).  `leaks` must show, per process, every
 # logged line with the count and bytes of its blocks exactly, in `all` mode
 # and in sample mode (blocks of 16 MiB: sampled with probability
 # 1 - exp(-32)); `--native` names the same blocks by native frames instead,
@@ -18,8 +21,18 @@
 need "$SHIM" "$SHIMMERD" "$SHIMMER"
 WLOG=$T/wlog # traced() sets WL_LOG; the workload logs to its argument
 
+# A library (by its path, as an installed package's) whose stack is deeper
+# than the shim keeps: the site is the user's line at its outer end.
+mkdir -p "$T/lib/site-packages"
+cat > "$T/lib/site-packages/deeplib.py" <<'PY'
+def down(n, size, malloc):
+    return down(n - 1, size, malloc) if n else malloc(size)
+PY
+
 cat > "$T/wl.py" <<'PY'
 import ctypes, inspect, os, sys, threading
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "lib", "site-packages"))
+import deeplib
 
 libc = ctypes.CDLL(None)
 libc.malloc.restype = ctypes.c_void_p
@@ -74,6 +87,13 @@ def compiled(n):
         del globals()["f%d" % i]
 
 
+def deep_call(n):
+    # 40 library frames below this one: more than the 32 kept
+    global size
+    for _ in range(n):
+        size += 1; deeplib.down(40, size, libc.malloc); note("deep_call", here())
+
+
 def worker():
     global size
     size += 1; libc.malloc(size); note("worker", here())
@@ -86,6 +106,7 @@ m.step()
 list(gen(4))
 alternate(12)
 compiled(8)
+deep_call(3)
 t = threading.Thread(target=worker)
 t.start()
 t.join()
@@ -140,8 +161,8 @@ for v in 3.11 3.12 3.13; do
 		rc=$?
 		stop_collector || not_ok "python$v $mode: collector exit status"
 		n=$(wc -l < "$T/exp.csv")
-		check "python$v $mode: workload exits 0, 36 blocks logged" \
-			"exit $rc, $n blocks: $(head -5 "$T/out")" [ "$rc/$n" = 0/36 ]
+		check "python$v $mode: workload exits 0, 39 blocks logged" \
+			"exit $rc, $n blocks: $(head -5 "$T/out")" [ "$rc/$n" = 0/39 ]
 		expect_empty "python$v $mode: nothing dropped" \
 			"$(sq "$DB" "SELECT 'dropped:', reason, events FROM drops;")"
 		cp "$DB" /tmp/ss/pyheap.$v.$mode.db
@@ -155,6 +176,12 @@ for v in 3.11 3.12 3.13; do
 			sed '1s/.*/pid,memory,count,bytes,frame/' > "$T/alloc.csv"
 		expect_empty "python$v $mode: allocations' blocks live at the end on the same lines" \
 			"$(leaks_diff "$T/alloc.csv")"
+		# deep_call's stack: the library's innermost frames, the gap, the
+		# outermost ones (outer first in the folded format)
+		"$SHIMMER" leaks "$DB" --format folded > "$T/leaks.folded"
+		deep=$(grep -c ';<module> (wl.py:[0-9]*);deep_call (wl.py:[0-9]*);\(down (deeplib.py:2);\)\{6\}\.\.\.;\(down (deeplib.py:2);\)\{22\}down (deeplib.py:2) [0-9]*$' "$T/leaks.folded")
+		check "python$v $mode: a stack deeper than kept: its outer frames, the gap, its inner ones" \
+			"$deep lines; $(grep deeplib "$T/leaks.folded" | head -2)" [ "$deep" = 1 ]
 		"$SHIMMER" leaks "$DB" --format csv --native > "$T/native.csv"
 		nat=$(grep -c 'wl\.py:\|gen[0-9]*\.py:' "$T/native.csv")
 		sum() { awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "bytes") b = i; next }
