@@ -159,6 +159,8 @@ def leaf():
     free(malloc(24))
 
 
+# Two functions alike but for their names (as in manystacks.c): each
+# level's frame says which bit it took.
 def zero(b, k):
     if k == 0:
         leaf()
