@@ -109,6 +109,7 @@ void bpfsrc_free(struct bpfsrc *s)
 #include "probes.skel.h"
 #include "caller.h"
 #include "clock_ns.h"
+#include "drops.h"
 #include "log.h"
 #include "procmaps.h"
 #include "ptrmap.h"
@@ -220,7 +221,7 @@ static const char *const drop_reason[AT_DROP_COUNT] = {
 	[AT_DROP_RING_FULL] = "ring_full",
 	[AT_DROP_NO_THREAD] = "no_slot",
 	[AT_DROP_NESTED] = "nested",
-	[AT_DROP_STACK] = "stack_collision",
+	[AT_DROP_STACK] = DROP_STACK_COLLISION,
 	[AT_DROP_SAMPLED_FULL] = "sampled_full",
 };
 

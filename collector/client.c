@@ -28,6 +28,7 @@
 #include "cputime.h"
 #include "ctl.h"
 #include "demangle.h"
+#include "drops.h"
 #include "ingest.h"
 #include "job.h"
 #include "log.h"
@@ -321,7 +322,9 @@ static int count_drops(void *ctx, uint32_t tid, const char *reason, uint64_t eve
 {
 	struct client *c = ctx;
 
-	c->dropped += events;
+	/* a refused stack capture's event was stored, without the stack */
+	if (drop_is_loss(reason))
+		c->dropped += events;
 	return c->inner->drops(c->inner->ctx, tid, reason, events);
 }
 

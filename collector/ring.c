@@ -45,6 +45,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "drops.h"
+
 struct slot_state {
 	uint64_t tail;
 	uint64_t consumed; /* records handed to the sink, over the slot's life */
@@ -81,6 +83,7 @@ struct ring {
 	struct cursor **frontier, **heap; /* the pass's open cursors; the merge's heap */
 	uint64_t no_slot_stored;
 	uint64_t cupti_stored;
+	uint64_t stack_full_stored, pystack_full_stored;
 	uint64_t heartbeat;
 	int busy; /* the last pass found a slot at least RING_BUSY_FILL full */
 	struct ctl_line ctl; /* the region's control line as we last wrote it (ours, not its) */
@@ -423,6 +426,16 @@ int ring_flush(struct ring *r, const struct rec_sink *sink)
 		  __atomic_load_n(&r->region->dropped_cupti, __ATOMIC_RELAXED));
 	if (!err && d)
 		err = sink->drops(sink->ctx, 0, "cupti", d);
+	/* Stack captures the shim's tables refused: events stored without
+	 * that stack, listed with the drops but not lost (drops.h). */
+	d = delta(&r->stack_full_stored,
+		  __atomic_load_n(&r->region->stack_full, __ATOMIC_RELAXED));
+	if (!err && d)
+		err = sink->drops(sink->ctx, 0, DROP_STACK_FULL, d);
+	d = delta(&r->pystack_full_stored,
+		  __atomic_load_n(&r->region->pystack_full, __ATOMIC_RELAXED));
+	if (!err && d)
+		err = sink->drops(sink->ctx, 0, DROP_PYSTACK_FULL, d);
 	return err;
 }
 
@@ -445,6 +458,9 @@ void ring_committed(struct ring *r)
 	}
 	__atomic_store_n(&r->region->committed_no_slot, r->no_slot_stored, __ATOMIC_RELAXED);
 	__atomic_store_n(&r->region->committed_cupti, r->cupti_stored, __ATOMIC_RELAXED);
+	__atomic_store_n(&r->region->committed_stack_full, r->stack_full_stored, __ATOMIC_RELAXED);
+	__atomic_store_n(&r->region->committed_pystack_full, r->pystack_full_stored,
+			 __ATOMIC_RELAXED);
 }
 
 void ring_ended(struct ring *r, uint32_t how)
@@ -501,6 +517,10 @@ int ring_resume(struct ring *r, uint64_t *lost,
 	v = __atomic_load_n(&g->dropped_cupti, __ATOMIC_RELAXED);
 	n += since_mark(v, __atomic_load_n(&g->committed_cupti, __ATOMIC_RELAXED));
 	r->cupti_stored = v;
+	/* Refused stack captures lose no event: those the dead collector
+	 * did not commit are handed on by the next flush, from its marks. */
+	r->stack_full_stored = __atomic_load_n(&g->committed_stack_full, __ATOMIC_RELAXED);
+	r->pystack_full_stored = __atomic_load_n(&g->committed_pystack_full, __ATOMIC_RELAXED);
 	/* The control line goes on where the dead collector left it, so that
 	 * the shim sees each later command as new (ctl_seq moves on). */
 	v = __atomic_load_n(&g->ctl_seq, __ATOMIC_ACQUIRE);

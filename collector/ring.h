@@ -45,7 +45,8 @@ struct ring *ring_new(int memfd, const struct ring_geometry *g, char *why, size_
 int ring_drain(struct ring *r, uint64_t limit, const struct rec_sink *sink);
 
 /* Hands on the counters and drop counts that grew since the last call:
- * per live slot, and the region's no_slot and cupti drops. */
+ * per live slot, and the region's no_slot and cupti drops and its refused
+ * stack captures (stack_full, pystack_full: drops.h, not losses). */
 int ring_flush(struct ring *r, const struct rec_sink *sink);
 
 /*
@@ -74,7 +75,8 @@ void ring_ended(struct ring *r, uint32_t how);
  * plus those dropped since its last commit (no one read the rings), which
  * no later pass hands on (its thread may also have started while no
  * collector listened: it may need a row); *lost receives the same for the
- * region's no_slot and cupti drops.  Before the first pass;
+ * region's no_slot and cupti drops (its refused stack captures, which
+ * lose no event, go on from the committed marks).  Before the first pass;
  * ring_control_start() is not needed.  0, or the first error slot()
  * returned.
  */

@@ -30,13 +30,14 @@
 
 #include <stdint.h>
 
-#define SHM_WIRE_VERSION 9 /* 2: GPU window records, CUPTI drop count; 3: 64-bit correlation;
+#define SHM_WIRE_VERSION 10 /* 2: GPU window records, CUPTI drop count; 3: 64-bit correlation;
 			    4: heap order (seq), SIGNAL, the region's wake futex;
 			    5: launch stacks in API records;
 			    6: the job in HELLO, the region's control block, REQUEST/REPLY;
 			    7: the control block read by the hooks, the plan's deadlines;
 			    8: the collector's committed marks (slot and region);
-			    9: reconnection (SHM_HELLO_RECONNECT, committed counters) */
+			    9: reconnection (SHM_HELLO_RECONNECT, committed counters);
+			    10: the stack tables' refused captures (stack_full) */
 #define SHM_MAGIC 0x524d4853u /* "SHMR" */
 
 /* Largest control message either side sends or accepts. */
@@ -408,7 +409,7 @@ struct shm_reply_process {
 	uint32_t state;     /* the region's ctl_state (SHM_STATE_*) */
 	int64_t start_wall_ns;
 	uint64_t events;    /* records stored */
-	uint64_t dropped;   /* events lost (every reason) */
+	uint64_t dropped;   /* events lost (every reason that loses one: drops.h) */
 	double events_per_s; /* over the last interval (about a second) */
 	double dropped_per_s;
 	uint16_t job_len, exe_len;
@@ -471,14 +472,17 @@ struct shm_region {
 	uint32_t waiters;
 	/*
 	 * The collector's committed marks (with each slot's consumed,
-	 * committed and committed_dropped): the no_slot and cupti drop counts
-	 * it had handed on when its store last committed.  Written by the
+	 * committed and committed_dropped): the no_slot and cupti drop counts,
+	 * and the refused stack captures (stack_full, pystack_full), it had
+	 * handed on when its store last committed.  Written by the
 	 * collector after each commit, never by the shim: what a collector
 	 * that died left behind says what it had stored, so that the next
 	 * one to read the region stores the rest, and counts what was lost.
 	 */
 	uint64_t committed_no_slot;
 	uint64_t committed_cupti;
+	uint64_t committed_stack_full;
+	uint64_t committed_pystack_full;
 	/* The collector ended the process's row (client_end(): an exit, a
 	 * shutdown, a rejection...), as one that dies never does: the shim
 	 * does not say HELLO again to another (SHM_HELLO_RECONNECT).
@@ -487,7 +491,7 @@ struct shm_region {
 	 * shim says on stderr at its exit, the loss uncounted. */
 	uint32_t collector_ended;
 	uint32_t pad_ended;
-	uint8_t pad3[40];
+	uint8_t pad3[24];
 	/*
 	 * Control: when the process records (docs/service.md).  The shim has
 	 * no thread of its own to wait for commands: every hook compares
@@ -527,10 +531,19 @@ struct shm_region {
 	 * ctl_began, CLOCK_MONOTONIC ns when a range trigger
 	 * (SHIMMER_START=after-range:) began recording, from which the
 	 * collector plans SHIMMER_DURATION's stop.
+	 *
+	 * stack_full and pystack_full: stack captures the shim's table of
+	 * native (Python) stacks refused for want of room, counted where they
+	 * happen (they are rare but for a full table, and cost nothing more
+	 * here than in the table), so that a process killed later still
+	 * reports them.  Their events were recorded, without that stack: the
+	 * collector stores the counts as drops that are not losses.
 	 */
 	uint32_t ctl_done;
 	uint32_t ctl_state;   /* SHM_STATE_* */
 	uint64_t ctl_began;
+	uint64_t stack_full;
+	uint64_t pystack_full;
 };
 
 #define SHM_STATE_RECORDING 0x1u /* not paused */
@@ -584,6 +597,7 @@ _Static_assert(sizeof(struct shm_slot) <= SHM_SLOT_CTL_BYTES, "slot ctl");
 _Static_assert(sizeof(struct shm_region) <= SHM_REGION_HDR_BYTES, "region");
 _Static_assert(__builtin_offsetof(struct shm_region, ctl_seq) == 128, "control line");
 _Static_assert(__builtin_offsetof(struct shm_region, ctl_done) == 192, "the shim's control line");
+_Static_assert(__builtin_offsetof(struct shm_region, pystack_full) < 256, "the shim's line");
 
 #define SHM_SLOT_STRIDE(ring_bytes) ((uint64_t)SHM_SLOT_CTL_BYTES + (ring_bytes))
 #define SHM_REGION_BYTES(nslots, ring_bytes)                                  \

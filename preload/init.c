@@ -249,6 +249,7 @@ static void fork_child(void)
 	stack_fork_child();
 	fatal_fork_child();
 	if (start(parent) == 0) {
+		stack_count_in(shim.region.hdr);
 		control_setup(0);
 		api_publish_state();
 		enable();

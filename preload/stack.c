@@ -143,12 +143,20 @@ void stack_setup(void)
 		log_debug("stack walk: %s; every stack by unw_backtrace", strerrordesc_np(-err));
 	check = settings.stack_check;
 	unw_bt = bt;
+	stack_count_in(shim.region.hdr);
+}
+
+void stack_count_in(struct shm_region *r)
+{
+	stacktab_count_at(&native, r ? &r->stack_full : 0);
+	stacktab_count_at(&python, r ? &r->pystack_full : 0);
 }
 
 void stack_fork_child(void)
 {
 	stacktab_fork_child(&native);
 	stacktab_fork_child(&python);
+	stack_count_in(0); /* the parent's region is gone */
 }
 
 void stack_forget(void)

@@ -36,8 +36,15 @@
  * thread-safe (constructor). */
 void stack_setup(void);
 
-/* Fork child: stacks are re-sent on their first use in the new process. */
+/* Fork child: stacks are re-sent on their first use in the new process;
+ * refusals are counted in the tables until stack_count_in() says where. */
 void stack_fork_child(void);
+
+/* The tables' refused captures are counted in r's stack_full and
+ * pystack_full (wire.h), which the collector stores; NULL: in the tables
+ * (no region).  stack_setup() counts in shim.region's.  Not thread-safe
+ * (constructor, fork child). */
+void stack_count_in(struct shm_region *r);
 
 /* A module was unloaded: what was learnt about its code no longer holds.
  * Thread-safe. */

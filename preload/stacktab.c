@@ -70,7 +70,14 @@ int stacktab_init(struct stacktab *st, uint32_t cap, uint64_t arena_words)
 	st->limit = cap / 4 * 3;
 	st->next_id = 1;
 	st->epoch = EPOCH_FIRST;
+	st->full = &st->own_full;
 	return 0;
+}
+
+void stacktab_count_at(struct stacktab *st, uint64_t *word)
+{
+	st->own_full = 0;
+	st->full = word ? word : &st->own_full;
 }
 
 void stacktab_fini(struct stacktab *st)
@@ -163,7 +170,7 @@ static uint32_t publish(struct stacktab_entry *e, uint32_t cur, stacktab_emit_fn
 
 static void refuse(struct stacktab *st)
 {
-	__atomic_fetch_add(&st->full, 1, __ATOMIC_RELAXED);
+	__atomic_fetch_add(st->full, 1, __ATOMIC_RELAXED);
 }
 
 /* Fills the EMPTY entry e, claimed BUSY, with w[0..n). */

@@ -33,7 +33,9 @@ struct stacktab {
 	uint32_t next_id;    /* atomic */
 	uint32_t epoch;
 	uint32_t pad;
-	uint64_t full;       /* lookups refused for want of room, atomic */
+	uint64_t *full;      /* lookups refused for want of room, atomic: own_full
+			      * or the word of stacktab_count_at() */
+	uint64_t own_full;
 };
 
 /*
@@ -62,10 +64,20 @@ uint32_t stacktab_id(struct stacktab *st, const uint64_t *w, uint32_t n,
  * abandoned. */
 void stacktab_fork_child(struct stacktab *st);
 
-/* Lookups that yielded 0 for want of room, since init. */
+/*
+ * From now on, lookups refused for want of room are counted at *word (one
+ * that stays mapped while the table is used: the event region's, which the
+ * collector reads even after the process is killed), from the value it
+ * holds; NULL: in the table again, from 0.  Not thread-safe (setup, fork
+ * child).
+ */
+void stacktab_count_at(struct stacktab *st, uint64_t *word);
+
+/* Lookups that yielded 0 for want of room, as counted where
+ * stacktab_count_at() said (since init, by default). */
 static inline uint64_t stacktab_full(const struct stacktab *st)
 {
-	return __atomic_load_n(&st->full, __ATOMIC_RELAXED);
+	return st->full ? __atomic_load_n(st->full, __ATOMIC_RELAXED) : 0;
 }
 
 #endif /* SHIMMER_STACKTAB_H */

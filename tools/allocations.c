@@ -87,6 +87,7 @@ int allocations_write(struct model *m, FILE *out, int fmt, enum allocations_sort
 		emit_object_begin(&e, NULL);
 		present_proc(&e, p, "the allocations that were lost are missing: the counts"
 			     " below are lower bounds, and a lost free leaves a block live");
+		present_stacks_refused(&e, p, "  ");
 		emit_table_begin(&e, &sites_table);
 		while (gi < g.n && v[gi]->mem->proc->index < p->index)
 			gi++;

@@ -27,7 +27,9 @@
  * a median or p90 by the quarter and 100 us alone),
  * shares by 5 points, estimates (sampled heap, sampled GPU activity) by
  * half.  --fail-if conditions (compare_fail_if() below)
- * exit 3 when a pair crosses one: a CI job's guard against a regression.
+ * exit 3 when a pair crosses one: a CI job's guard against a regression;
+ * one that cannot be evaluated (a figure missing, or site_peak where a
+ * full stack table left bytes at the peak without their site) exits 1.
  */
 #include <errno.h>
 #include <math.h>
@@ -463,6 +465,7 @@ struct cond {
 	int relative;     /* value is a percentage of A */
 	double value;
 	int crossed;
+	int unknown;      /* not evaluated for some pair (an error line said why) */
 };
 
 static double unit_scale(const char *u)
@@ -724,11 +727,12 @@ static void proc_line(struct emit *e, const char *side, const struct model_proc 
 	emit_kv(e, "rank", EMIT_INT, p->rank >= 0 ? ev_int(p->rank) : ev_none());
 	emit_kv(e, "exe", EMIT_STR, ev_str(p->exe));
 	emit_kv(e, "argv", EMIT_RAW, ev_str(p->argv_json));
-	emit_object_end(e);
 	emit_text(e, "  %s: pid %lld", side, (long long)p->pid);
 	if (p->rank >= 0)
 		emit_text(e, " (rank %lld)", (long long)p->rank);
 	emit_text(e, " %s\n", p->args ? p->args : p->exe ? p->exe : "?");
+	present_stacks_refused(e, p, "    ");
+	emit_object_end(e);
 }
 
 /* The figure of prof named "section\tname", or NULL. */
@@ -786,12 +790,51 @@ static int site_peak_of(const struct cmp *c, const struct cond *k, const struct 
 	return !k->memory[0] || strcmp(mem, k->memory) == 0;
 }
 
+/* Whether pf has bytes at the peak without a site ("(no stack)", as
+ * sites.c names them) in the memory that k reads. */
+static int unsited_at_peak(const struct cmp *c, const struct cond *k, const struct prof *pf)
+{
+	char mem[64];
+
+	for (size_t x = 0; x < pf->figs.n; x++) {
+		const struct fig *f = map_item(&pf->figs, x);
+
+		if (site_peak_of(c, k, f) && f->v > 0 &&
+		    strcmp(site_of_key(c->names.v[f->key.a], mem, sizeof(mem)), "(no stack)") == 0)
+			return 1;
+	}
+	return 0;
+}
+
 /* site_peak: each site on its own, one in one run only against 0 (a new
- * site holding 1 GiB at the peak is the regression it guards against). */
+ * site holding 1 GiB at the peak is the regression it guards against).
+ * -1: no site of the memory in one run; -2: not evaluated, one error line
+ * said why. */
 static int check_site_peak(struct cmp *c, struct cond *k, const struct pair *pr,
 			   const struct prof *pa, const struct prof *pb)
 {
 	int in_a = 0, in_b = 0;
+
+	/* Where the shim's native stack table was full, the allocations of
+	 * the call paths that came after it, unless a Python line names them,
+	 * count under (no stack), not at their sites: which paths those are
+	 * depends on the order they came in, so a site's bytes can move
+	 * between runs that do the same; where none was live at the peak,
+	 * every site's bytes there are whole.  Where the Python table was
+	 * full, an allocation is named by its native site instead of its
+	 * Python line, unseen. */
+	for (int side = 0; side < 2; side++) {
+		const struct model_proc *p = side ? pr->b : pr->a;
+
+		if (!p->pystacks_refused &&
+		    !(p->stacks_refused && unsited_at_peak(c, k, side ? pb : pa)))
+			continue;
+		cli_error("--fail-if %s: the shim's stack table was full in %s (pid %lld: %lld stack"
+			  " captures refused): bytes at the peak are missing from their call sites;"
+			  " not evaluated", k->text, side ? "B" : "A", (long long)p->pid,
+			  (long long)(p->stacks_refused + p->pystacks_refused));
+		return -2;
+	}
 
 	for (size_t x = 0; x < pa->figs.n && !in_a; x++)
 		in_a = site_peak_of(c, k, map_item(&pa->figs, x));
@@ -840,7 +883,7 @@ static void check_conds(struct cmp *c, const struct pair *pr, const struct prof 
 				cli_error("--fail-if %s: no steps in %s (pid %lld): nothing to compare",
 					  k->text, pa->has_steps ? "B" : "A",
 					  (long long)(pa->has_steps ? pr->b->pid : pr->a->pid));
-				c->unknown = 1;
+				c->unknown = k->unknown = 1;
 				continue;
 			}
 			cross(c, k, pr, NULL,
@@ -893,10 +936,12 @@ static void check_conds(struct cmp *c, const struct pair *pr, const struct prof 
 			if (!any)
 				any = -1;
 		}
-		if (any < 0) {
+		if (any == -2) {
+			c->unknown = k->unknown = 1;
+		} else if (any < 0) {
 			cli_error("--fail-if %s: not in both runs (pid %lld, pid %lld): nothing to"
 				  " compare", k->text, (long long)pr->a->pid, (long long)pr->b->pid);
-			c->unknown = 1;
+			c->unknown = k->unknown = 1;
 		}
 	}
 }
@@ -1196,9 +1241,11 @@ static int compare(struct model *ma, struct model *mb, const char *pa, const cha
 		emit_object_begin(&e, NULL);
 		emit_kv(&e, "condition", EMIT_STR, ev_str(c->conds[i].text));
 		emit_kv(&e, "crossed", EMIT_BOOL, ev_int(c->conds[i].crossed));
+		emit_kv(&e, "evaluated", EMIT_BOOL, ev_int(!c->conds[i].unknown));
 		emit_object_end(&e);
 		if (!c->conds[i].crossed)
-			emit_text(&e, "ok: %s\n", c->conds[i].text);
+			emit_text(&e, "%s: %s\n", c->conds[i].unknown ? "not evaluated" : "ok",
+				  c->conds[i].text);
 	}
 	emit_array_end(&e);
 	free(pairs);
@@ -1254,7 +1301,9 @@ const struct command compare_command = {
 		"                            kernel_time, gpu_busy, peak_memory,\n"
 		"                            peak_memory[cuda:0], api_time, leaked_bytes,\n"
 		"                            site_peak, site_peak[cuda:0] (any one call\n"
-		"                            site's bytes at the peak; an amount only)\n"
+		"                            site's bytes at the peak; an amount only; not\n"
+		"                            evaluated where a full stack table left bytes\n"
+		"                            at the peak without a site)\n"
 		"  --pid PID, --rank R       only the processes with this pid, of this rank,\n"
 		"                            in both stores\n"
 		"  --callers N               name each call site with N of its callers,\n"

@@ -27,6 +27,21 @@ struct growing {
 	const char *range;
 };
 
+/* Of a finding that names call sites: the allocations that have none, the
+ * shim's stack table having been full (present.h says the same). */
+static void stacks_coverage(struct finding *x, const struct model_proc *p)
+{
+	if (p->stacks_refused)
+		finding_coverage(x, "%lld stack captures were refused (the shim's stack table was"
+				 " full): those allocations count under (no stack), not at their"
+				 " call sites, unless a Python line names them.",
+				 (long long)p->stacks_refused);
+	if (p->pystacks_refused)
+		finding_coverage(x, "%lld Python stack captures were refused (its table was full):"
+				 " those allocations count at their native site, not their Python"
+				 " line.", (long long)p->pystacks_refused);
+}
+
 struct growth_ctx {
 	struct findings *f;
 	struct growing *v;
@@ -198,6 +213,7 @@ static int rule_growth(struct findings *f)
 		else
 			finding_coverage(x, "Every allocation of %s was recorded.", mem->label);
 		finding_coverage(x, "The first 20%% of the points are skipped as warm-up.");
+		stacks_coverage(x, mem->proc);
 		finding_advice(x, "Something keeps a reference to what %s allocates each %s: a list"
 			       " of losses or outputs that keeps their graphs (append loss.item() or"
 			       " loss.detach()), a cache that never evicts, or state carried across"
@@ -519,6 +535,7 @@ static int rule_churn(struct findings *f)
 					 " the severity is LOW.");
 		if (!model_proc_complete(p))
 			finding_coverage(x, "Events were lost: some frees may be missing.");
+		stacks_coverage(x, p);
 		finding_advice(x, "Allocate once and reuse: hoist the buffer out of the loop (or keep"
 			       " a per-thread scratch buffer), reserve() containers to their final"
 			       " size, and avoid building temporary strings or objects per"

@@ -377,6 +377,7 @@ static int report(struct leaks *l, FILE *out)
 		emit_object_begin(&e, NULL);
 		present_proc(&e, p, "blocks whose free was lost count as leaked, lost allocations"
 			     " are missing: no verdict is given");
+		present_stacks_refused(&e, p, "  ");
 		fit_heading(&e, &l->fits[pi]);
 		emit_table_begin(&e, &sites_table);
 		for (; j < n && l->g.v[v[j]].mem->proc == p; j++) {

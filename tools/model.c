@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "drops.h"
 #include "model_int.h"
 #include "sites.h"
 #include "store.h"
@@ -269,10 +270,15 @@ static int load_drops(struct model *m)
 		if (p->ndrops++ == 0)
 			first[p->index] = m->ndrops;
 		m->ndrops++;
-		/* An attached process's event that found no room in the BPF
-		 * stack map was stored, without its stack: listed, not lost
-		 * (docs/schema.md), so no figure is withheld for it. */
-		if (strcmp(d->reason, "stack_collision") == 0)
+		/* An event whose stack found no room (the shim's tables, an
+		 * attached process's BPF stack map) was stored, without that
+		 * stack: listed, not lost (drops.h), so no figure is withheld
+		 * for it; the commands that name sites say so. */
+		if (strcmp(d->reason, DROP_STACK_FULL) == 0)
+			p->stacks_refused += n;
+		else if (strcmp(d->reason, DROP_PYSTACK_FULL) == 0)
+			p->pystacks_refused += n;
+		if (!drop_is_loss(d->reason))
 			continue;
 		p->dropped += n;
 		/* What CUPTI lost is GPU activity; the rest the rings lost. */

@@ -150,8 +150,11 @@ struct model_proc {
 	size_t nchildren;
 	const struct model_drop *drops;      /* by reason */
 	size_t ndrops;
-	int64_t dropped;                     /* every reason but stack_collision
-	                                      * (stored without a stack: not lost) */
+	int64_t dropped;                     /* every reason that is a loss (drops.h:
+	                                      * not those stored without a stack) */
+	int64_t stacks_refused;              /* stack_full: stack captures the shim's
+	                                      * table refused, shown as (no stack) */
+	int64_t pystacks_refused;            /* pystack_full: the same for Python stacks */
 	int64_t dropped_host;                /* lost by the rings: heap, calls, ranges */
 	int64_t dropped_gpu;                 /* lost by CUPTI: kernels, copies */
 	int selected;                        /* kept by the filter */

@@ -81,6 +81,7 @@ int peak_write(struct model *m, FILE *out, int fmt)
 		emit_object_begin(&e, NULL);
 		present_proc(&e, p, "freed blocks whose free was lost count as live, lost"
 			     " allocations are missing: the peaks below may be wrong either way");
+		present_stacks_refused(&e, p, "  ");
 		emit_array_begin(&e, "peaks");
 		for (size_t mi = 0; mi < nmems; mi++) {
 			const struct model_mem *mm = mems[mi];

@@ -2,9 +2,11 @@
  * Process headings and drop warnings of the memory commands; see present.h.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "cli.h"
+#include "drops.h"
 #include "present.h"
 
 const char *const present_mem_formats[] = {
@@ -28,11 +30,46 @@ void present_proc(struct emit *e, const struct model_proc *p, const char *effect
 		emit_text(e, "  WARNING: %lld events of this process were lost before the store (",
 			  (long long)p->dropped_host);
 		for (size_t i = 0, n = 0; i < p->ndrops; i++)
-			if (strcmp(p->drops[i].reason, "cupti") != 0)
+			if (strcmp(p->drops[i].reason, "cupti") != 0 &&
+			    drop_is_loss(p->drops[i].reason))
 				emit_text(e, "%s%s %lld", n++ ? ", " : "", p->drops[i].reason,
 					  (long long)p->drops[i].events);
 		emit_text(e, "): %s; SHIMMER_LOSSLESS=1 keeps every event\n", effect);
 	}
+}
+
+size_t present_stacks_line(char *buf, size_t len, const struct model_proc *p)
+{
+	long long n = (long long)p->stacks_refused, py = (long long)p->pystacks_refused;
+	int w = 0;
+
+	if (n && py)
+		w = snprintf(buf, len, "WARNING: %lld stack captures and %lld Python ones were refused"
+			     " because the shim's stack tables were full: those allocations are shown"
+			     " as (no stack) unless a Python line names them, or without their"
+			     " Python line; their counts and bytes are exact", n, py);
+	else if (n)
+		w = snprintf(buf, len, "WARNING: %lld stack captures were refused because the shim's"
+			     " stack table was full: those allocations are shown as (no stack) unless"
+			     " a Python line names them; their counts and bytes are exact", n);
+	else if (py)
+		w = snprintf(buf, len, "WARNING: %lld Python stack captures were refused because the"
+			     " shim's Python stack table was full: those allocations are shown at"
+			     " their native site, not their Python line; their counts and bytes are"
+			     " exact", py);
+	else if (len)
+		buf[0] = 0;
+	return w > 0 ? (size_t)w : 0;
+}
+
+void present_stacks_refused(struct emit *e, const struct model_proc *p, const char *indent)
+{
+	char line[PRESENT_STACKS_LINE];
+
+	emit_kv(e, "stack_captures_refused", EMIT_INT, ev_int(p->stacks_refused));
+	emit_kv(e, "python_stack_captures_refused", EMIT_INT, ev_int(p->pystacks_refused));
+	if (present_stacks_line(line, sizeof(line), p))
+		emit_text(e, "%s%s\n", indent, line);
 }
 
 int present_need_stacks(struct model *m)

@@ -1,8 +1,10 @@
 /*
  * What the memory commands (leaks, peak, temporary, allocations) say of each process
- * besides their rows, in every format: the heading, and whether events
+ * besides their rows, in every format: the heading, whether events
  * lost between the shim and the store (drops) touch the answer, in words
- * that name what they do to it.  The summary has its own, longer heading.
+ * that name what they do to it, and whether the shim's stack tables were
+ * full (compare and summary say that too).  The summary has its own,
+ * longer heading.
  */
 #ifndef SHIMMER_TOOLS_PRESENT_H
 #define SHIMMER_TOOLS_PRESENT_H
@@ -17,6 +19,22 @@
  * exe, dropped_events, complete).  CSV: nothing.
  */
 void present_proc(struct emit *e, const struct model_proc *p, const char *effect);
+
+/*
+ * When the shim's stack tables were full (drops stack_full, pystack_full):
+ * in the table, one "WARNING: ..." line after indent saying how many
+ * captures were refused and that those allocations are shown as (no
+ * stack) (unless a Python line names them) or without their Python line;
+ * nothing when none was.  JSON: the
+ * members stack_captures_refused and python_stack_captures_refused.  For
+ * the commands that name call sites, after present_proc().
+ */
+void present_stacks_refused(struct emit *e, const struct model_proc *p, const char *indent);
+
+/* That line's text into buf (the report's note), truncated to len; its
+ * length, 0 (buf empty) when no capture was refused. */
+#define PRESENT_STACKS_LINE 320
+size_t present_stacks_line(char *buf, size_t len, const struct model_proc *p);
 
 /* 0 when m's store has call stacks (schema 3 on), which the memory
  * commands group by; else -EINVAL after one error line. */

@@ -18,6 +18,7 @@
 #include "emit.h"
 #include "findings.h"
 #include "fmt.h"
+#include "present.h"
 #include "report.h"
 
 extern const char report_js[];
@@ -224,7 +225,22 @@ static int headline(struct report *r)
 		snprintf(text, sizeof(text), "%lld", (long long)dropped);
 		card(r->out, "events lost", text, "figures that need them say so");
 	}
-	fputs("</div></section>", r->out);
+	fputs("</div>", r->out);
+	/* Under every call site below (memory, launches, findings): one line
+	 * per process whose stack table was full. */
+	for (size_t i = 0; i < model_nprocs(r->m); i++) {
+		const struct model_proc *p = model_proc(r->m, i);
+		char line[PRESENT_STACKS_LINE], who[256];
+
+		if (!p->selected || !present_stacks_line(line, sizeof(line), p))
+			continue;
+		fputs("<p class=\"note stacks-refused\">", r->out);
+		report_html(r->out, findings_proc_label(p, who, sizeof(who)));
+		fputs(": ", r->out);
+		report_html(r->out, line);
+		fputs("</p>", r->out);
+	}
+	fputs("</section>", r->out);
 	return 0;
 }
 

@@ -17,8 +17,10 @@
 
 #include "byrank.h"
 #include "cli.h"
+#include "drops.h"
 #include "fmt.h"
 #include "gpu.h"
+#include "present.h"
 #include "summary.h"
 
 void summary_opts_init(struct summary_opts *o)
@@ -69,8 +71,11 @@ static void heading(struct ctx *c, const struct model_proc *p)
 		int noslot = 0;
 
 		emit_text(e, "  WARNING: %lld events were dropped (", (long long)p->dropped);
-		for (size_t i = 0; i < p->ndrops; i++) {
-			emit_text(e, "%s%s %lld", i ? ", " : "", p->drops[i].reason,
+		for (size_t i = 0, n = 0; i < p->ndrops; i++) {
+			/* those stored without a stack are said below */
+			if (!drop_is_loss(p->drops[i].reason))
+				continue;
+			emit_text(e, "%s%s %lld", n++ ? ", " : "", p->drops[i].reason,
 				  (long long)p->drops[i].events);
 			/* a thread without a ring has no exact counters either */
 			if (p->drops[i].reason && strcmp(p->drops[i].reason, "no_slot") == 0)
@@ -86,6 +91,7 @@ static void heading(struct ctx *c, const struct model_proc *p)
 				  p->dropped_host ? ", and" : ";");
 		emit_text(e, "\n");
 	}
+	present_stacks_refused(e, p, "  ");
 	emit_text(e, "\n");
 }
 

@@ -58,6 +58,7 @@ int temporary_write(struct model *m, FILE *out, int fmt, int64_t max_lifetime_ns
 		emit_object_begin(&e, NULL);
 		present_proc(&e, p, "the counts below miss the allocations and frees that were"
 			     " lost: they are lower bounds");
+		present_stacks_refused(&e, p, "  ");
 		emit_table_begin(&e, &sites_table);
 		while (gi < g.n && g.v[gi].mem->proc->index < p->index)
 			gi++;

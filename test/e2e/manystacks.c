@@ -1,21 +1,28 @@
 /*
- * manystacks BITS: one malloc and free from each of 2^BITS distinct call
- * paths (a chain of BITS calls, each through one of two functions), so
- * that the shim's table of distinct stacks (49,152 native stacks) fills
- * when BITS is 16 and does not when it is 15 (t_stacks.sh).  Built -O0:
- * every call keeps its frame and its own return address.
+ * manystacks BITS [kill|keep]: one malloc and free from each of 2^BITS
+ * distinct call paths (a chain of BITS calls, each through one of two
+ * functions), so that the shim's table of distinct stacks (49,152 native
+ * stacks) fills when BITS is 16 and does not when it is 15 (t_stacks.sh);
+ * with kill, it ends by SIGKILL, its exit handlers never run; with keep,
+ * nothing is freed (every block is live at the peak, the end).  Built
+ * -O0: every call keeps its frame and its own return address.
  */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static void zero(unsigned bits, int k);
 static void one(unsigned bits, int k);
+
+static int keep;
 
 static void leaf(void)
 {
 	void *volatile p = malloc(24);
 
-	free(p);
+	if (!keep)
+		free(p);
 }
 
 /* Each level one frame, zero()'s or one()'s by the next bit (inlined,
@@ -44,11 +51,14 @@ int main(int argc, char **argv)
 {
 	int k = argc > 1 ? atoi(argv[1]) : 0;
 
-	if (k < 1 || k > 20) {
-		fprintf(stderr, "usage: manystacks BITS (1..20)\n");
+	if (k < 1 || k > 20 || (argc > 2 && strcmp(argv[2], "kill") && strcmp(argv[2], "keep"))) {
+		fprintf(stderr, "usage: manystacks BITS (1..20) [kill|keep]\n");
 		return 2;
 	}
+	keep = argc > 2 && !strcmp(argv[2], "keep");
 	for (unsigned b = 0; b < 1u << k; b++)
 		next(b, k);
+	if (argc > 2 && !keep)
+		raise(SIGKILL);
 	return 0;
 }

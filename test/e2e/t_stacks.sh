@@ -5,9 +5,57 @@
 # the allocations of the call paths that found no room are "(no stack)"
 # (each path allocates once, so 65,536 - 49,152 of them), while counts and
 # bytes stay exact.
+#
+# The shim counts those refused captures in its event region; the store
+# has them as a drops row 'stack_full' (not a lost event), equal to the
+# 16,384 paths that found no room, also when the process is SIGKILLed
+# after them.  Every command that names call sites then says so in one
+# line per process, and none does for the 2^15 run or for a run with
+# SHIMMER_STACKS=off (where every allocation is "(no stack)" too, for
+# another reason).  compare --fail-if site_peak is not evaluated where the
+# refused allocations hold bytes at the peak.  The Python stacks' table
+# (98,304) the same way: 2^17 Python call paths give pystack_full.
+# (manystacks.c, the native workload; the Python one is below.)
 . "$(dirname "$0")/lib.sh"
 MANY=$O/test/e2e/manystacks
 need "$SHIM" "$SHIMMERD" "$SHIMMER" "$MANY"
+
+LINE="stack captures were refused because the shim's stack table was full: those allocations are shown as (no stack)"
+full=49152
+
+# refused DB: the store's refused native and Python stack captures, and
+# whether any drop row counts as lost
+refused() {
+	sq "$1" "SELECT coalesce(sum(CASE WHEN reason = 'stack_full' THEN events END), 0),
+		coalesce(sum(CASE WHEN reason = 'pystack_full' THEN events END), 0),
+		coalesce(sum(CASE WHEN reason NOT IN ('stack_full', 'pystack_full') THEN events END), 0)
+		FROM drops WHERE proc_id = 1" 2>&1
+}
+
+# says NAME DB WANT: each command that names call sites prints the line
+# (WANT 1, with the count N=$4) or does not (WANT 0)
+says() {
+	local name=$1 db=$2 want=$3 n=${4:-} c out bad=
+	for c in leaks peak temporary allocations summary; do
+		out=$("$SHIMMER" $c "$db" 2>&1)
+		if [ "$want" = 1 ]; then
+			[ "$(grep -c "WARNING: $n $LINE" <<< "$out")" = 1 ] || bad="$bad $c"
+		else
+			! grep -q "stack captures were refused" <<< "$out" || bad="$bad $c"
+		fi
+		# JSON says the count too (0 when none)
+		out=$("$SHIMMER" $c "$db" --format json 2>&1)
+		grep -q "\"stack_captures_refused\":${n:-0}," <<< "$out" || bad="$bad $c(json)"
+	done
+	"$SHIMMER" report "$db" -o "$T/r.html" > /dev/null 2>&1 || bad="$bad report(exit)"
+	if [ "$want" = 1 ]; then
+		grep -q "stacks-refused\">pid [0-9]*[^<]*: WARNING: $n $LINE" "$T/r.html" ||
+			bad="$bad report"
+	else
+		! grep -q "stack captures were refused" "$T/r.html" || bad="$bad report"
+	fi
+	check "$name" "commands that got it wrong:$bad" test -z "$bad"
+}
 
 for bits in 15 16; do
 	db=$T/m$bits.db
@@ -24,8 +72,10 @@ for bits in 15 16; do
 		check "$bits bits: each of $paths paths its own stack, none without" "sites allocs nostack: $got" \
 			test "$got" = "$paths|$paths|0"
 		check "$bits bits: no stderr line" "$(cat "$T/m$bits.err")" test "$lines" = 0
+		check "$bits bits: the store records no refused capture" "stack_full pystack_full lost: $(refused "$db")" \
+			test "$(refused "$db")" = "0|0|0"
+		says "$bits bits: no command says the table was full" "$db" 0
 	else
-		full=49152
 		stacks=$(sq "$db" "SELECT count(*) FROM stacks WHERE proc_id = 1")
 		check "$bits bits: the table holds $full stacks" "stacks: $stacks" test "$stacks" = $full
 		# the program allocates nowhere else: every stack is a path's
@@ -33,6 +83,135 @@ for bits in 15 16; do
 			"sites allocs nostack: $got" test "$got" = "$((full + 1))|$paths|$((paths - full))"
 		check "$bits bits: one stderr line says the table is full" "$(cat "$T/m$bits.err")" \
 			test "$lines" = 1
+		# one refused capture per allocation without a stack, of any size
+		nostack=$(sq "$db" "SELECT coalesce(sum(allocs), 0) FROM heap_sites
+			WHERE proc_id = 1 AND stack_id = 0")
+		check "$bits bits: the store records $((paths - full)) refused captures, as many as (no stack) allocations, none lost" \
+			"stack_full pystack_full lost: $(refused "$db"); (no stack) allocations $nostack" \
+			test "$(refused "$db")|$nostack" = "$((paths - full))|0|0|$((paths - full))"
+		says "$bits bits: each command says $((paths - full)) captures were refused" "$db" 1 \
+			$((paths - full))
 	fi
 done
+
+# compare: the line under the process whose table was full.  site_peak,
+# which pairs sites by name, is evaluated where no byte at the peak lacks
+# its site (manystacks frees each block at once: its peak is one block of
+# the first path), and not evaluated (exit 1), never ok or FAIL, where
+# some do (keep: every block is live at the peak, 16,384 of them (no stack))
+out=$("$SHIMMER" compare "$T/m15.db" "$T/m16.db" --fail-if 'site_peak>+1KiB' 2>&1)
+rc=$?
+check "compare: the line under B's process only; no unsited byte at the peak, site_peak evaluated" \
+	"exit $rc: $out" \
+	holds '[ $rc = 0 ] && [ "$(grep -c "stack captures were refused" <<< "$out")" = 1 ] &&
+	grep -A1 "^  b: pid" <<< "$out" | grep -q "^    WARNING: 16384 $LINE" &&
+	grep -q "^ok: site_peak>+1KiB" <<< "$out"'
+out=$("$SHIMMER" compare "$T/m15.db" "$T/m15.db" --fail-if 'site_peak>+1KiB' 2>&1)
+rc=$?
+check "compare: the 2^15 run against itself: no line, site_peak evaluated" "exit $rc: $out" \
+	holds '[ $rc = 0 ] && ! grep -q "stack captures were refused" <<< "$out" &&
+	grep -q "^ok: site_peak>+1KiB" <<< "$out"'
+for bits in 15 16; do
+	SHIMMER_MALLOC=all "$SHIMMER" run --db "$T/k$bits.db" -- "$MANY" $bits keep > /dev/null \
+		2> "$T/k$bits.err"
+done
+for ab in "k15 k16 B" "k16 k15 A"; do
+	read -r a b side <<< "$ab"
+	out=$("$SHIMMER" compare "$T/$a.db" "$T/$b.db" --fail-if 'site_peak>+1KiB' 2>&1)
+	rc=$?
+	check "compare: 16384 blocks (no stack) at the peak in $side: site_peak not evaluated (exit 1)" \
+		"exit $rc: $out" \
+		holds '[ $rc = 1 ] && [ "$(grep -c "WARNING: 16384 $LINE" <<< "$out")" = 1 ] &&
+		grep -q "site_peak>+1KiB: the shim.s stack table was full in $side" <<< "$out" &&
+		grep -q "^not evaluated: site_peak>+1KiB" <<< "$out" && ! grep -q "^ok: " <<< "$out" &&
+		! grep -q "^FAIL: " <<< "$out"'
+done
+
+# Killed after the table filled: the count is in the region, not in a
+# message at exit.
+db=$T/kill.db
+SHIMMER_MALLOC=all "$SHIMMER" run --db "$db" -- "$MANY" 16 kill > /dev/null 2> "$T/kill.err"
+end=$(sq "$db" "SELECT end_reason FROM processes WHERE proc_id = 1" 2>&1)
+check "SIGKILLed after the table filled: the 16384 refused captures are stored" \
+	"end $end; stack_full pystack_full lost: $(refused "$db")" \
+	test "$end|$(refused "$db")" = "signal|16384|0|0"
+
+# The Python stacks' table (98,304 a process): 2^17 distinct Python call
+# paths, each allocating once through ctypes from leaf(), in all mode.
+# Each allocation of leaf() is named by its Python line, or, its capture
+# refused, by its native site: the store's pystack_full is exactly the
+# paths that found no room, and the commands say so.
+# the interpreter itself, not a wrapper script (pyenv's shims)
+PY=$(python3 -c 'import sys; print(sys.executable)' 2> /dev/null)
+if [ -z "$PY" ]; then
+	ok "Python stacks: the refused captures stored and said # SKIP no python3"
+else
+	cat > "$T/many.py" <<'EOF_PY'
+import ctypes, sys
+libc = ctypes.CDLL(None)
+libc.malloc.restype = ctypes.c_void_p
+libc.malloc.argtypes = [ctypes.c_size_t]
+libc.free.argtypes = [ctypes.c_void_p]
+malloc, free = libc.malloc, libc.free
+
+
+def leaf():
+    free(malloc(24))
+
+
+# Two functions alike but for their names (as in manystacks.c): each
+# level's frame says which bit it took.
+def zero(b, k):
+    if k == 0:
+        leaf()
+    elif b & 1:
+        one(b >> 1, k - 1)
+    else:
+        zero(b >> 1, k - 1)
+
+
+def one(b, k):
+    if k == 0:
+        leaf()
+    elif b & 1:
+        one(b >> 1, k - 1)
+    else:
+        zero(b >> 1, k - 1)
+
+
+for b in range(1 << int(sys.argv[1])):
+    zero(b, int(sys.argv[1]))
+EOF_PY
+	db=$T/py.db
+	SHIMMER_MALLOC=all "$SHIMMER" run --db "$db" -- "$PY" "$T/many.py" 17 > /dev/null 2> "$T/py.err"
+	named=$("$SHIMMER" allocations "$db" --format json 2>&1 | python3 -c '
+import json, sys
+for p in json.load(sys.stdin)["processes"]:
+    for s in p["sites"]:
+        if s["frame"] == "leaf (many.py:10)":
+            print(p["proc_id"], s["count"], p["python_stack_captures_refused"])')
+	read -r proc leafs said <<< "$named"
+	got=$(sq "$db" "SELECT coalesce(sum(events), 0) FROM drops WHERE proc_id = ${proc:-0}
+		AND reason = 'pystack_full'" 2>&1)
+	check "Python stacks: pystack_full is the $((1 << 17)) paths less those named by leaf's line" \
+		"proc leaf-line refused(json): $named; pystack_full $got; $(head -3 "$T/py.err")" \
+		holds '[ -n "$leafs" ] && [ "$got" = $(((1 << 17) - ${leafs:-0})) ] && [ "$said" = "$got" ] &&
+		[ "$got" -ge $(((1 << 17) - 98304)) ]'
+	out=$("$SHIMMER" leaks "$db" 2>&1; "$SHIMMER" allocations "$db" 2>&1)
+	check "Python stacks: leaks and allocations say it in one line each" \
+		"$(grep -B1 -A1 "stack captures" <<< "$out" | head -20)" \
+		test "$(grep -c "WARNING: $got Python stack captures were refused because the shim's Python stack table was full: those allocations are shown at their native site, not their Python line" <<< "$out")" = 2
+fi
+
+# Stacks off: every allocation is (no stack), and no command blames a
+# full table.
+db=$T/off.db
+SHIMMER_STACKS=off SHIMMER_MALLOC=all "$SHIMMER" run --db "$db" -- "$MANY" 16 > /dev/null \
+	2> "$T/off.err"
+got=$(sq "$db" "SELECT coalesce(sum(allocs), 0) FROM heap_sites WHERE proc_id = 1 AND stack_id = 0
+	AND alloc_bytes = 24 * allocs" 2>&1)
+check "stacks off: every path's allocation is (no stack), no refused capture recorded" \
+	"(no stack) allocations $got; stack_full pystack_full lost: $(refused "$db")" \
+	test "$got|$(refused "$db")" = "65536|0|0|0"
+says "stacks off: no command says the table was full" "$db" 0
 finish

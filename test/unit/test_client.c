@@ -1834,6 +1834,7 @@ static void set_counts(struct region *r, uint32_t i, uint64_t n, uint64_t droppe
 static void test_client_counts_slot_reuse(void **state)
 {
 	struct fixture *f = *state;
+	struct client_info info;
 
 	assert_int_equal(connect_region(f, &f->r, 42, 1, SHM_MALLOC_SAMPLE, SHM_CLOCK_MONOTONIC), 0);
 	claim(&f->r, 0, 100);
@@ -1861,6 +1862,14 @@ static void test_client_counts_slot_reuse(void **state)
 	hdr(&f->r)->dropped_cupti = 4;
 	assert_int_equal(client_flush_counts(f->c), 0);
 	hdr(&f->r)->dropped_cupti = 9;
+	/* stack captures the shim's tables refused: stored without their
+	 * stack, so their own rows, and no loss in `shimmer ls` */
+	hdr(&f->r)->stack_full = 16384;
+	hdr(&f->r)->pystack_full = 3;
+	assert_int_equal(client_flush_counts(f->c), 0);
+	client_info(f->c, &info);
+	assert_int_equal(info.dropped, 5 + 6 + 9); /* ring_full, no_slot, cupti */
+	hdr(&f->r)->stack_full = 16390;
 	assert_int_equal(client_end(f->c, CLIENT_CLOSED, 1), 0);
 
 	assert_int_equal(q_int(f, "SELECT count FROM function_counts WHERE tid = 100 AND fn_id = %d", SHM_FN_MALLOC), 11);
@@ -1871,6 +1880,10 @@ static void test_client_counts_slot_reuse(void **state)
 	assert_int_equal(q_int(f, "SELECT count(*) FROM drops WHERE tid = 200"), 0);
 	assert_int_equal(q_int(f, "SELECT events FROM drops WHERE tid = 0 AND reason = 'no_slot'"), 6);
 	assert_int_equal(q_int(f, "SELECT events FROM drops WHERE tid = 0 AND reason = 'cupti'"), 9);
+	assert_int_equal(q_int(f, "SELECT events FROM drops WHERE tid = 0 AND reason = 'stack_full'"),
+			 16390);
+	assert_int_equal(q_int(f, "SELECT events FROM drops WHERE tid = 0 AND reason = 'pystack_full'"),
+			 3);
 }
 
 static void test_client_ring_wraps(void **state)

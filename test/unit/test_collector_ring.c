@@ -98,6 +98,7 @@ static int make_memfd(int seals)
 
 struct counted {
 	int records, streams, counts, drops;
+	uint64_t stack_full, pystack_full, other; /* events handed on, by reason */
 };
 
 static int c_record(void *ctx, uint32_t stream, uint32_t tid, const union rec *r)
@@ -122,8 +123,16 @@ static int c_counts(void *ctx, uint32_t tid, uint16_t fn, uint64_t n, uint64_t b
 
 static int c_drops(void *ctx, uint32_t tid, const char *reason, uint64_t n)
 {
-	(void)tid, (void)reason, (void)n;
-	((struct counted *)ctx)->drops++;
+	struct counted *c = ctx;
+
+	(void)tid;
+	c->drops++;
+	if (strcmp(reason, "stack_full") == 0)
+		c->stack_full += n;
+	else if (strcmp(reason, "pystack_full") == 0)
+		c->pystack_full += n;
+	else
+		c->other += n;
 	return 0;
 }
 
@@ -394,6 +403,74 @@ static void test_ring_committed_marks(void **state)
 	close(fd);
 }
 
+/*
+ * The stack captures the shim's tables refused, counted in the region's
+ * header (stack_full, pystack_full): each flush hands on what grew, as
+ * its own drop reasons, never as another's; the committed marks let a
+ * second collector go on from what the first one's store holds, without
+ * counting any twice or calling any lost.
+ */
+static int no_slot_cb(void *ctx, uint32_t tid, uint64_t lost)
+{
+	(void)ctx, (void)tid, (void)lost;
+	return 0;
+}
+
+static void test_ring_stack_full(void **state)
+{
+	struct counted cnt = { 0 };
+	struct rec_sink sink = { c_record, c_stream, c_counts, c_drops, &cnt };
+	struct ring_geometry g = { NSLOTS, RING, region_bytes() };
+	int fd = make_memfd(F_SEAL_SHRINK | F_SEAL_GROW);
+	struct shm_region *reg;
+	uint64_t lost = 99;
+	char why[256];
+	struct ring *r;
+
+	(void)state;
+	reg = mmap(NULL, region_bytes(), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	assert_true(reg != MAP_FAILED);
+	reg->stack_full = 5;
+	reg->pystack_full = 2;
+	r = ring_new(fd, &g, why, sizeof(why));
+	assert_non_null(r);
+	assert_int_equal(ring_flush(r, &sink), 0);
+	assert_int_equal(cnt.stack_full, 5);
+	assert_int_equal(cnt.pystack_full, 2);
+	assert_int_equal(cnt.other, 0);
+	/* nothing grew: nothing more */
+	assert_int_equal(ring_flush(r, &sink), 0);
+	assert_int_equal(cnt.stack_full, 5);
+	reg->stack_full = 8;
+	assert_int_equal(ring_flush(r, &sink), 0);
+	assert_int_equal(cnt.stack_full, 8);
+	assert_int_equal(cnt.pystack_full, 2);
+	assert_int_equal(reg->committed_stack_full, 0);
+	ring_committed(r);
+	assert_int_equal(reg->committed_stack_full, 8);
+	assert_int_equal(reg->committed_pystack_full, 2);
+	/* Handed on after the last commit, then the collector died: its
+	 * store never had those 4. */
+	reg->stack_full = 12;
+	assert_int_equal(ring_flush(r, &sink), 0);
+	ring_free(r);
+
+	/* The next collector goes on from the marks: 12 - 8 more, no loss. */
+	cnt = (struct counted){ 0 };
+	reg->stack_full = 13;
+	r = ring_new(fd, &g, why, sizeof(why));
+	assert_non_null(r);
+	assert_int_equal(ring_resume(r, &lost, no_slot_cb, NULL), 0);
+	assert_int_equal(lost, 0);
+	assert_int_equal(ring_flush(r, &sink), 0);
+	assert_int_equal(cnt.stack_full, 5);
+	assert_int_equal(cnt.pystack_full, 0);
+	assert_int_equal(cnt.other, 0);
+	ring_free(r);
+	munmap(reg, region_bytes());
+	close(fd);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -402,6 +479,7 @@ int main(void)
 		cmocka_unit_test(test_ring_unsealed_refused),
 		cmocka_unit_test(test_ring_room_during_pass),
 		cmocka_unit_test(test_ring_committed_marks),
+		cmocka_unit_test(test_ring_stack_full),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -375,7 +375,8 @@ static void test_model_processes(void **state)
 	exec(f->db, "INSERT INTO cuda_calls (proc_id, tid, fn_id, start_ns, end_ns, ret,"
 		    " per_thread_stream) VALUES (2, 1, 1, 300, 6500, 0, 0)");
 	exec(f->db, "INSERT INTO drops VALUES (2, 1, 'ring_full', 5), (2, 0, 'cupti', 3),"
-		    " (3, 1, 'no_slot', 0), (1, 1, 'stack_collision', 2)");
+		    " (3, 1, 'no_slot', 0), (1, 1, 'stack_collision', 2),"
+		    " (1, 0, 'stack_full', 7), (1, 0, 'pystack_full', 4), (2, 0, 'stack_full', 9)");
 	m = load(f->db, -1, -1);
 	assert_int_equal(model_nprocs(m), 3);
 	assert_int_equal(model_nselected(m), 3);
@@ -393,11 +394,18 @@ static void test_model_processes(void **state)
 	assert_true(model_proc_complete(model_proc_by_id(m, 3)));
 	assert_int_equal(model_proc_by_id(m, 1)->end_ns, 900);
 	assert_true(model_proc_by_id(m, 1)->end_known);
-	/* stored without a stack: listed, not lost */
-	assert_int_equal(model_proc_by_id(m, 1)->ndrops, 1);
+	/* stored without a stack: listed, not lost; the shim's refused
+	 * captures counted per table */
+	assert_int_equal(model_proc_by_id(m, 1)->ndrops, 3);
 	assert_int_equal(model_proc_by_id(m, 1)->dropped, 0);
 	assert_int_equal(model_proc_by_id(m, 1)->dropped_host, 0);
 	assert_true(model_proc_complete(model_proc_by_id(m, 1)));
+	assert_int_equal(model_proc_by_id(m, 1)->stacks_refused, 7);
+	assert_int_equal(model_proc_by_id(m, 1)->pystacks_refused, 4);
+	assert_int_equal(p->stacks_refused, 9);
+	assert_int_equal(p->pystacks_refused, 0);
+	assert_int_equal(p->dropped, 8);
+	assert_int_equal(model_proc_by_id(m, 3)->stacks_refused, 0);
 	model_close(m);
 
 	/* --rank 1 keeps two; --pid 30 one; both: one. */

@@ -194,6 +194,44 @@ static void test_stacktab_full_arena(void **state)
 	free(s);
 }
 
+/* Refusals counted where the caller says (the event region's word, which
+ * the collector reads), from its value; back in the table with NULL. */
+static void test_stacktab_count_at(void **state)
+{
+	struct stacktab st;
+	struct seen *s = calloc(1, sizeof(*s));
+	uint64_t w[DEPTH_MAX], word = 100;
+	uint32_t k, n;
+
+	(void)state;
+	assert_int_equal(stacktab_init(&st, 16, 4096), 0);
+	for (k = 0; k < 14; k++) {
+		n = make_stack(k, w);
+		stacktab_id(&st, w, n, record, s);
+	}
+	assert_int_equal(stacktab_full(&st), 2);
+	stacktab_count_at(&st, &word);
+	assert_int_equal(stacktab_full(&st), 100);
+	for (k = 14; k < 17; k++) {
+		n = make_stack(k, w);
+		assert_int_equal(stacktab_id(&st, w, n, record, s), 0);
+	}
+	assert_int_equal(word, 103);
+	assert_int_equal(stacktab_full(&st), 103);
+	/* a known stack is no refusal */
+	n = make_stack(0, w);
+	assert_int_not_equal(stacktab_id(&st, w, n, record, s), 0);
+	assert_int_equal(word, 103);
+	stacktab_count_at(&st, NULL);
+	assert_int_equal(stacktab_full(&st), 0);
+	n = make_stack(20, w);
+	assert_int_equal(stacktab_id(&st, w, n, record, s), 0);
+	assert_int_equal(stacktab_full(&st), 1);
+	assert_int_equal(word, 103);
+	stacktab_fini(&st);
+	free(s);
+}
+
 static void test_stacktab_failed_emit_retried(void **state)
 {
 	struct stacktab st;
@@ -241,6 +279,7 @@ int main(void)
 		cmocka_unit_test(test_stacktab_concurrent_inserts),
 		cmocka_unit_test(test_stacktab_full_table),
 		cmocka_unit_test(test_stacktab_full_arena),
+		cmocka_unit_test(test_stacktab_count_at),
 		cmocka_unit_test(test_stacktab_failed_emit_retried),
 		cmocka_unit_test(test_stacktab_fork_child_reemits),
 	};
