@@ -16,6 +16,8 @@
 # 1 - exp(-32)); `--native` names the same blocks by native frames instead,
 # and `allocations` agrees.  Run for every CPython among 3.11, 3.12 and 3.13
 # found here (on PATH or under pyenv's root; one not installed is a SKIP).
+# Last, `compare` of two runs, one leaking a block more at one line: that
+# line differs by exactly the block, the others pair by name and do not.
 . "$(dirname "$0")/lib.sh"
 
 need "$SHIM" "$SHIMMERD" "$SHIMMER"
@@ -111,13 +113,16 @@ t = threading.Thread(target=worker)
 t.start()
 t.join()
 log.flush()
-pid = os.fork()
-if pid == 0:
-    size += 1000
-    leak_a(2)
-    log.close()
-    os._exit(0)
-os.waitpid(pid, 0)
+if os.environ.get("PYHEAP_FORK", "1") == "1":
+    pid = os.fork()
+    if pid == 0:
+        size += 1000
+        leak_a(2)
+        log.close()
+        os._exit(0)
+    os.waitpid(pid, 0)
+if os.environ.get("PYHEAP_EXTRA") == "1":
+    leak_a(1)  # run B of compare: one block more, the last
 log.close()
 PY
 
@@ -165,7 +170,6 @@ for v in 3.11 3.12 3.13; do
 			"exit $rc, $n blocks: $(head -5 "$T/out")" [ "$rc/$n" = 0/39 ]
 		expect_empty "python$v $mode: nothing dropped" \
 			"$(sq "$DB" "SELECT 'dropped:', reason, events FROM drops;")"
-		cp "$DB" /tmp/ss/pyheap.$v.$mode.db
 		"$SHIMMER" leaks "$DB" --format csv > "$T/leaks.csv" 2> "$T/leaks.err"
 		check "python$v $mode: leaks exits 0" "$(cat "$T/leaks.err")" [ $? = 0 ]
 		expect_empty "python$v $mode: leaks names each block's Python line, count and bytes exact" \
@@ -191,5 +195,41 @@ for v in 3.11 3.12 3.13; do
 			[ "$nat/$(sum "$T/native.csv")" = "0/$(sum "$T/leaks.csv")" ]
 	done
 done
+
+# compare pairs the sites of two runs by Python line: B leaks one block
+# more, the last, at leak_a's line; every other site of the workload's
+# functions is the same in both (no fork: one process a run).
+cmp_py=
+for c in python3.11 python3.12 python3.13 python3; do
+	cmp_py=$("$c" -c 'import sys; print(sys.executable)' 2>/dev/null) && [ -n "$cmp_py" ] && break
+	cmp_py=
+done
+for run in a b; do
+	rm -f "$T/exp.$run.csv"
+	start_collector "$T/cmp.$run.db" || not_ok "compare: collector $run"
+	PYHEAP_FORK=0 PYHEAP_EXTRA=$([ $run = b ] && echo 1) SHIMMER_LOSSLESS=1 \
+		traced "$cmp_py" "$T/wl.py" "$T/exp.$run.csv" > "$T/out" 2>&1 ||
+		not_ok "compare: run $run exits 0" "$(head -5 "$T/out")"
+	stop_collector || not_ok "compare: collector $run exit status"
+done
+"$SHIMMER" compare "$T/cmp.a.db" "$T/cmp.b.db" --format csv > "$T/cmp.csv" 2> "$T/cmp.err"
+check "compare: exits 0" "$(cat "$T/cmp.err")" [ $? = 0 ]
+rm -f "$T/cmpcheck.db"
+sq "$T/cmpcheck.db" "CREATE TABLE E (pid INTEGER, func TEXT, file TEXT, line INTEGER, size INTEGER);" \
+	".mode csv" ".import $T/exp.a.csv E"
+import_csv "$T/cmpcheck.db" X "$T/cmp.csv"
+extra=$(tail -n 1 "$T/exp.b.csv" | cut -d, -f5)
+got=$(sq -separator ' ' "$T/cmpcheck.db" "SELECT measure, a IS NOT NULL AND a <> '', diff, changed
+	FROM X WHERE section = 'sites' AND memory = 'host' AND measure <> 'at_peak'
+	AND name = (SELECT DISTINCT func || ' (' || file || ':' || line || ')' FROM E
+		WHERE func = 'leak_a') ORDER BY measure;")
+check "compare: leak_a's line, paired by name: one block of $extra bytes more, allocated and live" \
+	"$got" [ "$got" = "$(printf '%s\n' "allocated 1 $extra 1" 'allocations 1 1 1' "live_end 1 $extra 1")" ]
+got=$(sq -separator ' ' "$T/cmpcheck.db" "SELECT count(DISTINCT name), count(*), sum(diff = '0'),
+	sum(changed = '0'), sum(only = '') FROM X WHERE section = 'sites' AND memory = 'host'
+	AND measure <> 'at_peak' AND name IN (SELECT DISTINCT func || ' (' || file || ':' || line || ')'
+		FROM E WHERE func <> 'leak_a');")
+check "compare: the other 14 lines of the workload's functions: paired, diff 0, not changed" \
+	"sites, rows, diff 0, not changed, in both: $got" [ "$got" = "14 42 42 42 42" ]
 
 finish
