@@ -27,7 +27,6 @@
 #include "clock.h"
 #include "log.h"
 #include "heap.h"
-#include "pyframes.h"
 #include "real.h"
 #include "sampled.h"
 #include "shim.h"
@@ -415,10 +414,7 @@ traced_inline(struct shim_thread *t, struct call *c, const unsigned int fn, void
 	if (!failed && (shm_fn_info[fn].flags & SHM_FNF_ALLOC) &&
 	    (sampled || mode == SHM_MALLOC_ALL)) {
 		r.stack_id = stack_native(t);
-		/* checked here: stack_python()'s frame (2 KiB of frames)
-		 * is not taken on a thread of a program without Python */
-		if (!py_absent())
-			r.pystack_id = stack_python(t);
+		r.pystack_id = stack_python(t);
 	}
 ship:
 	thread_emit_heap(t, r);

@@ -47,11 +47,12 @@ struct py_memo {
  * function and line 0) and its outermost PY_OUTER: the user's script is at
  * the outer end of a deep library stack (an import, a model's forward
  * through nested modules), and the call site is its line (tools/sites.h).
- * With max under 2 * PY_OUTER + 1, the innermost max alone.  memo, the calling thread's own or NULL, is
- * read and filled.  Thread-safe; not async-signal-safe (interning may
- * send).  Call with BUSY_STACK set, as for any interning; the look for a
- * Python runtime (dlsym, after a module report) is made in_shim.  Costs
- * one load when the process has no Python runtime.
+ * With max under 2 * PY_OUTER + 1, the innermost max alone.  memo, the
+ * calling thread's own or NULL, is read and filled.  Thread-safe; not
+ * async-signal-safe (interning may send).  Call with BUSY_STACK set, as
+ * for any interning; the look for a Python runtime (dlsym, after a module
+ * report) is made in_shim.  Costs one load when the process has no Python
+ * runtime.
  */
 uint32_t py_frames(struct shm_pyframe *out, uint32_t max, struct py_memo *memo);
 

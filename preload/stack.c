@@ -353,7 +353,7 @@ __attribute__((destructor)) static void stack_report(void)
 		  (unsigned long long)refused, (unsigned long long)tfull);
 }
 
-uint32_t stack_python(struct shim_thread *t)
+uint32_t stack_python_slow(struct shim_thread *t)
 {
 	struct shm_pyframe f[SHM_STACK_MAX];
 	struct emit_ctx c = { .t = t, .type = SHM_REC_PYSTACK };
@@ -361,7 +361,7 @@ uint32_t stack_python(struct shim_thread *t)
 	uint32_t n, id = 0, epoch;
 	int saved;
 
-	if (!unw_bt || !python.tab || py_absent())
+	if (!unw_bt || !python.tab)
 		return 0;
 	saved = errno;
 	/* as native_slow(); py_frames() makes its own dlsym calls in_shim */

@@ -29,6 +29,7 @@
 
 #include <stdint.h>
 
+#include "pyframes.h"
 #include "shim.h"
 
 /* Loads libunwind, finds the shim's own address range and maps the
@@ -63,8 +64,15 @@ void stack_forget(void);
 uint32_t stack_native(struct shim_thread *t);
 
 /* The same for the Python frames of the calling thread, when the process
- * runs Python and the thread holds the GIL; else 0. */
-uint32_t stack_python(struct shim_thread *t);
+ * runs Python and the thread holds the GIL; else 0.  A process without
+ * Python pays one load here, on every allocation it ships: the capture's
+ * frame (2 KiB of frames) is only taken where there are frames to read. */
+uint32_t stack_python_slow(struct shim_thread *t);
+
+static inline uint32_t stack_python(struct shim_thread *t)
+{
+	return py_absent() ? 0 : stack_python_slow(t);
+}
 
 /* Native stacks refused because the table was full. */
 uint64_t stack_full(void);

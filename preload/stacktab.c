@@ -100,11 +100,12 @@ void stacktab_fork_child(struct stacktab *st)
 	 * A table never used (a program that runs no Python has an empty
 	 * Python table) is not scanned: reading its untouched pages would
 	 * fault each one in, a page fault per 128 entries on every fork. */
-	for (i = 0; i < st->cap && st->used; i++) {
-		e = &st->tab[i];
-		if (e->state & ST_BUSY)
-			e->state = e->words ? ST_UNSENT : ST_DEAD;
-	}
+	if (st->used)
+		for (i = 0; i < st->cap; i++) {
+			e = &st->tab[i];
+			if (e->state & ST_BUSY)
+				e->state = e->words ? ST_UNSENT : ST_DEAD;
+		}
 	st->epoch++;
 	if (st->epoch >= ST_BUSY)
 		st->epoch = EPOCH_FIRST;

@@ -16,6 +16,7 @@
 #include "fmt.h"
 #include "leaks.h"
 #include "map.h"
+#include "present.h"
 
 /* ---- memory growth ------------------------------------------------------------ */
 
@@ -28,18 +29,13 @@ struct growing {
 };
 
 /* Of a finding that names call sites: the allocations that have none, the
- * shim's stack table having been full (present.h says the same). */
+ * shim's stack table having been full (the commands' line, present.h). */
 static void stacks_coverage(struct finding *x, const struct model_proc *p)
 {
-	if (p->stacks_refused)
-		finding_coverage(x, "%lld stack captures were refused (the shim's stack table was"
-				 " full): those allocations count under (no stack), not at their"
-				 " call sites, unless a Python line names them.",
-				 (long long)p->stacks_refused);
-	if (p->pystacks_refused)
-		finding_coverage(x, "%lld Python stack captures were refused (its table was full):"
-				 " those allocations count at their native site, not their Python"
-				 " line.", (long long)p->pystacks_refused);
+	char line[PRESENT_STACKS_LINE];
+
+	if (present_stacks_line(line, sizeof(line), p))
+		finding_coverage(x, "%s.", line);
 }
 
 struct growth_ctx {

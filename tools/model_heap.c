@@ -1639,8 +1639,8 @@ int model_heap_groups(struct model *m, enum model_select sel, enum model_naming 
 	for (size_t i = 0; i < h->keys.n; i++) {
 		struct key_item *ki = map_item(&h->keys, i);
 		struct map_key gk;
-		const char *name;
 		struct group_item *g;
+		int64_t idx;
 
 		out->of_key[i] = UINT32_MAX;
 		if (!ki->k.mem->proc->selected)
@@ -1648,14 +1648,9 @@ int model_heap_groups(struct model *m, enum model_select sel, enum model_naming 
 		err = naming == MODEL_BY_NATIVE ? resolve_native(m, ki) : resolve(m, ki);
 		if (err)
 			goto out;
-		name = naming == MODEL_BY_FOLDED ? h->sites.folded.v[ki->folded]
-		       : naming == MODEL_BY_NATIVE ? h->sites.names.v[ki->native_site]
-						   : h->sites.names.v[ki->site];
-		gk = (struct map_key){ (int64_t)ki->k.mem->index,
-				       naming == MODEL_BY_FOLDED ? ki->folded
-				       : naming == MODEL_BY_NATIVE ? ki->native_site
-								   : ki->site,
-				       0 };
+		idx = naming == MODEL_BY_FOLDED ? ki->folded
+		      : naming == MODEL_BY_NATIVE ? ki->native_site : ki->site;
+		gk = (struct map_key){ (int64_t)ki->k.mem->index, idx, 0 };
 		g = map_get(&groups, &gk);
 		if (!g) {
 			err = -ENOMEM;
@@ -1665,7 +1660,11 @@ int model_heap_groups(struct model *m, enum model_select sel, enum model_naming 
 			err = array_grow(&out->v, &cap, out->n, sizeof(*out->v));
 			if (err)
 				goto out;
-			out->v[out->n] = (struct model_group){ .mem = ki->k.mem, .name = name };
+			out->v[out->n] = (struct model_group){
+				.mem = ki->k.mem,
+				.name = naming == MODEL_BY_FOLDED ? h->sites.folded.v[idx]
+								  : h->sites.names.v[idx],
+			};
 			g->group = (uint32_t)++out->n;
 		}
 		out->of_key[i] = g->group - 1;

@@ -44,16 +44,16 @@ size_t present_stacks_line(char *buf, size_t len, const struct model_proc *p)
 	int w = 0;
 
 	if (n && py)
-		w = snprintf(buf, len, "WARNING: %lld stack captures and %lld Python ones were refused"
+		w = snprintf(buf, len, "%lld stack captures and %lld Python ones were refused"
 			     " because the shim's stack tables were full: those allocations are shown"
 			     " as (no stack) unless a Python line names them, or without their"
 			     " Python line; their counts and bytes are exact", n, py);
 	else if (n)
-		w = snprintf(buf, len, "WARNING: %lld stack captures were refused because the shim's"
+		w = snprintf(buf, len, "%lld stack captures were refused because the shim's"
 			     " stack table was full: those allocations are shown as (no stack) unless"
 			     " a Python line names them; their counts and bytes are exact", n);
 	else if (py)
-		w = snprintf(buf, len, "WARNING: %lld Python stack captures were refused because the"
+		w = snprintf(buf, len, "%lld Python stack captures were refused because the"
 			     " shim's Python stack table was full: those allocations are shown at"
 			     " their native site, not their Python line; their counts and bytes are"
 			     " exact", py);
@@ -69,7 +69,7 @@ void present_stacks_refused(struct emit *e, const struct model_proc *p, const ch
 	emit_kv(e, "stack_captures_refused", EMIT_INT, ev_int(p->stacks_refused));
 	emit_kv(e, "python_stack_captures_refused", EMIT_INT, ev_int(p->pystacks_refused));
 	if (present_stacks_line(line, sizeof(line), p))
-		emit_text(e, "%s%s\n", indent, line);
+		emit_text(e, "%sWARNING: %s\n", indent, line);
 }
 
 int present_need_stacks(struct model *m)

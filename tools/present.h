@@ -31,8 +31,9 @@ void present_proc(struct emit *e, const struct model_proc *p, const char *effect
  */
 void present_stacks_refused(struct emit *e, const struct model_proc *p, const char *indent);
 
-/* That line's text into buf (the report's note), truncated to len; its
- * length, 0 (buf empty) when no capture was refused. */
+/* That line's sentence, without "WARNING: ", into buf (the report's note,
+ * the memory findings' coverage), truncated to len; its length, 0 (buf
+ * empty) when no capture was refused. */
 #define PRESENT_STACKS_LINE 320
 size_t present_stacks_line(char *buf, size_t len, const struct model_proc *p);
 

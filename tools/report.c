@@ -236,7 +236,7 @@ static int headline(struct report *r)
 			continue;
 		fputs("<p class=\"note stacks-refused\">", r->out);
 		report_html(r->out, findings_proc_label(p, who, sizeof(who)));
-		fputs(": ", r->out);
+		fputs(": WARNING: ", r->out);
 		report_html(r->out, line);
 		fputs("</p>", r->out);
 	}

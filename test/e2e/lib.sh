@@ -387,6 +387,19 @@ check_integrity() {
 LEAKY=$O/test/e2e/leaky
 LEAKSTEP=$O/test/e2e/leakstep
 
+# python_exe [VERSION]: the path of pythonVERSION's interpreter itself (not
+# a launcher such as pyenv's shim, a shell script the shim would trace
+# too), found on PATH or under pyenv's root; python3's without VERSION.
+# Nothing (and false) when there is none.
+python_exe() {
+	local c py
+	for c in "python${1:-3}" ${1:+"${PYENV_ROOT:-$HOME/.pyenv}/versions/$1".*/bin/python$1}; do
+		py=$("$c" -c 'import sys; print(sys.executable)' 2> /dev/null) && [ -n "$py" ] &&
+			echo "$py" && return 0
+	done
+	return 1
+}
+
 # import_csv DB TABLE FILE: FILE (RFC 4180, with a header line) as TABLE,
 # its columns named by the header, every value TEXT.
 import_csv() {

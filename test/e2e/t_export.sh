@@ -26,8 +26,7 @@
 
 CUDART=$O/test/fake_cudart/libcudart.so.13
 need "$SHIM" "$SHIMMERD" "$SHIMMER" "$WL_GPU" "$FAKE_CUPTI"
-# the interpreter itself, not a launcher such as pyenv's shim
-PY=$(python3 -c 'import sys; print(sys.executable)')
+PY=$(python_exe)
 VIEWER=$ROOT/test/browser/viewer.mjs
 
 # --- a store: wl_gpu's kernels, then the Python workload -------------------

@@ -85,13 +85,7 @@ log.close()
 PY
 
 for v in 3.11 3.12 3.13; do
-	# The interpreter itself, not a launcher such as pyenv's shim.
-	py=
-	for c in "python$v" "${PYENV_ROOT:-$HOME/.pyenv}/versions/$v".*/bin/python$v; do
-		py=$("$c" -c 'import sys; print(sys.executable)' 2>/dev/null) && [ -n "$py" ] && break
-		py=
-	done
-	if [ -z "$py" ]; then
+	if ! py=$(python_exe $v); then
 		echo "ok - $SCRIPT: python$v # SKIP python$v not found"
 		continue
 	fi

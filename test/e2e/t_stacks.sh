@@ -150,9 +150,7 @@ check "SIGKILLed after the table filled: the 16384 refused captures are stored" 
 # Each allocation of leaf() is named by its Python line, or, its capture
 # refused, by its native site: the store's pystack_full is exactly the
 # paths that found no room, and the commands say so.
-# the interpreter itself, not a wrapper script (pyenv's shims)
-PY=$(python3 -c 'import sys; print(sys.executable)' 2> /dev/null)
-if [ -z "$PY" ]; then
+if ! PY=$(python_exe); then
 	ok "Python stacks: the refused captures stored and said # SKIP no python3"
 else
 	cat > "$T/many.py" <<'EOF_PY'
