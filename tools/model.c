@@ -756,7 +756,8 @@ double model_calls_total(const struct model_calls *c)
 /*
  * In sample mode the timed heap calls are the byte-sampled ones, biased
  * towards large blocks (slower to allocate and free), so their mean says
- * nothing of the other calls.  `all` mode times a steady 1 in 8.
+ * nothing of the other calls.  `all` mode times 1 in 8 at random, of every
+ * size alike.
  */
 int model_calls_estimable(const struct model_calls *c)
 {

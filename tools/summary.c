@@ -209,7 +209,7 @@ static void functions(struct ctx *c, const struct model_proc *p, size_t first, s
 		emit_text(e, "  ... %zu more functions\n", n - shown);
 	if (estimated)
 		emit_text(e, "\n  ~ estimated as mean x count: only the Timed calls were timed"
-			  " (one heap call in 8 in `all` mode, or frees of blocks"
+			  " (one heap call in 8 on average in `all` mode, or frees of blocks"
 			  " allocated before tracing)\n");
 	if (biased)
 		emit_text(e, "%s  - no total: in sample mode only sampled heap calls are timed,"
