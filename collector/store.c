@@ -117,7 +117,8 @@ static const char *const sql[ST_N] = {
 			"WHERE proc_id = ?1",
 	[ST_PROC_FIND] = "SELECT proc_id FROM processes WHERE pid = ?1 AND "
 			 "hostname = ?2 AND uid = ?3 ORDER BY proc_id DESC LIMIT 1",
-	[ST_PROC_EXEC] = "UPDATE processes SET end_reason = 'exec' WHERE proc_id = "
+	[ST_PROC_EXEC] = "UPDATE processes SET end_reason = 'exec', end_ns = "
+			 "max(start_ns, min(end_ns, ?5)) WHERE proc_id = "
 			 "(SELECT max(proc_id) FROM processes WHERE pid = ?1 AND "
 			 "hostname = ?2) AND uid = ?4 AND end_reason = 'disconnect' AND end_ns >= ?3",
 	/* The latest row of the pid on the host, only if it is uid's, started
@@ -546,7 +547,7 @@ int store_process_find(struct store *s, uint32_t pid, uint32_t uid, const char *
 }
 
 int store_process_exec(struct store *s, uint32_t pid, uint32_t uid, const char *host,
-		       size_t host_len, int64_t since_ns)
+		       size_t host_len, int64_t since_ns, int64_t next_ns)
 {
 	sqlite3_stmt *st = s->st[ST_PROC_EXEC];
 	int err = tx(s);
@@ -557,6 +558,7 @@ int store_process_exec(struct store *s, uint32_t pid, uint32_t uid, const char *
 	sqlite3_bind_text(st, 2, host, (int)host_len, SQLITE_STATIC);
 	sqlite3_bind_int64(st, 3, since_ns);
 	sqlite3_bind_int64(st, 4, uid);
+	sqlite3_bind_int64(st, 5, next_ns);
 	return step(s, st);
 }
 

@@ -134,9 +134,10 @@ int store_process_find(struct store *s, uint32_t pid, uint32_t uid, const char *
 
 /* The latest process with this pid on this host, if it is uid's and ended
  * as a 'disconnect' at or after since_ns, replaced itself by exec: its
- * end_reason becomes 'exec'. */
+ * end_reason becomes 'exec', and it ends no later than next_ns (the new
+ * image's start; never before its own start). */
 int store_process_exec(struct store *s, uint32_t pid, uint32_t uid, const char *host,
-		       size_t host_len, int64_t since_ns);
+		       size_t host_len, int64_t since_ns, int64_t next_ns);
 
 /* A process that lost its collector and says HELLO to the next one
  * (SHM_HELLO_RECONNECT): the latest row of pid on this host, if it is uid's,
