@@ -110,6 +110,7 @@ static int load_procs(struct model *m)
 		p->argv_json = dup_col(st, 8, &err);
 		p->mode_name = dup_col(st, 11, &err);
 		p->end_reason = dup_col(st, 17, &err);
+		p->cut = p->end_reason && strcmp(p->end_reason, "collector_lost") == 0;
 		p->gpu_status = dup_col(st, 18, &err);
 		p->gpu_detail = dup_col(st, 19, &err);
 		p->mode = mode_of(p->mode_name);

@@ -26,7 +26,9 @@ void present_proc(struct emit *e, const struct model_proc *p, const char *effect
 	if (p->rank >= 0)
 		emit_text(e, ", rank %lld", (long long)p->rank);
 	emit_text(e, ") %s\n", p->exe ? p->exe : "");
-	if (!model_proc_complete(p)) {
+	if (p->cut)
+		emit_text(e, "  WARNING: %s: %s\n", PRESENT_CUT, effect);
+	if (p->dropped_host) {
 		emit_text(e, "  WARNING: %lld events of this process were lost before the store (",
 			  (long long)p->dropped_host);
 		for (size_t i = 0, n = 0; i < p->ndrops; i++)

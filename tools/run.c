@@ -18,8 +18,9 @@
  *     forward SIGTERM and SIGHUP.
  *  5. Close the collector's --parent-fd pipe and wait: it drains what is
  *     left and closes the store.  (If shimmer itself is killed, the pipe
- *     closes all the same and the collector goes with it.)  Then note the
- *     program's exit status in the store and summarise.
+ *     closes all the same and the collector goes with it.)  When it failed
+ *     (a full disk), end what it left live as a next collector would.
+ *     Then note the program's exit status in the store and summarise.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -29,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -169,6 +171,40 @@ static void remove_sock_dir(struct run *r)
 }
 
 /*
+ * A collector that failed (a full disk, a crash) left the rows of the
+ * processes it served with no end: read later they would say "still
+ * running" and their figures would look whole.  No other collector will
+ * open this store to end them, so do what one would (store_recover() in
+ * collector/store.c): end them as 'collector_lost' at its last commit,
+ * which the commands read as a recording cut short.  Only when no one
+ * else holds the store's flock(): a collector that shares the store (a
+ * --db given to two runs) has live processes of its own in it.
+ */
+static void finish_lost(struct run *r)
+{
+	sqlite3 *db = NULL;
+	int fd = open(r->sp.db, O_RDONLY | O_CLOEXEC), rc;
+	char *msg = NULL;
+
+	if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) < 0)
+		goto out;
+	rc = sqlite3_open_v2(r->sp.db, &db, SQLITE_OPEN_READWRITE, NULL);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_exec(db, "UPDATE processes SET end_reason = 'collector_lost', "
+				  "end_ns = max(start_ns, coalesce((SELECT CAST(value AS INTEGER) "
+				  "FROM meta WHERE key = 'last_commit_ns'), start_ns)) "
+				  "WHERE end_reason IS NULL", NULL, NULL, &msg);
+	if (rc != SQLITE_OK)
+		cli_warn("cannot end the processes the collector left live in %s: %s", r->sp.db,
+			 msg ? msg : db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+out:
+	sqlite3_free(msg);
+	sqlite3_close(db);
+	if (fd >= 0)
+		close(fd);
+}
+
+/*
  * The program's wait status, into its processes row (the latest with its
  * pid: an exec'd program keeps it): exit_status, or end_signal for a
  * signal the shim could not see (SIGKILL), which also makes a
@@ -269,7 +305,7 @@ static int count_processes(sqlite3 *db)
 /* How the command ended (and why nothing was traced, when nothing was),
  * then the brief summary, which ends by naming the store and what to run
  * next; the store's name alone when it cannot be read. */
-static void print_summary(struct run *r, int st)
+static void print_summary(struct run *r, int st, int collector_failed)
 {
 	struct model_filter f = model_filter_all();
 	struct summary_opts o;
@@ -282,7 +318,10 @@ static void print_summary(struct run *r, int st)
 		procs = count_processes(db);
 		sqlite3_close(db);
 	}
-	if (procs == 0)
+	if (procs == 0 && collector_failed)
+		cli_warn("the collector failed before it stored any process of %s (its "
+			 "message above says why)", r->cmd[0]);
+	else if (procs == 0)
 		cli_warn(is_static(r->cmd[0]) ?
 			 "%s is statically linked: LD_PRELOAD cannot reach it, so nothing was "
 			 "traced (link it dynamically to profile it)" :
@@ -424,9 +463,12 @@ static int run_main(int argc, char **argv)
 		goto out;
 	}
 	if (traced) {
-		spawn_stop(&r.sp);
+		int cst = spawn_stop(&r.sp), failed = cst >= 0 && cst != 0;
+
+		if (failed)
+			finish_lost(&r);
 		note_status(&r, st);
-		print_summary(&r, st);
+		print_summary(&r, st, failed);
 	}
 	if (st < 0)
 		rc = CLI_EXIT_ERROR;

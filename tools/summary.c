@@ -91,6 +91,9 @@ static void heading(struct ctx *c, const struct model_proc *p)
 				  p->dropped_host ? ", and" : ";");
 		emit_text(e, "\n");
 	}
+	if (p->cut)
+		emit_text(e, "  WARNING: %s; the counts, times, peaks and live memory below stop"
+			  " there\n", PRESENT_CUT);
 	present_stacks_refused(e, p, "  ");
 	emit_text(e, "\n");
 }

@@ -9,7 +9,13 @@
 #    on, and stored + dropped (collector_lost) == produced, exactly;
 #  - the disk fills (a 1 MiB tmpfs, as root): the collector exits 1 with
 #    one clear line and the traced program is unaffected (test_store
-#    checks the store after a full disk).
+#    checks the store after a full disk);
+#  - the same under `shimmer run` (its private collector dies): the
+#    program's status passes through, the store reads, and the process the
+#    collector left live ends 'collector_lost', which the commands call a
+#    recording cut short (before: "end: still running", no warning, leaks
+#    verdicts given); when no process was stored, the warning blames the
+#    collector, not LD_PRELOAD.
 # (Descriptor exhaustion in the collector: t_hostile.)
 . "$(dirname "$0")/lib.sh"
 # Rows are compared with the workload's log, and a flood of rows fills a
@@ -160,6 +166,41 @@ if [ "$(id -u)" = 0 ] && unshare -m true 2> /dev/null; then
 	check "disk full: collector exits 1" "exit $rc; log: $(tail -3 "$T/full.log.err")" [ $rc = 1 ]
 	check "disk full: one clear line" "log: $(tail -3 "$T/full.log.err")" \
 		grep -q "full" "$T/full.log.err"
+	# shimmer run SIZE: `shimmer run` of wl flood with its store on a
+	# tmpfs of SIZE; its stderr in $T/run-SIZE.err, the store copied to
+	# $T/run-SIZE.db (the tmpfs goes with the namespace).
+	run_full() {
+		unshare -m sh -c 'mount -t tmpfs -o size=$1 tmpfs "$2" && \
+			WL_LOG=/dev/null SHIMMER_MALLOC=all "$3" run --db "$2/full.db" -- \
+			"$4" flood 100 2000 > /dev/null 2> "$5.err"; rc=$?; \
+			for f in "$2"/full.db*; do cp "$f" "$5.db${f##*/full.db}"; done; exit $rc' \
+			sh "$1" "$T/small" "$SHIMMER" "$WL" "$T/run-$1"
+	}
+	run_full 3m
+	rc=$?
+	check "disk full under shimmer run: the program's status, 0" "exit $rc" [ $rc = 0 ]
+	got=$(sq "$T/run-3m.db" "SELECT end_reason || ' ' || coalesce(exit_status, '-')
+		FROM processes")
+	check "disk full under shimmer run: the process ended collector_lost, status kept" \
+		"rows: '$got'; stderr: $(grep -v '^  ' "$T/run-3m.err" | head -c 600)" \
+		[ "$got" = "collector_lost 0" ]
+	out=$("$SHIMMER" summary "$T/run-3m.db" 2>&1)
+	check "disk full under shimmer run: summary says the recording was cut short" \
+		"summary: $(head -c 600 <<< "$out")" \
+		grep -q "WARNING: the collector was lost while this process ran" <<< "$out"
+	out=$("$SHIMMER" leaks "$T/run-3m.db" 2>&1)
+	check "disk full under shimmer run: leaks says so, calls the process incomplete" \
+		"leaks: $(head -c 600 <<< "$out")" \
+		holds 'grep -q "WARNING: the collector was lost while this process ran" <<< "$out" &&
+			"$SHIMMER" leaks "$T/run-3m.db" --format json | grep -q "\"complete\": *false"'
+	run_full 300k
+	rc=$?
+	check "disk full before any process was stored: the program's status, 0" "exit $rc" \
+		[ $rc = 0 ]
+	check "disk full before any process was stored: the warning names the collector" \
+		"stderr: $(grep -v '^  ' "$T/run-300k.err" | head -c 600)" \
+		holds 'grep -q "the collector failed before it stored any process" "$T/run-300k.err" &&
+			! grep -q "LD_PRELOAD" "$T/run-300k.err"'
 else
 	ok "disk full # SKIP needs root and unshare -m"
 fi
