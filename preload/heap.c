@@ -17,6 +17,7 @@
  * free/realloc runs, so another thread reusing the address at once cannot
  * have its own sample erased; a failed realloc puts it back.
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <malloc.h>
 #include <stddef.h>
@@ -259,6 +260,22 @@ void heap_boot(void)
 	__atomic_store_n(&real.pvalloc, real_next("pvalloc"), __ATOMIC_RELEASE);
 	__atomic_store_n(&booted, 1, __ATOMIC_RELEASE);
 	shim_own_leave(&shim_tls, &mask);
+}
+
+const char *heap_preempted(void)
+{
+	static const char *const fns[] = { "malloc", "free", "calloc", "realloc" };
+	Dl_info self, d;
+	void *p;
+
+	if (!dladdr((void *)heap_preempted, &self))
+		return NULL;
+	for (size_t i = 0; i < sizeof(fns) / sizeof(fns[0]); i++) {
+		p = dlsym(RTLD_DEFAULT, fns[i]);
+		if (p && dladdr(p, &d) && d.dli_fbase != self.dli_fbase)
+			return d.dli_fname && *d.dli_fname ? d.dli_fname : "the executable";
+	}
+	return NULL;
 }
 
 int heap_setup(int mode)

@@ -306,6 +306,12 @@ __attribute__((constructor)) static void shim_init(void)
 	shim.region.ring_bytes = settings.ring_bytes;
 	shim.region.nslots = settings.nslots;
 	clock_kind = clock_init();
+	if (shim.mode != SHM_MALLOC_OFF && (self = heap_preempted())) {
+		/* recorded, the heap would be stored as traced and wrong */
+		log_warn("the program's malloc is %s's, ahead of libshimmer.so: the heap is not "
+			 "traced (put libshimmer.so first in LD_PRELOAD)", self);
+		shim.mode = SHM_MALLOC_OFF;
+	}
 	err = heap_setup(shim.mode);
 	if (err < 0) {
 		log_debug("sampled set: %s; heap not traced", strerrordesc_np(-err));
