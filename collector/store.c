@@ -1458,9 +1458,6 @@ static int schema_version(struct store *s, int *version)
 	return err;
 }
 
-#define STRINGIFY_(x) #x
-#define STRINGIFY(x) STRINGIFY_(x)
-
 /* Whether the build embedded one schema file per version; a mismatch is a
  * build defect, caught before any store is touched. */
 static int check_steps(void)
@@ -1493,8 +1490,11 @@ static int check_version(struct store *s, int version)
 static int migrate(struct store *s, int version)
 {
 	sqlite3_stmt *st;
+	char version_text[16];
 	int rc = SQLITE_OK;
 
+	/* meta.value is text, as the schema files write it */
+	snprintf(version_text, sizeof(version_text), "%d", STORE_SCHEMA_VERSION);
 	for (int v = version; rc == SQLITE_OK && v < STORE_SCHEMA_VERSION; v++)
 		rc = sqlite3_exec(s->db, shimmer_schema_steps[v], NULL, NULL, NULL);
 	/* Each file records its version too; this makes sure of it. */
@@ -1502,7 +1502,7 @@ static int migrate(struct store *s, int version)
 		rc = sqlite3_prepare_v2(s->db, "INSERT OR REPLACE INTO meta (key, value) "
 					"VALUES ('schema_version', ?1)", -1, &st, NULL);
 	if (rc == SQLITE_OK) {
-		sqlite3_bind_text(st, 1, STRINGIFY(STORE_SCHEMA_VERSION), -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 1, version_text, -1, SQLITE_TRANSIENT);
 		rc = sqlite3_step(st);
 		sqlite3_finalize(st);
 		if (rc == SQLITE_DONE)

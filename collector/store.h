@@ -26,11 +26,13 @@
 #include <sys/types.h>
 
 #include "stacktree.h"
+#include "version.h"
 #include "wire.h"
 
 /* The schema_version that the schema files leave in meta: one per
- * schema/NNN_*.sql file. */
-#define STORE_SCHEMA_VERSION 10
+ * schema/NNN_*.sql file, counted at build time (common/version.h); the
+ * tools read up to the same number. */
+#define STORE_SCHEMA_VERSION shimmer_schema_version
 
 struct store;
 

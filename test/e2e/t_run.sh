@@ -83,9 +83,34 @@ check "SIGKILLed shimmer run: its collector ends too" "collector '${collector}' 
 [ -n "$sleeper" ] && kill -KILL $sleeper 2> /dev/null
 
 check "shimmer --version" "$("$SHIMMER" --version 2>&1)" \
-	grep -qE '^shimmer [0-9]+\.[0-9]+\.[0-9]+ \(wire format [0-9]+\)$' <<< "$("$SHIMMER" --version)"
+	grep -qE '^shimmer [0-9]+\.[0-9]+\.[0-9]+ \(wire format [0-9]+, reads store schema up to [0-9]+\)$' <<< "$("$SHIMMER" --version)"
 check "shimmerd --version" "$("$SHIMMERD" --version 2>&1)" \
 	grep -qE '^shimmerd [0-9.]+ \(wire format [0-9]+, store schema [0-9]+, systemd (yes|no)\)$' <<< "$("$SHIMMERD" --version)"
+known=$(sed -n 's/^shimmerd .*store schema \([0-9]*\),.*/\1/p' <<< "$("$SHIMMERD" --version)")
+check "shimmer and shimmerd know one schema version, the number of schema files" \
+	"shimmerd $known, shimmer: $("$SHIMMER" --version)" \
+	eval '[ "$known" = "$(ls "$ROOT"/schema/[0-9][0-9][0-9]_*.sql | wc -l)" ] &&
+	      "$SHIMMER" --version | grep -q "up to $known)"'
+
+# A store of a newer schema than the tools know (as a newer shimmerd
+# leaves): every reader refuses it in one line, exit 1, nothing on stdout,
+# and the file is left as it was.
+cp "$T/ok.db" "$T/newer.db"
+sq "$T/newer.db" "UPDATE meta SET value = '99' WHERE key = 'schema_version'"
+sum0=$(md5sum < "$T/newer.db")
+want="shimmer: error: store $T/newer.db has schema version 99; this shimmer reads up to $known: use a newer shimmer"
+for cmd in summary leaks peak temporary allocations "export --format csv" \
+	   "compare NEWER $T/ok.db" "compare $T/ok.db NEWER" bottlenecks \
+	   "report NEWER -o $T/newer.html" "report $T/ok.db --baseline NEWER -o $T/newer.html"; do
+	case $cmd in *NEWER*) set -- ${cmd//NEWER/$T/newer.db} ;;
+	*) set -- $cmd; c=$1; shift; set -- "$c" "$T/newer.db" "$@" ;; esac
+	"$SHIMMER" "$@" > "$T/newer.out" 2> "$T/newer.err"
+	rc=$?
+	check "newer store: $* refused in one line, exit 1, nothing on stdout" \
+		"exit $rc, stdout $(head -c 200 "$T/newer.out"), stderr $(head -c 400 "$T/newer.err")" \
+		eval '[ $rc = 1 ] && [ ! -s "$T/newer.out" ] && [ "$(cat "$T/newer.err")" = "$want" ]'
+done
+check "newer store: left as it was" "" [ "$(md5sum < "$T/newer.db")" = "$sum0" -a ! -e "$T/newer.html" ]
 
 # Reading creates nothing beside the store, and works in a read-only
 # directory (a read-only bind mount: root ignores directory modes).
