@@ -461,6 +461,10 @@ static int hello(struct client *c, const char *msg, size_t len, int memfd)
 		return reject(c, "HELLO job of kind %u, %u bytes", h.job_kind, h.job_len);
 	if (h.malloc_mode > SHM_MALLOC_ALL)
 		return reject(c, "HELLO malloc_mode %u", h.malloc_mode);
+	/* a cut command line is longer than what came */
+	if (h.argv_bytes && h.argv_bytes <= h.argv_len)
+		return reject(c, "HELLO says its argv of %u bytes was cut from %u", h.argv_len,
+			      h.argv_bytes);
 	if (h.clock != SHM_CLOCK_MONOTONIC && h.clock != SHM_CLOCK_TSC)
 		return reject(c, "HELLO clock %u", h.clock);
 	c->ring = ring_new(memfd, &(struct ring_geometry){ h.nslots, h.ring_bytes,
@@ -502,6 +506,7 @@ static int hello(struct client *c, const char *msg, size_t len, int memfd)
 		.sample_bytes = h.malloc_mode == SHM_MALLOC_SAMPLE ?
 				(int64_t)h.sample_bytes : -1,
 		.lossless = !!(h.flags & SHM_HELLO_LOSSLESS),
+		.argv_bytes = h.argv_bytes,
 		.start_wall_ns = (int64_t)h.start_wall_ns,
 		.start_ns = (int64_t)h.start_mono_ns,
 	};

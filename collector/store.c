@@ -111,8 +111,8 @@ static const char *const sql[ST_N] = {
 	[ST_ALLOC_MAX] = "SELECT coalesce(max(id), 0) FROM allocations",
 	[ST_PROC] = "INSERT INTO processes (pid, ppid, parent_proc_id, uid, "
 		    "hostname, exe, argv, rank, local_rank, malloc_mode, "
-		    "sample_bytes, lossless, start_wall_ns, start_ns, traced_by) "
-		    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+		    "sample_bytes, lossless, start_wall_ns, start_ns, traced_by, argv_bytes) "
+		    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
 	[ST_PROC_END] = "UPDATE processes SET end_ns = ?2, end_reason = ?3, end_signal = ?4 "
 			"WHERE proc_id = ?1",
 	[ST_PROC_FIND] = "SELECT proc_id FROM processes WHERE pid = ?1 AND "
@@ -443,6 +443,10 @@ int store_process_add(struct store *s, const struct store_proc *p, int64_t *proc
 	sqlite3_bind_int64(st, 13, p->start_wall_ns);
 	sqlite3_bind_int64(st, 14, p->start_ns);
 	sqlite3_bind_text(st, 15, p->traced_by ? p->traced_by : "preload", -1, SQLITE_STATIC);
+	if (p->argv_bytes > 0)
+		sqlite3_bind_int64(st, 16, p->argv_bytes);
+	else
+		sqlite3_bind_null(st, 16);
 	err = step(s, st);
 	if (!err)
 		*proc_id = sqlite3_last_insert_rowid(s->db);

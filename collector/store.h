@@ -95,6 +95,7 @@ struct store_proc {
 	int64_t parent_proc_id; /* 0: none */
 	const char *host, *exe, *argv_json;
 	size_t host_len, exe_len, argv_json_len;
+	int64_t argv_bytes;       /* 0: argv whole; else the whole command line's bytes */
 	int32_t rank, local_rank; /* SHM_NO_RANK: NULL */
 	const char *malloc_mode;  /* "off", "sample", "all" */
 	int64_t sample_bytes;     /* < 0: NULL */

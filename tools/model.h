@@ -129,6 +129,10 @@ struct model_proc {
 	const char *exe_base;                /* exe's last component */
 	const char *args;                    /* argv joined with spaces */
 	const char *argv_json;               /* a JSON array, or NULL */
+	int64_t argv_bytes;                  /* -1: argv whole; else argv was cut
+	                                      * (at an argument's end) from a
+	                                      * command line of this many bytes,
+	                                      * and args says so */
 	const char *mode_name;               /* malloc_mode as stored */
 	enum model_mode mode;
 	int64_t sample_bytes;                /* -1: none */

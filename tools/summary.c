@@ -110,6 +110,7 @@ static void proc_members(struct ctx *c, const struct model_proc *p)
 	emit_kv(e, "hostname", EMIT_STR, ev_str(p->host));
 	emit_kv(e, "exe", EMIT_STR, ev_str(p->exe));
 	emit_kv(e, "argv", EMIT_RAW, ev_str(p->argv_json));
+	emit_kv(e, "argv_bytes", EMIT_INT, p->argv_bytes >= 0 ? ev_int(p->argv_bytes) : ev_none());
 	emit_kv(e, "malloc_mode", EMIT_STR, ev_str(p->mode_name));
 	emit_kv(e, "sample_bytes", EMIT_INT, p->sample_bytes >= 0 ? ev_int(p->sample_bytes) : ev_none());
 	emit_kv(e, "wall_ns", EMIT_INT, ev_int(p->end_ns - p->start_ns));

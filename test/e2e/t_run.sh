@@ -112,6 +112,35 @@ for cmd in summary leaks peak temporary allocations "export --format csv" \
 done
 check "newer store: left as it was" "" [ "$(md5sum < "$T/newer.db")" = "$sum0" -a ! -e "$T/newer.html" ]
 
+# A command line longer than HELLO carries (64 KiB with the path and host):
+# stored cut at an argument's end, every stored argument whole, and marked
+# (argv_bytes: the whole length, NULs between arguments counted); the
+# summary's command line says so.  A short one: argv_bytes NULL.  2,000
+# arguments of 500 bytes: the 64 KiB end falls inside one (before the fix
+# the last stored argument was cut there, unmarked).
+args=()
+for i in $(seq 2000); do args+=("$(printf '%0500d' $i)"); done
+"$SHIMMER" run --db "$T/long.db" -- /bin/true "${args[@]}" > /dev/null 2>&1
+whole=$(( $(printf '%s\0' /bin/true "${args[@]}" | wc -c) - 1 ))
+n=$(sq "$T/long.db" "SELECT json_array_length(argv) FROM processes")
+bytes=$(sq "$T/long.db" "SELECT argv_bytes FROM processes")
+stored=$(sq "$T/long.db" "SELECT value FROM processes, json_each(processes.argv)")
+check "long argv: cut (fewer than 2,001 arguments) and marked with its whole length" \
+	"stored $n arguments, argv_bytes $bytes, whole $whole" \
+	[ "${n:-0}" -gt 100 -a "${n:-0}" -lt 2001 -a "$bytes" = "$whole" ]
+check "long argv: cut at an argument's end, every stored argument whole" \
+	"last stored: $(tail -1 <<< "$stored")" \
+	[ "$stored" = "$(printf '%s\n' /bin/true "${args[@]:0:$((n - 1))}")" ]
+kept=$(( $(printf '%s\0' /bin/true "${args[@]:0:$((n - 1))}" | wc -c) - 1 ))
+out=$("$SHIMMER" summary "$T/long.db" 2>&1)
+check "long argv: the summary's command says truncated, N of M bytes" \
+	"got: $(grep command: <<< "$out" | tail -c 200)" \
+	grep -q "^  command: /bin/true 0*1 .* \.\.\. (truncated: $kept of $whole bytes)$" <<< "$out"
+check "long argv: summary JSON has argv_bytes" "" \
+	grep -q "\"argv_bytes\": *$whole" <<< "$("$SHIMMER" summary "$T/long.db" --format json 2>&1)"
+check "short argv: argv_bytes NULL" "got: $(sq "$T/ok.db" "SELECT quote(argv_bytes) FROM processes")" \
+	[ "$(sq "$T/ok.db" "SELECT DISTINCT quote(argv_bytes) FROM processes")" = NULL ]
+
 # Reading creates nothing beside the store, and works in a read-only
 # directory (a read-only bind mount: root ignores directory modes).
 mkdir "$T/ro"
