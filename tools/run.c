@@ -171,71 +171,82 @@ static void remove_sock_dir(struct run *r)
 }
 
 /*
- * A collector that failed (a full disk, a crash) left the rows of the
- * processes it served with no end: read later they would say "still
+ * What the collector could not write, written once it has gone, in one
+ * transaction: both parts are done or neither (a full disk used to let the
+ * first through and fail the second, with one warning for half a write;
+ * a row left as it was is what a next collector ends, as store_recover()
+ * does).  We made the store and the collector is gone, so these are the
+ * only writes the tools make.
+ *
+ * lost: the collector failed (a full disk, a crash) and left the rows of
+ * the processes it served with no end; read later they would say "still
  * running" and their figures would look whole.  No other collector will
  * open this store to end them, so do what one would (store_recover() in
  * collector/store.c): end them as 'collector_lost' at its last commit,
  * which the commands read as a recording cut short.  Only when no one
  * else holds the store's flock(): a collector that shares the store (a
  * --db given to two runs) has live processes of its own in it.
- */
-static void finish_lost(struct run *r)
-{
-	sqlite3 *db = NULL;
-	int fd = open(r->sp.db, O_RDONLY | O_CLOEXEC), rc;
-	char *msg = NULL;
-
-	if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) < 0)
-		goto out;
-	rc = sqlite3_open_v2(r->sp.db, &db, SQLITE_OPEN_READWRITE, NULL);
-	if (rc == SQLITE_OK)
-		rc = sqlite3_exec(db, "UPDATE processes SET end_reason = 'collector_lost', "
-				  "end_ns = max(start_ns, coalesce((SELECT CAST(value AS INTEGER) "
-				  "FROM meta WHERE key = 'last_commit_ns'), start_ns)) "
-				  "WHERE end_reason IS NULL", NULL, NULL, &msg);
-	if (rc != SQLITE_OK)
-		cli_warn("cannot end the processes the collector left live in %s: %s", r->sp.db,
-			 msg ? msg : db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
-out:
-	sqlite3_free(msg);
-	sqlite3_close(db);
-	if (fd >= 0)
-		close(fd);
-}
-
-/*
- * The program's wait status, into its processes row (the latest with its
- * pid: an exec'd program keeps it): exit_status, or end_signal for a
+ *
+ * st: the program's wait status, into its processes row (the latest with
+ * its pid: an exec'd program keeps it): exit_status, or end_signal for a
  * signal the shim could not see (SIGKILL), which also makes a
- * 'disconnect' a 'signal'.  We made the store and the collector is gone,
- * so this is the one write the tools make.
+ * 'disconnect' a 'signal'.  Nothing when st < 0.
  */
-static void note_status(struct run *r, int st)
+static void finish_store(struct run *r, int st, int lost)
 {
 	sqlite3 *db = NULL;
 	sqlite3_stmt *q = NULL;
+	int fd = -1, rc;
 
-	if (st < 0 || sqlite3_open_v2(r->sp.db, &db, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK ||
-	    sqlite3_prepare_v2(db, "UPDATE processes SET exit_status = ?2, "
-			       "end_signal = coalesce(end_signal, ?3), end_reason = CASE WHEN ?3 "
-			       "IS NOT NULL AND end_reason = 'disconnect' THEN 'signal' ELSE "
-			       "end_reason END WHERE proc_id = (SELECT max(proc_id) FROM processes "
-			       "WHERE pid = ?1)", -1, &q, NULL) != SQLITE_OK) {
-		cli_warn("cannot note the exit status in %s: %s", r->sp.db,
-			 db ? sqlite3_errmsg(db) : "out of memory");
-		goto out;
+	if (lost) {
+		fd = open(r->sp.db, O_RDONLY | O_CLOEXEC);
+		if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) < 0) {
+			close(fd);
+			fd = -1;
+		}
+		lost = fd >= 0;
 	}
-	sqlite3_bind_int64(q, 1, r->child);
-	if (WIFEXITED(st))
-		sqlite3_bind_int(q, 2, WEXITSTATUS(st));
-	if (WIFSIGNALED(st))
-		sqlite3_bind_int(q, 3, WTERMSIG(st));
-	if (sqlite3_step(q) != SQLITE_DONE)
-		cli_warn("cannot note the exit status in %s: %s", r->sp.db, sqlite3_errmsg(db));
-out:
+	if (!lost && st < 0)
+		return;
+	rc = sqlite3_open_v2(r->sp.db, &db, SQLITE_OPEN_READWRITE, NULL);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+	if (rc == SQLITE_OK && lost)
+		rc = sqlite3_exec(db, "UPDATE processes SET end_reason = 'collector_lost', "
+				  "end_ns = max(start_ns, coalesce((SELECT CAST(value AS INTEGER) "
+				  "FROM meta WHERE key = 'last_commit_ns'), start_ns)) "
+				  "WHERE end_reason IS NULL", NULL, NULL, NULL);
+	if (rc == SQLITE_OK && st >= 0)
+		rc = sqlite3_prepare_v2(db, "UPDATE processes SET exit_status = ?2, "
+					"end_signal = coalesce(end_signal, ?3), end_reason = CASE "
+					"WHEN ?3 IS NOT NULL AND end_reason = 'disconnect' THEN "
+					"'signal' ELSE end_reason END WHERE proc_id = (SELECT "
+					"max(proc_id) FROM processes WHERE pid = ?1)", -1, &q, NULL);
+	if (rc == SQLITE_OK && q) {
+		sqlite3_bind_int64(q, 1, r->child);
+		if (WIFEXITED(st))
+			sqlite3_bind_int(q, 2, WEXITSTATUS(st));
+		if (WIFSIGNALED(st))
+			sqlite3_bind_int(q, 3, WTERMSIG(st));
+		rc = sqlite3_step(q);
+		if (rc == SQLITE_DONE)
+			rc = SQLITE_OK;
+	}
+	if (rc == SQLITE_OK)
+		rc = sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
+	if (rc != SQLITE_OK) {
+		cli_warn("cannot %s in %s: %s", lost && st >= 0 ?
+			 "end the processes the collector left live and note the exit status" :
+			 lost ? "end the processes the collector left live" :
+			 "note the exit status", r->sp.db,
+			 db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+		if (db && !sqlite3_get_autocommit(db))
+			sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+	}
 	sqlite3_finalize(q);
 	sqlite3_close(db);
+	if (fd >= 0)
+		close(fd);
 }
 
 /* Whether the file exec would run for cmd has no program interpreter
@@ -465,9 +476,7 @@ static int run_main(int argc, char **argv)
 	if (traced) {
 		int cst = spawn_stop(&r.sp), failed = cst >= 0 && cst != 0;
 
-		if (failed)
-			finish_lost(&r);
-		note_status(&r, st);
+		finish_store(&r, st, failed);
 		print_summary(&r, st, failed);
 	}
 	if (st < 0)

@@ -15,7 +15,12 @@
 #    collector left live ends 'collector_lost', which the commands call a
 #    recording cut short (before: "end: still running", no warning, leaks
 #    verdicts given); when no process was stored, the warning blames the
-#    collector, not LD_PRELOAD.
+#    collector, not LD_PRELOAD;
+#  - `shimmer run`'s collector SIGKILLed: the live rows it left end
+#    'collector_lost' and the status is noted, in one transaction: a store
+#    that refuses the status write (a trigger, standing in for a disk that
+#    fills between the two) keeps neither (before: the rows ended, the
+#    status lost, one warning).
 # (Descriptor exhaustion in the collector: t_hostile.)
 . "$(dirname "$0")/lib.sh"
 # Rows are compared with the workload's log, and a flood of rows fills a
@@ -204,4 +209,38 @@ if [ "$(id -u)" = 0 ] && unshare -m true 2> /dev/null; then
 else
 	ok "disk full # SKIP needs root and unshare -m"
 fi
+
+# -- shimmer run's collector SIGKILLed --------------------------------------
+# KILLRUN NAME SQL: `shimmer run` of a shell that runs SQL on the store
+# (sqlite3 waits for the collector's lock), SIGKILLs its collector (the
+# shimmerd child of its parent, shimmer run; found with builtins, so that
+# no other process is traced) and exits 5.
+killrun() {
+	"$SHIMMER" run --db "$T/$1.db" -- sh -c '
+		sqlite3 -batch -cmd ".timeout 10000" "$1" "$2"
+		for d in /proc/[0-9]*; do
+			read -r c < "$d/comm" 2> /dev/null && [ "$c" = shimmerd ] &&
+			read -r _ _ _ pp _ < "$d/stat" && [ "$pp" = "$PPID" ] && kill -KILL "${d#/proc/}"
+		done
+		exit 5' sh "$T/$1.db" "$2" > /dev/null 2> "$T/$1.err"
+}
+ends() { sq "$T/$1.db" "SELECT group_concat(coalesce(end_reason, 'live') || ' ' ||
+	coalesce(exit_status, '-'), ',') FROM (SELECT * FROM processes ORDER BY proc_id)"; }
+# (a trigger that never fires: the same processes as below; its write
+# waits for the collector's commit of the shell's row)
+killrun runkilled "CREATE TRIGGER never BEFORE UPDATE OF exit_status ON processes WHEN 0
+	BEGIN SELECT RAISE(ABORT, 'never'); END"
+rc=$?
+got=$(ends runkilled)
+check "collector SIGKILLed under shimmer run: status 5, rows ended collector_lost, status noted" \
+	"exit $rc, rows '$got', stderr: $(grep -v '^  ' "$T/runkilled.err" | head -c 400)" \
+	[ $rc = 5 -a "$got" = "collector_lost 5,exit -" ]
+killrun refused "CREATE TRIGGER no_room BEFORE UPDATE OF exit_status ON processes
+	BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END"
+rc=$?
+got=$(ends refused)
+check "status write refused: neither it nor the ending of the live rows is kept, one warning" \
+	"exit $rc, rows '$got', stderr: $(grep -v '^  ' "$T/refused.err" | head -c 400)" \
+	holds '[ $rc = 5 ] && [ "$(grep -c "^shimmer: warning: cannot" "$T/refused.err")" = 1 ] &&
+		! grep -q collector_lost <<< "$got" && ! grep -q " 5" <<< "$got"'
 finish
