@@ -290,6 +290,14 @@ static int profile(struct cmp *c, struct model *m, const struct model_proc *p, s
 	if (!err)
 		err = fig_add(c, pf, S_PROCESS, "events lost (CUPTI)", U_COUNT,
 			      (double)p->dropped_gpu, 0);
+	/* not lost, but sites without their stack: CSV and JSON rows say it
+	 * as they say the losses */
+	if (!err)
+		err = fig_add(c, pf, S_PROCESS, "stacks refused (native)", U_COUNT,
+			      (double)p->stacks_refused, 0);
+	if (!err)
+		err = fig_add(c, pf, S_PROCESS, "stacks refused (Python)", U_COUNT,
+			      (double)p->pystacks_refused, 0);
 	if (!err && p->sampling)
 		err = fig_add(c, pf, S_PROCESS, "GPU sampling: share traced", U_SHARE,
 			      p->sampling->share, 0);

@@ -10,7 +10,8 @@
 # has them as a drops row 'stack_full' (not a lost event), equal to the
 # 16,384 paths that found no room, also when the process is SIGKILLed
 # after them.  Every command that names call sites then says so in one
-# line per process, and none does for the 2^15 run or for a run with
+# line per process (on stderr where stdout is a flame graph's input), and
+# none does for the 2^15 run or for a run with
 # SHIMMER_STACKS=off (where every allocation is "(no stack)" too, for
 # another reason).  compare --fail-if site_peak is not evaluated where the
 # refused allocations hold bytes at the peak.  The Python stacks' table
@@ -33,7 +34,9 @@ refused() {
 }
 
 # says NAME DB WANT: each command that names call sites prints the line
-# (WANT 1, with the count N=$4) or does not (WANT 0)
+# (WANT 1, with the count N=$4) or does not (WANT 0): in its table, JSON,
+# CSV (a column; compare: a row), and on stderr beside folded lines and
+# speedscope files, which stay clean
 says() {
 	local name=$1 db=$2 want=$3 n=${4:-} c out bad=
 	for c in leaks peak temporary allocations summary; do
@@ -46,6 +49,41 @@ says() {
 		# JSON says the count too (0 when none)
 		out=$("$SHIMMER" $c "$db" --format json 2>&1)
 		grep -q "\"stack_captures_refused\":${n:-0}," <<< "$out" || bad="$bad $c(json)"
+		# CSV in a column beside complete, on every row (leaks has none
+		# where nothing leaked: its header then)
+		[ $c = summary ] && continue
+		"$SHIMMER" $c "$db" --format csv > "$T/says.csv" 2>&1
+		awk -F, -v n="${n:-0}" -v c=$c 'NR == 1 { for (i = 1; i <= NF; i++) {
+				if ($i == "stack_captures_refused") k = i
+				if ($i == "python_stack_captures_refused") py = i } }
+			NR > 1 && ($k != n || $py != 0) { bad = 1 }
+			END { exit bad || !k || !py || (NR < 2 && c != "leaks") }' "$T/says.csv" ||
+			bad="$bad $c(csv)"
+	done
+	# compare's CSV: a row of its own, as the events lost have, against
+	# the 2^15 run (none refused)
+	out=$("$SHIMMER" compare "$T/m15.db" "$db" --format csv 2>&1)
+	grep -q "^[0-9]*,[0-9]*,process,stacks refused (native),count,0,${n:-0},${n:-0}," <<< "$out" &&
+		grep -q "^[0-9]*,[0-9]*,process,stacks refused (Python),count,0,0,0," <<< "$out" ||
+		bad="$bad compare(csv)"
+	# folded lines and speedscope (flame-graph input): stdout holds
+	# nothing else, the line goes to stderr once (the weights that read
+	# heap sites; gpu-time reads launches)
+	for c in "leaks --format folded" "leaks --format folded --all-allocations" \
+		"peak --format folded" "export --format folded" "export --format folded --weight leaked" \
+		"export --format folded --weight peak" "export --format speedscope" \
+		"export --format speedscope --weight all"; do
+		"$SHIMMER" $c "$db" > "$T/says.out" 2> "$T/says.err"
+		if [ "$want" = 1 ]; then
+			[ "$(grep -c "^shimmer: warning: pid [0-9]* (proc 1): $n $LINE" "$T/says.err")" = 1 ] ||
+				bad="$bad '$c'(stderr)"
+		else
+			! grep -q "stack captures were refused" "$T/says.err" || bad="$bad '$c'(stderr)"
+		fi
+		case $c in
+		*speedscope*) python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$T/says.out" ;;
+		*) ! grep -qv '^pid [0-9]*;[^ ].* [0-9][0-9]*$' "$T/says.out" ;;
+		esac || bad="$bad '$c'(stdout: $(head -c 200 "$T/says.out"))"
 	done
 	"$SHIMMER" report "$db" -o "$T/r.html" > /dev/null 2>&1 || bad="$bad report(exit)"
 	if [ "$want" = 1 ]; then
@@ -104,7 +142,8 @@ done
 # then not evaluating is the answer; peak's own rows say which applies.
 out=$("$SHIMMER" compare "$T/m15.db" "$T/m16.db" --fail-if 'site_peak>+1KiB' 2>&1)
 rc=$?
-unsited=$("$SHIMMER" peak "$T/m16.db" --format csv | awk -F, '$3 == "host" && $NF == "(no stack)" { s += $9 } END { print s + 0 }')
+unsited=$("$SHIMMER" peak "$T/m16.db" --format csv | awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "bytes") b = i }
+	$3 == "host" && $NF == "(no stack)" { s += $b } END { print s + 0 }')
 if [ "$unsited" = 0 ]; then
 	want_rc=0 want_fail_if='^ok: site_peak>+1KiB'
 else
