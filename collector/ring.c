@@ -195,6 +195,10 @@ struct ring *ring_new(int memfd, const struct ring_geometry *g, char *why, size_
 	r->map = map;
 	r->map_bytes = g->region_bytes;
 	r->region = map;
+	/* Counting on from a dead collector's beats (a reconnect), never back
+	 * to a value the shim saw before: it takes an unchanged heartbeat
+	 * for a collector that has not read (thread.c, init.c). */
+	r->heartbeat = __atomic_load_n(&r->region->heartbeat, __ATOMIC_ACQUIRE);
 	r->nslots = g->nslots;
 	r->ring_bytes = g->ring_bytes;
 	r->slots = calloc(g->nslots, sizeof(*r->slots));

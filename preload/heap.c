@@ -17,6 +17,9 @@
  * free/realloc runs, so another thread reusing the address at once cannot
  * have its own sample erased; a failed realloc puts it back.
  */
+#include <dlfcn.h>
+#include <elf.h>
+#include <link.h>
 #include <errno.h>
 #include <malloc.h>
 #include <stddef.h>
@@ -259,6 +262,55 @@ void heap_boot(void)
 	__atomic_store_n(&real.pvalloc, real_next("pvalloc"), __ATOMIC_RELEASE);
 	__atomic_store_n(&booted, 1, __ATOMIC_RELEASE);
 	shim_own_leave(&shim_tls, &mask);
+}
+
+/* Where fn, found at p, is defined: its object's link map, NULL when p is
+ * nobody's or is a program's canonical PLT slot (SHN_UNDEF: a non-PIE
+ * executable that takes fn's address, as Debian's python3 does, has one;
+ * it jumps to the real definition and is none itself). */
+static const struct link_map *defined_in(void *p)
+{
+	const ElfW(Sym) *sym = NULL;
+	struct link_map *m = NULL;
+	Dl_info d;
+
+	if (!p || !dladdr1(p, &d, (void **)&sym, RTLD_DL_SYMENT) || !sym ||
+	    sym->st_shndx == SHN_UNDEF || !dladdr1(p, &d, (void **)&m, RTLD_DL_LINKMAP))
+		return NULL;
+	return m;
+}
+
+const char *heap_preempted(void)
+{
+	static const char *const fns[] = { "malloc", "free", "calloc", "realloc" };
+	const struct link_map *self = NULL, *m, *main_map;
+	Dl_info d;
+	void *h;
+	size_t i;
+
+	if (!dladdr1((void *)heap_preempted, &d, (void **)&self, RTLD_DL_LINKMAP) || !self)
+		return NULL;
+	/* The executable, first in the lookup order: a definition of its own
+	 * (an allocator linked in). */
+	for (m = self; m->l_prev; m = m->l_prev)
+		;
+	main_map = m;
+	for (i = 0; i < sizeof(fns) / sizeof(fns[0]); i++)
+		if (defined_in(dlsym(RTLD_DEFAULT, fns[i])) == main_map)
+			return "the executable";
+	/* Then the objects loaded before ours (LD_PRELOAD's ahead of it), in
+	 * the order the lookup takes them: one that defines any of them. */
+	for (m = main_map->l_next; m && m != self; m = m->l_next) {
+		if (!m->l_name || !*m->l_name || !(h = dlopen(m->l_name, RTLD_LAZY | RTLD_NOLOAD)))
+			continue;
+		for (i = 0; i < sizeof(fns) / sizeof(fns[0]); i++)
+			if (defined_in(dlsym(h, fns[i])) == m)
+				break;
+		dlclose(h);
+		if (i < sizeof(fns) / sizeof(fns[0]))
+			return m->l_name;
+	}
+	return NULL;
 }
 
 int heap_setup(int mode)

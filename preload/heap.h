@@ -17,6 +17,17 @@
  * Until it returns, allocations come from a static bootstrap arena. */
 void heap_boot(void);
 
+/*
+ * The file whose malloc, free, calloc or realloc the program calls when
+ * one of them is not ours, else NULL: another allocator ahead of the shim
+ * in the lookup order (LD_PRELOAD="libjemalloc.so.2 libshimmer.so", or
+ * one linked into the executable).  Our hooks would then see none of the
+ * program's calls, or some of them (a block allocated through ours and
+ * freed through the other looks leaked): the heap cannot be recorded.
+ * Calls dlsym and dladdr (they may allocate: call in_shim).
+ */
+const char *heap_preempted(void);
+
 /* Prepares for the configured mode (sample: the sampled-address set).
  * Returns 0 or -errno; not thread-safe. */
 int heap_setup(int mode);

@@ -44,6 +44,9 @@ static struct shm_msg_hello first_hello;
 static uint64_t revive_at;   /* CLOCK_MONOTONIC_COARSE ns: the next attempt, at the earliest */
 static int reviving;         /* an attempt is under way (its thread holds hello_buf) */
 static uint64_t revived;     /* reconnects made */
+/* The region's heartbeat when the collector we are connected to took our
+ * HELLO (refused_hello()). */
+static uint64_t hello_beat;
 
 static void disable(void)
 {
@@ -114,6 +117,7 @@ static int start(uint32_t ppid)
 	first_hello = h;
 	revive_at = 0;
 	reviving = 0;
+	hello_beat = 0; /* a new region: no collector has passed over it */
 	err = intern_init(conn_sendmsg);
 	if (err < 0)
 		log_debug("intern table: %s; names will be missing", strerrordesc_np(-err));
@@ -148,9 +152,34 @@ fail:
  * call is counted and its record dropped; `reviving` keeps a handler's own
  * drop out of this function.
  */
+/*
+ * The collector closed our connection (the caller saw it hung up) without
+ * one pass over our region since it took the HELLO, and without marking
+ * the process's end: it refused the HELLO before mapping the region, as a
+ * collector of another wire version does (it reads no further than the
+ * message header, so it can write nothing into a region whose layout it
+ * does not know), or it died before reading.  Nothing of the process would
+ * be stored, and reconnecting to it again would only be refused again (a
+ * lossless wait did so every 100 ms, for ever, and the program never
+ * ended): tracing stops, said in one line.  1 when so.
+ */
+static int refused_hello(void)
+{
+	const struct shm_region *r = shim.region.hdr;
+
+	if (__atomic_load_n(&r->heartbeat, __ATOMIC_ACQUIRE) != hello_beat ||
+	    __atomic_load_n(&r->collector_ended, __ATOMIC_ACQUIRE))
+		return 0;
+	disable();
+	log_warn("the collector at %s closed the connection without reading any of this "
+		 "process's events (another shimmer version? its log says why); not tracing",
+		 settings.socket);
+	return 1;
+}
+
 int shim_revive(int now)
 {
-	uint64_t t = clock_ns(CLOCK_MONOTONIC_COARSE), period = REVIVE_PERIOD_NS;
+	uint64_t t = clock_ns(CLOCK_MONOTONIC_COARSE), period = REVIVE_PERIOD_NS, beat;
 	struct shm_msg_hello h;
 	int idle = 0, ok = 0, saved = errno, err;
 
@@ -160,13 +189,17 @@ int shim_revive(int now)
 					 __ATOMIC_RELAXED))
 		return 0;
 	if ((uint32_t)getpid() == shim.pid && region_fd(&shim.region) >= 0 && conn_hung_up() &&
-	    !__atomic_load_n(&shim.region.hdr->collector_ended, __ATOMIC_ACQUIRE)) {
+	    !__atomic_load_n(&shim.region.hdr->collector_ended, __ATOMIC_ACQUIRE) &&
+	    !refused_hello()) {
+		/* read before: a pass of the new collector moves it after */
+		beat = __atomic_load_n(&shim.region.hdr->heartbeat, __ATOMIC_ACQUIRE);
 		h = first_hello;
 		h.flags |= SHM_HELLO_RECONNECT;
 		h.ppid = (uint32_t)getppid();
 		err = conn_reconnect(settings.socket, &h, shim.region.fd, settings.job,
 				     settings.job_len);
 		if (err == 0) {
+			hello_beat = beat;
 			/* strings sent to the dead collector may never have
 			 * been stored: each is sent again at its next use */
 			intern_reconnect();
@@ -273,6 +306,12 @@ __attribute__((constructor)) static void shim_init(void)
 	shim.region.ring_bytes = settings.ring_bytes;
 	shim.region.nslots = settings.nslots;
 	clock_kind = clock_init();
+	if (shim.mode != SHM_MALLOC_OFF && (self = heap_preempted())) {
+		/* recorded, the heap would be stored as traced and wrong */
+		log_warn("the program's malloc is %s's, ahead of libshimmer.so: the heap is not "
+			 "traced (put libshimmer.so first in LD_PRELOAD)", self);
+		shim.mode = SHM_MALLOC_OFF;
+	}
 	err = heap_setup(shim.mode);
 	if (err < 0) {
 		log_debug("sampled set: %s; heap not traced", strerrordesc_np(-err));
@@ -359,7 +398,8 @@ static void goodbye(void)
 	 * what the rings hold after the BYE. */
 	ended = __atomic_load_n(&shim.region.hdr->collector_ended, __ATOMIC_ACQUIRE);
 	if (conn_hung_up() && ended != SHM_ENDED_ROW) {
-		if (!shim_revive(1))
+		/* (refused_hello() said its line and stopped tracing) */
+		if (!shim_revive(1) && __atomic_load_n(&shim.on, __ATOMIC_ACQUIRE))
 			lost_at_exit(ended == SHM_ENDED_REFUSED);
 		else
 			refused_at_exit();

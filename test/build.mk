@@ -114,8 +114,21 @@ $(E2E_MANYSTACKS): $(O)/obj/prog-O0/test/e2e/manystacks.o
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) -o $@ $^
 
+# Non-PIE, with canonical PLT slots for malloc and free (t_exact.sh).
+E2E_WL_NOPIE := $(O)/test/e2e/wl_nopie
+$(E2E_WL_NOPIE): test/e2e/wl_nopie.c
+	$(call msg,CCLD,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -O2 -g -Wall -Wextra -Werror -fno-pie -no-pie -o $@ $<
+# The same defining the malloc family itself (t_exact.sh).
+E2E_WL_OWNMALLOC := $(O)/test/e2e/wl_ownmalloc
+$(E2E_WL_OWNMALLOC): test/e2e/wl_nopie.c
+	$(call msg,CCLD,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -O2 -g -Wall -Wextra -Werror -Wno-missing-prototypes -DOWN_MALLOC -o $@ $<
+
 TEST_PROGS += $(E2E_LEAKY) $(E2E_LEAKSTEP) $(E2E_LEAKLOOP) $(E2E_LIFESPAN) $(E2E_WL_SITES) \
-	$(E2E_MANYSTACKS)
+	$(E2E_MANYSTACKS) $(E2E_WL_NOPIE) $(E2E_WL_OWNMALLOC)
 
 # The bottleneck workloads (t_bottlenecks.sh): -O0 with full debug
 # information, so that each planted call keeps its own line.

@@ -196,6 +196,20 @@ if os.path.exists(f"{out}/heapall.db"):
         said = None
     row("all-mode heap: stack_full stored iff said", ha_full,
         "said" if said else "not said", said is not None and (ha_full > 0) == said)
+    # host allocations made from Python code carry its frames and are
+    # named by the script's line (not by obmalloc.c or "(no stack)")
+    tot, py = ha.execute("select coalesce(sum(allocs), 0), coalesce(sum(case when pystack_id <> 0 "
+                         "then allocs end), 0) from heap_sites").fetchone()
+    row("all-mode heap: host allocations with Python frames", f"{py} of {tot}", ">= 90%",
+        tot > 0 and py >= 0.9 * tot)
+    top = []
+    try:
+        rows = [r for r in csv.DictReader(open(f"{out}/heapall_alloc.csv")) if r["memory"] == "host"]
+        top = [r["frame"] for r in sorted(rows, key=lambda r: -int(r["bytes"]))[:3]]
+    except (OSError, KeyError, ValueError):
+        pass
+    row("all-mode heap: the 3 largest host sites are train.py lines", "; ".join(top), "train.py:N",
+        len(top) == 3 and all("train.py:" in f for f in top))
 row("loss equal to the bare run's (1e-3)", traced.get("loss"), bare.get("loss"),
     abs((traced.get("loss") or 0) - (bare.get("loss") or 1)) <= 1e-3)
 row("store integrity_check", q("pragma integrity_check")[0][0], "ok",
