@@ -307,26 +307,26 @@ static int profile(struct cmp *c, struct model *m, const struct model_proc *p, s
 	double busy = 0, whole;
 	int err;
 	char name[128];
+	/* what the process lost, and the stack captures its tables refused
+	 * (not lost, but sites without their stack: rows of CSV and JSON say
+	 * both) */
+	const struct {
+		const char *name;
+		int64_t n;
+	} counts[] = {
+		{ "events lost (host)", p->dropped_host },
+		{ "events lost (CUPTI)", p->dropped_gpu },
+		{ "stacks refused (native)", p->stacks_refused },
+		{ "stacks refused (Python)", p->pystacks_refused },
+	};
 
 	memset(pf, 0, sizeof(*pf));
 	pf->p = p;
 	pf->m = m;
 	pf->figs.item_size = sizeof(struct fig);
 	err = fig_add(c, pf, S_PROCESS, "wall time", U_NS, model_proc_wall(p), 0);
-	if (!err)
-		err = fig_add(c, pf, S_PROCESS, "events lost (host)", U_COUNT,
-			      (double)p->dropped_host, 0);
-	if (!err)
-		err = fig_add(c, pf, S_PROCESS, "events lost (CUPTI)", U_COUNT,
-			      (double)p->dropped_gpu, 0);
-	/* not lost, but sites without their stack: CSV and JSON rows say it
-	 * as they say the losses */
-	if (!err)
-		err = fig_add(c, pf, S_PROCESS, "stacks refused (native)", U_COUNT,
-			      (double)p->stacks_refused, 0);
-	if (!err)
-		err = fig_add(c, pf, S_PROCESS, "stacks refused (Python)", U_COUNT,
-			      (double)p->pystacks_refused, 0);
+	for (size_t i = 0; !err && i < sizeof(counts) / sizeof(counts[0]); i++)
+		err = fig_add(c, pf, S_PROCESS, counts[i].name, U_COUNT, (double)counts[i].n, 0);
 	if (!err && p->sampling)
 		err = fig_add(c, pf, S_PROCESS, "GPU sampling: share traced", U_SHARE,
 			      p->sampling->share, 0);
