@@ -25,6 +25,7 @@ static const struct emit_col cols[] = {
 	{ "live_bytes", "LIVE BYTES", EMIT_BYTES, -11, 0, 0, 2 },
 	{ "estimated", NULL, EMIT_BOOL, 0, EMIT_IN_DATA, 0, 0 },
 	{ "complete", NULL, EMIT_BOOL, 0, EMIT_IN_CSV, 0, 0 },
+	PRESENT_STACKS_COLS,
 	{ "frame", "CALL SITE", EMIT_STR, -1, 0, 0, 0 },
 };
 
@@ -100,7 +101,7 @@ int allocations_write(struct model *m, FILE *out, int fmt, enum allocations_sort
 				ev_approx(ev_real(s->bytes), est),
 				ev_approx(ev_int(llround(s->live_count)), est),
 				ev_approx(ev_real(s->live_bytes), est), ev_int(est),
-				ev_int(complete), ev_str(s->name),
+				ev_int(complete), PRESENT_STACKS_VALS(p), ev_str(s->name),
 			};
 
 			if (s->rows == 0)

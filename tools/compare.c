@@ -22,9 +22,11 @@
  *
  * A row is marked changed when the two values differ by more than a run
  * can differ by itself: exact counts and bytes by anything, times by a
- * quarter and 100 us (and, for totals and means of many durations, means
- * that differ by 3 standard errors: one slow call among fast ones is noise;
- * a median or p90 by the quarter and 100 us alone),
+ * quarter and 100 us (totals of durations also by a thousandth of the
+ * process's wall time: fig_total(); and, for totals and means of many
+ * durations, means that differ by 3 standard errors: one slow call among
+ * fast ones is noise; a median or p90 by the quarter and 100 us alone,
+ * when 5 steps or more lie beyond it in each run),
  * shares by 5 points, estimates (sampled heap, sampled GPU activity) by
  * half.  --fail-if conditions (compare_fail_if() below)
  * exit 3 when a pair crosses one: a CI job's guard against a regression;
@@ -49,8 +51,10 @@
 #define TOP_ROWS 10           /* per section in the table */
 #define TIME_NOISE 0.25       /* relative change a time may show by itself */
 #define TIME_FLOOR_NS 100000.0
+#define TOTAL_WALL_SHARE 0.001 /* a total's floor besides: this share of the wall */
 #define SHARE_NOISE 0.05
 #define T_MIN 3.0
+#define QUANTILE_BEYOND 5.0   /* steps a quantile needs on its short side */
 #define ESTIMATE_NOISE 0.5
 #define MAX_CONDS 16
 #define TOP_SITES 10          /* per memory and ranking, in the table */
@@ -69,6 +73,10 @@ struct fig {
 	/* The durations a time is made of, when known: their count, mean and
 	 * standard deviation tell a change from noise. */
 	double n, mean, sd;
+	/* A total of durations: the least change that counts (ns), above
+	 * TIME_FLOOR_NS; see fig_total(). */
+	double floor;
+	int few;            /* a quantile of too few steps to judge: never changed */
 	int64_t order;      /* sites: its memory's place (space, then device) */
 };
 
@@ -150,6 +158,27 @@ static void fig_stats(double n, double mean, double sd)
 	last_fig->n = n;
 	last_fig->mean = mean;
 	last_fig->sd = sd;
+}
+
+/*
+ * The figure fig_add() made last is a total of durations (a function's
+ * calls, a kernel's, a copy kind's or a range's, the GPU's kernel time) of
+ * process p: it changed only by more than a thousandth of p's wall time.
+ * The calls of one run share its machine's state (what else runs on the
+ * CPU and its caches, the CPU's clock), which moves every short call
+ * alike: no spread within a run shows it, so the test on means cannot,
+ * and a total of a few short calls crosses TIME_FLOOR_NS by it alone (ten
+ * cudaMalloc calls of about 15 us took 150 us in one run and 255 us in
+ * another of the same program on a loaded machine; t_compare.sh).  What
+ * moves a total by less than that share of the run is neither told from
+ * that nor worth a look; a real change of many calls is far above it.
+ */
+static void fig_total(const struct model_proc *p)
+{
+	double floor = TOTAL_WALL_SHARE * model_proc_wall(p);
+
+	if (floor > last_fig->floor)
+		last_fig->floor = floor;
 }
 
 struct leak_ctx {
@@ -278,18 +307,26 @@ static int profile(struct cmp *c, struct model *m, const struct model_proc *p, s
 	double busy = 0, whole;
 	int err;
 	char name[128];
+	/* what the process lost, and the stack captures its tables refused
+	 * (not lost, but sites without their stack: rows of CSV and JSON say
+	 * both) */
+	const struct {
+		const char *name;
+		int64_t n;
+	} counts[] = {
+		{ "events lost (host)", p->dropped_host },
+		{ "events lost (CUPTI)", p->dropped_gpu },
+		{ "stacks refused (native)", p->stacks_refused },
+		{ "stacks refused (Python)", p->pystacks_refused },
+	};
 
 	memset(pf, 0, sizeof(*pf));
 	pf->p = p;
 	pf->m = m;
 	pf->figs.item_size = sizeof(struct fig);
 	err = fig_add(c, pf, S_PROCESS, "wall time", U_NS, model_proc_wall(p), 0);
-	if (!err)
-		err = fig_add(c, pf, S_PROCESS, "events lost (host)", U_COUNT,
-			      (double)p->dropped_host, 0);
-	if (!err)
-		err = fig_add(c, pf, S_PROCESS, "events lost (CUPTI)", U_COUNT,
-			      (double)p->dropped_gpu, 0);
+	for (size_t i = 0; !err && i < sizeof(counts) / sizeof(counts[0]); i++)
+		err = fig_add(c, pf, S_PROCESS, counts[i].name, U_COUNT, (double)counts[i].n, 0);
 	if (!err && p->sampling)
 		err = fig_add(c, pf, S_PROCESS, "GPU sampling: share traced", U_SHARE,
 			      p->sampling->share, 0);
@@ -311,11 +348,17 @@ static int profile(struct cmp *c, struct model *m, const struct model_proc *p, s
 		 * every other step doubled), and one outlying step moves an
 		 * order statistic by one rank only. */
 		snprintf(name, sizeof(name), "'%.100s' median", s->name);
-		if (!err)
-			err = fig_add(c, pf, S_STEPS, name, U_NS, s->median_ns, 0);
+		if (!err && !(err = fig_add(c, pf, S_STEPS, name, U_NS, s->median_ns, 0)))
+			last_fig->few = s->n * 0.5 < QUANTILE_BEYOND;
+		/* A quantile with fewer than QUANTILE_BEYOND steps beyond it
+		 * (the rule of thumb for the binomial's normal approximation,
+		 * which its confidence interval rests on) is one or two steps:
+		 * the p90 of 10 steps is about the second slowest, and a
+		 * loaded machine that delays two sleeps moves it by a third
+		 * (t_compare.sh).  It is shown, never marked changed. */
 		snprintf(name, sizeof(name), "'%.100s' p90", s->name);
-		if (!err)
-			err = fig_add(c, pf, S_STEPS, name, U_NS, s->p90_ns, 0);
+		if (!err && !(err = fig_add(c, pf, S_STEPS, name, U_NS, s->p90_ns, 0)))
+			last_fig->few = s->n * 0.1 < QUANTILE_BEYOND;
 	}
 	if (!err)
 		err = model_gpu(m, p, &g);
@@ -330,15 +373,18 @@ static int profile(struct cmp *c, struct model *m, const struct model_proc *p, s
 
 		err = fig_add(c, pf, k, a->name, U_NS, (double)a->sum * scale,
 			      k != S_RANGE && p->sampling != NULL);
-		if (!err)
+		if (!err) {
 			fig_stats((double)a->st.n, a->st.mean, stats_stddev(&a->st));
+			fig_total(p);
+		}
 	}
 	for (size_t i = 0; i < g.ndevices; i++)
 		busy += (double)g.devices[i]->busy_ns;
 	whole = p->sampling ? (double)p->sampling->traced_ns : model_proc_wall(p);
 	if (!err && (g.nkernels || g.ncopies))
-		err = fig_add(c, pf, S_GPU, "kernel time", U_NS, (double)g.kernel_total * g.scale,
-			      p->sampling != NULL);
+		if (!(err = fig_add(c, pf, S_GPU, "kernel time", U_NS,
+				    (double)g.kernel_total * g.scale, p->sampling != NULL)))
+			fig_total(p);
 	if (!err && g.ndevices && whole > 0)
 		err = fig_add(c, pf, S_GPU, "busy share", U_SHARE, busy / whole, 0);
 	if (!err)
@@ -350,8 +396,10 @@ static int profile(struct cmp *c, struct model *m, const struct model_proc *p, s
 			continue;
 		err = fig_add(c, pf, S_API, k->fn->name, U_NS, model_calls_total(k),
 			      !model_calls_exact(k));
-		if (!err)
+		if (!err) {
 			fig_stats((double)k->st.n, k->st.mean, stats_stddev(&k->st));
+			fig_total(p);
+		}
 		snprintf(name, sizeof(name), "%.100s calls", k->fn->name);
 		if (!err)
 			err = fig_add(c, pf, S_API, name, U_COUNT, (double)model_calls_count(k), 0);
@@ -603,13 +651,14 @@ static int changed(const struct fig *a, const struct fig *b)
 	if (!a || !b)
 		return 1;
 	big = fabs(a->v) > fabs(b->v) ? fabs(a->v) : fabs(b->v);
-	if (a->v == b->v)
+	if (a->v == b->v || a->few || b->few)
 		return 0;
 	if (a->est || b->est)
 		return fabs(b->v - a->v) > ESTIMATE_NOISE * big;
 	switch (a->unit) {
 	case U_NS:
-		if (fabs(b->v - a->v) <= TIME_NOISE * big || fabs(b->v - a->v) <= TIME_FLOOR_NS)
+		if (fabs(b->v - a->v) <= TIME_NOISE * big || fabs(b->v - a->v) <= TIME_FLOOR_NS ||
+		    fabs(b->v - a->v) <= a->floor || fabs(b->v - a->v) <= b->floor)
 			return 0;
 		/* Totals of many durations: their means must differ by more
 		 * than their spread explains (Welch's t above T_MIN); a count

@@ -17,6 +17,7 @@
 #include "cli.h"
 #include "export.h"
 #include "fmt.h"
+#include "present.h"
 #include "store.h"
 
 enum { F_CHROME, F_CSV, F_FOLDED, F_SPEEDSCOPE };
@@ -464,6 +465,10 @@ static int export_main(int argc, char **argv)
 		err = warn_aggregated(&x);
 		if (err)
 			goto out;
+	} else if (o.weight != XW_GPU_TIME && x.schema >= 3) {
+		/* the memory weights' lines: as `leaks` and `peak` --format
+		 * folded say what they miss (allocated: lower bounds) */
+		present_warn_folded(x.m, o.weight != XW_ALLOCATED);
 	}
 	if (o.out_path && !(out = fopen(o.out_path, "w"))) {
 		cli_error("cannot write %s: %s", o.out_path, strerror(errno));

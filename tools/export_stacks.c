@@ -151,8 +151,10 @@ static int gpu_time(struct export *x, struct xout *w)
 	if (!err) {
 		for (size_t i = 0; i < groups.n; i++)
 			order[i] = map_item(&groups, i);
-		/* by process, memory, stack: the order of the memory commands' lines */
-		qsort_r(order, groups.n, sizeof(*order), cmp_gpu, &nm);
+		/* by process, memory, stack: the order of the memory commands'
+		 * lines (none: order is NULL, which qsort_r may not be given) */
+		if (groups.n)
+			qsort_r(order, groups.n, sizeof(*order), cmp_gpu, &nm);
 		for (size_t i = 0; i < groups.n; i++) {
 			const struct gpu_item *g = order[i];
 			const struct xproc *p = export_proc(x, g->key.proc_id);

@@ -276,6 +276,7 @@ static const struct emit_col cols[] = {
 	{ "verdict", "VERDICT", EMIT_STR, -8, 0, 0, 2 },
 	{ "withheld", NULL, EMIT_STR, 0, EMIT_IN_DATA, 0, 0 },
 	{ "complete", NULL, EMIT_BOOL, 0, EMIT_IN_CSV, 0, 0 },
+	PRESENT_STACKS_COLS,
 	{ "site", "CALL SITE", EMIT_STR, -1, EMIT_IN_TABLE, 0, 0 },
 };
 
@@ -328,6 +329,7 @@ static void row(struct leaks *l, struct emit *e, size_t gi)
 		ev_str(verdict_name(g->verdict)),
 		ev_str(g->verdict == V_NA ? g->why : NULL),
 		ev_int(model_proc_complete(p)),
+		PRESENT_STACKS_VALS(p),
 		ev_str(s->name),
 	};
 
@@ -639,6 +641,9 @@ static int leaks_main(int argc, char **argv)
 		return CLI_EXIT_ERROR;
 	model_set_callers(m, sites.callers);
 	model_set_native(m, sites.native);
+	/* folded lines are a flame graph's input: what they miss goes to stderr */
+	if (o.fmt == PRESENT_FOLDED && model_schema_version(m) >= 3)
+		present_warn_folded(m, !o.all_allocations);
 	rc = leaks_write(m, stdout, &o);
 	if (rc == -ENOMEM)
 		cli_error("out of memory");

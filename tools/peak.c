@@ -24,6 +24,7 @@ static const struct emit_col cols[] = {
 	{ "peak_at_ns", NULL, EMIT_INT, 0, EMIT_IN_CSV, 0, 0 },
 	{ "estimated", NULL, EMIT_BOOL, 0, EMIT_IN_CSV, 0, 0 },
 	{ "complete", NULL, EMIT_BOOL, 0, EMIT_IN_CSV, 0, 0 },
+	PRESENT_STACKS_COLS,
 	{ "count", "COUNT", EMIT_INT, 8, 0, 0, 0 },
 	{ "bytes", "BYTES", EMIT_BYTES, -11, 0, 0, 0 },
 	{ "frame", "CALL SITE", EMIT_STR, -1, 0, 0, 1 },
@@ -112,6 +113,7 @@ int peak_write(struct model *m, FILE *out, int fmt)
 					ev_int(p->pid), ev_int(p->proc_id), ev_str(mm->label),
 					ev_real(mm->peak), ev_int(mm->peak_ns - p->start_ns),
 					ev_int(mm->estimated), ev_int(complete),
+					PRESENT_STACKS_VALS(p),
 					ev_int(llround(s->count)),
 					ev_approx(ev_real(s->bytes), mm->estimated), ev_str(s->name),
 				};
@@ -190,6 +192,9 @@ static int peak_main(int argc, char **argv)
 		return CLI_EXIT_ERROR;
 	model_set_callers(m, sites.callers);
 	model_set_native(m, sites.native);
+	/* folded lines are a flame graph's input: what they miss goes to stderr */
+	if (fmt == PRESENT_FOLDED && model_schema_version(m) >= 3)
+		present_warn_folded(m, 1);
 	rc = peak_write(m, stdout, fmt);
 	if (rc == -ENOMEM)
 		cli_error("out of memory");

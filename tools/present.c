@@ -14,6 +14,24 @@ const char *const present_mem_formats[] = {
 	[PRESENT_FOLDED] = "folded", NULL,
 };
 
+/* "N events of this process were lost before the store (REASON N, ...):
+ * EFFECT; SHIMMER_LOSSLESS=1 keeps every event" into buf, truncated. */
+static void lost_line(char *buf, size_t len, const struct model_proc *p, const char *effect)
+{
+	size_t at = 0;
+
+#define ADD(...) (at += (size_t)snprintf(buf + (at < len ? at : len), \
+					 at < len ? len - at : 0, __VA_ARGS__))
+	ADD("%lld events of this process were lost before the store (",
+	    (long long)p->dropped_host);
+	for (size_t i = 0, n = 0; i < p->ndrops; i++)
+		if (strcmp(p->drops[i].reason, "cupti") != 0 && drop_is_loss(p->drops[i].reason))
+			ADD("%s%s %lld", n++ ? ", " : "", p->drops[i].reason,
+			    (long long)p->drops[i].events);
+	ADD("): %s; SHIMMER_LOSSLESS=1 keeps every event", effect);
+#undef ADD
+}
+
 void present_proc(struct emit *e, const struct model_proc *p, const char *effect)
 {
 	emit_kv(e, "proc_id", EMIT_INT, ev_int(p->proc_id));
@@ -29,14 +47,10 @@ void present_proc(struct emit *e, const struct model_proc *p, const char *effect
 	if (p->cut)
 		emit_text(e, "  WARNING: %s: %s\n", PRESENT_CUT, effect);
 	if (p->dropped_host) {
-		emit_text(e, "  WARNING: %lld events of this process were lost before the store (",
-			  (long long)p->dropped_host);
-		for (size_t i = 0, n = 0; i < p->ndrops; i++)
-			if (strcmp(p->drops[i].reason, "cupti") != 0 &&
-			    drop_is_loss(p->drops[i].reason))
-				emit_text(e, "%s%s %lld", n++ ? ", " : "", p->drops[i].reason,
-					  (long long)p->drops[i].events);
-		emit_text(e, "): %s; SHIMMER_LOSSLESS=1 keeps every event\n", effect);
+		char line[PRESENT_LOST_LINE];
+
+		lost_line(line, sizeof(line), p, effect);
+		emit_text(e, "  WARNING: %s\n", line);
 	}
 }
 
@@ -72,6 +86,33 @@ void present_stacks_refused(struct emit *e, const struct model_proc *p, const ch
 	emit_kv(e, "python_stack_captures_refused", EMIT_INT, ev_int(p->pystacks_refused));
 	if (present_stacks_line(line, sizeof(line), p))
 		emit_text(e, "%sWARNING: %s\n", indent, line);
+}
+
+void present_warn_folded(struct model *m, int live)
+{
+	const char *effect = live ? "blocks whose free was lost count as live, lost allocations"
+				    " are missing: its stacks' bytes may be wrong either way"
+				  : "lost allocations are missing: its stacks' bytes are lower"
+				    " bounds";
+
+	for (size_t i = 0; i < model_nprocs(m); i++) {
+		const struct model_proc *p = model_proc(m, i);
+		char line[PRESENT_LOST_LINE];
+
+		if (!p->selected)
+			continue;
+		if (p->cut)
+			cli_warn("pid %lld (proc %lld): %s", (long long)p->pid,
+				 (long long)p->proc_id, PRESENT_CUT);
+		if (p->dropped_host) {
+			lost_line(line, sizeof(line), p, effect);
+			cli_warn("pid %lld (proc %lld): %s", (long long)p->pid,
+				 (long long)p->proc_id, line);
+		}
+		if (present_stacks_line(line, sizeof(line), p))
+			cli_warn("pid %lld (proc %lld): %s", (long long)p->pid,
+				 (long long)p->proc_id, line);
+	}
 }
 
 int present_need_stacks(struct model *m)

@@ -4,7 +4,8 @@
  * lost between the shim and the store (drops) touch the answer, in words
  * that name what they do to it, and whether the shim's stack tables were
  * full (compare and summary say that too).  The summary has its own,
- * longer heading.
+ * longer heading.  Folded lines (flame-graph input) carry neither: their
+ * commands say both on stderr.
  */
 #ifndef SHIMMER_TOOLS_PRESENT_H
 #define SHIMMER_TOOLS_PRESENT_H
@@ -44,6 +45,29 @@ void present_stacks_refused(struct emit *e, const struct model_proc *p, const ch
  * empty) when no capture was refused. */
 #define PRESENT_STACKS_LINE 320
 size_t present_stacks_line(char *buf, size_t len, const struct model_proc *p);
+
+/*
+ * The folded lines' version of both warnings (leaks, peak and export
+ * --format folded or speedscope, whose output a flame-graph tool reads:
+ * nothing but lines there): for each selected process of m, on stderr,
+ * "shimmer: warning: pid P (proc N): ..." with the lost events' sentence
+ * (live: the lines weigh blocks live at an instant, which a lost free
+ * leaves live; else every allocation's bytes, which lost allocations
+ * leave lower bounds), and present_stacks_line()'s.  Nothing for a
+ * process that lost nothing and whose tables had room.
+ */
+void present_warn_folded(struct model *m, int live);
+
+/* The lost events' sentence, as present_proc() and present_warn_folded()
+ * write it: effects and reasons fit. */
+#define PRESENT_LOST_LINE 640
+
+/* CSV's columns of present_stacks_refused()'s two counts, after the
+ * command's "complete" (each row repeats its process's), and their values. */
+#define PRESENT_STACKS_COLS                                                          \
+	{ "stack_captures_refused", NULL, EMIT_INT, 0, EMIT_IN_CSV, 0, 0 },           \
+	{ "python_stack_captures_refused", NULL, EMIT_INT, 0, EMIT_IN_CSV, 0, 0 }
+#define PRESENT_STACKS_VALS(p) ev_int((p)->stacks_refused), ev_int((p)->pystacks_refused)
 
 /* 0 when m's store has call stacks (schema 3 on), which the memory
  * commands group by; else -EINVAL after one error line. */

@@ -21,6 +21,7 @@ static const struct emit_col cols[] = {
 	{ "bytes", "BYTES", EMIT_BYTES, -11, 0, 0, 2 },
 	{ "estimated", NULL, EMIT_BOOL, 0, EMIT_IN_DATA, 0, 0 },
 	{ "complete", NULL, EMIT_BOOL, 0, EMIT_IN_CSV, 0, 0 },
+	PRESENT_STACKS_COLS,
 	{ "median_lifetime_ns", "MEDIAN LIFE", EMIT_NS, -11, 0, 1, 0 },
 	{ "frame", "CALL SITE", EMIT_STR, -1, 0, 0, 0 },
 };
@@ -69,6 +70,7 @@ int temporary_write(struct model *m, FILE *out, int fmt, int64_t max_lifetime_ns
 				ev_int(p->pid), ev_int(p->proc_id), ev_str(s->mem->label),
 				ev_approx(ev_int(llround(s->count)), est),
 				ev_approx(ev_real(s->bytes), est), ev_int(est), ev_int(complete),
+				PRESENT_STACKS_VALS(p),
 				ev_real(s->median_life), ev_str(s->name),
 			};
 

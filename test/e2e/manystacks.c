@@ -1,11 +1,14 @@
 /*
- * manystacks BITS [kill|keep]: one malloc and free from each of 2^BITS
- * distinct call paths (a chain of BITS calls, each through one of two
- * functions), so that the shim's table of distinct stacks (49,152 native
- * stacks) fills when BITS is 16 and does not when it is 15 (t_stacks.sh);
- * with kill, it ends by SIGKILL, its exit handlers never run; with keep,
- * nothing is freed (every block is live at the peak, the end).  Built
- * -O0: every call keeps its frame and its own return address.
+ * manystacks BITS [kill|keep|churn]: one malloc and free from each of
+ * 2^BITS distinct call paths (a chain of BITS calls, each through one of
+ * two functions), so that the shim's table of distinct stacks (49,152
+ * native stacks) fills when BITS is 16 and does not when it is 15
+ * (t_stacks.sh); with kill, it ends by SIGKILL, its exit handlers never
+ * run; with keep, nothing is freed (every block is live at the peak, the
+ * end); with churn, main() first makes CHURN malloc(16)+free pairs from one
+ * call site (heap churn at millions a second, its stack stored before the
+ * table fills).  Built -O0: every call keeps its frame and its own return
+ * address.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -16,6 +19,8 @@ static void zero(unsigned bits, int k);
 static void one(unsigned bits, int k);
 
 static int keep;
+
+#define CHURN (1 << 20)
 
 static void leaf(void)
 {
@@ -51,14 +56,21 @@ int main(int argc, char **argv)
 {
 	int k = argc > 1 ? atoi(argv[1]) : 0;
 
-	if (k < 1 || k > 20 || (argc > 2 && strcmp(argv[2], "kill") && strcmp(argv[2], "keep"))) {
-		fprintf(stderr, "usage: manystacks BITS (1..20) [kill|keep]\n");
+	if (k < 1 || k > 20 || (argc > 2 && strcmp(argv[2], "kill") && strcmp(argv[2], "keep") &&
+				strcmp(argv[2], "churn"))) {
+		fprintf(stderr, "usage: manystacks BITS (1..20) [kill|keep|churn]\n");
 		return 2;
 	}
 	keep = argc > 2 && !strcmp(argv[2], "keep");
+	if (argc > 2 && !strcmp(argv[2], "churn"))
+		for (int i = 0; i < CHURN; i++) {
+			void *volatile p = malloc(16);
+
+			free(p);
+		}
 	for (unsigned b = 0; b < 1u << k; b++)
 		next(b, k);
-	if (argc > 2 && !keep)
+	if (argc > 2 && !strcmp(argv[2], "kill"))
 		raise(SIGKILL);
 	return 0;
 }

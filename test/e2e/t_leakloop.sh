@@ -96,5 +96,19 @@ SELECT 'verdict', verdict, withheld, complete, frame FROM lossy
 	check "lossy: peak's rows say the process is incomplete" "$(printf '%s\n' "$out" | head -3)" \
 		awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "complete") c = i }
 			NR > 1 && $c != "0" { bad = 1 } END { exit bad || !c || NR < 2 }' <<< "$out"
+	# folded lines (and speedscope) are a flame graph's input: the warning
+	# goes to stderr, once, saying what the loss does to that weight
+	for c in "leaks --format folded:may be wrong either way" \
+		"leaks --format folded --all-allocations:are lower bounds" \
+		"peak --format folded:may be wrong either way" "export --format folded:are lower bounds" \
+		"export --format folded --weight peak:may be wrong either way" \
+		"export --format speedscope --weight leaked:may be wrong either way"; do
+		"$SHIMMER" ${c%%:*} "$DB" > "$T/fold.out" 2> "$T/fold.err"
+		rc=$?
+		check "lossy: ${c%%:*} says events were lost on stderr only" \
+			"exit $rc; stderr: $(head -3 "$T/fold.err"); stdout: $(head -3 "$T/fold.out")" \
+			holds '[ $rc = 0 ] && [ "$(grep -c "^shimmer: warning: pid [0-9]* (proc [0-9]*): $lost events of this process were lost before the store ([^)]*): .*bytes ${c#*:}; SHIMMER_LOSSLESS=1 keeps every event$" "$T/fold.err")" = 1 ] &&
+			[ "$(wc -l < "$T/fold.err")" = 1 ] && ! grep -q "lost" "$T/fold.out"'
+	done
 fi
 finish

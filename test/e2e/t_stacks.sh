@@ -10,7 +10,8 @@
 # has them as a drops row 'stack_full' (not a lost event), equal to the
 # 16,384 paths that found no room, also when the process is SIGKILLed
 # after them.  Every command that names call sites then says so in one
-# line per process, and none does for the 2^15 run or for a run with
+# line per process (on stderr where stdout is a flame graph's input), and
+# none does for the 2^15 run or for a run with
 # SHIMMER_STACKS=off (where every allocation is "(no stack)" too, for
 # another reason).  compare --fail-if site_peak is not evaluated where the
 # refused allocations hold bytes at the peak.  The Python stacks' table
@@ -33,7 +34,9 @@ refused() {
 }
 
 # says NAME DB WANT: each command that names call sites prints the line
-# (WANT 1, with the count N=$4) or does not (WANT 0)
+# (WANT 1, with the count N=$4) or does not (WANT 0): in its table, JSON,
+# CSV (a column; compare: a row), and on stderr beside folded lines and
+# speedscope files, which stay clean
 says() {
 	local name=$1 db=$2 want=$3 n=${4:-} c out bad=
 	for c in leaks peak temporary allocations summary; do
@@ -46,6 +49,41 @@ says() {
 		# JSON says the count too (0 when none)
 		out=$("$SHIMMER" $c "$db" --format json 2>&1)
 		grep -q "\"stack_captures_refused\":${n:-0}," <<< "$out" || bad="$bad $c(json)"
+		# CSV in a column beside complete, on every row (leaks has none
+		# where nothing leaked: its header then)
+		[ $c = summary ] && continue
+		"$SHIMMER" $c "$db" --format csv > "$T/says.csv" 2>&1
+		awk -F, -v n="${n:-0}" -v c=$c 'NR == 1 { for (i = 1; i <= NF; i++) {
+				if ($i == "stack_captures_refused") k = i
+				if ($i == "python_stack_captures_refused") py = i } }
+			NR > 1 && ($k != n || $py != 0) { bad = 1 }
+			END { exit bad || !k || !py || (NR < 2 && c != "leaks") }' "$T/says.csv" ||
+			bad="$bad $c(csv)"
+	done
+	# compare's CSV: a row of its own, as the events lost have, against
+	# the 2^15 run (none refused)
+	out=$("$SHIMMER" compare "$T/m15.db" "$db" --format csv 2>&1)
+	grep -q "^[0-9]*,[0-9]*,process,stacks refused (native),count,0,${n:-0},${n:-0}," <<< "$out" &&
+		grep -q "^[0-9]*,[0-9]*,process,stacks refused (Python),count,0,0,0," <<< "$out" ||
+		bad="$bad compare(csv)"
+	# folded lines and speedscope (flame-graph input): stdout holds
+	# nothing else, the line goes to stderr once (the weights that read
+	# heap sites; gpu-time reads launches)
+	for c in "leaks --format folded" "leaks --format folded --all-allocations" \
+		"peak --format folded" "export --format folded" "export --format folded --weight leaked" \
+		"export --format folded --weight peak" "export --format speedscope" \
+		"export --format speedscope --weight all"; do
+		"$SHIMMER" $c "$db" > "$T/says.out" 2> "$T/says.err"
+		if [ "$want" = 1 ]; then
+			[ "$(grep -c "^shimmer: warning: pid [0-9]* (proc 1): $n $LINE" "$T/says.err")" = 1 ] ||
+				bad="$bad '$c'(stderr)"
+		else
+			! grep -q "stack captures were refused" "$T/says.err" || bad="$bad '$c'(stderr)"
+		fi
+		case $c in
+		*speedscope*) python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$T/says.out" ;;
+		*) ! grep -qv '^pid [0-9]*;[^ ].* [0-9][0-9]*$' "$T/says.out" ;;
+		esac || bad="$bad '$c'(stdout: $(head -c 200 "$T/says.out"))"
 	done
 	"$SHIMMER" report "$db" -o "$T/r.html" > /dev/null 2>&1 || bad="$bad report(exit)"
 	if [ "$want" = 1 ]; then
@@ -104,7 +142,8 @@ done
 # then not evaluating is the answer; peak's own rows say which applies.
 out=$("$SHIMMER" compare "$T/m15.db" "$T/m16.db" --fail-if 'site_peak>+1KiB' 2>&1)
 rc=$?
-unsited=$("$SHIMMER" peak "$T/m16.db" --format csv | awk -F, '$3 == "host" && $NF == "(no stack)" { s += $9 } END { print s + 0 }')
+unsited=$("$SHIMMER" peak "$T/m16.db" --format csv | awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "bytes") b = i }
+	$3 == "host" && $NF == "(no stack)" { s += $b } END { print s + 0 }')
 if [ "$unsited" = 0 ]; then
 	want_rc=0 want_fail_if='^ok: site_peak>+1KiB'
 else
@@ -135,6 +174,83 @@ for ab in "k15 k16 B" "k16 k15 A"; do
 		grep -q "^not evaluated: site_peak>+1KiB" <<< "$out" && ! grep -q "^ok: " <<< "$out" &&
 		! grep -q "^FAIL: " <<< "$out"'
 done
+
+# The memory findings that name call sites (memory_growth, heap_churn) say
+# in their coverage that captures were refused, in the text and JSON of
+# bottlenecks and in the report's findings, exactly when some were: keep
+# makes memory_growth (leaf's live bytes rise), churn makes heap_churn
+# (main's loop, stored before the table fills), each with 2^15 paths (the
+# finding, no sentence) and 2^16 (the sentence, with the store's count).
+# findings_say NAME DB KIND: bottlenecks and the report on DB have one KIND
+# finding, whose coverage has the sentence with DB's stack_full count, and
+# no other line of theirs says captures were refused; with none refused,
+# none says it.
+findings_say() {
+	local name=$1 db=$2 kind=$3 n got
+	n=$(sq "$db" "SELECT coalesce(sum(events), 0) FROM drops WHERE proc_id = 1
+		AND reason = 'stack_full'" 2>&1)
+	"$SHIMMER" bottlenecks "$db" > "$T/$name.txt" 2>&1
+	"$SHIMMER" bottlenecks "$db" --format json > "$T/$name.json" 2>&1
+	"$SHIMMER" report "$db" -o "$T/$name.html" > /dev/null 2>&1
+	got=$(python3 - "$T/$name" "$kind" "$([ "$n" = 0 ] || echo "$n $LINE")" <<'EOF_PY'
+import html, json, re, sys
+base, kind, want = sys.argv[1:]
+bad = []
+
+def judge(where, covs, rest):
+    """covs: the coverage of each KIND finding; rest: all else said."""
+    if len(covs) != 1:
+        bad.append("%s: %d %s findings" % (where, len(covs), kind))
+    elif want and want not in " ".join(covs[0].split()):
+        bad.append("%s: the coverage lacks the sentence: %s" % (where, covs[0]))
+    said = sum(c.count("captures were refused") for c in covs) + rest.count("captures were refused")
+    if said != (1 if want else 0) * len(covs):
+        bad.append("%s: says captures were refused %d times" % (where, said))
+
+text = open(base + ".txt").read()
+covs, rest = [], ""
+for block in re.split(r"\n(?=\[(?:HIGH|MEDIUM|LOW)\] )", text):
+    m = re.search(r"\n  coverage  (.*?)\n  advice ", block, re.S)
+    if re.match(r"\[\w+\] %s:" % kind, block) and m:
+        covs.append(m.group(1))
+        block = block.replace(m.group(1), "")
+    rest += block
+judge("text", covs, rest)
+d = json.load(open(base + ".json"))
+mine = [x for x in d["findings"] if x["kind"] == kind]
+judge("json", [x["coverage"] for x in mine],
+      json.dumps([x for x in d["findings"] if x["kind"] != kind] + [d["withheld"]]) +
+      json.dumps([dict(x, coverage="") for x in mine]))
+page = open(base + ".html").read()
+sec = re.search(r'<section id="findings">.*?</section>', page, re.S)
+covs = re.findall(r'<div class="finding" data-kind="%s".*?<dt>coverage</dt><dd>(.*?)</dd>' % kind,
+                  sec.group(0) if sec else "", re.S)
+judge("report", [html.unescape(c) for c in covs],
+      re.sub(r"<dt>coverage</dt><dd>.*?</dd>", "",
+             html.unescape(sec.group(0)) if sec else "", flags=re.S))
+print("; ".join(bad))
+EOF_PY
+)
+	check "$name" "stack_full $n: ${got:-no output}; $(head -c 600 "$T/$name.txt")" test -z "$got"
+}
+findings_say "memory_growth, 2^15 paths: the finding, no word of refused captures" "$T/k15.db" \
+	memory_growth
+findings_say "memory_growth, 2^16 paths: its coverage says 16384 captures were refused" \
+	"$T/k16.db" memory_growth
+# (under ThreadSanitizer the traced loop runs under the rule's 100,000
+# allocations a second, as in t_bottlenecks)
+if ldd "$SHIMMERD" 2> /dev/null | grep -q libtsan; then
+	ok "heap_churn: its coverage says captures were refused iff they were # SKIP ThreadSanitizer build: the traced loop runs under the rule's 100,000 allocations a second"
+else
+	for bits in 15 16; do
+		SHIMMER_MALLOC=all "$SHIMMER" run --db "$T/c$bits.db" -- "$MANY" $bits churn \
+			> /dev/null 2> "$T/c$bits.err"
+	done
+	findings_say "heap_churn, 2^15 paths: the finding, no word of refused captures" "$T/c15.db" \
+		heap_churn
+	findings_say "heap_churn, 2^16 paths: its coverage says the store's count of refused captures" \
+		"$T/c16.db" heap_churn
+fi
 
 # Killed after the table filled: the count is in the region, not in a
 # message at exit.

@@ -128,7 +128,7 @@ static void check_peaks(struct store_fixture *f)
 					bytes += allocs[j].size;
 					count++;
 				}
-			snprintf(want, sizeof(want), "77,1,%s,%lld,%lld,0,1,%lld,%lld,0x%x\n",
+			snprintf(want, sizeof(want), "77,1,%s,%lld,%lld,0,1,0,0,%lld,%lld,0x%x\n",
 				 dev < 0 ? "host" : "cuda:0", (long long)peak, (long long)(at - START),
 				 (long long)count, (long long)bytes, 0x1000 * s + 1);
 			if (count && !strstr(csv, want))

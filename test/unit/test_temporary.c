@@ -127,7 +127,7 @@ static void check(const char *csv, int64_t max_ns)
 				if (strcmp(a->space, "host"))
 					label = "cuda:0";
 			}
-			snprintf(want, sizeof(want), "%d,%d,%s,%lld,%lld,%d,1,%.17g,0x%x\n", 10 * p, p,
+			snprintf(want, sizeof(want), "%d,%d,%s,%lld,%lld,%d,1,0,0,%.17g,0x%x\n", 10 * p, p,
 				 label, (long long)llround(count), (long long)llround(bytes),
 				 p == 2 && strcmp(label, "host") == 0, n ? median_of(lives, n) : 0,
 				 0x100 * s);
