@@ -1,6 +1,6 @@
 # collector/: shimmerd, the daemon that stores events in SQLite.
 COLLECTOR_SRCS := $(wildcard collector/*.c)
-COLLECTOR_OBJS := $(COLLECTOR_SRCS:%.c=$(O)/obj/%.o) $(O)/gen/schema_sql.o \
+COLLECTOR_OBJS := $(COLLECTOR_SRCS:%.c=$(O)/obj/%.o) $(SCHEMA_OBJS) \
 	$(O)/obj/common/conf.o
 
 # libsystemd for socket activation and sd_notify (shimmerd.service).  A
@@ -24,7 +24,7 @@ $(SHIMMERD): $(COLLECTOR_OBJS)
 
 # Unit tests: each links only the modules it exercises.
 COLLECTOR_STORE_OBJS := $(O)/obj/collector/store.o $(O)/obj/collector/stacktree.o $(O)/obj/collector/log.o \
-	$(O)/gen/schema_sql.o
+	$(SCHEMA_OBJS)
 $(eval $(call unit_test,clock,$(O)/obj/collector/clock.o))
 $(eval $(call unit_test,ptrmap,$(O)/obj/collector/ptrmap.o))
 $(eval $(call unit_test,store,$(COLLECTOR_STORE_OBJS)))

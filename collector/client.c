@@ -77,6 +77,8 @@ struct client {
 	size_t out_len, out_off;
 	int bye;
 	int exec_next; /* a later HELLO came from this pid: it exec'd */
+	int64_t exec_ns;  /* then that HELLO's start: the exec came before it */
+	int64_t start_ns; /* its HELLO's start_mono_ns */
 	uint64_t bye_ts;
 	uint32_t fatal_signo; /* SIGNAL: the fatal signal the shim saw, 0 before */
 	uint64_t fatal_ts;
@@ -176,7 +178,9 @@ static int find_parent(struct client *c, uint32_t ppid, int64_t *parent)
  * saying HELLO while its old connection lives, or seconds after it closed
  * without BYE, means the old one exec'd.  pid and uid are the kernel's, so
  * only the same process (or one its pid was reused for, by the same user)
- * is marked.
+ * is marked.  The old image ended by the new one's start: when we notice
+ * its socket close is later (a busy collector: tens of ms, up to seconds),
+ * and an end after the successor's start would count its time twice.
  */
 #define EXEC_WINDOW_NS 2000000000ll
 
@@ -185,12 +189,14 @@ static int mark_exec(struct client *c, int64_t start_ns)
 	for (struct client *o = c->co->clients; o; o = o->next)
 		if (o != c && !o->ended && o->proc_id && o->pid == c->pid && same_owner(o, c)) {
 			o->exec_next = 1;
+			o->exec_ns = start_ns;
 			return 0;
 		}
 	/* start_ns is the client's word: any value, so saturate */
 	return store_process_exec(c->store, c->pid, c->uid, c->host, c->host_len,
 				  start_ns < INT64_MIN + EXEC_WINDOW_NS ? INT64_MIN
-									: start_ns - EXEC_WINDOW_NS);
+									: start_ns - EXEC_WINDOW_NS,
+				  start_ns);
 }
 
 /*
@@ -455,6 +461,10 @@ static int hello(struct client *c, const char *msg, size_t len, int memfd)
 		return reject(c, "HELLO job of kind %u, %u bytes", h.job_kind, h.job_len);
 	if (h.malloc_mode > SHM_MALLOC_ALL)
 		return reject(c, "HELLO malloc_mode %u", h.malloc_mode);
+	/* a cut command line is longer than what came */
+	if (h.argv_bytes && h.argv_bytes <= h.argv_len)
+		return reject(c, "HELLO says its argv of %u bytes was cut from %u", h.argv_len,
+			      h.argv_bytes);
 	if (h.clock != SHM_CLOCK_MONOTONIC && h.clock != SHM_CLOCK_TSC)
 		return reject(c, "HELLO clock %u", h.clock);
 	c->ring = ring_new(memfd, &(struct ring_geometry){ h.nslots, h.ring_bytes,
@@ -478,6 +488,7 @@ static int hello(struct client *c, const char *msg, size_t len, int memfd)
 		return -ENOMEM;
 	c->rank = h.rank;
 	c->start_wall_ns = (int64_t)h.start_wall_ns;
+	c->start_ns = (int64_t)h.start_mono_ns;
 	/* A reconnect goes on in the recording its row is in (resume()). */
 	if (c->co->jobs && !(h.flags & SHM_HELLO_RECONNECT)) {
 		err = choose_job(c, &h, text + h.exe_len + h.argv_len + h.host_len);
@@ -495,6 +506,7 @@ static int hello(struct client *c, const char *msg, size_t len, int memfd)
 		.sample_bytes = h.malloc_mode == SHM_MALLOC_SAMPLE ?
 				(int64_t)h.sample_bytes : -1,
 		.lossless = !!(h.flags & SHM_HELLO_LOSSLESS),
+		.argv_bytes = h.argv_bytes,
 		.start_wall_ns = (int64_t)h.start_wall_ns,
 		.start_ns = (int64_t)h.start_mono_ns,
 	};
@@ -893,11 +905,17 @@ int client_end(struct client *c, enum client_end why, int64_t now_ns)
 		reason = reasons[CLIENT_SHUTDOWN];
 	else
 		reason = c->exec_next ? "exec" : "disconnect";
-	if (!err && c->proc_id)
-		err = store_process_end(c->store, c->proc_id,
-					c->bye ? ingest_ns(c->ingest, c->bye_ts) :
-					c->fatal_signo ? ingest_ns(c->ingest, c->fatal_ts) : now_ns,
-					reason, strcmp(reason, "signal") ? 0 : (int)c->fatal_signo);
+	if (!err && c->proc_id) {
+		int64_t end = c->bye ? ingest_ns(c->ingest, c->bye_ts) :
+			      c->fatal_signo ? ingest_ns(c->ingest, c->fatal_ts) : now_ns;
+
+		/* exec: by the new image's start (mark_exec()), never before
+		 * our own (both are the process's word) */
+		if (!strcmp(reason, "exec") && c->exec_ns < end)
+			end = c->exec_ns > c->start_ns ? c->exec_ns : c->start_ns;
+		err = store_process_end(c->store, c->proc_id, end, reason,
+					strcmp(reason, "signal") ? 0 : (int)c->fatal_signo);
+	}
 	if (!err && c->store)
 		err = store_commit(c->store);
 	if (c->ring)

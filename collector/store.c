@@ -111,13 +111,14 @@ static const char *const sql[ST_N] = {
 	[ST_ALLOC_MAX] = "SELECT coalesce(max(id), 0) FROM allocations",
 	[ST_PROC] = "INSERT INTO processes (pid, ppid, parent_proc_id, uid, "
 		    "hostname, exe, argv, rank, local_rank, malloc_mode, "
-		    "sample_bytes, lossless, start_wall_ns, start_ns, traced_by) "
-		    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+		    "sample_bytes, lossless, start_wall_ns, start_ns, traced_by, argv_bytes) "
+		    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
 	[ST_PROC_END] = "UPDATE processes SET end_ns = ?2, end_reason = ?3, end_signal = ?4 "
 			"WHERE proc_id = ?1",
 	[ST_PROC_FIND] = "SELECT proc_id FROM processes WHERE pid = ?1 AND "
 			 "hostname = ?2 AND uid = ?3 ORDER BY proc_id DESC LIMIT 1",
-	[ST_PROC_EXEC] = "UPDATE processes SET end_reason = 'exec' WHERE proc_id = "
+	[ST_PROC_EXEC] = "UPDATE processes SET end_reason = 'exec', end_ns = "
+			 "max(start_ns, min(end_ns, ?5)) WHERE proc_id = "
 			 "(SELECT max(proc_id) FROM processes WHERE pid = ?1 AND "
 			 "hostname = ?2) AND uid = ?4 AND end_reason = 'disconnect' AND end_ns >= ?3",
 	/* The latest row of the pid on the host, only if it is uid's, started
@@ -442,6 +443,10 @@ int store_process_add(struct store *s, const struct store_proc *p, int64_t *proc
 	sqlite3_bind_int64(st, 13, p->start_wall_ns);
 	sqlite3_bind_int64(st, 14, p->start_ns);
 	sqlite3_bind_text(st, 15, p->traced_by ? p->traced_by : "preload", -1, SQLITE_STATIC);
+	if (p->argv_bytes > 0)
+		sqlite3_bind_int64(st, 16, p->argv_bytes);
+	else
+		sqlite3_bind_null(st, 16);
 	err = step(s, st);
 	if (!err)
 		*proc_id = sqlite3_last_insert_rowid(s->db);
@@ -546,7 +551,7 @@ int store_process_find(struct store *s, uint32_t pid, uint32_t uid, const char *
 }
 
 int store_process_exec(struct store *s, uint32_t pid, uint32_t uid, const char *host,
-		       size_t host_len, int64_t since_ns)
+		       size_t host_len, int64_t since_ns, int64_t next_ns)
 {
 	sqlite3_stmt *st = s->st[ST_PROC_EXEC];
 	int err = tx(s);
@@ -557,6 +562,7 @@ int store_process_exec(struct store *s, uint32_t pid, uint32_t uid, const char *
 	sqlite3_bind_text(st, 2, host, (int)host_len, SQLITE_STATIC);
 	sqlite3_bind_int64(st, 3, since_ns);
 	sqlite3_bind_int64(st, 4, uid);
+	sqlite3_bind_int64(st, 5, next_ns);
 	return step(s, st);
 }
 
@@ -1456,9 +1462,6 @@ static int schema_version(struct store *s, int *version)
 	return err;
 }
 
-#define STRINGIFY_(x) #x
-#define STRINGIFY(x) STRINGIFY_(x)
-
 /* Whether the build embedded one schema file per version; a mismatch is a
  * build defect, caught before any store is touched. */
 static int check_steps(void)
@@ -1491,8 +1494,11 @@ static int check_version(struct store *s, int version)
 static int migrate(struct store *s, int version)
 {
 	sqlite3_stmt *st;
+	char version_text[16];
 	int rc = SQLITE_OK;
 
+	/* meta.value is text, as the schema files write it */
+	snprintf(version_text, sizeof(version_text), "%d", STORE_SCHEMA_VERSION);
 	for (int v = version; rc == SQLITE_OK && v < STORE_SCHEMA_VERSION; v++)
 		rc = sqlite3_exec(s->db, shimmer_schema_steps[v], NULL, NULL, NULL);
 	/* Each file records its version too; this makes sure of it. */
@@ -1500,7 +1506,7 @@ static int migrate(struct store *s, int version)
 		rc = sqlite3_prepare_v2(s->db, "INSERT OR REPLACE INTO meta (key, value) "
 					"VALUES ('schema_version', ?1)", -1, &st, NULL);
 	if (rc == SQLITE_OK) {
-		sqlite3_bind_text(st, 1, STRINGIFY(STORE_SCHEMA_VERSION), -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 1, version_text, -1, SQLITE_TRANSIENT);
 		rc = sqlite3_step(st);
 		sqlite3_finalize(st);
 		if (rc == SQLITE_DONE)

@@ -26,11 +26,13 @@
 #include <sys/types.h>
 
 #include "stacktree.h"
+#include "version.h"
 #include "wire.h"
 
 /* The schema_version that the schema files leave in meta: one per
- * schema/NNN_*.sql file. */
-#define STORE_SCHEMA_VERSION 10
+ * schema/NNN_*.sql file, counted at build time (common/version.h); the
+ * tools read up to the same number. */
+#define STORE_SCHEMA_VERSION shimmer_schema_version
 
 struct store;
 
@@ -93,6 +95,7 @@ struct store_proc {
 	int64_t parent_proc_id; /* 0: none */
 	const char *host, *exe, *argv_json;
 	size_t host_len, exe_len, argv_json_len;
+	int64_t argv_bytes;       /* 0: argv whole; else the whole command line's bytes */
 	int32_t rank, local_rank; /* SHM_NO_RANK: NULL */
 	const char *malloc_mode;  /* "off", "sample", "all" */
 	int64_t sample_bytes;     /* < 0: NULL */
@@ -134,9 +137,10 @@ int store_process_find(struct store *s, uint32_t pid, uint32_t uid, const char *
 
 /* The latest process with this pid on this host, if it is uid's and ended
  * as a 'disconnect' at or after since_ns, replaced itself by exec: its
- * end_reason becomes 'exec'. */
+ * end_reason becomes 'exec', and it ends no later than next_ns (the new
+ * image's start; never before its own start). */
 int store_process_exec(struct store *s, uint32_t pid, uint32_t uid, const char *host,
-		       size_t host_len, int64_t since_ns);
+		       size_t host_len, int64_t since_ns, int64_t next_ns);
 
 /* A process that lost its collector and says HELLO to the next one
  * (SHM_HELLO_RECONNECT): the latest row of pid on this host, if it is uid's,

@@ -5,11 +5,21 @@
 
 SCHEMA_SQL := $(sort $(wildcard schema/*.sql))
 SCHEMA_GEN := $(O)/gen/schema_sql.c
+# The schema version, counted from the same files: the collector writes it
+# and every reader refuses a newer store with it (shimmer_schema_version,
+# declared in common/version.h).
+SCHEMA_VERSION_GEN := $(O)/gen/schema_version.c
+SCHEMA_OBJS := $(O)/gen/schema_sql.o $(O)/gen/schema_version.o
 
 $(SCHEMA_GEN): $(SCHEMA_SQL) common/embed-sql
 	$(call msg,GEN,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)common/embed-sql shimmer_schema_steps $(SCHEMA_SQL) > $@
+
+$(SCHEMA_VERSION_GEN): $(SCHEMA_SQL) common/embed-sql
+	$(call msg,GEN,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)common/embed-sql --version shimmer_schema_version $(SCHEMA_SQL) > $@
 
 # Objects for unit tests and other non-shim programs that take a shim module:
 # sanitized like the rest of the test binary, position-independent.

@@ -258,8 +258,15 @@ struct shm_msg_hello {
 	uint16_t host_len;
 	uint16_t job_len;     /* at most SHM_JOB_MAX */
 	uint32_t job_kind;    /* enum shm_job_kind */
+	/* 0: argv is the whole command line.  Else argv was cut at an
+	 * argument boundary to fit the message, and this is the whole
+	 * command line's length as argv_len counts it (more than argv_len).
+	 * It fills what was the struct's tail padding, which every shim of
+	 * this wire version sends as zeros: the layout is unchanged. */
+	uint32_t argv_bytes;
 	/* char text[exe_len + argv_len + host_len + job_len]; */
 };
+_Static_assert(sizeof(struct shm_msg_hello) == 112, "HELLO's layout is wire version 10's");
 
 /* STRING: text follows, len bytes, no terminator.  Ids are per process. */
 struct shm_msg_string {

@@ -162,13 +162,24 @@ int conn_hung_up(void)
 	return !!(p.revents & (POLLHUP | POLLRDHUP | POLLERR));
 }
 
-/* Reads a small file into buf; returns the bytes read or -errno. */
-static ssize_t read_file(const char *path, char *buf, size_t cap)
+/*
+ * The command line, as HELLO carries it: its arguments separated by NULs,
+ * without the last one's terminator, in buf (cap bytes).  Returns the
+ * bytes kept or -errno; *whole is 0 when they are the whole command line.
+ * A longer one (10,000 arguments; ARG_MAX is far above the 64 KiB of a
+ * message) is cut at the end of the last argument that fits, never inside
+ * one, and *whole is then its full length in the same terms, counted by
+ * reading the rest into a small buffer on the stack (no allocation).
+ */
+static ssize_t read_cmdline(char *buf, size_t cap, uint32_t *whole)
 {
-	size_t got = 0;
+	char rest[1024];
+	size_t got = 0, total;
 	ssize_t n;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	char last = 0;
+	int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
 
+	*whole = 0;
 	if (fd < 0)
 		return -errno;
 	while (got < cap && (n = read(fd, buf + got, cap - got)) != 0) {
@@ -179,7 +190,29 @@ static ssize_t read_file(const char *path, char *buf, size_t cap)
 		}
 		got += (size_t)n;
 	}
+	if (got)
+		last = buf[got - 1];
+	total = got;
+	while (got == cap && (n = read(fd, rest, sizeof(rest))) != 0) {
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		total += (size_t)n;
+		last = rest[n - 1];
+	}
 	close(fd);
+	/* cmdline ends with a NUL; the wire format only separates. */
+	if (total && last == '\0')
+		total--;
+	if (total <= cap)
+		return (ssize_t)total;
+	while (got && buf[got - 1] != '\0')
+		got--;
+	if (got)
+		got--; /* the separator before the argument that did not fit */
+	*whole = total > UINT32_MAX ? UINT32_MAX : (uint32_t)total;
 	return (ssize_t)got;
 }
 
@@ -209,17 +242,16 @@ static int hello_on(int fd, struct shm_msg_hello *h, int memfd, const char *job,
 	/* Keep room for the hostname and the job; argv takes what is left. */
 	if (job_len > SHM_JOB_MAX)
 		job_len = SHM_JOB_MAX;
-	argv = read_file("/proc/self/cmdline", text, room - 256 - SHM_JOB_MAX);
+	argv = read_cmdline(text, room - 256 - SHM_JOB_MAX, &h->argv_bytes);
 	/* No descriptor to read it with (a fork child of a program that took
 	 * them all has only the two the shim freed, now its socket and
 	 * memfd): the last HELLO's argv is still in place after the same
 	 * executable's path, and a fork does not change the command line.
 	 * After an exec the buffer starts zeroed: nothing to reuse. */
-	if (argv < 0)
+	if (argv < 0) {
 		argv = last.argv_len && (ssize_t)last.exe_len == exe ? (ssize_t)last.argv_len : 0;
-	/* cmdline ends with a NUL; the wire format only separates. */
-	if (argv > 0 && text[argv - 1] == '\0')
-		argv--;
+		h->argv_bytes = argv ? last.argv_bytes : 0;
+	}
 	text += argv;
 	if (gethostname(text, 256) < 0)
 		text[0] = '\0';

@@ -328,13 +328,32 @@ void heap_fork_child(void)
 
 /*
  * In `all` mode every call is shipped with its start time, but only one in
- * ALL_TIMED_EVERY per thread also reads the clock when it returns: a TSC
- * read costs about as much as glibc's whole malloc, and a steady 1-in-N
- * subset gives the summary unbiased call durations.  Sampled calls and
- * CUDA calls are always timed.
+ * ALL_TIMED_EVERY per thread, on average, also reads the clock when it
+ * returns: a TSC read costs about as much as glibc's whole malloc.  The
+ * calls to time are a countdown of random gaps (1 to 2 x ALL_TIMED_EVERY
+ * - 1 calls), never every Nth call: a program's heap calls repeat with a
+ * period (malloc, free, malloc, free...), and every 8th call of such a
+ * loop is always the same function, so one function was timed on every
+ * tick and the other never.  A random gap gives every call the same
+ * chance whatever the rhythm, so the summary's durations stay unbiased.
+ * The draw, from the thread's sampler (unused in `all` mode), is made
+ * only on a timed call.  Sampled calls and CUDA calls are always timed.
  */
 #define ALL_TIMED_EVERY 8u
-static __thread unsigned all_tick __attribute__((tls_model("initial-exec")));
+static __thread unsigned all_gap __attribute__((tls_model("initial-exec")));
+
+static inline int all_timed(struct shim_thread *t)
+{
+	unsigned g = all_gap;
+
+	if (likely(g > 1)) {
+		all_gap = g - 1;
+		return 0;
+	}
+	/* uniform in 1 .. 2N-1 by a multiply, not a division */
+	all_gap = 1 + (unsigned)(((sampler_rand(&t->sampler) >> 32) * (2 * ALL_TIMED_EVERY - 1)) >> 32);
+	return 1;
+}
 
 /*
  * The process's heap order (wire.h): one counter for all threads, so that
@@ -405,7 +424,7 @@ traced_inline(struct shim_thread *t, struct call *c, const unsigned int fn, void
 	p = call_real_known(c, fn, old, n);
 	if (p && (shm_fn_info[fn].flags & SHM_FNF_ALLOC))
 		r.seq = heap_order_birth();
-	if (mode == SHM_MALLOC_SAMPLE || (++all_tick & (ALL_TIMED_EVERY - 1)) == 0)
+	if (mode == SHM_MALLOC_SAMPLE || all_timed(t))
 		r.t_end = clock_now();
 	else
 		r.hdr.flags = 0;

@@ -1,6 +1,7 @@
 # tools/: the shimmer command.
 TOOLS_SRCS := $(wildcard tools/*.c)
-TOOLS_OBJS := $(TOOLS_SRCS:%.c=$(O)/obj/%.o) $(O)/obj/common/conf.o $(O)/gen/report_assets.o
+TOOLS_OBJS := $(TOOLS_SRCS:%.c=$(O)/obj/%.o) $(O)/obj/common/conf.o $(O)/gen/report_assets.o \
+	$(O)/gen/schema_version.o
 # Everything but the dispatcher: what the unit tests link.
 TOOLS_LIB_OBJS := $(filter-out $(O)/obj/tools/main.o,$(TOOLS_OBJS))
 TOOLS_LIBS := -lsqlite3 -ldw -lelf -lstdc++ -lpthread -lm

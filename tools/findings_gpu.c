@@ -1337,6 +1337,9 @@ static void gpu_coverage(struct gproc *g, struct finding *x)
 	if (p->dropped_host)
 		finding_coverage(x, "%lld host events were lost (the rings were full).",
 				 (long long)p->dropped_host);
+	if (p->cut)
+		finding_coverage(x, "The collector was lost while the process ran: what came"
+				 " after its last commit was never stored.");
 }
 
 static const struct emit_col site_cols[] = {

@@ -243,7 +243,7 @@ static void fit_group(struct leaks *l, size_t gi, double *xs, double *xt)
 	/* A lost free looks like a leak, a lost allocation hides one. */
 	if (!model_proc_complete(p)) {
 		g->verdict = V_NA;
-		g->why = "events were lost";
+		g->why = p->dropped_host ? "events were lost" : "the collector was lost";
 	}
 }
 

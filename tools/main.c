@@ -39,7 +39,7 @@ static int usage(FILE *out)
 	for (size_t i = 0; i < NCOMMANDS; i++)
 		fprintf(out, "  %-11s %s\n", commands[i]->name, commands[i]->brief);
 	fputs("  help        show this text, or 'shimmer help COMMAND'\n"
-	      "  --version   the release and the wire format it speaks\n"
+	      "  --version   the release, the wire format it speaks, the newest store it reads\n"
 	      "\n"
 	      "exit codes: 0 ok, 1 error, 2 usage, 3 a condition of 'compare --fail-if'\n"
 	      "crossed; 'run' exits with its program's status.\n",
@@ -66,7 +66,8 @@ int main(int argc, char **argv)
 	if (cli_is_help(argv[1]))
 		return usage(stdout);
 	if (strcmp(argv[1], "--version") == 0) {
-		printf("shimmer %s (wire format %d)\n", SHIMMER_VERSION, SHM_WIRE_VERSION);
+		printf("shimmer %s (wire format %d, reads store schema up to %d)\n", SHIMMER_VERSION,
+		       SHM_WIRE_VERSION, shimmer_schema_version);
 		return CLI_EXIT_OK;
 	}
 	if (strcmp(argv[1], "help") == 0) {

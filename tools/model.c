@@ -48,14 +48,14 @@ static const char *base_name(const char *path)
 
 /* ---- processes ------------------------------------------------------------------ */
 
-#define PROCS_SQL(gpu_columns)                                                        \
+#define PROCS_SQL(gpu_columns, argv_bytes)                                            \
 	"SELECT proc_id, pid, ppid, parent_proc_id, uid, hostname, exe,"                  \
 	" CASE WHEN json_valid(argv) AND json_type(argv) = 'array'"                       \
 	"  THEN (SELECT group_concat(value, ' ') FROM json_each(processes.argv))"         \
 	"  ELSE argv END,"                                                                \
 	" CASE WHEN json_valid(argv) AND json_type(argv) = 'array' THEN json(argv) END,"  \
 	" rank, local_rank, malloc_mode, sample_bytes, lossless, start_wall_ns, start_ns," \
-	" end_ns, end_reason, " gpu_columns " FROM processes ORDER BY proc_id"
+	" end_ns, end_reason, " gpu_columns ", " argv_bytes " FROM processes ORDER BY proc_id"
 
 static enum model_mode mode_of(const char *s)
 {
@@ -70,14 +70,32 @@ static enum model_mode mode_of(const char *s)
 	return MODEL_MALLOC_UNKNOWN;
 }
 
+/* A command line the shim had to cut (processes.argv_bytes): args ends
+ * with how much of it is there, so that no printer shows it as whole.  Its
+ * arguments joined by spaces take as many bytes as the wire's NUL-separated
+ * ones. */
+static int mark_cut_args(struct model_proc *p)
+{
+	char *s;
+
+	if (asprintf(&s, "%s ... (truncated: %zu of %lld bytes)", p->args ? p->args : "",
+		     p->args ? strlen(p->args) : 0, (long long)p->argv_bytes) < 0)
+		return -ENOMEM;
+	free((char *)p->args);
+	p->args = s;
+	return 0;
+}
+
 static int load_procs(struct model *m)
 {
 	size_t cap = 0;
 	sqlite3_stmt *st = NULL;
 	int err, r;
 
-	err = model_prepare(m, m->version >= 2 ? PROCS_SQL("gpu_status, gpu_status_detail")
-					       : PROCS_SQL("NULL, NULL"),
+	err = model_prepare(m, m->version >= 11 ? PROCS_SQL("gpu_status, gpu_status_detail",
+							    "argv_bytes")
+			       : m->version >= 2 ? PROCS_SQL("gpu_status, gpu_status_detail", "NULL")
+			       : PROCS_SQL("NULL, NULL", "NULL"),
 			    &st);
 	if (err)
 		return err;
@@ -110,10 +128,14 @@ static int load_procs(struct model *m)
 		p->argv_json = dup_col(st, 8, &err);
 		p->mode_name = dup_col(st, 11, &err);
 		p->end_reason = dup_col(st, 17, &err);
+		p->cut = p->end_reason && strcmp(p->end_reason, "collector_lost") == 0;
 		p->gpu_status = dup_col(st, 18, &err);
 		p->gpu_detail = dup_col(st, 19, &err);
 		p->mode = mode_of(p->mode_name);
 		p->exe_base = base_name(p->exe);
+		p->argv_bytes = col_opt(st, 20);
+		if (!err && p->argv_bytes >= 0)
+			err = mark_cut_args(p);
 		if (err)
 			goto out;
 	}
@@ -756,7 +778,8 @@ double model_calls_total(const struct model_calls *c)
 /*
  * In sample mode the timed heap calls are the byte-sampled ones, biased
  * towards large blocks (slower to allocate and free), so their mean says
- * nothing of the other calls.  `all` mode times a steady 1 in 8.
+ * nothing of the other calls.  `all` mode times 1 in 8 at random, of every
+ * size alike.
  */
 int model_calls_estimable(const struct model_calls *c)
 {

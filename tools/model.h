@@ -129,6 +129,10 @@ struct model_proc {
 	const char *exe_base;                /* exe's last component */
 	const char *args;                    /* argv joined with spaces */
 	const char *argv_json;               /* a JSON array, or NULL */
+	int64_t argv_bytes;                  /* -1: argv whole; else argv was cut
+	                                      * (at an argument's end) from a
+	                                      * command line of this many bytes,
+	                                      * and args says so */
 	const char *mode_name;               /* malloc_mode as stored */
 	enum model_mode mode;
 	int64_t sample_bytes;                /* -1: none */
@@ -143,6 +147,10 @@ struct model_proc {
 	int64_t end_ns;
 	int end_known;
 	const char *end_reason;              /* NULL: no end recorded */
+	int cut;                             /* the collector was lost while it ran
+	                                      * (end_reason collector_lost): what it
+	                                      * did after end_ns is not stored, and
+	                                      * how much that was is not known */
 	const char *gpu_status, *gpu_detail; /* NULL: CUDA never started */
 	const struct model_sampling *sampling; /* NULL: GPU activity recorded whole */
 	const struct model_proc *parent;     /* the traced parent in this store */
@@ -174,10 +182,11 @@ static inline double model_proc_wall(const struct model_proc *p)
 }
 
 /* Whether the heap, call and range figures of p are complete: no event
- * was lost between the shim and the store. */
+ * was lost between the shim and the store, and its recording was not cut
+ * short by a collector that died. */
 static inline int model_proc_complete(const struct model_proc *p)
 {
-	return p->dropped_host == 0;
+	return p->dropped_host == 0 && !p->cut;
 }
 
 struct model_thread {

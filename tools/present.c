@@ -44,7 +44,9 @@ void present_proc(struct emit *e, const struct model_proc *p, const char *effect
 	if (p->rank >= 0)
 		emit_text(e, ", rank %lld", (long long)p->rank);
 	emit_text(e, ") %s\n", p->exe ? p->exe : "");
-	if (!model_proc_complete(p)) {
+	if (p->cut)
+		emit_text(e, "  WARNING: %s: %s\n", PRESENT_CUT, effect);
+	if (p->dropped_host) {
 		char line[PRESENT_LOST_LINE];
 
 		lost_line(line, sizeof(line), p, effect);
@@ -99,7 +101,10 @@ void present_warn_folded(struct model *m, int live)
 
 		if (!p->selected)
 			continue;
-		if (!model_proc_complete(p)) {
+		if (p->cut)
+			cli_warn("pid %lld (proc %lld): %s", (long long)p->pid,
+				 (long long)p->proc_id, PRESENT_CUT);
+		if (p->dropped_host) {
 			lost_line(line, sizeof(line), p, effect);
 			cli_warn("pid %lld (proc %lld): %s", (long long)p->pid,
 				 (long long)p->proc_id, line);

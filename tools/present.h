@@ -14,12 +14,20 @@
 #include "model.h"
 
 /*
- * Table: "pid P (proc N, rank R) EXE" and, when p lost heap events, a
- * "WARNING: ..." line ending with effect (what the loss does to this
- * command's answer).  JSON: the process's members (proc_id, pid, rank,
- * exe, dropped_events, complete).  CSV: nothing.
+ * Table: "pid P (proc N, rank R) EXE" and, when p lost heap events or its
+ * recording was cut short (p->cut), a "WARNING: ..." line for each, ending
+ * with effect (what the loss does to this command's answer).  JSON: the
+ * process's members (proc_id, pid, rank, exe, dropped_events, complete).
+ * CSV: nothing.
  */
 void present_proc(struct emit *e, const struct model_proc *p, const char *effect);
+
+/* What a cut recording (model_proc.cut) lost, in the words every command
+ * uses. */
+#define PRESENT_CUT "the collector was lost while this process ran: what it did after" \
+	" the collector's last commit (the end recorded) was never stored, and how much" \
+	" that was is not known"
+
 
 /*
  * When the shim's stack tables were full (drops stack_full, pystack_full):

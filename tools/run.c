@@ -18,8 +18,9 @@
  *     forward SIGTERM and SIGHUP.
  *  5. Close the collector's --parent-fd pipe and wait: it drains what is
  *     left and closes the store.  (If shimmer itself is killed, the pipe
- *     closes all the same and the collector goes with it.)  Then note the
- *     program's exit status in the store and summarise.
+ *     closes all the same and the collector goes with it.)  When it failed
+ *     (a full disk), end what it left live as a next collector would.
+ *     Then note the program's exit status in the store and summarise.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -29,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -169,37 +171,82 @@ static void remove_sock_dir(struct run *r)
 }
 
 /*
- * The program's wait status, into its processes row (the latest with its
- * pid: an exec'd program keeps it): exit_status, or end_signal for a
+ * What the collector could not write, written once it has gone, in one
+ * transaction: both parts are done or neither (a full disk used to let the
+ * first through and fail the second, with one warning for half a write;
+ * a row left as it was is what a next collector ends, as store_recover()
+ * does).  We made the store and the collector is gone, so these are the
+ * only writes the tools make.
+ *
+ * lost: the collector failed (a full disk, a crash) and left the rows of
+ * the processes it served with no end; read later they would say "still
+ * running" and their figures would look whole.  No other collector will
+ * open this store to end them, so do what one would (store_recover() in
+ * collector/store.c): end them as 'collector_lost' at its last commit,
+ * which the commands read as a recording cut short.  Only when no one
+ * else holds the store's flock(): a collector that shares the store (a
+ * --db given to two runs) has live processes of its own in it.
+ *
+ * st: the program's wait status, into its processes row (the latest with
+ * its pid: an exec'd program keeps it): exit_status, or end_signal for a
  * signal the shim could not see (SIGKILL), which also makes a
- * 'disconnect' a 'signal'.  We made the store and the collector is gone,
- * so this is the one write the tools make.
+ * 'disconnect' a 'signal'.  Nothing when st < 0.
  */
-static void note_status(struct run *r, int st)
+static void finish_store(struct run *r, int st, int lost)
 {
 	sqlite3 *db = NULL;
 	sqlite3_stmt *q = NULL;
+	int fd = -1, rc;
 
-	if (st < 0 || sqlite3_open_v2(r->sp.db, &db, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK ||
-	    sqlite3_prepare_v2(db, "UPDATE processes SET exit_status = ?2, "
-			       "end_signal = coalesce(end_signal, ?3), end_reason = CASE WHEN ?3 "
-			       "IS NOT NULL AND end_reason = 'disconnect' THEN 'signal' ELSE "
-			       "end_reason END WHERE proc_id = (SELECT max(proc_id) FROM processes "
-			       "WHERE pid = ?1)", -1, &q, NULL) != SQLITE_OK) {
-		cli_warn("cannot note the exit status in %s: %s", r->sp.db,
-			 db ? sqlite3_errmsg(db) : "out of memory");
-		goto out;
+	if (lost) {
+		fd = open(r->sp.db, O_RDONLY | O_CLOEXEC);
+		if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) < 0) {
+			close(fd);
+			fd = -1;
+		}
+		lost = fd >= 0;
 	}
-	sqlite3_bind_int64(q, 1, r->child);
-	if (WIFEXITED(st))
-		sqlite3_bind_int(q, 2, WEXITSTATUS(st));
-	if (WIFSIGNALED(st))
-		sqlite3_bind_int(q, 3, WTERMSIG(st));
-	if (sqlite3_step(q) != SQLITE_DONE)
-		cli_warn("cannot note the exit status in %s: %s", r->sp.db, sqlite3_errmsg(db));
-out:
+	if (!lost && st < 0)
+		return;
+	rc = sqlite3_open_v2(r->sp.db, &db, SQLITE_OPEN_READWRITE, NULL);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+	if (rc == SQLITE_OK && lost)
+		rc = sqlite3_exec(db, "UPDATE processes SET end_reason = 'collector_lost', "
+				  "end_ns = max(start_ns, coalesce((SELECT CAST(value AS INTEGER) "
+				  "FROM meta WHERE key = 'last_commit_ns'), start_ns)) "
+				  "WHERE end_reason IS NULL", NULL, NULL, NULL);
+	if (rc == SQLITE_OK && st >= 0)
+		rc = sqlite3_prepare_v2(db, "UPDATE processes SET exit_status = ?2, "
+					"end_signal = coalesce(end_signal, ?3), end_reason = CASE "
+					"WHEN ?3 IS NOT NULL AND end_reason = 'disconnect' THEN "
+					"'signal' ELSE end_reason END WHERE proc_id = (SELECT "
+					"max(proc_id) FROM processes WHERE pid = ?1)", -1, &q, NULL);
+	if (rc == SQLITE_OK && q) {
+		sqlite3_bind_int64(q, 1, r->child);
+		if (WIFEXITED(st))
+			sqlite3_bind_int(q, 2, WEXITSTATUS(st));
+		if (WIFSIGNALED(st))
+			sqlite3_bind_int(q, 3, WTERMSIG(st));
+		rc = sqlite3_step(q);
+		if (rc == SQLITE_DONE)
+			rc = SQLITE_OK;
+	}
+	if (rc == SQLITE_OK)
+		rc = sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
+	if (rc != SQLITE_OK) {
+		cli_warn("cannot %s in %s: %s", lost && st >= 0 ?
+			 "end the processes the collector left live and note the exit status" :
+			 lost ? "end the processes the collector left live" :
+			 "note the exit status", r->sp.db,
+			 db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+		if (db && !sqlite3_get_autocommit(db))
+			sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+	}
 	sqlite3_finalize(q);
 	sqlite3_close(db);
+	if (fd >= 0)
+		close(fd);
 }
 
 /* Whether the file exec would run for cmd has no program interpreter
@@ -269,7 +316,7 @@ static int count_processes(sqlite3 *db)
 /* How the command ended (and why nothing was traced, when nothing was),
  * then the brief summary, which ends by naming the store and what to run
  * next; the store's name alone when it cannot be read. */
-static void print_summary(struct run *r, int st)
+static void print_summary(struct run *r, int st, int collector_failed)
 {
 	struct model_filter f = model_filter_all();
 	struct summary_opts o;
@@ -282,7 +329,10 @@ static void print_summary(struct run *r, int st)
 		procs = count_processes(db);
 		sqlite3_close(db);
 	}
-	if (procs == 0)
+	if (procs == 0 && collector_failed)
+		cli_warn("the collector failed before it stored any process of %s (its "
+			 "message above says why)", r->cmd[0]);
+	else if (procs == 0)
 		cli_warn(is_static(r->cmd[0]) ?
 			 "%s is statically linked: LD_PRELOAD cannot reach it, so nothing was "
 			 "traced (link it dynamically to profile it)" :
@@ -424,9 +474,10 @@ static int run_main(int argc, char **argv)
 		goto out;
 	}
 	if (traced) {
-		spawn_stop(&r.sp);
-		note_status(&r, st);
-		print_summary(&r, st);
+		int cst = spawn_stop(&r.sp), failed = cst >= 0 && cst != 0;
+
+		finish_store(&r, st, failed);
+		print_summary(&r, st, failed);
 	}
 	if (st < 0)
 		rc = CLI_EXIT_ERROR;

@@ -15,6 +15,7 @@
 
 #include "cli.h"
 #include "store.h"
+#include "version.h"
 
 /*
  * Read-only, and creating nothing beside the store: the tools never write,
@@ -105,7 +106,7 @@ int store_open(const char *path, sqlite3 **out)
 {
 	sqlite3 *db = NULL;
 	struct stat sb;
-	int err, rc;
+	int err, rc, version;
 
 	*out = NULL;
 	if (stat(path, &sb) < 0) {
@@ -147,6 +148,16 @@ int store_open(const char *path, sqlite3 **out)
 		cli_error("%s is not a shimmer store (%s)", path,
 			  sqlite3_errcode(db) == SQLITE_OK ? "no schema version"
 							   : sqlite3_errmsg(db));
+		goto out;
+	}
+	/* A newer collector's tables may mean what this reader cannot know
+	 * (a column that changed its unit, a table that now holds part of
+	 * the events): no figure from it, only the way out. */
+	version = store_schema_version(db);
+	if (version > shimmer_schema_version) {
+		err = -EPROTO;
+		cli_error("store %s has schema version %d; this shimmer reads up to %d: use a "
+			  "newer shimmer", path, version, shimmer_schema_version);
 		goto out;
 	}
 	err = 0;

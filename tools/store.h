@@ -14,7 +14,8 @@
 /*
  * Open the store at path for reading; a collector may still be writing it.
  * On failure prints one "shimmer: error:" line, sets *db to NULL and
- * returns -ENOENT (no such file), -EINVAL (not a shimmer store) or another
+ * returns -ENOENT (no such file), -EINVAL (not a shimmer store), -EPROTO
+ * (a schema version newer than shimmer_schema_version) or another
  * negative errno.  The caller closes *db with sqlite3_close().
  */
 int store_open(const char *path, sqlite3 **db);

@@ -91,6 +91,9 @@ static void heading(struct ctx *c, const struct model_proc *p)
 				  p->dropped_host ? ", and" : ";");
 		emit_text(e, "\n");
 	}
+	if (p->cut)
+		emit_text(e, "  WARNING: %s; the counts, times, peaks and live memory below stop"
+			  " there\n", PRESENT_CUT);
 	present_stacks_refused(e, p, "  ");
 	emit_text(e, "\n");
 }
@@ -107,6 +110,7 @@ static void proc_members(struct ctx *c, const struct model_proc *p)
 	emit_kv(e, "hostname", EMIT_STR, ev_str(p->host));
 	emit_kv(e, "exe", EMIT_STR, ev_str(p->exe));
 	emit_kv(e, "argv", EMIT_RAW, ev_str(p->argv_json));
+	emit_kv(e, "argv_bytes", EMIT_INT, p->argv_bytes >= 0 ? ev_int(p->argv_bytes) : ev_none());
 	emit_kv(e, "malloc_mode", EMIT_STR, ev_str(p->mode_name));
 	emit_kv(e, "sample_bytes", EMIT_INT, p->sample_bytes >= 0 ? ev_int(p->sample_bytes) : ev_none());
 	emit_kv(e, "wall_ns", EMIT_INT, ev_int(p->end_ns - p->start_ns));
@@ -209,7 +213,7 @@ static void functions(struct ctx *c, const struct model_proc *p, size_t first, s
 		emit_text(e, "  ... %zu more functions\n", n - shown);
 	if (estimated)
 		emit_text(e, "\n  ~ estimated as mean x count: only the Timed calls were timed"
-			  " (one heap call in 8 in `all` mode, or frees of blocks"
+			  " (one heap call in 8 on average in `all` mode, or frees of blocks"
 			  " allocated before tracing)\n");
 	if (biased)
 		emit_text(e, "%s  - no total: in sample mode only sampled heap calls are timed,"

@@ -9,7 +9,18 @@
 #    on, and stored + dropped (collector_lost) == produced, exactly;
 #  - the disk fills (a 1 MiB tmpfs, as root): the collector exits 1 with
 #    one clear line and the traced program is unaffected (test_store
-#    checks the store after a full disk).
+#    checks the store after a full disk);
+#  - the same under `shimmer run` (its private collector dies): the
+#    program's status passes through, the store reads, and the process the
+#    collector left live ends 'collector_lost', which the commands call a
+#    recording cut short (before: "end: still running", no warning, leaks
+#    verdicts given); when no process was stored, the warning blames the
+#    collector, not LD_PRELOAD;
+#  - `shimmer run`'s collector SIGKILLed: the live rows it left end
+#    'collector_lost' and the status is noted, in one transaction: a store
+#    that refuses the status write (a trigger, standing in for a disk that
+#    fills between the two) keeps neither (before: the rows ended, the
+#    status lost, one warning).
 # (Descriptor exhaustion in the collector: t_hostile.)
 . "$(dirname "$0")/lib.sh"
 # Rows are compared with the workload's log, and a flood of rows fills a
@@ -160,7 +171,78 @@ if [ "$(id -u)" = 0 ] && unshare -m true 2> /dev/null; then
 	check "disk full: collector exits 1" "exit $rc; log: $(tail -3 "$T/full.log.err")" [ $rc = 1 ]
 	check "disk full: one clear line" "log: $(tail -3 "$T/full.log.err")" \
 		grep -q "full" "$T/full.log.err"
+	# shimmer run SIZE: `shimmer run` of wl flood with its store on a
+	# tmpfs of SIZE; its stderr in $T/run-SIZE.err, the store copied to
+	# $T/run-SIZE.db (the tmpfs goes with the namespace).
+	run_full() {
+		unshare -m sh -c 'mount -t tmpfs -o size=$1 tmpfs "$2" && \
+			WL_LOG=/dev/null SHIMMER_MALLOC=all "$3" run --db "$2/full.db" -- \
+			"$4" flood 100 2000 > /dev/null 2> "$5.err"; rc=$?; \
+			for f in "$2"/full.db*; do cp "$f" "$5.db${f##*/full.db}"; done; exit $rc' \
+			sh "$1" "$T/small" "$SHIMMER" "$WL" "$T/run-$1"
+	}
+	run_full 3m
+	rc=$?
+	check "disk full under shimmer run: the program's status, 0" "exit $rc" [ $rc = 0 ]
+	got=$(sq "$T/run-3m.db" "SELECT end_reason || ' ' || coalesce(exit_status, '-')
+		FROM processes")
+	check "disk full under shimmer run: the process ended collector_lost, status kept" \
+		"rows: '$got'; stderr: $(grep -v '^  ' "$T/run-3m.err" | head -c 600)" \
+		[ "$got" = "collector_lost 0" ]
+	out=$("$SHIMMER" summary "$T/run-3m.db" 2>&1)
+	check "disk full under shimmer run: summary says the recording was cut short" \
+		"summary: $(head -c 600 <<< "$out")" \
+		grep -q "WARNING: the collector was lost while this process ran" <<< "$out"
+	out=$("$SHIMMER" leaks "$T/run-3m.db" 2>&1)
+	check "disk full under shimmer run: leaks says so, calls the process incomplete" \
+		"leaks: $(head -c 600 <<< "$out")" \
+		holds 'grep -q "WARNING: the collector was lost while this process ran" <<< "$out" &&
+			"$SHIMMER" leaks "$T/run-3m.db" --format json | grep -q "\"complete\": *false"'
+	run_full 300k
+	rc=$?
+	check "disk full before any process was stored: the program's status, 0" "exit $rc" \
+		[ $rc = 0 ]
+	check "disk full before any process was stored: the warning names the collector" \
+		"stderr: $(grep -v '^  ' "$T/run-300k.err" | head -c 600)" \
+		holds 'grep -q "the collector failed before it stored any process" "$T/run-300k.err" &&
+			! grep -q "LD_PRELOAD" "$T/run-300k.err"'
 else
 	ok "disk full # SKIP needs root and unshare -m"
 fi
+
+# -- shimmer run's collector SIGKILLed --------------------------------------
+# KILLRUN NAME SQL: `shimmer run` of a shell that runs SQL on the store
+# (sqlite3 waits for the collector's lock), SIGKILLs its collector (the
+# shimmerd child of its parent, shimmer run; found with builtins, so that
+# no other process is traced) and exits 5.
+killrun() {
+	"$SHIMMER" run --db "$T/$1.db" -- sh -c '
+		sqlite3 -batch -cmd ".timeout 10000" "$1" "$2"
+		for d in /proc/[0-9]*; do
+			read -r c < "$d/comm" 2> /dev/null && [ "$c" = shimmerd ] &&
+			read -r _ _ _ pp _ < "$d/stat" && [ "$pp" = "$PPID" ] && kill -KILL "${d#/proc/}"
+		done
+		exit 5' sh "$T/$1.db" "$2" > /dev/null 2> "$T/$1.err"
+}
+ends() { sq "$T/$1.db" "SELECT group_concat(coalesce(end_reason, 'live') || ' ' ||
+	coalesce(exit_status, '-'), ',') FROM (SELECT * FROM processes ORDER BY proc_id)"; }
+# (a trigger that never fires: the same processes as below; its write
+# waits for the collector's commit of the shell's row)
+killrun runkilled "CREATE TRIGGER never BEFORE UPDATE OF exit_status ON processes WHEN 0
+	BEGIN SELECT RAISE(ABORT, 'never'); END"
+rc=$?
+got=$(ends runkilled)
+# (sqlite3's end may be stored, or die uncommitted with the collector)
+check "collector SIGKILLed under shimmer run: status 5, rows ended collector_lost, status noted" \
+	"exit $rc, rows '$got', stderr: $(grep -v '^  ' "$T/runkilled.err" | head -c 400)" \
+	holds '[ $rc = 5 ] && [[ $got = "collector_lost 5,exit -" || $got = "collector_lost 5,collector_lost -" ]]'
+killrun refused "CREATE TRIGGER no_room BEFORE UPDATE OF exit_status ON processes
+	BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END"
+rc=$?
+got=$(ends refused)
+check "status write refused: neither it nor the ending of the live rows is kept, one warning" \
+	"exit $rc, rows '$got', stderr: $(grep -v '^  ' "$T/refused.err" | head -c 400)" \
+	holds '[ $rc = 5 ] && [ -n "$got" ] &&
+		[ "$(grep -c "^shimmer: warning: cannot" "$T/refused.err")" = 1 ] &&
+		! grep -q collector_lost <<< "$got" && ! grep -q " 5" <<< "$got"'
 finish

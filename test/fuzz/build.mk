@@ -17,7 +17,7 @@ FUZZ_COLLECTOR := client ctl job ring record ingest heapagg blockmap demangle cl
 
 # Replays, with the ordinary (or sanitizer) build.
 FUZZ_REPLAY_OBJS := $(O)/obj/test/fuzz/driver.o \
-	$(FUZZ_COLLECTOR:%=$(O)/obj/collector/%.o) $(O)/gen/schema_sql.o
+	$(FUZZ_COLLECTOR:%=$(O)/obj/collector/%.o) $(SCHEMA_OBJS)
 define fuzz_replay
 $(O)/test/fuzz/replay_$(1): $(O)/obj/test/fuzz/fuzz_$(1).o $(FUZZ_REPLAY_OBJS)
 	$$(call msg,LD,$$@)
@@ -40,7 +40,8 @@ $(O)/fuzz/obj/gen/%.o: $(O)/gen/%.c
 	$(Q)$(CLANG) $(CPPFLAGS_BASE) $(CPPFLAGS) $(FUZZ_CFLAGS) -c $< -o $@
 define fuzz_bin
 $(O)/fuzz/fuzz_$(1): $(O)/fuzz/obj/test/fuzz/fuzz_$(1).o \
-		$(FUZZ_COLLECTOR:%=$(O)/fuzz/obj/collector/%.o) $(O)/fuzz/obj/gen/schema_sql.o
+		$(FUZZ_COLLECTOR:%=$(O)/fuzz/obj/collector/%.o) $(O)/fuzz/obj/gen/schema_sql.o \
+		$(O)/fuzz/obj/gen/schema_version.o
 	$$(call msg,LD,$$@)
 	$$(Q)$$(CLANG) -fsanitize=fuzzer,address,undefined -o $$@ $$^ -lsqlite3 -liberty -lm
 endef

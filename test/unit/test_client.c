@@ -394,6 +394,42 @@ static void test_client_argv_not_utf8(void **state)
 	assert_int_equal(q_int(f, "SELECT json_valid(argv) FROM processes"), 1);
 }
 
+/* A cut command line is stored with its whole length (argv_bytes); a
+ * HELLO that claims a "whole" no longer than what it sent is refused
+ * before any row. */
+static void test_client_argv_cut(void **state)
+{
+	struct fixture *f = *state;
+	static const char argv[] = "prog\0a1\0a2";
+	struct shm_msg_hello h;
+	char buf[512];
+	size_t len = hello_make(buf, &f->r, 1, 0, SHM_MALLOC_ALL, SHM_CLOCK_MONOTONIC, "x",
+				argv, sizeof(argv) - 1, "h");
+	struct client *c2;
+	struct region r2;
+
+	memcpy(&h, buf, sizeof(h));
+	h.argv_bytes = 70000;
+	memcpy(buf, &h, sizeof(h));
+	assert_int_equal(deliver(f->c, buf, len, f->r.fd), 0);
+	assert_int_equal(q_int(f, "SELECT argv_bytes FROM processes"), 70000);
+	assert_int_equal(q_int(f, "SELECT json_array_length(argv) FROM processes"), 3);
+
+	region_make(&r2, 1, RING);
+	for (uint32_t bad = 1; bad <= sizeof(argv) - 1; bad += sizeof(argv) - 2) {
+		c2 = client_new(&f->co, -1);
+		len = hello_make(buf, &r2, 2, 0, SHM_MALLOC_ALL, SHM_CLOCK_MONOTONIC, "x", argv,
+				 sizeof(argv) - 1, "h");
+		memcpy(&h, buf, sizeof(h));
+		h.argv_bytes = bad;
+		memcpy(buf, &h, sizeof(h));
+		assert_int_equal(deliver(c2, buf, len, r2.fd), -EBADMSG);
+		client_free(c2);
+	}
+	assert_int_equal(q_int(f, "SELECT count(*) FROM processes"), 1);
+	region_drop(&r2);
+}
+
 static void test_client_parent(void **state)
 {
 	struct fixture *f = *state;
@@ -2514,6 +2550,7 @@ int main(void)
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
 		T(test_client_hello_row),
 		T(test_client_argv_not_utf8),
+		T(test_client_argv_cut),
 		T(test_client_parent),
 		T(test_client_heap_rows),
 		T(test_client_committed_marks),
