@@ -4,11 +4,12 @@
  * two functions), so that the shim's table of distinct stacks (49,152
  * native stacks) fills when BITS is 16 and does not when it is 15
  * (t_stacks.sh); with kill, it ends by SIGKILL, its exit handlers never
- * run; with keep, nothing is freed (every block is live at the peak, the
- * end); with churn, main() first makes CHURN malloc(16)+free pairs from one
- * call site (heap churn at millions a second, its stack stored before the
- * table fills).  Built -O0: every call keeps its frame and its own return
- * address.
+ * run; with keep, nothing is freed and each block is 1 KiB (every block
+ * is live at the peak, the end: a growth far above the leak rule's 1 MiB
+ * a second, under ThreadSanitizer too); with churn, main() first makes
+ * CHURN malloc(16)+free pairs from one call site (heap churn at millions
+ * a second, its stack stored before the table fills).  Built -O0: every
+ * call keeps its frame and its own return address.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -24,7 +25,7 @@ static int keep;
 
 static void leaf(void)
 {
-	void *volatile p = malloc(24);
+	void *volatile p = malloc(keep ? 1024 : 24);
 
 	if (!keep)
 		free(p);
