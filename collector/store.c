@@ -36,6 +36,7 @@
 #include "clock_ns.h"
 
 #include "log.h"
+#include "lost.h"
 
 /* common/embed-sql: schema/NNN_*.sql, one string per file, NULL-terminated;
  * element i takes a store from version i to i + 1. */
@@ -489,10 +490,7 @@ int store_recover(struct store *s, unsigned *lost)
 	err = tx(s);
 	if (err)
 		return err;
-	rc = sqlite3_prepare_v2(s->db, "UPDATE processes SET end_reason = 'collector_lost', "
-				"end_ns = max(start_ns, coalesce((SELECT CAST(value AS INTEGER) "
-				"FROM meta WHERE key = 'last_commit_ns'), start_ns)) "
-				"WHERE end_reason IS NULL", -1, &st, NULL);
+	rc = sqlite3_prepare_v2(s->db, LOST_END_SQL, -1, &st, NULL);
 	if (rc == SQLITE_OK)
 		rc = sqlite3_step(st);
 	sqlite3_finalize(st);

@@ -19,8 +19,8 @@
  */
 #include <dlfcn.h>
 #include <elf.h>
-#include <link.h>
 #include <errno.h>
+#include <link.h>
 #include <malloc.h>
 #include <stddef.h>
 #include <stdint.h>

@@ -131,28 +131,6 @@ fail:
 }
 
 /*
- * The collector died (crashed, killed): its end of the socket closed.  The
- * process keeps its region, and what its rings hold waits there; this
- * says HELLO again, flagged SHM_HELLO_RECONNECT, to whatever collector
- * listens on the socket now, and that one reads on from where the dead one
- * stopped and counts what was lost.  Never waits: one non-blocking attempt,
- * at most one a second (once a collector took the HELLO and went away
- * again, perhaps refusing it, one in 30 s), from the paths that already
- * drop (a full ring; thread.c), a lossless wait and the exit; never in a
- * vfork child (it shares our memory, not our pid).  Async-signal-safe.
- * 1 when reconnected.
- *
- * It does not set in_shim: nothing here calls a traced function (only
- * system calls and log.h's lines), so in_shim would hide nothing of ours,
- * only a signal handler's calls.  A handler that ran in its system calls
- * (where a pending signal is delivered: on their return) had its mallocs
- * and frees passed through uncounted, and the exact counters fell short of
- * the program's calls (t_signal's sample run, 1 run in 7: 2 to 11 calls).
- * The hook that drops holds its busy bit (BUSY_HEAP, BUSY_RING), so such a
- * call is counted and its record dropped; `reviving` keeps a handler's own
- * drop out of this function.
- */
-/*
  * The collector closed our connection (the caller saw it hung up) without
  * one pass over our region since it took the HELLO, and without marking
  * the process's end: it refused the HELLO before mapping the region, as a
@@ -177,6 +155,28 @@ static int refused_hello(void)
 	return 1;
 }
 
+/*
+ * The collector died (crashed, killed): its end of the socket closed.  The
+ * process keeps its region, and what its rings hold waits there; this
+ * says HELLO again, flagged SHM_HELLO_RECONNECT, to whatever collector
+ * listens on the socket now, and that one reads on from where the dead one
+ * stopped and counts what was lost.  Never waits: one non-blocking attempt,
+ * at most one a second (once a collector took the HELLO and went away
+ * again, perhaps refusing it, one in 30 s), from the paths that already
+ * drop (a full ring; thread.c), a lossless wait and the exit; never in a
+ * vfork child (it shares our memory, not our pid).  Async-signal-safe.
+ * 1 when reconnected.
+ *
+ * It does not set in_shim: nothing here calls a traced function (only
+ * system calls and log.h's lines), so in_shim would hide nothing of ours,
+ * only a signal handler's calls.  A handler that ran in its system calls
+ * (where a pending signal is delivered: on their return) had its mallocs
+ * and frees passed through uncounted, and the exact counters fell short of
+ * the program's calls (t_signal's sample run, 1 run in 7: 2 to 11 calls).
+ * The hook that drops holds its busy bit (BUSY_HEAP, BUSY_RING), so such a
+ * call is counted and its record dropped; `reviving` keeps a handler's own
+ * drop out of this function.
+ */
 int shim_revive(int now)
 {
 	uint64_t t = clock_ns(CLOCK_MONOTONIC_COARSE), period = REVIVE_PERIOD_NS, beat;
@@ -293,7 +293,7 @@ static void fork_child(void)
 
 __attribute__((constructor)) static void shim_init(void)
 {
-	const char *self;
+	const char *self, *who;
 	int saved = errno, err;
 	sigset_t mask;
 
@@ -306,10 +306,10 @@ __attribute__((constructor)) static void shim_init(void)
 	shim.region.ring_bytes = settings.ring_bytes;
 	shim.region.nslots = settings.nslots;
 	clock_kind = clock_init();
-	if (shim.mode != SHM_MALLOC_OFF && (self = heap_preempted())) {
+	if (shim.mode != SHM_MALLOC_OFF && (who = heap_preempted())) {
 		/* recorded, the heap would be stored as traced and wrong */
 		log_warn("the program's malloc is %s's, ahead of libshimmer.so: the heap is not "
-			 "traced (put libshimmer.so first in LD_PRELOAD)", self);
+			 "traced (put libshimmer.so first in LD_PRELOAD)", who);
 		shim.mode = SHM_MALLOC_OFF;
 	}
 	err = heap_setup(shim.mode);
@@ -398,11 +398,11 @@ static void goodbye(void)
 	 * what the rings hold after the BYE. */
 	ended = __atomic_load_n(&shim.region.hdr->collector_ended, __ATOMIC_ACQUIRE);
 	if (conn_hung_up() && ended != SHM_ENDED_ROW) {
-		/* (refused_hello() said its line and stopped tracing) */
-		if (!shim_revive(1) && __atomic_load_n(&shim.on, __ATOMIC_ACQUIRE))
-			lost_at_exit(ended == SHM_ENDED_REFUSED);
-		else
+		if (shim_revive(1))
 			refused_at_exit();
+		/* (off: refused_hello() said its line, nothing to wait for) */
+		else if (__atomic_load_n(&shim.on, __ATOMIC_ACQUIRE))
+			lost_at_exit(ended == SHM_ENDED_REFUSED);
 	}
 	conn_bye(ts);
 	shim_unbusy(t, b);

@@ -28,7 +28,6 @@ void present_proc(struct emit *e, const struct model_proc *p, const char *effect
 	" the collector's last commit (the end recorded) was never stored, and how much" \
 	" that was is not known"
 
-
 /*
  * When the shim's stack tables were full (drops stack_full, pystack_full):
  * in the table, one "WARNING: ..." line after indent saying how many

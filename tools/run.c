@@ -38,6 +38,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "lost.h"
 #include "model.h"
 #include "spawn.h"
 #include "store.h"
@@ -181,8 +182,8 @@ static void remove_sock_dir(struct run *r)
  * lost: the collector failed (a full disk, a crash) and left the rows of
  * the processes it served with no end; read later they would say "still
  * running" and their figures would look whole.  No other collector will
- * open this store to end them, so do what one would (store_recover() in
- * collector/store.c): end them as 'collector_lost' at its last commit,
+ * open this store to end them, so do what one would (common/lost.h, as
+ * store_recover() in collector/store.c): end them as 'collector_lost' at its last commit,
  * which the commands read as a recording cut short.  Only when no one
  * else holds the store's flock(): a collector that shares the store (a
  * --db given to two runs) has live processes of its own in it.
@@ -212,10 +213,7 @@ static void finish_store(struct run *r, int st, int lost)
 	if (rc == SQLITE_OK)
 		rc = sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
 	if (rc == SQLITE_OK && lost)
-		rc = sqlite3_exec(db, "UPDATE processes SET end_reason = 'collector_lost', "
-				  "end_ns = max(start_ns, coalesce((SELECT CAST(value AS INTEGER) "
-				  "FROM meta WHERE key = 'last_commit_ns'), start_ns)) "
-				  "WHERE end_reason IS NULL", NULL, NULL, NULL);
+		rc = sqlite3_exec(db, LOST_END_SQL, NULL, NULL, NULL);
 	if (rc == SQLITE_OK && st >= 0)
 		rc = sqlite3_prepare_v2(db, "UPDATE processes SET exit_status = ?2, "
 					"end_signal = coalesce(end_signal, ?3), end_reason = CASE "
