@@ -273,7 +273,7 @@ static void straggler(struct emit *e, const struct byrank *b)
 		emit_text(e, "Straggler: rank %lld was the slowest in %zu of %zu '%s' steps; its mean"
 			  " step %s against %s for the median rank (+%.0f%%)\n",
 			  (long long)b->ranks[best], slowest[best], n,
-			  b->steps[best]->name ? b->steps[best]->name : "?",
+			  fmt_esc(b->steps[best]->name ? b->steps[best]->name : "?"),
 			  fmt_duration(u[0], sizeof(u[0]), means[best]),
 			  fmt_duration(u[1], sizeof(u[1]), med), 100.0 * (means[best] / med - 1));
 	} else {

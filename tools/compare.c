@@ -779,7 +779,7 @@ static void proc_line(struct emit *e, const char *side, const struct model_proc 
 	emit_text(e, "  %s: pid %lld", side, (long long)p->pid);
 	if (p->rank >= 0)
 		emit_text(e, " (rank %lld)", (long long)p->rank);
-	emit_text(e, " %s\n", p->args ? p->args : p->exe ? p->exe : "?");
+	emit_text(e, " %s\n", fmt_esc(p->args ? p->args : p->exe ? p->exe : "?"));
 	present_stacks_refused(e, p, "    ");
 	emit_object_end(e);
 }
@@ -823,9 +823,9 @@ static void cross(struct cmp *c, struct cond *k, const struct pair *pr, const ch
 		return;
 	k->crossed = 1;
 	c->crossed = 1;
-	emit_text(c->e, "FAIL: %s: %s%spid %lld -> pid %lld: %+.1f%s\n", k->text, what ? what : "",
-		  what ? ", " : "", (long long)pr->a->pid, (long long)pr->b->pid, shown,
-		  k->relative ? "%" : "");
+	emit_text(c->e, "FAIL: %s: %s%spid %lld -> pid %lld: %+.1f%s\n", fmt_esc(k->text),
+		  fmt_esc(what ? what : ""), what ? ", " : "", (long long)pr->a->pid,
+		  (long long)pr->b->pid, shown, k->relative ? "%" : "");
 }
 
 /* Whether fig f is a site's bytes at the peak that condition k reads. */
@@ -1262,7 +1262,7 @@ static int compare(struct model *ma, struct model *mb, const char *pa, const cha
 	emit_init(&e, out, fmt);
 	emit_kv(&e, "a", EMIT_STR, ev_str(pa));
 	emit_kv(&e, "b", EMIT_STR, ev_str(pb));
-	emit_text(&e, "shimmer compare\n  A: %s\n  B: %s\n", pa, pb);
+	emit_text(&e, "shimmer compare\n  A: %s\n  B: %s\n", fmt_esc(pa), fmt_esc(pb));
 	emit_array_begin(&e, "pairs");
 	for (size_t i = 0; i < n && !err; i++)
 		if (pairs[i].a && pairs[i].b)
@@ -1282,7 +1282,7 @@ static int compare(struct model *ma, struct model *mb, const char *pa, const cha
 		emit_kv(&e, "wall_ns", EMIT_INT, ev_int(p->end_ns - p->start_ns));
 		emit_object_end(&e);
 		emit_text(&e, "\nOnly in %s: pid %lld %s\n", pairs[i].a ? "A" : "B",
-			  (long long)p->pid, p->args ? p->args : p->exe ? p->exe : "?");
+			  (long long)p->pid, fmt_esc(p->args ? p->args : p->exe ? p->exe : "?"));
 	}
 	emit_array_end(&e);
 	emit_array_begin(&e, "fail_if");
@@ -1294,7 +1294,7 @@ static int compare(struct model *ma, struct model *mb, const char *pa, const cha
 		emit_object_end(&e);
 		if (!c->conds[i].crossed)
 			emit_text(&e, "%s: %s\n", c->conds[i].unknown ? "not evaluated" : "ok",
-				  c->conds[i].text);
+				  fmt_esc(c->conds[i].text));
 	}
 	emit_array_end(&e);
 	free(pairs);

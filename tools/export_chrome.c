@@ -28,6 +28,7 @@
 
 #include "cli.h"
 #include "export.h"
+#include "fmt.h"
 #include "store.h"
 
 #define COUNTER_BUCKETS 20000
@@ -185,32 +186,30 @@ static void meta(struct chrome *c, const struct xproc *p, int64_t tid, const cha
 	xout_lit(w, "}}");
 }
 
-/* A JSON literal of a process's string: escaped once per name. */
+/* A JSON literal of a process's string: escaped once per name (as
+ * xout_json() writes it: fmt.h). */
 static char *json_dup(const char *s)
 {
-	size_t n = strlen(s), k = 2;
-	char *out, *o;
+	size_t n = strlen(s), i = 0, o = 0;
+	/* each byte of s at most FMT_JSON_CHAR_MAX bytes, the quotes, the end */
+	char *out = malloc(n * FMT_JSON_CHAR_MAX + 3);
 
-	for (size_t i = 0; i < n; i++)
-		k += ((unsigned char)s[i] < 0x20 || s[i] == 0x7f) ? 6 : (s[i] == '"' || s[i] == '\\') ? 2 : 1;
-	out = o = malloc(k + 1);
 	if (!out)
 		return NULL;
-	*o++ = '"';
-	for (size_t i = 0; i < n; i++) {
-		unsigned char ch = (unsigned char)s[i];
+	out[o++] = '"';
+	while (i < n) {
+		size_t plain = fmt_json_plain(s + i, n - i, 0), len;
 
-		if (ch == '"' || ch == '\\') {
-			*o++ = '\\';
-			*o++ = (char)ch;
-		} else if (ch < 0x20 || ch == 0x7f) {
-			o += sprintf(o, "\\u%04x", ch);
-		} else {
-			*o++ = (char)ch;
+		memcpy(out + o, s + i, plain);
+		o += plain;
+		i += plain;
+		if (i < n) {
+			i += fmt_json_char(s + i, n - i, 0, out + o, &len);
+			o += len;
 		}
 	}
-	*o++ = '"';
-	*o = 0;
+	out[o++] = '"';
+	out[o] = 0;
 	return out;
 }
 

@@ -7,6 +7,7 @@
 
 #include "cli.h"
 #include "drops.h"
+#include "fmt.h"
 #include "present.h"
 
 const char *const present_mem_formats[] = {
@@ -43,14 +44,14 @@ void present_proc(struct emit *e, const struct model_proc *p, const char *effect
 	emit_text(e, "\npid %lld (proc %lld", (long long)p->pid, (long long)p->proc_id);
 	if (p->rank >= 0)
 		emit_text(e, ", rank %lld", (long long)p->rank);
-	emit_text(e, ") %s\n", p->exe ? p->exe : "");
+	emit_text(e, ") %s\n", fmt_esc(p->exe ? p->exe : ""));
 	if (p->cut)
 		emit_text(e, "  WARNING: %s: %s\n", PRESENT_CUT, effect);
 	if (p->dropped_host) {
 		char line[PRESENT_LOST_LINE];
 
 		lost_line(line, sizeof(line), p, effect);
-		emit_text(e, "  WARNING: %s\n", line);
+		emit_text(e, "  WARNING: %s\n", fmt_esc(line));
 	}
 }
 

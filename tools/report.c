@@ -26,15 +26,33 @@ extern const char report_css[];
 
 #define CHART_LIB "chart.umd.min.js"
 
-void report_html(FILE *out, const char *s)
+static void html_plain(FILE *out, const char *s, size_t n)
 {
-	for (; s && *s; s++) {
-		switch (*s) {
+	for (size_t i = 0; i < n; i++) {
+		switch (s[i]) {
 		case '<': fputs("&lt;", out); break;
 		case '>': fputs("&gt;", out); break;
 		case '&': fputs("&amp;", out); break;
 		case '"': fputs("&quot;", out); break;
-		default: fputc(*s, out);
+		default: fputc(s[i], out);
+		}
+	}
+}
+
+void report_html(FILE *out, const char *s)
+{
+	size_t n = s ? strlen(s) : 0, i = 0;
+
+	/* Names from the store escaped as in every text for people (fmt.h). */
+	while (i < n) {
+		size_t plain = fmt_esc_plain(s + i, n - i, 0), len;
+		char e[FMT_ESC_CHAR_MAX];
+
+		html_plain(out, s + i, plain);
+		i += plain;
+		if (i < n) {
+			i += fmt_esc_char(s + i, n - i, e, &len);
+			html_plain(out, e, len);
 		}
 	}
 }
@@ -404,13 +422,14 @@ static void footer(struct report *r, const struct assets *a)
 	if (a->lic_chart || a->lic_color) {
 		fputs("<details><summary>Licences</summary>", r->out);
 		if (a->lic_chart) {
+			/* shimmer's own files: their lines kept */
 			fputs("<h3>Chart.js</h3><pre>", r->out);
-			report_html(r->out, a->lic_chart);
+			html_plain(r->out, a->lic_chart, strlen(a->lic_chart));
 			fputs("</pre>", r->out);
 		}
 		if (a->lic_color) {
 			fputs("<h3>@kurkle/color</h3><pre>", r->out);
-			report_html(r->out, a->lic_color);
+			html_plain(r->out, a->lic_color, strlen(a->lic_color));
 			fputs("</pre>", r->out);
 		}
 		fputs("</details>", r->out);
@@ -809,8 +828,8 @@ static int report_main(int argc, char **argv)
 		goto out;
 	}
 	if (stat(out_path, &sb) == 0)
-		printf("shimmer report: wrote %s (%.0f KiB): open it in a browser\n", out_path,
-		       (double)sb.st_size / 1024);
+		printf("shimmer report: wrote %s (%.0f KiB): open it in a browser\n",
+		       fmt_esc(out_path), (double)sb.st_size / 1024);
 	rc = CLI_EXIT_OK;
 out:
 	free(data);

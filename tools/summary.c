@@ -54,19 +54,20 @@ static void heading(struct ctx *c, const struct model_proc *p)
 	emit_text(e, "Process %lld", (long long)p->pid);
 	if (p->rank >= 0)
 		emit_text(e, " (rank %lld)", (long long)p->rank);
-	emit_text(e, " on %s: %s\n", p->host ? p->host : "?", p->exe ? p->exe : "?");
+	emit_text(e, " on %s: %s\n", fmt_esc(p->host ? p->host : "?"),
+		  fmt_esc(p->exe ? p->exe : "?"));
 	if (p->args)
-		emit_text(e, "  command: %s\n", p->args);
+		emit_text(e, "  command: %s\n", fmt_esc(p->args));
 	if (p->parent)
 		emit_text(e, "  parent: pid %lld (%s)\n", (long long)p->parent->pid,
-			  p->parent->exe_base ? p->parent->exe_base : "?");
+			  fmt_esc(p->parent->exe_base ? p->parent->exe_base : "?"));
 	emit_text(e, "  wall: %s%s   malloc: %s", fmt_duration(u[0], FMT_UNIT_MAX, model_proc_wall(p)),
 		  p->end_known ? "" : " (no end recorded: to its last event)",
-		  p->mode_name ? p->mode_name : "?");
+		  fmt_esc(p->mode_name ? p->mode_name : "?"));
 	if (p->mode == MODEL_MALLOC_SAMPLE && p->sample_bytes >= 0)
 		emit_text(e, " (one sample per %s on average)",
 			  fmt_bytes(u[1], FMT_UNIT_MAX, (double)p->sample_bytes));
-	emit_text(e, "   end: %s\n", p->end_reason ? p->end_reason : "still running");
+	emit_text(e, "   end: %s\n", fmt_esc(p->end_reason ? p->end_reason : "still running"));
 	if (p->dropped > 0) {
 		int noslot = 0;
 
@@ -75,7 +76,7 @@ static void heading(struct ctx *c, const struct model_proc *p)
 			/* those stored without a stack are said below */
 			if (!drop_is_loss(p->drops[i].reason))
 				continue;
-			emit_text(e, "%s%s %lld", n++ ? ", " : "", p->drops[i].reason,
+			emit_text(e, "%s%s %lld", n++ ? ", " : "", fmt_esc(p->drops[i].reason),
 				  (long long)p->drops[i].events);
 			/* a thread without a ring has no exact counters either */
 			if (p->drops[i].reason && strcmp(p->drops[i].reason, "no_slot") == 0)
@@ -417,7 +418,7 @@ static int brief(struct ctx *c)
 		emit_text(c->e, "%zu more process%s:\n", np - SUMMARY_BRIEF_PROCS,
 			  np - SUMMARY_BRIEF_PROCS == 1 ? "" : "es");
 	for (size_t j = 0; j < nlines; j++)
-		emit_text(c->e, "  %s x%zu, %s total\n", lines[j].exe, lines[j].n,
+		emit_text(c->e, "  %s x%zu, %s total\n", fmt_esc(lines[j].exe), lines[j].n,
 			  fmt_duration(u, sizeof(u), lines[j].wall));
 	if (nlines)
 		emit_text(c->e, "\n");
@@ -427,7 +428,8 @@ static int brief(struct ctx *c)
 			  "look further: shimmer summary %s    (every process and row)\n"
 			  "              shimmer leaks %s | peak | temporary | allocations\n"
 			  "              shimmer compare %s OTHER.db\n",
-			  c->o->path, c->o->path, c->o->path, c->o->path);
+			  fmt_esc(c->o->path), fmt_esc(c->o->path), fmt_esc(c->o->path),
+			  fmt_esc(c->o->path));
 out:
 	free(v);
 	free(lines);
