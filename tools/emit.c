@@ -4,7 +4,8 @@
  * JSON is written compact, as one document ending with a newline: a stack
  * of open objects and arrays knows where commas go.  Tables are written
  * line by line with fixed column widths, so nothing is buffered and a
- * report of a million rows streams.  CSV repeats its header only when the
+ * report of a million rows streams; each cell escaped (fmt.h) and padded
+ * by the characters it shows.  CSV repeats its header only when the
  * set of columns changes (after a blank line), so a command whose tables
  * share their columns (the summary's) gives one CSV table.
  */
@@ -411,7 +412,8 @@ void emit_row(struct emit *e, const struct emit_val *v)
 			return;
 		}
 		for (size_t i = 0; i < t->ncols; i++) {
-			/* Long text (a kernel's full name) is written as it is. */
+			/* Long text (a kernel's full name) is written whole
+			 * (escaped by table_line()). */
 			if (v[i].kind == EV_STR && !v[i].approx)
 				cells[i] = v[i].s;
 			else

@@ -119,10 +119,11 @@ check "an error naming a hostile path is one escaped line" "$res$(od -c "$T/out/
 	holds '[ -z "$res" ] && [ "$(wc -l < "$T/out/error.err")" = 1 ] &&
 	grep -qF "no\x1b]0;x\x07|\r|\n|" "$T/out/error.err"'
 
-# The service: ctl status while the program runs, ls after.
+# The service: ctl status while the program runs (it lingers until
+# killed), ls after.
 start_service "$T/state" || { not_ok "service starts"; finish; }
 LD_PRELOAD=$SHIM SHIMMER_SOCKET=$SOCK CUDA_INJECTION64_PATH=$SHIM NVTX_INJECTION64_PATH=$SHIM \
-	WL_LINGER_MS=3000 "$EXE" "a$H" &
+	WL_LINGER_MS=20000 "$EXE" "a$H" &
 wpid=$!
 for _ in $(seq 50); do
 	"$S" ctl status --socket "$SOCK" --format csv 2> /dev/null | grep -q "^$wpid," && break
@@ -131,6 +132,7 @@ done
 out ctl.table text exe -- "$S" ctl status --socket "$SOCK"
 out ctl.csv csv exe -- "$S" ctl status --socket "$SOCK" --format csv
 out ctl.json json exe -- "$S" ctl status --socket "$SOCK" --format json
+kill -TERM $wpid
 wait $wpid
 out ls.table text -- "$S" ls --socket "$SOCK"
 out ls.csv csv -- "$S" ls --socket "$SOCK" --format csv
