@@ -465,10 +465,15 @@ static int export_main(int argc, char **argv)
 		err = warn_aggregated(&x);
 		if (err)
 			goto out;
-	} else if (o.weight != XW_GPU_TIME && x.schema >= 3) {
+	} else {
 		/* the memory weights' lines: as `leaks` and `peak` --format
 		 * folded say what they miss (allocated: lower bounds) */
-		present_warn_folded(x.m, o.weight != XW_ALLOCATED);
+		if (o.weight != XW_GPU_TIME && x.schema >= 3)
+			present_warn_folded(x.m, o.weight != XW_ALLOCATED);
+		/* gpu-time's: its lines' kernels and launches (a full stack
+		 * table is said with the share it touches, by the weight) */
+		if (o.weight == XW_GPU_TIME || o.weight == XW_ALL)
+			present_warn(x.m, 1, EXPORT_LOST_GPU, EXPORT_CUT_GPU);
 	}
 	if (o.out_path && !(out = fopen(o.out_path, "w"))) {
 		cli_error("cannot write %s: %s", o.out_path, strerror(errno));

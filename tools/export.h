@@ -124,6 +124,14 @@ void xout_json(struct xout *w, const char *s); /* a JSON string literal; NULL: n
 void xout_csv(struct xout *w, const char *s);  /* one CSV field; NULL: empty */
 void xout_double(struct xout *w, double v);
 
+/* ---- what the files miss ---- */
+
+/* What lost events and a cut recording do to each file, as its stderr
+ * warnings say it (present_warn()). */
+#define EXPORT_LOST_GPU "lost kernels are missing and a kernel whose launch was lost is" \
+	" under (launch call not recorded): its gpu-time lines are lower bounds"
+#define EXPORT_CUT_GPU "its gpu-time lines stop there"
+
 /* ---- the writers ---- */
 
 int export_chrome(struct export *x, struct xout *w);
