@@ -461,7 +461,11 @@ static int export_main(int argc, char **argv)
 	if (!x.nprocs && o.pid < 0 && o.rank < 0)
 		cli_warn("no process selected in %s", o.path);
 	place(&x);
+	/* what the files miss, on stderr (each file holds its data alone;
+	 * the trace says it inside too) */
 	if (o.format == F_CHROME || o.format == F_CSV) {
+		present_warn(x.m, 1, o.format == F_CHROME ? EXPORT_LOST_CHROME : EXPORT_LOST_CSV,
+			     o.format == F_CHROME ? EXPORT_CUT_CHROME : EXPORT_CUT_CSV);
 		err = warn_aggregated(&x);
 		if (err)
 			goto out;

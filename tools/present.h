@@ -4,8 +4,10 @@
  * lost between the shim and the store (drops) touch the answer, in words
  * that name what they do to it, and whether the shim's stack tables were
  * full (compare and summary say that too).  The summary has its own,
- * longer heading.  Folded lines (flame-graph input) carry neither: their
- * commands say both on stderr.
+ * longer heading.  Folded lines (flame-graph input) and the export's files
+ * carry neither: their commands say both on stderr (present_warn()), in
+ * the sentences every command uses (present_lost_line(), PRESENT_CUT,
+ * present_stacks_line()).
  */
 #ifndef SHIMMER_TOOLS_PRESENT_H
 #define SHIMMER_TOOLS_PRESENT_H
