@@ -17,7 +17,11 @@
 #    process's label INCOMPLETE; the trace passes tef_check.py; the whole
 #    store's trace and stderr have none of it;
 #  - export csv: the same stderr lines; its columns unchanged;
-#  - export --weight gpu-time: the same losses, in words of its lines.
+#  - export --weight gpu-time: the same losses, in words of its lines;
+#  - summary of the cut store: a heap function's count and bytes, which
+#    nobody counted, are withheld ("-", empty, null: before, the timed
+#    calls, a sample, were shown as the count), a CUDA function's count is
+#    its calls stored (each a row), the process's calls_counted false.
 . "$(dirname "$0")/lib.sh"
 need "$SHIM" "$SHIMMERD" "$SHIMMER" "$WL"
 PY=$(python_exe) || PY=python3
@@ -157,4 +161,68 @@ EOF_PY
 		"$([ $erc = 0 ] || echo "exit $erc")$(warned "$db" "$T/$s.gpu.err" "$GPU_LOST" "its gpu-time lines stop there")"
 done
 
+# --- summary: counts nobody counted -------------------------------------------
+# On a loaded machine the collector may have written the counters before
+# the kill: then they are removed, as if it had not (the store it would
+# have left).
+db=$T/cut.db
+planted=
+if [ -n "$wlcut" ] && [ "$(sq "$db" "SELECT count(*) FROM function_counts WHERE proc_id = $wlcut")" != 0 ]; then
+	sq "$db" "DELETE FROM function_counts WHERE proc_id = $wlcut"
+	planted=" (counters removed: the collector had written them)"
+fi
+read -r mallocs cudas <<< "$(sq -separator ' ' "$db" "SELECT
+	(SELECT count(*) FROM allocations WHERE proc_id = ${wlcut:-0} AND alloc_fn =
+		(SELECT fn_id FROM functions WHERE name = 'malloc')),
+	(SELECT count(*) FROM cuda_calls WHERE proc_id = ${wlcut:-0} AND fn_id =
+		(SELECT fn_id FROM functions WHERE name = 'cudaMalloc'))")"
+"$SHIMMER" summary "$db" --format csv > "$T/sum.csv" 2> "$T/sum.err"
+"$SHIMMER" summary "$db" --format json > "$T/sum.json" 2>> "$T/sum.err"
+"$SHIMMER" summary "$db" > "$T/sum.txt" 2>> "$T/sum.err"
+got=$("$PY" - "$T/sum.csv" "$T/sum.json" "$T/sum.txt" "$db" "${wlcut:-0}" "$cudas" 2>&1 <<'EOF_PY'
+import csv, json, sqlite3, sys
+csvf, jsonf, txtf, db, proc_id, cudas = sys.argv[1:]
+proc_id, cudas = int(proc_id), int(cudas)
+bad = []
+rows = [r for r in csv.DictReader(open(csvf)) if r["proc_id"] == str(proc_id)]
+by = {r["event"]: r for r in rows}
+for fn in ("malloc", "free"):
+    r = by.get(fn)
+    if not r or r["count"] or r["bytes"] or r["total_ns"] or not int(r["timed"]):
+        bad.append("csv %s: %r" % (fn, r))
+r = by.get("cudaMalloc")
+if not r or r["count"] != str(cudas) or r["bytes"] or r["timed"] != str(cudas) or not r["total_ns"]:
+    bad.append("csv cudaMalloc (%d calls stored): %r" % (cudas, r))
+p = [p for p in json.load(open(jsonf))["processes"] if p["proc_id"] == proc_id]
+if len(p) != 1 or p[0]["calls_counted"] is not False:
+    bad.append("json: calls_counted %r" % [x.get("calls_counted") for x in p])
+else:
+    f = {x["event"]: x for x in p[0]["functions"]}
+    if f["malloc"]["count"] is not None or f["malloc"]["bytes"] is not None or \
+       f["malloc"]["total_ns"] is not None or f["cudaMalloc"]["count"] != cudas:
+        bad.append("json: %r %r" % (f["malloc"], f["cudaMalloc"]))
+txt = open(txtf).read()
+sec = txt[txt.index("/wl flood"):] if "/wl flood" in txt else ""
+line = [l.split() for l in sec.splitlines() if l.split()[:1] == ["malloc"]]
+if not line or line[0][1:3] != ["-", "-"]:
+    bad.append("table: malloc %r" % line[:1])
+if "- no count, bytes or heap total: the collector was lost before it stored this process's call counters" not in sec:
+    bad.append("table: no note")
+print("; ".join(bad))
+EOF_PY
+)
+check "summary, cut before the first count write: heap counts and bytes withheld, CUDA counts its calls stored$planted" \
+	"$got; malloc rows $mallocs, cudaMalloc rows $cudas; $(grep -A8 "/wl flood" "$T/sum.txt" | head -12)" \
+	holds '[ -z "$got" ] && [ "${mallocs:-0}" -gt 0 ] && [ "${cudas:-0}" -gt 0 ]'
+got=$("$SHIMMER" summary "$T/whole.db" --format json | "$PY" -c '
+import json, sys
+for p in json.load(sys.stdin)["processes"]:
+    if p["exe"].endswith("/wl"):
+        f = {x["event"]: x for x in p["functions"]}
+        print(p["calls_counted"], f["malloc"]["count"], f["malloc"]["bytes"])')
+want=$(sq "$T/whole.db" "SELECT 'True', sum(c.count), sum(c.bytes) FROM function_counts c
+	JOIN functions f USING (fn_id) JOIN processes p USING (proc_id)
+	WHERE f.name = 'malloc' AND p.exe LIKE '%/wl'" | tr '|' ' ')
+check "summary, whole store: the counters' counts" "got '$got', the store's '$want'" \
+	[ "$got" = "$want" ]
 finish
