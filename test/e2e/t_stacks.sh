@@ -50,12 +50,15 @@ says() {
 		out=$("$SHIMMER" $c "$db" --format json 2>&1)
 		grep -q "\"stack_captures_refused\":${n:-0}," <<< "$out" || bad="$bad $c(json)"
 		# CSV in a column beside complete, on every row (leaks has none
-		# where nothing leaked: its header then)
+		# where nothing leaked: its header then); the call site stays
+		# the last column where it was (docs/usage.md)
 		[ $c = summary ] && continue
 		"$SHIMMER" $c "$db" --format csv > "$T/says.csv" 2>&1
 		awk -F, -v n="${n:-0}" -v c=$c 'NR == 1 { for (i = 1; i <= NF; i++) {
+				if ($i == "complete") done = i
 				if ($i == "stack_captures_refused") k = i
-				if ($i == "python_stack_captures_refused") py = i } }
+				if ($i == "python_stack_captures_refused") py = i }
+				if (k != done + 1 || py != k + 1 || (c != "leaks" && $NF != "frame")) bad = 1 }
 			NR > 1 && ($k != n || $py != 0) { bad = 1 }
 			END { exit bad || !k || !py || (NR < 2 && c != "leaks") }' "$T/says.csv" ||
 			bad="$bad $c(csv)"
