@@ -54,14 +54,18 @@ void present_proc(struct emit *e, const struct model_proc *p, const char *effect
 	if (p->rank >= 0)
 		emit_text(e, ", rank %lld", (long long)p->rank);
 	emit_text(e, ") %s\n", p->exe ? p->exe : "");
-	if (p->cut)
-		emit_text(e, "  WARNING: %s: %s\n", PRESENT_CUT, effect);
-	if (p->dropped_host) {
-		char line[PRESENT_LOST_LINE];
+	present_incomplete(e, p, "  ", 0, effect, effect);
+}
 
-		present_lost_line(line, sizeof(line), p, 0, effect);
-		emit_text(e, "  WARNING: %s\n", line);
-	}
+void present_incomplete(struct emit *e, const struct model_proc *p, const char *indent, int gpu,
+			const char *lost, const char *cut)
+{
+	char line[PRESENT_LOST_LINE];
+
+	if (p->cut)
+		emit_text(e, "%sWARNING: %s: %s\n", indent, PRESENT_CUT, cut);
+	if (present_lost_line(line, sizeof(line), p, gpu, lost))
+		emit_text(e, "%sWARNING: %s\n", indent, line);
 }
 
 size_t present_stacks_line_of(char *buf, size_t len, const struct model_proc *p,

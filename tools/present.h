@@ -24,6 +24,12 @@
  */
 void present_proc(struct emit *e, const struct model_proc *p, const char *effect);
 
+/* present_proc()'s WARNING lines alone, in the table, after indent: the
+ * cut recording's (": " cut after PRESENT_CUT) and the lost events'
+ * (present_lost_line(gpu, lost), below). */
+void present_incomplete(struct emit *e, const struct model_proc *p, const char *indent, int gpu,
+			const char *lost, const char *cut);
+
 /* What a cut recording (model_proc.cut) lost, in the words every command
  * uses. */
 #define PRESENT_CUT "the collector was lost while this process ran: what it did after" \

@@ -23,6 +23,11 @@
 #include "present.h"
 #include "summary.h"
 
+/* What lost events and a cut recording do to a process's CSV rows. */
+#define SUMMARY_LOST_CSV "the time statistics of its rows miss them (its counts and bytes too" \
+	" where a thread found no ring: no_slot), and its GPU rows the records CUPTI lost"
+#define SUMMARY_CUT_CSV "its rows stop there"
+
 void summary_opts_init(struct summary_opts *o)
 {
 	*o = (struct summary_opts){ .fmt = EMIT_TABLE };
@@ -388,7 +393,7 @@ static int cmp_brief(const void *x, const void *y)
 
 struct exe_line {
 	const char *exe;
-	size_t n;
+	size_t n, incomplete;
 	double wall;
 };
 
@@ -423,14 +428,22 @@ static int brief(struct ctx *c)
 		if (j == nlines)
 			lines[nlines++].exe = exe;
 		lines[j].n++;
+		lines[j].incomplete += v[i]->cut || v[i]->dropped;
 		lines[j].wall += model_proc_wall(v[i]);
 	}
 	if (nlines)
 		emit_text(c->e, "%zu more process%s:\n", np - SUMMARY_BRIEF_PROCS,
 			  np - SUMMARY_BRIEF_PROCS == 1 ? "" : "es");
-	for (size_t j = 0; j < nlines; j++)
-		emit_text(c->e, "  %s x%zu, %s total\n", lines[j].exe, lines[j].n,
+	for (size_t j = 0; j < nlines; j++) {
+		emit_text(c->e, "  %s x%zu, %s total", lines[j].exe, lines[j].n,
 			  fmt_duration(u, sizeof(u), lines[j].wall));
+		/* as incomplete as the processes shown in full, which say so */
+		if (lines[j].incomplete)
+			emit_text(c->e, "; WARNING: %zu of them incomplete (events lost, or the"
+				  " recording cut short: shimmer summary says which)",
+				  lines[j].incomplete);
+		emit_text(c->e, "\n");
+	}
 	if (nlines)
 		emit_text(c->e, "\n");
 	if (c->o->path)
@@ -524,6 +537,10 @@ static int summary_main(int argc, char **argv)
 	o.fmt = fmt;
 	if (model_open(path, &f, &m) < 0)
 		return CLI_EXIT_ERROR;
+	/* CSV rows have no room for it (the table and JSON say it in
+	 * their own words): on stderr, as the export's files do */
+	if (fmt == EMIT_CSV)
+		present_warn(m, 1, SUMMARY_LOST_CSV, SUMMARY_CUT_CSV);
 	rc = summary_write(m, stdout, &o);
 	if (rc == -ENOMEM)
 		cli_error("out of memory reading the store");

@@ -21,7 +21,20 @@
 #  - summary of the cut store: a heap function's count and bytes, which
 #    nobody counted, are withheld ("-", empty, null: before, the timed
 #    calls, a sample, were shown as the count), a CUDA function's count is
-#    its calls stored (each a row), the process's calls_counted false.
+#    its calls stored (each a row), the process's calls_counted false;
+#    summary --format csv says the losses on stderr;
+#  - compare: under B's process the loss, its rows (events lost, recording
+#    cut short) the store's, JSON's complete; --fail-if not judged on
+#    figures the loss touches (exit 1, one line why), judged where not;
+#  - report: one line per process and loss in the headline, above every
+#    figure, chart and flame graph, and a card counting cut recordings;
+#  - summary --by-rank (2 ranks of wl_ranks, rank 1 the straggler; copies
+#    with a loss planted: a drops row, a collector_lost end): a line under
+#    each incomplete rank; no straggler judged where a rank lost events
+#    (its ranges among them: steps may not line up), judged where one was
+#    cut (its steps whole up to the cut);
+#  - shimmer run's screen: a line of processes folded together says how
+#    many of them are incomplete.
 . "$(dirname "$0")/lib.sh"
 need "$SHIM" "$SHIMMERD" "$SHIMMER" "$WL"
 PY=$(python_exe) || PY=python3
@@ -225,4 +238,175 @@ want=$(sq "$T/whole.db" "SELECT 'True', sum(c.count), sum(c.bytes) FROM function
 	WHERE f.name = 'malloc' AND p.exe LIKE '%/wl'" | tr '|' ' ')
 check "summary, whole store: the counters' counts" "got '$got', the store's '$want'" \
 	[ "$got" = "$want" ]
+for s in whole lossy cut; do
+	"$SHIMMER" summary "$T/$s.db" --format csv > /dev/null 2> "$T/$s.sumcsv.err"
+	expect_empty "summary --format csv, $s: stderr says each loss once (its rows have no room)" \
+		"$(warned "$T/$s.db" "$T/$s.sumcsv.err" "the time statistics of its rows miss them (its counts and bytes too where a thread found no ring: no_slot), and its GPU rows the records CUPTI lost" "its rows stop there")"
+done
+
+# --- compare: said under the process, --fail-if withheld ----------------------
+# (each store's wl is paired with whole's by its executable)
+cmp_case() {
+	local name=$1 b=$2 want=$3 line=$4
+	shift 4
+	"$SHIMMER" compare "$T/whole.db" "$T/$b.db" "$@" > "$T/cmp.out" 2> "$T/cmp.err"
+	rc=$?
+	"$SHIMMER" compare "$T/whole.db" "$T/$b.db" --format csv > "$T/cmp.csv" 2> /dev/null
+	"$SHIMMER" compare "$T/whole.db" "$T/$b.db" --format json > "$T/cmp.json" 2> /dev/null
+	got=$("$PY" - "$T/cmp.csv" "$T/cmp.json" "$T/$b.db" 2>&1 <<'EOF_PY'
+import csv, json, sqlite3, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+con = sqlite3.connect(sys.argv[3])
+pair = json.load(open(sys.argv[2]))["pairs"][0]
+proc = pair["b"]["proc_id"]
+lost = con.execute("SELECT coalesce(sum(events), 0) FROM drops WHERE proc_id = ? AND reason NOT IN"
+                   " ('stack_full', 'pystack_full', 'stack_collision', 'cupti')", (proc,)).fetchone()[0]
+cut = con.execute("SELECT end_reason = 'collector_lost' FROM processes WHERE proc_id = ?",
+                  (proc,)).fetchone()[0]
+def row(name):
+    r = [x for x in rows if x["section"] == "process" and x["name"] == name]
+    return (float(r[0]["a"]), float(r[0]["b"])) if len(r) == 1 else None
+bad = []
+if row("events lost (host)") != (0, lost):
+    bad.append("events lost (host) %r, the store's %d" % (row("events lost (host)"), lost))
+if row("recording cut short (1: yes)") != (0, cut):
+    bad.append("recording cut short %r, the store's %d" % (row("recording cut short (1: yes)"), cut))
+if pair["a"]["complete"] is not True or pair["b"]["complete"] is not (not lost and not cut):
+    bad.append("complete: a %r, b %r" % (pair["a"]["complete"], pair["b"]["complete"]))
+print("; ".join(bad))
+EOF_PY
+)
+	check "compare, $name" "exit $rc; $got; stdout: $(grep -B1 -A2 "^  b: pid" "$T/cmp.out"; tail -3 "$T/cmp.out"); stderr: $(cat "$T/cmp.err")" \
+		holds '[ $rc = $want ] && [ -z "$got" ] && { [ -z "$line" ] ||
+		grep -A3 "^  b: pid" "$T/cmp.out" | grep -q "^    WARNING: $line"; } &&
+		{ [ -n "$line" ] || ! grep -q "WARNING" "$T/cmp.out"; }'
+}
+cmp_case "whole against itself: nothing said, --fail-if judged" whole 0 "" \
+	--fail-if 'peak_memory>+1000%' --fail-if 'wall_time>+100000%'
+grep -q "^ok: peak_memory>+1000%" "$T/cmp.out" || not_ok "compare, whole: peak_memory judged ok" "$(cat "$T/cmp.out")"
+cmp_case "lossy B: the lost events under it, peak_memory not judged (exit 1), wall_time judged" lossy 1 \
+	"$lost events of this process were lost before the store (ring_full $lost): its figures below miss them" \
+	--fail-if 'peak_memory>+1000%' --fail-if 'wall_time>+100000%'
+check "compare, lossy B: which condition, and why, in one line" "$(cat "$T/cmp.err"; tail -3 "$T/cmp.out")" \
+	holds '[ "$(wc -l < "$T/cmp.err")" = 1 ] &&
+	grep -q "^shimmer: error: --fail-if peak_memory>+1000%: pid [0-9]* in B: it lost $lost events before the store: its figures miss them; not evaluated$" "$T/cmp.err" &&
+	grep -q "^not evaluated: peak_memory>+1000%" "$T/cmp.out" && grep -q "^ok: wall_time>+100000%" "$T/cmp.out"'
+cmp_case "cut B: the cut under it, even wall_time not judged (exit 1)" cut 1 \
+	"the collector was lost while this process ran: .*: its figures below stop there" \
+	--fail-if 'wall_time>+100000%'
+check "compare, cut B: not evaluated, one line why" "$(cat "$T/cmp.err"; tail -2 "$T/cmp.out")" \
+	holds 'grep -q "^shimmer: error: --fail-if wall_time>+100000%: pid [0-9]* in B: its recording was cut short (the collector was lost): its figures stop there; not evaluated$" "$T/cmp.err" &&
+	grep -q "^not evaluated: wall_time>+100000%" "$T/cmp.out"'
+
+# --- report: a line per process and loss above its figures -------------------
+for s in whole lossy cut; do
+	"$SHIMMER" report "$T/$s.db" -o "$T/$s.html" > /dev/null 2> "$T/$s.report.err"
+	erc=$?
+	got=$("$PY" - "$T/$s.html" "$T/$s.db" 2>&1 <<'EOF_PY'
+import html, re, sqlite3, sys
+page = open(sys.argv[1]).read()
+con = sqlite3.connect(sys.argv[2])
+head = re.search(r'<section id="headline">.*?</section>', page, re.S).group(0)
+notes = [html.unescape(n) for n in re.findall(r'<p class="note incomplete">(.*?)</p>', page, re.S)]
+want, cut = [], 0
+for pid, proc_id, reason in con.execute("SELECT pid, proc_id, end_reason FROM processes"):
+    lost = con.execute("SELECT coalesce(sum(events), 0) FROM drops WHERE proc_id = ? AND reason NOT IN"
+                       " ('stack_full', 'pystack_full', 'stack_collision')", (proc_id,)).fetchone()[0]
+    if reason == "collector_lost":
+        cut += 1
+        want.append(("pid %d " % pid, "WARNING: the collector was lost while this process ran"))
+    if lost:
+        want.append(("pid %d " % pid, "WARNING: %d events of this process were lost before the store" % lost))
+bad = []
+for who, what in want:
+    if sum(n.startswith(who) and what in n for n in notes) != 1:
+        bad.append("no note %s...: %s" % (who, what))
+if len(notes) != len(want):
+    bad.append("%d notes, %d losses" % (len(notes), len(want)))
+if any(n not in head for n in re.findall(r'<p class="note incomplete">.*?</p>', page, re.S)):
+    bad.append("a note outside the headline")
+card = re.search(r'<div class="v">(\d+)</div><div class="l">recordings cut short', head)
+if (int(card.group(1)) if card else 0) != cut:
+    bad.append("cut card %r, %d cut" % (card and card.group(1), cut))
+print("; ".join(bad))
+EOF_PY
+)
+	check "report, $s: each loss in one line above its figures, the cut recordings counted" \
+		"exit $erc; $got" holds '[ $erc = 0 ] && [ -z "$got" ]'
+done
+
+# --- summary --by-rank: said per rank, the straggler withheld where steps may not line up
+WL_RANKS=$O/test/e2e/wl_ranks
+need "$WL_RANKS"
+start_collector "$T/ranks.db" || { not_ok "ranks: collector"; finish; }
+rpids=()
+for r in 0 1; do
+	RANK=$r LD_PRELOAD=$SHIM SHIMMER_SOCKET=$SOCK "$WL_RANKS" 4 20000 1 60000 2>> "$T/ranks.err" &
+	rpids+=($!)
+done
+wait "${rpids[@]}"
+stop_collector || not_ok "ranks: collector exit status"
+# planted: rank 0's process lost events (a drops row, as the collector
+# writes one), or rank 1's recording was cut short
+cp "$T/ranks.db" "$T/rlossy.db"
+sq "$T/rlossy.db" "INSERT INTO drops (proc_id, tid, reason, events) SELECT proc_id, pid, 'ring_full', 7
+	FROM processes WHERE rank = 0"
+cp "$T/ranks.db" "$T/rcut.db"
+sq "$T/rcut.db" "UPDATE processes SET end_reason = 'collector_lost' WHERE rank = 1"
+for s in ranks rlossy rcut; do
+	"$SHIMMER" summary "$T/$s.db" --by-rank > "$T/$s.txt" 2>&1
+	"$SHIMMER" summary "$T/$s.db" --by-rank --format json > "$T/$s.json" 2>&1
+done
+check "by-rank, whole: the straggler (rank 1) named, nothing said" "$(cat "$T/ranks.txt")" \
+	holds 'grep -q "^Straggler: rank 1 was the slowest" "$T/ranks.txt" && ! grep -q WARNING "$T/ranks.txt" &&
+	[ "$(sq "$T/ranks.db" "SELECT json_array_length(readfile('"'$T/ranks.json'"'), '"'\$.incomplete'"')")" = 0 ]'
+check "by-rank, rank 0 lost events: said under it, the straggler not judged" "$(cat "$T/rlossy.txt")" \
+	holds 'grep -A1 "^rank 0 (pid [0-9]*):" "$T/rlossy.txt" | grep -q "^  WARNING: 7 events of this process were lost before the store (ring_full 7): its rank.s totals below miss them" &&
+	grep -q "^Straggler: not judged: rank 0 (pid [0-9]*) lost 7 events before the store, ranges among them" "$T/rlossy.txt" &&
+	[ "$(sq "$T/rlossy.db" "SELECT readfile('"'$T/rlossy.json'"') ->> '"'\$.incomplete[0].dropped_events'"',
+		readfile('"'$T/rlossy.json'"') ->> '"'\$.straggler.rank'"' IS NULL,
+		readfile('"'$T/rlossy.json'"') ->> '"'\$.straggler.withheld'"' IS NOT NULL")" = "7|1|1" ]'
+check "by-rank, rank 1 cut short: said under it, the straggler still judged on the steps both have" "$(cat "$T/rcut.txt")" \
+	holds 'grep -A1 "^rank 1 (pid [0-9]*):" "$T/rcut.txt" | grep -q "^  WARNING: the collector was lost while this process ran: .*: its rank.s totals below stop there" &&
+	grep -q "^Straggler: rank 1 was the slowest" "$T/rcut.txt"'
+
+# --- shimmer run's screen: the processes it folds into one line --------------
+# 7 sleeps and their shell cut short by the collector's kill: 5 processes
+# in full, each with its warning, the rest folded, their line saying how
+# many of them are incomplete (the store's count of those folded).
+"$SHIMMER" run --db "$T/many.db" -- sh -c '
+	for i in 1 2 3 4 5 6 7; do sleep 1 & done
+	sleep 0.3
+	for d in /proc/[0-9]*; do
+		read -r c < "$d/comm" 2> /dev/null && [ "$c" = shimmerd ] &&
+		read -r _ _ _ pp _ < "$d/stat" && [ "$pp" = "$PPID" ] && kill -KILL "${d#/proc/}"
+	done
+	wait' > /dev/null 2> "$T/many.err"
+got=$("$PY" - "$T/many.err" "$T/many.db" 2>&1 <<'EOF_PY'
+import re, sqlite3, sys
+out = open(sys.argv[1]).read()
+con = sqlite3.connect(sys.argv[2])
+# (pid and executable: a forked shell and the sleep it exec'd share a pid)
+shown = {(int(p), e) for p, e in re.findall(r"^Process (\d+) .*?: (\S+)$", out, re.M)}
+folded = {}
+for pid, exe, reason in con.execute("SELECT pid, exe, end_reason FROM processes"):
+    if (pid, exe) in shown:
+        continue
+    base = exe.rsplit("/", 1)[-1]
+    n, bad = folded.get(base, (0, 0))
+    folded[base] = (n + 1, bad + (reason == "collector_lost"))
+lines = dict(re.findall(r"^  (\S+) (x\d+, .*)$", out, re.M))
+bad = []
+if not any(b for _, b in folded.values()):
+    bad.append("no incomplete process folded: %r" % folded)
+for base, (n, b) in folded.items():
+    l = lines.get(base, "")
+    w = "; WARNING: %d of them incomplete (events lost, or the recording cut short" % b
+    if not l.startswith("x%d, " % n) or (w in l) != (b > 0) or (b == 0 and "WARNING" in l):
+        bad.append("%s: %d folded, %d incomplete: %r" % (base, n, b, l))
+print("; ".join(bad))
+EOF_PY
+)
+check "shimmer run's screen: the folded processes' line says how many of them are incomplete" \
+	"$got; $(grep -A3 "more process" "$T/many.err")" test -z "$got"
 finish
