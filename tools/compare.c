@@ -48,6 +48,10 @@
 #include "present.h"
 
 #define COMPARE_EXIT_CROSSED 3
+/* What lost events and a cut recording do to a process's figures. */
+#define COMPARE_LOST "its figures below miss them (calls and times are lower bounds, memory" \
+	" figures may be wrong either way), and --fail-if judges none they touch"
+#define COMPARE_CUT "its figures below stop there, and --fail-if judges none of them"
 #define TOP_ROWS 10           /* per section in the table */
 #define TIME_NOISE 0.25       /* relative change a time may show by itself */
 #define TIME_FLOOR_NS 100000.0
@@ -316,6 +320,7 @@ static int profile(struct cmp *c, struct model *m, const struct model_proc *p, s
 	} counts[] = {
 		{ "events lost (host)", p->dropped_host },
 		{ "events lost (CUPTI)", p->dropped_gpu },
+		{ "recording cut short (1: yes)", p->cut },
 		{ "stacks refused (native)", p->stacks_refused },
 		{ "stacks refused (Python)", p->pystacks_refused },
 	};
@@ -780,6 +785,10 @@ static void proc_line(struct emit *e, const char *side, const struct model_proc 
 	if (p->rank >= 0)
 		emit_text(e, " (rank %lld)", (long long)p->rank);
 	emit_text(e, " %s\n", fmt_esc(p->args ? p->args : p->exe ? p->exe : "?"));
+	/* the process rows count the lost events; the table says what they,
+	 * and a cut recording, do to the figures (and --fail-if withholds) */
+	emit_kv(e, "complete", EMIT_BOOL, ev_int(!p->cut && !p->dropped));
+	present_incomplete(e, p, "    ", 1, COMPARE_LOST, COMPARE_CUT);
 	present_stacks_refused(e, p, "    ");
 	emit_object_end(e);
 }
@@ -913,6 +922,33 @@ static int check_site_peak(struct cmp *c, struct cond *k, const struct pair *pr,
 	return 1;
 }
 
+/*
+ * Why k's verdict on p's figures cannot be supported, or NULL: a recording
+ * cut short has figures that stop at the cut (every metric); events lost
+ * by the rings (heap calls, CUDA calls, ranges) leave the steps, call
+ * times and memory figures short or wrong either way, but not the wall
+ * time (its end is recorded) nor the GPU's (its records wait for room);
+ * what CUPTI lost, those.  Into buf.
+ */
+static const char *unsupported(const struct cond *k, const struct model_proc *p, char *buf,
+			       size_t len)
+{
+	int gpu = k->metric == M_KERNEL || k->metric == M_BUSY;
+
+	if (p->cut)
+		snprintf(buf, len, "its recording was cut short (the collector was lost): its"
+			 " figures stop there");
+	else if (p->dropped_host && !gpu && k->metric != M_WALL)
+		snprintf(buf, len, "it lost %lld events before the store: its figures miss them",
+			 (long long)p->dropped_host);
+	else if (p->dropped_gpu && gpu)
+		snprintf(buf, len, "CUPTI lost %lld of its records: its GPU figures miss them",
+			 (long long)p->dropped_gpu);
+	else
+		return NULL;
+	return buf;
+}
+
 /* The --fail-if conditions on the pair's figures. */
 static void check_conds(struct cmp *c, const struct pair *pr, const struct prof *pa,
 			const struct prof *pb)
@@ -926,7 +962,20 @@ static void check_conds(struct cmp *c, const struct pair *pr, const struct prof 
 		struct cond *k = &c->conds[i];
 		double sa = 0, sb = 0;
 		int any = 0;
+		char why[160];
 
+		for (int side = 0; side < 2 && !any; side++) {
+			const struct model_proc *p = side ? pr->b : pr->a;
+
+			if (!unsupported(k, p, why, sizeof(why)))
+				continue;
+			cli_error("--fail-if %s: pid %lld in %s: %s; not evaluated", k->text,
+				  (long long)p->pid, side ? "B" : "A", why);
+			c->unknown = k->unknown = 1;
+			any = 1;
+		}
+		if (any)
+			continue;
 		if (k->metric <= M_STEP_P90) {
 			if (!pa->has_steps || !pb->has_steps) {
 				cli_error("--fail-if %s: no steps in %s (pid %lld): nothing to compare",

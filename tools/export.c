@@ -483,14 +483,23 @@ static int export_main(int argc, char **argv)
 	if (!x.nprocs && o.pid < 0 && o.rank < 0)
 		cli_warn("no process selected in %s", o.path);
 	place(&x);
+	/* what the files miss, on stderr (each file holds its data alone;
+	 * the trace says it inside too) */
 	if (o.format == F_CHROME || o.format == F_CSV) {
+		present_warn(x.m, 1, o.format == F_CHROME ? EXPORT_LOST_CHROME : EXPORT_LOST_CSV,
+			     o.format == F_CHROME ? EXPORT_CUT_CHROME : EXPORT_CUT_CSV);
 		err = warn_aggregated(&x);
 		if (err)
 			goto out;
-	} else if (o.weight != XW_GPU_TIME && x.schema >= 3) {
+	} else {
 		/* the memory weights' lines: as `leaks` and `peak` --format
 		 * folded say what they miss (allocated: lower bounds) */
-		present_warn_folded(x.m, o.weight != XW_ALLOCATED);
+		if (o.weight != XW_GPU_TIME && x.schema >= 3)
+			present_warn_folded(x.m, o.weight != XW_ALLOCATED);
+		/* gpu-time's: its lines' kernels and launches (a full stack
+		 * table is said with the share it touches, by the weight) */
+		if (o.weight == XW_GPU_TIME || o.weight == XW_ALL)
+			present_warn(x.m, 1, EXPORT_LOST_GPU, EXPORT_CUT_GPU);
 	}
 	if (o.out_path && !(out = fopen(o.out_path, "w"))) {
 		cli_error("cannot write %s: %s", o.out_path, strerror(errno));
