@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "esc.h"
 #include "fmt.h"
 #include "utf8.h"
 
@@ -41,41 +42,6 @@ char *fmt_bytes(char *buf, size_t len, double bytes)
 	}
 	snprintf(buf, len, "%.2f %s", v, units[u]);
 	return buf;
-}
-
-/* ---- characters ------------------------------------------------------------ */
-
-/* The code point of the valid UTF-8 sequence s of n bytes (utf8_len()). */
-static uint32_t code_point(const unsigned char *s, size_t n)
-{
-	static const unsigned char lead_bits[5] = { 0, 0x7f, 0x1f, 0x0f, 0x07 };
-	uint32_t c = s[0] & lead_bits[n];
-
-	for (size_t i = 1; i < n; i++)
-		c = (c << 6) | (s[i] & 0x3f);
-	return c;
-}
-
-/* Characters beyond ASCII that change how a terminal shows the text
- * around them instead of showing themselves: C1 controls, the line and
- * paragraph separators, bidirectional formatting. */
-static int layout_control(uint32_t c)
-{
-	return (c >= 0x80 && c <= 0x9f) || c == 0x061c || c == 0x200e || c == 0x200f ||
-	       (c >= 0x2028 && c <= 0x202e) || (c >= 0x2066 && c <= 0x2069);
-}
-
-static const char hex[] = "0123456789abcdef";
-
-static size_t put_u4(char *buf, uint32_t c)
-{
-	buf[0] = '\\';
-	buf[1] = 'u';
-	buf[2] = hex[(c >> 12) & 15];
-	buf[3] = hex[(c >> 8) & 15];
-	buf[4] = hex[(c >> 4) & 15];
-	buf[5] = hex[c & 15];
-	return 6;
 }
 
 /* ---- CSV and JSON -------------------------------------------------------------- */
@@ -123,7 +89,7 @@ size_t fmt_json_plain(const char *s, size_t n, int html)
 		} else {
 			size_t k = utf8_len((const unsigned char *)s + i, n - i);
 
-			if (k == 0 || layout_control(code_point((const unsigned char *)s + i, k)))
+			if (k == 0 || esc_layout_control(esc_code_point((const unsigned char *)s + i, k)))
 				return i;
 			i += k;
 		}
@@ -137,14 +103,14 @@ size_t fmt_json_char(const char *s, size_t n, int html, char *buf, size_t *len)
 	size_t k = utf8_len(p, n);
 
 	if (k == 0) {
-		*len = put_u4(buf, 0xfffd);
+		*len = esc_put_u4(buf, 0xfffd);
 		return 1;
 	}
 	if (k > 1) {
-		uint32_t c = code_point(p, k);
+		uint32_t c = esc_code_point(p, k);
 
-		if (layout_control(c)) {
-			*len = put_u4(buf, c);
+		if (esc_layout_control(c)) {
+			*len = esc_put_u4(buf, c);
 		} else {
 			memcpy(buf, s, k);
 			*len = k;
@@ -160,7 +126,7 @@ size_t fmt_json_char(const char *s, size_t n, int html, char *buf, size_t *len)
 		buf[1] = *p == '\n' ? 'n' : 't';
 		*len = 2;
 	} else if (*p < 0x20 || *p == 0x7f || (html && (*p == '<' || *p == '>' || *p == '&'))) {
-		*len = put_u4(buf, *p);
+		*len = esc_put_u4(buf, *p);
 	} else {
 		buf[0] = (char)*p;
 		*len = 1;
@@ -196,57 +162,12 @@ void fmt_json(FILE *out, const char *s)
 
 size_t fmt_esc_plain(const char *s, size_t n, int keep_lf)
 {
-	size_t i = 0;
-
-	while (i < n) {
-		unsigned char c = (unsigned char)s[i];
-
-		if (c < 0x80) {
-			if ((c < 0x20 && !(keep_lf && c == '\n')) || c == 0x7f)
-				return i;
-			i++;
-		} else {
-			size_t k = utf8_len((const unsigned char *)s + i, n - i);
-
-			if (k == 0 || layout_control(code_point((const unsigned char *)s + i, k)))
-				return i;
-			i += k;
-		}
-	}
-	return i;
+	return esc_plain(s, n, keep_lf);
 }
 
 size_t fmt_esc_char(const char *s, size_t n, char *buf, size_t *len)
 {
-	const unsigned char *p = (const unsigned char *)s;
-	size_t k = utf8_len(p, n);
-
-	if (k > 1) {
-		uint32_t c = code_point(p, k);
-
-		if (layout_control(c)) {
-			*len = put_u4(buf, c);
-		} else {
-			memcpy(buf, s, k);
-			*len = k;
-		}
-		return k;
-	}
-	if (k == 1 && (*p == '\n' || *p == '\r' || *p == '\t')) {
-		buf[0] = '\\';
-		buf[1] = *p == '\n' ? 'n' : *p == '\r' ? 'r' : 't';
-		*len = 2;
-	} else if (k == 0 || *p < 0x20 || *p == 0x7f) {
-		buf[0] = '\\';
-		buf[1] = 'x';
-		buf[2] = hex[*p >> 4];
-		buf[3] = hex[*p & 15];
-		*len = 4;
-	} else {
-		buf[0] = (char)*p;
-		*len = 1;
-	}
-	return 1;
+	return esc_char(s, n, buf, len);
 }
 
 /* Characters in the valid UTF-8 s[0..n): the bytes that start one. */

@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "esc.h"
+
 /* Large enough for any fmt_duration or fmt_bytes result. */
 #define FMT_UNIT_MAX 32
 
@@ -55,23 +57,17 @@ size_t fmt_json_char(const char *s, size_t n, int html, char *buf, size_t *len);
  * A string from the store (a traced program's argv and executable, thread,
  * range, kernel and symbol names, file and library paths, Python frames)
  * is written by a user who may be hostile to the one reading.  In text
- * for people (tables, notes, headings, warnings and errors) it is escaped,
- * so that it holds nothing a terminal obeys and no line of its own:
+ * for people (tables, notes, headings, warnings and errors) it is escaped
+ * as common/esc.h says (the collector's log lines the same way), so that
+ * it holds nothing a terminal obeys and no line of its own.
  *
- *   LF, CR, TAB                          \n \r \t
- *   other bytes below 0x20, and DEL      \xNN (two lowercase hex digits)
- *   a byte that is not UTF-8             \xNN
- *   C1 controls U+0080-U+009F, line and paragraph separators
- *   U+2028-U+2029, bidirectional formatting U+061C, U+200E, U+200F,
- *   U+202A-U+202E, U+2066-U+2069        \uNNNN
- *
- * Everything else, other UTF-8 included, is written as it is (a backslash
- * too: `\x1b` in a name reads the same as an escaped ESC).  One character
- * is one column: a table pads by the escaped text's characters.
+ * A backslash is written as it is: `\x1b` in a name reads the same as an
+ * escaped ESC.  One character is one column: a table pads by the escaped
+ * text's characters.
  */
 
 /* The longest escape of one character. */
-#define FMT_ESC_CHAR_MAX 6
+#define FMT_ESC_CHAR_MAX ESC_CHAR_MAX
 
 /* How many leading bytes of s[0..n) are written as they are (keep_lf:
  * LF is one of them). */

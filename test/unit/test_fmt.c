@@ -140,6 +140,31 @@ static void test_fmt_esc_rules(void **state)
 	expect(esc_value, NULL, "");
 }
 
+/* esc_copy(), the collector's log lines: the same escapes, and a line cut
+ * where it must be is never cut inside an escape or a UTF-8 sequence. */
+static void test_esc_copy_bounded(void **state)
+{
+	const char *s = "job\x1b]0;x\x07\ncaf\xc3\xa9\xff";
+	char out[64];
+	size_t n;
+
+	(void)state;
+	n = esc_copy(out, sizeof(out), s, strlen(s));
+	assert_int_equal(n, strlen(out));
+	assert_string_equal(out, "job\\x1b]0;x\\x07\\ncaf\xc3\xa9\\xff");
+	/* room for "job" and 3 bytes: not a part of "\x1b" */
+	assert_int_equal(esc_copy(out, 7, s, strlen(s)), 3);
+	assert_string_equal(out, "job");
+	/* "job\x1b]0;x\x07\ncaf" escaped is 20 bytes: room for 21 does not
+	 * split the 2-byte e-acute */
+	assert_int_equal(esc_copy(out, 22, s, strlen(s)), 20);
+	assert_string_equal(out, "job\\x1b]0;x\\x07\\ncaf");
+	esc_copy(out, 23, s, strlen(s));
+	assert_string_equal(out, "job\\x1b]0;x\\x07\\ncaf\xc3\xa9");
+	assert_int_equal(esc_copy(out, 1, s, strlen(s)), 0);
+	assert_string_equal(out, "");
+}
+
 static void test_fmt_esc_width_and_copies(void **state)
 {
 	const char *hostile = "\x1b]0;x\x07|\xc2\x9b|\xff", *plain = "caf\xc3\xa9";
@@ -307,6 +332,7 @@ int main(void)
 		cmocka_unit_test(test_fmt_csv_quoting),
 		cmocka_unit_test(test_fmt_json_escaping),
 		cmocka_unit_test(test_fmt_esc_rules),
+		cmocka_unit_test(test_esc_copy_bounded),
 		cmocka_unit_test(test_fmt_esc_width_and_copies),
 		cmocka_unit_test(test_fmt_folded_frame),
 		cmocka_unit_test(test_fmt_short_names),
