@@ -16,7 +16,9 @@
 #  - --fail-if exits 3 exactly when crossed: slow's steps are planted 60%
 #    longer (+60%); thresholds just under and just over the measured change give
 #    3 and 0; several conditions, one crossed, give 3; a condition on a
-#    figure neither run has is an error (1);
+#    figure neither run has is an error (1), and so is any when no
+#    process pairs; an amount in a unit of another kind, or an empty
+#    --fail-if, is a usage error (2);
 #  - a slow first step does not hide a median that moved.
 . "$(dirname "$0")/lib.sh"
 
@@ -174,4 +176,25 @@ check "short vs warm: the step median (x1.6) is marked changed despite the first
 "$SHIMMER" compare "$T/base.db" "$T/big.db" --fail-if "speed>+5%" > /dev/null 2>&1
 rc=$?
 check "an unknown metric is a usage error (2)" "exit $rc" test $rc = 2
+# An amount in a unit of another kind than the metric's, or without one,
+# was read as another amount (+5GiB as 5.4 s, +5 as 5 ns, +1ms of a
+# share that nothing crosses); an empty --fail-if guarded nothing; one
+# over 511 characters was cut where it fell (+100MiB read as +100 bytes,
+# which big's 3x peak crosses).
+for bad in "wall_time>+5GiB" "wall_time>+5" "leaked_bytes>+5ms" "gpu_busy>+1ms" \
+	"peak_memory[]>+1%" "step_time>+0x10ms" "" " , " \
+	"wall_time>+50%,$(printf '%480s' '')peak_memory>+100MiB"; do
+	"$SHIMMER" compare "$T/base.db" "$T/big.db" --fail-if "$bad" > "$T/f.out" 2>&1
+	rc=$?
+	check "--fail-if '${bad:0:40}': a usage error (2), one line" \
+		"exit $rc: $(head -3 "$T/f.out")" \
+		holds '[ $rc = 2 ] && [ "$(wc -l < "$T/f.out")" = 1 ]'
+done
+failif 0 base big "wall_time>+10s" "leaked_bytes>0" "peak_memory>+1GiB"
+# No pair (B ran another executable, or was not traced) is no pass: each
+# condition is not evaluated, exit 1.
+record other /bin/true
+failif 1 base other "wall_time>+5%"
+check "no pair: one error line says so" "$(cat "$T/f.out")" \
+	grep -q "error: --fail-if: no process of A pairs with one of B" "$T/f.out"
 finish
