@@ -570,5 +570,22 @@ if len(k) != 9:
     print("%d kernels, not the 9 launched" % len(k))
 PY
 expect_empty "chrome: --pid keeps one process" "$(cat "$T/cut.check")"
+# -o naming the store read (by its name or a symlink) or another store is
+# refused untouched: the store was truncated, then removed as a failed
+# output.
+cp "$DB" "$T/keep.db"
+ln -s "$T/keep.db" "$T/keep-link.db"
+cp "$DB" "$T/other.db"
+for o in keep.db keep-link.db other.db; do
+	for f in chrome csv folded; do
+		before=$(md5sum < "$T/$o")
+		"$SHIMMER" export "$T/keep.db" --format $f -o "$T/$o" > /dev/null 2> "$T/clobber.err"
+		rc=$?
+		check "export --format $f -o $o (a store): refused (2) in one line, the file unchanged" \
+			"exit $rc: $(cat "$T/clobber.err")" \
+			holds '[ $rc = 2 ] && [ "$(wc -l < "$T/clobber.err")" = 1 ] &&
+				[ -f "$T/$o" ] && [ "$(md5sum < "$T/$o")" = "$before" ]'
+	done
+done
 check_integrity "store integrity" "$DB"
 finish
