@@ -246,6 +246,18 @@ static inline void count_add(uint64_t *x, uint64_t n)
 	__asm__ volatile("addq %1, %0" : "+m"(*x) : "er"(n));
 }
 
+/*
+ * The bytes a call of n requested, as its counter adds them: a request
+ * above PTRDIFF_MAX (SIZE_MAX for a calloc or reallocarray whose product
+ * overflows) is never granted (glibc refuses it without trying) and would
+ * wrap the 64-bit sum (a failed calloc(SIZE_MAX / 2, 3) stored as -1
+ * bytes): it adds none.  The call itself is counted.
+ */
+static inline uint64_t count_bytes(uint64_t n)
+{
+	return n > (uint64_t)PTRDIFF_MAX ? 0 : n;
+}
+
 /* Counts one call of fn requesting n bytes in the thread's own slot. */
 static inline void thread_count(struct shim_thread *t, unsigned int fn, uint64_t n)
 {
@@ -255,7 +267,7 @@ static inline void thread_count(struct shim_thread *t, unsigned int fn, uint64_t
 		count_add(&s->count[fn], 1);
 		/* a free's 0 bytes: no add, where the compiler knows it */
 		if (!__builtin_constant_p(n) || n)
-			count_add(&s->bytes[fn], n);
+			count_add(&s->bytes[fn], count_bytes(n));
 	}
 }
 

@@ -286,7 +286,7 @@ void thread_reentered(struct shim_thread *t, unsigned int fn, uint64_t n, int lo
 	if (fn != SHM_FN_NONE) {
 		count_add(&held.count[fn], 1);
 		if (n)
-			count_add(&held.bytes[fn], n);
+			count_add(&held.bytes[fn], count_bytes(n));
 	}
 	if (lost)
 		count_add(&held.dropped, 1);

@@ -153,6 +153,23 @@ if [ "$(id -u)" = 0 ] && unshare -m true 2> /dev/null; then
 		"$2" summary "$1/ok.db"' sh "$T/ro" "$SHIMMER" 2>&1)
 	check "reading a store in a read-only directory" "got: $(head -c 300 <<< "$out")" \
 		grep -q "shimmer summary: 1 process" <<< "$out"
+	# With a -wal beside it (a copy of a live store, or one whose
+	# collector was killed) SQLite reads it through a -shm it must make
+	# there: one line says so, not "not a shimmer store".
+	mkdir "$T/rowal"
+	cp "$T/ok.db" "$T/rowal/"
+	python3 -c 'import os, sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+db.execute("PRAGMA journal_mode=WAL"); db.execute("PRAGMA wal_autocheckpoint=0")
+db.execute("UPDATE meta SET value = value WHERE key = \"schema_version\""); db.commit()
+os._exit(0)' "$T/rowal/ok.db"
+	rm -f "$T/rowal/ok.db-shm"
+	out=$(unshare -m sh -c 'mount --bind "$1" "$1" && mount -o remount,ro,bind "$1" &&
+		"$2" summary "$1/ok.db"' sh "$T/rowal" "$SHIMMER" 2>&1)
+	check "a store with a -wal in a read-only directory: one line says why" \
+		"files: $(ls "$T/rowal"); got: $(head -c 300 <<< "$out")" \
+		holds '[ -e "$T/rowal/ok.db-wal" ] && [ "$(wc -l <<< "$out")" = 1 ] &&
+			grep -q "it has a -wal file .* cannot open or create that file there" <<< "$out"'
 else
 	ok "reading a store in a read-only directory # SKIP needs root and unshare -m"
 fi
