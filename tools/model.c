@@ -177,6 +177,26 @@ static int link_procs(struct model *m)
 			      (m->filter.rank < 0 || p->rank == m->filter.rank);
 		m->nselected += p->selected != 0;
 	}
+	/* One run's tree (the filter's after_proc_id and root_pid): the
+	 * parent pointers are all set now.  A walk up is bounded: a store's
+	 * parent links could make a circle. */
+	for (size_t i = 0; i < m->nprocs && (m->filter.after_proc_id > 0 || m->filter.root_pid > 0);
+	     i++) {
+		struct model_proc *p = &m->procs[i];
+		const struct model_proc *q = p;
+		int in = 0;
+
+		for (size_t hops = 0; q && q->proc_id > m->filter.after_proc_id && hops <= m->nprocs;
+		     q = q->parent, hops++)
+			if (m->filter.root_pid <= 0 || q->pid == m->filter.root_pid) {
+				in = 1;
+				break;
+			}
+		if (p->selected && !in) {
+			p->selected = 0;
+			m->nselected--;
+		}
+	}
 	/* Children in runs, in proc_id order: a counting pass, then placing. */
 	for (size_t i = 0; i < m->nprocs; i++) {
 		struct model_proc *p = &m->procs[i];

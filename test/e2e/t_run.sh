@@ -61,9 +61,37 @@ if printf 'int main(void) { return 0; }\n' | cc -static -x c -o "$T/static" - 2>
 	"$SHIMMER" run --db "$T/static.db" -- "$T/static" > /dev/null 2> "$T/static.err"
 	check "static binary: hint" "stderr: $(cat "$T/static.err")" \
 		grep -q "is statically linked: LD_PRELOAD cannot reach it" "$T/static.err"
+	# Into a store that holds another run's process: the hint all the
+	# same (it counted every process of the store), and no process of
+	# the other run in the summary.
+	cp "$T/ok.db" "$T/ok2.db"
+	"$SHIMMER" run --db "$T/ok2.db" -- "$T/static" > /dev/null 2> "$T/static2.err"
+	check "static binary into a store of another run: hint, no other run's process" \
+		"stderr: $(cat "$T/static2.err")" \
+		holds 'grep -q "is statically linked" "$T/static2.err" &&
+			! grep -q "^Process" "$T/static2.err"'
 else
 	ok "static binary: hint # SKIP no static libc to link with"
 fi
+
+# A --db that holds earlier runs (or another run's at the same time): the
+# summary is this run's processes alone.  It showed the store's longest
+# first, another run's sleep above this run's program.
+"$SHIMMER" run --db "$T/shared.db" -- sleep 0.3 > /dev/null 2>&1
+"$SHIMMER" run --db "$T/shared.db" -- sh -c 'sleep 0.6; /bin/true' > /dev/null 2> "$T/sh1.err" &
+sh1=$!
+sleep 0.2
+"$SHIMMER" run --db "$T/shared.db" -- /bin/true one > /dev/null 2> "$T/true.err"
+wait $sh1
+got=$(grep -c "^Process" "$T/true.err")
+check "--db of other runs: the summary shows this run's one process" \
+	"got $got: $(grep -A1 "^Process" "$T/true.err")" \
+	holds '[ "$got" = 1 ] && grep -A1 "^Process" "$T/true.err" | grep -q "command: /bin/true one"'
+got=$(grep "^Process" "$T/sh1.err" | sed 's/.*: //' | sort | tr '\n' ' ')
+check "--db of other runs: the concurrent run's summary has its tree only (sh, sleep, true)" \
+	"got $got" holds '[ "$(grep -c "^Process" "$T/sh1.err")" = 3 ] &&
+		! grep -A1 "^Process" "$T/sh1.err" | grep -q "command: /bin/true one" &&
+		! grep -A1 "^Process" "$T/sh1.err" | grep -q "command: sleep 0.3"'
 
 # A SIGKILLed shimmer run takes its collector with it.
 "$SHIMMER" run --db "$T/killed.db" -- sleep 30 > /dev/null 2>&1 &
