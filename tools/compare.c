@@ -819,8 +819,35 @@ static void proc_line(struct emit *e, const char *side, const struct model_proc 
 	if (p->rank >= 0)
 		emit_text(e, " (rank %lld)", (long long)p->rank);
 	emit_text(e, " %s\n", p->args ? p->args : p->exe ? p->exe : "?");
+	emit_kv(e, "complete", EMIT_BOOL, ev_int(model_proc_complete(p) && p->end_known));
+	if (p->cut)
+		emit_text(e, "    WARNING: %s\n", PRESENT_CUT);
+	else if (!p->end_known)
+		emit_text(e, "    WARNING: no end recorded (still running, or its collector died):"
+			  " its figures go to its last event\n");
 	present_stacks_refused(e, p, "    ");
 	emit_object_end(e);
+}
+
+/*
+ * Why metric m of p can support no verdict, or NULL: a recording cut short
+ * or not ended has every figure up to some instant only (its wall time,
+ * totals, peaks and live bytes are lower bounds, and a crossing of +5% can
+ * hide behind them); events lost between the shim and the store leave the
+ * call, range and heap figures short (a lost free looks leaked), CUPTI's
+ * the GPU figures.  The wall time needs no event.
+ */
+static const char *unsupported(const struct model_proc *p, enum metric m)
+{
+	if (p->cut)
+		return "the collector was lost while it ran";
+	if (!p->end_known)
+		return "no end recorded (still running, or its collector died)";
+	if (p->dropped_host && m != M_WALL && m != M_KERNEL && m != M_BUSY)
+		return "events were lost before the store";
+	if (p->dropped_gpu && (m == M_KERNEL || m == M_BUSY))
+		return "CUPTI lost GPU records";
+	return NULL;
 }
 
 /* The figure of prof named "section\tname", or NULL. */
@@ -963,9 +990,18 @@ static void check_conds(struct cmp *c, const struct pair *pr, const struct prof 
 
 	for (size_t i = 0; i < c->nconds; i++) {
 		struct cond *k = &c->conds[i];
+		const char *why_a = unsupported(pr->a, k->metric);
+		const char *why_b = unsupported(pr->b, k->metric);
 		double sa = 0, sb = 0;
 		int any = 0;
 
+		if (why_a || why_b) {
+			cli_error("--fail-if %s: %s (pid %lld): %s; not evaluated", k->text,
+				  why_a ? "A" : "B", (long long)(why_a ? pr->a->pid : pr->b->pid),
+				  why_a ? why_a : why_b);
+			c->unknown = k->unknown = 1;
+			continue;
+		}
 		if (k->metric <= M_STEP_P90) {
 			if (!pa->has_steps || !pb->has_steps) {
 				cli_error("--fail-if %s: no steps in %s (pid %lld): nothing to compare",

@@ -17,7 +17,8 @@
 #    longer (+60%); thresholds just under and just over the measured change give
 #    3 and 0; several conditions, one crossed, give 3; a condition on a
 #    figure neither run has is an error (1), and so is any when no
-#    process pairs; an amount in a unit of another kind, or an empty
+#    process pairs, or on a figure a cut, unended or lossy process has
+#    only in part; an amount in a unit of another kind, or an empty
 #    --fail-if, is a usage error (2);
 #  - a slow first step does not hide a median that moved.
 . "$(dirname "$0")/lib.sh"
@@ -191,6 +192,25 @@ for bad in "wall_time>+5GiB" "wall_time>+5" "leaked_bytes>+5ms" "gpu_busy>+1ms" 
 		holds '[ $rc = 2 ] && [ "$(wc -l < "$T/f.out")" = 1 ]'
 done
 failif 0 base big "wall_time>+10s" "leaked_bytes>0" "peak_memory>+1GiB"
+# A process whose figures are partial supports no verdict: cut short by a
+# lost collector, never ended, or with events lost (heap, call and range
+# figures; the wall time needs no event).  Copies of big planted so; each
+# condition crossed (3) or passed (0) on big itself.
+cp "$T/big.db" "$T/bigcut.db"
+sq "$T/bigcut.db" "UPDATE processes SET end_reason = 'collector_lost'"
+cp "$T/big.db" "$T/bigopen.db"
+sq "$T/bigopen.db" "UPDATE processes SET end_ns = NULL, end_reason = NULL"
+cp "$T/big.db" "$T/biglost.db"
+sq "$T/biglost.db" "INSERT INTO drops SELECT proc_id, pid, 'ring_full', 100 FROM processes"
+failif 3 base big "peak_memory>+10%"
+failif 0 base big "wall_time>+1000%"
+failif 1 base bigcut "wall_time>+1000%"
+check "cut: the process says so, and the condition why it is not evaluated" "$(cat "$T/f.out")" \
+	holds 'grep -q "WARNING: the collector was lost while this process ran" "$T/f.out" &&
+		grep -q "B (pid [0-9]*): the collector was lost while it ran; not evaluated" "$T/f.out"'
+failif 1 base bigopen "peak_memory>+10%"
+failif 1 base biglost "peak_memory>+10%"
+failif 0 base biglost "wall_time>+1000%"
 # No pair (B ran another executable, or was not traced) is no pass: each
 # condition is not evaluated, exit 1.
 record other /bin/true
