@@ -459,9 +459,8 @@ static int export_main(int argc, char **argv)
 	err = load_procs(&x);
 	if (err)
 		goto out;
-	/* The model warned when --pid or --rank matched nothing. */
-	if (!x.nprocs && o.pid < 0 && o.rank < 0)
-		cli_warn("no process selected in %s", o.path);
+	/* The model warned when --pid or --rank matched nothing, or the
+	 * store holds no process. */
 	place(&x);
 	if (o.format == F_CHROME || o.format == F_CSV) {
 		err = warn_aggregated(&x);

@@ -506,6 +506,11 @@ int model_load(sqlite3 *db, const struct model_filter *f, struct model **out)
 		err = load_fns(m);
 	if (err)
 		goto fail;
+	/* An empty store read with no filter: an empty table or no output at
+	 * all would read as "nothing wrong" (no leak, no finding). */
+	if (m->nprocs == 0 && m->filter.pid < 0 && m->filter.rank < 0 &&
+	    m->filter.after_proc_id <= 0 && m->filter.root_pid <= 0)
+		cli_warn("%s holds no process: nothing was traced into it", m->path ? m->path : "the store");
 	if (m->nselected == 0 && (m->filter.pid >= 0 || m->filter.rank >= 0)) {
 		if (m->filter.pid >= 0 && m->filter.rank >= 0)
 			cli_warn("no process with pid %lld and rank %lld in the store",

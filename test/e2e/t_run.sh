@@ -61,6 +61,14 @@ if printf 'int main(void) { return 0; }\n' | cc -static -x c -o "$T/static" - 2>
 	"$SHIMMER" run --db "$T/static.db" -- "$T/static" > /dev/null 2> "$T/static.err"
 	check "static binary: hint" "stderr: $(cat "$T/static.err")" \
 		grep -q "is statically linked: LD_PRELOAD cannot reach it" "$T/static.err"
+	# Read, the empty store says so: leaks printed nothing, exit 0 (read
+	# as "no leak"), summary a bare "0 processes".
+	for c in leaks summary bottlenecks export; do
+		"$SHIMMER" $c "$T/static.db" > /dev/null 2> "$T/static.$c.err"
+		check "an empty store: $c says it holds no process" "stderr: $(cat "$T/static.$c.err")" \
+			holds '[ "$(wc -l < "$T/static.$c.err")" = 1 ] &&
+				grep -q "holds no process: nothing was traced into it" "$T/static.$c.err"'
+	done
 	# Into a store that holds another run's process: the hint all the
 	# same (it counted every process of the store), and no process of
 	# the other run in the summary.
