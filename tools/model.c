@@ -186,9 +186,12 @@ static int link_procs(struct model *m)
 		const struct model_proc *q = p;
 		int in = 0;
 
+		/* ppid too: the children of a root that was not traced itself
+		 * (a static launcher) have no traced parent. */
 		for (size_t hops = 0; q && q->proc_id > m->filter.after_proc_id && hops <= m->nprocs;
 		     q = q->parent, hops++)
-			if (m->filter.root_pid <= 0 || q->pid == m->filter.root_pid) {
+			if (m->filter.root_pid <= 0 || q->pid == m->filter.root_pid ||
+			    q->ppid == m->filter.root_pid) {
 				in = 1;
 				break;
 			}

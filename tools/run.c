@@ -338,8 +338,13 @@ static void print_summary(struct run *r, int st, int collector_failed)
 	char how[128];
 	long procs = -1;
 
-	f.after_proc_id = r->before;
-	f.root_pid = r->child;
+	/* A store we made is this run's alone: no condition (a child of
+	 * an untraced grandchild of CMD is this run's too).  An existing
+	 * one holds other runs': this run's tree only. */
+	if (!r->sp.db_is_ours) {
+		f.after_proc_id = r->before;
+		f.root_pid = r->child;
+	}
 	if (model_open(r->sp.db, &f, &m) == 0)
 		procs = (long)model_nselected(m);
 	if (procs == 0 && collector_failed)

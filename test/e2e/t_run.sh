@@ -78,6 +78,17 @@ if printf 'int main(void) { return 0; }\n' | cc -static -x c -o "$T/static" - 2>
 		"stderr: $(cat "$T/static2.err")" \
 		holds 'grep -q "is statically linked" "$T/static2.err" &&
 			! grep -q "^Process" "$T/static2.err"'
+	# A static launcher's traced child, into that store: this run's,
+	# though no traced process is its parent.
+	printf '#include <unistd.h>\n#include <sys/wait.h>\nint main(void) { if (fork() == 0) {
+		execl("/bin/true", "true", "launched", (char *)0); _exit(1); } wait(0); return 0; }\n' |
+		cc -static -x c -o "$T/launcher" - 2> /dev/null
+	"$SHIMMER" run --db "$T/ok2.db" -- "$T/launcher" > /dev/null 2> "$T/launcher.err"
+	check "a static launcher into a store of another run: its traced child is summarised" \
+		"stderr: $(cat "$T/launcher.err")" \
+		holds '[ "$(grep -c "^Process" "$T/launcher.err")" = 1 ] &&
+			grep -q "command: true launched" "$T/launcher.err" &&
+			! grep -q "statically linked" "$T/launcher.err"'
 else
 	ok "static binary: hint # SKIP no static libc to link with"
 fi
