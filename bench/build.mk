@@ -85,7 +85,8 @@ $(O)/bench/heap_random: $(O)/obj/prog/bench/heap_random.o
 # tools/symbolize.c changes)
 BENCH_PROGS += $(O)/bench/sym_dump
 $(O)/bench/sym_dump: $(O)/obj/bench/sym_dump.o $(O)/obj/tools/symbolize.o $(O)/obj/tools/store.o \
-		$(O)/gen/schema_version.o $(O)/obj/tools/map.o $(O)/obj/tools/cli.o $(O)/obj/tools/symtab.o
+		$(O)/gen/schema_version.o $(O)/obj/tools/map.o $(O)/obj/tools/cli.o \
+		$(O)/obj/tools/fmt.o $(O)/obj/tools/symtab.o
 	$(call msg,LD,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ -lsqlite3 -ldw -lelf -lstdc++

@@ -534,7 +534,10 @@ int BPF_KPROBE(shm_heap_enter)
 	p->n = n;
 	if (fn < AT_MAX_FN) {
 		t->count[fn]++;
-		t->bytes[fn] += n;
+		/* as the shim counts it (count_bytes()): a request above
+		 * PTRDIFF_MAX, never granted, adds no bytes, or it would wrap
+		 * the sum */
+		t->bytes[fn] += n > 0x7fffffffffffffffULL ? 0 : n;
 	}
 	if (shape != AT_SH_HEAP_FREE)
 		sampled = sample(t, n);

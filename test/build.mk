@@ -107,6 +107,13 @@ E2E_WL_SITES := $(O)/test/e2e/wl_sites
 E2E_WL_SITES_OBJS := $(O)/obj/prog-O0/test/e2e/wl_sites.o $(O)/obj/prog/test/e2e/wlog.o
 $(eval $(call cuda_prog,$(E2E_WL_SITES),$(E2E_WL_SITES_OBJS),../fake_cudart))
 
+# Names with control characters in every place a traced process controls
+# (t_hostile_names.sh): a call site, a thread, an NVTX range, a kernel.
+E2E_WL_HOSTILE := $(O)/test/e2e/wl_hostile
+E2E_WL_HOSTILE_OBJS := $(O)/obj/prog-O0/test/e2e/wl_hostile.o $(O)/obj/prog/test/e2e/wlog.o
+$(eval $(call cuda_prog,$(E2E_WL_HOSTILE),$(E2E_WL_HOSTILE_OBJS),../fake_cudart,-ldl))
+TEST_PROGS += $(E2E_WL_HOSTILE)
+
 # 2^BITS distinct call stacks (t_stacks.sh).
 E2E_MANYSTACKS := $(O)/test/e2e/manystacks
 $(E2E_MANYSTACKS): $(O)/obj/prog-O0/test/e2e/manystacks.o

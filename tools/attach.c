@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "fmt.h"
 #include "model.h"
 #include "spawn.h"
 #include "summary.h"
@@ -140,7 +141,7 @@ static void print_summary(const struct spawn *sp)
 		return;
 	}
 	model_close(m);
-	fprintf(stderr, "shimmer: store: %s\n", sp->db);
+	fprintf(stderr, "shimmer: store: %s\n", fmt_esc(sp->db));
 }
 
 static int attach_main(int argc, char **argv)
@@ -208,7 +209,7 @@ static int attach_main(int argc, char **argv)
 	stop_fd = sp.stop;
 	sp.stop = -1; /* the handler owns it now */
 	fprintf(stderr, "shimmer: attached to %ld: %s; detaching %s%s%swhen it exits or on ^C\n",
-		o.pid, sp.ready, o.seconds > 0 ? "after " : "", o.seconds > 0 ? secs : "",
+		o.pid, fmt_esc(sp.ready), o.seconds > 0 ? "after " : "", o.seconds > 0 ? secs : "",
 		o.seconds > 0 ? " s, " : "");
 	sigprocmask(SIG_SETMASK, &mask, NULL);
 	st = spawn_reap(sp.pid);

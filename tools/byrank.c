@@ -15,6 +15,12 @@
 #include "byrank.h"
 #include "fmt.h"
 #include "map.h"
+#include "present.h"
+
+/* What lost events and a cut recording do to a rank's figures. */
+#define BYRANK_LOST "its rank's totals below miss them (lower bounds), and a lost range" \
+	" can leave its steps out of line with the other ranks'"
+#define BYRANK_CUT "its rank's totals below stop there"
 
 enum kind { K_WALL, K_STEP, K_RANGE, K_KERNEL, K_COPY, K_API, K_HEAP, K_N };
 
@@ -221,13 +227,28 @@ static int cmp_row(const void *x, const void *y)
 	return strcmp(sort_b->names.v[a->it->key.a], sort_b->names.v[c->it->key.a]);
 }
 
+/* The first selected process with a rank that lost events of the rings
+ * (ranges among them), or NULL: step k of its rank may not be step k of
+ * the others, so no straggler is judged. */
+static const struct model_proc *misaligned(struct model *m)
+{
+	for (size_t i = 0; i < model_nprocs(m); i++) {
+		const struct model_proc *p = model_proc(m, i);
+
+		if (p->selected && p->rank >= 0 && p->dropped_host)
+			return p;
+	}
+	return NULL;
+}
+
 /* The straggler line, when one rank was the slowest in most steps. */
 static void straggler(struct emit *e, const struct byrank *b)
 {
 	size_t n = SIZE_MAX, *slowest = calloc(b->nranks + 1, sizeof(*slowest));
 	double *means = calloc(b->nranks + 1, sizeof(*means));
 	double *tmp = calloc(b->nranks + 1, sizeof(*tmp));
-	char u[2][FMT_UNIT_MAX];
+	char u[2][FMT_UNIT_MAX], why[256];
+	const struct model_proc *lost;
 	size_t best = 0;
 	double med;
 
@@ -244,6 +265,16 @@ static void straggler(struct emit *e, const struct byrank *b)
 	}
 	if (b->nranks < 2 || n == SIZE_MAX || n < BYRANK_MIN_STEPS)
 		goto out;
+	if ((lost = misaligned(b->m))) {
+		snprintf(why, sizeof(why), "rank %lld (pid %lld) lost %lld events before the store,"
+			 " ranges among them: its steps may not line up with the other ranks'",
+			 (long long)lost->rank, (long long)lost->pid, (long long)lost->dropped_host);
+		emit_object_begin(e, "straggler");
+		emit_kv(e, "withheld", EMIT_STR, ev_str(why));
+		emit_object_end(e);
+		emit_text(e, "Straggler: not judged: %s\n", why);
+		goto out;
+	}
 	/* Step k of every rank: the k-th of each rank's steps by start. */
 	for (size_t k = 0; k < n; k++) {
 		size_t w = 0;
@@ -273,7 +304,7 @@ static void straggler(struct emit *e, const struct byrank *b)
 		emit_text(e, "Straggler: rank %lld was the slowest in %zu of %zu '%s' steps; its mean"
 			  " step %s against %s for the median rank (+%.0f%%)\n",
 			  (long long)b->ranks[best], slowest[best], n,
-			  b->steps[best]->name ? b->steps[best]->name : "?",
+			  fmt_esc(b->steps[best]->name ? b->steps[best]->name : "?"),
 			  fmt_duration(u[0], sizeof(u[0]), means[best]),
 			  fmt_duration(u[1], sizeof(u[1]), med), 100.0 * (means[best] / med - 1));
 	} else {
@@ -285,6 +316,35 @@ out:
 	free(slowest);
 	free(means);
 	free(tmp);
+}
+
+/* The ranks' processes whose recording is incomplete: a WARNING line
+ * each in the table (the sentences every command uses), in JSON
+ * "incomplete" (rank, pid, proc_id, dropped_events, cut). */
+static void incomplete(struct emit *e, struct model *m)
+{
+	int any = 0;
+
+	emit_array_begin(e, "incomplete");
+	for (size_t i = 0; i < model_nprocs(m); i++) {
+		const struct model_proc *p = model_proc(m, i);
+
+		if (!p->selected || p->rank < 0 || (!p->cut && !p->dropped))
+			continue;
+		emit_object_begin(e, NULL);
+		emit_kv(e, "rank", EMIT_INT, ev_int(p->rank));
+		emit_kv(e, "pid", EMIT_INT, ev_int(p->pid));
+		emit_kv(e, "proc_id", EMIT_INT, ev_int(p->proc_id));
+		emit_kv(e, "dropped_events", EMIT_INT, ev_int(p->dropped));
+		emit_kv(e, "cut", EMIT_BOOL, ev_int(p->cut));
+		emit_object_end(e);
+		emit_text(e, "rank %lld (pid %lld):\n", (long long)p->rank, (long long)p->pid);
+		present_incomplete(e, p, "  ", 1, BYRANK_LOST, BYRANK_CUT);
+		any = 1;
+	}
+	emit_array_end(e);
+	if (any)
+		emit_text(e, "\n");
 }
 
 int byrank_emit(struct emit *e, struct model *m)
@@ -305,6 +365,7 @@ int byrank_emit(struct emit *e, struct model *m)
 			  (long long)b.ranks[b.nranks - 1]);
 	emit_text(e, "; per event its total time on each rank\n\n");
 	emit_kv(e, "ranks", EMIT_INT, ev_int((int64_t)b.nranks));
+	incomplete(e, m);
 	rows = calloc(b.items.n + 1, sizeof(*rows));
 	tmp = calloc(b.nranks + 1, sizeof(*tmp));
 	json = malloc(b.nranks * 32 + 8);

@@ -12,12 +12,25 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "fmt.h"
 #include "model.h"
 
+/* One line on stderr, escaped whole (fmt.h): the paths, names and
+ * arguments in it may come from the store or the command line, and a
+ * control character in them must neither reach the terminal nor start a
+ * line of its own. */
 static void vline(const char *what, const char *fmt, va_list ap)
 {
+	char *msg = NULL;
+
 	fprintf(stderr, "shimmer: %s: ", what);
-	vfprintf(stderr, fmt, ap);
+	if (vasprintf(&msg, fmt, ap) < 0) {
+		msg = NULL; /* (undefined after a failure) */
+		fputs(fmt, stderr); /* no memory: at least what it was about */
+	} else {
+		fmt_esc_write(stderr, msg, 0);
+	}
+	free(msg);
 	fputc('\n', stderr);
 }
 
@@ -42,12 +55,21 @@ void cli_warn(const char *fmt, ...)
 int cli_usage_error(const struct command *cmd, const char *fmt, ...)
 {
 	va_list ap;
+	char *msg = NULL;
+	int n;
 
 	/* One line: the hint rides on the error instead of a second line. */
-	fprintf(stderr, "shimmer: error: ");
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	n = vasprintf(&msg, fmt, ap);
 	va_end(ap);
+	fprintf(stderr, "shimmer: error: ");
+	if (n < 0) {
+		msg = NULL;
+		fputs(fmt, stderr);
+	} else {
+		fmt_esc_write(stderr, msg, 0);
+	}
+	free(msg);
 	fprintf(stderr, " (see 'shimmer %s --help')\n", cmd->name);
 	return CLI_EXIT_USAGE;
 }

@@ -39,7 +39,10 @@ extern const struct command compare_command;
 extern const struct command bottlenecks_command;
 extern const struct command report_command;
 
-/* Print "shimmer: error: <fmt>\n" on stderr. */
+/* Print "shimmer: error: <fmt>\n" on stderr, the message escaped as text
+ * for people (fmt.h: no control character, no newline), so that its
+ * arguments need no escaping of their own.  cli_warn and cli_usage_error
+ * likewise. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Print "shimmer: warning: <fmt>\n" on stderr. */

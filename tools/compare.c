@@ -48,6 +48,10 @@
 #include "present.h"
 
 #define COMPARE_EXIT_CROSSED 3
+/* What lost events and a cut recording do to a process's figures. */
+#define COMPARE_LOST "its figures below miss them (calls and times are lower bounds, memory" \
+	" figures may be wrong either way), and --fail-if judges none they touch"
+#define COMPARE_CUT "its figures below stop there, and --fail-if judges none of them"
 #define TOP_ROWS 10           /* per section in the table */
 #define TIME_NOISE 0.25       /* relative change a time may show by itself */
 #define TIME_FLOOR_NS 100000.0
@@ -316,6 +320,7 @@ static int profile(struct cmp *c, struct model *m, const struct model_proc *p, s
 	} counts[] = {
 		{ "events lost (host)", p->dropped_host },
 		{ "events lost (CUPTI)", p->dropped_gpu },
+		{ "recording cut short (1: yes)", p->cut },
 		{ "stacks refused (native)", p->stacks_refused },
 		{ "stacks refused (Python)", p->pystacks_refused },
 	};
@@ -818,36 +823,13 @@ static void proc_line(struct emit *e, const char *side, const struct model_proc 
 	emit_text(e, "  %s: pid %lld", side, (long long)p->pid);
 	if (p->rank >= 0)
 		emit_text(e, " (rank %lld)", (long long)p->rank);
-	emit_text(e, " %s\n", p->args ? p->args : p->exe ? p->exe : "?");
-	emit_kv(e, "complete", EMIT_BOOL, ev_int(model_proc_complete(p) && p->end_known));
-	if (p->cut)
-		emit_text(e, "    WARNING: %s\n", PRESENT_CUT);
-	else if (!p->end_known)
-		emit_text(e, "    WARNING: no end recorded (still running, or its collector died):"
-			  " its figures go to its last event\n");
+	emit_text(e, " %s\n", fmt_esc(p->args ? p->args : p->exe ? p->exe : "?"));
+	/* the process rows count the lost events; the table says what they,
+	 * and a cut recording, do to the figures (and --fail-if withholds) */
+	emit_kv(e, "complete", EMIT_BOOL, ev_int(!p->cut && !p->dropped));
+	present_incomplete(e, p, "    ", 1, COMPARE_LOST, COMPARE_CUT);
 	present_stacks_refused(e, p, "    ");
 	emit_object_end(e);
-}
-
-/*
- * Why metric m of p can support no verdict, or NULL: a recording cut short
- * or not ended has every figure up to some instant only (its wall time,
- * totals, peaks and live bytes are lower bounds, and a crossing of +5% can
- * hide behind them); events lost between the shim and the store leave the
- * call, range and heap figures short (a lost free looks leaked), CUPTI's
- * the GPU figures.  The wall time needs no event.
- */
-static const char *unsupported(const struct model_proc *p, enum metric m)
-{
-	if (p->cut)
-		return "the collector was lost while it ran";
-	if (!p->end_known)
-		return "no end recorded (still running, or its collector died)";
-	if (p->dropped_host && m != M_WALL && m != M_KERNEL && m != M_BUSY)
-		return "events were lost before the store";
-	if (p->dropped_gpu && (m == M_KERNEL || m == M_BUSY))
-		return "CUPTI lost GPU records";
-	return NULL;
 }
 
 /* The figure of prof named "section\tname", or NULL. */
@@ -889,9 +871,9 @@ static void cross(struct cmp *c, struct cond *k, const struct pair *pr, const ch
 		return;
 	k->crossed = 1;
 	c->crossed = 1;
-	emit_text(c->e, "FAIL: %s: %s%spid %lld -> pid %lld: %+.1f%s\n", k->text, what ? what : "",
-		  what ? ", " : "", (long long)pr->a->pid, (long long)pr->b->pid, shown,
-		  k->relative ? "%" : "");
+	emit_text(c->e, "FAIL: %s: %s%spid %lld -> pid %lld: %+.1f%s\n", fmt_esc(k->text),
+		  fmt_esc(what ? what : ""), what ? ", " : "", (long long)pr->a->pid,
+		  (long long)pr->b->pid, shown, k->relative ? "%" : "");
 }
 
 /* Whether fig f is a site's bytes at the peak that condition k reads. */
@@ -979,6 +961,37 @@ static int check_site_peak(struct cmp *c, struct cond *k, const struct pair *pr,
 	return 1;
 }
 
+/*
+ * Why k's verdict on p's figures cannot be supported, or NULL: a recording
+ * cut short, or with no end recorded, has figures that stop at the cut or
+ * the last event (every metric); events lost
+ * by the rings (heap calls, CUDA calls, ranges) leave the steps, call
+ * times and memory figures short or wrong either way, but not the wall
+ * time (its end is recorded) nor the GPU's (its records wait for room);
+ * what CUPTI lost, those.  Into buf.
+ */
+static const char *unsupported(const struct cond *k, const struct model_proc *p, char *buf,
+			       size_t len)
+{
+	int gpu = k->metric == M_KERNEL || k->metric == M_BUSY;
+
+	if (p->cut)
+		snprintf(buf, len, "its recording was cut short (the collector was lost): its"
+			 " figures stop there");
+	else if (!p->end_known)
+		snprintf(buf, len, "no end recorded (still running, or its collector died): its"
+			 " figures stop at its last event");
+	else if (p->dropped_host && !gpu && k->metric != M_WALL)
+		snprintf(buf, len, "it lost %lld events before the store: its figures miss them",
+			 (long long)p->dropped_host);
+	else if (p->dropped_gpu && gpu)
+		snprintf(buf, len, "CUPTI lost %lld of its records: its GPU figures miss them",
+			 (long long)p->dropped_gpu);
+	else
+		return NULL;
+	return buf;
+}
+
 /* The --fail-if conditions on the pair's figures. */
 static void check_conds(struct cmp *c, const struct pair *pr, const struct prof *pa,
 			const struct prof *pb)
@@ -990,18 +1003,22 @@ static void check_conds(struct cmp *c, const struct pair *pr, const struct prof 
 
 	for (size_t i = 0; i < c->nconds; i++) {
 		struct cond *k = &c->conds[i];
-		const char *why_a = unsupported(pr->a, k->metric);
-		const char *why_b = unsupported(pr->b, k->metric);
 		double sa = 0, sb = 0;
 		int any = 0;
+		char why[160];
 
-		if (why_a || why_b) {
-			cli_error("--fail-if %s: %s (pid %lld): %s; not evaluated", k->text,
-				  why_a ? "A" : "B", (long long)(why_a ? pr->a->pid : pr->b->pid),
-				  why_a ? why_a : why_b);
+		for (int side = 0; side < 2 && !any; side++) {
+			const struct model_proc *p = side ? pr->b : pr->a;
+
+			if (!unsupported(k, p, why, sizeof(why)))
+				continue;
+			cli_error("--fail-if %s: pid %lld in %s: %s; not evaluated", k->text,
+				  (long long)p->pid, side ? "B" : "A", why);
 			c->unknown = k->unknown = 1;
-			continue;
+			any = 1;
 		}
+		if (any)
+			continue;
 		if (k->metric <= M_STEP_P90) {
 			if (!pa->has_steps || !pb->has_steps) {
 				cli_error("--fail-if %s: no steps in %s (pid %lld): nothing to compare",
@@ -1337,7 +1354,7 @@ static int compare(struct model *ma, struct model *mb, const char *pa, const cha
 	emit_init(&e, out, fmt);
 	emit_kv(&e, "a", EMIT_STR, ev_str(pa));
 	emit_kv(&e, "b", EMIT_STR, ev_str(pb));
-	emit_text(&e, "shimmer compare\n  A: %s\n  B: %s\n", pa, pb);
+	emit_text(&e, "shimmer compare\n  A: %s\n  B: %s\n", fmt_esc(pa), fmt_esc(pb));
 	emit_array_begin(&e, "pairs");
 	for (size_t i = 0; i < n && !err; i++)
 		if (pairs[i].a && pairs[i].b) {
@@ -1368,7 +1385,7 @@ static int compare(struct model *ma, struct model *mb, const char *pa, const cha
 		emit_kv(&e, "wall_ns", EMIT_INT, ev_int(p->end_ns - p->start_ns));
 		emit_object_end(&e);
 		emit_text(&e, "\nOnly in %s: pid %lld %s\n", pairs[i].a ? "A" : "B",
-			  (long long)p->pid, p->args ? p->args : p->exe ? p->exe : "?");
+			  (long long)p->pid, fmt_esc(p->args ? p->args : p->exe ? p->exe : "?"));
 	}
 	emit_array_end(&e);
 	emit_array_begin(&e, "fail_if");
@@ -1380,7 +1397,7 @@ static int compare(struct model *ma, struct model *mb, const char *pa, const cha
 		emit_object_end(&e);
 		if (!c->conds[i].crossed)
 			emit_text(&e, "%s: %s\n", c->conds[i].unknown ? "not evaluated" : "ok",
-				  c->conds[i].text);
+				  fmt_esc(c->conds[i].text));
 	}
 	emit_array_end(&e);
 	free(pairs);

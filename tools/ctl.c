@@ -178,7 +178,7 @@ static int attach_verb(int argc, char **argv)
 		cli_error("%s", why[0] ? why : strerror(-err));
 		return CLI_EXIT_ERROR;
 	}
-	printf("%s\n", why);
+	printf("%s\n", fmt_esc(why));
 	return fflush(stdout) ? CLI_EXIT_ERROR : CLI_EXIT_OK;
 }
 

@@ -4,13 +4,15 @@
  * JSON is written compact, as one document ending with a newline: a stack
  * of open objects and arrays knows where commas go.  Tables are written
  * line by line with fixed column widths, so nothing is buffered and a
- * report of a million rows streams.  CSV repeats its header only when the
+ * report of a million rows streams; each cell escaped (fmt.h) and padded
+ * by the characters it shows.  CSV repeats its header only when the
  * set of columns changes (after a blank line), so a command whose tables
  * share their columns (the summary's) gives one CSV table.
  */
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -156,6 +158,25 @@ static int data_number(enum emit_type t, int prec, struct emit_val v, char *buf,
 	}
 }
 
+/* JSON text as it is, but what fmt_json() escapes beyond ASCII (a C1
+ * control, a byte that is not UTF-8): a store's argv column, written by a
+ * collector that left them raw.  Such bytes can only be inside its
+ * strings, where the escape is the same string. */
+static void json_raw(FILE *out, const char *s)
+{
+	size_t n = strlen(s), i = 0, len;
+	char buf[FMT_JSON_CHAR_MAX];
+
+	while (i < n) {
+		if ((unsigned char)s[i] < 0x80) {
+			fputc(s[i++], out);
+			continue;
+		}
+		i += fmt_json_char(s + i, n - i, 0, buf, &len);
+		fwrite(buf, 1, len, out);
+	}
+}
+
 static void json_value(struct emit *e, enum emit_type t, int prec, struct emit_val v)
 {
 	char num[64];
@@ -163,7 +184,7 @@ static void json_value(struct emit *e, enum emit_type t, int prec, struct emit_v
 	if (v.kind == EV_NONE) {
 		fputs("null", e->out);
 	} else if (t == EMIT_RAW && v.kind == EV_STR) {
-		fputs(v.s, e->out);
+		json_raw(e->out, v.s);
 	} else if (t == EMIT_BOOL && v.kind != EV_STR) {
 		fputs((v.kind == EV_INT ? v.i != 0 : v.d != 0) ? "true" : "false", e->out);
 	} else if (v.kind == EV_STR) {
@@ -188,12 +209,22 @@ void emit_kv(struct emit *e, const char *key, enum emit_type t, struct emit_val 
 void emit_text(struct emit *e, const char *fmt, ...)
 {
 	va_list ap;
+	char *text = NULL;
+	int n;
 
 	if (e->fmt != EMIT_TABLE)
 		return;
 	va_start(ap, fmt);
-	vfprintf(e->out, fmt, ap);
+	n = vasprintf(&text, fmt, ap);
 	va_end(ap);
+	if (n < 0) {
+		e->err = -ENOMEM;
+		return;
+	}
+	/* Its own lines stay lines; what a caller left unescaped (fmt_esc())
+	 * still shows no control. */
+	fmt_esc_write(e->out, text, 1);
+	free(text);
 	e->wrote = 1;
 }
 
@@ -253,7 +284,7 @@ static void table_line(struct emit *e, const char *const *cells)
 	fprintf(e->out, "%*s", t->indent, "");
 	for (size_t i = 0; i < t->ncols; i++) {
 		const struct emit_col *c = &t->cols[i];
-		int last = 1;
+		int last = 1, pad;
 
 		if (!col_in(c, EMIT_IN_TABLE))
 			continue;
@@ -266,11 +297,14 @@ static void table_line(struct emit *e, const char *const *cells)
 		if (!first)
 			fprintf(e->out, "%*s", c->gap > 0 ? c->gap : 1, "");
 		first = 0;
+		/* Padded by the characters shown: the escaped text's. */
+		pad = abs(c->width) - (int)fmt_esc_width(cells[i]);
+		if (c->width > 0 && pad > 0)
+			fprintf(e->out, "%*s", pad, "");
+		fmt_esc_write(e->out, cells[i], 0);
 		/* A left-aligned last column needs no padding. */
-		if (last && c->width < 0)
-			fputs(cells[i], e->out);
-		else
-			fprintf(e->out, "%*s", c->width, cells[i]);
+		if (c->width < 0 && !last && pad > 0)
+			fprintf(e->out, "%*s", pad, "");
 	}
 	fputc('\n', e->out);
 	e->wrote = 1;
@@ -378,7 +412,8 @@ void emit_row(struct emit *e, const struct emit_val *v)
 			return;
 		}
 		for (size_t i = 0; i < t->ncols; i++) {
-			/* Long text (a kernel's full name) is written as it is. */
+			/* Long text (a kernel's full name) is written whole
+			 * (escaped by table_line()). */
 			if (v[i].kind == EV_STR && !v[i].approx)
 				cells[i] = v[i].s;
 			else

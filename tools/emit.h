@@ -16,6 +16,13 @@
  * alone, one header per distinct set of columns.  So a command writes its
  * whole output once, in one order, and each format keeps what it needs.
  *
+ * Tables and text are for people, and strings from the store are written
+ * by the traced programs' users: a table's cells, headings and free text
+ * are escaped (fmt.h: no control character reaches the terminal, a cell
+ * holds no newline), and columns are padded by the escaped text's
+ * characters.  CSV and JSON keep every value (RFC 4180; JSON escapes per
+ * fmt.h).
+ *
  * Not thread-safe; one struct emit per output stream.  Write errors are
  * sticky: emit_finish() reports them.
  */
@@ -154,6 +161,9 @@ void emit_kv(struct emit *e, const char *key, enum emit_type t, struct emit_val 
 
 /* ---- text: written in tables only ---- */
 
+/* Its newlines are its lines; every other control character in it is
+ * escaped (fmt.h).  A string from the store goes through fmt_esc() as its
+ * "%s" argument, so that a newline of its own is escaped too. */
 void emit_text(struct emit *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* ---- tables: every format ---- */

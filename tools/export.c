@@ -19,6 +19,7 @@
 #include "fmt.h"
 #include "present.h"
 #include "store.h"
+#include "utf8.h"
 
 enum { F_CHROME, F_CSV, F_FOLDED, F_SPEEDSCOPE };
 static const char *const formats[] = { "chrome", "csv", "folded", "speedscope", NULL };
@@ -153,25 +154,24 @@ void xout_double(struct xout *w, double v)
 
 void xout_json(struct xout *w, const char *s)
 {
-	static const char hex[] = "0123456789abcdef";
+	size_t n, i = 0;
 
 	if (!s) {
 		xout_lit(w, "null");
 		return;
 	}
+	n = strlen(s);
 	xout_lit(w, "\"");
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-		char e[6] = { '\\', 'u', '0', '0', 0, 0 };
+	/* runs of plain text at once: names are mostly plain */
+	while (i < n) {
+		size_t plain = fmt_json_plain(s + i, n - i, 0), len;
+		char e[FMT_JSON_CHAR_MAX];
 
-		if (*p == '"' || *p == '\\') {
-			e[1] = (char)*p;
-			xout_mem(w, e, 2);
-		} else if (*p < 0x20 || *p == 0x7f) {
-			e[4] = hex[*p >> 4];
-			e[5] = hex[*p & 15];
-			xout_mem(w, e, 6);
-		} else {
-			xout_mem(w, (const char *)p, 1);
+		xout_mem(w, s + i, plain);
+		i += plain;
+		if (i < n) {
+			i += fmt_json_char(s + i, n - i, 0, e, &len);
+			xout_mem(w, e, len);
 		}
 	}
 	xout_lit(w, "\"");
@@ -179,19 +179,41 @@ void xout_json(struct xout *w, const char *s)
 
 void xout_csv(struct xout *w, const char *s)
 {
+	const unsigned char *p = (const unsigned char *)s, *end;
+	int quote;
+
 	if (!s)
 		return;
-	if (!strpbrk(s, ",\"\r\n")) {
-		xout_str(w, s);
-		return;
+	end = p + strlen(s);
+	quote = strpbrk(s, ",\"\r\n") != NULL;
+	if (!quote) { /* ASCII (most names): as it is */
+		const unsigned char *q = p;
+
+		while (q < end && *q < 0x80)
+			q++;
+		if (q == end) {
+			xout_mem(w, s, (size_t)(end - p));
+			return;
+		}
 	}
-	xout_lit(w, "\"");
-	for (; *s; s++) {
-		if (*s == '"')
+	/* as fmt_csv() writes it: RFC 4180, U+FFFD for what is not UTF-8 */
+	if (quote)
+		xout_lit(w, "\"");
+	while (p < end) {
+		size_t k = utf8_len(p, (size_t)(end - p));
+
+		if (k == 0) {
+			xout_lit(w, "\xef\xbf\xbd");
+			p++;
+			continue;
+		}
+		if (*p == '"')
 			xout_lit(w, "\"");
-		xout_mem(w, s, 1);
+		xout_mem(w, (const char *)p, k);
+		p += k;
 	}
-	xout_lit(w, "\"");
+	if (quote)
+		xout_lit(w, "\"");
 }
 
 /* ---- processes and the clock ---- */
@@ -462,14 +484,23 @@ static int export_main(int argc, char **argv)
 	/* The model warned when --pid or --rank matched nothing, or the
 	 * store holds no process. */
 	place(&x);
+	/* what the files miss, on stderr (each file holds its data alone;
+	 * the trace says it inside too) */
 	if (o.format == F_CHROME || o.format == F_CSV) {
+		present_warn(x.m, 1, o.format == F_CHROME ? EXPORT_LOST_CHROME : EXPORT_LOST_CSV,
+			     o.format == F_CHROME ? EXPORT_CUT_CHROME : EXPORT_CUT_CSV);
 		err = warn_aggregated(&x);
 		if (err)
 			goto out;
-	} else if (o.weight != XW_GPU_TIME && x.schema >= 3) {
+	} else {
 		/* the memory weights' lines: as `leaks` and `peak` --format
 		 * folded say what they miss (allocated: lower bounds) */
-		present_warn_folded(x.m, o.weight != XW_ALLOCATED);
+		if (o.weight != XW_GPU_TIME && x.schema >= 3)
+			present_warn_folded(x.m, o.weight != XW_ALLOCATED);
+		/* gpu-time's: its lines' kernels and launches (a full stack
+		 * table is said with the share it touches, by the weight) */
+		if (o.weight == XW_GPU_TIME || o.weight == XW_ALL)
+			present_warn(x.m, 1, EXPORT_LOST_GPU, EXPORT_CUT_GPU);
 	}
 	if (o.out_path && !(out = fopen(o.out_path, "w"))) {
 		cli_error("cannot write %s: %s", o.out_path, strerror(errno));

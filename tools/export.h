@@ -124,6 +124,20 @@ void xout_json(struct xout *w, const char *s); /* a JSON string literal; NULL: n
 void xout_csv(struct xout *w, const char *s);  /* one CSV field; NULL: empty */
 void xout_double(struct xout *w, double v);
 
+/* ---- what the files miss ---- */
+
+/* What lost events and a cut recording do to each file, as its stderr
+ * warnings (present_warn()) and, for chrome, the trace's own say it. */
+#define EXPORT_LOST_CHROME "they are missing from this trace, and its memory counters may be" \
+	" wrong either way (a lost free leaves a block live, a lost allocation hides one)"
+#define EXPORT_CUT_CHROME "this trace ends there"
+#define EXPORT_LOST_CSV "they are missing from these rows (a lost free leaves an alloc" \
+	" row's end_ns empty, as a block never freed)"
+#define EXPORT_CUT_CSV "these rows end there"
+#define EXPORT_LOST_GPU "lost kernels are missing and a kernel whose launch was lost is" \
+	" under (launch call not recorded): its gpu-time lines are lower bounds"
+#define EXPORT_CUT_GPU "its gpu-time lines stop there"
+
 /* ---- the writers ---- */
 
 int export_chrome(struct export *x, struct xout *w);

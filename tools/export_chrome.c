@@ -14,7 +14,10 @@
  * bytes (model_mem_events, the peak's own definition): every change would
  * be millions of samples, so each track keeps, per time bucket of
  * COUNTER_BUCKETS per process life, the highest value and the last one,
- * and the peak is always among them.
+ * and the peak is always among them.  A process whose recording is
+ * incomplete (events lost, or cut short by a lost collector) gets a
+ * warning track first in it and a label that says so (warnings()), as
+ * export.c says it on stderr: a trace is looked at, its stderr not.
  *
  * Before writing anything, the file's size is estimated from row counts;
  * above --max-mb (500 MB, about what a browser tab loads) the export is
@@ -28,6 +31,8 @@
 
 #include "cli.h"
 #include "export.h"
+#include "fmt.h"
+#include "present.h"
 #include "store.h"
 
 #define COUNTER_BUCKETS 20000
@@ -35,6 +40,7 @@
 #define GPU_TID(dev, stream) \
 	((int64_t)(1 << 30) + (((int64_t)(dev) & 0x3ff) << 20) + ((int64_t)(stream) & 0xfffff))
 #define WINDOWS_TID ((int64_t)(1 << 30) - 1)
+#define WARNING_TID ((int64_t)(1 << 30) - 2)
 
 struct chrome {
 	struct export *x;
@@ -185,32 +191,30 @@ static void meta(struct chrome *c, const struct xproc *p, int64_t tid, const cha
 	xout_lit(w, "}}");
 }
 
-/* A JSON literal of a process's string: escaped once per name. */
+/* A JSON literal of a process's string: escaped once per name (as
+ * xout_json() writes it: fmt.h). */
 static char *json_dup(const char *s)
 {
-	size_t n = strlen(s), k = 2;
-	char *out, *o;
+	size_t n = strlen(s), i = 0, o = 0;
+	/* each byte of s at most FMT_JSON_CHAR_MAX bytes, the quotes, the end */
+	char *out = malloc(n * FMT_JSON_CHAR_MAX + 3);
 
-	for (size_t i = 0; i < n; i++)
-		k += ((unsigned char)s[i] < 0x20 || s[i] == 0x7f) ? 6 : (s[i] == '"' || s[i] == '\\') ? 2 : 1;
-	out = o = malloc(k + 1);
 	if (!out)
 		return NULL;
-	*o++ = '"';
-	for (size_t i = 0; i < n; i++) {
-		unsigned char ch = (unsigned char)s[i];
+	out[o++] = '"';
+	while (i < n) {
+		size_t plain = fmt_json_plain(s + i, n - i, 0), len;
 
-		if (ch == '"' || ch == '\\') {
-			*o++ = '\\';
-			*o++ = (char)ch;
-		} else if (ch < 0x20 || ch == 0x7f) {
-			o += sprintf(o, "\\u%04x", ch);
-		} else {
-			*o++ = (char)ch;
+		memcpy(out + o, s + i, plain);
+		o += plain;
+		i += plain;
+		if (i < n) {
+			i += fmt_json_char(s + i, n - i, 0, out + o, &len);
+			o += len;
 		}
 	}
-	*o++ = '"';
-	*o = 0;
+	out[o++] = '"';
+	out[o] = 0;
 	return out;
 }
 
@@ -905,6 +909,54 @@ static int memory(struct chrome *c)
 	return err;
 }
 
+/* ---- what the trace misses ---- */
+
+/* Whether p's trace is incomplete: a recording cut short, or events lost
+ * (the rings' or CUPTI's: the trace has GPU tracks too). */
+static int incomplete(const struct xproc *p)
+{
+	return p->mp->cut || p->mp->dropped;
+}
+
+/*
+ * Said where a person looking at the timeline sees it, as the stderr
+ * lines say it (export.c): on a track of its own, first in the process,
+ * a slice over the process's life (within --begin/--end) for the lost
+ * events, which may be anywhere in it, and an instant at its recorded end
+ * for a cut recording; each with the sentence in its args.  The process's
+ * label says it too (names()).
+ */
+static void warnings(struct chrome *c)
+{
+	for (size_t i = 0; i < c->x->nprocs; i++) {
+		const struct xproc *p = &c->x->procs[i];
+		int64_t lo = p->start_ns > p->begin_abs ? p->start_ns : p->begin_abs;
+		int64_t hi = p->end_ns < p->end_abs ? p->end_ns : p->end_abs;
+		char line[PRESENT_LOST_LINE], name[96];
+		int n = 0;
+
+		if (present_lost_line(line, sizeof(line), p->mp, 1, EXPORT_LOST_CHROME) && lo <= hi) {
+			snprintf(name, sizeof(name), "WARNING: %lld events lost",
+				 (long long)p->mp->dropped);
+			ev(c, "X", p, WARNING_TID, lo);
+			dur(c, lo, hi);
+			name_raw(c, name, "warning");
+			xout_lit(c->w, ",\"args\":{");
+			arg_s(c->w, "warning", line, &n);
+			xout_lit(c->w, "}}");
+		}
+		n = 0;
+		if (p->mp->cut && export_in(p, p->end_ns, p->end_ns)) {
+			ev(c, "i", p, WARNING_TID, p->end_ns);
+			xout_lit(c->w, ",\"s\":\"t\"");
+			name_raw(c, "WARNING: recording cut here", "warning");
+			xout_lit(c->w, ",\"args\":{");
+			arg_s(c->w, "warning", PRESENT_CUT ": " EXPORT_CUT_CHROME, &n);
+			xout_lit(c->w, "}}");
+		}
+	}
+}
+
 /* ---- names of processes and tracks ---- */
 
 static int gpu_names(struct chrome *c);
@@ -920,11 +972,18 @@ static int names(struct chrome *c)
 		const struct xproc *p = &x->procs[i];
 
 		meta(c, p, 0, "process_name", "name", p->label, 0);
-		snprintf(buf, sizeof(buf), "pid %lld%s%.200s%s", (long long)p->pid,
+		snprintf(buf, sizeof(buf), "pid %lld%s%.200s%s%s%s", (long long)p->pid,
 			 p->host ? " on " : "", p->host ? p->host : "",
-			 p->sampled ? ", GPU sampled: see its GPU sampling track" : "");
+			 p->sampled ? ", GPU sampled: see its GPU sampling track" : "",
+			 p->mp->dropped ? ", INCOMPLETE: events were lost" : "",
+			 p->mp->cut ? ", INCOMPLETE: the recording was cut short" : "");
 		meta(c, p, 0, "process_labels", "labels", buf, 0);
 		meta(c, p, 0, "process_sort_index", "sort_index", NULL, (int64_t)i);
+		if (incomplete(p)) {
+			meta(c, p, WARNING_TID, "thread_name", "name",
+			     "WARNING: this process's recording is incomplete (see its events)", 0);
+			meta(c, p, WARNING_TID, "thread_sort_index", "sort_index", NULL, -1);
+		}
 		if (p->sampled) {
 			meta(c, p, WINDOWS_TID, "thread_name", "name",
 			     "GPU sampling: recorded windows (GPU work outside them is not shown)", 0);
@@ -1066,6 +1125,8 @@ int export_chrome(struct export *x, struct xout *w)
 			   window_row);
 	if (!err)
 		err = memory(&c);
+	if (!err)
+		warnings(&c);
 	if (!err)
 		err = names(&c);
 	xout_lit(w, "\n]}\n");

@@ -95,6 +95,46 @@ static int load_launches(struct export *x, struct map *launches)
 	return r < 0 ? r : 0;
 }
 
+/*
+ * For each process whose stack tables refused captures and that has GPU
+ * time here, on stderr (stdout is the lines alone): the refusal, and the
+ * share of its GPU time on its (no stack) lines, where the launches whose
+ * native capture was refused are (with others that had no stack for
+ * another reason: an upper bound).  A refused Python capture moves a
+ * launch to its native site, which no line tells apart: no share.
+ */
+static void warn_refused(const struct export *x, struct gpu_item *const *order, size_t n,
+			 const struct gpu_names *nm)
+{
+	for (size_t i = 0; i < x->nprocs; i++) {
+		const struct xproc *p = &x->procs[i];
+		long long total = 0, nostack = 0;
+		char line[PRESENT_STACKS_LINE + 160];
+		size_t at;
+
+		if (!p->mp->stacks_refused && !p->mp->pystacks_refused)
+			continue;
+		for (size_t k = 0; k < n; k++) {
+			long long ns = llround(order[k]->ns * p->gpu_scale);
+
+			if (order[k]->key.proc_id != p->proc_id || ns <= 0)
+				continue;
+			total += ns;
+			if (strcmp(nm->s.folded.v[order[k]->key.b], "(no stack)") == 0)
+				nostack += ns;
+		}
+		if (total <= 0)
+			continue;
+		at = present_stacks_line_of(line, sizeof(line), p->mp, "the launches among them",
+					    "their GPU time is exact");
+		if (p->mp->stacks_refused && at < sizeof(line))
+			snprintf(line + at, sizeof(line) - at, "; those the native table refused"
+				 " are among its (no stack) lines: %.1f%% of its GPU time (%lld of"
+				 " %lld ns)", 100.0 * (double)nostack / (double)total, nostack, total);
+		cli_warn("pid %lld (proc %lld): %s", (long long)p->pid, (long long)p->proc_id, line);
+	}
+}
+
 static int gpu_time(struct export *x, struct xout *w)
 {
 	struct map launches = { .item_size = sizeof(struct launch_item) };
@@ -172,6 +212,7 @@ static int gpu_time(struct export *x, struct xout *w)
 			xout_i64(w, ns);
 			xout_lit(w, "\n");
 		}
+		warn_refused(x, order, groups.n, &nm);
 	}
 	free(order);
 	map_free(&launches);

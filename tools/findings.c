@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "findings.h"
+#include "fmt.h"
 #include "map.h"
 
 void findings_opts_init(struct findings_opts *o)
@@ -300,11 +301,13 @@ void findings_count(const struct findings *f, size_t count[4])
 
 /* ---- writing -------------------------------------------------------------------- */
 
-/* Text wrapped at about 100 columns, each line after the first indented. */
+/* Text wrapped at about 100 columns, each line after the first indented.
+ * It names what the store holds (kernels, call sites, executables): it is
+ * escaped first (fmt.h), and cut between characters. */
 static void wrapped(struct emit *e, const char *label, const char *text)
 {
 	const int width = 100, indent = 12;
-	const char *p = text;
+	const char *p = text ? fmt_esc(text) : NULL;
 	int first = 1;
 
 	while (p && *p) {
@@ -314,6 +317,9 @@ static void wrapped(struct emit *e, const char *label, const char *text)
 			n = room;
 			while (n > 0 && p[n] != ' ')
 				n--;
+			if (n == 0) /* no blank: at a character's start */
+				for (n = room; n > 0 && ((unsigned char)p[n] & 0xc0) == 0x80; n--)
+					;
 			if (n == 0)
 				n = room;
 		}
@@ -345,7 +351,8 @@ static void emit_finding(struct emit *e, const struct finding *x)
 		emit_kv(e, x->kv[i].key, x->kv[i].type, x->kv[i].v);
 	emit_object_end(e);
 	emit_text(e, "[%s] %s: %s: %s\n", findings_severity_name(x->severity), x->kind,
-		  findings_proc_label(x->proc, who, sizeof(who)), x->title ? x->title : "");
+		  fmt_esc(findings_proc_label(x->proc, who, sizeof(who))),
+		  fmt_esc(x->title ? x->title : ""));
 	wrapped(e, "evidence", x->detail);
 	if (x->items && x->nrows) {
 		emit_table_begin(e, x->items);
@@ -398,7 +405,8 @@ void findings_emit(struct emit *e, const struct findings *f)
 			f->w[i].proc ? ev_int(f->w[i].proc->proc_id) : ev_none());
 		emit_kv(e, "reason", EMIT_STR, ev_str(f->w[i].reason));
 		emit_text(e, "  %-16s %s: %s\n", f->w[i].kind,
-			  findings_proc_label(f->w[i].proc, who, sizeof(who)), f->w[i].reason);
+			  fmt_esc(findings_proc_label(f->w[i].proc, who, sizeof(who))),
+			  fmt_esc(f->w[i].reason));
 		emit_object_end(e);
 	}
 	emit_array_end(e);

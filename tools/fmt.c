@@ -3,6 +3,7 @@
  * and decimal for time, as users read them in nvidia-smi and perf.
  */
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,56 +43,332 @@ char *fmt_bytes(char *buf, size_t len, double bytes)
 	return buf;
 }
 
+/* ---- characters ------------------------------------------------------------ */
+
+/* The code point of the valid UTF-8 sequence s of n bytes (utf8_len()). */
+static uint32_t code_point(const unsigned char *s, size_t n)
+{
+	static const unsigned char lead_bits[5] = { 0, 0x7f, 0x1f, 0x0f, 0x07 };
+	uint32_t c = s[0] & lead_bits[n];
+
+	for (size_t i = 1; i < n; i++)
+		c = (c << 6) | (s[i] & 0x3f);
+	return c;
+}
+
+/* Characters beyond ASCII that change how a terminal shows the text
+ * around them instead of showing themselves: C1 controls, the line and
+ * paragraph separators, bidirectional formatting. */
+static int layout_control(uint32_t c)
+{
+	return (c >= 0x80 && c <= 0x9f) || c == 0x061c || c == 0x200e || c == 0x200f ||
+	       (c >= 0x2028 && c <= 0x202e) || (c >= 0x2066 && c <= 0x2069);
+}
+
+static const char hex[] = "0123456789abcdef";
+
+static size_t put_u4(char *buf, uint32_t c)
+{
+	buf[0] = '\\';
+	buf[1] = 'u';
+	buf[2] = hex[(c >> 12) & 15];
+	buf[3] = hex[(c >> 8) & 15];
+	buf[4] = hex[(c >> 4) & 15];
+	buf[5] = hex[c & 15];
+	return 6;
+}
+
+/* ---- CSV and JSON -------------------------------------------------------------- */
+
 void fmt_csv(FILE *out, const char *s)
 {
+	const unsigned char *p = (const unsigned char *)s, *end;
+	int quote;
+
 	if (!s)
 		return;
-	if (!s[strcspn(s, ",\"\r\n")]) {
-		fputs(s, out);
-		return;
-	}
-	fputc('"', out);
-	for (; *s; s++) {
-		if (*s == '"')
+	end = p + strlen(s);
+	quote = s[strcspn(s, ",\"\r\n")] != 0;
+	if (quote)
+		fputc('"', out);
+	while (p < end) {
+		size_t n = utf8_len(p, (size_t)(end - p));
+
+		if (n == 0) {
+			fputs("\xef\xbf\xbd", out); /* U+FFFD, as JSON writes it */
+			p++;
+			continue;
+		}
+		if (*p == '"')
 			fputc('"', out);
-		fputc(*s, out);
+		fwrite(p, 1, n, out);
+		p += n;
 	}
-	fputc('"', out);
+	if (quote)
+		fputc('"', out);
+}
+
+size_t fmt_json_plain(const char *s, size_t n, int html)
+{
+	size_t i = 0;
+
+	while (i < n) {
+		unsigned char c = (unsigned char)s[i];
+
+		if (c < 0x20 || c == 0x7f || c == '"' || c == '\\' ||
+		    (html && (c == '<' || c == '>' || c == '&')))
+			return i;
+		if (c < 0x80) {
+			i++;
+		} else {
+			size_t k = utf8_len((const unsigned char *)s + i, n - i);
+
+			if (k == 0 || layout_control(code_point((const unsigned char *)s + i, k)))
+				return i;
+			i += k;
+		}
+	}
+	return i;
+}
+
+size_t fmt_json_char(const char *s, size_t n, int html, char *buf, size_t *len)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	size_t k = utf8_len(p, n);
+
+	if (k == 0) {
+		*len = put_u4(buf, 0xfffd);
+		return 1;
+	}
+	if (k > 1) {
+		uint32_t c = code_point(p, k);
+
+		if (layout_control(c)) {
+			*len = put_u4(buf, c);
+		} else {
+			memcpy(buf, s, k);
+			*len = k;
+		}
+		return k;
+	}
+	if (*p == '"' || *p == '\\') {
+		buf[0] = '\\';
+		buf[1] = (char)*p;
+		*len = 2;
+	} else if (*p == '\n' || *p == '\t') {
+		buf[0] = '\\';
+		buf[1] = *p == '\n' ? 'n' : 't';
+		*len = 2;
+	} else if (*p < 0x20 || *p == 0x7f || (html && (*p == '<' || *p == '>' || *p == '&'))) {
+		*len = put_u4(buf, *p);
+	} else {
+		buf[0] = (char)*p;
+		*len = 1;
+	}
+	return 1;
 }
 
 void fmt_json(FILE *out, const char *s)
 {
-	const unsigned char *p = (const unsigned char *)s, *end;
+	size_t n, i = 0;
 
 	if (!s) {
 		fputs("null", out);
 		return;
 	}
-	end = p + strlen(s);
+	n = strlen(s);
 	fputc('"', out);
-	while (*p) {
-		/* Paths and argv are bytes, JSON is UTF-8: mark what is not. */
-		size_t n = utf8_len(p, (size_t)(end - p));
+	while (i < n) {
+		size_t plain = fmt_json_plain(s + i, n - i, 0), len;
+		char buf[FMT_JSON_CHAR_MAX];
 
-		if (n == 0) {
-			fputs("\\ufffd", out);
-			p++;
-		} else if (*p == '"' || *p == '\\') {
-			fprintf(out, "\\%c", *p++);
-		} else if (*p == '\n') {
-			fputs("\\n", out);
-			p++;
-		} else if (*p == '\t') {
-			fputs("\\t", out);
-			p++;
-		} else if (*p < 0x20 || *p == 0x7f) {
-			fprintf(out, "\\u%04x", *p++);
-		} else {
-			fwrite(p, 1, n, out);
-			p += n;
+		fwrite(s + i, 1, plain, out);
+		i += plain;
+		if (i < n) {
+			i += fmt_json_char(s + i, n - i, 0, buf, &len);
+			fwrite(buf, 1, len, out);
 		}
 	}
 	fputc('"', out);
+}
+
+/* ---- text for people ----------------------------------------------------------- */
+
+size_t fmt_esc_plain(const char *s, size_t n, int keep_lf)
+{
+	size_t i = 0;
+
+	while (i < n) {
+		unsigned char c = (unsigned char)s[i];
+
+		if (c < 0x80) {
+			if ((c < 0x20 && !(keep_lf && c == '\n')) || c == 0x7f)
+				return i;
+			i++;
+		} else {
+			size_t k = utf8_len((const unsigned char *)s + i, n - i);
+
+			if (k == 0 || layout_control(code_point((const unsigned char *)s + i, k)))
+				return i;
+			i += k;
+		}
+	}
+	return i;
+}
+
+size_t fmt_esc_char(const char *s, size_t n, char *buf, size_t *len)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	size_t k = utf8_len(p, n);
+
+	if (k > 1) {
+		uint32_t c = code_point(p, k);
+
+		if (layout_control(c)) {
+			*len = put_u4(buf, c);
+		} else {
+			memcpy(buf, s, k);
+			*len = k;
+		}
+		return k;
+	}
+	if (k == 1 && (*p == '\n' || *p == '\r' || *p == '\t')) {
+		buf[0] = '\\';
+		buf[1] = *p == '\n' ? 'n' : *p == '\r' ? 'r' : 't';
+		*len = 2;
+	} else if (k == 0 || *p < 0x20 || *p == 0x7f) {
+		buf[0] = '\\';
+		buf[1] = 'x';
+		buf[2] = hex[*p >> 4];
+		buf[3] = hex[*p & 15];
+		*len = 4;
+	} else {
+		buf[0] = (char)*p;
+		*len = 1;
+	}
+	return 1;
+}
+
+/* Characters in the valid UTF-8 s[0..n): the bytes that start one. */
+static size_t chars(const char *s, size_t n)
+{
+	size_t c = 0;
+
+	for (size_t i = 0; i < n; i++)
+		c += ((unsigned char)s[i] & 0xc0) != 0x80;
+	return c;
+}
+
+/* Walks s as fmt_esc_write() writes it, to out when not NULL; returns the
+ * columns, and the escaped length in *bytes when not NULL. */
+static size_t esc_walk(FILE *out, const char *s, int keep_lf, size_t *bytes)
+{
+	size_t n = strlen(s), i = 0, cols = 0, b = 0;
+
+	while (i < n) {
+		size_t plain = fmt_esc_plain(s + i, n - i, keep_lf), len;
+		char buf[FMT_ESC_CHAR_MAX];
+
+		if (out)
+			fwrite(s + i, 1, plain, out);
+		cols += chars(s + i, plain);
+		b += plain;
+		i += plain;
+		if (i < n) {
+			i += fmt_esc_char(s + i, n - i, buf, &len);
+			if (out)
+				fwrite(buf, 1, len, out);
+			cols += chars(buf, len);
+			b += len;
+		}
+	}
+	if (bytes)
+		*bytes = b;
+	return cols;
+}
+
+size_t fmt_esc_write(FILE *out, const char *s, int keep_lf)
+{
+	return s ? esc_walk(out, s, keep_lf, NULL) : 0;
+}
+
+size_t fmt_esc_width(const char *s)
+{
+	return s ? esc_walk(NULL, s, 0, NULL) : 0;
+}
+
+/* s escaped into a new string (keep_lf as fmt_esc_write's); NULL: ENOMEM. */
+static char *esc_dup(const char *s, int keep_lf)
+{
+	size_t len;
+	char *t = NULL;
+	FILE *f;
+
+	esc_walk(NULL, s, keep_lf, &len);
+	if (!(t = malloc(len + 1)) || !(f = fmemopen(t, len + 1, "w"))) {
+		free(t);
+		return NULL;
+	}
+	esc_walk(f, s, keep_lf, NULL);
+	fclose(f);
+	t[len] = 0;
+	return t;
+}
+
+const char *fmt_esc(const char *s)
+{
+	static char *ring[FMT_ESC_RING];
+	static unsigned next;
+	size_t n;
+	char *t;
+
+	if (!s)
+		return "(null)";
+	n = strlen(s);
+	if (fmt_esc_plain(s, n, 0) == n)
+		return s;
+	if (!(t = esc_dup(s, 0)))
+		return "?";
+	/* The oldest copy goes: its caller's printf has long returned. */
+	free(ring[next]);
+	ring[next] = t;
+	next = (next + 1) % FMT_ESC_RING;
+	return t;
+}
+
+/* Whether s[0..n) ends in a number flamegraph.pl would read as a count:
+ * digits, or digits, a '.' and digits; *start is where it begins. */
+static int ends_in_count(const char *s, size_t n, size_t *start)
+{
+	size_t i = n;
+
+	while (i > 0 && s[i - 1] >= '0' && s[i - 1] <= '9')
+		i--;
+	if (i > 0 && s[i - 1] == '.') {
+		i--;
+		while (i > 0 && s[i - 1] >= '0' && s[i - 1] <= '9')
+			i--;
+	}
+	if (i == n || !(s[i] >= '0' && s[i] <= '9'))
+		return 0;
+	*start = i;
+	return 1;
+}
+
+char *fmt_folded_frame(const char *frame)
+{
+	char *t = esc_dup(frame ? frame : "", 0);
+	size_t n, at;
+
+	if (!t)
+		return NULL;
+	for (char *c = t; *c; c++)
+		if (*c == ';')
+			*c = ':';
+	n = strlen(t);
+	if (ends_in_count(t, n, &at) && at > 0 && t[at - 1] == ' ')
+		t[at - 1] = '_';
+	return t;
 }
 
 /* ---- short names ------------------------------------------------------------ */

@@ -1,7 +1,8 @@
 /*
  * Formatting shared by the readers of the store: human units for tables,
- * and escaping for CSV (RFC 4180) and JSON.  All functions are pure and
- * thread-safe; the buffer variants always terminate what they write.
+ * escaping for CSV (RFC 4180) and JSON, and for text people read in a
+ * terminal.  All functions but fmt_esc() are pure and thread-safe; the
+ * buffer variants always terminate what they write.
  */
 #ifndef SHIMMER_TOOLS_FMT_H
 #define SHIMMER_TOOLS_FMT_H
@@ -18,11 +19,96 @@ char *fmt_duration(char *buf, size_t len, double ns);
 /* bytes as "512 B", "1.50 KiB", ... "2.00 TiB"; returns buf. */
 char *fmt_bytes(char *buf, size_t len, double bytes);
 
-/* Write s as one CSV field, quoted only when it must be; NULL is empty. */
+/* Write s as one CSV field (RFC 4180), quoted only when it must be (a
+ * comma, quote, CR or LF); NULL is empty.  Bytes that are not UTF-8 become
+ * U+FFFD, as in JSON. */
 void fmt_csv(FILE *out, const char *s);
 
 /* Write s as a JSON string literal, quotes included; NULL is null. */
 void fmt_json(FILE *out, const char *s);
+
+/* ---- JSON, one character at a time (the writers of their own buffers:
+ * export's, the report's) ---- */
+
+/* The longest rendering of one character by fmt_json_char(). */
+#define FMT_JSON_CHAR_MAX 6
+
+/* How many leading bytes of s[0..n) are written as they are in a JSON
+ * string (html: '<', '>' and '&' are not, for text inside <script>). */
+size_t fmt_json_plain(const char *s, size_t n, int html);
+
+/*
+ * The character at s (n >= 1 bytes left) as a JSON string holds it:
+ * '"' and a backslash as \" and \\, LF and TAB as \n and \t, every other
+ * byte below 0x20 and DEL as \u00XX, a byte that is not UTF-8 as \ufffd
+ * (common/utf8.h), the characters fmt_esc() writes as \uXXXX likewise (the
+ * same string to a parser, and no terminal control to a pager); html:
+ * '<', '>' and '&' as \u003c, \u003e and \u0026.  Writes it to buf (at
+ * least FMT_JSON_CHAR_MAX bytes), *len its length, and returns the bytes
+ * of s it took.
+ */
+size_t fmt_json_char(const char *s, size_t n, int html, char *buf, size_t *len);
+
+/*
+ * ---- text for people ----
+ *
+ * A string from the store (a traced program's argv and executable, thread,
+ * range, kernel and symbol names, file and library paths, Python frames)
+ * is written by a user who may be hostile to the one reading.  In text
+ * for people (tables, notes, headings, warnings and errors) it is escaped,
+ * so that it holds nothing a terminal obeys and no line of its own:
+ *
+ *   LF, CR, TAB                          \n \r \t
+ *   other bytes below 0x20, and DEL      \xNN (two lowercase hex digits)
+ *   a byte that is not UTF-8             \xNN
+ *   C1 controls U+0080-U+009F, line and paragraph separators
+ *   U+2028-U+2029, bidirectional formatting U+061C, U+200E, U+200F,
+ *   U+202A-U+202E, U+2066-U+2069        \uNNNN
+ *
+ * Everything else, other UTF-8 included, is written as it is (a backslash
+ * too: `\x1b` in a name reads the same as an escaped ESC).  One character
+ * is one column: a table pads by the escaped text's characters.
+ */
+
+/* The longest escape of one character. */
+#define FMT_ESC_CHAR_MAX 6
+
+/* How many leading bytes of s[0..n) are written as they are (keep_lf:
+ * LF is one of them). */
+size_t fmt_esc_plain(const char *s, size_t n, int keep_lf);
+
+/* The escape of the character at s (n >= 1 bytes left) into buf (at least
+ * FMT_ESC_CHAR_MAX bytes), *len its length; returns the bytes of s it
+ * took. */
+size_t fmt_esc_char(const char *s, size_t n, char *buf, size_t *len);
+
+/* Write s escaped to out (keep_lf: LF is written as a newline, for text
+ * whose own lines are its structure and whose parts from the store were
+ * escaped); returns the columns written.  NULL writes nothing. */
+size_t fmt_esc_write(FILE *out, const char *s, int keep_lf);
+
+/* The columns fmt_esc_write(out, s, 0) writes. */
+size_t fmt_esc_width(const char *s);
+
+/*
+ * s escaped, for a "%s" of a printf-like writer of text for people
+ * (emit_text()): s itself when nothing in it needs escaping, else a copy
+ * that stays valid for the next FMT_ESC_RING calls; "?" when memory runs
+ * out, "(null)" for NULL.  Not thread-safe: for the thread that writes
+ * the output.
+ */
+#define FMT_ESC_RING 8
+const char *fmt_esc(const char *s);
+
+/*
+ * One frame of a folded stack ("outer;...;inner COUNT", the input of
+ * flamegraph.pl, inferno and speedscope): escaped as above, each ';' (the
+ * separator of frames) written ':', and a frame that ends in a space and a
+ * number (digits, possibly a '.' and more digits: what flamegraph.pl reads
+ * as a count, the second of a differential line) has that space written
+ * '_'.  Returns a copy to free, or NULL (ENOMEM).
+ */
+char *fmt_folded_frame(const char *frame);
 
 /*
  * The short form of a function's (demangled) name, as tables show kernels:

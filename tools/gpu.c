@@ -628,11 +628,12 @@ int gpu_emit(struct emit *e, struct model *m, const struct model_proc *p, int fu
 	if (why)
 		emit_text(e, "  GPU activity: NOT traced: %s%s%s; kernels, copies and GPU busy time"
 			  " are unknown, not zero\n",
-			  why, p->gpu_detail ? ": " : "", p->gpu_detail ? p->gpu_detail : "");
+			  fmt_esc(why), p->gpu_detail ? ": " : "",
+			  fmt_esc(p->gpu_detail ? p->gpu_detail : ""));
 	else
 		emit_text(e, "  GPU activity: traced%s%s%s\n",
 			  v.g.nkernels ? "" : v.samp ? "; no kernels ran in a window" : "; no kernels ran",
-			  p->gpu_detail ? ": " : "", p->gpu_detail ? p->gpu_detail : "");
+			  p->gpu_detail ? ": " : "", fmt_esc(p->gpu_detail ? p->gpu_detail : ""));
 	if (v.samp)
 		emit_sampling(&v);
 	emit_text(e, "\n");

@@ -294,13 +294,13 @@ static void fit_heading(struct emit *e, const struct fit_proc *f)
 	emit_kv(e, "warmup", EMIT_INT, ev_int((int64_t)f->warm));
 	if (f->kind == FIT_STEPS)
 		emit_text(e, "  growth fitted over %zu of %zu '%s' ranges (first %zu skipped as"
-			  " warm-up)\n", f->n - f->warm, f->n, f->range, f->warm);
+			  " warm-up)\n", f->n - f->warm, f->n, fmt_esc(f->range), f->warm);
 	else if (f->kind == FIT_TIME && f->asked)
 		/* --steps named a range this process never closed (a typo, or
 		 * another process's): say so, not a bare "no steps". */
 		emit_text(e, "  no '%s' range (--steps): growth fitted over the allocations, at %zu"
-			  " of %zu instants (each 1/%zu of them made)\n", f->asked, f->n - f->warm,
-			  f->n, f->n);
+			  " of %zu instants (each 1/%zu of them made)\n", fmt_esc(f->asked),
+			  f->n - f->warm, f->n, f->n);
 	else if (f->kind == FIT_TIME)
 		emit_text(e, "  no steps: growth fitted over the allocations, at %zu of %zu instants"
 			  " (each 1/%zu of them made)\n", f->n - f->warm, f->n, f->n);

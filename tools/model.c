@@ -275,6 +275,27 @@ static int end_unended(struct model *m)
 	return err;
 }
 
+/* Which processes have call counters in the store (function_counts): the
+ * collector writes them about once a second and at each thread's end, so
+ * one cut short before its first write has none. */
+static int load_counted(struct model *m)
+{
+	sqlite3_stmt *st = NULL;
+	int err, r;
+
+	err = model_prepare(m, "SELECT DISTINCT proc_id FROM function_counts", &st);
+	if (err)
+		return err;
+	while ((r = store_step(m->db, st)) > 0) {
+		struct model_proc *p = (struct model_proc *)model_proc_by_id(m, col_i64(st, 0));
+
+		if (p)
+			p->calls_counted = 1;
+	}
+	sqlite3_finalize(st);
+	return r < 0 ? r : 0;
+}
+
 static int load_drops(struct model *m)
 {
 	static const char sql[] = "SELECT proc_id, reason, sum(events) FROM drops"
@@ -503,6 +524,8 @@ int model_load(sqlite3 *db, const struct model_filter *f, struct model **out)
 		err = end_unended(m);
 	if (!err)
 		err = load_drops(m);
+	if (!err)
+		err = load_counted(m);
 	if (!err)
 		err = load_sampling(m);
 	if (!err)
@@ -791,8 +814,18 @@ int64_t model_calls_count(const struct model_calls *c)
 	return (uint64_t)c->counted > c->st.n ? c->counted : (int64_t)c->st.n;
 }
 
+int model_calls_counted(const struct model_calls *c)
+{
+	return c->proc->calls_counted;
+}
+
 int model_calls_exact(const struct model_calls *c)
 {
+	/* Without counters, the calls stored as rows are all there is: every
+	 * CUDA call is one, and timed; a heap call is timed one in 8 (all
+	 * mode) or when sampled, of a number nobody counted. */
+	if (!c->proc->calls_counted)
+		return c->st.n > 0 && c->fn && !c->fn->heap;
 	return c->st.n > 0 && c->st.n >= (uint64_t)c->counted;
 }
 
@@ -811,6 +844,8 @@ double model_calls_total(const struct model_calls *c)
  */
 int model_calls_estimable(const struct model_calls *c)
 {
+	if (!c->proc->calls_counted)
+		return model_calls_exact(c); /* no count to scale the mean by */
 	return model_calls_exact(c) || c->proc->mode != MODEL_MALLOC_SAMPLE || !c->fn || !c->fn->heap;
 }
 

@@ -172,6 +172,12 @@ struct model_proc {
 	int64_t pystacks_refused;            /* pystack_full: the same for Python stacks */
 	int64_t dropped_host;                /* lost by the rings: heap, calls, ranges */
 	int64_t dropped_gpu;                 /* lost by CUPTI: kernels, copies */
+	int calls_counted;                   /* its call counters reached the store
+	                                      * (function_counts); 0 for a recording
+	                                      * cut before the collector's first
+	                                      * count write (about a second in):
+	                                      * only the calls stored as rows are
+	                                      * known, never how many were made */
 	int selected;                        /* kept by the filter */
 	size_t index;                        /* in model_proc() order */
 };
@@ -233,14 +239,21 @@ struct model_calls {
 	long double sum;   /* their exact total */
 };
 
-/* Calls: the exact count, or the timed calls when more were timed. */
+/* Calls: the exact count, or the timed calls when more were timed (a
+ * lower bound; the timed calls alone when !model_calls_counted(c)). */
 int64_t model_calls_count(const struct model_calls *c);
-/* Every call was timed: the total is exact. */
+/* Whether counted and bytes are the shim's counters (proc->calls_counted).
+ * When not, the count of a CUDA function is still its calls stored (each
+ * is a row), but a heap function's is unknown, and bytes of either. */
+int model_calls_counted(const struct model_calls *c);
+/* Every call was timed: the total is exact (without counters: a CUDA
+ * function, whose every call stored was timed). */
 int model_calls_exact(const struct model_calls *c);
 /* Total time: exact, else mean x count. */
 double model_calls_total(const struct model_calls *c);
 /* Whether mean x count estimates the total (no: sampled heap calls, biased
- * towards large blocks). */
+ * towards large blocks; a heap function without counters, whose count is
+ * unknown). */
 int model_calls_estimable(const struct model_calls *c);
 
 /* The called functions of the selected processes, by process (model_proc

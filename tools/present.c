@@ -7,6 +7,7 @@
 
 #include "cli.h"
 #include "drops.h"
+#include "fmt.h"
 #include "present.h"
 
 const char *const present_mem_formats[] = {
@@ -14,22 +15,32 @@ const char *const present_mem_formats[] = {
 	[PRESENT_FOLDED] = "folded", NULL,
 };
 
-/* "N events of this process were lost before the store (REASON N, ...):
- * EFFECT; SHIMMER_LOSSLESS=1 keeps every event" into buf, truncated. */
-static void lost_line(char *buf, size_t len, const struct model_proc *p, const char *effect)
+size_t present_lost_line(char *buf, size_t len, const struct model_proc *p, int gpu,
+			 const char *effect)
 {
+	int64_t n = p->dropped_host + (gpu ? p->dropped_gpu : 0);
 	size_t at = 0;
 
+	if (!n) {
+		if (len)
+			buf[0] = 0;
+		return 0;
+	}
 #define ADD(...) (at += (size_t)snprintf(buf + (at < len ? at : len), \
 					 at < len ? len - at : 0, __VA_ARGS__))
-	ADD("%lld events of this process were lost before the store (",
-	    (long long)p->dropped_host);
-	for (size_t i = 0, n = 0; i < p->ndrops; i++)
-		if (strcmp(p->drops[i].reason, "cupti") != 0 && drop_is_loss(p->drops[i].reason))
-			ADD("%s%s %lld", n++ ? ", " : "", p->drops[i].reason,
+	ADD("%lld events of this process were lost before the store (", (long long)n);
+	for (size_t i = 0, k = 0; i < p->ndrops; i++)
+		if ((gpu || strcmp(p->drops[i].reason, "cupti") != 0) &&
+		    drop_is_loss(p->drops[i].reason))
+			ADD("%s%s %lld", k++ ? ", " : "", p->drops[i].reason,
 			    (long long)p->drops[i].events);
-	ADD("): %s; SHIMMER_LOSSLESS=1 keeps every event", effect);
+	ADD("): %s", effect);
+	/* the rings' losses have a remedy; CUPTI's, its buffers full, not this one */
+	if (p->dropped_host)
+		ADD("; SHIMMER_LOSSLESS=1 keeps every event%s",
+		    gpu && p->dropped_gpu ? " the rings lost (not CUPTI's)" : "");
 #undef ADD
+	return at;
 }
 
 void present_proc(struct emit *e, const struct model_proc *p, const char *effect)
@@ -43,39 +54,49 @@ void present_proc(struct emit *e, const struct model_proc *p, const char *effect
 	emit_text(e, "\npid %lld (proc %lld", (long long)p->pid, (long long)p->proc_id);
 	if (p->rank >= 0)
 		emit_text(e, ", rank %lld", (long long)p->rank);
-	emit_text(e, ") %s\n", p->exe ? p->exe : "");
-	if (p->cut)
-		emit_text(e, "  WARNING: %s: %s\n", PRESENT_CUT, effect);
-	if (p->dropped_host) {
-		char line[PRESENT_LOST_LINE];
-
-		lost_line(line, sizeof(line), p, effect);
-		emit_text(e, "  WARNING: %s\n", line);
-	}
+	emit_text(e, ") %s\n", fmt_esc(p->exe ? p->exe : ""));
+	present_incomplete(e, p, "  ", 0, effect, effect);
 }
 
-size_t present_stacks_line(char *buf, size_t len, const struct model_proc *p)
+void present_incomplete(struct emit *e, const struct model_proc *p, const char *indent, int gpu,
+			const char *lost, const char *cut)
+{
+	char line[PRESENT_LOST_LINE];
+
+	if (p->cut)
+		emit_text(e, "%sWARNING: %s: %s\n", indent, PRESENT_CUT, cut);
+	if (present_lost_line(line, sizeof(line), p, gpu, lost))
+		emit_text(e, "%sWARNING: %s\n", indent, fmt_esc(line));
+}
+
+size_t present_stacks_line_of(char *buf, size_t len, const struct model_proc *p,
+			      const char *those, const char *exact)
 {
 	long long n = (long long)p->stacks_refused, py = (long long)p->pystacks_refused;
 	int w = 0;
 
 	if (n && py)
 		w = snprintf(buf, len, "%lld stack captures and %lld Python ones were refused"
-			     " because the shim's stack tables were full: those allocations are shown"
-			     " as (no stack) unless a Python line names them, or without their"
-			     " Python line; their counts and bytes are exact", n, py);
+			     " because the shim's stack tables were full: %s are shown as (no"
+			     " stack) unless a Python line names them, or without their Python"
+			     " line; %s", n, py, those, exact);
 	else if (n)
 		w = snprintf(buf, len, "%lld stack captures were refused because the shim's"
-			     " stack table was full: those allocations are shown as (no stack) unless"
-			     " a Python line names them; their counts and bytes are exact", n);
+			     " stack table was full: %s are shown as (no stack) unless a Python"
+			     " line names them; %s", n, those, exact);
 	else if (py)
 		w = snprintf(buf, len, "%lld Python stack captures were refused because the"
-			     " shim's Python stack table was full: those allocations are shown at"
-			     " their native site, not their Python line; their counts and bytes are"
-			     " exact", py);
+			     " shim's Python stack table was full: %s are shown at their native"
+			     " site, not their Python line; %s", py, those, exact);
 	else if (len)
 		buf[0] = 0;
 	return w > 0 ? (size_t)w : 0;
+}
+
+size_t present_stacks_line(char *buf, size_t len, const struct model_proc *p)
+{
+	return present_stacks_line_of(buf, len, p, "those allocations",
+				      "their counts and bytes are exact");
 }
 
 void present_stacks_refused(struct emit *e, const struct model_proc *p, const char *indent)
@@ -88,6 +109,25 @@ void present_stacks_refused(struct emit *e, const struct model_proc *p, const ch
 		emit_text(e, "%sWARNING: %s\n", indent, line);
 }
 
+/* present_warn()'s lines of one process. */
+static void warn_proc(const struct model_proc *p, int gpu, const char *lost, const char *cut)
+{
+	char line[PRESENT_LOST_LINE];
+
+	if (p->cut)
+		cli_warn("pid %lld (proc %lld): %s%s%s", (long long)p->pid, (long long)p->proc_id,
+			 PRESENT_CUT, cut ? ": " : "", cut ? cut : "");
+	if (present_lost_line(line, sizeof(line), p, gpu, lost))
+		cli_warn("pid %lld (proc %lld): %s", (long long)p->pid, (long long)p->proc_id, line);
+}
+
+void present_warn(struct model *m, int gpu, const char *lost, const char *cut)
+{
+	for (size_t i = 0; i < model_nprocs(m); i++)
+		if (model_proc(m, i)->selected)
+			warn_proc(model_proc(m, i), gpu, lost, cut);
+}
+
 void present_warn_folded(struct model *m, int live)
 {
 	const char *effect = live ? "blocks whose free was lost count as live, lost allocations"
@@ -97,18 +137,11 @@ void present_warn_folded(struct model *m, int live)
 
 	for (size_t i = 0; i < model_nprocs(m); i++) {
 		const struct model_proc *p = model_proc(m, i);
-		char line[PRESENT_LOST_LINE];
+		char line[PRESENT_STACKS_LINE];
 
 		if (!p->selected)
 			continue;
-		if (p->cut)
-			cli_warn("pid %lld (proc %lld): %s", (long long)p->pid,
-				 (long long)p->proc_id, PRESENT_CUT);
-		if (p->dropped_host) {
-			lost_line(line, sizeof(line), p, effect);
-			cli_warn("pid %lld (proc %lld): %s", (long long)p->pid,
-				 (long long)p->proc_id, line);
-		}
+		warn_proc(p, 0, effect, NULL);
 		if (present_stacks_line(line, sizeof(line), p))
 			cli_warn("pid %lld (proc %lld): %s", (long long)p->pid,
 				 (long long)p->proc_id, line);

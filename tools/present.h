@@ -4,8 +4,10 @@
  * lost between the shim and the store (drops) touch the answer, in words
  * that name what they do to it, and whether the shim's stack tables were
  * full (compare and summary say that too).  The summary has its own,
- * longer heading.  Folded lines (flame-graph input) carry neither: their
- * commands say both on stderr.
+ * longer heading.  Folded lines (flame-graph input) and the export's files
+ * carry neither: their commands say both on stderr (present_warn()), in
+ * the sentences every command uses (present_lost_line(), PRESENT_CUT,
+ * present_stacks_line()).
  */
 #ifndef SHIMMER_TOOLS_PRESENT_H
 #define SHIMMER_TOOLS_PRESENT_H
@@ -21,6 +23,12 @@
  * CSV: nothing.
  */
 void present_proc(struct emit *e, const struct model_proc *p, const char *effect);
+
+/* present_proc()'s WARNING lines alone, in the table, after indent: the
+ * cut recording's (": " cut after PRESENT_CUT) and the lost events'
+ * (present_lost_line(gpu, lost), below). */
+void present_incomplete(struct emit *e, const struct model_proc *p, const char *indent, int gpu,
+			const char *lost, const char *cut);
 
 /* What a cut recording (model_proc.cut) lost, in the words every command
  * uses. */
@@ -45,21 +53,43 @@ void present_stacks_refused(struct emit *e, const struct model_proc *p, const ch
 #define PRESENT_STACKS_LINE 320
 size_t present_stacks_line(char *buf, size_t len, const struct model_proc *p);
 
+/* The same sentence of other things than allocations: those names what
+ * the refused captures' events are shown as ("the launches among them"),
+ * exact what stays exact ("their GPU time is exact"). */
+size_t present_stacks_line_of(char *buf, size_t len, const struct model_proc *p,
+			      const char *those, const char *exact);
+
+/*
+ * The lost events' sentence, as present_proc() writes it: "N events of
+ * this process were lost before the store (REASON N, ...): EFFECT;
+ * SHIMMER_LOSSLESS=1 keeps every event" into buf, truncated to len.  The
+ * rings' losses (dropped_host: heap, calls, ranges) or, with gpu, CUPTI's
+ * too (dropped: what a command reading kernels misses).  Its length; 0
+ * (buf empty) when p lost none of them.
+ */
+#define PRESENT_LOST_LINE 640
+size_t present_lost_line(char *buf, size_t len, const struct model_proc *p, int gpu,
+			 const char *effect);
+
+/*
+ * For the outputs that hold nothing but their data (folded lines, a
+ * flame-graph tool's input; the export's files): for each selected
+ * process of m, on stderr, "shimmer: warning: pid P (proc N): ..." with
+ * PRESENT_CUT (and ": " cut, unless cut is NULL) when its recording was
+ * cut, and present_lost_line(gpu, lost) when it lost events.  Nothing for
+ * a process that lost nothing.
+ */
+void present_warn(struct model *m, int gpu, const char *lost, const char *cut);
+
 /*
  * The folded lines' version of both warnings (leaks, peak and export
- * --format folded or speedscope, whose output a flame-graph tool reads:
- * nothing but lines there): for each selected process of m, on stderr,
- * "shimmer: warning: pid P (proc N): ..." with the lost events' sentence
- * (live: the lines weigh blocks live at an instant, which a lost free
- * leaves live; else every allocation's bytes, which lost allocations
- * leave lower bounds), and present_stacks_line()'s.  Nothing for a
- * process that lost nothing and whose tables had room.
+ * --format folded or speedscope with a memory weight): present_warn() of
+ * the rings' losses with what they do to the lines (live: the lines weigh
+ * blocks live at an instant, which a lost free leaves live; else every
+ * allocation's bytes, which lost allocations leave lower bounds), and
+ * present_stacks_line()'s, per process.
  */
 void present_warn_folded(struct model *m, int live);
-
-/* The lost events' sentence, as present_proc() and present_warn_folded()
- * write it: effects and reasons fit. */
-#define PRESENT_LOST_LINE 640
 
 /* CSV's columns of present_stacks_refused()'s two counts, after the
  * command's "complete" (each row repeats its process's), and their values. */

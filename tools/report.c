@@ -26,15 +26,39 @@ extern const char report_css[];
 
 #define CHART_LIB "chart.umd.min.js"
 
-void report_html(FILE *out, const char *s)
+/* What lost events and a cut recording do to the page's figures. */
+#define REPORT_LOST "the figures, charts and flame graphs of this process below miss" \
+	" them (counts and times are lower bounds; memory over time, its peak and what was" \
+	" live may be wrong either way)"
+#define REPORT_CUT "the figures, charts and flame graphs of this process below stop there"
+
+static void html_plain(FILE *out, const char *s, size_t n)
 {
-	for (; s && *s; s++) {
-		switch (*s) {
+	for (size_t i = 0; i < n; i++) {
+		switch (s[i]) {
 		case '<': fputs("&lt;", out); break;
 		case '>': fputs("&gt;", out); break;
 		case '&': fputs("&amp;", out); break;
 		case '"': fputs("&quot;", out); break;
-		default: fputc(*s, out);
+		default: fputc(s[i], out);
+		}
+	}
+}
+
+void report_html(FILE *out, const char *s)
+{
+	size_t n = s ? strlen(s) : 0, i = 0;
+
+	/* Names from the store escaped as in every text for people (fmt.h). */
+	while (i < n) {
+		size_t plain = fmt_esc_plain(s + i, n - i, 0), len;
+		char e[FMT_ESC_CHAR_MAX];
+
+		html_plain(out, s + i, plain);
+		i += plain;
+		if (i < n) {
+			i += fmt_esc_char(s + i, n - i, e, &len);
+			html_plain(out, e, len);
 		}
 	}
 }
@@ -154,7 +178,7 @@ static int headline(struct report *r)
 	struct model_mem *const *mems;
 	size_t nmems, nproc = 0, ngpu = 0, c[4];
 	double wall = 0, busy = 0, span = 0, kernels = 0, dev_peak = 0, host_peak = 0;
-	int64_t dropped = 0;
+	int64_t dropped = 0, cut = 0;
 	int sampled = 0, host_est = 0, err;
 	const struct model_steps *best = NULL;
 	char b[3][FMT_UNIT_MAX], text[128], note[128];
@@ -168,6 +192,7 @@ static int headline(struct report *r)
 			continue;
 		nproc++;
 		dropped += p->dropped;
+		cut += p->cut;
 		if (model_proc_wall(p) > wall)
 			wall = model_proc_wall(p);
 		if ((err = model_steps(r->m, p, NULL, &s)))
@@ -223,9 +248,37 @@ static int headline(struct report *r)
 	card(r->out, "findings", text, "HIGH / MEDIUM / LOW");
 	if (dropped) {
 		snprintf(text, sizeof(text), "%lld", (long long)dropped);
-		card(r->out, "events lost", text, "figures that need them say so");
+		card(r->out, "events lost", text, "see the warnings below");
+	}
+	if (cut) {
+		snprintf(text, sizeof(text), "%lld", (long long)cut);
+		card(r->out, "recordings cut short", text, "the collector was lost: see below");
 	}
 	fputs("</div>", r->out);
+	/* Above every figure, chart and flame graph below: one line per
+	 * process and loss, as every command says it. */
+	for (size_t i = 0; i < model_nprocs(r->m); i++) {
+		const struct model_proc *p = model_proc(r->m, i);
+		char line[PRESENT_LOST_LINE], who[256];
+
+		if (!p->selected)
+			continue;
+		findings_proc_label(p, who, sizeof(who));
+		if (p->cut) {
+			fputs("<p class=\"note incomplete\">", r->out);
+			report_html(r->out, who);
+			fputs(": WARNING: ", r->out);
+			report_html(r->out, PRESENT_CUT ": " REPORT_CUT);
+			fputs("</p>", r->out);
+		}
+		if (present_lost_line(line, sizeof(line), p, 1, REPORT_LOST)) {
+			fputs("<p class=\"note incomplete\">", r->out);
+			report_html(r->out, who);
+			fputs(": WARNING: ", r->out);
+			report_html(r->out, line);
+			fputs("</p>", r->out);
+		}
+	}
 	/* Under every call site below (memory, launches, findings): one line
 	 * per process whose stack table was full. */
 	for (size_t i = 0; i < model_nprocs(r->m); i++) {
@@ -404,13 +457,14 @@ static void footer(struct report *r, const struct assets *a)
 	if (a->lic_chart || a->lic_color) {
 		fputs("<details><summary>Licences</summary>", r->out);
 		if (a->lic_chart) {
+			/* shimmer's own files: their lines kept */
 			fputs("<h3>Chart.js</h3><pre>", r->out);
-			report_html(r->out, a->lic_chart);
+			html_plain(r->out, a->lic_chart, strlen(a->lic_chart));
 			fputs("</pre>", r->out);
 		}
 		if (a->lic_color) {
 			fputs("<h3>@kurkle/color</h3><pre>", r->out);
-			report_html(r->out, a->lic_color);
+			html_plain(r->out, a->lic_color, strlen(a->lic_color));
 			fputs("</pre>", r->out);
 		}
 		fputs("</details>", r->out);
@@ -811,8 +865,8 @@ static int report_main(int argc, char **argv)
 		goto out;
 	}
 	if (stat(out_path, &sb) == 0)
-		printf("shimmer report: wrote %s (%.0f KiB): open it in a browser\n", out_path,
-		       (double)sb.st_size / 1024);
+		printf("shimmer report: wrote %s (%.0f KiB): open it in a browser\n",
+		       fmt_esc(out_path), (double)sb.st_size / 1024);
 	rc = CLI_EXIT_OK;
 out:
 	free(data);

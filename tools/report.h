@@ -40,7 +40,8 @@ struct report {
 	int has_steps, has_kernels, has_sites, has_gpu, has_memory, has_sizes;
 };
 
-/* Text with <, >, &, " escaped for HTML. */
+/* Text with <, >, &, " escaped for HTML, and the control characters of
+ * text for people escaped as there (fmt.h). */
 void report_html(FILE *out, const char *s);
 
 /* The charts' data as one JSON object (the page's <script id="shimmer-data">),

@@ -38,6 +38,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "fmt.h"
 #include "lost.h"
 #include "model.h"
 #include "spawn.h"
@@ -356,7 +357,7 @@ static void print_summary(struct run *r, int st, int collector_failed)
 			 "traced (link it dynamically to profile it)" :
 			 "no process of %s was traced: it may have cleared LD_PRELOAD, or be "
 			 "setuid (the loader then ignores LD_PRELOAD)", r->cmd[0]);
-	fprintf(stderr, "shimmer: %s: %s\n", r->cmd[0], status_text(st, how, sizeof(how)));
+	fprintf(stderr, "shimmer: %s: %s\n", fmt_esc(r->cmd[0]), status_text(st, how, sizeof(how)));
 	summary_opts_init(&o);
 	o.brief = 1;
 	o.path = r->sp.db;
@@ -365,7 +366,7 @@ static void print_summary(struct run *r, int st, int collector_failed)
 		return;
 	}
 	model_close(m);
-	fprintf(stderr, "shimmer: store: %s\n", r->sp.db);
+	fprintf(stderr, "shimmer: store: %s\n", fmt_esc(r->sp.db));
 }
 
 /* 0 to go on; else -1 with *code the exit code (help or usage error). */

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "fmt.h"
 #include "sites.h"
 #include "store.h"
 #include "symbolize.h"
@@ -366,15 +367,21 @@ static int resolve_stack(struct sites *s, struct stack_item *it, int64_t proc_id
 	err = site_name(s, &l, &it->site);
 	if (err)
 		goto out;
-	for (size_t i = l.n; i-- > 0;) {
-		/* ';' separates frames in the folded format. */
-		for (char *c = l.text.s + l.start[i]; *c; c++)
-			if (*c == ';')
-				*c = ':';
-		buf_puts(&fold, l.text.s + l.start[i]);
+	for (size_t i = l.n; i-- > 0 && !err;) {
+		/* The folded format's own rules for a frame (fmt.h). */
+		char *f = fmt_folded_frame(l.text.s + l.start[i]);
+
+		if (!f) {
+			err = -ENOMEM;
+			break;
+		}
+		buf_puts(&fold, f);
+		free(f);
 		if (i)
 			buf_puts(&fold, ";");
 	}
+	if (err)
+		goto out;
 	err = fold.oom ? -ENOMEM : strtab_index(&s->folded, fold.s, &it->folded);
 out:
 	free(l.text.s);

@@ -23,6 +23,11 @@
 #include "present.h"
 #include "summary.h"
 
+/* What lost events and a cut recording do to a process's CSV rows. */
+#define SUMMARY_LOST_CSV "the time statistics of its rows miss them (its counts and bytes too" \
+	" where a thread found no ring: no_slot), and its GPU rows the records CUPTI lost"
+#define SUMMARY_CUT_CSV "its rows stop there"
+
 void summary_opts_init(struct summary_opts *o)
 {
 	*o = (struct summary_opts){ .fmt = EMIT_TABLE };
@@ -54,19 +59,20 @@ static void heading(struct ctx *c, const struct model_proc *p)
 	emit_text(e, "Process %lld", (long long)p->pid);
 	if (p->rank >= 0)
 		emit_text(e, " (rank %lld)", (long long)p->rank);
-	emit_text(e, " on %s: %s\n", p->host ? p->host : "?", p->exe ? p->exe : "?");
+	emit_text(e, " on %s: %s\n", fmt_esc(p->host ? p->host : "?"),
+		  fmt_esc(p->exe ? p->exe : "?"));
 	if (p->args)
-		emit_text(e, "  command: %s\n", p->args);
+		emit_text(e, "  command: %s\n", fmt_esc(p->args));
 	if (p->parent)
 		emit_text(e, "  parent: pid %lld (%s)\n", (long long)p->parent->pid,
-			  p->parent->exe_base ? p->parent->exe_base : "?");
+			  fmt_esc(p->parent->exe_base ? p->parent->exe_base : "?"));
 	emit_text(e, "  wall: %s%s   malloc: %s", fmt_duration(u[0], FMT_UNIT_MAX, model_proc_wall(p)),
 		  p->end_known ? "" : " (no end recorded: to its last event)",
-		  p->mode_name ? p->mode_name : "?");
+		  fmt_esc(p->mode_name ? p->mode_name : "?"));
 	if (p->mode == MODEL_MALLOC_SAMPLE && p->sample_bytes >= 0)
 		emit_text(e, " (one sample per %s on average)",
 			  fmt_bytes(u[1], FMT_UNIT_MAX, (double)p->sample_bytes));
-	emit_text(e, "   end: %s\n", p->end_reason ? p->end_reason : "still running");
+	emit_text(e, "   end: %s\n", fmt_esc(p->end_reason ? p->end_reason : "still running"));
 	if (p->dropped > 0) {
 		int noslot = 0;
 
@@ -75,7 +81,7 @@ static void heading(struct ctx *c, const struct model_proc *p)
 			/* those stored without a stack are said below */
 			if (!drop_is_loss(p->drops[i].reason))
 				continue;
-			emit_text(e, "%s%s %lld", n++ ? ", " : "", p->drops[i].reason,
+			emit_text(e, "%s%s %lld", n++ ? ", " : "", fmt_esc(p->drops[i].reason),
 				  (long long)p->drops[i].events);
 			/* a thread without a ring has no exact counters either */
 			if (p->drops[i].reason && strcmp(p->drops[i].reason, "no_slot") == 0)
@@ -117,6 +123,7 @@ static void proc_members(struct ctx *c, const struct model_proc *p)
 	emit_kv(e, "end_known", EMIT_BOOL, ev_int(p->end_known));
 	emit_kv(e, "end_reason", EMIT_STR, ev_str(p->end_reason));
 	emit_kv(e, "dropped_events", EMIT_INT, ev_int(p->dropped));
+	emit_kv(e, "calls_counted", EMIT_BOOL, ev_int(p->calls_counted));
 }
 
 /* ---- functions ------------------------------------------------------------ */
@@ -150,13 +157,21 @@ static const struct emit_col fn_cols[] = {
 
 static const struct emit_table fn_table = { "functions", fn_cols, NFN, 2, 0 };
 
-/* Writes f's row; returns what its Total cell was: 1 estimated (~), 2 not
- * estimable (-), 0 exact or never timed. */
+/* What fn_row() left out or estimated, for the footnotes. */
+enum { ROW_ESTIMATED = 1, ROW_BIASED = 2, ROW_UNCOUNTED = 4 };
+
+/* Writes f's row; returns what its cells were (ROW_*): ~ estimated total,
+ * - total not estimable from sampled calls, - count (or bytes) of a
+ * process whose counters never reached the store; 0 exact or never
+ * timed. */
 static int fn_row(struct ctx *c, const struct model_calls *f)
 {
 	const struct model_proc *p = f->proc;
 	double wall = model_proc_wall(p), total = model_calls_total(f);
 	int exact = model_calls_exact(f), timed = f->st.n > 0, ok = model_calls_estimable(f);
+	/* without counters a CUDA function's calls are its rows; a heap
+	 * function's were counted by nobody (timed is a sample of them) */
+	int counted = model_calls_counted(f), known = counted || (f->fn && !f->fn->heap);
 	struct emit_val r[NFN];
 	char name[32];
 
@@ -166,8 +181,8 @@ static int fn_row(struct ctx *c, const struct model_calls *f)
 	r[1] = rank_val(p);
 	r[2] = ev_str(f->fn ? f->fn->name : name);
 	r[3] = ev_str(f->fn && f->fn->heap ? "heap" : "api");
-	r[4] = ev_int(model_calls_count(f));
-	r[5] = ev_int(f->bytes);
+	r[4] = known ? ev_int(model_calls_count(f)) : ev_none();
+	r[5] = counted ? ev_int(f->bytes) : ev_none();
 	r[6] = ev_int((int64_t)f->st.n);
 	r[7] = timed && ok ? ev_approx(ev_real(total), !exact) : ev_none();
 	r[8] = ev_int(timed && !exact);
@@ -185,40 +200,43 @@ static int fn_row(struct ctx *c, const struct model_calls *f)
 	r[20] = r[3];
 	r[21] = ev_int(p->proc_id);
 	emit_row(c->e, r);
-	return !timed ? 0 : !ok ? 2 : !exact;
+	return (counted ? 0 : ROW_UNCOUNTED) |
+	       (!timed ? 0 : !ok ? (counted ? ROW_BIASED : 0) : !exact ? ROW_ESTIMATED : 0);
 }
 
 static void functions(struct ctx *c, const struct model_proc *p, size_t first, size_t n)
 {
 	struct emit *e = c->e;
-	int estimated = 0, biased = 0;
+	int t = 0;
 	size_t shown = c->max_rows && n > c->max_rows ? c->max_rows : n;
 
+	(void)p;
 	if (n == 0) {
 		emit_text(e, "  no intercepted calls\n\n");
 		emit_array_begin(e, "functions");
 		emit_array_end(e);
 		return;
 	}
-	(void)p;
 	emit_table_begin(e, &fn_table);
-	for (size_t i = first; i < first + shown; i++) {
-		int t = fn_row(c, c->calls[i]);
-
-		estimated |= t == 1;
-		biased |= t == 2;
-	}
+	for (size_t i = first; i < first + shown; i++)
+		t |= fn_row(c, c->calls[i]);
 	emit_table_end(e);
 	if (shown < n)
 		emit_text(e, "  ... %zu more functions\n", n - shown);
-	if (estimated)
+	if (t & ROW_ESTIMATED)
 		emit_text(e, "\n  ~ estimated as mean x count: only the Timed calls were timed"
 			  " (one heap call in 8 on average in `all` mode, or frees of blocks"
 			  " allocated before tracing)\n");
-	if (biased)
+	if (t & ROW_BIASED)
 		emit_text(e, "%s  - no total: in sample mode only sampled heap calls are timed,"
 			  " and sampling favours large blocks; their mean is not that of"
-			  " all calls\n", estimated ? "" : "\n");
+			  " all calls\n", t & ROW_ESTIMATED ? "" : "\n");
+	if (t & ROW_UNCOUNTED)
+		emit_text(e, "%s  - no count, bytes or heap total: the collector was lost before it"
+			  " stored this process's call counters (about a second in); Timed is the"
+			  " calls stored (every CUDA call made before the cut, each timed; the"
+			  " heap calls that were timed, a sample of an unknown number)\n",
+			  t & (ROW_ESTIMATED | ROW_BIASED) ? "" : "\n");
 	emit_text(e, "\n");
 }
 
@@ -376,7 +394,7 @@ static int cmp_brief(const void *x, const void *y)
 
 struct exe_line {
 	const char *exe;
-	size_t n;
+	size_t n, incomplete;
 	double wall;
 };
 
@@ -411,14 +429,22 @@ static int brief(struct ctx *c)
 		if (j == nlines)
 			lines[nlines++].exe = exe;
 		lines[j].n++;
+		lines[j].incomplete += v[i]->cut || v[i]->dropped;
 		lines[j].wall += model_proc_wall(v[i]);
 	}
 	if (nlines)
 		emit_text(c->e, "%zu more process%s:\n", np - SUMMARY_BRIEF_PROCS,
 			  np - SUMMARY_BRIEF_PROCS == 1 ? "" : "es");
-	for (size_t j = 0; j < nlines; j++)
-		emit_text(c->e, "  %s x%zu, %s total\n", lines[j].exe, lines[j].n,
+	for (size_t j = 0; j < nlines; j++) {
+		emit_text(c->e, "  %s x%zu, %s total", fmt_esc(lines[j].exe), lines[j].n,
 			  fmt_duration(u, sizeof(u), lines[j].wall));
+		/* as incomplete as the processes shown in full, which say so */
+		if (lines[j].incomplete)
+			emit_text(c->e, "; WARNING: %zu of them incomplete (events lost, or the"
+				  " recording cut short: shimmer summary says which)",
+				  lines[j].incomplete);
+		emit_text(c->e, "\n");
+	}
 	if (nlines)
 		emit_text(c->e, "\n");
 	if (c->o->path)
@@ -427,7 +453,8 @@ static int brief(struct ctx *c)
 			  "look further: shimmer summary %s    (every process and row)\n"
 			  "              shimmer leaks %s | peak | temporary | allocations\n"
 			  "              shimmer compare %s OTHER.db\n",
-			  c->o->path, c->o->path, c->o->path, c->o->path);
+			  fmt_esc(c->o->path), fmt_esc(c->o->path), fmt_esc(c->o->path),
+			  fmt_esc(c->o->path));
 out:
 	free(v);
 	free(lines);
@@ -512,6 +539,10 @@ static int summary_main(int argc, char **argv)
 	o.fmt = fmt;
 	if (model_open(path, &f, &m) < 0)
 		return CLI_EXIT_ERROR;
+	/* CSV rows have no room for it (the table and JSON say it in
+	 * their own words): on stderr, as the export's files do */
+	if (fmt == EMIT_CSV)
+		present_warn(m, 1, SUMMARY_LOST_CSV, SUMMARY_CUT_CSV);
 	rc = summary_write(m, stdout, &o);
 	if (rc == -ENOMEM)
 		cli_error("out of memory reading the store");

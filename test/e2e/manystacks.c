@@ -10,7 +10,15 @@
  * CHURN malloc(16)+free pairs from one call site (heap churn at millions
  * a second, its stack stored before the table fills).  Built -O0: every
  * call keeps its frame and its own return address.
+ *
+ * manystacks BITS launch CUDART: kernels through the CUDA runtime CUDART
+ * (a path, dlopened into the global scope, so that the shim's hooks come
+ * first, as a program linked with it has them): 4 launches (grid 100 to
+ * 103) from before() ahead of the paths, whose stack is stored, and 12
+ * (grid 200 to 211) from after() once they filled the table, whose
+ * captures it refuses (at 16 bits).
  */
+#include <dlfcn.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,14 +61,52 @@ static void one(unsigned bits, int k)
 	next(bits, k);
 }
 
+/* The runtime's cudaLaunchKernel, without its headers. */
+struct dim3 {
+	unsigned x, y, z;
+};
+typedef int (*launch_fn)(const void *, struct dim3, struct dim3, void **, size_t, void *);
+
+static launch_fn launch;
+
+static void launch_one(unsigned gx)
+{
+	if (launch((const void *)0x1000, (struct dim3){ gx, 1, 1 }, (struct dim3){ 32, 1, 1 },
+		   NULL, 0, NULL) != 0) {
+		fprintf(stderr, "manystacks: cudaLaunchKernel failed\n");
+		exit(1);
+	}
+}
+
+static void before(void)
+{
+	for (unsigned i = 0; i < 4; i++)
+		launch_one(100 + i);
+}
+
+static void after(void)
+{
+	for (unsigned i = 0; i < 12; i++)
+		launch_one(200 + i);
+}
+
 int main(int argc, char **argv)
 {
 	int k = argc > 1 ? atoi(argv[1]) : 0;
+	int gpu = argc == 4 && !strcmp(argv[2], "launch");
 
-	if (k < 1 || k > 20 || (argc > 2 && strcmp(argv[2], "kill") && strcmp(argv[2], "keep") &&
-				strcmp(argv[2], "churn"))) {
-		fprintf(stderr, "usage: manystacks BITS (1..20) [kill|keep|churn]\n");
+	if (k < 1 || k > 20 || (argc > 2 && !gpu && strcmp(argv[2], "kill") &&
+				strcmp(argv[2], "keep") && strcmp(argv[2], "churn"))) {
+		fprintf(stderr, "usage: manystacks BITS (1..20) [kill|keep|churn|launch CUDART]\n");
 		return 2;
+	}
+	if (gpu) {
+		if (!dlopen(argv[3], RTLD_NOW | RTLD_GLOBAL) ||
+		    !(launch = (launch_fn)dlsym(RTLD_DEFAULT, "cudaLaunchKernel"))) {
+			fprintf(stderr, "manystacks: %s\n", dlerror());
+			return 1;
+		}
+		before();
 	}
 	keep = argc > 2 && !strcmp(argv[2], "keep");
 	if (argc > 2 && !strcmp(argv[2], "churn"))
@@ -71,6 +117,8 @@ int main(int argc, char **argv)
 		}
 	for (unsigned b = 0; b < 1u << k; b++)
 		next(b, k);
+	if (gpu)
+		after();
 	if (argc > 2 && !strcmp(argv[2], "kill"))
 		raise(SIGKILL);
 	return 0;

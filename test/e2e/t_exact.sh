@@ -54,6 +54,12 @@ ORDER_N=1000
 SHIMMER_LOSSLESS=1 BEHIND=$LIBORDER run order "$WL_HARD" order $ORDER_N
 run exits "$WL_HARD" exits
 run nopie "$WL_NOPIE" 1000 4096
+# reallocarray: glibc's calls realloc through the PLT, the shim's
+SHIMMER_LOSSLESS=1 run rarray "$WL_HARD" reallocarray 2000
+SHIMMER_MALLOC=sample SHIMMER_SAMPLE_BYTES=1 LD_PRELOAD=$SHIM SHIMMER_SOCKET=$SOCK \
+	"$WL_HARD" reallocarray 1000 > "$T/rarray_s.out" 2> "$T/rarray_s.err"
+rc=$?
+check "reallocarray, sample mode: exits 0" "status $rc" [ $rc = 0 ]
 SHIMMER_MALLOC=all LD_PRELOAD=$SHIM SHIMMER_SOCKET=$SOCK "$WL_OWNMALLOC" 1000 4096 \
 	> "$T/own.out" 2> "$T/own.err"
 rc=$?
@@ -197,4 +203,28 @@ check "non-PIE with malloc's address taken: traced, no line" "stderr: $(head -c 
 got=$(heap_of wl_nopie)
 check "non-PIE with malloc's address taken: 1000 allocations, 500 frees, 4096000 bytes" "$got" \
 	test "$got" = "1000 500 4096000"
+# reallocarray(), malloc(SIZE_MAX), calloc whose product overflows: each
+# call counted once, as itself (glibc's reallocarray calls realloc through
+# the PLT: counted as a realloc too in sample mode, and in all mode taken
+# for a signal handler's and counted as a dropped record); the refused
+# requests add no bytes (they wrapped the 64-bit sums: calloc -1 B)
+for run in "all 2000 rarray" "sample 1000 rarray_s"; do
+	read -r mode n out <<< "$run"
+	tid=$(sed -n 's/^tid \([0-9]*\) refused 1$/\1/p' "$T/$out.out")
+	check "reallocarray, $mode mode: the refused requests failed as they should" \
+		"stdout: $(cat "$T/$out.out")" test -n "$tid"
+	got=$(sq "$DB" "SELECT group_concat(x, ' ') FROM (SELECT f.name || '=' || c.count || '/' || c.bytes
+		AS x FROM function_counts c JOIN functions f USING (fn_id) JOIN processes p USING (proc_id)
+		WHERE p.argv LIKE '%\"reallocarray\",\"$n\"%' AND c.tid = ${tid:-0} AND c.count > 0 ORDER BY f.name)")
+	check "reallocarray, $mode mode: every call counted once, as itself, refused requests 0 bytes" \
+		"counted (calls/bytes): $got" \
+		[ "$got" = "calloc=1/0 free=$n/0 malloc=1/0 reallocarray=$((2 * n + 1))/$((800 * n))" ]
+	got=$(sq -separator ' ' "$DB" "SELECT count(*), (SELECT coalesce(sum(d.events), 0) FROM drops d
+		WHERE d.proc_id = p.proc_id) FROM processes p WHERE p.argv LIKE '%\"reallocarray\",\"$n\"%'")
+	check "reallocarray, $mode mode: nothing dropped" "processes, dropped: $got" [ "$got" = "1 0" ]
+	got=$(sq -separator ' ' "$DB" "SELECT count(*), count(free_ns), sum(size) FROM allocations a
+		JOIN processes p USING (proc_id) WHERE p.argv LIKE '%\"reallocarray\",\"$n\"%' AND a.alloc_tid = ${tid:-0}")
+	check "reallocarray, $mode mode: a block per call, each freed" "blocks, freed, bytes: $got" \
+		[ "$got" = "$((2 * n)) $((2 * n)) $((800 * n))" ]
+done
 finish

@@ -50,12 +50,15 @@ says() {
 		out=$("$SHIMMER" $c "$db" --format json 2>&1)
 		grep -q "\"stack_captures_refused\":${n:-0}," <<< "$out" || bad="$bad $c(json)"
 		# CSV in a column beside complete, on every row (leaks has none
-		# where nothing leaked: its header then)
+		# where nothing leaked: its header then); the call site stays
+		# the last column where it was (docs/usage.md)
 		[ $c = summary ] && continue
 		"$SHIMMER" $c "$db" --format csv > "$T/says.csv" 2>&1
 		awk -F, -v n="${n:-0}" -v c=$c 'NR == 1 { for (i = 1; i <= NF; i++) {
+				if ($i == "complete") done = i
 				if ($i == "stack_captures_refused") k = i
-				if ($i == "python_stack_captures_refused") py = i } }
+				if ($i == "python_stack_captures_refused") py = i }
+				if (k != done + 1 || py != k + 1 || (c != "leaks" && $NF != "frame")) bad = 1 }
 			NR > 1 && ($k != n || $py != 0) { bad = 1 }
 			END { exit bad || !k || !py || (NR < 2 && c != "leaks") }' "$T/says.csv" ||
 			bad="$bad $c(csv)"
@@ -337,4 +340,55 @@ check "stacks off: every path's allocation is (no stack), no refused capture rec
 	"(no stack) allocations $got; stack_full pystack_full lost: $(refused "$db")" \
 	test "$got|$(refused "$db")" = "65536|0|0|0"
 says "stacks off: no command says the table was full" "$db" 0
+
+# GPU time by launching line (export --weight gpu-time, folded and
+# speedscope): manystacks launches 4 kernels (grid 100 to 103) from
+# before(), whose stack is stored, then fills the table with its paths
+# and launches 12 (grid 200 to 211) from after(), whose captures the full
+# table refuses at 2^16: those are (no stack).  stderr says the refusal
+# once, with the share of the process's GPU time on its (no stack) lines:
+# the stored durations of the kernels of grid 200 on over all of its
+# kernels (the workload's own mark of which launches came after), to the
+# ns; stdout holds the lines alone.  At 2^15 nothing is refused:
+# after()'s line holds those kernels, and nothing is said.
+CUDART=$O/test/fake_cudart/libcudart.so.13
+LAUNCHED="the launches among them are shown as (no stack) unless a Python line names them; their GPU time is exact"
+for bits in 15 16; do
+	db=$T/g$bits.db
+	SHIMMER_GPU=all FAKE_CUDA_DELAY_NS=1000000 CUDA_INJECTION64_PATH=$SHIM SHIMMER_MALLOC=all \
+		"$SHIMMER" run --db "$db" -- "$MANY" $bits launch "$CUDART" > /dev/null 2> "$T/g$bits.err"
+	rc=$?
+	read -r after all n nk <<< "$(sq -separator ' ' "$db" "SELECT
+		coalesce(sum(CASE WHEN k.grid_x >= 200 THEN k.end_ns - k.start_ns END), 0),
+		coalesce(sum(k.end_ns - k.start_ns), 0), (SELECT coalesce(sum(events), 0) FROM drops
+		WHERE proc_id = 1 AND reason = 'stack_full'), count(*) FROM kernels k" 2>&1)"
+	"$SHIMMER" export "$db" --format folded --weight gpu-time > "$T/g$bits.folded" 2> "$T/g$bits.ferr"
+	frc=$?
+	nostack=$(awk '/^pid [0-9]*;cuda:0;\(no stack\) / { s += $NF } END { print s + 0 }' "$T/g$bits.folded")
+	afterline=$(awk '/;after \(manystacks.c:[0-9]*\);launch_one \(manystacks.c:[0-9]*\) [0-9]*$/ { s += $NF }
+		END { print s + 0 }' "$T/g$bits.folded")
+	share=$(awk -v a="$after" -v t="$all" 'BEGIN { printf "%.1f", (t > 0 ? 100 * a / t : 0) }')
+	want="^shimmer: warning: pid [0-9]* (proc 1): $n stack captures were refused because the shim's stack table was full: $LAUNCHED; those the native table refused are among its (no stack) lines: $share% of its GPU time ($after of $all ns)\$"
+	if [ $bits = 16 ]; then
+		check "gpu-time, 2^16 paths: after()'s launches (no stack), one stderr line with their share of the GPU time" \
+			"run $rc, export $frc; $nk kernels, after/all $after/$all ns, stack_full $n; (no stack) line $nostack, after() line $afterline; stderr: $(cat "$T/g$bits.ferr")" \
+			holds '[ $rc = 0 ] && [ $frc = 0 ] && [ "$nk" = 16 ] && [ "$after" -gt 0 ] && [ "$all" -gt "$after" ] &&
+			[ "$nostack" = "$after" ] && [ "$afterline" = 0 ] &&
+			[ "$(grep -c "captures were refused" "$T/g$bits.ferr")" = 1 ] &&
+			grep -q "$want" "$T/g$bits.ferr" &&
+			! grep -qv "^pid [0-9]*;cuda:0;[^ ].* [0-9][0-9]*$" "$T/g$bits.folded"'
+		for w in gpu-time all; do
+			"$SHIMMER" export "$db" --format speedscope --weight $w > "$T/g.ss" 2> "$T/g.sserr"
+			check "gpu-time, 2^16 paths: speedscope --weight $w says it once too" \
+				"exit $?; stderr: $(cat "$T/g.sserr")" \
+				holds '[ "$(grep -c "$LAUNCHED" "$T/g.sserr")" = 1 ] && grep -q "$want" "$T/g.sserr" &&
+				python3 -c "import json, sys; json.load(open(sys.argv[1]))" "$T/g.ss"'
+		done
+	else
+		check "gpu-time, 2^15 paths: after()'s launches on their line, nothing said" \
+			"run $rc, export $frc; $nk kernels, after/all $after/$all ns, stack_full $n; (no stack) line $nostack, after() line $afterline; stderr: $(cat "$T/g$bits.ferr")" \
+			holds '[ $rc = 0 ] && [ $frc = 0 ] && [ "$n" = 0 ] && [ "$nk" = 16 ] &&
+			[ "$nostack" = 0 ] && [ "$afterline" = "$after" ] && [ ! -s "$T/g$bits.ferr" ]'
+	fi
+done
 finish

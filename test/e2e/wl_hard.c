@@ -30,6 +30,10 @@
  *   wl_hard reuse THREADS N SIZE  workers: N x (malloc(SIZE), free) in one
  *                            arena, so that freed addresses come back at
  *                            once to other threads: "tid T pairs N" each
+ *   wl_hard reallocarray N   a worker: N x (reallocarray(NULL, 3, 100),
+ *                            reallocarray(p, 5, 100), free), then one
+ *                            that overflows, a malloc(SIZE_MAX) and an
+ *                            overflowing calloc: "tid T refused 1"
  *   wl_hard order N          with liborder.so preloaded behind the shim
  *                            (order_lib.c): two workers, a and b, pass one
  *                            address of ORDER_SIZE bytes back and forth, N
@@ -693,6 +697,52 @@ static int mode_reuse(unsigned threads, unsigned n, size_t size)
 	return 0;
 }
 
+/* ---- reallocarray: glibc's calls realloc through the PLT ---- */
+
+static unsigned ra_n;
+static int ra_tid, ra_refused;
+
+/* N x (reallocarray(NULL, 3, 100), grown by reallocarray(p, 5, 100),
+ * free), then one whose product overflows (NULL with ENOMEM), a
+ * malloc(SIZE_MAX) and a calloc whose product overflows (NULL). */
+static void *ra_worker(void *arg)
+{
+	void *volatile p;
+	volatile size_t half = SIZE_MAX / 2; /* not folded: GCC refuses the constant */
+
+	(void)arg;
+	ra_tid = gettid();
+	for (unsigned i = 0; i < ra_n; i++) {
+		p = reallocarray(NULL, 3, 100);
+		p = reallocarray(p, 5, 100);
+		free(p);
+	}
+	errno = 0;
+	p = reallocarray(NULL, half, 3);
+	ra_refused = !p && errno == ENOMEM;
+	/* requests no allocator grants: their bytes must not wrap a sum */
+	p = malloc(half * 2 + 1);
+	ra_refused &= !p;
+	p = calloc(half, 3);
+	ra_refused &= !p;
+	return 0;
+}
+
+static int mode_reallocarray(unsigned n)
+{
+	pthread_t th;
+	char line[96], *p = line;
+
+	ra_n = n;
+	if (pthread_create(&th, 0, ra_worker, 0) != 0)
+		die("pthread_create failed");
+	pthread_join(th, 0);
+	p = put(p, "tid", (uint64_t)ra_tid);
+	p = put(p, "refused", (uint64_t)ra_refused);
+	out_line(line, p);
+	return 0;
+}
+
 /* ---- the heap order: calls held open inside the real allocator ---- */
 
 static struct {
@@ -1058,6 +1108,8 @@ int main(int argc, char **argv)
 	if (!strcmp(m, "load") && (argc == 4 || (argc >= 5 && argc <= 6 && !strcmp(argv[4], "keep"))))
 		return mode_load((unsigned)atoi(argv[2]), (unsigned)atoi(argv[3]), argc >= 5,
 				 argc == 6 ? (unsigned)atoi(argv[5]) : 0);
+	if (!strcmp(m, "reallocarray") && argc == 3)
+		return mode_reallocarray((unsigned)atoi(argv[2]));
 	if (!strcmp(m, "exits"))
 		return mode_exits();
 	die("usage: wl_hard MODE ARGS (see wl_hard.c)");

@@ -138,10 +138,53 @@ static void test_emit_json(void **state)
 	free(j);
 }
 
+/* Names with control characters: escaped in every cell and in free text
+ * (its own newlines kept), columns padded by the characters shown, so that
+ * the escaped name and a non-ASCII one line up with the plain one. */
+static void test_emit_table_escapes(void **state)
+{
+	static const struct emit_col esc_cols[] = {
+		{ "name", "Name", EMIT_STR, -12, 0, 0, 0 },
+		{ "n", "N", EMIT_INT, 3, 0, 0, 0 },
+		{ "right", "Right", EMIT_STR, 8, 0, 0, 0 },
+		{ "last", "Last", EMIT_STR, -1, 0, 0, 0 },
+	};
+	static const struct emit_table esc_table = { "rows", esc_cols, 4, 0, 0 };
+	struct emit_val rows[3][4] = {
+		{ ev_str("plain"), ev_int(1), ev_str("r"), ev_str("end") },
+		{ ev_str("\x1b]0;x\x07"), ev_int(2), ev_str("caf\xc3\xa9"), ev_str("a\nb") },
+		{ ev_str("caf\xc3\xa9\xc2\x9b"), ev_int(3), ev_str("\r"), ev_str("\xff") },
+	};
+	struct emit e;
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *out = open_memstream(&buf, &len);
+
+	(void)state;
+	assert_non_null(out);
+	emit_init(&e, out, EMIT_TABLE);
+	emit_text(&e, "raw \x1b[2J%s\n", "x\ny");
+	emit_table_begin(&e, &esc_table);
+	for (int i = 0; i < 3; i++)
+		emit_row(&e, rows[i]);
+	emit_table_end(&e);
+	assert_int_equal(emit_finish(&e), 0);
+	assert_int_equal(fclose(out), 0);
+	/* (an unescaped argument's newline is the one thing emit_text cannot
+	 * tell from its own: fmt_esc() is for that) */
+	assert_string_equal(buf, "raw \\x1b[2Jx\ny\n"
+				 "Name           N    Right Last\n"
+				 "plain          1        r end\n"
+				 "\\x1b]0;x\\x07   2     caf\xc3\xa9 a\\nb\n"
+				 "caf\xc3\xa9\\u009b     3       \\r \\xff\n");
+	free(buf);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_emit_table),
+		cmocka_unit_test(test_emit_table_escapes),
 		cmocka_unit_test(test_emit_csv),
 		cmocka_unit_test(test_emit_json),
 	};

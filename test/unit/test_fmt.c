@@ -1,6 +1,7 @@
 /*
  * fmt: human units at their boundaries, CSV quoting (RFC 4180) and JSON
- * string escaping, including bytes that are not UTF-8.
+ * string escaping, including bytes that are not UTF-8; text for people
+ * (every rule of fmt.h's table, widths) and folded frames.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -72,6 +73,10 @@ static void test_fmt_csv_quoting(void **state)
 	expect(fmt_csv, "two\nlines", "\"two\nlines\"");
 	expect(fmt_csv, "", "");
 	expect(fmt_csv, NULL, "");
+	expect(fmt_csv, "cr\rtab\t", "\"cr\rtab\t\"");
+	/* UTF-8 as it is, a stray byte U+FFFD (as in JSON) */
+	expect(fmt_csv, "caf\xc3\xa9", "caf\xc3\xa9");
+	expect(fmt_csv, "bad\xff,x", "\"bad\xef\xbf\xbd,x\"");
 }
 
 static void test_fmt_json_escaping(void **state)
@@ -87,6 +92,108 @@ static void test_fmt_json_escaping(void **state)
 	expect(fmt_json, "cut\xc3", "\"cut\\ufffd\"");
 	expect(fmt_json, "overlong\xc0\xaf", "\"overlong\\ufffd\\ufffd\"");
 	expect(fmt_json, "surrogate\xed\xa0\x80", "\"surrogate\\ufffd\\ufffd\\ufffd\"");
+	/* Every C0 byte and DEL escaped; C1, separators and bidirectional
+	 * formatting as \uXXXX (the same string, nothing a terminal obeys). */
+	for (int c = 1; c < 0x20; c++) {
+		char in[2] = { (char)c, 0 }, *got = capture(fmt_json, in);
+
+		assert_int_equal(got[1], '\\');
+		free(got);
+	}
+	expect(fmt_json, "\x7f\r", "\"\\u007f\\u000d\"");
+	expect(fmt_json, "csi\xc2\x9b" "2J", "\"csi\\u009b2J\"");
+	expect(fmt_json, "\xc2\xa0nbsp", "\"\xc2\xa0nbsp\"");
+	expect(fmt_json, "ls\xe2\x80\xa8rlo\xe2\x80\xae", "\"ls\\u2028rlo\\u202e\"");
+}
+
+static void esc_line(FILE *out, const char *s)
+{
+	fmt_esc_write(out, s, 1);
+}
+
+static void esc_value(FILE *out, const char *s)
+{
+	fmt_esc_write(out, s, 0);
+}
+
+/* Every rule of fmt.h's table, once each. */
+static void test_fmt_esc_rules(void **state)
+{
+	(void)state;
+	expect(esc_value, "plain text, caf\xc3\xa9", "plain text, caf\xc3\xa9");
+	expect(esc_value, "a\nb\rc\td", "a\\nb\\rc\\td");
+	expect(esc_value, "\x1b]0;x\x07", "\\x1b]0;x\\x07");
+	expect(esc_value, "\x01\x1f\x7f", "\\x01\\x1f\\x7f");
+	expect(esc_value, "bad\xff\xc3", "bad\\xff\\xc3");
+	expect(esc_value, "overlong\xc0\xaf", "overlong\\xc0\\xaf");
+	expect(esc_value, "c1\xc2\x80\xc2\x9b\xc2\x9f", "c1\\u0080\\u009b\\u009f");
+	expect(esc_value, "\xe2\x80\xa8\xe2\x80\xa9", "\\u2028\\u2029");
+	expect(esc_value,
+	       "\xd8\x9c\xe2\x80\x8e\xe2\x80\x8f\xe2\x80\xaa\xe2\x80\xae\xe2\x81\xa6\xe2\x81\xa9",
+	       "\\u061c\\u200e\\u200f\\u202a\\u202e\\u2066\\u2069");
+	/* next to them, but shown: NBSP, the zero width joiner, U+2070 */
+	expect(esc_value, "\xc2\xa0\xe2\x80\x8d\xe2\x81\xb0", "\xc2\xa0\xe2\x80\x8d\xe2\x81\xb0");
+	/* a backslash is itself */
+	expect(esc_value, "a\\x1b", "a\\x1b");
+	/* the text's own lines kept, all else escaped */
+	expect(esc_line, "one\ntwo\r\x1b\n", "one\ntwo\\r\\x1b\n");
+	expect(esc_value, NULL, "");
+}
+
+static void test_fmt_esc_width_and_copies(void **state)
+{
+	const char *hostile = "\x1b]0;x\x07|\xc2\x9b|\xff", *plain = "caf\xc3\xa9";
+	const char *ring[FMT_ESC_RING];
+
+	(void)state;
+	/* one column a character: multi-byte UTF-8 one, an escape its length */
+	assert_int_equal(fmt_esc_width(plain), 4);
+	assert_int_equal(fmt_esc_width("\xe4\xb8\xad"), 1);
+	assert_int_equal(fmt_esc_width(hostile), strlen("\\x1b]0;x\\x07|\\u009b|\\xff"));
+	assert_int_equal(fmt_esc_width(""), 0);
+	assert_int_equal(fmt_esc_width(NULL), 0);
+	/* nothing to escape: the string itself */
+	assert_ptr_equal(fmt_esc(plain), plain);
+	assert_string_equal(fmt_esc(NULL), "(null)");
+	/* FMT_ESC_RING copies live at once */
+	for (int i = 0; i < FMT_ESC_RING; i++)
+		ring[i] = fmt_esc(i % 2 ? "a\nb" : hostile);
+	for (int i = 0; i < FMT_ESC_RING; i++)
+		assert_string_equal(ring[i], i % 2 ? "a\\nb" : "\\x1b]0;x\\x07|\\u009b|\\xff");
+}
+
+static void test_fmt_folded_frame(void **state)
+{
+	static const struct {
+		const char *in, *want;
+	} cases[] = {
+		{ "main (a.c:12)", "main (a.c:12)" },
+		{ "f;g (x;y.c:1)", "f:g (x:y.c:1)" },
+		{ "two\nlines\r\x1b[0m", "two\\nlines\\r\\x1b[0m" },
+		/* what flamegraph.pl reads as a count, the second of a
+		 * differential line: the space becomes '_' */
+		{ "sym 42", "sym_42" },
+		{ "sym  42", "sym _42" },
+		{ "sym 4.5", "sym_4.5" },
+		{ "sym 42.", "sym_42." },
+		/* not a count: as it is */
+		{ "sym 1.2.3", "sym 1.2.3" },
+		{ "sym .5", "sym .5" },
+		{ "sym x42", "sym x42" },
+		{ "42", "42" },
+		{ "", "" },
+		/* a tab before the digits is escaped first: no blank left */
+		{ "sym\t42", "sym\\t42" },
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char *got = fmt_folded_frame(cases[i].in);
+
+		assert_non_null(got);
+		assert_string_equal(got, cases[i].want);
+		free(got);
+	}
 }
 
 /*
@@ -199,6 +306,9 @@ int main(void)
 		cmocka_unit_test(test_fmt_bytes_units),
 		cmocka_unit_test(test_fmt_csv_quoting),
 		cmocka_unit_test(test_fmt_json_escaping),
+		cmocka_unit_test(test_fmt_esc_rules),
+		cmocka_unit_test(test_fmt_esc_width_and_copies),
+		cmocka_unit_test(test_fmt_folded_frame),
 		cmocka_unit_test(test_fmt_short_names),
 		cmocka_unit_test(test_fmt_short_names_distinct),
 	};
