@@ -207,8 +207,10 @@ failif 0 base big "wall_time>+1000%"
 failif 1 base bigcut "wall_time>+1000%"
 check "cut: the process says so, and the condition why it is not evaluated" "$(cat "$T/f.out")" \
 	holds 'grep -q "WARNING: the collector was lost while this process ran" "$T/f.out" &&
-		grep -q "B (pid [0-9]*): the collector was lost while it ran; not evaluated" "$T/f.out"'
+		grep -q "pid [0-9]* in B: its recording was cut short .*; not evaluated" "$T/f.out"'
 failif 1 base bigopen "peak_memory>+10%"
+check "no end recorded: the condition says why it is not evaluated" "$(cat "$T/f.out")" \
+	grep -q "pid [0-9]* in B: no end recorded .*; not evaluated" "$T/f.out"
 failif 1 base biglost "peak_memory>+10%"
 failif 0 base biglost "wall_time>+1000%"
 # No pair (B ran another executable, or was not traced) is no pass: each
