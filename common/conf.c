@@ -143,7 +143,10 @@ int conf_duration(const char *s, size_t len, uint64_t *ns)
 			continue;
 		if (whole > UINT64_MAX / units[u].ns / 2)
 			return -1;
-		*ns = whole * units[u].ns + frac * units[u].ns / scale;
+		/* frac x unit in two parts: whole, it overflowed 64 bits
+		 * (0.333333d); each part stays below 1e18. */
+		*ns = whole * units[u].ns + frac * (units[u].ns / scale) +
+		      frac * (units[u].ns % scale) / scale;
 		return 0;
 	}
 	return -1;

@@ -36,7 +36,8 @@ const struct command bottlenecks_command = {
 		"  --threshold PCT      hot operations: over PCT% of the time (default 10)\n"
 		"  --fail-on SEVERITY   exit 3 when a finding of SEVERITY or higher exists\n"
 		"\n"
-		"exit codes: 0 ok, 1 error, 2 usage, 3 a finding at --fail-on's level\n",
+		"exit codes: 0 ok, 1 error (with --fail-on also a store or selection with\n"
+		"no process), 2 usage, 3 a finding at --fail-on's level\n",
 	.main = bottlenecks_main,
 };
 
@@ -51,7 +52,7 @@ static int bottlenecks_main(int argc, char **argv)
 	enum severity fail = 0;
 	struct model *m;
 	struct emit e;
-	size_t count[4];
+	size_t count[4], nselected;
 	double pct;
 	int f = 0, r, rc;
 
@@ -102,9 +103,17 @@ static int bottlenecks_main(int argc, char **argv)
 	}
 	findings_count(&fs, count);
 	findings_free(&fs);
+	nselected = model_nselected(m);
 	model_close(m);
 	if (rc < 0)
 		return CLI_EXIT_ERROR;
+	/* No process, no rule ran: "no finding" would pass a CI job whose
+	 * program was never traced (static, LD_PRELOAD cleared). */
+	if (fail && !nselected) {
+		cli_error("--fail-on %s: no process%s in %s: nothing was judged", fail_on,
+			  flt.pid >= 0 || flt.rank >= 0 ? " selected" : "", path);
+		return CLI_EXIT_ERROR;
+	}
 	for (int s = fail; fail && s <= SEV_HIGH; s++)
 		if (count[s])
 			return 3;

@@ -2,11 +2,14 @@
  * Error, help and option parsing shared by the subcommands; see cli.h.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "fmt.h"
@@ -80,6 +83,50 @@ int cli_help(const struct command *cmd)
 int cli_is_help(const char *arg)
 {
 	return strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0;
+}
+
+/* Whether the file at path is the one st describes (path may not exist). */
+static int same_file(const char *path, const struct stat *st)
+{
+	struct stat s;
+
+	return stat(path, &s) == 0 && s.st_dev == st->st_dev && s.st_ino == st->st_ino;
+}
+
+int cli_output_check(const struct command *cmd, const char *out, const char *const *stores,
+		     size_t n)
+{
+	static const char *const sides[] = { "", "-wal", "-shm", "-journal" };
+	static const char magic[16] = "SQLite format 3";
+	char head[sizeof(magic)], side[4096];
+	struct stat st;
+	int fd;
+
+	/* Nothing there yet, or no regular file (a pipe, /dev/stdout): no
+	 * store to lose. */
+	if (stat(out, &st) < 0 || !S_ISREG(st.st_mode))
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		for (size_t k = 0; stores[i] && k < sizeof(sides) / sizeof(sides[0]); k++) {
+			if ((size_t)snprintf(side, sizeof(side), "%s%s", stores[i], sides[k]) >=
+			    sizeof(side) || !same_file(side, &st))
+				continue;
+			return cli_usage_error(cmd, "-o %s is the store %s%s: writing it would"
+					       " destroy the recording", out, stores[i], sides[k]);
+		}
+	/* Another store (a report of run2 over run1.db): refused all the
+	 * same; a -wal or -shm of one is matched above only. */
+	fd = open(out, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	if (fd >= 0) {
+		ssize_t got = read(fd, head, sizeof(head));
+
+		close(fd);
+		if (got == (ssize_t)sizeof(head) && memcmp(head, magic, sizeof(magic)) == 0)
+			return cli_usage_error(cmd, "-o %s is an SQLite database (a store?): writing"
+					       " it would destroy it; remove it first to replace"
+					       " it", out);
+	}
+	return 0;
 }
 
 /* Whether arg is option name, alone or with "=VALUE". */

@@ -94,6 +94,17 @@ struct cli_sites {
 };
 int cli_sites_opt(const struct command *cmd, int argc, char **argv, int *i, struct cli_sites *s);
 
+/*
+ * Whether a command may write its output file `out` (-o): not when it is
+ * one of the n stores it reads, or a -wal, -shm or -journal of one (the
+ * same file, by device and inode, whatever the path), nor any SQLite
+ * database (another store: an export or a report is never one), which
+ * opening it for writing would truncate.  A file that does not exist yet
+ * is fine.  Returns 0, or CLI_EXIT_USAGE after one error line.
+ */
+int cli_output_check(const struct command *cmd, const char *out, const char *const *stores,
+		     size_t n);
+
 struct model_filter;
 
 /* "--pid PID" and "--rank R": the processes a command reads. */

@@ -521,31 +521,61 @@ struct cond {
 	int unknown;      /* not evaluated for some pair (an error line said why) */
 };
 
-static double unit_scale(const char *u)
+/* What an amount of a metric is counted in: its unit's dimension. */
+enum dim { D_NONE, D_TIME, D_BYTES };
+
+static enum dim metric_dim(enum metric m)
+{
+	switch (m) {
+	case M_BUSY:
+		return D_NONE; /* a share: a bare fraction */
+	case M_PEAK:
+	case M_LEAKED:
+	case M_SITE_PEAK:
+		return D_BYTES;
+	default:
+		return D_TIME;
+	}
+}
+
+/* The scale of a unit and, in *d, its dimension; -1 for no unit known. */
+static double unit_scale(const char *u, enum dim *d)
 {
 	static const struct {
 		const char *name;
 		double scale;
+		enum dim dim;
 	} units[] = {
-		{ "", 1 },	      { "ns", 1 },	    { "us", 1e3 },	  { "ms", 1e6 },
-		{ "s", 1e9 },	      { "B", 1 },	    { "KiB", 1024.0 },	  { "MiB", 1048576.0 },
-		{ "GiB", 1073741824.0 }, { "KB", 1e3 },	    { "MB", 1e6 },	  { "GB", 1e9 },
+		{ "", 1, D_NONE },	     { "ns", 1, D_TIME },	  { "us", 1e3, D_TIME },
+		{ "ms", 1e6, D_TIME },	     { "s", 1e9, D_TIME },	  { "B", 1, D_BYTES },
+		{ "KiB", 1024.0, D_BYTES }, { "MiB", 1048576.0, D_BYTES },
+		{ "GiB", 1073741824.0, D_BYTES }, { "KB", 1e3, D_BYTES }, { "MB", 1e6, D_BYTES },
+		{ "GB", 1e9, D_BYTES },
 	};
 
 	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
-		if (strcmp(u, units[i].name) == 0)
+		if (strcmp(u, units[i].name) == 0) {
+			*d = units[i].dim;
 			return units[i].scale;
+		}
 	return -1;
 }
 
-/* One condition "METRIC OP VALUE"; 0, -EINVAL, or -EDOM for a percentage
- * where only an amount will do. */
+/*
+ * One condition "METRIC OP VALUE"; 0, -EINVAL, -EDOM for a percentage
+ * where only an amount will do, or -ERANGE for an amount in a unit of
+ * another kind than the metric's (wall_time>+5GiB was read as 5.4 s,
+ * leaked_bytes>+5ms as 5 MB, gpu_busy>+5ms as a share of 5 million that
+ * nothing crosses) or with no unit for a time (wall_time>+5 was 5 ns).
+ * A bare number of bytes is bytes; a bare 0 is 0 in any unit.
+ */
 static int parse_cond(const char *s, struct cond *c)
 {
 	size_t n = strcspn(s, "<>");
 	const char *v;
 	char name[64], *end, *br;
 	double scale;
+	enum dim d;
 
 	memset(c, 0, sizeof(*c));
 	snprintf(c->text, sizeof(c->text), "%s", s);
@@ -555,9 +585,11 @@ static int parse_cond(const char *s, struct cond *c)
 	name[n] = 0;
 	while (n > 0 && name[n - 1] == ' ')
 		name[--n] = 0;
-	/* METRIC[MEMORY] */
+	/* METRIC[MEMORY], MEMORY not empty: [] would be every memory unsaid. */
 	br = strchr(name, '[');
-	if (br && name[n - 1] == ']') {
+	if (br) {
+		if (name[n - 1] != ']' || br + 1 == name + n - 1)
+			return -EINVAL;
 		snprintf(c->memory, sizeof(c->memory), "%.*s", (int)(name + n - 2 - br), br + 1);
 		*br = 0;
 	}
@@ -573,6 +605,9 @@ static int parse_cond(const char *s, struct cond *c)
 	}
 	while (*v == ' ')
 		v++;
+	/* Decimal only: strtod also reads hex (0x10) and "inf". */
+	if (!strchr("+-.0123456789", *v) || strpbrk(v, "xX"))
+		return -EINVAL;
 	c->value = strtod(v, &end);
 	if (end == v || !isfinite(c->value))
 		return -EINVAL;
@@ -582,9 +617,13 @@ static int parse_cond(const char *s, struct cond *c)
 		c->relative = 1;
 		return c->metric == M_SITE_PEAK ? -EDOM : 0;
 	}
-	scale = unit_scale(end);
+	scale = unit_scale(end, &d);
 	if (scale < 0)
 		return -EINVAL;
+	/* A bare count of bytes is bytes; a bare time could be any unit. */
+	if (d != metric_dim(c->metric) && c->value != 0 &&
+	    !(d == D_NONE && metric_dim(c->metric) == D_BYTES))
+		return -ERANGE;
 	c->value *= scale;
 	return 0;
 }
@@ -924,7 +963,8 @@ static int check_site_peak(struct cmp *c, struct cond *k, const struct pair *pr,
 
 /*
  * Why k's verdict on p's figures cannot be supported, or NULL: a recording
- * cut short has figures that stop at the cut (every metric); events lost
+ * cut short, or with no end recorded, has figures that stop at the cut or
+ * the last event (every metric); events lost
  * by the rings (heap calls, CUDA calls, ranges) leave the steps, call
  * times and memory figures short or wrong either way, but not the wall
  * time (its end is recorded) nor the GPU's (its records wait for room);
@@ -938,6 +978,9 @@ static const char *unsupported(const struct cond *k, const struct model_proc *p,
 	if (p->cut)
 		snprintf(buf, len, "its recording was cut short (the collector was lost): its"
 			 " figures stop there");
+	else if (!p->end_known)
+		snprintf(buf, len, "no end recorded (still running, or its collector died): its"
+			 " figures stop at its last event");
 	else if (p->dropped_host && !gpu && k->metric != M_WALL)
 		snprintf(buf, len, "it lost %lld events before the store: its figures miss them",
 			 (long long)p->dropped_host);
@@ -1297,7 +1340,7 @@ static int compare(struct model *ma, struct model *mb, const char *pa, const cha
 {
 	struct pair *pairs = calloc(model_nprocs(ma) + model_nprocs(mb) + 1, sizeof(*pairs));
 	struct emit e;
-	size_t n;
+	size_t n, paired = 0;
 	int err = 0;
 
 	if (!pairs)
@@ -1314,9 +1357,20 @@ static int compare(struct model *ma, struct model *mb, const char *pa, const cha
 	emit_text(&e, "shimmer compare\n  A: %s\n  B: %s\n", fmt_esc(pa), fmt_esc(pb));
 	emit_array_begin(&e, "pairs");
 	for (size_t i = 0; i < n && !err; i++)
-		if (pairs[i].a && pairs[i].b)
+		if (pairs[i].a && pairs[i].b) {
 			err = compare_pair(c, &pairs[i], ma, mb);
+			paired++;
+		}
 	emit_array_end(&e);
+	/* No pair, no condition evaluated: not a pass (a run left untraced,
+	 * or of another executable, passed every condition). */
+	if (!err && !paired && c->nconds) {
+		cli_error("--fail-if: no process of A pairs with one of B (%zu and %zu processes selected):"
+			  " nothing to compare", model_nselected(ma), model_nselected(mb));
+		c->unknown = 1;
+		for (size_t i = 0; i < c->nconds; i++)
+			c->conds[i].unknown = 1;
+	}
 	emit_array_begin(&e, "only");
 	for (size_t i = 0; i < n && !err; i++) {
 		const struct model_proc *p = pairs[i].a ? pairs[i].a : pairs[i].b;
@@ -1418,12 +1472,19 @@ const struct command compare_command = {
 static int add_conds(struct cmp *c, struct cond *store, const char *expr)
 {
 	char buf[512], *save = NULL;
-	int r;
+	int r, any = 0;
 
-	snprintf(buf, sizeof(buf), "%s", expr);
+	/* Cut, the last condition could read as another (+100ms as +10). */
+	if ((size_t)snprintf(buf, sizeof(buf), "%s", expr) >= sizeof(buf))
+		return cli_usage_error(&compare_command, "--fail-if: more than %zu characters;"
+				       " give the conditions in several --fail-if",
+				       sizeof(buf) - 1);
 	for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
 		while (*t == ' ')
 			t++;
+		if (!*t)
+			continue;
+		any = 1;
 		if (c->nconds == MAX_CONDS)
 			return cli_usage_error(&compare_command, "more than %d --fail-if conditions",
 					       MAX_CONDS);
@@ -1431,10 +1492,21 @@ static int add_conds(struct cmp *c, struct cond *store, const char *expr)
 		if (r == -EDOM)
 			return cli_usage_error(&compare_command, "--fail-if: '%s': site_peak takes an"
 					       " amount (+100MiB), not a percentage", t);
+		if (r == -ERANGE)
+			return cli_usage_error(&compare_command, "--fail-if: '%s': %s", t,
+					       metric_dim(store[c->nconds].metric) == D_TIME ?
+					       "a time wants ns, us, ms or s (+200ms), or a percentage" :
+					       metric_dim(store[c->nconds].metric) == D_BYTES ?
+					       "bytes want B, KiB, MiB, GiB, KB, MB or GB (+1GiB), a"
+					       " number of bytes, or a percentage" :
+					       "a share wants a fraction (+0.05) or a percentage");
 		if (r < 0)
 			return cli_usage_error(&compare_command, "--fail-if: cannot read '%s'", t);
 		c->nconds++;
 	}
+	/* An empty --fail-if (an unset shell variable) would guard nothing. */
+	if (!any)
+		return cli_usage_error(&compare_command, "--fail-if: no condition in '%s'", expr);
 	return 0;
 }
 

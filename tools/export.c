@@ -394,7 +394,7 @@ const struct command export_command = {
 		"  speedscope  speedscope's own format (a profile per process, memory, weight)\n"
 		"\n"
 		"options:\n"
-		"  -o FILE          write to FILE, not standard output\n"
+		"  -o FILE          write to FILE, not standard output (never a store)\n"
 		"  --pid PID        only the processes with this pid\n"
 		"  --rank RANK      only the processes of this rank\n"
 		"  --begin S, --end S  only events overlapping [S, E], in seconds from the\n"
@@ -435,6 +435,8 @@ static int parse(int argc, char **argv, struct export_opts *o)
 	}
 	if (!o->path)
 		return cli_usage_error(cmd, "no store given");
+	if (o->out_path && cli_output_check(cmd, o->out_path, &o->path, 1))
+		return CLI_EXIT_USAGE;
 	if (o->begin_s >= 0 && o->end_s >= 0 && o->end_s < o->begin_s)
 		return cli_usage_error(cmd, "--end is before --begin");
 	if (wname) {
@@ -479,9 +481,8 @@ static int export_main(int argc, char **argv)
 	err = load_procs(&x);
 	if (err)
 		goto out;
-	/* The model warned when --pid or --rank matched nothing. */
-	if (!x.nprocs && o.pid < 0 && o.rank < 0)
-		cli_warn("no process selected in %s", o.path);
+	/* The model warned when --pid or --rank matched nothing, or the
+	 * store holds no process. */
 	place(&x);
 	/* what the files miss, on stderr (each file holds its data alone;
 	 * the trace says it inside too) */

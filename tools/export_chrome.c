@@ -1076,8 +1076,11 @@ int export_chrome(struct export *x, struct xout *w)
 			  " or write csv", bytes / 1e6, x->o->max_mb);
 		return -EFBIG;
 	}
-	err = store_prepare(x->db, "SELECT coalesce(demangled, text) FROM strings"
-			    " WHERE proc_id = ?1 AND id = ?2", &c.name_st);
+	/* Named rows (kernels, ranges, GPU API calls) came with strings in
+	 * schema 2: a version-1 store has neither. */
+	if (x->schema >= 2)
+		err = store_prepare(x->db, "SELECT coalesce(demangled, text) FROM strings"
+				    " WHERE proc_id = ?1 AND id = ?2", &c.name_st);
 	if (err)
 		return err;
 	xout_lit(w, "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"exporter\":\"shimmer\","

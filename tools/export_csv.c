@@ -794,7 +794,8 @@ int export_csv(struct export *x, struct xout *w)
 	err = allocs_init(&c, &a);
 	if (!err && (!srcs || !h.v))
 		err = -ENOMEM;
-	if (!err)
+	/* Named rows came with strings in schema 2 (see export_chrome.c). */
+	if (!err && x->schema >= 2)
 		err = store_prepare(x->db, "SELECT coalesce(demangled, text) FROM strings"
 				    " WHERE proc_id = ?1 AND id = ?2", &c.names.st);
 	if (!err)

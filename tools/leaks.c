@@ -36,6 +36,7 @@ enum fit_kind { FIT_NONE, FIT_STEPS, FIT_TIME };
 struct fit_proc {
 	enum fit_kind kind;
 	const char *range; /* the steps' range name */
+	const char *asked; /* --steps, or NULL */
 	int64_t *t;        /* fit points, ns */
 	size_t n;
 	size_t warm;       /* points skipped */
@@ -86,6 +87,7 @@ static int load_fit(struct leaks *l, const struct model_proc *p, struct fit_proc
 
 	if (err)
 		return err;
+	f->asked = l->o->steps;
 	if (s->n > 0) {
 		f->kind = FIT_STEPS;
 		f->range = s->name;
@@ -293,6 +295,12 @@ static void fit_heading(struct emit *e, const struct fit_proc *f)
 	if (f->kind == FIT_STEPS)
 		emit_text(e, "  growth fitted over %zu of %zu '%s' ranges (first %zu skipped as"
 			  " warm-up)\n", f->n - f->warm, f->n, fmt_esc(f->range), f->warm);
+	else if (f->kind == FIT_TIME && f->asked)
+		/* --steps named a range this process never closed (a typo, or
+		 * another process's): say so, not a bare "no steps". */
+		emit_text(e, "  no '%s' range (--steps): growth fitted over the allocations, at %zu"
+			  " of %zu instants (each 1/%zu of them made)\n", fmt_esc(f->asked),
+			  f->n - f->warm, f->n, f->n);
 	else if (f->kind == FIT_TIME)
 		emit_text(e, "  no steps: growth fitted over the allocations, at %zu of %zu instants"
 			  " (each 1/%zu of them made)\n", f->n - f->warm, f->n, f->n);
@@ -635,6 +643,8 @@ static int leaks_main(int argc, char **argv)
 	}
 	if (!path)
 		return cli_usage_error(&leaks_command, "no store given");
+	if (o.steps && !*o.steps)
+		return cli_usage_error(&leaks_command, "--steps needs a range name");
 	if (o.all_allocations && o.fmt != PRESENT_FOLDED)
 		return cli_usage_error(&leaks_command, "--all-allocations goes with --format folded");
 	if (model_open(path, &flt, &m) < 0)

@@ -177,6 +177,29 @@ static int link_procs(struct model *m)
 			      (m->filter.rank < 0 || p->rank == m->filter.rank);
 		m->nselected += p->selected != 0;
 	}
+	/* One run's tree (the filter's after_proc_id and root_pid): the
+	 * parent pointers are all set now.  A walk up is bounded: a store's
+	 * parent links could make a circle. */
+	for (size_t i = 0; i < m->nprocs && (m->filter.after_proc_id > 0 || m->filter.root_pid > 0);
+	     i++) {
+		struct model_proc *p = &m->procs[i];
+		const struct model_proc *q = p;
+		int in = 0;
+
+		/* ppid too: the children of a root that was not traced itself
+		 * (a static launcher) have no traced parent. */
+		for (size_t hops = 0; q && q->proc_id > m->filter.after_proc_id && hops <= m->nprocs;
+		     q = q->parent, hops++)
+			if (m->filter.root_pid <= 0 || q->pid == m->filter.root_pid ||
+			    q->ppid == m->filter.root_pid) {
+				in = 1;
+				break;
+			}
+		if (p->selected && !in) {
+			p->selected = 0;
+			m->nselected--;
+		}
+	}
 	/* Children in runs, in proc_id order: a counting pass, then placing. */
 	for (size_t i = 0; i < m->nprocs; i++) {
 		struct model_proc *p = &m->procs[i];
@@ -509,6 +532,11 @@ int model_load(sqlite3 *db, const struct model_filter *f, struct model **out)
 		err = load_fns(m);
 	if (err)
 		goto fail;
+	/* An empty store read with no filter: an empty table or no output at
+	 * all would read as "nothing wrong" (no leak, no finding). */
+	if (m->nprocs == 0 && m->filter.pid < 0 && m->filter.rank < 0 &&
+	    m->filter.after_proc_id <= 0 && m->filter.root_pid <= 0)
+		cli_warn("%s holds no process: nothing was traced into it", m->path ? m->path : "the store");
 	if (m->nselected == 0 && (m->filter.pid >= 0 || m->filter.rank >= 0)) {
 		if (m->filter.pid >= 0 && m->filter.rank >= 0)
 			cli_warn("no process with pid %lld and rank %lld in the store",

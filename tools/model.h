@@ -77,6 +77,13 @@ struct model;
 struct model_filter {
 	int64_t pid;
 	int64_t rank;
+	/* One run's processes in a store that holds others too (shimmer run
+	 * --db of an existing store, or two runs sharing one): those with a
+	 * proc_id above after_proc_id that are, or descend from, a process
+	 * among them of pid root_pid or whose parent's pid is root_pid (the
+	 * root may be untraced).  0: no such condition. */
+	int64_t after_proc_id;
+	int64_t root_pid;
 };
 
 #define MODEL_ANY (-1)

@@ -767,7 +767,7 @@ const struct command report_command = {
 		"so the file stays small for large stores.  The file is made readable\n"
 		"by its owner only.\n"
 		"\n"
-		"  -o FILE      the file to write (default report.html)\n"
+		"  -o FILE      the file to write (default report.html; never a store)\n"
 		"  --baseline OTHER.db  compare this run with OTHER.db's (A: OTHER, B: DB)\n"
 		"  --pid PID    only the processes with this pid\n"
 		"  --rank R     only the processes of rank R\n"
@@ -810,6 +810,8 @@ static int report_main(int argc, char **argv)
 	}
 	if (!path)
 		return cli_usage_error(&report_command, "no store given");
+	if (cli_output_check(&report_command, out_path, (const char *const[]){ path, base }, 2))
+		return CLI_EXIT_USAGE;
 	if (assets_load(&a) < 0)
 		goto out;
 	if (base && (err = compare_csv(base, path, &flt, &cmp)) < 0) {

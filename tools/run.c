@@ -59,6 +59,8 @@ struct run {
 	char sock_dir[PATH_MAX]; /* empty when none was made */
 	char sock[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	pid_t child;
+	int64_t before;  /* the store's last proc_id before this run: an
+	                  * existing --db holds other runs' processes */
 	int go[2];       /* releases the paused child */
 	int exec_err[2]; /* the child's execvp errno, or EOF on success */
 };
@@ -190,7 +192,8 @@ static void remove_sock_dir(struct run *r)
  * --db given to two runs) has live processes of its own in it.
  *
  * st: the program's wait status, into its processes row (the latest with
- * its pid: an exec'd program keeps it): exit_status, or end_signal for a
+ * its pid: an exec'd program keeps it; of this run: an earlier run's
+ * process in the same --db may have had the pid): exit_status, or end_signal for a
  * signal the shim could not see (SIGKILL), which also makes a
  * 'disconnect' a 'signal'.  Nothing when st < 0.
  */
@@ -220,9 +223,11 @@ static void finish_store(struct run *r, int st, int lost)
 					"end_signal = coalesce(end_signal, ?3), end_reason = CASE "
 					"WHEN ?3 IS NOT NULL AND end_reason = 'disconnect' THEN "
 					"'signal' ELSE end_reason END WHERE proc_id = (SELECT "
-					"max(proc_id) FROM processes WHERE pid = ?1)", -1, &q, NULL);
+					"max(proc_id) FROM processes WHERE pid = ?1 AND proc_id > ?4)",
+					-1, &q, NULL);
 	if (rc == SQLITE_OK && q) {
 		sqlite3_bind_int64(q, 1, r->child);
+		sqlite3_bind_int64(q, 4, r->before);
 		if (WIFEXITED(st))
 			sqlite3_bind_int(q, 2, WEXITSTATUS(st));
 		if (WIFSIGNALED(st))
@@ -299,35 +304,50 @@ static const char *status_text(int st, char *buf, size_t len)
 	return buf;
 }
 
-/* How many processes the store holds, -1 when it cannot say. */
-static int count_processes(sqlite3 *db)
+/*
+ * The last proc_id of an existing store, before this run adds any: the
+ * processes after it that are (or descend from) the program's are this
+ * run's.  0 when there is none or it cannot be read (the collector then
+ * says why, or makes the store).
+ */
+static int64_t last_proc_id(const char *path)
 {
+	sqlite3 *db = NULL;
 	sqlite3_stmt *q = NULL;
-	int n = -1;
+	int64_t id = 0;
 
-	if (sqlite3_prepare_v2(db, "SELECT count(*) FROM processes", -1, &q, NULL) == SQLITE_OK &&
+	if (store_connect(path, &db) == SQLITE_OK &&
+	    sqlite3_prepare_v2(db, "SELECT coalesce(max(proc_id), 0) FROM processes", -1, &q,
+			       NULL) == SQLITE_OK &&
 	    sqlite3_step(q) == SQLITE_ROW)
-		n = sqlite3_column_int(q, 0);
+		id = sqlite3_column_int64(q, 0);
 	sqlite3_finalize(q);
-	return n;
+	sqlite3_close(db);
+	return id;
 }
 
 /* How the command ended (and why nothing was traced, when nothing was),
- * then the brief summary, which ends by naming the store and what to run
- * next; the store's name alone when it cannot be read. */
+ * then the brief summary of this run's processes alone (a --db store may
+ * hold other runs', earlier or at the same time), which ends by naming the
+ * store and what to run next; the store's name alone when it cannot be
+ * read. */
 static void print_summary(struct run *r, int st, int collector_failed)
 {
 	struct model_filter f = model_filter_all();
 	struct summary_opts o;
-	struct model *m;
-	sqlite3 *db;
+	struct model *m = NULL;
 	char how[128];
-	int procs = -1;
+	long procs = -1;
 
-	if (store_open(r->sp.db, &db) == 0) {
-		procs = count_processes(db);
-		sqlite3_close(db);
+	/* A store we made is this run's alone: no condition (a child of
+	 * an untraced grandchild of CMD is this run's too).  An existing
+	 * one holds other runs': this run's tree only. */
+	if (!r->sp.db_is_ours) {
+		f.after_proc_id = r->before;
+		f.root_pid = r->child;
 	}
+	if (model_open(r->sp.db, &f, &m) == 0)
+		procs = (long)model_nselected(m);
 	if (procs == 0 && collector_failed)
 		cli_warn("the collector failed before it stored any process of %s (its "
 			 "message above says why)", r->cmd[0]);
@@ -341,7 +361,7 @@ static void print_summary(struct run *r, int st, int collector_failed)
 	summary_opts_init(&o);
 	o.brief = 1;
 	o.path = r->sp.db;
-	if (model_open(r->sp.db, &f, &m) == 0 && summary_write(m, stderr, &o) == 0) {
+	if (m && summary_write(m, stderr, &o) == 0) {
 		model_close(m);
 		return;
 	}
@@ -445,6 +465,8 @@ static int run_main(int argc, char **argv)
 
 	if (traced && spawn_name_store(&r.sp, (long)r.child, why, sizeof(why)) < 0)
 		traced = 0;
+	if (traced && !r.sp.db_is_ours)
+		r.before = last_proc_id(r.sp.db);
 	if (traced) {
 		const char *args[] = { "--socket", r.sock, NULL };
 

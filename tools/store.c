@@ -104,6 +104,7 @@ static void read_lock(const struct stat *sb, const char *path)
 
 int store_open(const char *path, sqlite3 **out)
 {
+	char side[PATH_MAX + 8];
 	sqlite3 *db = NULL;
 	struct stat sb;
 	int err, rc, version;
@@ -139,6 +140,20 @@ int store_open(const char *path, sqlite3 **out)
 		cli_error("%s has a hot journal (%s-journal): a collector was killed while "
 			  "compacting it; its recording is whole once a writer rolls the journal "
 			  "back: sqlite3 %s 'PRAGMA quick_check'", path, path, path);
+		goto out;
+	}
+	snprintf(side, sizeof(side), "%s-wal", path);
+	if (store_schema_version(db) < 1 && sqlite3_errcode(db) == SQLITE_CANTOPEN &&
+	    stat(side, &sb) == 0) {
+		/* A store with a -wal is read through its -shm, which SQLite
+		 * opens or makes beside it: a read-only directory (a copy of
+		 * a live store, a read-only mount) or a -shm it may not open
+		 * refuses that, and the store is whole all the same. */
+		err = -EACCES;
+		cli_error("cannot read store %s: it has a -wal file (a collector is writing it, or"
+			  " was killed), which SQLite reads through %s-shm, and it cannot open or"
+			  " create that file there: copy %s and %s-wal to a directory you may write",
+			  path, path, path, path);
 		goto out;
 	}
 	if (store_schema_version(db) < 1) {

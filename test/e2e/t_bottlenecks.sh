@@ -262,4 +262,16 @@ expect hot "--threshold 70: big_gemm (60%) is not hot" 'len(all_of("hot_kernel")
 rc=$?
 check "--fail-on with a bad severity: usage error" "exit $rc: $(cat "$T/usage.err")" \
 	[ $rc = 2 ]
+# No process to judge (a program left untraced, a --pid that matches
+# nothing) is no pass: --fail-on exited 0 on "no finding".
+cp "$T/clean.db" "$T/none.db"
+sqlite3 "$T/none.db" "DELETE FROM processes"
+for args in "$T/none.db" "$T/clean.db --pid 1"; do
+	# shellcheck disable=SC2086
+	"$SHIMMER" bottlenecks $args --fail-on LOW > /dev/null 2> "$T/none.err"
+	rc=$?
+	check "--fail-on with no process ($(basename "$args")): exit 1, says so" \
+		"exit $rc: $(cat "$T/none.err")" \
+		holds '[ $rc = 1 ] && grep -q "nothing was judged" "$T/none.err"'
+done
 finish

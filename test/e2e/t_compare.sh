@@ -16,7 +16,10 @@
 #  - --fail-if exits 3 exactly when crossed: slow's steps are planted 60%
 #    longer (+60%); thresholds just under and just over the measured change give
 #    3 and 0; several conditions, one crossed, give 3; a condition on a
-#    figure neither run has is an error (1);
+#    figure neither run has is an error (1), and so is any when no
+#    process pairs, or on a figure a cut, unended or lossy process has
+#    only in part; an amount in a unit of another kind, or an empty
+#    --fail-if, is a usage error (2);
 #  - a slow first step does not hide a median that moved.
 . "$(dirname "$0")/lib.sh"
 
@@ -174,4 +177,46 @@ check "short vs warm: the step median (x1.6) is marked changed despite the first
 "$SHIMMER" compare "$T/base.db" "$T/big.db" --fail-if "speed>+5%" > /dev/null 2>&1
 rc=$?
 check "an unknown metric is a usage error (2)" "exit $rc" test $rc = 2
+# An amount in a unit of another kind than the metric's, or without one,
+# was read as another amount (+5GiB as 5.4 s, +5 as 5 ns, +1ms of a
+# share that nothing crosses); an empty --fail-if guarded nothing; one
+# over 511 characters was cut where it fell (+100MiB read as +100 bytes,
+# which big's 3x peak crosses).
+for bad in "wall_time>+5GiB" "wall_time>+5" "leaked_bytes>+5ms" "gpu_busy>+1ms" \
+	"peak_memory[]>+1%" "step_time>+0x10ms" "" " , " \
+	"wall_time>+50%,$(printf '%480s' '')peak_memory>+100MiB"; do
+	"$SHIMMER" compare "$T/base.db" "$T/big.db" --fail-if "$bad" > "$T/f.out" 2>&1
+	rc=$?
+	check "--fail-if '${bad:0:40}': a usage error (2), one line" \
+		"exit $rc: $(head -3 "$T/f.out")" \
+		holds '[ $rc = 2 ] && [ "$(wc -l < "$T/f.out")" = 1 ]'
+done
+failif 0 base big "wall_time>+10s" "leaked_bytes>0" "peak_memory>+1GiB"
+# A process whose figures are partial supports no verdict: cut short by a
+# lost collector, never ended, or with events lost (heap, call and range
+# figures; the wall time needs no event).  Copies of big planted so; each
+# condition crossed (3) or passed (0) on big itself.
+cp "$T/big.db" "$T/bigcut.db"
+sq "$T/bigcut.db" "UPDATE processes SET end_reason = 'collector_lost'"
+cp "$T/big.db" "$T/bigopen.db"
+sq "$T/bigopen.db" "UPDATE processes SET end_ns = NULL, end_reason = NULL"
+cp "$T/big.db" "$T/biglost.db"
+sq "$T/biglost.db" "INSERT INTO drops SELECT proc_id, pid, 'ring_full', 100 FROM processes"
+failif 3 base big "peak_memory>+10%"
+failif 0 base big "wall_time>+1000%"
+failif 1 base bigcut "wall_time>+1000%"
+check "cut: the process says so, and the condition why it is not evaluated" "$(cat "$T/f.out")" \
+	holds 'grep -q "WARNING: the collector was lost while this process ran" "$T/f.out" &&
+		grep -q "pid [0-9]* in B: its recording was cut short .*; not evaluated" "$T/f.out"'
+failif 1 base bigopen "peak_memory>+10%"
+check "no end recorded: the condition says why it is not evaluated" "$(cat "$T/f.out")" \
+	grep -q "pid [0-9]* in B: no end recorded .*; not evaluated" "$T/f.out"
+failif 1 base biglost "peak_memory>+10%"
+failif 0 base biglost "wall_time>+1000%"
+# No pair (B ran another executable, or was not traced) is no pass: each
+# condition is not evaluated, exit 1.
+record other /bin/true
+failif 1 base other "wall_time>+5%"
+check "no pair: one error line says so" "$(cat "$T/f.out")" \
+	grep -q "error: --fail-if: no process of A pairs with one of B" "$T/f.out"
 finish

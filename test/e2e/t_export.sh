@@ -570,5 +570,38 @@ if len(k) != 9:
     print("%d kernels, not the 9 launched" % len(k))
 PY
 expect_empty "chrome: --pid keeps one process" "$(cat "$T/cut.check")"
+# A store of schema 1 (no strings table: kernels and ranges came in 2)
+# exports its allocations: chrome and csv failed on 'no such table: strings'.
+cat "$ROOT/schema/001_core.sql" - <<'SQL' | sqlite3 "$T/v1.db"
+INSERT INTO functions VALUES (1, 'malloc', 'heap');
+INSERT INTO processes (proc_id, pid, ppid, uid, exe, malloc_mode, lossless, start_wall_ns,
+	start_ns, end_ns, end_reason) VALUES (1, 4242, 1, 0, '/bin/v1', 'all', 1, 0, 1000, 9000, 'exit');
+INSERT INTO allocations (proc_id, space, device, ptr, size, sampled, weight, alloc_fn, alloc_tid,
+	alloc_ns) VALUES (1, 'host', -1, 4096, 12345, 0, 12345, 1, 4242, 2000);
+SQL
+for f in chrome csv; do
+	"$SHIMMER" export "$T/v1.db" --format $f -o "$T/v1.$f" 2> "$T/v1.err"
+	rc=$?
+	check "schema 1: export --format $f exits 0 with the allocation" \
+		"exit $rc: $(head -3 "$T/v1.err")" \
+		holds '[ $rc = 0 ] && grep -q 12345 "$T/v1.$f"'
+done
+# -o naming the store read (by its name or a symlink) or another store is
+# refused untouched: the store was truncated, then removed as a failed
+# output.
+cp "$DB" "$T/keep.db"
+ln -s "$T/keep.db" "$T/keep-link.db"
+cp "$DB" "$T/other.db"
+for o in keep.db keep-link.db other.db; do
+	for f in chrome csv folded; do
+		before=$(md5sum < "$T/$o")
+		"$SHIMMER" export "$T/keep.db" --format $f -o "$T/$o" > /dev/null 2> "$T/clobber.err"
+		rc=$?
+		check "export --format $f -o $o (a store): refused (2) in one line, the file unchanged" \
+			"exit $rc: $(cat "$T/clobber.err")" \
+			holds '[ $rc = 2 ] && [ "$(wc -l < "$T/clobber.err")" = 1 ] &&
+				[ -f "$T/$o" ] && [ "$(md5sum < "$T/$o")" = "$before" ]'
+	done
+done
 check_integrity "store integrity" "$DB"
 finish

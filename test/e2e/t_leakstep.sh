@@ -86,4 +86,17 @@ $(site_sql plateau)
 SELECT 'flagged:', frame, memory, $SLOPE, r2, verdict FROM plateau WHERE $(flagged);" 2>&1)"
 fi
 
+# --steps naming the steps' range fits over them; naming one the process
+# never closed (a typo) says so, where it read as a bare "no steps"; an
+# empty name is a usage error (it fell back to the allocations unsaid).
+"$SHIMMER" leaks "$T/grow.db" --steps step > "$T/steps.out" 2>&1
+check "--steps step: fitted over the 'step' ranges" "$(head -3 "$T/steps.out")" \
+	grep -q "growth fitted over .* 'step' ranges" "$T/steps.out"
+"$SHIMMER" leaks "$T/grow.db" --steps stpe > "$T/steps.out" 2>&1
+check "--steps stpe (no such range): the heading names it" "$(head -3 "$T/steps.out")" \
+	grep -q "no 'stpe' range (--steps): growth fitted over the allocations" "$T/steps.out"
+"$SHIMMER" leaks "$T/grow.db" --steps '' > "$T/steps.out" 2>&1
+rc=$?
+check "--steps '': usage error (2)" "exit $rc: $(head -3 "$T/steps.out")" [ $rc = 2 ]
+
 finish

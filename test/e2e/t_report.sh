@@ -140,6 +140,21 @@ pid=$(sqlite3 "$DB" "SELECT pid FROM processes WHERE rank IS NULL AND parent_pro
 check "--pid: the page names that process only" "$(grep -o 'pid [0-9]*' "$T/one.html" | sort -u | head)" \
 	[ "$(grep -o 'pid [0-9]* ' "$T/one.html" | sort -u | wc -l)" = 1 ]
 
+# -o naming a store (the one read, the baseline, through a symlink, or any
+# other SQLite file) is refused untouched: it was truncated and written
+# with the page, exit 0, the recording gone.
+cp "$BASE" "$T/other.db"
+ln -s "$DB" "$T/link.db"
+for o in "$DB" "$BASE" "$T/link.db" "$T/other.db"; do
+	before=$(md5sum < "$o")
+	"$SHIMMER" report "$DB" --baseline "$BASE" -o "$o" > /dev/null 2> "$T/clobber.err"
+	rc=$?
+	check "report -o $(basename "$o") (a store): refused (2) in one line, the file unchanged" \
+		"exit $rc: $(cat "$T/clobber.err")" \
+		holds '[ $rc = 2 ] && [ "$(wc -l < "$T/clobber.err")" = 1 ] &&
+			[ "$(md5sum < "$o")" = "$before" ]'
+done
+
 # without the charting library: one clear line, exit 1 (unless an install
 # left one in DATADIR, the second place looked at)
 if [ -f /usr/local/share/shimmer/chart.umd.min.js ]; then

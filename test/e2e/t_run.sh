@@ -61,9 +61,56 @@ if printf 'int main(void) { return 0; }\n' | cc -static -x c -o "$T/static" - 2>
 	"$SHIMMER" run --db "$T/static.db" -- "$T/static" > /dev/null 2> "$T/static.err"
 	check "static binary: hint" "stderr: $(cat "$T/static.err")" \
 		grep -q "is statically linked: LD_PRELOAD cannot reach it" "$T/static.err"
+	# Read, the empty store says so: leaks printed nothing, exit 0 (read
+	# as "no leak"), summary a bare "0 processes".
+	for c in leaks summary bottlenecks export; do
+		"$SHIMMER" $c "$T/static.db" > /dev/null 2> "$T/static.$c.err"
+		check "an empty store: $c says it holds no process" "stderr: $(cat "$T/static.$c.err")" \
+			holds '[ "$(wc -l < "$T/static.$c.err")" = 1 ] &&
+				grep -q "holds no process: nothing was traced into it" "$T/static.$c.err"'
+	done
+	# Into a store that holds another run's process: the hint all the
+	# same (it counted every process of the store), and no process of
+	# the other run in the summary.
+	cp "$T/ok.db" "$T/ok2.db"
+	"$SHIMMER" run --db "$T/ok2.db" -- "$T/static" > /dev/null 2> "$T/static2.err"
+	check "static binary into a store of another run: hint, no other run's process" \
+		"stderr: $(cat "$T/static2.err")" \
+		holds 'grep -q "is statically linked" "$T/static2.err" &&
+			! grep -q "^Process" "$T/static2.err"'
+	# A static launcher's traced child, into that store: this run's,
+	# though no traced process is its parent.
+	printf '#include <unistd.h>\n#include <sys/wait.h>\nint main(void) { if (fork() == 0) {
+		execl("/bin/true", "true", "launched", (char *)0); _exit(1); } wait(0); return 0; }\n' |
+		cc -static -x c -o "$T/launcher" - 2> /dev/null
+	"$SHIMMER" run --db "$T/ok2.db" -- "$T/launcher" > /dev/null 2> "$T/launcher.err"
+	check "a static launcher into a store of another run: its traced child is summarised" \
+		"stderr: $(cat "$T/launcher.err")" \
+		holds '[ "$(grep -c "^Process" "$T/launcher.err")" = 1 ] &&
+			grep -q "command: true launched" "$T/launcher.err" &&
+			! grep -q "statically linked" "$T/launcher.err"'
 else
 	ok "static binary: hint # SKIP no static libc to link with"
 fi
+
+# A --db that holds earlier runs (or another run's at the same time): the
+# summary is this run's processes alone.  It showed the store's longest
+# first, another run's sleep above this run's program.
+"$SHIMMER" run --db "$T/shared.db" -- sleep 0.3 > /dev/null 2>&1
+"$SHIMMER" run --db "$T/shared.db" -- sh -c 'sleep 0.6; /bin/true' > /dev/null 2> "$T/sh1.err" &
+sh1=$!
+sleep 0.2
+"$SHIMMER" run --db "$T/shared.db" -- /bin/true one > /dev/null 2> "$T/true.err"
+wait $sh1
+got=$(grep -c "^Process" "$T/true.err")
+check "--db of other runs: the summary shows this run's one process" \
+	"got $got: $(grep -A1 "^Process" "$T/true.err")" \
+	holds '[ "$got" = 1 ] && grep -A1 "^Process" "$T/true.err" | grep -q "command: /bin/true one"'
+got=$(grep "^Process" "$T/sh1.err" | sed 's/.*: //' | sort | tr '\n' ' ')
+check "--db of other runs: the concurrent run's summary has its tree only (sh, sleep, true)" \
+	"got $got" holds '[ "$(grep -c "^Process" "$T/sh1.err")" = 3 ] &&
+		! grep -A1 "^Process" "$T/sh1.err" | grep -q "command: /bin/true one" &&
+		! grep -A1 "^Process" "$T/sh1.err" | grep -q "command: sleep 0.3"'
 
 # A SIGKILLed shimmer run takes its collector with it.
 "$SHIMMER" run --db "$T/killed.db" -- sleep 30 > /dev/null 2>&1 &
@@ -153,6 +200,23 @@ if [ "$(id -u)" = 0 ] && unshare -m true 2> /dev/null; then
 		"$2" summary "$1/ok.db"' sh "$T/ro" "$SHIMMER" 2>&1)
 	check "reading a store in a read-only directory" "got: $(head -c 300 <<< "$out")" \
 		grep -q "shimmer summary: 1 process" <<< "$out"
+	# With a -wal beside it (a copy of a live store, or one whose
+	# collector was killed) SQLite reads it through a -shm it must make
+	# there: one line says so, not "not a shimmer store".
+	mkdir "$T/rowal"
+	cp "$T/ok.db" "$T/rowal/"
+	python3 -c 'import os, sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+db.execute("PRAGMA journal_mode=WAL"); db.execute("PRAGMA wal_autocheckpoint=0")
+db.execute("UPDATE meta SET value = value WHERE key = \"schema_version\""); db.commit()
+os._exit(0)' "$T/rowal/ok.db"
+	rm -f "$T/rowal/ok.db-shm"
+	out=$(unshare -m sh -c 'mount --bind "$1" "$1" && mount -o remount,ro,bind "$1" &&
+		"$2" summary "$1/ok.db"' sh "$T/rowal" "$SHIMMER" 2>&1)
+	check "a store with a -wal in a read-only directory: one line says why" \
+		"files: $(ls "$T/rowal"); got: $(head -c 300 <<< "$out")" \
+		holds '[ -e "$T/rowal/ok.db-wal" ] && [ "$(wc -l <<< "$out")" = 1 ] &&
+			grep -q "it has a -wal file .* cannot open or create that file there" <<< "$out"'
 else
 	ok "reading a store in a read-only directory # SKIP needs root and unshare -m"
 fi

@@ -112,6 +112,12 @@ static void test_conf_durations(void **state)
 	assert_int_equal(dur("-1s"), UINT64_MAX);
 	assert_int_equal(dur("99999999999999999999s"), UINT64_MAX);
 	assert_int_equal(dur("999999999d"), UINT64_MAX);
+	/* Many digits after the point of a long unit: frac x unit overflowed
+	 * 64 bits (0.333333d read as about 1.6 hours). */
+	assert_int_equal(dur("0.333333d"), 28799971200000ull);
+	assert_int_equal(dur("1.9999999h"), 7199999640000ull);
+	assert_int_equal(dur("0.999999999m"), 59999999940ull);
+	assert_int_equal(dur("0.999999999ms"), 999999ull);
 }
 
 static uint64_t size(const char *s)
