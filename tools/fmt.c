@@ -221,18 +221,29 @@ size_t fmt_esc_width(const char *s)
 /* s escaped into a new string (keep_lf as fmt_esc_write's); NULL: ENOMEM. */
 static char *esc_dup(const char *s, int keep_lf)
 {
-	size_t len;
-	char *t = NULL;
-	FILE *f;
+	size_t n = strlen(s), len, i = 0, o = 0, put;
+	char *t;
 
+	/* Most names need nothing: one scan and a copy (the folded and flame
+	 * graph frames of a large store are millions of them). */
+	if (esc_plain(s, n, keep_lf) == n)
+		return strdup(s);
 	esc_walk(NULL, s, keep_lf, &len);
-	if (!(t = malloc(len + 1)) || !(f = fmemopen(t, len + 1, "w"))) {
-		free(t);
+	if (!(t = malloc(len + 1)))
 		return NULL;
+	while (i < n) {
+		size_t plain = esc_plain(s + i, n - i, keep_lf);
+
+		memcpy(t + o, s + i, plain);
+		o += plain;
+		i += plain;
+		if (i < n) {
+			/* esc_walk() counted these very escapes: they fit */
+			i += esc_char(s + i, n - i, t + o, &put);
+			o += put;
+		}
 	}
-	esc_walk(f, s, keep_lf, NULL);
-	fclose(f);
-	t[len] = 0;
+	t[o] = 0;
 	return t;
 }
 
