@@ -1377,15 +1377,14 @@ static int resolve(struct model *m, struct key_item *ki)
  * Python stack or is not host memory). */
 static int resolve_native(struct model *m, struct key_item *ki)
 {
-	int64_t folded;
 	int err = resolve(m, ki);
 
 	if (err || ki->native_resolved)
 		return err;
 	if (ki->k.pystack_id < 0 || ki->k.mem->space != MODEL_HOST)
 		ki->native_site = ki->site;
-	else if ((err = sites_of(&m->heap->sites, ki->k.mem->proc->proc_id, ki->k.stack_id, -1,
-				 &ki->native_site, &folded)) != 0)
+	else if ((err = sites_native_site(&m->heap->sites, ki->k.mem->proc->proc_id,
+					  ki->k.stack_id, &ki->native_site)) != 0)
 		return err;
 	ki->native_resolved = 1;
 	return 0;

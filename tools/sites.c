@@ -265,8 +265,10 @@ static int tree_node(struct sites *s, int64_t proc_id, int64_t node, int64_t *pa
 	return 0;
 }
 
+/* The native frames of the stack, innermost first, into l: all of them,
+ * or (max > 0) the first max frames. */
 static int native_frames(struct sites *s, int64_t proc_id, int64_t stack_id,
-			 struct frame_list *l)
+			 struct frame_list *l, size_t max)
 {
 	sqlite3_stmt *st = s->frames_st;
 	int skipping = 1, r, err = 0;
@@ -281,14 +283,15 @@ static int native_frames(struct sites *s, int64_t proc_id, int64_t stack_id,
 			node = sqlite3_column_int64(st, 0);
 		/* Up to the root (0); the bound holds against a cycle in a
 		 * store written by hand. */
-		for (int level = 0; r >= 0 && !err && node > 0 && level < 1024; level++) {
+		for (int level = 0; r >= 0 && !err && node > 0 && level < 1024 &&
+				    !(max && l->n >= max); level++) {
 			r = tree_node(s, proc_id, node, &node, &pc);
 			if (r == 0)
 				err = native_pc(s, proc_id, (uint64_t)pc, &skipping, l);
 		}
 		return r < 0 ? r : err ? err : l->text.oom ? -ENOMEM : 0;
 	}
-	while (!err && (r = store_step(s->db, st)) > 0)
+	while (!err && !(max && l->n >= max) && (r = store_step(s->db, st)) > 0)
 		err = native_pc(s, proc_id, (uint64_t)sqlite3_column_int64(st, 0), &skipping, l);
 	return err ? err : r < 0 ? r : l->text.oom ? -ENOMEM : 0;
 }
@@ -355,7 +358,7 @@ static int resolve_stack(struct sites *s, struct stack_item *it, int64_t proc_id
 	if (python)
 		err = python_frames(s, proc_id, pystack_id, &l);
 	else
-		err = stack_id >= 0 ? native_frames(s, proc_id, stack_id, &l) : 0;
+		err = stack_id >= 0 ? native_frames(s, proc_id, stack_id, &l, 0) : 0;
 	if (err)
 		goto out;
 	if (l.n == 0) {
@@ -413,5 +416,35 @@ int sites_of(struct sites *s, int64_t proc_id, int64_t stack_id, int64_t pystack
 	}
 	*site = it->site;
 	*folded = it->folded;
+	return 0;
+}
+
+int sites_native_site(struct sites *s, int64_t proc_id, int64_t stack_id, int64_t *site)
+{
+	/* Its own entries: a site without its folded stack. */
+	struct map_key k = { proc_id, stack_id, -2 };
+	struct stack_item *it = map_find(&s->stacks, &k);
+	struct frame_list l = { 0 };
+	int err = 0;
+
+	if (!it) {
+		size_t want = (size_t)(s->callers > 0 ? s->callers : 0) + 1;
+
+		if (stack_id >= 0)
+			err = native_frames(s, proc_id, stack_id, &l, want);
+		if (!err)
+			err = l.n ? site_name(s, &l, site)
+				  : strtab_index(&s->names, "(no stack)", site);
+		free(l.text.s);
+		free(l.start);
+		if (err)
+			return err;
+		it = map_get(&s->stacks, &k);
+		if (!it)
+			return -ENOMEM;
+		it->site = *site;
+		it->folded = -1;
+	}
+	*site = it->site;
 	return 0;
 }

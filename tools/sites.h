@@ -65,4 +65,13 @@ void sites_close(struct sites *s);
 int sites_of(struct sites *s, int64_t proc_id, int64_t stack_id, int64_t pystack_id,
 	     int64_t *site, int64_t *folded);
 
+/*
+ * The call site alone of native stack stack_id of process proc_id: what
+ * sites_of() names it with no Python stack, walking only the frames the
+ * name takes (the site and s->callers more), not the whole stack into a
+ * folded one: a framework's host allocations have stacks of dozens of
+ * frames, each symbolized.  Returns 0, -ENOMEM or -EIO.
+ */
+int sites_native_site(struct sites *s, int64_t proc_id, int64_t stack_id, int64_t *site);
+
 #endif /* SHIMMER_TOOLS_SITES_H */
