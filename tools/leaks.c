@@ -242,10 +242,14 @@ static void fit_group(struct leaks *l, size_t gi, double *xs, double *xt)
 		g->verdict = V_NA;
 		g->why = "too few samples";
 	}
-	/* A lost free looks like a leak, a lost allocation hides one. */
+	/* A lost free looks like a leak, a lost allocation hides one; a
+	 * process not ended yet may still free what is live now. */
 	if (!model_proc_complete(p)) {
 		g->verdict = V_NA;
 		g->why = p->dropped_host ? "events were lost" : "the collector was lost";
+	} else if (!p->end_known) {
+		g->verdict = V_NA;
+		g->why = "the process had not ended when read";
 	}
 }
 
