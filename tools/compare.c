@@ -1539,7 +1539,15 @@ static int compare_main(int argc, char **argv)
 	struct model *ma = NULL, *mb = NULL;
 	int fmt = EMIT_TABLE, r, rc = CLI_EXIT_ERROR, err;
 
-	for (int i = 1; i < argc; i++) {
+	for (int i = 1, ended = 0; i < argc; i++) {
+		if (cli_end_of_opts(argv[i], &ended))
+			continue;
+		if (ended) {
+			if (paths[0] && paths[1])
+				return cli_usage_error(&compare_command, "more than two stores given");
+			paths[paths[0] ? 1 : 0] = argv[i];
+			continue;
+		}
 		if (cli_is_help(argv[i]))
 			return cli_help(&compare_command);
 		if ((r = cli_format_opt(&compare_command, argc, argv, &i, emit_format_names,

@@ -609,7 +609,14 @@ static int leaks_main(int argc, char **argv)
 	int f, r, rc;
 
 	leaks_opts_init(&o);
-	for (int i = 1; i < argc; i++) {
+	for (int i = 1, ended = 0; i < argc; i++) {
+		if (cli_end_of_opts(argv[i], &ended))
+			continue;
+		if (ended) {
+			if ((rc = cli_operand(&leaks_command, argv[i], &path)) != 0)
+				return rc;
+			continue;
+		}
 		if (cli_is_help(argv[i]))
 			return cli_help(&leaks_command);
 		if ((r = cli_format_opt(&leaks_command, argc, argv, &i, present_mem_formats,
