@@ -167,9 +167,16 @@ static int allocations_main(int argc, char **argv)
 	struct model *m;
 	int fmt = EMIT_TABLE, by = ALLOCATIONS_BY_BYTES, hist = -1, r, rc;
 
-	for (int i = 1; i < argc; i++) {
+	for (int i = 1, ended = 0; i < argc; i++) {
 		const char *opt = argv[i];
 
+		if (cli_end_of_opts(argv[i], &ended))
+			continue;
+		if (ended) {
+			if ((rc = cli_operand(&allocations_command, argv[i], &path)) != 0)
+				return rc;
+			continue;
+		}
 		if (cli_is_help(argv[i]))
 			return cli_help(&allocations_command);
 		r = cli_format_opt(&allocations_command, argc, argv, &i, emit_format_names, &fmt);

@@ -74,9 +74,13 @@ static int parse(struct opts *o, int argc, char **argv, int *code)
 	const char *dur = NULL;
 
 	*code = CLI_EXIT_USAGE;
-	for (int i = 1; i < argc; i++) {
-		int r;
+	for (int i = 1, ended = 0; i < argc; i++) {
+		int r = 0;
 
+		if (cli_end_of_opts(argv[i], &ended))
+			continue;
+		if (ended)
+			goto operand;
 		if (cli_is_help(argv[i])) {
 			*code = cli_help(&attach_command);
 			return -1;
@@ -94,7 +98,8 @@ static int parse(struct opts *o, int argc, char **argv, int *code)
 			o->no_offcpu = 1;
 			continue;
 		}
-		if (argv[i][0] == '-' || o->pid) {
+operand:
+		if ((!ended && argv[i][0] == '-') || o->pid) {
 			cli_usage_error(&attach_command, o->pid ? "one process at a time ('%s')"
 						      : "unknown option '%s'", argv[i]);
 			return -1;

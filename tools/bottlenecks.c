@@ -57,7 +57,14 @@ static int bottlenecks_main(int argc, char **argv)
 	int f = 0, r, rc;
 
 	findings_opts_init(&o);
-	for (int i = 1; i < argc; i++) {
+	for (int i = 1, ended = 0; i < argc; i++) {
+		if (cli_end_of_opts(argv[i], &ended))
+			continue;
+		if (ended) {
+			if ((rc = cli_operand(&bottlenecks_command, argv[i], &path)) != 0)
+				return rc;
+			continue;
+		}
 		if (cli_is_help(argv[i]))
 			return cli_help(&bottlenecks_command);
 		if ((r = cli_format_opt(&bottlenecks_command, argc, argv, &i, formats, &f)) != 0) {

@@ -156,6 +156,19 @@ int cli_store_arg(const struct command *cmd, const char *arg, const char **path)
 {
 	if (arg[0] == '-' && arg[1])
 		return cli_usage_error(cmd, "unknown option '%s'", arg);
+	return cli_operand(cmd, arg, path);
+}
+
+int cli_end_of_opts(const char *arg, int *ended)
+{
+	if (*ended || strcmp(arg, "--") != 0)
+		return 0;
+	*ended = 1;
+	return 1;
+}
+
+int cli_operand(const struct command *cmd, const char *arg, const char **path)
+{
 	if (*path)
 		return cli_usage_error(cmd, "more than one store given");
 	*path = arg;

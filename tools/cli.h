@@ -66,6 +66,17 @@ int cli_is_help(const char *arg);
 int cli_store_arg(const struct command *cmd, const char *arg, const char **path);
 
 /*
+ * "--" ends the options, in every command (a store named "-x.db" reads
+ * "shimmer leaks -- -x.db"): returns 1 when arg is the first "--", which
+ * sets *ended and is skipped; 0 otherwise.  Each argument after it is an
+ * operand, never an option nor -h: cli_operand() for a store.
+ */
+int cli_end_of_opts(const char *arg, int *ended);
+
+/* cli_store_arg() of an argument after "--": a store whatever it reads. */
+int cli_operand(const struct command *cmd, const char *arg, const char **path);
+
+/*
  * Options with a value, given as "NAME VALUE" or "NAME=VALUE".  Each returns
  * 1 when argv[*i] is the option name (advancing *i past a separate value),
  * 0 when it is not, and -1 after printing a usage error for cmd.

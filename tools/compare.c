@@ -81,6 +81,9 @@ struct fig {
 	 * TIME_FLOOR_NS; see fig_total(). */
 	double floor;
 	int few;            /* a quantile of too few steps to judge: never changed */
+	int counted;        /* read from the collector's call counters alone: in
+	                     * a process without them (calls_counted 0) it is
+	                     * unknown, not absent */
 	int64_t order;      /* sites: its memory's place (space, then device) */
 };
 
@@ -409,8 +412,9 @@ static int profile(struct cmp *c, struct model *m, const struct model_proc *p, s
 		if (!err)
 			err = fig_add(c, pf, S_API, name, U_COUNT, (double)model_calls_count(k), 0);
 		snprintf(name, sizeof(name), "%.100s bytes", k->fn->name);
-		if (!err && k->bytes)
-			err = fig_add(c, pf, S_API, name, U_BYTES, (double)k->bytes, 0);
+		if (!err && k->bytes && !(err = fig_add(c, pf, S_API, name, U_BYTES,
+							 (double)k->bytes, 0)))
+			last_fig->counted = 1;
 	}
 	if (!err)
 		err = model_memories(m, &mems, &n);
@@ -667,6 +671,7 @@ static const struct emit_col cols[] = {
 	{ "only", NULL, EMIT_STR, 0, EMIT_IN_DATA, 0, 0 },
 	{ "memory", NULL, EMIT_STR, 0, EMIT_IN_DATA, 0, 0 },
 	{ "measure", NULL, EMIT_STR, 0, EMIT_IN_DATA, 0, 0 },
+	{ "unknown", NULL, EMIT_STR, 0, EMIT_IN_DATA, 0, 0 },
 };
 
 #define NCOLS (sizeof(cols) / sizeof(cols[0]))
@@ -770,7 +775,14 @@ static void emit_row_of(struct cmp *c, const struct pair *pr, const struct row *
 	char shown[300], av[40], bv[40], dv[48], shortname[256], mem[64] = "";
 	int ch = changed(r->a, r->b), est = (r->a && r->a->est) || (r->b && r->b->est);
 	struct emit_val v[NCOLS];
+	/* A side without the figure that could not have it: its process's
+	 * counters never reached the store (a recording cut before the
+	 * collector's first count write): unknown there, not absent. */
+	int unk_a = !r->a && f->counted && pr->a && !pr->a->calls_counted;
+	int unk_b = !r->b && f->counted && pr->b && !pr->b->calls_counted;
 
+	if (unk_a || unk_b)
+		ch = 0;
 	if (f->section == S_KERNEL && !c->full_names && !kname)
 		kname = fmt_short_name(shortname, sizeof(shortname), name);
 	if (f->section == S_SITES)
@@ -782,8 +794,12 @@ static void emit_row_of(struct cmp *c, const struct pair *pr, const struct row *
 	snprintf(dv, sizeof(dv), "-");
 	if (r->a)
 		value_str(av, sizeof(av), f->unit, r->a->v, r->a->est);
+	else if (unk_a)
+		snprintf(av, sizeof(av), "?");
 	if (r->b)
 		value_str(bv, sizeof(bv), f->unit, r->b->v, r->b->est);
+	else if (unk_b)
+		snprintf(bv, sizeof(bv), "?");
 	if (r->a && r->b) {
 		char t[40];
 
@@ -804,11 +820,14 @@ static void emit_row_of(struct cmp *c, const struct pair *pr, const struct row *
 	v[11] = r->a && r->b ? ev_real(r->b->v - r->a->v) : ev_none();
 	v[12] = r->a && r->b && r->a->v != 0 ? ev_real(r->b->v / r->a->v) : ev_none();
 	v[13] = ev_int(est);
-	v[14] = ev_str(!r->a ? "only in B" : !r->b ? "only in A" : ch ? "changed" : "");
+	v[14] = ev_str(unk_a ? "unknown in A (no call counters)"
+		       : unk_b ? "unknown in B (no call counters)"
+		       : !r->a ? "only in B" : !r->b ? "only in A" : ch ? "changed" : "");
 	v[15] = ev_int(ch);
-	v[16] = ev_str(!r->a ? "b" : !r->b ? "a" : NULL);
+	v[16] = ev_str(unk_a || unk_b ? NULL : !r->a ? "b" : !r->b ? "a" : NULL);
 	v[17] = ev_str(f->section == S_SITES ? mem : NULL);
 	v[18] = ev_str(f->section == S_SITES ? measure_names[f->key.b] : NULL);
+	v[19] = ev_str(unk_a ? "a" : unk_b ? "b" : NULL);
 	emit_row(c->e, v);
 }
 
@@ -1520,7 +1539,15 @@ static int compare_main(int argc, char **argv)
 	struct model *ma = NULL, *mb = NULL;
 	int fmt = EMIT_TABLE, r, rc = CLI_EXIT_ERROR, err;
 
-	for (int i = 1; i < argc; i++) {
+	for (int i = 1, ended = 0; i < argc; i++) {
+		if (cli_end_of_opts(argv[i], &ended))
+			continue;
+		if (ended) {
+			if (paths[0] && paths[1])
+				return cli_usage_error(&compare_command, "more than two stores given");
+			paths[paths[0] ? 1 : 0] = argv[i];
+			continue;
+		}
 		if (cli_is_help(argv[i]))
 			return cli_help(&compare_command);
 		if ((r = cli_format_opt(&compare_command, argc, argv, &i, emit_format_names,

@@ -136,11 +136,15 @@ static int attach_verb(int argc, char **argv)
 	char why[1200];
 	int r, err;
 
-	for (int i = 2; i < argc; i++) {
-		if (cli_is_help(argv[i]))
-			return cli_help(&ctl_command);
+	for (int i = 2, ended = 0; i < argc; i++) {
 		const struct command *cmd = &ctl_command;
 
+		if (cli_end_of_opts(argv[i], &ended))
+			continue;
+		if (ended)
+			goto operand;
+		if (cli_is_help(argv[i]))
+			return cli_help(&ctl_command);
 		if ((r = cli_string_opt(cmd, argc, argv, &i, "--socket", &sock)) ||
 		    (!detach && (r = cli_string_opt(cmd, argc, argv, &i, "--for", &dur))) ||
 		    (r = cli_int_opt(cmd, argc, argv, &i, "--pid", &pid))) {
@@ -154,12 +158,13 @@ static int attach_verb(int argc, char **argv)
 			flags |= SHM_ATTACH_NO_OFFCPU;
 		} else if (argv[i][0] == '-') {
 			return cli_usage_error(&ctl_command, "unknown option '%s'", argv[i]);
-		} else if (pid) {
-			return cli_usage_error(&ctl_command, "one process at a time ('%s')",
-					       argv[i]);
 		} else {
+operand:
 			char *end;
 
+			if (pid)
+				return cli_usage_error(&ctl_command, "one process at a time ('%s')",
+						       argv[i]);
 			errno = 0;
 			pid = strtoll(argv[i], &end, 10);
 			if (errno || *end || pid <= 0)
@@ -195,7 +200,11 @@ static int ctl_main(int argc, char **argv)
 
 	if (argc > 1 && (!strcmp(argv[1], "attach") || !strcmp(argv[1], "detach")))
 		return attach_verb(argc, argv);
-	for (int i = 1; i < argc; i++) {
+	for (int i = 1, ended = 0; i < argc; i++) {
+		if (cli_end_of_opts(argv[i], &ended))
+			continue;
+		if (ended)
+			goto operand;
 		if (cli_is_help(argv[i]))
 			return cli_help(&ctl_command);
 		if ((r = cli_format_opt(&ctl_command, argc, argv, &i, emit_format_names, &fmt)) ||
@@ -208,6 +217,7 @@ static int ctl_main(int argc, char **argv)
 		}
 		if (argv[i][0] == '-')
 			return cli_usage_error(&ctl_command, "unknown option '%s'", argv[i]);
+operand:
 		if (!verb)
 			verb = argv[i];
 		else if (!strcmp(verb, "window") && !dur)

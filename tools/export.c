@@ -413,9 +413,16 @@ static int parse(int argc, char **argv, struct export_opts *o)
 
 	*o = (struct export_opts){ .pid = -1, .rank = -1, .begin_s = -1, .end_s = -1,
 				   .max_mb = 500, .format = F_CHROME };
-	for (int i = 1; i < argc; i++) {
+	for (int i = 1, ended = 0; i < argc; i++) {
 		int r;
 
+		if (cli_end_of_opts(argv[i], &ended))
+			continue;
+		if (ended) {
+			if (cli_operand(cmd, argv[i], &o->path))
+				return CLI_EXIT_USAGE;
+			continue;
+		}
 		if (cli_is_help(argv[i]))
 			return cli_help(cmd);
 		if ((r = cli_format_opt(cmd, argc, argv, &i, formats, &o->format)) ||

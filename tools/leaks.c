@@ -242,10 +242,14 @@ static void fit_group(struct leaks *l, size_t gi, double *xs, double *xt)
 		g->verdict = V_NA;
 		g->why = "too few samples";
 	}
-	/* A lost free looks like a leak, a lost allocation hides one. */
+	/* A lost free looks like a leak, a lost allocation hides one; a
+	 * process not ended yet may still free what is live now. */
 	if (!model_proc_complete(p)) {
 		g->verdict = V_NA;
 		g->why = p->dropped_host ? "events were lost" : "the collector was lost";
+	} else if (!p->end_known) {
+		g->verdict = V_NA;
+		g->why = "the process had not ended when read";
 	}
 }
 
@@ -605,7 +609,14 @@ static int leaks_main(int argc, char **argv)
 	int f, r, rc;
 
 	leaks_opts_init(&o);
-	for (int i = 1; i < argc; i++) {
+	for (int i = 1, ended = 0; i < argc; i++) {
+		if (cli_end_of_opts(argv[i], &ended))
+			continue;
+		if (ended) {
+			if ((rc = cli_operand(&leaks_command, argv[i], &path)) != 0)
+				return rc;
+			continue;
+		}
 		if (cli_is_help(argv[i]))
 			return cli_help(&leaks_command);
 		if ((r = cli_format_opt(&leaks_command, argc, argv, &i, present_mem_formats,

@@ -83,11 +83,14 @@ static int ls_main(int argc, char **argv)
 	char why[512];
 	int fmt = EMIT_TABLE, r, err;
 
-	for (int i = 1; i < argc; i++) {
-		if (cli_is_help(argv[i]))
+	for (int i = 1, ended = 0; i < argc; i++) {
+		if (cli_end_of_opts(argv[i], &ended))
+			continue;
+		if (!ended && cli_is_help(argv[i]))
 			return cli_help(&ls_command);
-		if ((r = cli_format_opt(&ls_command, argc, argv, &i, emit_format_names, &fmt)) ||
-		    (r = cli_string_opt(&ls_command, argc, argv, &i, "--socket", &sock))) {
+		if (!ended &&
+		    ((r = cli_format_opt(&ls_command, argc, argv, &i, emit_format_names, &fmt)) ||
+		     (r = cli_string_opt(&ls_command, argc, argv, &i, "--socket", &sock)))) {
 			if (r < 0)
 				return CLI_EXIT_USAGE;
 			continue;

@@ -173,7 +173,14 @@ static int peak_main(int argc, char **argv)
 	struct model *m;
 	int fmt = EMIT_TABLE, r, rc;
 
-	for (int i = 1; i < argc; i++) {
+	for (int i = 1, ended = 0; i < argc; i++) {
+		if (cli_end_of_opts(argv[i], &ended))
+			continue;
+		if (ended) {
+			if ((rc = cli_operand(&peak_command, argv[i], &path)) != 0)
+				return rc;
+			continue;
+		}
 		if (cli_is_help(argv[i]))
 			return cli_help(&peak_command);
 		if ((r = cli_format_opt(&peak_command, argc, argv, &i, present_mem_formats,

@@ -51,6 +51,7 @@ void present_proc(struct emit *e, const struct model_proc *p, const char *effect
 	emit_kv(e, "exe", EMIT_STR, ev_str(p->exe));
 	emit_kv(e, "dropped_events", EMIT_INT, ev_int(p->dropped_host));
 	emit_kv(e, "complete", EMIT_BOOL, ev_int(model_proc_complete(p)));
+	emit_kv(e, "ended", EMIT_BOOL, ev_int(p->end_known));
 	emit_text(e, "\npid %lld (proc %lld", (long long)p->pid, (long long)p->proc_id);
 	if (p->rank >= 0)
 		emit_text(e, ", rank %lld", (long long)p->rank);
@@ -65,6 +66,8 @@ void present_incomplete(struct emit *e, const struct model_proc *p, const char *
 
 	if (p->cut)
 		emit_text(e, "%sWARNING: %s: %s\n", indent, PRESENT_CUT, cut);
+	else if (!p->end_known)
+		emit_text(e, "%sWARNING: %s\n", indent, PRESENT_RUNNING);
 	if (present_lost_line(line, sizeof(line), p, gpu, lost))
 		emit_text(e, "%sWARNING: %s\n", indent, fmt_esc(line));
 }
@@ -117,6 +120,9 @@ static void warn_proc(const struct model_proc *p, int gpu, const char *lost, con
 	if (p->cut)
 		cli_warn("pid %lld (proc %lld): %s%s%s", (long long)p->pid, (long long)p->proc_id,
 			 PRESENT_CUT, cut ? ": " : "", cut ? cut : "");
+	else if (!p->end_known)
+		cli_warn("pid %lld (proc %lld): %s", (long long)p->pid, (long long)p->proc_id,
+			 PRESENT_RUNNING);
 	if (present_lost_line(line, sizeof(line), p, gpu, lost))
 		cli_warn("pid %lld (proc %lld): %s", (long long)p->pid, (long long)p->proc_id, line);
 }

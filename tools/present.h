@@ -18,17 +18,28 @@
 /*
  * Table: "pid P (proc N, rank R) EXE" and, when p lost heap events or its
  * recording was cut short (p->cut), a "WARNING: ..." line for each, ending
- * with effect (what the loss does to this command's answer).  JSON: the
- * process's members (proc_id, pid, rank, exe, dropped_events, complete).
+ * with effect (what the loss does to this command's answer), and when it
+ * had not ended when read, PRESENT_RUNNING's.  JSON: the process's members
+ * (proc_id, pid, rank, exe, dropped_events, complete, ended: whether its
+ * end was recorded).
  * CSV: nothing.
  */
 void present_proc(struct emit *e, const struct model_proc *p, const char *effect);
 
 /* present_proc()'s WARNING lines alone, in the table, after indent: the
- * cut recording's (": " cut after PRESENT_CUT) and the lost events'
- * (present_lost_line(gpu, lost), below). */
+ * cut recording's (": " cut after PRESENT_CUT), or a process not ended's
+ * (PRESENT_RUNNING), and the lost events' (present_lost_line(gpu, lost),
+ * below). */
 void present_incomplete(struct emit *e, const struct model_proc *p, const char *indent, int gpu,
 			const char *lost, const char *cut);
+
+/* What a process with no end recorded that was not cut (model_proc
+ * end_known 0: still running when read, e.g. a store a live service is
+ * writing, or a row that never ended) means, in the words every command
+ * uses. */
+#define PRESENT_RUNNING "this process had not ended when the store was read (no end" \
+	" recorded): its figures stop at its last event, and what is live there is" \
+	" live now, not leaked"
 
 /* What a cut recording (model_proc.cut) lost, in the words every command
  * uses. */
@@ -76,7 +87,8 @@ size_t present_lost_line(char *buf, size_t len, const struct model_proc *p, int 
  * flame-graph tool's input; the export's files): for each selected
  * process of m, on stderr, "shimmer: warning: pid P (proc N): ..." with
  * PRESENT_CUT (and ": " cut, unless cut is NULL) when its recording was
- * cut, and present_lost_line(gpu, lost) when it lost events.  Nothing for
+ * cut, PRESENT_RUNNING when it had not ended, and present_lost_line(gpu,
+ * lost) when it lost events.  Nothing for
  * a process that lost nothing.
  */
 void present_warn(struct model *m, int gpu, const char *lost, const char *cut);

@@ -791,7 +791,14 @@ static int report_main(int argc, char **argv)
 	FILE *mem;
 	int r_, rc = CLI_EXIT_ERROR, err, fd;
 
-	for (int i = 1; i < argc; i++) {
+	for (int i = 1, ended = 0; i < argc; i++) {
+		if (cli_end_of_opts(argv[i], &ended))
+			continue;
+		if (ended) {
+			if ((err = cli_operand(&report_command, argv[i], &path)) != 0)
+				return err;
+			continue;
+		}
 		if (cli_is_help(argv[i]))
 			return cli_help(&report_command);
 		if ((r_ = cli_filter_opt(&report_command, argc, argv, &i, &flt)) != 0) {

@@ -518,7 +518,14 @@ static int summary_main(int argc, char **argv)
 	int fmt = EMIT_TABLE, r, rc;
 
 	summary_opts_init(&o);
-	for (int i = 1; i < argc; i++) {
+	for (int i = 1, ended = 0; i < argc; i++) {
+		if (cli_end_of_opts(argv[i], &ended))
+			continue;
+		if (ended) {
+			if ((rc = cli_operand(&summary_command, argv[i], &path)) != 0)
+				return rc;
+			continue;
+		}
 		if (cli_is_help(argv[i]))
 			return cli_help(&summary_command);
 		if ((r = cli_format_opt(&summary_command, argc, argv, &i, emit_format_names,

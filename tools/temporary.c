@@ -135,7 +135,14 @@ static int temporary_main(int argc, char **argv)
 	struct model *m;
 	int fmt = EMIT_TABLE, r, rc;
 
-	for (int i = 1; i < argc; i++) {
+	for (int i = 1, ended = 0; i < argc; i++) {
+		if (cli_end_of_opts(argv[i], &ended))
+			continue;
+		if (ended) {
+			if ((rc = cli_operand(&temporary_command, argv[i], &path)) != 0)
+				return rc;
+			continue;
+		}
 		if (cli_is_help(argv[i]))
 			return cli_help(&temporary_command);
 		if ((r = cli_format_opt(&temporary_command, argc, argv, &i, emit_format_names,
