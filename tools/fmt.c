@@ -287,6 +287,14 @@ static int ends_in_count(const char *s, size_t n, size_t *start)
 	return 1;
 }
 
+int fmt_folded_plain(const char *frame)
+{
+	size_t n = strlen(frame), at;
+
+	return esc_plain(frame, n, 0) == n && !memchr(frame, ';', n) &&
+	       !(ends_in_count(frame, n, &at) && at > 0 && frame[at - 1] == ' ');
+}
+
 char *fmt_folded_frame(const char *frame)
 {
 	char *t = esc_dup(frame ? frame : "", 0);

@@ -106,6 +106,11 @@ const char *fmt_esc(const char *s);
  */
 char *fmt_folded_frame(const char *frame);
 
+/* Whether fmt_folded_frame(frame) is frame itself: nothing to escape, no
+ * ';', no count at its end (most frames: they are then written without
+ * a copy). */
+int fmt_folded_plain(const char *frame);
+
 /*
  * The short form of a function's (demangled) name, as tables show kernels:
  * its return type, parameter list, template arguments and enclosing

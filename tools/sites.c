@@ -372,14 +372,18 @@ static int resolve_stack(struct sites *s, struct stack_item *it, int64_t proc_id
 		goto out;
 	for (size_t i = l.n; i-- > 0 && !err;) {
 		/* The folded format's own rules for a frame (fmt.h). */
-		char *f = fmt_folded_frame(l.text.s + l.start[i]);
+		const char *frame = l.text.s + l.start[i];
+		char *f;
 
-		if (!f) {
+		if (fmt_folded_plain(frame)) {
+			buf_puts(&fold, frame);
+		} else if ((f = fmt_folded_frame(frame)) != NULL) {
+			buf_puts(&fold, f);
+			free(f);
+		} else {
 			err = -ENOMEM;
 			break;
 		}
-		buf_puts(&fold, f);
-		free(f);
 		if (i)
 			buf_puts(&fold, ";");
 	}

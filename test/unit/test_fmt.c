@@ -217,6 +217,8 @@ static void test_fmt_folded_frame(void **state)
 
 		assert_non_null(got);
 		assert_string_equal(got, cases[i].want);
+		/* plain exactly when the frame is written as it is */
+		assert_int_equal(fmt_folded_plain(cases[i].in), !strcmp(cases[i].in, cases[i].want));
 		free(got);
 	}
 }
