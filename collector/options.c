@@ -50,14 +50,15 @@ static void usage(FILE *f)
 {
 	fputs("usage: shimmerd [--config FILE | --no-config] [--foreground] [--ready-fd N]\n"
 	      "                [--parent-fd N] [--verbose | --quiet] [--KEY VALUE]...\n"
-	      "       shimmerd --attach PID [--for SECONDS] [--probes cuda,heap,offcpu]\n"
+	      "       shimmerd --attach PID [--for DURATION] [--probes cuda,heap,offcpu]\n"
 	      "                [--sample-bytes N] --db PATH [--socket PATH] ...\n"
 	      "       shimmerd --check-config [...] | --check-attach | --version\n"
 	      "\n"
 	      "keys (each also a line \"KEY = VALUE\" of " SHIMMER_CONF_PATH "):\n", f);
 	for (size_t i = 0; i < NKEYS; i++)
 		fprintf(f, "  --%-11s %s\n", keys[i].name, keys[i].help);
-	fputs("\nSee shimmerd(8) and docs/service.md.\n", f);
+	fputs("\nDurations, sizes and counts as in docs/usage.md (Numbers, sizes and durations).\n"
+	      "See shimmerd(8) and docs/service.md.\n", f);
 }
 
 /* path made absolute against the current directory, so that it still
@@ -183,15 +184,14 @@ static int read_file(struct options *o, const char *path, int must)
 	return conf_parse(text, (size_t)n, file_line, &f);
 }
 
+/* Counts, sizes and durations are read as shimmer reads its own
+ * (conf.h; docs/usage.md, "Numbers, sizes and durations"). */
 static int fd_arg(const char *name, const char *arg, int *fd)
 {
-	char *end;
-	long v;
+	uint64_t v;
 
-	errno = 0;
-	v = strtol(arg, &end, 10);
-	if (errno || *end || v < 0 || v > INT_MAX || fcntl((int)v, F_GETFD) < 0) {
-		log_error("--%s %s is not an open descriptor", name, arg);
+	if (conf_count(arg, strlen(arg), INT_MAX, &v) < 0 || fcntl((int)v, F_GETFD) < 0) {
+		log_error("--%s %s is not an open descriptor (a whole decimal number)", name, arg);
 		return -EINVAL;
 	}
 	*fd = (int)v;
@@ -203,8 +203,7 @@ int options_parse(struct options *o, int argc, char **argv)
 	enum { O_CONFIG = 256, O_NO_CONFIG, O_CHECK, O_READY, O_PARENT, O_VERSION, O_ATTACH,
 	       O_FOR, O_SAMPLE, O_PROBES, O_CHECK_ATTACH };
 	struct option opts[NKEYS + 20];
-	char *end;
-	double secs;
+	uint64_t x;
 	const char *config = SHIMMER_CONF_PATH;
 	int must = 0, n = 0, opt, idx, err;
 
@@ -259,31 +258,28 @@ int options_parse(struct options *o, int argc, char **argv)
 		}
 		switch (opt) {
 		case O_ATTACH:
-			errno = 0;
-			o->attach_pid = (int)strtol(optarg, &end, 10);
-			if (errno || *end || o->attach_pid <= 0) {
-				log_error("--attach %s is not a process id", optarg);
+			if (conf_count(optarg, strlen(optarg), INT_MAX, &x) < 0 || !x) {
+				log_error("--attach %s is not a process id (a whole decimal number"
+					  " > 0)", optarg);
 				return 2;
 			}
+			o->attach_pid = (int)x;
 			break;
 		case O_FOR:
-			errno = 0;
-			secs = strtod(optarg, &end);
-			if (errno || end == optarg || *end || !(secs > 0) || secs > 1e9) {
-				log_error("--for %s is not a number of seconds > 0", optarg);
+			if (conf_duration(optarg, strlen(optarg), &x) < 0 || !x || x > INT64_MAX) {
+				log_error("--for %s is not a duration > 0 (a decimal number and ns,"
+					  " us, ms, s, m, h or d; seconds without a unit)", optarg);
 				return 2;
 			}
-			o->attach_for_ns = (int64_t)(secs * 1e9);
+			o->attach_for_ns = (int64_t)x;
 			break;
 		case O_SAMPLE:
-			errno = 0;
-			o->attach_sample_bytes = strtoull(optarg, &end, 10);
-			if (errno || *end || !o->attach_sample_bytes ||
-			    o->attach_sample_bytes > (1ull << 40)) {
-				log_error("--sample-bytes %s is not a number of bytes in [1, 2^40]",
-					  optarg);
+			if (conf_size(optarg, strlen(optarg), &x) < 0 || !x || x > (1ull << 40)) {
+				log_error("--sample-bytes %s is not a size in [1, 1T] (bytes, or"
+					  " with K, M, G or T)", optarg);
 				return 2;
 			}
+			o->attach_sample_bytes = x;
 			break;
 		case O_PROBES:
 			free(o->attach_probes);

@@ -152,6 +152,25 @@ int conf_duration(const char *s, size_t len, uint64_t *ns)
 	return -1;
 }
 
+int conf_count(const char *s, size_t len, uint64_t max, uint64_t *n)
+{
+	uint64_t v = 0;
+
+	if (!len)
+		return -1;
+	for (size_t i = 0; i < len; i++) {
+		uint64_t d = (uint64_t)(s[i] - '0');
+
+		if (s[i] < '0' || s[i] > '9' || v > (UINT64_MAX - d) / 10)
+			return -1;
+		v = v * 10 + d;
+	}
+	if (v > max)
+		return -1;
+	*n = v;
+	return 0;
+}
+
 int conf_size(const char *s, size_t len, uint64_t *bytes)
 {
 	static const char units[] = "KMGT";

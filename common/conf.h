@@ -58,6 +58,14 @@ int conf_is(const struct conf_line *l, const char *name);
  */
 int conf_duration(const char *s, size_t len, uint64_t *ns);
 
+/*
+ * A count: decimal digits only, s[0..len) (no sign, blank, "0x" or
+ * exponent), at most max.  0 or -1 (not one, or above max: never wrapped).
+ * The rule for every count and pid on shimmer's and shimmerd's command
+ * lines (docs/usage.md, "Numbers, sizes and durations").
+ */
+int conf_count(const char *s, size_t len, uint64_t max, uint64_t *n);
+
 /* A size: a whole number of bytes, or with K, M, G or T (KiB, MiB, GiB,
  * TiB; "KiB" and "KB" are read alike).  0 or -1. */
 int conf_size(const char *s, size_t len, uint64_t *bytes);

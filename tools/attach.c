@@ -9,7 +9,7 @@
  * --parent-fd pipe), prints the summary on stderr.
  */
 #include <errno.h>
-#include <math.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,40 +39,16 @@ static void on_signal(int sig)
 	}
 }
 
-/* "30s", "500ms", "2m", "1h" or plain seconds, > 0. */
-static int parse_duration(const char *s, double *seconds)
-{
-	static const struct {
-		const char *unit;
-		double scale;
-	} units[] = { { "", 1 }, { "s", 1 }, { "ms", 1e-3 }, { "m", 60 }, { "h", 3600 } };
-	char *end;
-	double v;
-
-	errno = 0;
-	v = strtod(s, &end);
-	if (errno || end == s || !isfinite(v) || v <= 0)
-		return -EINVAL;
-	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
-		if (strcmp(end, units[i].unit) == 0) {
-			*seconds = v * units[i].scale;
-			return *seconds < 1e9 ? 0 : -EINVAL;
-		}
-	return -EINVAL;
-}
-
 struct opts {
-	long pid;
+	int64_t pid;
 	const char *db;
-	double seconds; /* 0: until stopped */
+	uint64_t for_ns; /* 0: until stopped */
 	int heap, no_offcpu;
 };
 
 /* 0 to go on; else -1 with *code the exit code (help or usage error). */
 static int parse(struct opts *o, int argc, char **argv, int *code)
 {
-	const char *dur = NULL;
-
 	*code = CLI_EXIT_USAGE;
 	for (int i = 1, ended = 0; i < argc; i++) {
 		int r = 0;
@@ -86,7 +62,8 @@ static int parse(struct opts *o, int argc, char **argv, int *code)
 			return -1;
 		}
 		if ((r = cli_string_opt(&attach_command, argc, argv, &i, "--db", &o->db)) < 0 ||
-		    (!r && (r = cli_string_opt(&attach_command, argc, argv, &i, "--for", &dur)) < 0))
+		    (!r && (r = cli_duration_opt(&attach_command, argc, argv, &i, "--for",
+						 &o->for_ns)) < 0))
 			return -1;
 		if (r)
 			continue;
@@ -103,15 +80,8 @@ operand:
 			cli_usage_error(&attach_command, o->pid ? "one process at a time ('%s')"
 						      : "unknown option '%s'", argv[i]);
 			return -1;
-		} else {
-			char *end;
-
-			errno = 0;
-			o->pid = strtol(argv[i], &end, 10);
-			if (errno || *end || o->pid <= 0) {
-				cli_usage_error(&attach_command, "'%s' is not a process id", argv[i]);
-				return -1;
-			}
+		} else if (cli_pid_arg(&attach_command, argv[i], &o->pid) < 0) {
+			return -1;
 		}
 	}
 	if (!o->pid) {
@@ -120,11 +90,6 @@ operand:
 	}
 	if (o->db && !*o->db) {
 		cli_usage_error(&attach_command, "--db needs a file name");
-		return -1;
-	}
-	if (dur && parse_duration(dur, &o->seconds)) {
-		cli_usage_error(&attach_command, "--for %s is not a duration (30s, 500ms, 2m, 1h)",
-				dur);
 		return -1;
 	}
 	return 0;
@@ -155,7 +120,7 @@ static int attach_main(int argc, char **argv)
 	struct spawn sp;
 	struct sigaction sa = { .sa_handler = on_signal };
 	const char *args[12];
-	char why[PATH_MAX + 256], pid[24], secs[32], bytes[32], probes[32];
+	char why[PATH_MAX + 256], pid[24], secs[32], forarg[32], bytes[32], probes[32];
 	const char *sample = getenv("SHIMMER_SAMPLE_BYTES");
 	sigset_t block, mask;
 	size_t n = 0;
@@ -164,7 +129,7 @@ static int attach_main(int argc, char **argv)
 	if (parse(&o, argc, argv, &rc) < 0)
 		return rc;
 	if (kill((pid_t)o.pid, 0) < 0 && errno == ESRCH) {
-		cli_error("no process %ld", o.pid);
+		cli_error("no process %" PRId64, o.pid);
 		return CLI_EXIT_ERROR;
 	}
 	spawn_init(&sp, o.db);
@@ -172,17 +137,19 @@ static int attach_main(int argc, char **argv)
 		cli_error("%s", why);
 		return CLI_EXIT_ERROR;
 	}
-	snprintf(pid, sizeof(pid), "%ld", o.pid);
+	snprintf(pid, sizeof(pid), "%" PRId64, o.pid);
 	snprintf(probes, sizeof(probes), "cuda%s%s", o.heap ? ",heap" : "",
 		 o.no_offcpu ? "" : ",offcpu");
 	args[n++] = "--attach";
 	args[n++] = pid;
 	args[n++] = "--probes";
 	args[n++] = probes;
-	if (o.seconds > 0) {
-		snprintf(secs, sizeof(secs), "%.9g", o.seconds);
+	if (o.for_ns) {
+		/* Exact, in the unit shimmerd reads as well as this command. */
+		snprintf(forarg, sizeof(forarg), "%" PRIu64 "ns", o.for_ns);
+		snprintf(secs, sizeof(secs), "%.9g", (double)o.for_ns / 1e9);
 		args[n++] = "--for";
-		args[n++] = secs;
+		args[n++] = forarg;
 	}
 	if (sample && *sample) {
 		snprintf(bytes, sizeof(bytes), "%s", sample);
@@ -213,9 +180,9 @@ static int attach_main(int argc, char **argv)
 	}
 	stop_fd = sp.stop;
 	sp.stop = -1; /* the handler owns it now */
-	fprintf(stderr, "shimmer: attached to %ld: %s; detaching %s%s%swhen it exits or on ^C\n",
-		o.pid, fmt_esc(sp.ready), o.seconds > 0 ? "after " : "", o.seconds > 0 ? secs : "",
-		o.seconds > 0 ? " s, " : "");
+	fprintf(stderr, "shimmer: attached to %" PRId64 ": %s; detaching %s%s%swhen it exits or on ^C\n",
+		o.pid, fmt_esc(sp.ready), o.for_ns ? "after " : "", o.for_ns ? secs : "",
+		o.for_ns ? " s, " : "");
 	sigprocmask(SIG_SETMASK, &mask, NULL);
 	st = spawn_reap(sp.pid);
 	sp.pid = 0;
@@ -256,8 +223,8 @@ const struct command attach_command = {
 		"process).  Exits 0, 1 when it cannot attach, 2 for a usage error.\n"
 		"\n"
 		"  --db FILE       the store (default ./shimmer-HOST-PID-YYYYmmdd-HHMMSS.db)\n"
-		"  --for DURATION  detach after DURATION (30s, 500ms, 2m, 1h; seconds\n"
-		"                  when it has no unit)\n"
+		"  --for DURATION  detach after DURATION (500ms, 30s, 2m, 1h, 1d; seconds\n"
+		"                  when it has no unit; see docs/usage.md)\n"
 		"  --heap          the malloc family too, byte-sampled as SHIMMER_SAMPLE_BYTES\n"
 		"                  says (512 KiB by default): every malloc and free then\n"
 		"                  pays the probes\n"

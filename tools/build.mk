@@ -16,6 +16,8 @@ $(SHIMMER): $(TOOLS_OBJS)
 # stores with, libdw (symbolization) and the C++ runtime (demangling).
 $(eval $(call unit_test,stats,$(O)/obj/tools/stats.o))
 $(eval $(call unit_test,fmt,$(O)/obj/tools/fmt.o))
+# the command line's rules for numbers (cli.c), with the readers it shares (conf.c)
+$(eval $(call unit_test,cli,$(O)/obj/tools/cli.o $(O)/obj/tools/fmt.o $(O)/obj/common/conf.o))
 # symtab against libdwfl's own search, on this program and the libraries it loads
 $(eval $(call unit_test,symtab,$(O)/obj/tools/symtab.o $(O)/obj/tools/map.o -ldw -lelf))
 

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "conf.h"
 #include "fmt.h"
 #include "model.h"
 
@@ -184,11 +185,21 @@ int cli_string_opt(const struct command *cmd, int argc, char **argv, int *i,
 	return *value ? 1 : -1;
 }
 
+/* Digits with an optional fraction, nothing else: what strtod() is
+ * allowed to read (it alone would take 0x10, 1e3, inf and a sign). */
+static int decimal(const char *s)
+{
+	size_t whole = strspn(s, "0123456789"), frac = 0;
+
+	if (s[whole] == '.')
+		frac = strspn(s + whole + 1, "0123456789");
+	return (whole || frac) && !s[whole + (s[whole] == '.') + frac];
+}
+
 int cli_number_opt(const struct command *cmd, int argc, char **argv, int *i,
 		   const char *name, double *value)
 {
 	const char *v;
-	char *end;
 
 	if (!is_opt(argv[*i], name))
 		return 0;
@@ -196,9 +207,8 @@ int cli_number_opt(const struct command *cmd, int argc, char **argv, int *i,
 	if (!v)
 		return -1;
 	errno = 0;
-	*value = strtod(v, &end);
-	if (!*v || *end || errno || !isfinite(*value) || *value < 0) {
-		cli_usage_error(cmd, "%s wants a number >= 0, not '%s'", name, v);
+	if (!decimal(v) || (*value = strtod(v, NULL), errno) || !isfinite(*value)) {
+		cli_usage_error(cmd, "%s wants a decimal number >= 0 (2, 2.5), not '%s'", name, v);
 		return -1;
 	}
 	return 1;
@@ -207,18 +217,54 @@ int cli_number_opt(const struct command *cmd, int argc, char **argv, int *i,
 int cli_int_opt(const struct command *cmd, int argc, char **argv, int *i,
 		const char *name, int64_t *value)
 {
-	double v;
-	int r = cli_number_opt(cmd, argc, argv, i, name, &v);
+	const char *v;
+	uint64_t n;
 
-	if (r <= 0)
-		return r;
-	/* 2^63 itself does not fit: the cast would be undefined. */
-	if (v != floor(v) || v >= 9223372036854775808.0) {
-		cli_usage_error(cmd, "%s wants an integer", name);
+	if (!is_opt(argv[*i], name))
+		return 0;
+	v = opt_value(cmd, argc, argv, i, name);
+	if (!v)
+		return -1;
+	if (conf_count(v, strlen(v), INT64_MAX, &n) < 0) {
+		cli_usage_error(cmd, "%s wants a whole decimal number >= 0, not '%s'", name, v);
 		return -1;
 	}
-	*value = (int64_t)v;
+	*value = (int64_t)n;
 	return 1;
+}
+
+int cli_duration(const struct command *cmd, const char *name, const char *s, uint64_t *ns)
+{
+	if (conf_duration(s, strlen(s), ns) == 0 && *ns && *ns <= INT64_MAX)
+		return 0;
+	cli_usage_error(cmd, "%s wants a duration > 0 (a decimal number and ns, us, ms, s, m, h"
+			" or d; seconds without a unit), not '%s'", name, s);
+	return -1;
+}
+
+int cli_duration_opt(const struct command *cmd, int argc, char **argv, int *i,
+		     const char *name, uint64_t *ns)
+{
+	const char *v;
+
+	if (!is_opt(argv[*i], name))
+		return 0;
+	v = opt_value(cmd, argc, argv, i, name);
+	if (!v || cli_duration(cmd, name, v, ns) < 0)
+		return -1;
+	return 1;
+}
+
+int cli_pid_arg(const struct command *cmd, const char *arg, int64_t *pid)
+{
+	uint64_t n;
+
+	if (conf_count(arg, strlen(arg), INT32_MAX, &n) < 0 || !n) {
+		cli_usage_error(cmd, "'%s' is not a process id (a whole decimal number > 0)", arg);
+		return -1;
+	}
+	*pid = (int64_t)n;
+	return 0;
 }
 
 int cli_sites_opt(const struct command *cmd, int argc, char **argv, int *i, struct cli_sites *s)

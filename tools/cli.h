@@ -86,13 +86,32 @@ int cli_operand(const struct command *cmd, const char *arg, const char **path);
 int cli_string_opt(const struct command *cmd, int argc, char **argv, int *i,
 		   const char *name, const char **value);
 
-/* A finite number >= 0. */
+/*
+ * Numbers follow one set of rules on every command line (docs/usage.md,
+ * "Numbers, sizes and durations"): decimal only, never hex ("0x10"), an
+ * exponent ("1e3"), "inf" or a sign; a count or pid is whole digits, and
+ * one that overflows is refused, never wrapped or rounded.
+ */
+
+/* A number >= 0: digits with an optional fraction ("2", "2.5", ".5"). */
 int cli_number_opt(const struct command *cmd, int argc, char **argv, int *i,
 		   const char *name, double *value);
 
-/* An integer >= 0. */
+/* A count >= 0: digits only, at most INT64_MAX. */
 int cli_int_opt(const struct command *cmd, int argc, char **argv, int *i,
 		const char *name, int64_t *value);
+
+/* A duration, as conf_duration() reads it (a decimal number and ns, us,
+ * ms, s, m, h or d; seconds without a unit), > 0 and at most INT64_MAX
+ * ns.  cli_duration() checks the value s of name (an option or an
+ * operand): 0, or -1 after printing the usage error. */
+int cli_duration(const struct command *cmd, const char *name, const char *s, uint64_t *ns);
+int cli_duration_opt(const struct command *cmd, int argc, char **argv, int *i,
+		     const char *name, uint64_t *ns);
+
+/* A process id given as an operand: a count in [1, INT32_MAX].  0, or -1
+ * after printing the usage error. */
+int cli_pid_arg(const struct command *cmd, const char *arg, int64_t *pid);
 
 /* How the heap commands name call sites (sites.h): "--callers N", 0 to
  * CLI_CALLERS_MAX, how many of the frames that called a site go with it;

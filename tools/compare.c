@@ -609,8 +609,9 @@ static int parse_cond(const char *s, struct cond *c)
 	}
 	while (*v == ' ')
 		v++;
-	/* Decimal only: strtod also reads hex (0x10) and "inf". */
-	if (!strchr("+-.0123456789", *v) || strpbrk(v, "xX"))
+	/* Decimal only (docs/usage.md): strtod also reads hex (0x10), an
+	 * exponent (1e3) and "inf"; no unit holds an x or an e. */
+	if (!strchr("+-.0123456789", *v) || strpbrk(v, "xXeE"))
 		return -EINVAL;
 	c->value = strtod(v, &end);
 	if (end == v || !isfinite(c->value))
@@ -1520,7 +1521,9 @@ static int add_conds(struct cmp *c, struct cond *store, const char *expr)
 					       " number of bytes, or a percentage" :
 					       "a share wants a fraction (+0.05) or a percentage");
 		if (r < 0)
-			return cli_usage_error(&compare_command, "--fail-if: cannot read '%s'", t);
+			return cli_usage_error(&compare_command, "--fail-if: cannot read '%s' (METRIC"
+					       " OP VALUE, VALUE a decimal change: +200ms, +1GiB,"
+					       " -5%%)", t);
 		c->nconds++;
 	}
 	/* An empty --fail-if (an unset shell variable) would guard nothing. */

@@ -128,7 +128,7 @@ static int no_rows(void *ctx, const struct daemon_row *r)
  * daemon's one line, on stdout when it did it, as the error otherwise. */
 static int attach_verb(int argc, char **argv)
 {
-	const char *sock = NULL, *dur = NULL, *verb = argv[1];
+	const char *sock = NULL, *verb = argv[1];
 	int detach = !strcmp(verb, "detach");
 	uint64_t window = 0;
 	uint32_t flags = 0;
@@ -146,7 +146,7 @@ static int attach_verb(int argc, char **argv)
 		if (cli_is_help(argv[i]))
 			return cli_help(&ctl_command);
 		if ((r = cli_string_opt(cmd, argc, argv, &i, "--socket", &sock)) ||
-		    (!detach && (r = cli_string_opt(cmd, argc, argv, &i, "--for", &dur))) ||
+		    (!detach && (r = cli_duration_opt(cmd, argc, argv, &i, "--for", &window))) ||
 		    (r = cli_int_opt(cmd, argc, argv, &i, "--pid", &pid))) {
 			if (r < 0)
 				return CLI_EXIT_USAGE;
@@ -160,23 +160,15 @@ static int attach_verb(int argc, char **argv)
 			return cli_usage_error(&ctl_command, "unknown option '%s'", argv[i]);
 		} else {
 operand:
-			char *end;
-
 			if (pid)
 				return cli_usage_error(&ctl_command, "one process at a time ('%s')",
 						       argv[i]);
-			errno = 0;
-			pid = strtoll(argv[i], &end, 10);
-			if (errno || *end || pid <= 0)
-				return cli_usage_error(&ctl_command, "'%s' is not a process id",
-						       argv[i]);
+			if (cli_pid_arg(&ctl_command, argv[i], &pid) < 0)
+				return CLI_EXIT_USAGE;
 		}
 	}
 	if (pid <= 0 || pid > INT32_MAX)
 		return cli_usage_error(&ctl_command, "%s needs a process id", verb);
-	if (dur && (conf_duration(dur, strlen(dur), &window) < 0 || !window))
-		return cli_usage_error(&ctl_command, "--for %s is not a duration (10s, 500ms, 2m)",
-				       dur);
 	err = daemon_ask(daemon_socket(sock), detach ? SHM_REQ_DETACH : SHM_REQ_ATTACH,
 			 (uint32_t)pid, window, flags, NULL, no_rows, NULL, why, sizeof(why));
 	if (err) {
@@ -242,9 +234,8 @@ operand:
 		op = SHM_REQ_WINDOW;
 		if (!dur)
 			return cli_usage_error(&ctl_command, "window needs a duration (10s, 500ms)");
-		if (conf_duration(dur, strlen(dur), &window) < 0 || !window)
-			return cli_usage_error(&ctl_command, "'%s' is not a duration (10s, 500ms, 2m)",
-					       dur);
+		if (cli_duration(&ctl_command, "window", dur, &window) < 0)
+			return CLI_EXIT_USAGE;
 	} else {
 		return cli_usage_error(&ctl_command, "unknown verb '%s'", verb);
 	}
@@ -292,7 +283,8 @@ const struct command ctl_command = {
 		"           job (the launcher and every worker); paused, a process pays\n"
 		"           one branch per intercepted call\n"
 		"  resume   record again\n"
-		"  window   record for DURATION (10s, 500ms, 2m), then pause\n"
+		"  window   record for DURATION (500ms, 10s, 2m; seconds without a\n"
+		"           unit; see docs/usage.md), then pause\n"
 		"  attach   the daemon traces the running process PID (eBPF, as shimmer\n"
 		"           attach does) into a recording of its owner's (job\n"
 		"           attach:PID, in shimmer ls) until DURATION is over, PID exits,\n"

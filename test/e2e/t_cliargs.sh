@@ -5,6 +5,10 @@
 #    plain name), compare takes one or both stores after it, and without
 #    "--" the name is still an unknown option (exit 2); attach and ctl
 #    take their operands after it (a pid, a verb) as operands.
+#  - numbers (docs/usage.md, "Numbers, sizes and durations"): a count or
+#    pid is decimal digits, hex and exponents refused with one line naming
+#    the option and exit 2; a duration is conf_duration's in shimmer
+#    attach, shimmer ctl and shimmerd alike (1d accepted, 1e3 refused).
 . "$(dirname "$0")/lib.sh"
 need "$SHIM" "$SHIMMERD" "$SHIMMER" "$LEAKY"
 
@@ -41,4 +45,50 @@ check "attach -- -5: an operand (not a process id), not an option" "$(cat "$T/at
 "$SHIMMER" ctl --socket "$T/none" -- -v > /dev/null 2> "$T/ctl.err"
 check "ctl -- -v: a verb, not an option" "$(cat "$T/ctl.err")" \
 	grep -q "unknown verb '-v'" "$T/ctl.err"
+
+# A pid no process has: one that has just exited.
+true & DEAD=$!
+wait $DEAD
+"$SHIMMER" attach "$DEAD" --for 1d > /dev/null 2> "$T/for1d.err"
+rc=$?
+check "attach --for 1d: a duration (parsing passes; no process $DEAD, exit 1)" \
+	"exit $rc; $(cat "$T/for1d.err")" \
+	holds '[ $rc = 1 ] && grep -q "no process $DEAD" "$T/for1d.err"'
+# number ARGS...: the one line of a refused number, exit 2, naming what.
+number() {
+	local what=$1 name=$2
+	shift 2
+	"$@" > "$T/num.out" 2> "$T/num.err"
+	rc=$?
+	check "$name: refused, exit 2, one line naming $what" "exit $rc; $(cat "$T/num.err")" \
+		holds '[ $rc = 2 ] && [ $(wc -l < "$T/num.err") = 1 ] && grep -qF -- "$what" "$T/num.err" && [ ! -s "$T/num.out" ]'
+}
+number "--pid wants a whole decimal number >= 0, not '0x10'" "summary --pid 0x10" \
+	"$SHIMMER" summary --pid 0x10 plain.db
+number "--pid wants a whole decimal number >= 0, not '1e3'" "leaks --pid=1e3" \
+	"$SHIMMER" leaks --pid=1e3 plain.db
+number "--max-mb wants a decimal number >= 0 (2, 2.5), not '1e3'" "export --max-mb 1e3" \
+	"$SHIMMER" export -o "$T/x.json" --max-mb 1e3 plain.db
+number "'0x10' is not a process id (a whole decimal number > 0)" "attach 0x10" \
+	"$SHIMMER" attach 0x10
+number "--for wants a duration > 0 (a decimal number and ns, us, ms, s, m, h or d" \
+	"attach --for 1e3" "$SHIMMER" attach "$DEAD" --for 1e3
+number "--for wants a duration > 0" "ctl attach --for 0x10" \
+	"$SHIMMER" ctl attach "$DEAD" --for 0x10 --socket "$T/none"
+number "window wants a duration > 0" "ctl window 1e3" \
+	"$SHIMMER" ctl window 1e3 --pid "$DEAD" --socket "$T/none"
+number "'1e3' is not a process id" "ctl detach 1e3" \
+	"$SHIMMER" ctl detach 1e3 --socket "$T/none"
+# shimmerd reads --for as shimmer attach does (shimmer attach passes it on).
+"$SHIMMERD" --no-config --attach "$DEAD" --for 1d --db "$T/d.db" --check-config \
+	> /dev/null 2> "$T/d1d.err"
+rc=$?
+check "shimmerd --for 1d: accepted (--check-config exits 0)" "exit $rc; $(cat "$T/d1d.err")" \
+	test $rc = 0
+number "--for 1e3 is not a duration > 0" "shimmerd --for 1e3" \
+	"$SHIMMERD" --no-config --attach "$DEAD" --for 1e3 --db "$T/d.db" --check-config
+number "--attach 0x10 is not a process id" "shimmerd --attach 0x10" \
+	"$SHIMMERD" --no-config --attach 0x10 --db "$T/d.db" --check-config
+number "--sample-bytes 1e3 is not a size" "shimmerd --sample-bytes 1e3" \
+	"$SHIMMERD" --no-config --attach "$DEAD" --sample-bytes 1e3 --db "$T/d.db" --check-config
 finish

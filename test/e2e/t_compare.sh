@@ -181,9 +181,11 @@ check "an unknown metric is a usage error (2)" "exit $rc" test $rc = 2
 # was read as another amount (+5GiB as 5.4 s, +5 as 5 ns, +1ms of a
 # share that nothing crosses); an empty --fail-if guarded nothing; one
 # over 511 characters was cut where it fell (+100MiB read as +100 bytes,
-# which big's 3x peak crosses).
+# which big's 3x peak crosses); an exponent (+1e3ms) was read by strtod
+# though amounts are decimal (docs/usage.md, "Numbers, sizes and durations").
 for bad in "wall_time>+5GiB" "wall_time>+5" "leaked_bytes>+5ms" "gpu_busy>+1ms" \
-	"peak_memory[]>+1%" "step_time>+0x10ms" "" " , " \
+	"peak_memory[]>+1%" "step_time>+0x10ms" "step_time>+1e3ms" "peak_memory>+1E9" \
+	"" " , " \
 	"wall_time>+50%,$(printf '%480s' '')peak_memory>+100MiB"; do
 	"$SHIMMER" compare "$T/base.db" "$T/big.db" --fail-if "$bad" > "$T/f.out" 2>&1
 	rc=$?

@@ -120,6 +120,73 @@ static void test_conf_durations(void **state)
 	assert_int_equal(dur("0.999999999ms"), 999999ull);
 }
 
+/* Forms every number of shimmer's refuses (docs/usage.md): hex, an
+ * exponent, a sign, blanks, inf; the shim reads its SHIMMER_DURATION,
+ * SHIMMER_START=after:... and SHIMMER_STOP=after:... through conf_duration
+ * too, so these pin its behaviour as well. */
+static void test_conf_durations_refused(void **state)
+{
+	static const char *const bad[] = { "1e3", "1e3s", "0x10", "0x10s", "+1s", " 1s", "1s ",
+					   "inf", "nan", "1.5.5s", "1S", "1sec", "1min", "1D",
+					   ".", "-0", "1ss" };
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		print_message("%s\n", bad[i]);
+		assert_int_equal(dur(bad[i]), UINT64_MAX);
+	}
+	/* The bare number is seconds; a point with no digits after it is
+	 * still the number before it (as the shim has always read it). */
+	assert_int_equal(dur("1d"), 86400000000000ull);
+	assert_int_equal(dur("1."), 1000000000ull);
+	assert_int_equal(dur(".5"), 500000000ull);
+	assert_int_equal(dur("0010ms"), 10000000ull);
+}
+
+static uint64_t count(const char *s, uint64_t max)
+{
+	uint64_t n = 0;
+
+	return conf_count(s, strlen(s), max, &n) ? UINT64_MAX - 1 : n;
+}
+
+static void test_conf_counts(void **state)
+{
+	static const struct {
+		const char *s;
+		uint64_t max, want; /* UINT64_MAX - 1: refused */
+	} t[] = {
+		{ "0", 10, 0 },
+		{ "16", 100, 16 },
+		{ "007", 100, 7 },
+		{ "100", 100, 100 },
+		{ "101", 100, UINT64_MAX - 1 },
+		{ "2147483647", INT32_MAX, 2147483647 },
+		{ "2147483648", INT32_MAX, UINT64_MAX - 1 },
+		{ "9223372036854775807", INT64_MAX, 9223372036854775807ull },
+		{ "9223372036854775808", INT64_MAX, UINT64_MAX - 1 },
+		{ "18446744073709551614", UINT64_MAX, UINT64_MAX - 1 }, /* (the marker) */
+		{ "18446744073709551615", UINT64_MAX, UINT64_MAX },
+		{ "18446744073709551616", UINT64_MAX, UINT64_MAX - 1 },
+		{ "99999999999999999999", UINT64_MAX, UINT64_MAX - 1 },
+		{ "", 10, UINT64_MAX - 1 },
+		{ "0x10", 100, UINT64_MAX - 1 },
+		{ "1e3", 10000, UINT64_MAX - 1 },
+		{ "+1", 10, UINT64_MAX - 1 },
+		{ "-1", 10, UINT64_MAX - 1 },
+		{ " 1", 10, UINT64_MAX - 1 },
+		{ "1 ", 10, UINT64_MAX - 1 },
+		{ "1.0", 10, UINT64_MAX - 1 },
+		{ "1k", 10000, UINT64_MAX - 1 },
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		print_message("%s\n", t[i].s);
+		assert_int_equal(count(t[i].s, t[i].max), t[i].want);
+	}
+}
+
 static uint64_t size(const char *s)
 {
 	uint64_t b = 0;
@@ -143,6 +210,11 @@ static void test_conf_sizes(void **state)
 	assert_int_equal(size("10GG"), UINT64_MAX);
 	assert_int_equal(size("1.5G"), UINT64_MAX);
 	assert_int_equal(size("99999999999T"), UINT64_MAX);
+	assert_int_equal(size("1e3"), UINT64_MAX);
+	assert_int_equal(size("0x10"), UINT64_MAX);
+	assert_int_equal(size("+10"), UINT64_MAX);
+	assert_int_equal(size("-10"), UINT64_MAX);
+	assert_int_equal(size("10 K"), UINT64_MAX);
 }
 
 static void test_conf_read(void **state)
@@ -174,6 +246,8 @@ int main(void)
 		cmocka_unit_test(test_conf_lines),     cmocka_unit_test(test_conf_stops),
 		cmocka_unit_test(test_conf_is),        cmocka_unit_test(test_conf_durations),
 		cmocka_unit_test(test_conf_sizes),     cmocka_unit_test(test_conf_read),
+		cmocka_unit_test(test_conf_durations_refused),
+		cmocka_unit_test(test_conf_counts),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

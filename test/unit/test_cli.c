@@ -1,0 +1,227 @@
+/*
+ * tools/cli.c: the rules every command line shares for numbers
+ * (docs/usage.md, "Numbers, sizes and durations"): what each kind of
+ * option accepts, with the value it reads, and what it refuses, with the
+ * one line it says.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "tools/cli.h"
+
+static const struct command cmd = { .name = "test", .brief = "", .usage = "" };
+
+/* stderr into a temporary file while fn runs, read back into err. */
+struct cap {
+	FILE *f;
+	int saved;
+};
+
+static void cap_begin(struct cap *c)
+{
+	fflush(stderr);
+	c->f = tmpfile();
+	assert_non_null(c->f);
+	c->saved = dup(2);
+	assert_true(c->saved >= 0);
+	assert_true(dup2(fileno(c->f), 2) == 2);
+}
+
+static void cap_end(struct cap *c, char *err, size_t len)
+{
+	size_t n;
+
+	fflush(stderr);
+	dup2(c->saved, 2);
+	close(c->saved);
+	rewind(c->f);
+	n = fread(err, 1, len - 1, c->f);
+	err[n] = 0;
+	fclose(c->f);
+}
+
+/* Runs the option parser of kind on "NAME VALUE" (and "NAME=VALUE", which
+ * must read the same); returns its result, the value in *v. */
+enum kind { INT, NUMBER, DURATION };
+
+static int run(enum kind k, const char *name, const char *value, double *v, char *err,
+	       size_t len)
+{
+	char joined[128], *argv[3] = { (char *)name, (char *)value, NULL };
+	char *argv_eq[2] = { joined, NULL };
+	int64_t iv = 0, iv_eq = 0;
+	uint64_t dv = 0, dv_eq = 0;
+	double nv = 0, nv_eq = 0;
+	int r = 0, r_eq = 0, i = 0, i_eq = 0;
+	struct cap c;
+
+	snprintf(joined, sizeof(joined), "%s=%s", name, value);
+	cap_begin(&c);
+	switch (k) {
+	case INT:
+		r = cli_int_opt(&cmd, 2, argv, &i, name, &iv);
+		r_eq = cli_int_opt(&cmd, 1, argv_eq, &i_eq, name, &iv_eq);
+		*v = (double)iv;
+		assert_true(iv == iv_eq);
+		break;
+	case NUMBER:
+		r = cli_number_opt(&cmd, 2, argv, &i, name, &nv);
+		r_eq = cli_number_opt(&cmd, 1, argv_eq, &i_eq, name, &nv_eq);
+		*v = nv;
+		assert_true(nv == nv_eq);
+		break;
+	case DURATION:
+		r = cli_duration_opt(&cmd, 2, argv, &i, name, &dv);
+		r_eq = cli_duration_opt(&cmd, 1, argv_eq, &i_eq, name, &dv_eq);
+		*v = (double)dv;
+		assert_true(dv == dv_eq);
+		break;
+	}
+	cap_end(&c, err, len);
+	assert_int_equal(r, r_eq);
+	if (r == 1) {
+		assert_int_equal(i, 1); /* past the separate value */
+		assert_string_equal(err, "");
+	}
+	return r;
+}
+
+struct row {
+	enum kind k;
+	const char *name, *value;
+	double want;      /* when accepted */
+	const char *form; /* refused: what the line says is accepted; NULL: accepted */
+};
+
+static const struct row rows[] = {
+	/* counts: --pid, --rank, --callers, --warmup-steps */
+	{ INT, "--pid", "16", 16, NULL },
+	{ INT, "--pid", "0", 0, NULL },
+	{ INT, "--pid", "0016", 16, NULL },
+	{ INT, "--rank", "9223372036854775807", 9223372036854775807.0, NULL },
+	{ INT, "--pid", "0x10", 0, "a whole decimal number >= 0" },
+	{ INT, "--pid", "1e3", 0, "a whole decimal number >= 0" },
+	{ INT, "--pid", "-1", 0, "a whole decimal number >= 0" },
+	{ INT, "--pid", "+1", 0, "a whole decimal number >= 0" },
+	{ INT, "--pid", " 1", 0, "a whole decimal number >= 0" },
+	{ INT, "--pid", "1.0", 0, "a whole decimal number >= 0" },
+	{ INT, "--pid", "", 0, "a whole decimal number >= 0" },
+	{ INT, "--rank", "9223372036854775808", 0, "a whole decimal number >= 0" },
+	{ INT, "--warmup-steps", "99999999999999999999", 0, "a whole decimal number >= 0" },
+	/* numbers: thresholds, --begin, --end, --max-mb */
+	{ NUMBER, "--threshold", "10", 10, NULL },
+	{ NUMBER, "--threshold", "12.5", 12.5, NULL },
+	{ NUMBER, "--begin", ".5", 0.5, NULL },
+	{ NUMBER, "--begin", "2.", 2, NULL },
+	{ NUMBER, "--max-mb", "0", 0, NULL },
+	{ NUMBER, "--max-mb", "1e3", 0, "a decimal number >= 0" },
+	{ NUMBER, "--max-mb", "0x10", 0, "a decimal number >= 0" },
+	{ NUMBER, "--threshold", "inf", 0, "a decimal number >= 0" },
+	{ NUMBER, "--threshold", "nan", 0, "a decimal number >= 0" },
+	{ NUMBER, "--threshold", "-1", 0, "a decimal number >= 0" },
+	{ NUMBER, "--threshold", "+1", 0, "a decimal number >= 0" },
+	{ NUMBER, "--threshold", ".", 0, "a decimal number >= 0" },
+	{ NUMBER, "--threshold", "1.2.3", 0, "a decimal number >= 0" },
+	{ NUMBER, "--threshold", "", 0, "a decimal number >= 0" },
+	/* durations: --for */
+	{ DURATION, "--for", "30", 30e9, NULL },
+	{ DURATION, "--for", "1d", 86400e9, NULL },
+	{ DURATION, "--for", "250us", 250e3, NULL },
+	{ DURATION, "--for", "7ns", 7, NULL },
+	{ DURATION, "--for", "1.5m", 90e9, NULL },
+	{ DURATION, "--for", "1e3", 0, "a duration > 0 (a decimal number and ns, us, ms, s, m, h or d" },
+	{ DURATION, "--for", "0x10", 0, "a duration > 0" },
+	{ DURATION, "--for", "0", 0, "a duration > 0" },
+	{ DURATION, "--for", "0s", 0, "a duration > 0" },
+	{ DURATION, "--for", "-1s", 0, "a duration > 0" },
+	{ DURATION, "--for", "10 s", 0, "a duration > 0" },
+	{ DURATION, "--for", "1w", 0, "a duration > 0" },
+	{ DURATION, "--for", "999999999d", 0, "a duration > 0" },
+};
+
+static void test_cli_numbers(void **state)
+{
+	char err[512], want[256];
+	double v;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		const struct row *t = &rows[i];
+		int r = run(t->k, t->name, t->value, &v, err, sizeof(err));
+
+		print_message("%s %s\n", t->name, t->value);
+		if (!t->form) {
+			assert_int_equal(r, 1);
+			assert_true(v == t->want);
+			continue;
+		}
+		assert_int_equal(r, -1);
+		/* One line per attempt (two: "NAME VALUE" and "NAME=VALUE"),
+		 * naming the option, the form and the value refused. */
+		snprintf(want, sizeof(want), "shimmer: error: %s wants %s", t->name, t->form);
+		assert_non_null(strstr(err, want));
+		snprintf(want, sizeof(want), "not '%s' (see 'shimmer test --help')\n", t->value);
+		assert_non_null(strstr(err, want));
+		{
+			size_t n = strlen(err), lines = 0;
+
+			for (size_t k = 0; k < n; k++)
+				lines += err[k] == '\n';
+			assert_int_equal(lines, 2);
+			assert_int_equal(n % 2, 0);
+			assert_memory_equal(err, err + n / 2, n / 2);
+		}
+	}
+}
+
+static void test_cli_pid_operand(void **state)
+{
+	static const struct {
+		const char *s;
+		int64_t want; /* 0: refused */
+	} t[] = {
+		{ "1", 1 }, { "4194304", 4194304 }, { "2147483647", 2147483647 },
+		{ "0", 0 }, { "2147483648", 0 }, { "0x10", 0 }, { "1e3", 0 }, { "-5", 0 },
+		{ "+5", 0 }, { " 5", 0 }, { "5 ", 0 }, { "", 0 }, { "5.0", 0 },
+	};
+	char err[256];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		int64_t pid = 0;
+		struct cap c;
+		int r;
+
+		print_message("%s\n", t[i].s);
+		cap_begin(&c);
+		r = cli_pid_arg(&cmd, t[i].s, &pid);
+		cap_end(&c, err, sizeof(err));
+		if (t[i].want) {
+			assert_int_equal(r, 0);
+			assert_int_equal(pid, t[i].want);
+			assert_string_equal(err, "");
+		} else {
+			assert_int_equal(r, -1);
+			assert_non_null(strstr(err, "is not a process id (a whole decimal number > 0)"));
+			assert_true(strchr(err, '\n') == err + strlen(err) - 1);
+		}
+	}
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_cli_numbers),
+		cmocka_unit_test(test_cli_pid_operand),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
