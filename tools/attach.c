@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "conf.h"
 #include "fmt.h"
 #include "model.h"
 #include "spawn.h"
@@ -122,12 +123,21 @@ static int attach_main(int argc, char **argv)
 	const char *args[12];
 	char why[PATH_MAX + 256], pid[24], secs[32], forarg[32], bytes[32], probes[32];
 	const char *sample = getenv("SHIMMER_SAMPLE_BYTES");
+	uint64_t sample_n = 0;
 	sigset_t block, mask;
 	size_t n = 0;
 	int rc, st, err;
 
 	if (parse(&o, argc, argv, &rc) < 0)
 		return rc;
+	/* Read as the shim reads it (whole bytes, 1 to 2^40), so that one
+	 * value means the same to both ways of tracing. */
+	if (sample && *sample &&
+	    (conf_count(sample, strlen(sample), 1ull << 40, &sample_n) < 0 || sample_n == 0)) {
+		cli_error("SHIMMER_SAMPLE_BYTES wants a whole number of bytes from 1 to 2^40,"
+			  " as the shim reads it, not '%s'", sample);
+		return CLI_EXIT_USAGE;
+	}
 	if (kill((pid_t)o.pid, 0) < 0 && errno == ESRCH) {
 		cli_error("no process %" PRId64, o.pid);
 		return CLI_EXIT_ERROR;

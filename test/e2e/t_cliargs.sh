@@ -73,6 +73,10 @@ number "'0x10' is not a process id (a whole decimal number > 0)" "attach 0x10" \
 	"$SHIMMER" attach 0x10
 number "--for wants a duration > 0 (a decimal number and ns, us, ms, s, m, h or d" \
 	"attach --for 1e3" "$SHIMMER" attach "$DEAD" --for 1e3
+# SHIMMER_SAMPLE_BYTES as the shim reads it (whole bytes): attach passed
+# it on to shimmerd, whose --sample-bytes takes 512K, where the shim does not
+number "SHIMMER_SAMPLE_BYTES wants a whole number of bytes from 1 to 2^40, as the shim reads it, not '512K'" \
+	"attach with SHIMMER_SAMPLE_BYTES=512K" env SHIMMER_SAMPLE_BYTES=512K "$SHIMMER" attach "$DEAD" --heap
 number "--for wants a duration > 0" "ctl attach --for 0x10" \
 	"$SHIMMER" ctl attach "$DEAD" --for 0x10 --socket "$T/none"
 number "window wants a duration > 0" "ctl window 1e3" \
