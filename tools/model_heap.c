@@ -108,8 +108,8 @@ struct key_agg {
 struct key_item {
 	struct map_key key; /* mem index, stack_id, Python stack (-1: native site) */
 	struct model_key k;
-	int resolved;
-	int64_t site, folded; /* into sites' names and folded */
+	int resolved, folded_resolved;
+	int64_t site, folded; /* into sites' names and folded (folded_resolved) */
 	int native_resolved;
 	int64_t native_site;  /* the site by native frames (MODEL_BY_NATIVE) */
 	struct key_agg *agg;  /* an aggregated memory's key */
@@ -1351,23 +1351,56 @@ int model_blocks_each(struct model *m, int (*cb)(void *ctx, const struct model_b
 
 /* ---- call sites and groups ------------------------------------------------------------- */
 
-static int resolve(struct model *m, struct key_item *ki)
+/* The sites of the model, opened once. */
+static int sites_ready(struct model *m)
 {
 	struct model_heap *h = m->heap;
 	int err;
 
-	if (ki->resolved)
+	if (h->sites_open)
 		return 0;
-	if (!h->sites_open) {
-		err = sites_open(&h->sites, m->db);
-		if (err)
-			return err;
-		h->sites.callers = m->callers;
-		h->sites_open = 1;
-	}
-	err = sites_of(&h->sites, ki->k.mem->proc->proc_id, ki->k.stack_id,
-		       m->native && ki->k.mem->space == MODEL_HOST ? -1 : ki->k.pystack_id,
-		       &ki->site, &ki->folded);
+	err = sites_open(&h->sites, m->db);
+	if (err)
+		return err;
+	h->sites.callers = m->callers;
+	h->sites_open = 1;
+	return 0;
+}
+
+/* ki's Python stack as its site is named: none for host memory under
+ * --native. */
+static int64_t key_pystack(const struct model *m, const struct key_item *ki)
+{
+	return m->native && ki->k.mem->space == MODEL_HOST ? -1 : ki->k.pystack_id;
+}
+
+/* ki's site and its folded stack. */
+static int resolve_folded(struct model *m, struct key_item *ki)
+{
+	int err = sites_ready(m);
+
+	if (err || ki->folded_resolved)
+		return err;
+	err = sites_of(&m->heap->sites, ki->k.mem->proc->proc_id, ki->k.stack_id,
+		       key_pystack(m, ki), &ki->site, &ki->folded);
+	if (!err)
+		ki->resolved = ki->folded_resolved = 1;
+	return err;
+}
+
+/* ki's site: a native one from the frames its name takes alone (a
+ * framework's stacks are dozens of frames, each symbolized, and only the
+ * folded outputs want them all: resolve_folded()). */
+static int resolve(struct model *m, struct key_item *ki)
+{
+	int err = sites_ready(m);
+
+	if (err || ki->resolved)
+		return err;
+	if (key_pystack(m, ki) >= 0)
+		return resolve_folded(m, ki);
+	err = sites_native_site(&m->heap->sites, ki->k.mem->proc->proc_id, ki->k.stack_id,
+				&ki->site);
 	if (!err)
 		ki->resolved = 1;
 	return err;
@@ -1410,7 +1443,7 @@ int model_key_site(struct model *m, uint32_t key, const char **site, const char 
 	if (key >= m->heap->keys.n)
 		return -EINVAL;
 	ki = map_item(&m->heap->keys, key);
-	err = resolve(m, ki);
+	err = resolve_folded(m, ki);
 	if (err)
 		return err;
 	*site = m->heap->sites.names.v[ki->site];
@@ -1644,7 +1677,8 @@ int model_heap_groups(struct model *m, enum model_select sel, enum model_naming 
 		out->of_key[i] = UINT32_MAX;
 		if (!ki->k.mem->proc->selected)
 			continue;
-		err = naming == MODEL_BY_NATIVE ? resolve_native(m, ki) : resolve(m, ki);
+		err = naming == MODEL_BY_NATIVE ? resolve_native(m, ki)
+		      : naming == MODEL_BY_FOLDED ? resolve_folded(m, ki) : resolve(m, ki);
 		if (err)
 			goto out;
 		idx = naming == MODEL_BY_FOLDED ? ki->folded
