@@ -723,8 +723,15 @@ static inline int heap_off(void)
  * go through traced() because the sampler picked it. */
 static inline int fast_alloc(struct shim_thread *t, unsigned int fn, uint64_t n)
 {
+	/* A call the sampler passes asked for less than its countdown:
+	 * counted without count_bytes()'s clamp, which a refused request
+	 * (above PTRDIFF_MAX, always sampled) takes on the other branch. */
+	if (likely(!sampler_take(&t->sampler, n))) {
+		thread_count_granted(t, fn, n);
+		return 1;
+	}
 	thread_count(t, fn, n);
-	return !sampler_take(&t->sampler, n);
+	return 0;
 }
 
 /*
@@ -832,8 +839,7 @@ static inline void *realloc_common(unsigned int fn, void *old, size_t n, size_t 
 	int s;
 
 	if (fast(t)) {
-		thread_count(t, fn, bytes);
-		s = sampler_take(&t->sampler, bytes);
+		s = !fast_alloc(t, fn, bytes);
 		if (likely(!s && !sampled_maybe(&heap_set, old) && !in_arena(old)))
 			return fn == SHM_FN_REALLOC ? real.realloc(old, n)
 						    : real_reallocarray(old, n, m);

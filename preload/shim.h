@@ -258,8 +258,10 @@ static inline uint64_t count_bytes(uint64_t n)
 	return n > (uint64_t)PTRDIFF_MAX ? 0 : n;
 }
 
-/* Counts one call of fn requesting n bytes in the thread's own slot. */
-static inline void thread_count(struct shim_thread *t, unsigned int fn, uint64_t n)
+/* thread_count() of a request known to be at most PTRDIFF_MAX: the sample
+ * mode's fast path, whose calls asked for less than the sampler's
+ * countdown (below 2^46, sampler.h), pays no clamp. */
+static inline void thread_count_granted(struct shim_thread *t, unsigned int fn, uint64_t n)
 {
 	struct shm_slot *s = t->ring.slot;
 
@@ -267,8 +269,14 @@ static inline void thread_count(struct shim_thread *t, unsigned int fn, uint64_t
 		count_add(&s->count[fn], 1);
 		/* a free's 0 bytes: no add, where the compiler knows it */
 		if (!__builtin_constant_p(n) || n)
-			count_add(&s->bytes[fn], count_bytes(n));
+			count_add(&s->bytes[fn], n);
 	}
+}
+
+/* Counts one call of fn requesting n bytes in the thread's own slot. */
+static inline void thread_count(struct shim_thread *t, unsigned int fn, uint64_t n)
+{
+	thread_count_granted(t, fn, count_bytes(n));
 }
 
 /* A call a signal handler made while the thread was busy (a traced call
