@@ -61,6 +61,16 @@ static inline size_t esc_put_u4(char *buf, uint32_t c)
 	return 6;
 }
 
+/* The length of the character beyond ASCII at s (n >= 1 bytes left) when
+ * it is shown as it is (valid UTF-8, not a layout control), else 0.  The
+ * JSON writer's rule too (tools/fmt.c). */
+static inline size_t esc_shown_utf8(const unsigned char *s, size_t n)
+{
+	size_t k = utf8_len(s, n);
+
+	return k && !esc_layout_control(esc_code_point(s, k)) ? k : 0;
+}
+
 /* How many leading bytes of s[0..n) are written as they are (keep_lf:
  * LF is one of them). */
 static inline size_t esc_plain(const char *s, size_t n, int keep_lf)
@@ -75,9 +85,9 @@ static inline size_t esc_plain(const char *s, size_t n, int keep_lf)
 				return i;
 			i++;
 		} else {
-			size_t k = utf8_len((const unsigned char *)s + i, n - i);
+			size_t k = esc_shown_utf8((const unsigned char *)s + i, n - i);
 
-			if (k == 0 || esc_layout_control(esc_code_point((const unsigned char *)s + i, k)))
+			if (k == 0)
 				return i;
 			i += k;
 		}

@@ -87,9 +87,9 @@ size_t fmt_json_plain(const char *s, size_t n, int html)
 		if (c < 0x80) {
 			i++;
 		} else {
-			size_t k = utf8_len((const unsigned char *)s + i, n - i);
+			size_t k = esc_shown_utf8((const unsigned char *)s + i, n - i);
 
-			if (k == 0 || esc_layout_control(esc_code_point((const unsigned char *)s + i, k)))
+			if (k == 0)
 				return i;
 			i += k;
 		}
@@ -134,41 +134,42 @@ size_t fmt_json_char(const char *s, size_t n, int html, char *buf, size_t *len)
 	return 1;
 }
 
-void fmt_json(FILE *out, const char *s)
+static void json_string(FILE *out, const char *s, int html)
 {
-	size_t n, i = 0;
+	size_t n = strlen(s), i = 0;
 
-	if (!s) {
-		fputs("null", out);
-		return;
-	}
-	n = strlen(s);
 	fputc('"', out);
 	while (i < n) {
-		size_t plain = fmt_json_plain(s + i, n - i, 0), len;
+		size_t plain = fmt_json_plain(s + i, n - i, html), len;
 		char buf[FMT_JSON_CHAR_MAX];
 
 		fwrite(s + i, 1, plain, out);
 		i += plain;
 		if (i < n) {
-			i += fmt_json_char(s + i, n - i, 0, buf, &len);
+			i += fmt_json_char(s + i, n - i, html, buf, &len);
 			fwrite(buf, 1, len, out);
 		}
 	}
 	fputc('"', out);
 }
 
+void fmt_json(FILE *out, const char *s)
+{
+	if (s)
+		json_string(out, s, 0);
+	else
+		fputs("null", out);
+}
+
+void fmt_json_script(FILE *out, const char *s)
+{
+	if (s)
+		json_string(out, s, 1);
+	else
+		fputs("null", out);
+}
+
 /* ---- text for people ----------------------------------------------------------- */
-
-size_t fmt_esc_plain(const char *s, size_t n, int keep_lf)
-{
-	return esc_plain(s, n, keep_lf);
-}
-
-size_t fmt_esc_char(const char *s, size_t n, char *buf, size_t *len)
-{
-	return esc_char(s, n, buf, len);
-}
 
 /* Characters in the valid UTF-8 s[0..n): the bytes that start one. */
 static size_t chars(const char *s, size_t n)
@@ -187,8 +188,8 @@ static size_t esc_walk(FILE *out, const char *s, int keep_lf, size_t *bytes)
 	size_t n = strlen(s), i = 0, cols = 0, b = 0;
 
 	while (i < n) {
-		size_t plain = fmt_esc_plain(s + i, n - i, keep_lf), len;
-		char buf[FMT_ESC_CHAR_MAX];
+		size_t plain = esc_plain(s + i, n - i, keep_lf), len;
+		char buf[ESC_CHAR_MAX];
 
 		if (out)
 			fwrite(s + i, 1, plain, out);
@@ -196,7 +197,7 @@ static size_t esc_walk(FILE *out, const char *s, int keep_lf, size_t *bytes)
 		b += plain;
 		i += plain;
 		if (i < n) {
-			i += fmt_esc_char(s + i, n - i, buf, &len);
+			i += esc_char(s + i, n - i, buf, &len);
 			if (out)
 				fwrite(buf, 1, len, out);
 			cols += chars(buf, len);
@@ -257,7 +258,7 @@ const char *fmt_esc(const char *s)
 	if (!s)
 		return "(null)";
 	n = strlen(s);
-	if (fmt_esc_plain(s, n, 0) == n)
+	if (esc_plain(s, n, 0) == n)
 		return s;
 	if (!(t = esc_dup(s, 0)))
 		return "?";

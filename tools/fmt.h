@@ -29,6 +29,10 @@ void fmt_csv(FILE *out, const char *s);
 /* Write s as a JSON string literal, quotes included; NULL is null. */
 void fmt_json(FILE *out, const char *s);
 
+/* fmt_json() for text inside an HTML <script>: '<', '>' and '&' escaped
+ * too (fmt_json_char()'s html). */
+void fmt_json_script(FILE *out, const char *s);
+
 /* ---- JSON, one character at a time (the writers of their own buffers:
  * export's, the report's) ---- */
 
@@ -66,17 +70,7 @@ size_t fmt_json_char(const char *s, size_t n, int html, char *buf, size_t *len);
  * text's characters.
  */
 
-/* The longest escape of one character. */
-#define FMT_ESC_CHAR_MAX ESC_CHAR_MAX
-
-/* How many leading bytes of s[0..n) are written as they are (keep_lf:
- * LF is one of them). */
-size_t fmt_esc_plain(const char *s, size_t n, int keep_lf);
-
-/* The escape of the character at s (n >= 1 bytes left) into buf (at least
- * FMT_ESC_CHAR_MAX bytes), *len its length; returns the bytes of s it
- * took. */
-size_t fmt_esc_char(const char *s, size_t n, char *buf, size_t *len);
+/* One character at a time: esc_plain() and esc_char() (common/esc.h). */
 
 /* Write s escaped to out (keep_lf: LF is written as a newline, for text
  * whose own lines are its structure and whose parts from the store were

@@ -51,13 +51,13 @@ void report_html(FILE *out, const char *s)
 
 	/* Names from the store escaped as in every text for people (fmt.h). */
 	while (i < n) {
-		size_t plain = fmt_esc_plain(s + i, n - i, 0), len;
-		char e[FMT_ESC_CHAR_MAX];
+		size_t plain = esc_plain(s + i, n - i, 0), len;
+		char e[ESC_CHAR_MAX];
 
 		html_plain(out, s + i, plain);
 		i += plain;
 		if (i < n) {
-			i += fmt_esc_char(s + i, n - i, e, &len);
+			i += esc_char(s + i, n - i, e, &len);
 			html_plain(out, e, len);
 		}
 	}

@@ -31,27 +31,10 @@
 #include "map.h"
 #include "report.h"
 
-/* A JSON string with <, > and & escaped too: the data sits in a <script>
- * (otherwise as fmt_json() writes it). */
+/* A JSON string in the page's <script> (fmt_json_script()); "" for none. */
 static void jstr(FILE *out, const char *s)
 {
-	size_t n, i = 0;
-
-	s = s ? s : "";
-	n = strlen(s);
-	fputc('"', out);
-	while (i < n) {
-		size_t plain = fmt_json_plain(s + i, n - i, 1), len;
-		char e[FMT_JSON_CHAR_MAX];
-
-		fwrite(s + i, 1, plain, out);
-		i += plain;
-		if (i < n) {
-			i += fmt_json_char(s + i, n - i, 1, e, &len);
-			fwrite(e, 1, len, out);
-		}
-	}
-	fputc('"', out);
+	fmt_json_script(out, s ? s : "");
 }
 
 static void jnum(FILE *out, double v)
