@@ -1388,9 +1388,9 @@ static int resolve_folded(struct model *m, struct key_item *ki)
 	return err;
 }
 
-/* ki's site: a native one from the frames its name takes alone (a
- * framework's stacks are dozens of frames, each symbolized, and only the
- * folded outputs want them all: resolve_folded()). */
+/* ki's site from the frames its name takes alone, native or Python (a
+ * framework's stacks are dozens of frames, and only the folded outputs
+ * want them all: resolve_folded()). */
 static int resolve(struct model *m, struct key_item *ki)
 {
 	int err = sites_ready(m);
@@ -1398,9 +1398,11 @@ static int resolve(struct model *m, struct key_item *ki)
 	if (err || ki->resolved)
 		return err;
 	if (key_pystack(m, ki) >= 0)
-		return resolve_folded(m, ki);
-	err = sites_native_site(&m->heap->sites, ki->k.mem->proc->proc_id, ki->k.stack_id,
-				&ki->site);
+		err = sites_python_site(&m->heap->sites, ki->k.mem->proc->proc_id,
+					key_pystack(m, ki), &ki->site);
+	else
+		err = sites_native_site(&m->heap->sites, ki->k.mem->proc->proc_id,
+					ki->k.stack_id, &ki->site);
 	if (!err)
 		ki->resolved = 1;
 	return err;
