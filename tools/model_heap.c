@@ -768,8 +768,10 @@ static int agg_sites_load(struct model *m, struct model_heap *h)
 
 	if (!h->naggs)
 		return 0;
+	/* A heap that allocated nothing is no memory, as for the rows (a
+	 * collector before this one wrote it a peak of 0 B at some instant). */
 	for (size_t i = 0; i < h->naggs && !err; i++)
-		if (!agg_key(m, h, h->aggs[i].proc_id, 0, 0))
+		if (h->aggs[i].allocs > 0 && !agg_key(m, h, h->aggs[i].proc_id, 0, 0))
 			err = -ENOMEM;
 	/* the rows: keys of every site */
 	if (!err)
