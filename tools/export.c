@@ -394,7 +394,8 @@ const struct command export_command = {
 		"  speedscope  speedscope's own format (a profile per process, memory, weight)\n"
 		"\n"
 		"options:\n"
-		"  -o FILE          write to FILE, not standard output (never a store)\n"
+		"  -o FILE          write to FILE, not standard output (never a store; '-':\n"
+		"                   standard output)\n"
 		"  --pid PID        only the processes with this pid\n"
 		"  --rank RANK      only the processes of this rank\n"
 		"  --begin S, --end S  only events overlapping [S, E], in seconds from the\n"
@@ -442,6 +443,9 @@ static int parse(int argc, char **argv, struct export_opts *o)
 	}
 	if (!o->path)
 		return cli_usage_error(cmd, "no store given");
+	/* "-o -": standard output, as most tools read it */
+	if (o->out_path && strcmp(o->out_path, "-") == 0)
+		o->out_path = NULL;
 	if (o->out_path && cli_output_check(cmd, o->out_path, &o->path, 1))
 		return CLI_EXIT_USAGE;
 	if (o->begin_s >= 0 && o->end_s >= 0 && o->end_s < o->begin_s)
