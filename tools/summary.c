@@ -447,14 +447,20 @@ static int brief(struct ctx *c)
 	}
 	if (nlines)
 		emit_text(c->e, "\n");
-	if (c->o->path)
+	if (c->o->path) {
+		const char *db = fmt_esc(c->o->path);
+
 		emit_text(c->e,
 			  "store: %s\n"
-			  "look further: shimmer summary %s    (every process and row)\n"
+			  "look further: shimmer bottlenecks %s    (findings, with advice)\n"
+			  "              shimmer report %s    (one HTML page: charts, flame graphs)\n"
+			  "              shimmer export %s -o trace.json    (a timeline for"
+			  " ui.perfetto.dev)\n"
+			  "              shimmer summary %s    (every process and row)\n"
 			  "              shimmer leaks %s | peak | temporary | allocations\n"
 			  "              shimmer compare %s OTHER.db\n",
-			  fmt_esc(c->o->path), fmt_esc(c->o->path), fmt_esc(c->o->path),
-			  fmt_esc(c->o->path));
+			  db, db, db, db, db, db, db);
+	}
 out:
 	free(v);
 	free(lines);
