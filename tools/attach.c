@@ -63,15 +63,11 @@ static int parse(struct opts *o, int argc, char **argv, int *code)
 				return -1;
 			continue;
 		}
-		if (o->pid) {
-			cli_usage_error(&attach_command, "one process at a time ('%s')", argv[a.i]);
-			return -1;
-		}
 		if (k == CLI_ARG_OPTION && argv[a.i][0] == '-') {
 			cli_unknown_opt(&a);
 			return -1;
 		}
-		if (cli_pid_arg(&attach_command, argv[a.i], &o->pid) < 0)
+		if (cli_pid_operand(&attach_command, argv[a.i], &o->pid) < 0)
 			return -1;
 	}
 	if (k != CLI_ARG_END) {

@@ -295,6 +295,15 @@ int cli_pid_arg(const struct command *cmd, const char *arg, int64_t *pid)
 	return 0;
 }
 
+int cli_pid_operand(const struct command *cmd, const char *arg, int64_t *pid)
+{
+	if (*pid) {
+		cli_usage_error(cmd, "one process at a time ('%s')", arg);
+		return -1;
+	}
+	return cli_pid_arg(cmd, arg, pid);
+}
+
 int cli_sites_opt(struct cli_args *a, struct cli_sites *s)
 {
 	int64_t v;

@@ -156,6 +156,11 @@ int cli_duration_opt(struct cli_args *a, const char *name, uint64_t *ns);
  * after printing the usage error. */
 int cli_pid_arg(const struct command *cmd, const char *arg, int64_t *pid);
 
+/* The one process id operand of a command that takes one (attach, ctl
+ * attach): cli_pid_arg(), refused with "one process at a time" when *pid
+ * is set already.  0, or -1 after printing the usage error. */
+int cli_pid_operand(const struct command *cmd, const char *arg, int64_t *pid);
+
 /* How the heap commands name call sites (sites.h): "--callers N", 0 to
  * CLI_CALLERS_MAX, how many of the frames that called a site go with it;
  * "--native", host allocations made from Python code by their native

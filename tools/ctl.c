@@ -152,10 +152,7 @@ static int attach_verb(int argc, char **argv)
 			if (argv[a.i][0] == '-')
 				return cli_unknown_opt(&a);
 		}
-		if (pid)
-			return cli_usage_error(&ctl_command, "one process at a time ('%s')",
-					       argv[a.i]);
-		if (cli_pid_arg(&ctl_command, argv[a.i], &pid) < 0)
+		if (cli_pid_operand(&ctl_command, argv[a.i], &pid) < 0)
 			return CLI_EXIT_USAGE;
 	}
 	if (k != CLI_ARG_END)

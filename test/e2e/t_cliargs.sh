@@ -54,6 +54,16 @@ rc=$?
 check "attach --for 1d: a duration (parsing passes; no process $DEAD, exit 1)" \
 	"exit $rc; $(cat "$T/for1d.err")" \
 	holds '[ $rc = 1 ] && grep -q "no process $DEAD" "$T/for1d.err"'
+# A process id is one operand: a second one is refused; an unknown option
+# after it is named as one.
+"$SHIMMER" attach "$DEAD" --hepa > /dev/null 2> "$T/att.err"
+rc=$?
+check "attach PID --hepa: an unknown option, whatever comes first" "exit $rc; $(cat "$T/att.err")" \
+	holds '[ $rc = 2 ] && grep -q "unknown option .--hepa." "$T/att.err"'
+"$SHIMMER" attach "$DEAD" -- 5 > /dev/null 2> "$T/att.err"
+rc=$?
+check "attach PID -- 5: one process at a time" "exit $rc; $(cat "$T/att.err")" \
+	holds '[ $rc = 2 ] && grep -q "one process at a time ('"'5'"')" "$T/att.err"'
 # number ARGS...: the one line of a refused number, exit 2, naming what.
 number() {
 	local what=$1 name=$2
