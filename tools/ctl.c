@@ -124,13 +124,40 @@ static int no_rows(void *ctx, const struct daemon_row *r)
 	return -EPROTO;
 }
 
-/* attach PID [--for DURATION] [--heap] [--no-offcpu] | detach PID: the
- * daemon's one line, on stdout when it did it, as the error otherwise.
- * argv[0] is the verb. */
-static int attach_verb(int argc, char **argv)
+/*
+ * Where the verb is: the first operand, past the options and the values of
+ * those that take one, whatever their order ("ctl --socket S attach PID"
+ * is "ctl attach PID --socket S"); 0 when there is none.  attach and
+ * detach take options of their own (attach_verb()), so the verb decides
+ * which loop reads the line: valued[] lists the options of both that take
+ * a separate value.
+ */
+static int verb_at(int argc, char **argv)
+{
+	static const char *const valued[] = { "--format", "--socket", "--job", "--pid", "--for",
+					      NULL };
+
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--"))
+			return i + 1 < argc ? i + 1 : 0;
+		if (argv[i][0] != '-')
+			return i;
+		for (int k = 0; valued[k]; k++)
+			if (!strcmp(argv[i], valued[k])) {
+				i++;
+				break;
+			}
+	}
+	return 0;
+}
+
+/* attach PID [--for DURATION] [--heap] [--no-offcpu] | detach PID, the
+ * verb argv[at]: the daemon's one line, on stdout when it did it, as the
+ * error otherwise. */
+static int attach_verb(int argc, char **argv, int at)
 {
 	struct cli_args a = CLI_ARGS(&ctl_command, argc, argv, NULL, 0);
-	const char *sock = NULL, *verb = argv[0];
+	const char *sock = NULL, *verb = argv[at];
 	int detach = !strcmp(verb, "detach"), heap = 0, no_offcpu = 0;
 	uint64_t window = 0;
 	uint32_t flags;
@@ -139,6 +166,8 @@ static int attach_verb(int argc, char **argv)
 	int k, r, err;
 
 	while ((k = cli_next(&a)) == CLI_ARG_OPTION || k == CLI_ARG_OPERAND) {
+		if (a.i == at)
+			continue;
 		if (k == CLI_ARG_OPTION) {
 			if ((r = cli_string_opt(&a, "--socket", &sock)) ||
 			    (!detach && (r = cli_duration_opt(&a, "--for", &window))) ||
@@ -178,12 +207,12 @@ static int ctl_main(int argc, char **argv)
 	uint64_t window = 0;
 	uint32_t op;
 	char why[512];
-	int fmt = EMIT_TABLE, k, r, err;
+	int fmt = EMIT_TABLE, at = verb_at(argc, argv), k, r, err;
 	struct out o = { .n = 0 };
 	char slow[FMT_UNIT_MAX];
 
-	if (argc > 1 && (!strcmp(argv[1], "attach") || !strcmp(argv[1], "detach")))
-		return attach_verb(argc - 1, argv + 1);
+	if (at && (!strcmp(argv[at], "attach") || !strcmp(argv[at], "detach")))
+		return attach_verb(argc, argv, at);
 	while ((k = cli_next(&a)) == CLI_ARG_OPTION || k == CLI_ARG_OPERAND) {
 		if (k == CLI_ARG_OPTION) {
 			if ((r = cli_format_opt(&a, emit_format_names, &fmt)) ||

@@ -64,6 +64,19 @@ check "attach PID --hepa: an unknown option, whatever comes first" "exit $rc; $(
 rc=$?
 check "attach PID -- 5: one process at a time" "exit $rc; $(cat "$T/att.err")" \
 	holds '[ $rc = 2 ] && grep -q "one process at a time ('"'5'"')" "$T/att.err"'
+# The verb attach or detach wherever it comes, as every verb: after
+# options (--socket, and attach's own) and after "--".
+for args in "--socket $T/none attach $DEAD" "--socket=$T/none --heap --for 1s attach $DEAD" \
+	"--socket $T/none -- detach $DEAD"; do
+	"$SHIMMER" ctl $args > /dev/null 2> "$T/ctl.err"
+	rc=$?
+	check "ctl $args: the verb read (no daemon, exit 1)" "exit $rc; $(cat "$T/ctl.err")" \
+		holds '[ $rc = 1 ] && grep -q "cannot reach shimmerd at $T/none" "$T/ctl.err"'
+done
+"$SHIMMER" ctl --format json attach "$DEAD" --socket "$T/none" > /dev/null 2> "$T/ctl.err"
+rc=$?
+check "ctl --format json attach PID: no option of attach's" "exit $rc; $(cat "$T/ctl.err")" \
+	holds '[ $rc = 2 ] && grep -q "unknown option .--format." "$T/ctl.err"'
 # number ARGS...: the one line of a refused number, exit 2, naming what.
 number() {
 	local what=$1 name=$2
