@@ -161,7 +161,7 @@ static int attach_verb(int argc, char **argv, int at)
 	int detach = !strcmp(verb, "detach"), heap = 0, no_offcpu = 0;
 	uint64_t window = 0;
 	uint32_t flags;
-	int64_t pid = 0;
+	int64_t pid = 0, v;
 	char why[1200];
 	int k, r, err;
 
@@ -169,9 +169,15 @@ static int attach_verb(int argc, char **argv, int at)
 		if (a.i == at)
 			continue;
 		if (k == CLI_ARG_OPTION) {
-			if ((r = cli_string_opt(&a, "--socket", &sock)) ||
+			/* --pid PID is the operand PID: one process */
+			if ((r = cli_int_opt(&a, "--pid", &v)) > 0 && pid)
+				return cli_usage_error(&ctl_command, "one process at a time"
+						       " (--pid %lld)", (long long)v);
+			if (r > 0)
+				pid = v;
+			if (r ||
+			    (r = cli_string_opt(&a, "--socket", &sock)) ||
 			    (!detach && (r = cli_duration_opt(&a, "--for", &window))) ||
-			    (r = cli_int_opt(&a, "--pid", &pid)) ||
 			    (!detach && (r = cli_flag_opt(&a, "--heap", &heap))) ||
 			    (!detach && (r = cli_flag_opt(&a, "--no-offcpu", &no_offcpu)))) {
 				if (r < 0)

@@ -5,6 +5,9 @@
 #    plain name), compare takes one or both stores after it, and without
 #    "--" the name is still an unknown option (exit 2); attach and ctl
 #    take their operands after it (a pid, a verb) as operands.
+#  - operands and options in any order: ctl's verbs attach and detach
+#    after options or "--" too; one pid (a second, or ctl attach's --pid
+#    after one, refused); an unknown option named as one after the pid.
 #  - numbers (docs/usage.md, "Numbers, sizes and durations"): a count or
 #    pid is decimal digits, hex and exponents refused with one line naming
 #    the option and exit 2; a duration is conf_duration's in shimmer
@@ -54,8 +57,8 @@ rc=$?
 check "attach --for 1d: a duration (parsing passes; no process $DEAD, exit 1)" \
 	"exit $rc; $(cat "$T/for1d.err")" \
 	holds '[ $rc = 1 ] && grep -q "no process $DEAD" "$T/for1d.err"'
-# A process id is one operand: a second one is refused; an unknown option
-# after it is named as one.
+# A process id is one operand: a second one, or a --pid after it (ctl),
+# is refused; an unknown option after it is named as one.
 "$SHIMMER" attach "$DEAD" --hepa > /dev/null 2> "$T/att.err"
 rc=$?
 check "attach PID --hepa: an unknown option, whatever comes first" "exit $rc; $(cat "$T/att.err")" \
@@ -64,6 +67,11 @@ check "attach PID --hepa: an unknown option, whatever comes first" "exit $rc; $(
 rc=$?
 check "attach PID -- 5: one process at a time" "exit $rc; $(cat "$T/att.err")" \
 	holds '[ $rc = 2 ] && grep -q "one process at a time ('"'5'"')" "$T/att.err"'
+"$SHIMMER" ctl attach "$DEAD" --pid 1 --socket "$T/none" > /dev/null 2> "$T/ctl.err"
+rc=$?
+check "ctl attach PID --pid 1: one process at a time, not pid 1 instead" \
+	"exit $rc; $(cat "$T/ctl.err")" \
+	holds '[ $rc = 2 ] && grep -q "one process at a time" "$T/ctl.err"'
 # The verb attach or detach wherever it comes, as every verb: after
 # options (--socket, and attach's own) and after "--".
 for args in "--socket $T/none attach $DEAD" "--socket=$T/none --heap --for 1s attach $DEAD" \
