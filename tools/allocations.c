@@ -187,8 +187,6 @@ static int allocations_main(int argc, char **argv)
 	}
 	if (k != CLI_ARG_END)
 		return k;
-	if (!path)
-		return cli_usage_error(&allocations_command, "no store given");
 	if (hist >= 0 && by_site)
 		return cli_usage_error(&allocations_command,
 				       "%s orders or names call sites, which --histogram does not show",

@@ -86,8 +86,6 @@ static int bottlenecks_main(int argc, char **argv)
 	}
 	if (k != CLI_ARG_END)
 		return k;
-	if (!path)
-		return cli_usage_error(&bottlenecks_command, "no store given");
 	if (model_open(path, &flt, &m) < 0)
 		return CLI_EXIT_ERROR;
 	rc = findings_run(m, &o, &fs);

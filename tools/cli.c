@@ -182,6 +182,9 @@ int cli_next(struct cli_args *a)
 		if (store_operand(a, arg))
 			return CLI_EXIT_USAGE;
 	}
+	if (a->nstores && !a->stores[a->nstores - 1])
+		return cli_usage_error(a->cmd, "%s", a->nstores == 1 ? "no store given"
+						     : "two stores are needed");
 	return CLI_ARG_END;
 }
 

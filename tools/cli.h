@@ -103,9 +103,11 @@ enum {
 /*
  * Moves to the next argument, skipping the first "--".  An operand after
  * it goes into the first free store, or is the caller's (CLI_ARG_OPERAND)
- * without stores.  Returns CLI_ARG_END, CLI_ARG_OPTION or CLI_ARG_OPERAND,
- * else the exit code to return: CLI_EXIT_OK after printing the usage for
- * -h or --help, CLI_EXIT_USAGE after "more than one store given".
+ * without stores.  Returns CLI_ARG_END (with every store filled),
+ * CLI_ARG_OPTION or CLI_ARG_OPERAND, else the exit code to return:
+ * CLI_EXIT_OK after printing the usage for -h or --help, CLI_EXIT_USAGE
+ * after "more than one store given", or at the end "no store given" (one
+ * store) or "two stores are needed" (two).
  */
 int cli_next(struct cli_args *a);
 

@@ -1558,8 +1558,6 @@ static int compare_main(int argc, char **argv)
 	}
 	if (k != CLI_ARG_END)
 		return k;
-	if (!paths[1])
-		return cli_usage_error(&compare_command, "two stores are needed");
 	if (model_open(paths[0], &f, &ma) < 0 || model_open(paths[1], &f, &mb) < 0)
 		goto out;
 	/* Heap calls are not compared by time: their columns stay unread. */

@@ -433,8 +433,6 @@ static int parse(int argc, char **argv, struct export_opts *o)
 	}
 	if (k != CLI_ARG_END)
 		return k;
-	if (!o->path)
-		return cli_usage_error(cmd, "no store given");
 	if (o->out_path && cli_output_check(cmd, o->out_path, &o->path, 1))
 		return CLI_EXIT_USAGE;
 	if (o->begin_s >= 0 && o->end_s >= 0 && o->end_s < o->begin_s)

@@ -630,8 +630,6 @@ static int leaks_main(int argc, char **argv)
 		o.threshold_per_step = step_mb * 1024 * 1024;
 	if (s_mb >= 0)
 		o.threshold_per_s = s_mb * 1024 * 1024;
-	if (!path)
-		return cli_usage_error(&leaks_command, "no store given");
 	if (o.steps && !*o.steps)
 		return cli_usage_error(&leaks_command, "--steps needs a range name");
 	if (o.all_allocations && o.fmt != PRESENT_FOLDED)

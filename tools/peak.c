@@ -185,8 +185,6 @@ static int peak_main(int argc, char **argv)
 	}
 	if (k != CLI_ARG_END)
 		return k;
-	if (!path)
-		return cli_usage_error(&peak_command, "no store given");
 	if (model_open(path, &f, &m) < 0)
 		return CLI_EXIT_ERROR;
 	model_set_callers(m, sites.callers);

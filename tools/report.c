@@ -804,8 +804,6 @@ static int report_main(int argc, char **argv)
 	}
 	if (k != CLI_ARG_END)
 		return k;
-	if (!path)
-		return cli_usage_error(&report_command, "no store given");
 	if (cli_output_check(&report_command, out_path, (const char *const[]){ path, base }, 2))
 		return CLI_EXIT_USAGE;
 	if (assets_load(&a) < 0)

@@ -532,8 +532,6 @@ static int summary_main(int argc, char **argv)
 	}
 	if (k != CLI_ARG_END)
 		return k;
-	if (!path)
-		return cli_usage_error(&summary_command, "no store given");
 	o.fmt = fmt;
 	if (model_open(path, &f, &m) < 0)
 		return CLI_EXIT_ERROR;

@@ -148,8 +148,6 @@ static int temporary_main(int argc, char **argv)
 	}
 	if (k != CLI_ARG_END)
 		return k;
-	if (!path)
-		return cli_usage_error(&temporary_command, "no store given");
 	if (ms > 9e12)
 		return cli_usage_error(&temporary_command, "--max-lifetime-ms is too large");
 	if (model_open(path, &f, &m) < 0)

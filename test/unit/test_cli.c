@@ -285,7 +285,11 @@ static void test_cli_next(void **state)
 		{ { "--pid", "--", "a.db" }, 1, "O2", NULL, "--pid wants a whole decimal number" },
 		{ { "--pid", "-h" }, 1, "O2", NULL, "--pid wants a whole decimal number" },
 		{ { "--pid" }, 1, "O2", NULL, "--pid needs a value" },
-		{ { 0 }, 1, "E", NULL, "" },
+		/* at the end, every store given */
+		{ { 0 }, 1, "2", NULL, "no store given" },
+		{ { "--pid", "5", "--" }, 1, "O2", NULL, "no store given" },
+		{ { "a.db" }, 2, "O2", "a.db", "two stores are needed" },
+		{ { 0 }, 0, "E", NULL, "" },
 	};
 
 	(void)state;
