@@ -229,7 +229,8 @@ const struct xproc *export_proc(const struct export *x, int64_t proc_id)
 {
 	struct xproc k = { .proc_id = proc_id };
 
-	return bsearch(&k, x->procs, x->nprocs, sizeof(k), cmp_proc);
+	/* no process selected: procs is NULL, which bsearch may not be given */
+	return x->nprocs ? bsearch(&k, x->procs, x->nprocs, sizeof(k), cmp_proc) : NULL;
 }
 
 static const char *base_name(const char *path)

@@ -35,6 +35,14 @@ for c in report export; do
 	rc=$?
 	check "$c -o FILE -- -x.db: written" "exit $rc" holds '[ $rc = 0 ] && [ -s "$T/$c.out" ]'
 done
+# --pid or --rank that selects no process: the warning, exit 0, a file
+# (export, report: an empty selection read, under make asan too)
+for c in report export; do
+	"$SHIMMER" $c -o "$T/$c.none" --pid 1 plain.db > /dev/null 2> "$T/$c.err"
+	rc=$?
+	check "$c --pid 1 (no such process): written, the warning" "exit $rc; $(cat "$T/$c.err")" \
+		holds '[ $rc = 0 ] && [ -s "$T/$c.none" ] && grep -q "no process with pid 1" "$T/$c.err"'
+done
 "$SHIMMER" compare -- -x.db plain.db > "$T/cmp.out" 2>&1
 rc=$?
 check "compare -- -x.db plain.db: both read" "exit $rc; $(head -4 "$T/cmp.out")" \
