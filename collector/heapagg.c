@@ -420,7 +420,10 @@ static void end_instant(struct heapagg *h)
 {
 	if (!h->have_t)
 		return;
-	if (!h->have_peak || h->live_bytes > h->peak_bytes) {
+	/* Instants come from CUDA allocations and range ends too: a heap that
+	 * has allocated nothing has no peak instant (heap_totals.peak_ns NULL),
+	 * as the rows, which hold no host block then, have no host memory. */
+	if (h->allocs && (!h->have_peak || h->live_bytes > h->peak_bytes)) {
 		h->have_peak = 1;
 		h->peak_bytes = h->live_bytes;
 		h->peak_count = h->live_count;

@@ -42,7 +42,8 @@ static int usage(FILE *out)
 	      "  --version   the release, the wire format it speaks, the newest store it reads\n"
 	      "\n"
 	      "exit codes: 0 ok, 1 error, 2 usage, 3 a condition of 'compare --fail-if'\n"
-	      "crossed; 'run' exits with its program's status.\n",
+	      "crossed, or a finding at the level of 'bottlenecks --fail-on'; 'run'\n"
+	      "exits with its program's status.\n",
 	      out);
 	return CLI_EXIT_OK;
 }

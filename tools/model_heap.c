@@ -768,8 +768,10 @@ static int agg_sites_load(struct model *m, struct model_heap *h)
 
 	if (!h->naggs)
 		return 0;
+	/* A heap that allocated nothing is no memory, as for the rows (a
+	 * collector before this one wrote it a peak of 0 B at some instant). */
 	for (size_t i = 0; i < h->naggs && !err; i++)
-		if (!agg_key(m, h, h->aggs[i].proc_id, 0, 0))
+		if (h->aggs[i].allocs > 0 && !agg_key(m, h, h->aggs[i].proc_id, 0, 0))
 			err = -ENOMEM;
 	/* the rows: keys of every site */
 	if (!err)
@@ -1388,9 +1390,9 @@ static int resolve_folded(struct model *m, struct key_item *ki)
 	return err;
 }
 
-/* ki's site: a native one from the frames its name takes alone (a
- * framework's stacks are dozens of frames, each symbolized, and only the
- * folded outputs want them all: resolve_folded()). */
+/* ki's site from the frames its name takes alone, native or Python (a
+ * framework's stacks are dozens of frames, and only the folded outputs
+ * want them all: resolve_folded()). */
 static int resolve(struct model *m, struct key_item *ki)
 {
 	int err = sites_ready(m);
@@ -1398,9 +1400,11 @@ static int resolve(struct model *m, struct key_item *ki)
 	if (err || ki->resolved)
 		return err;
 	if (key_pystack(m, ki) >= 0)
-		return resolve_folded(m, ki);
-	err = sites_native_site(&m->heap->sites, ki->k.mem->proc->proc_id, ki->k.stack_id,
-				&ki->site);
+		err = sites_python_site(&m->heap->sites, ki->k.mem->proc->proc_id,
+					key_pystack(m, ki), &ki->site);
+	else
+		err = sites_native_site(&m->heap->sites, ki->k.mem->proc->proc_id,
+					ki->k.stack_id, &ki->site);
 	if (!err)
 		ki->resolved = 1;
 	return err;

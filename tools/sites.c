@@ -22,6 +22,13 @@ struct stack_item {
 	int64_t folded;
 };
 
+/* A strings row as the Python frames use it: key (proc_id, id, 0); text
+ * an index into sites.pytext, -1 when the store has no such row. */
+struct pystr_item {
+	struct map_key key;
+	int64_t text;
+};
+
 /* A stack_nodes row: key (proc_id, node_id, 0). */
 struct node_item {
 	struct map_key key;
@@ -112,13 +119,17 @@ int sites_open(struct sites *s, sqlite3 *db)
 	if (!err && s->tree)
 		err = store_prepare(db, "SELECT parent_id, pc FROM stack_nodes WHERE proc_id = ?1"
 				    " AND node_id = ?2", &s->node_st);
+	/* A framework's Python stacks are dozens of frames over a few
+	 * hundred distinct file and function names: the names are read
+	 * once each (pystr), not joined into every frame's row. */
+	s->pystr.item_size = sizeof(struct pystr_item);
 	if (!err)
-		err = store_prepare(db, "SELECT fs.text, fn.text, f.line, f.file_id = 0 AND"
-				    " f.func_id = 0 AND f.line = 0 FROM python_frames f"
-				    " LEFT JOIN strings fs ON fs.proc_id = f.proc_id AND fs.id = f.file_id"
-				    " LEFT JOIN strings fn ON fn.proc_id = f.proc_id AND fn.id = f.func_id"
-				    " WHERE f.proc_id = ? AND f.pystack_id = ? ORDER BY f.level",
+		err = store_prepare(db, "SELECT file_id, func_id, line FROM python_frames"
+				    " WHERE proc_id = ? AND pystack_id = ? ORDER BY level",
 				    &s->py_st);
+	if (!err)
+		err = store_prepare(db, "SELECT text FROM strings WHERE proc_id = ? AND id = ?",
+				    &s->str_st);
 	return err;
 }
 
@@ -127,11 +138,14 @@ void sites_close(struct sites *s)
 	symbolizer_free(s->sym);
 	map_free(&s->stacks);
 	map_free(&s->nodes);
+	map_free(&s->pystr);
+	strtab_free(&s->pytext);
 	strtab_free(&s->names);
 	strtab_free(&s->folded);
 	sqlite3_finalize(s->frames_st);
 	sqlite3_finalize(s->node_st);
 	sqlite3_finalize(s->py_st);
+	sqlite3_finalize(s->str_st);
 	memset(s, 0, sizeof(*s));
 }
 
@@ -296,35 +310,80 @@ static int native_frames(struct sites *s, int64_t proc_id, int64_t stack_id,
 	return err ? err : r < 0 ? r : l->text.oom ? -ENOMEM : 0;
 }
 
+/* String id of process proc_id, read once: NULL when the store has none. */
+static int py_string(struct sites *s, int64_t proc_id, int64_t id, const char **text)
+{
+	struct map_key k = { proc_id, id, 0 };
+	struct pystr_item *it = map_find(&s->pystr, &k);
+	int64_t idx = -1;
+	int r;
+
+	if (!it) {
+		sqlite3_reset(s->str_st);
+		sqlite3_bind_int64(s->str_st, 1, proc_id);
+		sqlite3_bind_int64(s->str_st, 2, id);
+		r = store_step(s->db, s->str_st);
+		if (r < 0)
+			return r;
+		if (r > 0) {
+			const char *t = (const char *)sqlite3_column_text(s->str_st, 0);
+			int err = strtab_index(&s->pytext, t ? t : "", &idx);
+
+			if (err)
+				return err;
+		}
+		it = map_get(&s->pystr, &k);
+		if (!it)
+			return -ENOMEM;
+		it->text = idx;
+	}
+	*text = it->text >= 0 ? s->pytext.v[it->text] : NULL;
+	return 0;
+}
+
+/* The Python frames of the stack, innermost first, into l: all of them,
+ * or (site_only) up to the site and the s->callers frames that called it,
+ * all a site's name takes. */
 static int python_frames(struct sites *s, int64_t proc_id, int64_t pystack_id,
-			 struct frame_list *l)
+			 struct frame_list *l, int site_only)
 {
 	sqlite3_stmt *st = s->py_st;
-	int r, err;
+	size_t callers = (size_t)(s->callers > 0 ? s->callers : 0);
+	int r = 0, err;
 
 	sqlite3_reset(st);
 	sqlite3_bind_int64(st, 1, proc_id);
 	sqlite3_bind_int64(st, 2, pystack_id);
-	while ((r = store_step(s->db, st)) > 0) {
-		const char *file = (const char *)sqlite3_column_text(st, 0);
-		const char *fn = (const char *)sqlite3_column_text(st, 1);
+	while (!(site_only && l->has_site && l->n > l->site + callers) &&
+	       (r = store_step(s->db, st)) > 0) {
+		int64_t file_id = sqlite3_column_int64(st, 0);
+		int64_t func_id = sqlite3_column_int64(st, 1);
+		int line = sqlite3_column_int(st, 2);
+		const char *file, *fn;
 
 		err = frame_push(l);
 		if (err)
 			return err;
 		/* The shim's gap between a deep stack's innermost and
 		 * outermost frames (preload/pyframes.h): never the site. */
-		if (sqlite3_column_int(st, 3)) {
+		if (file_id == 0 && func_id == 0 && line == 0) {
 			buf_puts(&l->text, "...");
 			continue;
 		}
+		err = py_string(s, proc_id, file_id, &file);
+		if (!err)
+			err = py_string(s, proc_id, func_id, &fn);
+		if (err)
+			return err;
 		if (!l->has_site && !python_library_file(file)) {
 			l->site = l->n - 1;
 			l->has_site = 1;
 		}
 		buf_puts(&l->text, fn ? fn : "?");
-		buf_printf(&l->text, " (%s:%d)", base_name(file), sqlite3_column_int(st, 2));
+		buf_printf(&l->text, " (%s:%d)", base_name(file), line);
 	}
+	if (site_only && l->has_site && l->n > l->site + callers)
+		r = 0;
 	return r < 0 ? r : l->text.oom ? -ENOMEM : 0;
 }
 
@@ -356,7 +415,7 @@ static int resolve_stack(struct sites *s, struct stack_item *it, int64_t proc_id
 	int err;
 
 	if (python)
-		err = python_frames(s, proc_id, pystack_id, &l);
+		err = python_frames(s, proc_id, pystack_id, &l, 0);
 	else
 		err = stack_id >= 0 ? native_frames(s, proc_id, stack_id, &l, 0) : 0;
 	if (err)
@@ -401,8 +460,9 @@ int sites_of(struct sites *s, int64_t proc_id, int64_t stack_id, int64_t pystack
 	     int64_t *site, int64_t *folded)
 {
 	int python = pystack_id >= 0;
-	/* A native site depends on the stack alone. */
-	struct map_key k = { proc_id, stack_id, python ? pystack_id * 2 + 1 : -1 };
+	/* A native site depends on the native stack alone, a Python one on
+	 * the Python stack alone. */
+	struct map_key k = { proc_id, python ? -1 : stack_id, python ? pystack_id * 2 + 1 : -1 };
 	struct stack_item *it = map_find(&s->stacks, &k);
 	int err;
 
@@ -436,6 +496,33 @@ int sites_native_site(struct sites *s, int64_t proc_id, int64_t stack_id, int64_
 
 		if (stack_id >= 0)
 			err = native_frames(s, proc_id, stack_id, &l, want);
+		if (!err)
+			err = l.n ? site_name(s, &l, site)
+				  : strtab_index(&s->names, "(no stack)", site);
+		free(l.text.s);
+		free(l.start);
+		if (err)
+			return err;
+		it = map_get(&s->stacks, &k);
+		if (!it)
+			return -ENOMEM;
+		it->site = *site;
+		it->folded = -1;
+	}
+	*site = it->site;
+	return 0;
+}
+
+int sites_python_site(struct sites *s, int64_t proc_id, int64_t pystack_id, int64_t *site)
+{
+	/* Its own entries, as sites_native_site()'s: (proc, pystack, -3). */
+	struct map_key k = { proc_id, pystack_id, -3 };
+	struct stack_item *it = map_find(&s->stacks, &k);
+	struct frame_list l = { 0 };
+	int err;
+
+	if (!it) {
+		err = python_frames(s, proc_id, pystack_id, &l, 1);
 		if (!err)
 			err = l.n ? site_name(s, &l, site)
 				  : strtab_index(&s->names, "(no stack)", site);

@@ -40,10 +40,12 @@ struct sites {
 	struct map nodes;       /* (proc, node_id, 0) -> stack_nodes row (schema 10) */
 	struct strtab names;    /* call sites */
 	struct strtab folded;   /* "outer;...;inner" stacks */
+	struct map pystr;       /* (proc, strings.id, 0) -> pytext index */
+	struct strtab pytext;   /* the Python frames' file and function names */
 	int tree;               /* stacks are stack_nodes (schema 10 on) */
 	int callers;            /* frames named after the site (0: the site
 				 * alone); set before the first sites_of() */
-	sqlite3_stmt *frames_st, *node_st, *py_st;
+	sqlite3_stmt *frames_st, *node_st, *py_st, *str_st;
 };
 
 /*
@@ -73,5 +75,12 @@ int sites_of(struct sites *s, int64_t proc_id, int64_t stack_id, int64_t pystack
  * frames, each symbolized.  Returns 0, -ENOMEM or -EIO.
  */
 int sites_native_site(struct sites *s, int64_t proc_id, int64_t stack_id, int64_t *site);
+
+/*
+ * The call site alone of Python stack pystack_id of process proc_id: what
+ * sites_of() names it, reading its frames only up to the site and
+ * s->callers more.  Returns 0, -ENOMEM or -EIO.
+ */
+int sites_python_site(struct sites *s, int64_t proc_id, int64_t pystack_id, int64_t *site);
 
 #endif /* SHIMMER_TOOLS_SITES_H */

@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "map.h"
 #include "symtab.h"
@@ -53,13 +54,46 @@ static int binding_value(unsigned char info)
 	return 0;
 }
 
-static int cmp_rec(const void *x, const void *y)
+/*
+ * Sort v by value, then order: a stable radix sort by value, since the
+ * entries of a pass arrive in table order, which is their order.  A
+ * framework's library has hundreds of thousands of symbols, and qsort()'s
+ * comparisons were most of a reader's time on a PyTorch store.  Passes
+ * over a byte every value shares (the high ones) are skipped.  Returns 0
+ * or -ENOMEM.
+ */
+static int sort_recs(struct sym_rec *v, size_t n)
 {
-	const struct sym_rec *a = x, *b = y;
+	struct sym_rec *tmp, *src = v, *dst;
 
-	if (a->value != b->value)
-		return a->value < b->value ? -1 : 1;
-	return a->order < b->order ? -1 : a->order > b->order;
+	if (n < 2)
+		return 0;
+	tmp = malloc(n * sizeof(*tmp));
+	if (!tmp)
+		return -ENOMEM;
+	dst = tmp;
+	for (unsigned shift = 0; shift < 64; shift += 8) {
+		size_t count[256] = { 0 }, pos = 0;
+
+		for (size_t i = 0; i < n; i++)
+			count[(src[i].value >> shift) & 0xff]++;
+		if (count[(src[0].value >> shift) & 0xff] == n)
+			continue;
+		for (int b = 0; b < 256; b++) {
+			size_t c = count[b];
+
+			count[b] = pos;
+			pos += c;
+		}
+		for (size_t i = 0; i < n; i++)
+			dst[count[(src[i].value >> shift) & 0xff]++] = src[i];
+		dst = src;
+		src = src == v ? tmp : v;
+	}
+	if (src != v)
+		memcpy(v, src, n * sizeof(*v));
+	free(tmp);
+	return 0;
 }
 
 void symtab_free(struct symtab *t)
@@ -120,11 +154,10 @@ int symtab_new(Dwfl_Module *dm, struct symtab **out)
 	for (int k = 0; k < 2; k++) {
 		struct pass *p = &t->pass[k];
 
-		array_sort(p->v, p->n, sizeof(*p->v), cmp_rec);
 		if (!p->n)
 			continue;
 		p->maxend = malloc(p->n * sizeof(*p->maxend));
-		if (!p->maxend) {
+		if (!p->maxend || sort_recs(p->v, p->n) < 0) {
 			symtab_free(t);
 			return -ENOMEM;
 		}

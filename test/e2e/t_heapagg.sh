@@ -113,6 +113,20 @@ for cmd in summary peak leaks temporary allocations "allocations --histogram siz
 	check "$cmd: every figure as the rows give it ($(($(wc -l < "$T/agg.$c.csv") - 1)) rows)" "$why" \
 		[ -z "$why" ]
 done
+# the memories themselves, which the CSV rows cannot show for a memory with
+# no site at its peak: leakstep allocates nothing on the host, so it has no
+# host memory either way (not a host peak of 0 B at some instant), and its
+# heap_totals row no peak instant
+"$SHIMMER" peak "$DB" --format json 2>&1 | $PY -m json.tool > "$T/agg.peak.json"
+SHIMMER_MODEL_HEAP=rows "$SHIMMER" peak "$DB" --format json 2>&1 | $PY -m json.tool \
+	> "$T/rows.peak.json"
+expect_empty "peak --format json: the same memories, peaks and sites" \
+	"$(diff "$T/agg.peak.json" "$T/rows.peak.json" | head -12)"
+read -r none bad < <(sqlite3 -separator ' ' "$DB" "SELECT count(*),
+	count(peak_ns) FROM heap_totals WHERE allocs = 0")
+check "a heap with no allocation has no peak instant ($none such, $bad with one)" \
+	"heap_totals: $none rows with no allocation, $bad of them with peak_ns" \
+	holds '[ "$none" -ge 1 ] && [ "$bad" = 0 ]'
 # not a comparison of empty or one-bucket histograms: the host lifetimes
 # span many buckets (pid,proc_id,memory,lo_ns,hi_ns,live_at_end,count,...)
 n=$(awk -F, 'NR > 1 && $3 == "host" && $6 == 0 && $7 > 0' "$T/agg.allocations.lifetime.csv" | wc -l)

@@ -186,6 +186,24 @@ for v in 3.11 3.12 3.13; do
 		deep=$(grep -c ';<module> (wl.py:[0-9]*);deep_call (wl.py:[0-9]*);\(down (deeplib.py:2);\)\{6\}\.\.\.;\(down (deeplib.py:2);\)\{22\}down (deeplib.py:2) [0-9]*$' "$T/leaks.folded")
 		check "python$v $mode: a stack deeper than kept: its outer frames, the gap, its inner ones" \
 			"$deep lines; $(grep deeplib "$T/leaks.folded" | head -2)" [ "$deep" = 1 ]
+		# --callers 2: each site and the two frames that called it (fewer
+		# where the stack ends), as its whole stack has them; a site's name
+		# is read from its innermost frames only (sites_python_site())
+		"$SHIMMER" leaks "$DB" --format csv --callers 2 > "$T/callers.csv"
+		sq ":memory:" ".mode csv" ".import $T/callers.csv C" ".mode list" \
+			"SELECT frame FROM C WHERE memory = 'host';" > "$T/callers.txt"
+		missing=$(while IFS= read -r fr; do
+			# outer first, as the folded lines are; fewer than 3
+			# frames only where the stack ends ("pid N;host;" then)
+			f=$(printf '%s\n' "$fr" | awk -F' <- ' '{ s = $NF; for (i = NF - 1; i >= 1; i--) s = s ";" $i;
+				print (NF < 3 ? "host;" : ";") s }')
+			grep -qF -- "$f;" "$T/leaks.folded" || grep -qF -- "$f " "$T/leaks.folded" ||
+				echo "$fr"
+		done < "$T/callers.txt")
+		n3=$(grep -c '^deep_call (wl\.py:[0-9]*) <- <module> (wl\.py:[0-9]*)$' "$T/callers.txt")
+		check "python$v $mode: leaks --callers 2 names a site's callers as its stack has them" \
+			"$(wc -l < "$T/callers.txt") sites, deep_call's $n3; not in a stack: $(echo "$missing" | head -3)" \
+			holds '[ -z "$missing" ] && [ "$n3" = 1 ] && [ "$(wc -l < "$T/callers.txt")" -gt 10 ]'
 		"$SHIMMER" leaks "$DB" --format csv --native > "$T/native.csv"
 		nat=$(grep -c 'wl\.py:\|gen[0-9]*\.py:' "$T/native.csv")
 		check "python$v $mode: --native names no Python line and keeps every byte" \
