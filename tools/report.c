@@ -785,39 +785,26 @@ static int report_main(int argc, char **argv)
 	struct assets a = { 0 };
 	struct report r = { 0 };
 	const char *path = NULL, *out_path = "report.html", *base = NULL;
+	struct cli_args args = CLI_ARGS(&report_command, argc, argv, &path, 1);
 	char *data = NULL, *cmp = NULL;
 	size_t data_len = 0;
 	struct model *m = NULL;
 	struct stat sb;
 	FILE *mem;
-	int r_, rc = CLI_EXIT_ERROR, err, fd, to_stdout;
+	int k, r_, rc = CLI_EXIT_ERROR, err, fd, to_stdout;
 
-	for (int i = 1, ended = 0; i < argc; i++) {
-		if (cli_end_of_opts(argv[i], &ended))
-			continue;
-		if (ended) {
-			if ((err = cli_operand(&report_command, argv[i], &path)) != 0)
-				return err;
-			continue;
-		}
-		if (cli_is_help(argv[i]))
-			return cli_help(&report_command);
-		if ((r_ = cli_filter_opt(&report_command, argc, argv, &i, &flt)) != 0) {
+	while ((k = cli_next(&args)) == CLI_ARG_OPTION) {
+		if ((r_ = cli_filter_opt(&args, &flt)) != 0 ||
+		    (r_ = cli_string_opt(&args, "-o", &out_path)) != 0 ||
+		    (r_ = cli_string_opt(&args, "--baseline", &base)) != 0) {
 			if (r_ < 0)
 				return CLI_EXIT_USAGE;
-		} else if ((r_ = cli_string_opt(&report_command, argc, argv, &i, "-o", &out_path)) != 0) {
-			if (r_ < 0)
-				return CLI_EXIT_USAGE;
-		} else if ((r_ = cli_string_opt(&report_command, argc, argv, &i, "--baseline",
-						&base)) != 0) {
-			if (r_ < 0)
-				return CLI_EXIT_USAGE;
-		} else if ((err = cli_store_arg(&report_command, argv[i], &path)) != 0) {
+		} else if ((err = cli_store_arg(&args)) != 0) {
 			return err;
 		}
 	}
-	if (!path)
-		return cli_usage_error(&report_command, "no store given");
+	if (k != CLI_ARG_END)
+		return k;
 	/* "-o -": the page on standard output, for a pipe */
 	to_stdout = strcmp(out_path, "-") == 0;
 	if (!to_stdout &&
