@@ -91,6 +91,11 @@ int conn_sendmsg(const struct msghdr *mh)
  * the limit is too low or nothing up there is free. */
 int conn_move_high(int fd)
 {
+	return conn_move_high_as(fd, 1);
+}
+
+int conn_move_high_as(int fd, int cloexec)
+{
 	struct rlimit rl;
 	long cap = FD_CEILING, target;
 	int hi;
@@ -100,7 +105,7 @@ int conn_move_high(int fd)
 	target = cap > 2 * FD_BELOW_TOP ? cap - FD_BELOW_TOP : cap / 2;
 	if (target <= fd)
 		return fd;
-	hi = fcntl(fd, F_DUPFD_CLOEXEC, (int)target);
+	hi = fcntl(fd, cloexec ? F_DUPFD_CLOEXEC : F_DUPFD, (int)target);
 	if (hi < 0)
 		return fd;
 	close(fd);

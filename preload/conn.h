@@ -62,6 +62,9 @@ int conn_reconnect(const char *path, struct shm_msg_hello *h, int memfd, const c
  * number is free.  For descriptors the shim keeps (the socket, the
  * region's memfd). */
 int conn_move_high(int fd);
+/* The same, the copy close-on-exec only when cloexec is set: a descriptor
+ * made for another library (ownfds.h) keeps the flag it was asked with. */
+int conn_move_high_as(int fd, int cloexec);
 
 int conn_thread(uint32_t slot, uint32_t tid, uint32_t name_id, uint64_t ts);
 int conn_kick(void);

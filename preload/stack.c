@@ -29,6 +29,7 @@
 
 #include "log.h"
 #include "modules.h"
+#include "ownfds.h"
 #include "pyframes.h"
 #include "stack.h"
 #include "stacktab.h"
@@ -101,13 +102,20 @@ static int emit(void *arg, uint32_t id, const uint64_t *w, uint32_t n)
 	return thread_emit(c->t, &r, len);
 }
 
-static void own_enter(sigset_t *mask)
+/* Around every call into libunwind: in_shim, and its pipe checked
+ * (ownfds.h).  -1, nothing held, when libunwind must not be called. */
+static int own_enter(sigset_t *mask)
 {
 	shim_own_enter(&shim_tls, mask);
+	if (ownfds_unwind_begin() == 0)
+		return 0;
+	shim_own_leave(&shim_tls, mask);
+	return -1;
 }
 
 static void own_leave(const sigset_t *mask)
 {
+	ownfds_unwind_end();
 	shim_own_leave(&shim_tls, mask);
 }
 
@@ -212,9 +220,10 @@ static __attribute__((noinline)) int full(uint64_t *pc, uint32_t depth)
 	 * (.debug_frame): the shim's, in_shim.  Only a walk refused by ours
 	 * comes here, and such a capture takes libunwind's slow steps, which
 	 * themselves mask signals around its locks. */
-	shim_own_enter(&shim_tls, &mask);
+	if (own_enter(&mask) < 0)
+		return 0;
 	n = unw_bt((void **)buf, (int)(depth + SELF_MAX));
-	shim_own_leave(&shim_tls, &mask);
+	own_leave(&mask);
 	for (i = 0; i < n && in_self(buf[i]); i++)
 		;
 	n -= i;

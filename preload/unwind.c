@@ -221,15 +221,17 @@ static uint64_t learn(uint64_t pc, uint64_t sp, uint64_t bp)
 	       cfa_bp << 48 | KIND_STEP << 49;
 }
 
-static void (*guard_enter)(sigset_t *), (*guard_leave)(const sigset_t *);
+static int (*guard_enter)(sigset_t *);
+static void (*guard_leave)(const sigset_t *);
 
-void unwind_set_guard(void (*enter)(sigset_t *), void (*leave)(const sigset_t *))
+void unwind_set_guard(int (*enter)(sigset_t *), void (*leave)(const sigset_t *))
 {
 	guard_enter = enter;
 	guard_leave = leave;
 }
 
-/* learn() inside the caller's guard: libunwind's calls may allocate. */
+/* learn() inside the caller's guard: libunwind's calls may allocate.  0
+ * (no rule, and none kept) when the guard refuses the call. */
 static uint64_t learn_guarded(uint64_t pc, uint64_t sp, uint64_t bp)
 {
 	sigset_t s;
@@ -237,7 +239,8 @@ static uint64_t learn_guarded(uint64_t pc, uint64_t sp, uint64_t bp)
 
 	if (!guard_enter)
 		return learn(pc, sp, bp);
-	guard_enter(&s);
+	if (guard_enter(&s) < 0)
+		return 0;
 	r = learn(pc, sp, bp);
 	guard_leave(&s);
 	return r;
@@ -263,7 +266,10 @@ static uint64_t rule_of(uint64_t pc, uint64_t sp, uint64_t bp, uint32_t g)
 		r = __atomic_load_n(&e->rule, __ATOMIC_ACQUIRE);
 		if (r && RULE_GEN(r) == g)
 			return r;
-		r = learn_guarded(pc, sp, bp) | (uint64_t)g << 51;
+		r = learn_guarded(pc, sp, bp);
+		if (!r)
+			return 0; /* not now: learnt at a later walk */
+		r |= (uint64_t)g << 51;
 		__atomic_store_n(&e->rule, r, __ATOMIC_RELEASE);
 		__atomic_fetch_add(&n_rules, 1, __ATOMIC_RELAXED);
 		if (RULE_KIND(r) == KIND_OTHER)

@@ -178,8 +178,11 @@ int unwind_setup(void *lib);
 /* Brackets each learning of a rule (libunwind's calls, which may allocate:
  * once per return address) with enter(&s) and leave(&s), s the learner's
  * own: the shim blocks signals and marks itself in_shim there
- * (shim_own_enter()).  Unset, nothing.  Set before the first walk. */
-void unwind_set_guard(void (*enter)(sigset_t *), void (*leave)(const sigset_t *));
+ * (shim_own_enter()).  enter() returns 0 to go ahead, or -1 (having undone
+ * what it did; leave() is not called) when libunwind must not be called
+ * now (ownfds.h): the rule is not learnt, and the walk is refused, as for
+ * a full table.  Unset, nothing.  Set before the first walk. */
+void unwind_set_guard(int (*enter)(sigset_t *), void (*leave)(const sigset_t *));
 
 /* Unmaps the rule table (tests).  Not thread-safe. */
 void unwind_fini(void);

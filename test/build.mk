@@ -222,3 +222,13 @@ $(E2E_WL_CXX): $(O)/obj/prog/test/e2e/wl_cxx.o
 	$(Q)$(CXX) -o $@ $^
 
 TEST_PROGS += $(E2E_WL_HARD) $(E2E_LIBHARD) $(E2E_LIBORDER) $(E2E_LIBUNDER) $(E2E_LIBEARLY) $(E2E_WL_EARLY) $(E2E_WL_CXX)
+
+# What real programs do to their process (t_hostprogs.sh): descriptors
+# closed under the shim, raw clones, odd malloc calls (wl_host.c).
+E2E_WL_HOST := $(O)/test/e2e/wl_host
+$(E2E_WL_HOST): $(O)/obj/prog/test/e2e/wl_host.o
+	$(call msg,LD,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -o $@ $^ -lpthread
+
+TEST_PROGS += $(E2E_WL_HOST)
