@@ -329,7 +329,7 @@ void api_cupti_catch_up(void)
 
 void api_flip(int pause, uint64_t ts, int with_cupti)
 {
-	if (!__atomic_load_n(&shim.on, __ATOMIC_ACQUIRE))
+	if (!__atomic_load_n(&shim_live.on, __ATOMIC_ACQUIRE))
 		return;
 	/* The markers are written whatever the state (pause_mark() does not
 	 * ask shim.paused), at the edges of what is recorded: a pause's once
@@ -339,14 +339,14 @@ void api_flip(int pause, uint64_t ts, int with_cupti)
 
 	if (pause && !__atomic_load_n(&shim.paused, __ATOMIC_RELAXED)) {
 		__atomic_store_n(&shim.paused, 1, __ATOMIC_SEQ_CST);
-		__atomic_store_n(&shim.heap, SHM_MALLOC_OFF, __ATOMIC_SEQ_CST);
+		shim_heap_store(SHM_MALLOC_OFF, __ATOMIC_SEQ_CST);
 		tell_cupti(1, with_cupti);
 		publish_state(1);
 		pause_mark("shimmer.pause", ts);
 	} else if (!pause && __atomic_load_n(&shim.paused, __ATOMIC_RELAXED)) {
 		pause_mark("shimmer.resume", ts);
 		tell_cupti(0, with_cupti);
-		__atomic_store_n(&shim.heap, shim.mode, __ATOMIC_RELAXED);
+		shim_heap_store(shim.mode, __ATOMIC_RELAXED);
 		__atomic_store_n(&shim.paused, 0, __ATOMIC_RELEASE);
 		publish_state(0);
 	}
@@ -357,7 +357,7 @@ void api_set_paused(int pause)
 {
 	int saved = errno;
 
-	if (!__atomic_load_n(&shim.on, __ATOMIC_ACQUIRE))
+	if (!__atomic_load_n(&shim_live.on, __ATOMIC_ACQUIRE))
 		return;
 	/* A command that came before this call is applied first: the
 	 * latest word wins. */

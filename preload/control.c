@@ -209,7 +209,7 @@ void control_poll(int from_heap)
 	struct block b;
 	int saved, busy;
 
-	if (t->in_shim || t->busy || !r || !__atomic_load_n(&shim.on, __ATOMIC_ACQUIRE) ||
+	if (t->in_shim || t->busy || !r || !__atomic_load_n(&shim_live.on, __ATOMIC_ACQUIRE) ||
 	    __atomic_load_n(&shim.ctl_word, __ATOMIC_RELAXED) == &shim.ctl_seen)
 		return;
 	if (!api_trylock())

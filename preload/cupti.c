@@ -121,7 +121,7 @@ static void start(void)
 	__atomic_store_n(&cupti_pending, 0, __ATOMIC_RELAXED);
 	/* loading and starting CUPTI allocates: ours (once) */
 	shim_own_enter(t, &mask);
-	if (!__atomic_load_n(&shim.on, __ATOMIC_ACQUIRE)) {
+	if (!__atomic_load_n(&shim_live.on, __ATOMIC_ACQUIRE)) {
 		__atomic_store_n(&cupti_state, CS_OFF, __ATOMIC_RELEASE);
 		goto out;
 	}

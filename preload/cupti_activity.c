@@ -290,7 +290,7 @@ static void buf_convert(uint8_t *buffer, size_t valid)
 	CUpti_Activity *rec = 0;
 
 	/* Records of work done before a pause still belong to the trace. */
-	if (__atomic_load_n(&shim.on, __ATOMIC_RELAXED) &&
+	if (__atomic_load_n(&shim_live.on, __ATOMIC_RELAXED) &&
 	    (t->state == TS_READY || thread_prepare(t) == 0)) {
 		while (cupti_fn.cuptiActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
 			const CUpti_ActivityKernel10 *k = (const void *)rec;

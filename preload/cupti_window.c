@@ -66,7 +66,7 @@ static void window_emit(uint64_t start, uint64_t end, uint64_t calls)
 		.start = start, .end = end, .since = win_since, .calls = calls,
 	};
 
-	if (__atomic_load_n(&shim.on, __ATOMIC_RELAXED) &&
+	if (__atomic_load_n(&shim_live.on, __ATOMIC_RELAXED) &&
 	    (t->state == TS_READY || thread_prepare(t) == 0))
 		thread_emit_wait(t, &r, sizeof(r));
 }

@@ -26,7 +26,7 @@ static void on_fatal(int sig, siginfo_t *si, void *uc)
 	int saved = errno, code = si ? si->si_code : 0;
 
 	(void)uc;
-	if (__atomic_load_n(&shim.on, __ATOMIC_ACQUIRE) && (uint32_t)getpid() == shim.pid &&
+	if (__atomic_load_n(&shim_live.on, __ATOMIC_ACQUIRE) && (uint32_t)getpid() == shim.pid &&
 	    !__atomic_exchange_n(&sent, 1, __ATOMIC_ACQ_REL))
 		conn_signal(sig, code, si ? (uint64_t)(uintptr_t)si->si_addr : 0,
 			    (uint32_t)gettid(), clock_now());

@@ -637,7 +637,7 @@ void heap_early_end(int traced)
 
 	/* traced, enable() has set the mode in force */
 	if (!traced)
-		__atomic_store_n(&shim.heap, SHM_MALLOC_OFF, __ATOMIC_RELEASE);
+		shim_heap_store(SHM_MALLOC_OFF, __ATOMIC_RELEASE);
 	mode = shim_heap_mode();
 	if (!traced || mode == SHM_MALLOC_OFF || !(t = thread_self()) || !t->ring.slot)
 		return;

@@ -50,8 +50,8 @@ static uint64_t hello_beat;
 
 static void disable(void)
 {
-	__atomic_store_n(&shim.on, 0, __ATOMIC_RELAXED);
-	__atomic_store_n(&shim.heap, SHM_MALLOC_OFF, __ATOMIC_RELAXED);
+	__atomic_store_n(&shim_live.on, 0, __ATOMIC_RELAXED);
+	shim_heap_store(SHM_MALLOC_OFF, __ATOMIC_RELAXED);
 	/* no collector writes the control block any more */
 	__atomic_store_n(&shim.ctl_word, &shim.ctl_seen, __ATOMIC_RELAXED);
 }
@@ -183,7 +183,7 @@ int shim_revive(int now)
 	struct shm_msg_hello h;
 	int idle = 0, ok = 0, saved = errno, err;
 
-	if (!__atomic_load_n(&shim.on, __ATOMIC_ACQUIRE) ||
+	if (!__atomic_load_n(&shim_live.on, __ATOMIC_ACQUIRE) ||
 	    (!now && t < __atomic_load_n(&revive_at, __ATOMIC_RELAXED)) ||
 	    !__atomic_compare_exchange_n(&reviving, &idle, 1, 0, __ATOMIC_ACQUIRE,
 					 __ATOMIC_RELAXED))
@@ -254,8 +254,8 @@ static void lost_at_exit(int refused)
 static void enable(void)
 {
 	/* A child forked while paused stays paused. */
-	__atomic_store_n(&shim.heap, shim.paused ? SHM_MALLOC_OFF : shim.mode, __ATOMIC_RELAXED);
-	__atomic_store_n(&shim.on, 1, __ATOMIC_RELEASE);
+	shim_heap_store(shim.paused ? SHM_MALLOC_OFF : shim.mode, __ATOMIC_RELAXED);
+	__atomic_store_n(&shim_live.on, 1, __ATOMIC_RELEASE);
 }
 
 /*
@@ -300,6 +300,10 @@ __attribute__((constructor)) static void shim_init(void)
 	shim_own_enter(&shim_tls, &mask);
 	heap_boot();
 	settings_read();
+	err = shim_live_guard();
+	if (err < 0)
+		log_debug("MADV_WIPEONFORK: %s; a child made by a raw clone(2) would write into "
+			  "our rings", strerrordesc_np(-err));
 	if (settings.disable)
 		goto out;
 	shim.mode = settings.malloc_mode;
@@ -345,7 +349,7 @@ __attribute__((constructor)) static void shim_init(void)
 	enable();
 	modules_report();
 out:
-	heap_early_end(__atomic_load_n(&shim.on, __ATOMIC_RELAXED));
+	heap_early_end(__atomic_load_n(&shim_live.on, __ATOMIC_RELAXED));
 	shim_own_leave(&shim_tls, &mask);
 	errno = saved;
 }
@@ -383,7 +387,7 @@ static void goodbye(void)
 	uint32_t ended;
 	int saved = errno, b;
 
-	if (!__atomic_load_n(&shim.on, __ATOMIC_ACQUIRE) || (uint32_t)getpid() != shim.pid ||
+	if (!__atomic_load_n(&shim_live.on, __ATOMIC_ACQUIRE) || (uint32_t)getpid() != shim.pid ||
 	    __atomic_exchange_n(&said, 1, __ATOMIC_ACQ_REL))
 		return;
 	/* Normally done already by CUPTI's atexit handler: a no-op then. */
@@ -401,7 +405,7 @@ static void goodbye(void)
 		if (shim_revive(1))
 			refused_at_exit();
 		/* (off: refused_hello() said its line, nothing to wait for) */
-		else if (__atomic_load_n(&shim.on, __ATOMIC_ACQUIRE))
+		else if (__atomic_load_n(&shim_live.on, __ATOMIC_ACQUIRE))
 			lost_at_exit(ended == SHM_ENDED_REFUSED);
 	}
 	conn_bye(ts);

@@ -277,7 +277,7 @@ void modules_mark_stale(void)
 
 static int traced_now(void)
 {
-	return mods && !shim_tls.in_shim && __atomic_load_n(&shim.on, __ATOMIC_RELAXED);
+	return mods && !shim_tls.in_shim && __atomic_load_n(&shim_live.on, __ATOMIC_RELAXED);
 }
 
 /*
@@ -292,7 +292,7 @@ static const char *injection; /* modules_injected() */
 
 static int clear_deepbind(const char *name)
 {
-	if (!__atomic_load_n(&shim.on, __ATOMIC_RELAXED) || shim.mode == SHM_MALLOC_OFF)
+	if (!__atomic_load_n(&shim_live.on, __ATOMIC_RELAXED) || shim.mode == SHM_MALLOC_OFF)
 		return 0;
 	log_warn_once(&deepbind_said, "dlopen(%s, RTLD_DEEPBIND): the flag is cleared, so that the "
 		      "library's heap calls are traced (it now binds to the global scope first)",

@@ -347,7 +347,7 @@ SHIM_EXPORT int InitializeInjectionNvtx2(NvtxGetExportTableFunc_t get)
 	const NvtxExportTableVersionInfo *ver;
 
 	/* 0 makes NVTX turn every call into a no-op for good. */
-	if (disabled || !get || !__atomic_load_n(&shim.on, __ATOMIC_ACQUIRE))
+	if (disabled || !get || !__atomic_load_n(&shim_live.on, __ATOMIC_ACQUIRE))
 		return 0;
 	cb = get(NVTX_ETID_CALLBACKS);
 	if (!cb || cb->struct_size < sizeof(*cb) || !cb->GetModuleFunctionTable)

@@ -1,15 +1,16 @@
 /*
  * State shared by the shim's modules: whether and how the process is
- * traced, its connection and region (`shim`), and each thread's slot, ring
- * producer and sampler (shim_tls); both live in thread.c.  The settings
+ * traced (`shim_live`: on and the heap mode, on a page no child inherits),
+ * its connection and region (`shim`), and each thread's slot, ring
+ * producer and sampler (shim_tls); all live in thread.c.  The settings
  * they were made from are settings.h's, lines on stderr log.h's; init.c
  * starts and stops tracing.
  *
- * Threads: `shim` is written only by the constructor and the fork child
- * handler, before tracing is switched on, except `on` (tracing_stop()),
- * `paused` and `heap` (shimmer_pause/resume, api.c), `ctl_seen` and
- * `ctl_word` (control.c); hooks read `on`, `paused` and `heap` with
- * relaxed loads.  shim_tls is the calling thread's own state, initial-exec
+ * Threads: `shim` and `shim_live` are written only by the constructor and
+ * the fork child handler, before tracing is switched on, except `on`
+ * (tracing_stop()), `paused` and the heap mode (shimmer_pause/resume,
+ * api.c), `ctl_seen` and `ctl_word` (control.c); hooks read `on`, `paused`
+ * and the heap mode with relaxed loads.  shim_tls is the calling thread's own state, initial-exec
  * TLS so that a hook reaches it with one %fs-relative load.  in_shim is the
  * re-entry guard: while it is set, hooks call straight through, so the
  * allocations of dlsym, pthread_setspecific and friends made on our behalf
@@ -57,10 +58,7 @@
 #define SHIM_EXPORT __attribute__((visibility("default")))
 
 struct shim {
-	int on;            /* tracing: the collector has our region */
 	int paused;        /* shimmer_pause(): record nothing until resume */
-	int heap;          /* enum shm_malloc_mode in force, OFF while !on;
-			    * HEAP_EARLY until the constructor has run */
 	int mode;          /* SHIMMER_MALLOC, OFF if its set-up failed */
 	/* Control (control.h): the region's ctl_seq once the collector has
 	 * it, else ctl_seen itself; ctl_seen is the sequence last applied.
@@ -72,11 +70,39 @@ struct shim {
 	struct region region;
 };
 
-/* shim.heap before the constructor decides: heap calls are kept aside
- * (heap.h, heap_early_end()). */
+/* The heap mode before the constructor decides: heap calls are kept
+ * aside (heap.h, heap_early_end()). */
 #define HEAP_EARLY (-1)
 
 extern struct shim shim;
+
+/*
+ * Whether this process traces, and its heap mode, on a page of their own
+ * that the kernel zeroes in every child it copies (MADV_WIPEONFORK,
+ * shim_live_guard()).  fork()'s child handler sets them again, as the
+ * child starts over; a child made without it (a raw clone(2) without
+ * CLONE_VM, as sandboxes and container tools make theirs) finds tracing
+ * off and the heap as before the constructor (its calls are kept in its
+ * own copy of the early table, which nothing reads), so it never writes
+ * into the rings or onto the socket it shares with its parent.  Before,
+ * its records went into its parent's ring among the parent's, and the
+ * collector rejected the parent.  heap_1 is the mode plus one, so that a
+ * zeroed page reads HEAP_EARLY.
+ */
+struct shim_live {
+	int on;     /* tracing: the collector has our region */
+	int heap_1; /* enum shm_malloc_mode in force + 1, OFF while !on */
+	char pad[4096 - 2 * sizeof(int)];
+} __attribute__((aligned(4096)));
+
+extern struct shim_live shim_live;
+
+/* Puts shim_live on a page of its own that children do not inherit (a
+ * fresh one if its page is not anonymous memory).  Constructor; 0 or
+ * -errno (the kernel has no MADV_WIPEONFORK: raw clones stay unguarded). */
+int shim_live_guard(void);
+
+#define shim_heap_store(mode, order) __atomic_store_n(&shim_live.heap_1, (mode) + 1, (order))
 
 enum thread_state {
 	TS_NEW = 0,  /* no slot yet: claims one on its first traced call */
@@ -191,7 +217,7 @@ void shim_own_leave(struct shim_thread *t, const sigset_t *saved);
 
 static inline int shim_heap_mode(void)
 {
-	return __atomic_load_n(&shim.heap, __ATOMIC_RELAXED);
+	return __atomic_load_n(&shim_live.heap_1, __ATOMIC_RELAXED) - 1;
 }
 
 /* Claims a slot if the thread has none.  Returns 0 when the thread is
@@ -218,7 +244,7 @@ static inline struct shim_thread *shim_thread_traced_from(int from_heap)
 {
 	struct shim_thread *t = &shim_tls;
 
-	if (unlikely(t->in_shim) || !__atomic_load_n(&shim.on, __ATOMIC_RELAXED))
+	if (unlikely(t->in_shim) || !__atomic_load_n(&shim_live.on, __ATOMIC_RELAXED))
 		return 0;
 	if (unlikely(!control_current()))
 		control_poll(from_heap);

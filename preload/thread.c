@@ -29,6 +29,7 @@
 #include <stddef.h>
 #include <linux/futex.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -44,8 +45,30 @@
 #define WAIT_SLICE_NS 100000000L            /* 100 ms */
 #define COLLECTOR_STUCK_NS 30000000000ull   /* 30 s */
 
-struct shim shim = { .heap = HEAP_EARLY, .ctl_word = &shim.ctl_seen };
+struct shim shim = { .ctl_word = &shim.ctl_seen };
+/* zero: not tracing, the heap HEAP_EARLY (heap_1 == 0) */
+struct shim_live shim_live;
 __thread struct shim_thread shim_tls;
+
+int shim_live_guard(void)
+{
+	struct shim_live keep = shim_live;
+	void *p;
+
+	if (madvise(&shim_live, sizeof(shim_live), MADV_WIPEONFORK) == 0)
+		return 0;
+	if (errno != EINVAL)
+		return -errno;
+	/* Not anonymous memory (the page the executable's last bytes of data
+	 * share), or a kernel before 4.14: a fresh page in its place, and
+	 * once more.  The constructor runs before the program's threads. */
+	p = mmap(&shim_live, sizeof(shim_live), PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+	if (p == MAP_FAILED)
+		return -errno;
+	shim_live = keep;
+	return madvise(&shim_live, sizeof(shim_live), MADV_WIPEONFORK) == 0 ? 0 : -errno;
+}
 
 /* A signal handler's calls made while its thread claims a slot, before it
  * has one (thread_reentered()): added to the slot's counters once it is
@@ -380,7 +403,7 @@ struct shim_thread *thread_self(void)
 {
 	struct shim_thread *t = &shim_tls;
 
-	if (!__atomic_load_n(&shim.on, __ATOMIC_ACQUIRE) || t->state == TS_FORKING)
+	if (!__atomic_load_n(&shim_live.on, __ATOMIC_ACQUIRE) || t->state == TS_FORKING)
 		return 0;
 	if (t->state != TS_READY && thread_prepare(t) < 0)
 		return 0;

@@ -18,6 +18,12 @@
 #    closed them and opened its own files there, libunwind read 4 bytes of
 #    the program's file and wrote 4 bytes of stack into its other one
 #    (preload/ownfds.h).
+#  - rawclone: a child made by a raw clone(2), which runs no atfork
+#    handler, wrote its records into its parent's ring: its 7,000 realloc
+#    calls were counted as the parent's (10,100 for 3,100), and in all mode
+#    the collector rejected the parent ("bad record", one line on the
+#    program's stderr) and lost the rest of its recording (shim.h,
+#    shim_live).
 . "$(dirname "$0")/lib.sh"
 WL_HOST=$O/test/e2e/wl_host
 need "$SHIMMER" "$SHIMMERD" "$SHIM" "$WL_HOST"
@@ -90,5 +96,15 @@ SHIMMER_SAMPLE_BYTES=1 same_as_bare unwfds 1 "$WL_HOST" unwfds "$T"
 check "unwfds: the program's first files are 3 and 4, and it reads back what it wrote" \
 	"$(cat "$T/unwfds.bare.out")" \
 	grep -qx 'first files at 3 and 4' "$T/unwfds.bare.out"
+
+# ---- a raw clone(2): the child must not write into its parent's rings ----
+same_as_bare rawclone 1 "$WL_HOST" rawclone
+for mode in sample all; do
+	got=$(sq "$T/rawclone.$mode.db" "SELECT sum(c.count) FROM function_counts c JOIN functions f
+		USING (fn_id) JOIN processes p USING (proc_id) WHERE f.name = 'realloc'
+		AND p.argv LIKE '%rawclone%'")
+	check "rawclone, $mode: the parent's realloc calls are its own 3,100" "counted: $got" \
+		[ "$got" = 3100 ]
+done
 
 finish

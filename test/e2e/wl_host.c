@@ -21,6 +21,9 @@
  *   wl_host spawn            posix_spawn, vfork + exec, a raw clone() child
  *                            (no atfork handlers) that allocates, and
  *                            clone(CLONE_VM | CLONE_VFORK) + exec
+ *   wl_host rawclone         3,100 realloc calls of its own around a child
+ *                            made by a raw clone(2) (no atfork handler) that
+ *                            makes 7,000: "child exit 0"
  *   wl_host selfexec N       exec itself N times, allocating at each step
  *   wl_host unsetenv         unsetenv("LD_PRELOAD"), then fork + exec child
  *   wl_host rlimit           RLIMIT_NOFILE lowered to 16, then fork + exec
@@ -445,6 +448,20 @@ static int mode_spawn(void)
 	return bad ? 1 : churn(100) < 0;
 }
 
+static int mode_rawclone(void)
+{
+	pid_t pid;
+
+	if (churn(100) < 0)
+		return 1;
+	pid = (pid_t)syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0);
+	if (pid == 0)
+		syscall(SYS_exit_group, churn(7000) < 0);
+	if (wait_say("raw clone", pid) < 0)
+		return 1;
+	return churn(3000) < 0;
+}
+
 static int mode_selfexec(unsigned n)
 {
 	char num[16];
@@ -667,6 +684,8 @@ int main(int argc, char **argv)
 		return mode_forks((unsigned)atoi(argv[2]));
 	if (!strcmp(m, "spawn"))
 		return mode_spawn();
+	if (!strcmp(m, "rawclone"))
+		return mode_rawclone();
 	if (!strcmp(m, "selfexec") && argc > 2)
 		return mode_selfexec((unsigned)atoi(argv[2]));
 	if (!strcmp(m, "unsetenv"))
