@@ -39,19 +39,26 @@ static void hdr_init(struct shm_msg_hdr *h, uint16_t type, uint32_t len)
 	};
 }
 
+/* Whether fd holds the socket we opened. */
+static int ours(int fd)
+{
+	struct stat sb;
+
+	return fstat(fd, &sb) == 0 && sb.st_dev == sock_dev &&
+	       (sb.st_ino == __atomic_load_n(&sock_ino, __ATOMIC_ACQUIRE) ||
+		sb.st_ino == __atomic_load_n(&sock_ino_next, __ATOMIC_ACQUIRE) ||
+		sb.st_ino == __atomic_load_n(&sock_ino_prev, __ATOMIC_ACQUIRE));
+}
+
 /* The socket if it is still the one we opened, else -1 (and the loss is
  * made known, once). */
 static int owned(void)
 {
 	int fd = __atomic_load_n(&sock, __ATOMIC_ACQUIRE);
-	struct stat sb;
 
 	if (fd < 0)
 		return -1;
-	if (fstat(fd, &sb) == 0 && sb.st_dev == sock_dev &&
-	    (sb.st_ino == __atomic_load_n(&sock_ino, __ATOMIC_ACQUIRE) ||
-	     sb.st_ino == __atomic_load_n(&sock_ino_next, __ATOMIC_ACQUIRE) ||
-	     sb.st_ino == __atomic_load_n(&sock_ino_prev, __ATOMIC_ACQUIRE)))
+	if (ours(fd))
 		return fd;
 	if (__atomic_compare_exchange_n(&sock, &fd, -1, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
 		log_warn("the program closed or replaced descriptor %d, the shim's connection to "
@@ -146,13 +153,15 @@ int conn_ok(void)
 	return owned() >= 0;
 }
 
+/* Silent when the program closed or replaced the socket: a fork child
+ * that starts over (its own connection follows) or a start that failed
+ * loses no tracing by it, and the line would say it did. */
 void conn_close(void)
 {
-	int fd = owned();
+	int fd = __atomic_exchange_n(&sock, -1, __ATOMIC_ACQ_REL);
 
-	if (fd >= 0)
+	if (fd >= 0 && ours(fd))
 		close(fd);
-	__atomic_store_n(&sock, -1, __ATOMIC_RELEASE);
 }
 
 int conn_hung_up(void)

@@ -34,8 +34,10 @@ int conn_open(const char *path, void (*lost)(void));
 /* Whether the socket is still ours (it may have been lost just now). */
 int conn_ok(void);
 
-/* Closes the socket if it is still ours; forgets it either way.  Not
- * thread-safe (constructor, fork child). */
+/* Closes the socket if it is still ours; forgets it either way, without
+ * a word (a fork child starts over with its own: the parent's, closed or
+ * replaced by the program, is no loss of the child's).  Not thread-safe
+ * (constructor, fork child). */
 void conn_close(void);
 
 /*

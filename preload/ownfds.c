@@ -43,10 +43,13 @@ int ownfds_unwind_begin(void)
 	int r0, r1, saved = errno;
 
 	unwinding = 1;
-	if (__atomic_load_n(&vp_fd[0], __ATOMIC_ACQUIRE) < 0)
-		return 0; /* none yet: libunwind's first makes it through pipe2() */
-	r0 = holds_pipe(vp_fd[0]);
-	r1 = holds_pipe(vp_fd[1]);
+	if (__atomic_load_n(&vp_fd[0], __ATOMIC_ACQUIRE) < 0) {
+		/* none yet: libunwind's first unwind makes it through pipe2() */
+		r0 = r1 = 0;
+	} else {
+		r0 = holds_pipe(vp_fd[0]);
+		r1 = holds_pipe(vp_fd[1]);
+	}
 	/* One end closed, the other still ours: libunwind would keep
 	 * writing to the closed one and take every address for invalid.
 	 * Closing ours too makes it start over with a new pipe. */
@@ -54,6 +57,13 @@ int ownfds_unwind_begin(void)
 		close(vp_fd[0]), r0 = 0;
 	else if (r0 == 0 && r1 == 1)
 		close(vp_fd[1]), r1 = 0;
+	/* Both closed, or none made yet: libunwind may make its pipe now.
+	 * If the program closed our socket (closefrom(3)) tracing is over
+	 * (one line says so, now rather than at the next message), and no
+	 * pipe is opened behind its back in a process that just closed every
+	 * descriptor it did not open. */
+	if (r0 == 0 && r1 == 0 && !conn_ok())
+		r0 = -1;
 	errno = saved;
 	if (r0 < 0 || r1 < 0) {
 		unwinding = 0;

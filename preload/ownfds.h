@@ -17,7 +17,9 @@
  * the shim's socket is (conn_move_high_as(), the flags it was asked with
  * kept), and remembered; and before each later call into libunwind the
  * shim checks that both numbers still hold that pipe.  If the program
- * closed them, libunwind makes a new one (high again); if it put
+ * closed them, libunwind makes a new one (high again), unless the shim's
+ * socket was closed with them (closefrom(3)): tracing stops there, and
+ * nothing is opened behind the program's back; if it put
  * something else there, the shim does not call libunwind (that stack ends
  * where the shim's own walk could not go on), so libunwind never reads or
  * writes a descriptor of the program's.  Every other pipe is the program's:
