@@ -105,6 +105,8 @@ static unsigned conf_n;
 
 /* Lines are said once per process tree: a fork child reads again. */
 static int said;
+/* SHIMMER_SOCKET, kept (settings_read()); a socket's path is at most 107 */
+static char socket_buf[256];
 
 static void store(const struct var *v, uint64_t x)
 {
@@ -384,8 +386,11 @@ static void read_job(void)
 	if (!s || !*s)
 		s = conf_get("SHIMMER_JOB");
 	if (s && *s) {
-		settings.job = s;
+		/* a copy: the environment's memory is the program's (below) */
 		settings.job_len = (uint32_t)strnlen(s, SHM_JOB_MAX);
+		memcpy(key, s, settings.job_len);
+		key[settings.job_len] = 0;
+		settings.job = key;
 		settings.job_kind = SHM_JOB_NAMED;
 		return;
 	}
@@ -444,6 +449,15 @@ void settings_read(void)
 		settings.socket = conf_get("socket");
 		if (!settings.socket || !*settings.socket)
 			settings.socket = SHIMMER_SOCKET_PATH;
+	} else {
+		/* A copy, as of every string kept from the environment: its
+		 * memory is the program's, and programs that set their process
+		 * title (Chromium's zygote, nginx, PostgreSQL) write over it.
+		 * A fork child then connected to what the title left there
+		 * ("collector not reached at  (Connection refused)") and went
+		 * untraced.  A path too long for a socket stays too long. */
+		snprintf(socket_buf, sizeof(socket_buf), "%s", settings.socket);
+		settings.socket = socket_buf;
 	}
 	/* SHIMMER_DEBUG first, so that later lines may be debug lines. */
 	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {

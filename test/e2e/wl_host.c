@@ -42,6 +42,10 @@
  *                            the files opened again, more new call sites,
  *                            then what it reads back from the first and
  *                            the size of the second (which it never wrote)
+ *   wl_host proctitle        set its process title as nginx and Chromium do
+ *                            (the environment copied to the heap, then the
+ *                            memory of argv and the environment written
+ *                            over), then fork + exec child
  *   wl_host child            allocate and say "child ok"
  */
 #include <dirent.h>
@@ -665,6 +669,26 @@ static int mode_unwfds(const char *dir)
 	return 0;
 }
 
+static int mode_proctitle(int argc, char **argv)
+{
+	char *start = argv[0], *end = argv[argc - 1] + strlen(argv[argc - 1]) + 1;
+	size_t n = 0;
+
+	if (!(self = strdup(self)))
+		return 1;
+	for (char **e = environ; *e; e++, n++)
+		if (*e == end)
+			end += strlen(*e) + 1;
+	for (size_t i = 0; i < n; i++)
+		if (!(environ[i] = strdup(environ[i])))
+			return 1;
+	memset(start, 0, (size_t)(end - start));
+	snprintf(start, (size_t)(end - start), "wl_host: a title");
+	if (churn(100) < 0)
+		return 1;
+	return run_child("proctitle") < 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *m = argc > 1 ? argv[1] : "";
@@ -700,6 +724,8 @@ int main(int argc, char **argv)
 		return mode_dropuid();
 	if (!strcmp(m, "dup2"))
 		return mode_dup2();
+	if (!strcmp(m, "proctitle"))
+		return mode_proctitle(argc, argv);
 	if (!strcmp(m, "unwfds") && argc > 2)
 		return mode_unwfds(argv[2]);
 	fprintf(stderr, "usage: wl_host MODE [ARG]\n");
