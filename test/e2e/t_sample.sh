@@ -103,7 +103,7 @@ near("histogram bucket bytes", b["bytes"], n * size)
 # the tables mark every estimate ~, the counts too
 for c, nest in (("leaks", 2), ("peak", 2), ("allocations", 4)):
     line = next((l for l in open("%s.%s.table" % (base, c)) if "wl.c:" in l), "")
-    cells = [x for x in re.split(r"  +", line.strip()) if re.match(r"~?[0-9]", x)][:nest]
+    cells = re.findall(r"~?[0-9][0-9.]*(?: [KMGT]?i?B)?", line.split("heap_loop")[0])[:nest]
     if len(cells) < nest or not all(x.startswith("~") for x in cells):
         bad.append("%s table: an estimate without ~: %r" % (c, line.strip()))
 print("\n".join(bad))
