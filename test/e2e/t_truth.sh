@@ -19,6 +19,9 @@
 #  - the steps (summary's range statistics in table, CSV and JSON, the
 #    report's step chart): each step's duration between the inner and the
 #    outer readings around its push and pop;
+#  - a CUDA function's time statistics (summary, table, CSV and JSON) and
+#    the CPU time blocked in synchronizing calls: every call of the fake
+#    runtime lasts at least FAKE_CUDA_DELAY_NS, and at most its logged call;
 #  - CPU time (cpu_time, which bottlenecks reads): the spinning thread's
 #    last reading is its CPU clock when it stopped spinning (it sleeps
 #    after, and is read after), the threads' sum at most the process's
@@ -30,6 +33,7 @@
 
 WL_CLOCK=$O/test/e2e/wl_clock
 need "$SHIM" "$SHIMMERD" "$SHIMMER" "$WL_CLOCK"
+DELAY=2000000 # ns: every call of the fake CUDA runtime lasts at least this
 PY=/usr/bin/python3
 [ -x "$PY" ] || PY=python3
 
@@ -41,7 +45,7 @@ record() {
 	rm -f "$T/$name.db" "$T/$name.log"
 	start_collector "$T/$name.db" || { not_ok "$name: collector"; return 1; }
 	t0=$(date +%s%N)
-	env SHIMMER_MALLOC=all "$@" LD_PRELOAD="$SHIM" SHIMMER_SOCKET="$SOCK" \
+	env SHIMMER_MALLOC=all FAKE_CUDA_DELAY_NS=$DELAY "$@" LD_PRELOAD="$SHIM" SHIMMER_SOCKET="$SOCK" \
 		WL_LOG="$T/$name.log" "$WL_CLOCK" > /dev/null 2> "$T/$name.err"
 	rc=$?
 	t1=$(date +%s%N)
@@ -247,6 +251,36 @@ bad = ["step %d: %d ns, logged in [%d, %d]" % (k, ns, lo[k], hi[k]) for k, ns in
        if not within(ns, lo[k], hi[k])]
 case("report step chart: %d steps, each as long as logged" % len(chart),
      "; ".join(bad[:3]) if chart and len(chart) == len(steps) else "points %r" % chart)
+
+# --- the synchronizing calls ----------------------------------------------------
+DELAY = 2000000
+syncs = [(int(f[3]), int(f[4])) for f in log if f[0] == "Y"]
+fn = next((x for x in sj["functions"] if x["event"] == "cudaDeviceSynchronize"), None)
+span = [t1 - t0 for t0, t1 in syncs]
+why = []
+if not fn or fn["count"] != len(syncs) or fn["timed"] != len(syncs) or fn["estimated"]:
+    why.append("row %r" % fn)
+else:
+    for key, a, b in (("total_ns", DELAY * len(syncs), sum(span)), ("min_ns", DELAY, min(span)),
+                      ("max_ns", DELAY, max(span)), ("mean_ns", DELAY, sum(span) / len(span))):
+        if not a <= fn[key] <= b + TOL:
+            why.append("%s %d not in [%d, %d]" % (key, fn[key], a, b))
+    if abs(fn["wall_share"] - fn["total_ns"] / wall) > 1e-6:
+        why.append("wall_share %r" % fn["wall_share"])
+case("summary json: cudaDeviceSynchronize: %d calls, each at least the fake's delay, at most"
+     " its logged call" % len(syncs), "; ".join(why))
+sync = sj["gpu"]["sync"]
+case("summary json: CPU blocked in synchronizing calls is cudaDeviceSynchronize's total",
+     "" if fn and sync["total_ns"] == fn["total_ns"] and sync["count"] == fn["count"] and
+     not sync["estimated"] else "sync %r" % sync)
+row = next((x for x in csv.DictReader(open(base + ".sum.csv")) if x["event"] == "cudaDeviceSynchronize"), None)
+case("summary csv: cudaDeviceSynchronize's row is JSON's", "" if fn and row and all(
+    float(row[k]) == fn[k] for k in ("count", "total_ns", "mean_ns", "min_ns", "max_ns", "timed"))
+    else "csv %r" % row)
+tr = re.search(r"^  cudaDeviceSynchronize +(\d+) +(\S+ \S+) +(\d+) +(\S+ \S+) +(\S+ \S+) +(\S+ \S+) +(\S+ \S+) +(\S+ \S+)", txt, re.M)
+case("summary table: cudaDeviceSynchronize's row is JSON's", "" if fn and tr and
+     int(tr.group(1)) == fn["count"] and all(same_shown(tr.group(i), fn[k]) for i, k in
+     ((4, "total_ns"), (5, "mean_ns"), (7, "min_ns"), (8, "max_ns"))) else "row %r" % (tr and tr.group(0)))
 
 # --- CPU time --------------------------------------------------------------------
 rows = db.execute("SELECT tid, ts_ns, cpu_ns FROM cpu_time ORDER BY tid, ts_ns").fetchall()

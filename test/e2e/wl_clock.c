@@ -16,7 +16,9 @@
  *     operations the live bytes of the program's own blocks are known:
  *         +A, +B, -A, +C (the peak: B + C), -B, -C, +D (kept to the end);
  *  3. STEPS "step" ranges (include/shimmer.h) of (k + 2) x 10 ms of sleep,
- *     each push and pop bracketed by clock readings.
+ *     each push and pop bracketed by clock readings;
+ *  4. SYNCS calls of cudaDeviceSynchronize, each bracketed by clock
+ *     readings (the test makes every CUDA call last FAKE_CUDA_DELAY_NS).
  *
  * Log lines (wlog.h), every time CLOCK_MONOTONIC ns, the clock of the
  * store's instants:
@@ -26,6 +28,7 @@
  *                                 the program's blocks of that space after it
  *   S,pid,k,ta,tb,tc,td           step k: ta before its push, tb after, tc
  *                                 before its pop, td after
+ *   Y,pid,k,t0,t1                 synchronization k was called within [t0, t1]
  *   U,pid,tid,cpu_ns              the spinning thread's CPU time when it
  *                                 stopped spinning
  *   E,pid,t,cpu_ns                before main returns: the time, and the
@@ -49,6 +52,7 @@
 #define SPIN_NS (300 * MS)
 #define QUIET_NS (60 * MS)
 #define STEPS 5
+#define SYNCS 5
 
 #define SZ_A ((8u << 20) + 1u)
 #define SZ_B ((24u << 20) + 3u)
@@ -181,6 +185,14 @@ int main(void)
 		td = clock_ns(CLOCK_MONOTONIC);
 		wlog_line("sdddddd", "S", (int64_t)getpid(), (int64_t)k, (int64_t)ta, (int64_t)tb,
 			  (int64_t)tc, (int64_t)td);
+	}
+	for (int k = 0; k < SYNCS; k++) {
+		uint64_t t0 = clock_ns(CLOCK_MONOTONIC);
+
+		if (cudaDeviceSynchronize() != cudaSuccess)
+			fail("cudaDeviceSynchronize");
+		wlog_line("sdddd", "Y", (int64_t)getpid(), (int64_t)k, (int64_t)t0,
+			  (int64_t)clock_ns(CLOCK_MONOTONIC));
 	}
 	/* the spin over, the collector reads the thread at least twice more */
 	while (!__atomic_load_n(&spun, __ATOMIC_ACQUIRE))
