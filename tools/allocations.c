@@ -163,40 +163,30 @@ static int allocations_main(int argc, char **argv)
 					      [ALLOCATIONS_BY_COUNT] = "count", NULL };
 	struct model_filter f = model_filter_all();
 	const char *path = NULL;
+	struct cli_args a = CLI_ARGS(&allocations_command, argc, argv, &path, 1);
 	const char *by_site = NULL; /* an option of the sites' report */
 	struct model *m;
-	int fmt = EMIT_TABLE, by = ALLOCATIONS_BY_BYTES, hist = -1, r, rc;
+	int fmt = EMIT_TABLE, by = ALLOCATIONS_BY_BYTES, hist = -1, k, r, rc;
 
-	for (int i = 1, ended = 0; i < argc; i++) {
-		const char *opt = argv[i];
+	while ((k = cli_next(&a)) == CLI_ARG_OPTION) {
+		const char *opt = argv[a.i];
 
-		if (cli_end_of_opts(argv[i], &ended))
-			continue;
-		if (ended) {
-			if ((rc = cli_operand(&allocations_command, argv[i], &path)) != 0)
-				return rc;
-			continue;
-		}
-		if (cli_is_help(argv[i]))
-			return cli_help(&allocations_command);
-		r = cli_format_opt(&allocations_command, argc, argv, &i, emit_format_names, &fmt);
+		r = cli_format_opt(&a, emit_format_names, &fmt);
 		if (!r)
-			r = cli_filter_opt(&allocations_command, argc, argv, &i, &f);
-		if (!r && (r = cli_sites_opt(&allocations_command, argc, argv, &i, &sites)) > 0)
+			r = cli_filter_opt(&a, &f);
+		if (!r && (r = cli_sites_opt(&a, &sites)) > 0)
 			by_site = opt;
-		if (!r && (r = cli_choice_opt(&allocations_command, argc, argv, &i, "--sort", sorts,
-					      &by)) > 0)
+		if (!r && (r = cli_choice_opt(&a, "--sort", sorts, &by)) > 0)
 			by_site = "--sort";
 		if (!r)
-			r = cli_choice_opt(&allocations_command, argc, argv, &i, "--histogram",
-					   histogram_kinds, &hist);
+			r = cli_choice_opt(&a, "--histogram", histogram_kinds, &hist);
 		if (r < 0)
 			return CLI_EXIT_USAGE;
-		if (r == 0 && (rc = cli_store_arg(&allocations_command, opt, &path)) != 0)
+		if (r == 0 && (rc = cli_store_arg(&a)) != 0)
 			return rc;
 	}
-	if (!path)
-		return cli_usage_error(&allocations_command, "no store given");
+	if (k != CLI_ARG_END)
+		return k;
 	if (hist >= 0 && by_site)
 		return cli_usage_error(&allocations_command,
 				       "%s orders or names call sites, which --histogram does not show",

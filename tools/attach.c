@@ -50,40 +50,29 @@ struct opts {
 /* 0 to go on; else -1 with *code the exit code (help or usage error). */
 static int parse(struct opts *o, int argc, char **argv, int *code)
 {
-	*code = CLI_EXIT_USAGE;
-	for (int i = 1, ended = 0; i < argc; i++) {
-		int r = 0;
+	struct cli_args a = CLI_ARGS(&attach_command, argc, argv, NULL, 0);
+	int k, r;
 
-		if (cli_end_of_opts(argv[i], &ended))
-			continue;
-		if (ended)
-			goto operand;
-		if (cli_is_help(argv[i])) {
-			*code = cli_help(&attach_command);
-			return -1;
-		}
-		if ((r = cli_string_opt(&attach_command, argc, argv, &i, "--db", &o->db)) < 0 ||
-		    (!r && (r = cli_duration_opt(&attach_command, argc, argv, &i, "--for",
-						 &o->for_ns)) < 0))
-			return -1;
-		if (r)
-			continue;
-		if (!strcmp(argv[i], "--heap")) {
-			o->heap = 1;
+	*code = CLI_EXIT_USAGE;
+	while ((k = cli_next(&a)) == CLI_ARG_OPTION || k == CLI_ARG_OPERAND) {
+		if (k == CLI_ARG_OPTION && ((r = cli_string_opt(&a, "--db", &o->db)) ||
+					    (r = cli_duration_opt(&a, "--for", &o->for_ns)) ||
+					    (r = cli_flag_opt(&a, "--heap", &o->heap)) ||
+					    (r = cli_flag_opt(&a, "--no-offcpu", &o->no_offcpu)))) {
+			if (r < 0)
+				return -1;
 			continue;
 		}
-		if (!strcmp(argv[i], "--no-offcpu")) {
-			o->no_offcpu = 1;
-			continue;
-		}
-operand:
-		if ((!ended && argv[i][0] == '-') || o->pid) {
-			cli_usage_error(&attach_command, o->pid ? "one process at a time ('%s')"
-						      : "unknown option '%s'", argv[i]);
-			return -1;
-		} else if (cli_pid_arg(&attach_command, argv[i], &o->pid) < 0) {
+		if (k == CLI_ARG_OPTION && argv[a.i][0] == '-') {
+			cli_unknown_opt(&a);
 			return -1;
 		}
+		if (cli_pid_operand(&attach_command, argv[a.i], &o->pid) < 0)
+			return -1;
+	}
+	if (k != CLI_ARG_END) {
+		*code = k;
+		return -1;
 	}
 	if (!o->pid) {
 		cli_usage_error(&attach_command, "no process id given");

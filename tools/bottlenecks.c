@@ -49,40 +49,28 @@ static int bottlenecks_main(int argc, char **argv)
 	struct findings_opts o;
 	struct findings fs;
 	const char *path = NULL, *fail_on = NULL;
+	struct cli_args a = CLI_ARGS(&bottlenecks_command, argc, argv, &path, 1);
 	enum severity fail = 0;
 	struct model *m;
 	struct emit e;
 	size_t count[4], nselected;
 	double pct;
-	int f = 0, r, rc;
+	int f = 0, k, r, rc;
 
 	findings_opts_init(&o);
-	for (int i = 1, ended = 0; i < argc; i++) {
-		if (cli_end_of_opts(argv[i], &ended))
-			continue;
-		if (ended) {
-			if ((rc = cli_operand(&bottlenecks_command, argv[i], &path)) != 0)
-				return rc;
-			continue;
-		}
-		if (cli_is_help(argv[i]))
-			return cli_help(&bottlenecks_command);
-		if ((r = cli_format_opt(&bottlenecks_command, argc, argv, &i, formats, &f)) != 0) {
+	while ((k = cli_next(&a)) == CLI_ARG_OPTION) {
+		if ((r = cli_format_opt(&a, formats, &f)) != 0 ||
+		    (r = cli_filter_opt(&a, &flt)) != 0) {
 			if (r < 0)
 				return CLI_EXIT_USAGE;
-		} else if ((r = cli_filter_opt(&bottlenecks_command, argc, argv, &i, &flt)) != 0) {
-			if (r < 0)
-				return CLI_EXIT_USAGE;
-		} else if ((r = cli_number_opt(&bottlenecks_command, argc, argv, &i, "--threshold",
-						 &pct)) != 0) {
+		} else if ((r = cli_number_opt(&a, "--threshold", &pct)) != 0) {
 			if (r < 0)
 				return CLI_EXIT_USAGE;
 			if (pct <= 0 || pct > 100)
 				return cli_usage_error(&bottlenecks_command,
 						       "--threshold takes a percentage in (0, 100]");
 			o.threshold = pct / 100;
-		} else if ((r = cli_string_opt(&bottlenecks_command, argc, argv, &i, "--fail-on",
-					       &fail_on)) != 0) {
+		} else if ((r = cli_string_opt(&a, "--fail-on", &fail_on)) != 0) {
 			if (r < 0)
 				return CLI_EXIT_USAGE;
 			fail = !strcmp(fail_on, "HIGH")	    ? SEV_HIGH :
@@ -92,12 +80,12 @@ static int bottlenecks_main(int argc, char **argv)
 				return cli_usage_error(&bottlenecks_command,
 						       "--fail-on takes HIGH, MEDIUM or LOW, not '%s'",
 						       fail_on);
-		} else if ((rc = cli_store_arg(&bottlenecks_command, argv[i], &path)) != 0) {
+		} else if ((rc = cli_store_arg(&a)) != 0) {
 			return rc;
 		}
 	}
-	if (!path)
-		return cli_usage_error(&bottlenecks_command, "no store given");
+	if (k != CLI_ARG_END)
+		return k;
 	if (model_open(path, &flt, &m) < 0)
 		return CLI_EXIT_ERROR;
 	rc = findings_run(m, &o, &fs);

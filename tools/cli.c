@@ -130,58 +130,91 @@ int cli_output_check(const struct command *cmd, const char *out, const char *con
 	return 0;
 }
 
-/* Whether arg is option name, alone or with "=VALUE". */
-static int is_opt(const char *arg, const char *name)
+/* Whether the argument at hand is option name, alone or with "=VALUE". */
+static int is_opt(const struct cli_args *a, const char *name)
 {
+	const char *arg = a->argv[a->i];
 	size_t n = strlen(name);
 
 	return strncmp(arg, name, n) == 0 && (!arg[n] || arg[n] == '=');
 }
 
-/* The value of option name, which argv[*i] is; NULL after a usage error. */
-static const char *opt_value(const struct command *cmd, int argc, char **argv, int *i,
-			     const char *name)
+/* The value of option name, the argument at hand; NULL after a usage
+ * error. */
+static const char *opt_value(struct cli_args *a, const char *name)
 {
 	size_t n = strlen(name);
 
-	if (argv[*i][n] == '=')
-		return argv[*i] + n + 1;
-	if (*i + 1 == argc) {
-		cli_usage_error(cmd, "%s needs a value", name);
+	if (a->argv[a->i][n] == '=')
+		return a->argv[a->i] + n + 1;
+	if (a->i + 1 == a->argc) {
+		cli_usage_error(a->cmd, "%s needs a value", name);
 		return NULL;
 	}
-	return argv[++*i];
+	return a->argv[++a->i];
 }
 
-int cli_store_arg(const struct command *cmd, const char *arg, const char **path)
+/* An operand into the first free store. */
+static int store_operand(struct cli_args *a, const char *arg)
 {
+	for (size_t k = 0; k < a->nstores; k++)
+		if (!a->stores[k]) {
+			a->stores[k] = arg;
+			return 0;
+		}
+	return cli_usage_error(a->cmd, "more than %s given",
+			       a->nstores == 1 ? "one store" : "two stores");
+}
+
+int cli_next(struct cli_args *a)
+{
+	while (++a->i < a->argc) {
+		const char *arg = a->argv[a->i];
+
+		if (!a->ended && strcmp(arg, "--") == 0) {
+			a->ended = 1;
+			continue;
+		}
+		if (!a->ended)
+			return cli_is_help(arg) ? cli_help(a->cmd) : CLI_ARG_OPTION;
+		if (!a->stores)
+			return CLI_ARG_OPERAND;
+		if (store_operand(a, arg))
+			return CLI_EXIT_USAGE;
+	}
+	if (a->nstores && !a->stores[a->nstores - 1])
+		return cli_usage_error(a->cmd, "%s", a->nstores == 1 ? "no store given"
+						     : "two stores are needed");
+	return CLI_ARG_END;
+}
+
+int cli_unknown_opt(const struct cli_args *a)
+{
+	return cli_usage_error(a->cmd, "unknown option '%s'", a->argv[a->i]);
+}
+
+int cli_store_arg(struct cli_args *a)
+{
+	const char *arg = a->argv[a->i];
+
 	if (arg[0] == '-' && arg[1])
-		return cli_usage_error(cmd, "unknown option '%s'", arg);
-	return cli_operand(cmd, arg, path);
+		return cli_unknown_opt(a);
+	return store_operand(a, arg);
 }
 
-int cli_end_of_opts(const char *arg, int *ended)
+int cli_flag_opt(struct cli_args *a, const char *name, int *flag)
 {
-	if (*ended || strcmp(arg, "--") != 0)
+	if (strcmp(a->argv[a->i], name) != 0)
 		return 0;
-	*ended = 1;
+	*flag = 1;
 	return 1;
 }
 
-int cli_operand(const struct command *cmd, const char *arg, const char **path)
+int cli_string_opt(struct cli_args *a, const char *name, const char **value)
 {
-	if (*path)
-		return cli_usage_error(cmd, "more than one store given");
-	*path = arg;
-	return 0;
-}
-
-int cli_string_opt(const struct command *cmd, int argc, char **argv, int *i,
-		   const char *name, const char **value)
-{
-	if (!is_opt(argv[*i], name))
+	if (!is_opt(a, name))
 		return 0;
-	*value = opt_value(cmd, argc, argv, i, name);
+	*value = opt_value(a, name);
 	return *value ? 1 : -1;
 }
 
@@ -196,37 +229,36 @@ static int decimal(const char *s)
 	return (whole || frac) && !s[whole + (s[whole] == '.') + frac];
 }
 
-int cli_number_opt(const struct command *cmd, int argc, char **argv, int *i,
-		   const char *name, double *value)
+int cli_number_opt(struct cli_args *a, const char *name, double *value)
 {
 	const char *v;
 
-	if (!is_opt(argv[*i], name))
+	if (!is_opt(a, name))
 		return 0;
-	v = opt_value(cmd, argc, argv, i, name);
+	v = opt_value(a, name);
 	if (!v)
 		return -1;
 	errno = 0;
 	if (!decimal(v) || (*value = strtod(v, NULL), errno) || !isfinite(*value)) {
-		cli_usage_error(cmd, "%s wants a decimal number >= 0 (2, 2.5), not '%s'", name, v);
+		cli_usage_error(a->cmd, "%s wants a decimal number >= 0 (2, 2.5), not '%s'", name,
+				v);
 		return -1;
 	}
 	return 1;
 }
 
-int cli_int_opt(const struct command *cmd, int argc, char **argv, int *i,
-		const char *name, int64_t *value)
+int cli_int_opt(struct cli_args *a, const char *name, int64_t *value)
 {
 	const char *v;
 	uint64_t n;
 
-	if (!is_opt(argv[*i], name))
+	if (!is_opt(a, name))
 		return 0;
-	v = opt_value(cmd, argc, argv, i, name);
+	v = opt_value(a, name);
 	if (!v)
 		return -1;
 	if (conf_count(v, strlen(v), INT64_MAX, &n) < 0) {
-		cli_usage_error(cmd, "%s wants a whole decimal number >= 0, not '%s'", name, v);
+		cli_usage_error(a->cmd, "%s wants a whole decimal number >= 0, not '%s'", name, v);
 		return -1;
 	}
 	*value = (int64_t)n;
@@ -242,15 +274,14 @@ int cli_duration(const struct command *cmd, const char *name, const char *s, uin
 	return -1;
 }
 
-int cli_duration_opt(const struct command *cmd, int argc, char **argv, int *i,
-		     const char *name, uint64_t *ns)
+int cli_duration_opt(struct cli_args *a, const char *name, uint64_t *ns)
 {
 	const char *v;
 
-	if (!is_opt(argv[*i], name))
+	if (!is_opt(a, name))
 		return 0;
-	v = opt_value(cmd, argc, argv, i, name);
-	if (!v || cli_duration(cmd, name, v, ns) < 0)
+	v = opt_value(a, name);
+	if (!v || cli_duration(a->cmd, name, v, ns) < 0)
 		return -1;
 	return 1;
 }
@@ -267,36 +298,43 @@ int cli_pid_arg(const struct command *cmd, const char *arg, int64_t *pid)
 	return 0;
 }
 
-int cli_sites_opt(const struct command *cmd, int argc, char **argv, int *i, struct cli_sites *s)
+int cli_pid_operand(const struct command *cmd, const char *arg, int64_t *pid)
+{
+	if (*pid) {
+		cli_usage_error(cmd, "one process at a time ('%s')", arg);
+		return -1;
+	}
+	return cli_pid_arg(cmd, arg, pid);
+}
+
+int cli_sites_opt(struct cli_args *a, struct cli_sites *s)
 {
 	int64_t v;
 	int r;
 
-	if (strcmp(argv[*i], "--native") == 0) {
-		s->native = 1;
+	if (cli_flag_opt(a, "--native", &s->native))
 		return 1;
-	}
-	r = cli_int_opt(cmd, argc, argv, i, "--callers", &v);
+	r = cli_int_opt(a, "--callers", &v);
 	if (r <= 0)
 		return r;
 	if (v > CLI_CALLERS_MAX) {
-		cli_usage_error(cmd, "--callers wants at most %d", CLI_CALLERS_MAX);
+		cli_usage_error(a->cmd, "--callers wants at most %d", CLI_CALLERS_MAX);
 		return -1;
 	}
 	s->callers = (int)v;
 	return 1;
 }
 
-int cli_choice_opt(const struct command *cmd, int argc, char **argv, int *i, const char *name,
-		   const char *const *names, int *choice)
+int cli_choice_opt(struct cli_args *a, const char *name, const char *const *names,
+		   int *choice)
 {
 	char list[128] = "";
 	const char *v;
 	size_t n = 0;
 
-	if (!is_opt(argv[*i], name))
+	if (!is_opt(a, name))
 		return 0;
-	v = opt_value(cmd, argc, argv, i, name);
+	v = opt_value(a, name);
 	if (!v)
 		return -1;
 	for (int k = 0; names[k]; k++) {
@@ -308,22 +346,20 @@ int cli_choice_opt(const struct command *cmd, int argc, char **argv, int *i, con
 			n += (size_t)snprintf(list + n, sizeof(list) - n, "%s%s", k ? "|" : "",
 					      names[k]);
 	}
-	cli_usage_error(cmd, "%s wants %s, not '%s'", name, list, v);
+	cli_usage_error(a->cmd, "%s wants %s, not '%s'", name, list, v);
 	return -1;
 }
 
-int cli_format_opt(const struct command *cmd, int argc, char **argv, int *i,
-		   const char *const *names, int *fmt)
+int cli_format_opt(struct cli_args *a, const char *const *names, int *fmt)
 {
-	return cli_choice_opt(cmd, argc, argv, i, "--format", names, fmt);
+	return cli_choice_opt(a, "--format", names, fmt);
 }
 
-int cli_filter_opt(const struct command *cmd, int argc, char **argv, int *i,
-		   struct model_filter *f)
+int cli_filter_opt(struct cli_args *a, struct model_filter *f)
 {
-	int r = cli_int_opt(cmd, argc, argv, i, "--pid", &f->pid);
+	int r = cli_int_opt(a, "--pid", &f->pid);
 
 	if (r == 0)
-		r = cli_int_opt(cmd, argc, argv, i, "--rank", &f->rank);
+		r = cli_int_opt(a, "--rank", &f->rank);
 	return r;
 }

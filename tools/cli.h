@@ -59,32 +59,80 @@ int cli_help(const struct command *cmd);
 int cli_is_help(const char *arg);
 
 /*
- * The argument arg, which is no option cmd knows: the store when *path is
- * still NULL.  Returns 0 after setting *path, or CLI_EXIT_USAGE after
- * printing why arg is wrong (an unknown option, a second store).
- */
-int cli_store_arg(const struct command *cmd, const char *arg, const char **path);
-
-/*
+ * A command's arguments, read in the one loop every command shares:
+ *
+ *	struct cli_args a = CLI_ARGS(&peak_command, argc, argv, &path, 1);
+ *
+ *	while ((k = cli_next(&a)) == CLI_ARG_OPTION) {
+ *		if ((r = cli_format_opt(&a, names, &fmt)) || ...) {
+ *			if (r < 0)
+ *				return CLI_EXIT_USAGE;
+ *		} else if ((rc = cli_store_arg(&a)) != 0) {
+ *			return rc;
+ *		}
+ *	}
+ *	if (k != CLI_ARG_END)
+ *		return k;
+ *
  * "--" ends the options, in every command (a store named "-x.db" reads
- * "shimmer leaks -- -x.db"): returns 1 when arg is the first "--", which
- * sets *ended and is skipped; 0 otherwise.  Each argument after it is an
- * operand, never an option nor -h: cli_operand() for a store.
+ * "shimmer leaks -- -x.db"): the first "--" is skipped, and each argument
+ * after it is an operand, never an option nor -h.  Options and operands
+ * before it come in any order.
  */
-int cli_end_of_opts(const char *arg, int *ended);
+struct cli_args {
+	const struct command *cmd;
+	int argc;
+	char **argv;         /* argv[0] is the subcommand's name */
+	int i;               /* argv[i] is the argument at hand */
+	int ended;           /* past the first "--" */
+	const char **stores; /* where operands go; NULL: the caller reads them */
+	size_t nstores;      /* 1 or 2: "more than one store", "more than two" */
+};
 
-/* cli_store_arg() of an argument after "--": a store whatever it reads. */
-int cli_operand(const struct command *cmd, const char *arg, const char **path);
+/* cmd's arguments, the operands into stores[0..n) (NULL, 0: none). */
+#define CLI_ARGS(c, ac, av, s, n) \
+	((struct cli_args){ .cmd = (c), .argc = (ac), .argv = (av), .stores = (s), .nstores = (n) })
+
+/* What cli_next() found; an exit code (>= 0) says the command is done. */
+enum {
+	CLI_ARG_END = -1,     /* no argument left */
+	CLI_ARG_OPTION = -2,  /* argv[i], before "--" and not -h: for the caller's options */
+	CLI_ARG_OPERAND = -3, /* argv[i], after "--": an operand (only without stores) */
+};
 
 /*
- * Options with a value, given as "NAME VALUE" or "NAME=VALUE".  Each returns
- * 1 when argv[*i] is the option name (advancing *i past a separate value),
- * 0 when it is not, and -1 after printing a usage error for cmd.
+ * Moves to the next argument, skipping the first "--".  An operand after
+ * it goes into the first free store, or is the caller's (CLI_ARG_OPERAND)
+ * without stores.  Returns CLI_ARG_END (with every store filled),
+ * CLI_ARG_OPTION or CLI_ARG_OPERAND, else the exit code to return:
+ * CLI_EXIT_OK after printing the usage for -h or --help, CLI_EXIT_USAGE
+ * after "more than one store given", or at the end "no store given" (one
+ * store) or "two stores are needed" (two).
  */
+int cli_next(struct cli_args *a);
+
+/* The argument at hand, which is no option the command knows: "unknown
+ * option" when it starts with "-" (but is not "-"), else a store as after
+ * "--".  Returns 0, or CLI_EXIT_USAGE after printing why it is wrong. */
+int cli_store_arg(struct cli_args *a);
+
+/* Prints "unknown option 'ARG'" for the argument at hand; returns
+ * CLI_EXIT_USAGE. */
+int cli_unknown_opt(const struct cli_args *a);
+
+/*
+ * Options: each reads the argument at hand, argv[i], and returns 1 when it
+ * is the option name (advancing i past a separate value), 0 when it is not,
+ * and -1 after printing a usage error for the command.
+ */
+
+/* A flag: NAME alone, never NAME=VALUE; sets *flag to 1. */
+int cli_flag_opt(struct cli_args *a, const char *name, int *flag);
+
+/* Options with a value, given as "NAME VALUE" or "NAME=VALUE". */
 
 /* Any string; *value points into argv. */
-int cli_string_opt(const struct command *cmd, int argc, char **argv, int *i,
-		   const char *name, const char **value);
+int cli_string_opt(struct cli_args *a, const char *name, const char **value);
 
 /*
  * Numbers follow one set of rules on every command line (docs/usage.md,
@@ -94,24 +142,26 @@ int cli_string_opt(const struct command *cmd, int argc, char **argv, int *i,
  */
 
 /* A number >= 0: digits with an optional fraction ("2", "2.5", ".5"). */
-int cli_number_opt(const struct command *cmd, int argc, char **argv, int *i,
-		   const char *name, double *value);
+int cli_number_opt(struct cli_args *a, const char *name, double *value);
 
 /* A count >= 0: digits only, at most INT64_MAX. */
-int cli_int_opt(const struct command *cmd, int argc, char **argv, int *i,
-		const char *name, int64_t *value);
+int cli_int_opt(struct cli_args *a, const char *name, int64_t *value);
 
 /* A duration, as conf_duration() reads it (a decimal number and ns, us,
  * ms, s, m, h or d; seconds without a unit), > 0 and at most INT64_MAX
  * ns.  cli_duration() checks the value s of name (an option or an
  * operand): 0, or -1 after printing the usage error. */
 int cli_duration(const struct command *cmd, const char *name, const char *s, uint64_t *ns);
-int cli_duration_opt(const struct command *cmd, int argc, char **argv, int *i,
-		     const char *name, uint64_t *ns);
+int cli_duration_opt(struct cli_args *a, const char *name, uint64_t *ns);
 
 /* A process id given as an operand: a count in [1, INT32_MAX].  0, or -1
  * after printing the usage error. */
 int cli_pid_arg(const struct command *cmd, const char *arg, int64_t *pid);
+
+/* The one process id operand of a command that takes one (attach, ctl
+ * attach): cli_pid_arg(), refused with "one process at a time" when *pid
+ * is set already.  0, or -1 after printing the usage error. */
+int cli_pid_operand(const struct command *cmd, const char *arg, int64_t *pid);
 
 /* How the heap commands name call sites (sites.h): "--callers N", 0 to
  * CLI_CALLERS_MAX, how many of the frames that called a site go with it;
@@ -122,7 +172,7 @@ struct cli_sites {
 	int callers;
 	int native;
 };
-int cli_sites_opt(const struct command *cmd, int argc, char **argv, int *i, struct cli_sites *s);
+int cli_sites_opt(struct cli_args *a, struct cli_sites *s);
 
 /*
  * Whether a command may write its output file `out` (-o): not when it is
@@ -138,16 +188,14 @@ int cli_output_check(const struct command *cmd, const char *out, const char *con
 struct model_filter;
 
 /* "--pid PID" and "--rank R": the processes a command reads. */
-int cli_filter_opt(const struct command *cmd, int argc, char **argv, int *i,
-		   struct model_filter *f);
+int cli_filter_opt(struct cli_args *a, struct model_filter *f);
 
 /* "NAME VALUE": *choice is the index of VALUE in names, a NULL-terminated
  * list; any other value is a usage error naming them. */
-int cli_choice_opt(const struct command *cmd, int argc, char **argv, int *i, const char *name,
-		   const char *const *names, int *choice);
+int cli_choice_opt(struct cli_args *a, const char *name, const char *const *names,
+		   int *choice);
 
 /* "--format": cli_choice_opt() over the formats cmd writes. */
-int cli_format_opt(const struct command *cmd, int argc, char **argv, int *i,
-		   const char *const *names, int *fmt);
+int cli_format_opt(struct cli_args *a, const char *const *names, int *fmt);
 
 #endif /* SHIMMER_TOOLS_CLI_H */

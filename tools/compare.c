@@ -1539,44 +1539,25 @@ static int compare_main(int argc, char **argv)
 	struct cond conds[MAX_CONDS];
 	struct cmp c = { .conds = conds };
 	const char *paths[2] = { NULL, NULL }, *expr;
+	struct cli_args a = CLI_ARGS(&compare_command, argc, argv, paths, 2);
 	struct model *ma = NULL, *mb = NULL;
-	int fmt = EMIT_TABLE, r, rc = CLI_EXIT_ERROR, err;
+	int fmt = EMIT_TABLE, k, r, rc = CLI_EXIT_ERROR, err;
 
-	for (int i = 1, ended = 0; i < argc; i++) {
-		if (cli_end_of_opts(argv[i], &ended))
-			continue;
-		if (ended) {
-			if (paths[0] && paths[1])
-				return cli_usage_error(&compare_command, "more than two stores given");
-			paths[paths[0] ? 1 : 0] = argv[i];
-			continue;
-		}
-		if (cli_is_help(argv[i]))
-			return cli_help(&compare_command);
-		if ((r = cli_format_opt(&compare_command, argc, argv, &i, emit_format_names,
-					&fmt)) != 0) {
+	while ((k = cli_next(&a)) == CLI_ARG_OPTION) {
+		if ((r = cli_format_opt(&a, emit_format_names, &fmt)) != 0 ||
+		    (r = cli_filter_opt(&a, &f)) != 0 || (r = cli_sites_opt(&a, &sites)) != 0 ||
+		    (r = cli_flag_opt(&a, "--full-names", &c.full_names)) != 0) {
 			if (r < 0)
 				return CLI_EXIT_USAGE;
-		} else if ((r = cli_string_opt(&compare_command, argc, argv, &i, "--fail-if",
-					       &expr)) != 0) {
+		} else if ((r = cli_string_opt(&a, "--fail-if", &expr)) != 0) {
 			if (r < 0 || add_conds(&c, conds, expr))
 				return CLI_EXIT_USAGE;
-		} else if ((r = cli_filter_opt(&compare_command, argc, argv, &i, &f)) != 0 ||
-			   (r = cli_sites_opt(&compare_command, argc, argv, &i, &sites)) != 0) {
-			if (r < 0)
-				return CLI_EXIT_USAGE;
-		} else if (strcmp(argv[i], "--full-names") == 0) {
-			c.full_names = 1;
-		} else if (argv[i][0] == '-' && argv[i][1]) {
-			return cli_usage_error(&compare_command, "unknown option '%s'", argv[i]);
-		} else if (!paths[0] || !paths[1]) {
-			paths[paths[0] ? 1 : 0] = argv[i];
-		} else {
-			return cli_usage_error(&compare_command, "more than two stores given");
+		} else if ((err = cli_store_arg(&a)) != 0) {
+			return err;
 		}
 	}
-	if (!paths[1])
-		return cli_usage_error(&compare_command, "two stores are needed");
+	if (k != CLI_ARG_END)
+		return k;
 	if (model_open(paths[0], &f, &ma) < 0 || model_open(paths[1], &f, &mb) < 0)
 		goto out;
 	/* Heap calls are not compared by time: their columns stay unread. */

@@ -124,49 +124,75 @@ static int no_rows(void *ctx, const struct daemon_row *r)
 	return -EPROTO;
 }
 
-/* attach PID [--for DURATION] [--heap] [--no-offcpu] | detach PID: the
- * daemon's one line, on stdout when it did it, as the error otherwise. */
-static int attach_verb(int argc, char **argv)
+/*
+ * Where the verb is: the first operand, past the options and the values of
+ * those that take one, whatever their order ("ctl --socket S attach PID"
+ * is "ctl attach PID --socket S"); 0 when there is none.  attach and
+ * detach take options of their own (attach_verb()), so the verb decides
+ * which loop reads the line: valued[] lists the options of both that take
+ * a separate value.
+ */
+static int verb_at(int argc, char **argv)
 {
-	const char *sock = NULL, *verb = argv[1];
-	int detach = !strcmp(verb, "detach");
-	uint64_t window = 0;
-	uint32_t flags = 0;
-	int64_t pid = 0;
-	char why[1200];
-	int r, err;
+	static const char *const valued[] = { "--format", "--socket", "--job", "--pid", "--for",
+					      NULL };
 
-	for (int i = 2, ended = 0; i < argc; i++) {
-		const struct command *cmd = &ctl_command;
-
-		if (cli_end_of_opts(argv[i], &ended))
-			continue;
-		if (ended)
-			goto operand;
-		if (cli_is_help(argv[i]))
-			return cli_help(&ctl_command);
-		if ((r = cli_string_opt(cmd, argc, argv, &i, "--socket", &sock)) ||
-		    (!detach && (r = cli_duration_opt(cmd, argc, argv, &i, "--for", &window))) ||
-		    (r = cli_int_opt(cmd, argc, argv, &i, "--pid", &pid))) {
-			if (r < 0)
-				return CLI_EXIT_USAGE;
-			continue;
-		}
-		if (!detach && !strcmp(argv[i], "--heap")) {
-			flags |= SHM_ATTACH_HEAP;
-		} else if (!detach && !strcmp(argv[i], "--no-offcpu")) {
-			flags |= SHM_ATTACH_NO_OFFCPU;
-		} else if (argv[i][0] == '-') {
-			return cli_usage_error(&ctl_command, "unknown option '%s'", argv[i]);
-		} else {
-operand:
-			if (pid)
-				return cli_usage_error(&ctl_command, "one process at a time ('%s')",
-						       argv[i]);
-			if (cli_pid_arg(&ctl_command, argv[i], &pid) < 0)
-				return CLI_EXIT_USAGE;
-		}
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--"))
+			return i + 1 < argc ? i + 1 : 0;
+		if (argv[i][0] != '-')
+			return i;
+		for (int k = 0; valued[k]; k++)
+			if (!strcmp(argv[i], valued[k])) {
+				i++;
+				break;
+			}
 	}
+	return 0;
+}
+
+/* attach PID [--for DURATION] [--heap] [--no-offcpu] | detach PID, the
+ * verb argv[at]: the daemon's one line, on stdout when it did it, as the
+ * error otherwise. */
+static int attach_verb(int argc, char **argv, int at)
+{
+	struct cli_args a = CLI_ARGS(&ctl_command, argc, argv, NULL, 0);
+	const char *sock = NULL, *verb = argv[at];
+	int detach = !strcmp(verb, "detach"), heap = 0, no_offcpu = 0;
+	uint64_t window = 0;
+	uint32_t flags;
+	int64_t pid = 0, v;
+	char why[1200];
+	int k, r, err;
+
+	while ((k = cli_next(&a)) == CLI_ARG_OPTION || k == CLI_ARG_OPERAND) {
+		if (a.i == at)
+			continue;
+		if (k == CLI_ARG_OPTION) {
+			/* --pid PID is the operand PID: one process */
+			if ((r = cli_int_opt(&a, "--pid", &v)) > 0 && pid)
+				return cli_usage_error(&ctl_command, "one process at a time"
+						       " (--pid %lld)", (long long)v);
+			if (r > 0)
+				pid = v;
+			if (r ||
+			    (r = cli_string_opt(&a, "--socket", &sock)) ||
+			    (!detach && (r = cli_duration_opt(&a, "--for", &window))) ||
+			    (!detach && (r = cli_flag_opt(&a, "--heap", &heap))) ||
+			    (!detach && (r = cli_flag_opt(&a, "--no-offcpu", &no_offcpu)))) {
+				if (r < 0)
+					return CLI_EXIT_USAGE;
+				continue;
+			}
+			if (argv[a.i][0] == '-')
+				return cli_unknown_opt(&a);
+		}
+		if (cli_pid_operand(&ctl_command, argv[a.i], &pid) < 0)
+			return CLI_EXIT_USAGE;
+	}
+	if (k != CLI_ARG_END)
+		return k;
+	flags = (heap ? SHM_ATTACH_HEAP : 0) | (no_offcpu ? SHM_ATTACH_NO_OFFCPU : 0);
 	if (pid <= 0 || pid > INT32_MAX)
 		return cli_usage_error(&ctl_command, "%s needs a process id", verb);
 	err = daemon_ask(daemon_socket(sock), detach ? SHM_REQ_DETACH : SHM_REQ_ATTACH,
@@ -182,41 +208,39 @@ operand:
 static int ctl_main(int argc, char **argv)
 {
 	const char *sock = NULL, *job = NULL, *verb = NULL, *dur = NULL;
+	struct cli_args a = CLI_ARGS(&ctl_command, argc, argv, NULL, 0);
 	int64_t pid = 0;
 	uint64_t window = 0;
 	uint32_t op;
 	char why[512];
-	int fmt = EMIT_TABLE, r, err;
+	int fmt = EMIT_TABLE, at = verb_at(argc, argv), k, r, err;
 	struct out o = { .n = 0 };
 	char slow[FMT_UNIT_MAX];
 
-	if (argc > 1 && (!strcmp(argv[1], "attach") || !strcmp(argv[1], "detach")))
-		return attach_verb(argc, argv);
-	for (int i = 1, ended = 0; i < argc; i++) {
-		if (cli_end_of_opts(argv[i], &ended))
-			continue;
-		if (ended)
-			goto operand;
-		if (cli_is_help(argv[i]))
-			return cli_help(&ctl_command);
-		if ((r = cli_format_opt(&ctl_command, argc, argv, &i, emit_format_names, &fmt)) ||
-		    (r = cli_string_opt(&ctl_command, argc, argv, &i, "--socket", &sock)) ||
-		    (r = cli_string_opt(&ctl_command, argc, argv, &i, "--job", &job)) ||
-		    (r = cli_int_opt(&ctl_command, argc, argv, &i, "--pid", &pid))) {
-			if (r < 0)
-				return CLI_EXIT_USAGE;
-			continue;
+	if (at && (!strcmp(argv[at], "attach") || !strcmp(argv[at], "detach")))
+		return attach_verb(argc, argv, at);
+	while ((k = cli_next(&a)) == CLI_ARG_OPTION || k == CLI_ARG_OPERAND) {
+		if (k == CLI_ARG_OPTION) {
+			if ((r = cli_format_opt(&a, emit_format_names, &fmt)) ||
+			    (r = cli_string_opt(&a, "--socket", &sock)) ||
+			    (r = cli_string_opt(&a, "--job", &job)) ||
+			    (r = cli_int_opt(&a, "--pid", &pid))) {
+				if (r < 0)
+					return CLI_EXIT_USAGE;
+				continue;
+			}
+			if (argv[a.i][0] == '-')
+				return cli_unknown_opt(&a);
 		}
-		if (argv[i][0] == '-')
-			return cli_usage_error(&ctl_command, "unknown option '%s'", argv[i]);
-operand:
 		if (!verb)
-			verb = argv[i];
+			verb = argv[a.i];
 		else if (!strcmp(verb, "window") && !dur)
-			dur = argv[i];
+			dur = argv[a.i];
 		else
-			return cli_usage_error(&ctl_command, "unexpected argument '%s'", argv[i]);
+			return cli_usage_error(&ctl_command, "unexpected argument '%s'", argv[a.i]);
 	}
+	if (k != CLI_ARG_END)
+		return k;
 	if (!verb)
 		return cli_usage_error(&ctl_command, "no verb given (status, pause, resume, window, "
 				       "attach, detach)");

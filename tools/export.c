@@ -229,7 +229,8 @@ const struct xproc *export_proc(const struct export *x, int64_t proc_id)
 {
 	struct xproc k = { .proc_id = proc_id };
 
-	return bsearch(&k, x->procs, x->nprocs, sizeof(k), cmp_proc);
+	/* no process selected: procs is NULL, which bsearch may not be given */
+	return x->nprocs ? bsearch(&k, x->procs, x->nprocs, sizeof(k), cmp_proc) : NULL;
 }
 
 static const char *base_name(const char *path)
@@ -394,7 +395,8 @@ const struct command export_command = {
 		"  speedscope  speedscope's own format (a profile per process, memory, weight)\n"
 		"\n"
 		"options:\n"
-		"  -o FILE          write to FILE, not standard output (never a store)\n"
+		"  -o FILE          write to FILE, not standard output (never a store; '-':\n"
+		"                   standard output)\n"
 		"  --pid PID        only the processes with this pid\n"
 		"  --rank RANK      only the processes of this rank\n"
 		"  --begin S, --end S  only events overlapping [S, E], in seconds from the\n"
@@ -409,39 +411,33 @@ const struct command export_command = {
 static int parse(int argc, char **argv, struct export_opts *o)
 {
 	const struct command *cmd = &export_command;
+	struct cli_args a = CLI_ARGS(cmd, argc, argv, &o->path, 1);
 	const char *wname = NULL;
+	int k, r;
 
 	*o = (struct export_opts){ .pid = -1, .rank = -1, .begin_s = -1, .end_s = -1,
 				   .max_mb = 500, .format = F_CHROME };
-	for (int i = 1, ended = 0; i < argc; i++) {
-		int r;
-
-		if (cli_end_of_opts(argv[i], &ended))
-			continue;
-		if (ended) {
-			if (cli_operand(cmd, argv[i], &o->path))
-				return CLI_EXIT_USAGE;
-			continue;
-		}
-		if (cli_is_help(argv[i]))
-			return cli_help(cmd);
-		if ((r = cli_format_opt(cmd, argc, argv, &i, formats, &o->format)) ||
-		    (r = cli_string_opt(cmd, argc, argv, &i, "-o", &o->out_path)) ||
-		    (r = cli_int_opt(cmd, argc, argv, &i, "--pid", &o->pid)) ||
-		    (r = cli_int_opt(cmd, argc, argv, &i, "--rank", &o->rank)) ||
-		    (r = cli_number_opt(cmd, argc, argv, &i, "--begin", &o->begin_s)) ||
-		    (r = cli_number_opt(cmd, argc, argv, &i, "--end", &o->end_s)) ||
-		    (r = cli_number_opt(cmd, argc, argv, &i, "--max-mb", &o->max_mb)) ||
-		    (r = cli_string_opt(cmd, argc, argv, &i, "--weight", &wname))) {
+	while ((k = cli_next(&a)) == CLI_ARG_OPTION) {
+		if ((r = cli_format_opt(&a, formats, &o->format)) ||
+		    (r = cli_string_opt(&a, "-o", &o->out_path)) ||
+		    (r = cli_int_opt(&a, "--pid", &o->pid)) ||
+		    (r = cli_int_opt(&a, "--rank", &o->rank)) ||
+		    (r = cli_number_opt(&a, "--begin", &o->begin_s)) ||
+		    (r = cli_number_opt(&a, "--end", &o->end_s)) ||
+		    (r = cli_number_opt(&a, "--max-mb", &o->max_mb)) ||
+		    (r = cli_string_opt(&a, "--weight", &wname))) {
 			if (r < 0)
 				return CLI_EXIT_USAGE;
 			continue;
 		}
-		if (cli_store_arg(cmd, argv[i], &o->path))
+		if (cli_store_arg(&a))
 			return CLI_EXIT_USAGE;
 	}
-	if (!o->path)
-		return cli_usage_error(cmd, "no store given");
+	if (k != CLI_ARG_END)
+		return k;
+	/* "-o -": standard output, as most tools read it */
+	if (o->out_path && strcmp(o->out_path, "-") == 0)
+		o->out_path = NULL;
 	if (o->out_path && cli_output_check(cmd, o->out_path, &o->path, 1))
 		return CLI_EXIT_USAGE;
 	if (o->begin_s >= 0 && o->end_s >= 0 && o->end_s < o->begin_s)

@@ -604,56 +604,32 @@ static int leaks_main(int argc, char **argv)
 	struct model_filter flt = model_filter_all();
 	struct leaks_opts o;
 	const char *path = NULL;
+	struct cli_args a = CLI_ARGS(&leaks_command, argc, argv, &path, 1);
 	struct model *m;
-	double v;
-	int f, r, rc;
+	double step_mb = -1, s_mb = -1; /* -1: not given */
+	int k, r, rc;
 
 	leaks_opts_init(&o);
-	for (int i = 1, ended = 0; i < argc; i++) {
-		if (cli_end_of_opts(argv[i], &ended))
-			continue;
-		if (ended) {
-			if ((rc = cli_operand(&leaks_command, argv[i], &path)) != 0)
-				return rc;
-			continue;
-		}
-		if (cli_is_help(argv[i]))
-			return cli_help(&leaks_command);
-		if ((r = cli_format_opt(&leaks_command, argc, argv, &i, present_mem_formats,
-					&f)) != 0) {
+	while ((k = cli_next(&a)) == CLI_ARG_OPTION) {
+		if ((r = cli_format_opt(&a, present_mem_formats, &o.fmt)) != 0 ||
+		    (r = cli_filter_opt(&a, &flt)) != 0 || (r = cli_sites_opt(&a, &sites)) != 0 ||
+		    (r = cli_number_opt(&a, "--threshold-mb-per-step", &step_mb)) != 0 ||
+		    (r = cli_number_opt(&a, "--threshold-mb-per-s", &s_mb)) != 0 ||
+		    (r = cli_int_opt(&a, "--warmup-steps", &o.warmup_steps)) != 0 ||
+		    (r = cli_string_opt(&a, "--steps", &o.steps)) != 0 ||
+		    (r = cli_flag_opt(&a, "--all-allocations", &o.all_allocations)) != 0) {
 			if (r < 0)
 				return CLI_EXIT_USAGE;
-			o.fmt = f;
-		} else if ((r = cli_filter_opt(&leaks_command, argc, argv, &i, &flt)) != 0 ||
-			   (r = cli_sites_opt(&leaks_command, argc, argv, &i, &sites)) != 0) {
-			if (r < 0)
-				return CLI_EXIT_USAGE;
-		} else if ((r = cli_number_opt(&leaks_command, argc, argv, &i,
-						 "--threshold-mb-per-step", &v)) != 0) {
-			if (r < 0)
-				return CLI_EXIT_USAGE;
-			o.threshold_per_step = v * 1024 * 1024;
-		} else if ((r = cli_number_opt(&leaks_command, argc, argv, &i,
-						 "--threshold-mb-per-s", &v)) != 0) {
-			if (r < 0)
-				return CLI_EXIT_USAGE;
-			o.threshold_per_s = v * 1024 * 1024;
-		} else if ((r = cli_int_opt(&leaks_command, argc, argv, &i, "--warmup-steps",
-					    &o.warmup_steps)) != 0) {
-			if (r < 0)
-				return CLI_EXIT_USAGE;
-		} else if ((r = cli_string_opt(&leaks_command, argc, argv, &i, "--steps",
-					       &o.steps)) != 0) {
-			if (r < 0)
-				return CLI_EXIT_USAGE;
-		} else if (strcmp(argv[i], "--all-allocations") == 0) {
-			o.all_allocations = 1;
-		} else if ((rc = cli_store_arg(&leaks_command, argv[i], &path)) != 0) {
+		} else if ((rc = cli_store_arg(&a)) != 0) {
 			return rc;
 		}
 	}
-	if (!path)
-		return cli_usage_error(&leaks_command, "no store given");
+	if (k != CLI_ARG_END)
+		return k;
+	if (step_mb >= 0)
+		o.threshold_per_step = step_mb * 1024 * 1024;
+	if (s_mb >= 0)
+		o.threshold_per_s = s_mb * 1024 * 1024;
 	if (o.steps && !*o.steps)
 		return cli_usage_error(&leaks_command, "--steps needs a range name");
 	if (o.all_allocations && o.fmt != PRESENT_FOLDED)

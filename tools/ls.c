@@ -80,23 +80,22 @@ static int ls_main(int argc, char **argv)
 {
 	struct ls l = { .n = 0 };
 	const char *sock = NULL;
+	struct cli_args a = CLI_ARGS(&ls_command, argc, argv, NULL, 0);
 	char why[512];
-	int fmt = EMIT_TABLE, r, err;
+	int fmt = EMIT_TABLE, k, r, err;
 
-	for (int i = 1, ended = 0; i < argc; i++) {
-		if (cli_end_of_opts(argv[i], &ended))
-			continue;
-		if (!ended && cli_is_help(argv[i]))
-			return cli_help(&ls_command);
-		if (!ended &&
-		    ((r = cli_format_opt(&ls_command, argc, argv, &i, emit_format_names, &fmt)) ||
-		     (r = cli_string_opt(&ls_command, argc, argv, &i, "--socket", &sock)))) {
+	/* No operands: anything but an option is an unknown argument. */
+	while ((k = cli_next(&a)) == CLI_ARG_OPTION || k == CLI_ARG_OPERAND) {
+		if (k == CLI_ARG_OPTION && ((r = cli_format_opt(&a, emit_format_names, &fmt)) ||
+					    (r = cli_string_opt(&a, "--socket", &sock)))) {
 			if (r < 0)
 				return CLI_EXIT_USAGE;
 			continue;
 		}
-		return cli_usage_error(&ls_command, "unknown argument '%s'", argv[i]);
+		return cli_usage_error(&ls_command, "unknown argument '%s'", argv[a.i]);
 	}
+	if (k != CLI_ARG_END)
+		return k;
 	emit_init(&l.e, stdout, (enum emit_format)fmt);
 	if (fmt != EMIT_TABLE)
 		emit_table_begin(&l.e, &table);

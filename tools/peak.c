@@ -170,31 +170,21 @@ static int peak_main(int argc, char **argv)
 	struct cli_sites sites = { 0 };
 	struct model_filter f = model_filter_all();
 	const char *path = NULL;
+	struct cli_args a = CLI_ARGS(&peak_command, argc, argv, &path, 1);
 	struct model *m;
-	int fmt = EMIT_TABLE, r, rc;
+	int fmt = EMIT_TABLE, k, r, rc;
 
-	for (int i = 1, ended = 0; i < argc; i++) {
-		if (cli_end_of_opts(argv[i], &ended))
-			continue;
-		if (ended) {
-			if ((rc = cli_operand(&peak_command, argv[i], &path)) != 0)
-				return rc;
-			continue;
-		}
-		if (cli_is_help(argv[i]))
-			return cli_help(&peak_command);
-		if ((r = cli_format_opt(&peak_command, argc, argv, &i, present_mem_formats,
-					&fmt)) != 0 ||
-		    (r = cli_filter_opt(&peak_command, argc, argv, &i, &f)) != 0 ||
-		    (r = cli_sites_opt(&peak_command, argc, argv, &i, &sites)) != 0) {
+	while ((k = cli_next(&a)) == CLI_ARG_OPTION) {
+		if ((r = cli_format_opt(&a, present_mem_formats, &fmt)) != 0 ||
+		    (r = cli_filter_opt(&a, &f)) != 0 || (r = cli_sites_opt(&a, &sites)) != 0) {
 			if (r < 0)
 				return CLI_EXIT_USAGE;
-		} else if ((rc = cli_store_arg(&peak_command, argv[i], &path)) != 0) {
+		} else if ((rc = cli_store_arg(&a)) != 0) {
 			return rc;
 		}
 	}
-	if (!path)
-		return cli_usage_error(&peak_command, "no store given");
+	if (k != CLI_ARG_END)
+		return k;
 	if (model_open(path, &f, &m) < 0)
 		return CLI_EXIT_ERROR;
 	model_set_callers(m, sites.callers);

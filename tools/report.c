@@ -767,7 +767,8 @@ const struct command report_command = {
 		"so the file stays small for large stores.  The file is made readable\n"
 		"by its owner only.\n"
 		"\n"
-		"  -o FILE      the file to write (default report.html; never a store)\n"
+		"  -o FILE      the file to write (default report.html; never a store; '-':\n"
+		"               standard output)\n"
 		"  --baseline OTHER.db  compare this run with OTHER.db's (A: OTHER, B: DB)\n"
 		"  --pid PID    only the processes with this pid\n"
 		"  --rank R     only the processes of rank R\n"
@@ -784,40 +785,30 @@ static int report_main(int argc, char **argv)
 	struct assets a = { 0 };
 	struct report r = { 0 };
 	const char *path = NULL, *out_path = "report.html", *base = NULL;
+	struct cli_args args = CLI_ARGS(&report_command, argc, argv, &path, 1);
 	char *data = NULL, *cmp = NULL;
 	size_t data_len = 0;
 	struct model *m = NULL;
 	struct stat sb;
 	FILE *mem;
-	int r_, rc = CLI_EXIT_ERROR, err, fd;
+	int k, r_, rc = CLI_EXIT_ERROR, err, fd, to_stdout;
 
-	for (int i = 1, ended = 0; i < argc; i++) {
-		if (cli_end_of_opts(argv[i], &ended))
-			continue;
-		if (ended) {
-			if ((err = cli_operand(&report_command, argv[i], &path)) != 0)
-				return err;
-			continue;
-		}
-		if (cli_is_help(argv[i]))
-			return cli_help(&report_command);
-		if ((r_ = cli_filter_opt(&report_command, argc, argv, &i, &flt)) != 0) {
+	while ((k = cli_next(&args)) == CLI_ARG_OPTION) {
+		if ((r_ = cli_filter_opt(&args, &flt)) != 0 ||
+		    (r_ = cli_string_opt(&args, "-o", &out_path)) != 0 ||
+		    (r_ = cli_string_opt(&args, "--baseline", &base)) != 0) {
 			if (r_ < 0)
 				return CLI_EXIT_USAGE;
-		} else if ((r_ = cli_string_opt(&report_command, argc, argv, &i, "-o", &out_path)) != 0) {
-			if (r_ < 0)
-				return CLI_EXIT_USAGE;
-		} else if ((r_ = cli_string_opt(&report_command, argc, argv, &i, "--baseline",
-						&base)) != 0) {
-			if (r_ < 0)
-				return CLI_EXIT_USAGE;
-		} else if ((err = cli_store_arg(&report_command, argv[i], &path)) != 0) {
+		} else if ((err = cli_store_arg(&args)) != 0) {
 			return err;
 		}
 	}
-	if (!path)
-		return cli_usage_error(&report_command, "no store given");
-	if (cli_output_check(&report_command, out_path, (const char *const[]){ path, base }, 2))
+	if (k != CLI_ARG_END)
+		return k;
+	/* "-o -": the page on standard output, for a pipe */
+	to_stdout = strcmp(out_path, "-") == 0;
+	if (!to_stdout &&
+	    cli_output_check(&report_command, out_path, (const char *const[]){ path, base }, 2))
 		return CLI_EXIT_USAGE;
 	if (assets_load(&a) < 0)
 		goto out;
@@ -854,16 +845,21 @@ static int report_main(int argc, char **argv)
 			cli_error("out of memory");
 		goto out;
 	}
-	fd = open(out_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (fd < 0 || !(r.out = fdopen(fd, "w"))) {
-		cli_error("cannot write %s: %s", out_path, strerror(errno));
-		if (fd >= 0)
-			close(fd);
-		goto out;
+	if (to_stdout) {
+		r.out = stdout;
+	} else {
+		fd = open(out_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		if (fd < 0 || !(r.out = fdopen(fd, "w"))) {
+			cli_error("cannot write %s: %s", out_path, strerror(errno));
+			if (fd >= 0)
+				close(fd);
+			goto out;
+		}
 	}
 	err = page(&r, path, &a, data, base, cmp);
-	if (fclose(r.out) != 0 && !err) {
-		cli_error("cannot write %s: %s", out_path, strerror(errno));
+	if ((to_stdout ? fflush(stdout) != 0 || ferror(stdout) : fclose(r.out) != 0) && !err) {
+		cli_error("cannot write %s: %s", to_stdout ? "standard output" : out_path,
+			  strerror(errno ? errno : EIO));
 		goto out;
 	}
 	if (err) {
@@ -871,7 +867,7 @@ static int report_main(int argc, char **argv)
 			cli_error("out of memory");
 		goto out;
 	}
-	if (stat(out_path, &sb) == 0)
+	if (!to_stdout && stat(out_path, &sb) == 0)
 		printf("shimmer report: wrote %s (%.0f KiB): open it in a browser\n",
 		       fmt_esc(out_path), (double)sb.st_size / 1024);
 	rc = CLI_EXIT_OK;

@@ -340,7 +340,7 @@ static int memory(struct report *r)
 	fputs(",\"memory\":[", r->out);
 	if (!err && n && !(v = malloc(n * sizeof(*v))))
 		err = -ENOMEM;
-	if (!err) {
+	if (!err && n) { /* none (no process selected): v and mems may be NULL */
 		memcpy(v, mems, n * sizeof(*v));
 		array_sort(v, n, sizeof(*v), cmp_mem);
 	}

@@ -372,35 +372,34 @@ static void print_summary(struct run *r, int st, int collector_failed)
 /* 0 to go on; else -1 with *code the exit code (help or usage error). */
 static int parse(struct run *r, int argc, char **argv, int *code)
 {
-	int i;
+	struct cli_args a = CLI_ARGS(&run_command, argc, argv, NULL, 0);
+	int k;
 
 	*code = CLI_EXIT_USAGE;
+	/* The options end at "--" or at the command, the first operand. */
+	while ((k = cli_next(&a)) == CLI_ARG_OPTION) {
+		const char *arg = argv[a.i];
 
-	for (i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "--") == 0) {
-			i++;
-			break;
-		}
-		if (cli_is_help(argv[i])) {
-			*code = cli_help(&run_command);
-			return -1;
-		}
-		if (strcmp(argv[i], "--db") == 0) {
-			if (++i == argc) {
+		if (strcmp(arg, "--db") == 0) {
+			if (++a.i == argc) {
 				cli_usage_error(&run_command, "--db needs a file name");
 				return -1;
 			}
-			r->db_opt = argv[i];
-		} else if (strncmp(argv[i], "--db=", 5) == 0) {
-			r->db_opt = argv[i] + 5;
-		} else if (argv[i][0] == '-') {
-			cli_usage_error(&run_command, "unknown option '%s'", argv[i]);
+			r->db_opt = argv[a.i];
+		} else if (strncmp(arg, "--db=", 5) == 0) {
+			r->db_opt = arg + 5;
+		} else if (arg[0] == '-') {
+			cli_unknown_opt(&a);
 			return -1;
 		} else {
 			break;
 		}
 	}
-	if (i == argc) {
+	if (k >= 0) {
+		*code = k;
+		return -1;
+	}
+	if (k == CLI_ARG_END) {
 		cli_usage_error(&run_command, "no command given");
 		return -1;
 	}
@@ -408,7 +407,7 @@ static int parse(struct run *r, int argc, char **argv, int *code)
 		cli_usage_error(&run_command, "--db needs a file name");
 		return -1;
 	}
-	r->cmd = argv + i;
+	r->cmd = argv + a.i;
 	return 0;
 }
 

@@ -70,6 +70,25 @@ static void buf_puts(struct buf *b, const char *s)
 	buf_add(b, s, strlen(s));
 }
 
+/* " (FILE:LINE)", a frame's place: as buf_printf(" (%s:%d)") writes it,
+ * without vfprintf, which was a third of the Python frames' cost. */
+static void buf_place(struct buf *b, const char *file, int line)
+{
+	char num[16], *p = num + sizeof(num);
+	unsigned v = line < 0 ? 0u - (unsigned)line : (unsigned)line;
+
+	*--p = ')';
+	do
+		*--p = (char)('0' + v % 10);
+	while ((v /= 10) != 0);
+	if (line < 0)
+		*--p = '-';
+	*--p = ':';
+	buf_add(b, " (", 2);
+	buf_puts(b, file);
+	buf_add(b, p, (size_t)(num + sizeof(num) - p));
+}
+
 static void buf_printf(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 static void buf_printf(struct buf *b, const char *fmt, ...)
@@ -380,7 +399,7 @@ static int python_frames(struct sites *s, int64_t proc_id, int64_t pystack_id,
 			l->has_site = 1;
 		}
 		buf_puts(&l->text, fn ? fn : "?");
-		buf_printf(&l->text, " (%s:%d)", base_name(file), line);
+		buf_place(&l->text, base_name(file), line);
 	}
 	if (site_only && l->has_site && l->n > l->site + callers)
 		r = 0;

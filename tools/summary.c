@@ -447,14 +447,20 @@ static int brief(struct ctx *c)
 	}
 	if (nlines)
 		emit_text(c->e, "\n");
-	if (c->o->path)
+	if (c->o->path) {
+		const char *db = fmt_esc(c->o->path);
+
 		emit_text(c->e,
 			  "store: %s\n"
-			  "look further: shimmer summary %s    (every process and row)\n"
+			  "look further: shimmer bottlenecks %s    (findings, with advice)\n"
+			  "              shimmer report %s    (one HTML page: charts, flame graphs)\n"
+			  "              shimmer export %s -o trace.json    (a timeline for"
+			  " ui.perfetto.dev)\n"
+			  "              shimmer summary %s    (every process and row)\n"
 			  "              shimmer leaks %s | peak | temporary | allocations\n"
 			  "              shimmer compare %s OTHER.db\n",
-			  fmt_esc(c->o->path), fmt_esc(c->o->path), fmt_esc(c->o->path),
-			  fmt_esc(c->o->path));
+			  db, db, db, db, db, db, db);
+	}
 out:
 	free(v);
 	free(lines);
@@ -514,35 +520,24 @@ static int summary_main(int argc, char **argv)
 	struct model_filter f = model_filter_all();
 	struct summary_opts o;
 	const char *path = NULL;
+	struct cli_args a = CLI_ARGS(&summary_command, argc, argv, &path, 1);
 	struct model *m;
-	int fmt = EMIT_TABLE, r, rc;
+	int fmt = EMIT_TABLE, k, r, rc;
 
 	summary_opts_init(&o);
-	for (int i = 1, ended = 0; i < argc; i++) {
-		if (cli_end_of_opts(argv[i], &ended))
-			continue;
-		if (ended) {
-			if ((rc = cli_operand(&summary_command, argv[i], &path)) != 0)
-				return rc;
-			continue;
-		}
-		if (cli_is_help(argv[i]))
-			return cli_help(&summary_command);
-		if ((r = cli_format_opt(&summary_command, argc, argv, &i, emit_format_names,
-					&fmt)) != 0 ||
-		    (r = cli_filter_opt(&summary_command, argc, argv, &i, &f)) != 0) {
+	while ((k = cli_next(&a)) == CLI_ARG_OPTION) {
+		if ((r = cli_format_opt(&a, emit_format_names, &fmt)) != 0 ||
+		    (r = cli_filter_opt(&a, &f)) != 0 ||
+		    (r = cli_flag_opt(&a, "--by-rank", &o.by_rank)) != 0 ||
+		    (r = cli_flag_opt(&a, "--full-names", &o.full_names)) != 0) {
 			if (r < 0)
 				return CLI_EXIT_USAGE;
-		} else if (strcmp(argv[i], "--by-rank") == 0) {
-			o.by_rank = 1;
-		} else if (strcmp(argv[i], "--full-names") == 0) {
-			o.full_names = 1;
-		} else if ((rc = cli_store_arg(&summary_command, argv[i], &path)) != 0) {
+		} else if ((rc = cli_store_arg(&a)) != 0) {
 			return rc;
 		}
 	}
-	if (!path)
-		return cli_usage_error(&summary_command, "no store given");
+	if (k != CLI_ARG_END)
+		return k;
 	o.fmt = fmt;
 	if (model_open(path, &f, &m) < 0)
 		return CLI_EXIT_ERROR;

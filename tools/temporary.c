@@ -130,38 +130,24 @@ static int temporary_main(int argc, char **argv)
 {
 	struct cli_sites sites = { 0 };
 	struct model_filter f = model_filter_all();
-	double ms = TEMPORARY_MAX_LIFETIME_MS, v;
+	double ms = TEMPORARY_MAX_LIFETIME_MS;
 	const char *path = NULL;
+	struct cli_args a = CLI_ARGS(&temporary_command, argc, argv, &path, 1);
 	struct model *m;
-	int fmt = EMIT_TABLE, r, rc;
+	int fmt = EMIT_TABLE, k, r, rc;
 
-	for (int i = 1, ended = 0; i < argc; i++) {
-		if (cli_end_of_opts(argv[i], &ended))
-			continue;
-		if (ended) {
-			if ((rc = cli_operand(&temporary_command, argv[i], &path)) != 0)
-				return rc;
-			continue;
-		}
-		if (cli_is_help(argv[i]))
-			return cli_help(&temporary_command);
-		if ((r = cli_format_opt(&temporary_command, argc, argv, &i, emit_format_names,
-					&fmt)) != 0 ||
-		    (r = cli_filter_opt(&temporary_command, argc, argv, &i, &f)) != 0 ||
-		    (r = cli_sites_opt(&temporary_command, argc, argv, &i, &sites)) != 0) {
+	while ((k = cli_next(&a)) == CLI_ARG_OPTION) {
+		if ((r = cli_format_opt(&a, emit_format_names, &fmt)) != 0 ||
+		    (r = cli_filter_opt(&a, &f)) != 0 || (r = cli_sites_opt(&a, &sites)) != 0 ||
+		    (r = cli_number_opt(&a, "--max-lifetime-ms", &ms)) != 0) {
 			if (r < 0)
 				return CLI_EXIT_USAGE;
-		} else if ((r = cli_number_opt(&temporary_command, argc, argv, &i,
-						 "--max-lifetime-ms", &v)) != 0) {
-			if (r < 0)
-				return CLI_EXIT_USAGE;
-			ms = v;
-		} else if ((rc = cli_store_arg(&temporary_command, argv[i], &path)) != 0) {
+		} else if ((rc = cli_store_arg(&a)) != 0) {
 			return rc;
 		}
 	}
-	if (!path)
-		return cli_usage_error(&temporary_command, "no store given");
+	if (k != CLI_ARG_END)
+		return k;
 	if (ms > 9e12)
 		return cli_usage_error(&temporary_command, "--max-lifetime-ms is too large");
 	if (model_open(path, &f, &m) < 0)

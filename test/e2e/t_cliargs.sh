@@ -5,6 +5,9 @@
 #    plain name), compare takes one or both stores after it, and without
 #    "--" the name is still an unknown option (exit 2); attach and ctl
 #    take their operands after it (a pid, a verb) as operands.
+#  - operands and options in any order: ctl's verbs attach and detach
+#    after options or "--" too; one pid (a second, or ctl attach's --pid
+#    after one, refused); an unknown option named as one after the pid.
 #  - numbers (docs/usage.md, "Numbers, sizes and durations"): a count or
 #    pid is decimal digits, hex and exponents refused with one line naming
 #    the option and exit 2; a duration is conf_duration's in shimmer
@@ -32,6 +35,14 @@ for c in report export; do
 	rc=$?
 	check "$c -o FILE -- -x.db: written" "exit $rc" holds '[ $rc = 0 ] && [ -s "$T/$c.out" ]'
 done
+# --pid or --rank that selects no process: the warning, exit 0, a file
+# (export, report: an empty selection read, under make asan too)
+for c in report export; do
+	"$SHIMMER" $c -o "$T/$c.none" --pid 1 plain.db > /dev/null 2> "$T/$c.err"
+	rc=$?
+	check "$c --pid 1 (no such process): written, the warning" "exit $rc; $(cat "$T/$c.err")" \
+		holds '[ $rc = 0 ] && [ -s "$T/$c.none" ] && grep -q "no process with pid 1" "$T/$c.err"'
+done
 "$SHIMMER" compare -- -x.db plain.db > "$T/cmp.out" 2>&1
 rc=$?
 check "compare -- -x.db plain.db: both read" "exit $rc; $(head -4 "$T/cmp.out")" \
@@ -54,6 +65,34 @@ rc=$?
 check "attach --for 1d: a duration (parsing passes; no process $DEAD, exit 1)" \
 	"exit $rc; $(cat "$T/for1d.err")" \
 	holds '[ $rc = 1 ] && grep -q "no process $DEAD" "$T/for1d.err"'
+# A process id is one operand: a second one, or a --pid after it (ctl),
+# is refused; an unknown option after it is named as one.
+"$SHIMMER" attach "$DEAD" --hepa > /dev/null 2> "$T/att.err"
+rc=$?
+check "attach PID --hepa: an unknown option, whatever comes first" "exit $rc; $(cat "$T/att.err")" \
+	holds '[ $rc = 2 ] && grep -q "unknown option .--hepa." "$T/att.err"'
+"$SHIMMER" attach "$DEAD" -- 5 > /dev/null 2> "$T/att.err"
+rc=$?
+check "attach PID -- 5: one process at a time" "exit $rc; $(cat "$T/att.err")" \
+	holds '[ $rc = 2 ] && grep -q "one process at a time ('"'5'"')" "$T/att.err"'
+"$SHIMMER" ctl attach "$DEAD" --pid 1 --socket "$T/none" > /dev/null 2> "$T/ctl.err"
+rc=$?
+check "ctl attach PID --pid 1: one process at a time, not pid 1 instead" \
+	"exit $rc; $(cat "$T/ctl.err")" \
+	holds '[ $rc = 2 ] && grep -q "one process at a time" "$T/ctl.err"'
+# The verb attach or detach wherever it comes, as every verb: after
+# options (--socket, and attach's own) and after "--".
+for args in "--socket $T/none attach $DEAD" "--socket=$T/none --heap --for 1s attach $DEAD" \
+	"--socket $T/none -- detach $DEAD"; do
+	"$SHIMMER" ctl $args > /dev/null 2> "$T/ctl.err"
+	rc=$?
+	check "ctl $args: the verb read (no daemon, exit 1)" "exit $rc; $(cat "$T/ctl.err")" \
+		holds '[ $rc = 1 ] && grep -q "cannot reach shimmerd at $T/none" "$T/ctl.err"'
+done
+"$SHIMMER" ctl --format json attach "$DEAD" --socket "$T/none" > /dev/null 2> "$T/ctl.err"
+rc=$?
+check "ctl --format json attach PID: no option of attach's" "exit $rc; $(cat "$T/ctl.err")" \
+	holds '[ $rc = 2 ] && grep -q "unknown option .--format." "$T/ctl.err"'
 # number ARGS...: the one line of a refused number, exit 2, naming what.
 number() {
 	local what=$1 name=$2

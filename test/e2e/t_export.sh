@@ -586,6 +586,13 @@ for f in chrome csv; do
 		"exit $rc: $(head -3 "$T/v1.err")" \
 		holds '[ $rc = 0 ] && grep -q 12345 "$T/v1.$f"'
 done
+# -o -: standard output, as without -o; no file named '-'
+(cd "$T" && "$SHIMMER" export "$DB" --format folded -o - > "$T/dash.folded" 2> "$T/dash.err")
+rc=$?
+"$SHIMMER" export "$DB" --format folded > "$T/plain.folded" 2> /dev/null
+check "export -o -: standard output, as without -o, no file '-'" \
+	"exit $rc: $(head -c 300 "$T/dash.err")" \
+	holds '[ $rc = 0 ] && [ ! -e "$T/-" ] && [ -s "$T/dash.folded" ] && cmp -s "$T/dash.folded" "$T/plain.folded"'
 # -o naming the store read (by its name or a symlink) or another store is
 # refused untouched: the store was truncated, then removed as a failed
 # output.

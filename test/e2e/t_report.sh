@@ -140,6 +140,14 @@ pid=$(sqlite3 "$DB" "SELECT pid FROM processes WHERE rank IS NULL AND parent_pro
 check "--pid: the page names that process only" "$(grep -o 'pid [0-9]*' "$T/one.html" | sort -u | head)" \
 	[ "$(grep -o 'pid [0-9]* ' "$T/one.html" | sort -u | wc -l)" = 1 ]
 
+# -o -: the same page on standard output, no file named '-', no "wrote" line
+(cd "$T" && "$SHIMMER" report "$DB" --pid "$pid" -o - > "$T/stdout.html" 2> "$T/stdout.err")
+rc=$?
+check "-o -: the page on standard output, as -o FILE writes it, no file '-'" \
+	"exit $rc: $(head -c 300 "$T/stdout.err"); $(head -c 100 "$T/stdout.html")" \
+	holds '[ $rc = 0 ] && [ ! -e "$T/-" ] && [ ! -s "$T/stdout.err" ] &&
+	       diff <(sed "s/made [0-9: -]* UTC//" "$T/one.html") <(sed "s/made [0-9: -]* UTC//" "$T/stdout.html") > /dev/null'
+
 # -o naming a store (the one read, the baseline, through a symlink, or any
 # other SQLite file) is refused untouched: it was truncated and written
 # with the page, exit 0, the recording gone.

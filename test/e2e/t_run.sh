@@ -302,6 +302,17 @@ lines=$(grep -cv '^shimmerd: ' "$T/many.err")
 check "many: fits a screen (at most 80 lines)" "$lines lines" [ "$lines" -le 80 ]
 check "many: names the store and the next commands" "$(tail -4 "$T/many.err")" \
 	all_in "$T/many.err" "store: $db" "shimmer summary $db"
+# each command it suggests runs on that store as written (the output
+# files named in $T)
+bad=
+for c in bottlenecks report export summary leaks; do
+	line=$(grep -m1 "shimmer $c $db" "$T/many.err") || { bad="$bad $c(not named)"; continue; }
+	args=$(sed "s|.*shimmer $c $db||; s|  *(.*||; s| | .*||; s|trace.json|$T/trace.json|" <<< "$line")
+	[ "$c" = report ] && args="-o $T/look.html"
+	# shellcheck disable=SC2086
+	(cd "$T" && "$SHIMMER" $c "$db" $args > /dev/null 2> "$T/look.err") || bad="$bad $c(exit $?: $(head -c 200 "$T/look.err"))"
+done
+check "many: every command it suggests runs on the store" "failed:$bad" [ -z "$bad" ]
 full=$("$SHIMMER" summary "$db" | grep -c '^Process ')
 check "many: shimmer summary DB still prints every process" "$full of $procs" \
 	[ "$full" = "$procs" ]

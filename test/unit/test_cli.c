@@ -60,27 +60,29 @@ static int run(enum kind k, const char *name, const char *value, double *v, char
 	int64_t iv = 0, iv_eq = 0;
 	uint64_t dv = 0, dv_eq = 0;
 	double nv = 0, nv_eq = 0;
-	int r = 0, r_eq = 0, i = 0, i_eq = 0;
+	struct cli_args a = CLI_ARGS(&cmd, 2, argv, NULL, 0);
+	struct cli_args a_eq = CLI_ARGS(&cmd, 1, argv_eq, NULL, 0);
+	int r = 0, r_eq = 0;
 	struct cap c;
 
 	snprintf(joined, sizeof(joined), "%s=%s", name, value);
 	cap_begin(&c);
 	switch (k) {
 	case INT:
-		r = cli_int_opt(&cmd, 2, argv, &i, name, &iv);
-		r_eq = cli_int_opt(&cmd, 1, argv_eq, &i_eq, name, &iv_eq);
+		r = cli_int_opt(&a, name, &iv);
+		r_eq = cli_int_opt(&a_eq, name, &iv_eq);
 		*v = (double)iv;
 		assert_true(iv == iv_eq);
 		break;
 	case NUMBER:
-		r = cli_number_opt(&cmd, 2, argv, &i, name, &nv);
-		r_eq = cli_number_opt(&cmd, 1, argv_eq, &i_eq, name, &nv_eq);
+		r = cli_number_opt(&a, name, &nv);
+		r_eq = cli_number_opt(&a_eq, name, &nv_eq);
 		*v = nv;
 		assert_true(nv == nv_eq);
 		break;
 	case DURATION:
-		r = cli_duration_opt(&cmd, 2, argv, &i, name, &dv);
-		r_eq = cli_duration_opt(&cmd, 1, argv_eq, &i_eq, name, &dv_eq);
+		r = cli_duration_opt(&a, name, &dv);
+		r_eq = cli_duration_opt(&a_eq, name, &dv_eq);
 		*v = (double)dv;
 		assert_true(dv == dv_eq);
 		break;
@@ -88,7 +90,8 @@ static int run(enum kind k, const char *name, const char *value, double *v, char
 	cap_end(&c, err, len);
 	assert_int_equal(r, r_eq);
 	if (r == 1) {
-		assert_int_equal(i, 1); /* past the separate value */
+		assert_int_equal(a.i, 1); /* past the separate value */
+		assert_int_equal(a_eq.i, 0);
 		assert_string_equal(err, "");
 	}
 	return r;
@@ -216,11 +219,108 @@ static void test_cli_pid_operand(void **state)
 	}
 }
 
+/* One command line through cli_next(), as a store reader takes it (one
+ * store, --pid and -n options): what each step found, as letters (O an
+ * option, P an operand the caller reads, E the end, or the exit code),
+ * the store and the stderr line. */
+static void walk(char **argv, int argc, const char **stores, size_t n, char *seen, size_t len,
+		 char *err, size_t err_len)
+{
+	struct cli_args a = CLI_ARGS(&cmd, argc, argv, stores, n);
+	int64_t pid;
+	size_t w = 0;
+	struct cap c;
+	int k, r;
+
+	cap_begin(&c);
+	do {
+		k = cli_next(&a);
+		if (k == CLI_ARG_OPTION) {
+			seen[w++] = 'O';
+			r = cli_int_opt(&a, "--pid", &pid);
+			if (r == 0 && n)
+				r = cli_store_arg(&a) ? -1 : 0;
+			if (r < 0) {
+				k = CLI_EXIT_USAGE;
+				seen[w++] = '2';
+			}
+		} else if (k == CLI_ARG_OPERAND) {
+			seen[w++] = 'P';
+		} else {
+			seen[w++] = k == CLI_ARG_END ? 'E' : (char)('0' + k);
+		}
+	} while ((k == CLI_ARG_OPTION || k == CLI_ARG_OPERAND) && w + 1 < len);
+	seen[w] = 0;
+	fflush(stdout);
+	cap_end(&c, err, err_len);
+}
+
+static void test_cli_next(void **state)
+{
+	static const struct {
+		const char *args[6];
+		size_t nstores; /* 0: the caller reads operands */
+		const char *seen, *store, *err;
+	} t[] = {
+		{ { "a.db" }, 1, "OE", "a.db", "" },
+		{ { "--", "a.db" }, 1, "E", "a.db", "" },
+		{ { "a.db", "--" }, 1, "OE", "a.db", "" },
+		{ { "--", "-x.db" }, 1, "E", "-x.db", "" },
+		{ { "-x.db" }, 1, "O2", NULL, "unknown option '-x.db'" },
+		{ { "-" }, 1, "OE", "-", "" },
+		/* after "--": an operand, even -h, --pid or a second "--" */
+		{ { "--", "-h" }, 1, "E", "-h", "" },
+		{ { "a.db", "--", "-h" }, 1, "O2", "a.db", "more than one store given" },
+		{ { "--", "--", "a.db" }, 1, "2", "--", "more than one store given" },
+		{ { "--", "--pid", "5" }, 0, "PPE", NULL, "" },
+		{ { "a.db", "b.db" }, 1, "OO2", "a.db", "more than one store given" },
+		{ { "a.db", "b.db" }, 2, "OOE", "a.db", "" },
+		{ { "a.db", "b.db", "--", "c.db" }, 2, "OO2", "a.db", "more than two stores" },
+		/* before it: -h anywhere, options and operands in any order */
+		{ { "-h", "a.db" }, 1, "0", NULL, "" },
+		{ { "a.db", "--help" }, 1, "O0", "a.db", "" },
+		{ { "--pid", "5", "a.db" }, 1, "OOE", "a.db", "" },
+		{ { "a.db", "--pid=5" }, 1, "OOE", "a.db", "" },
+		/* an option's value is never "--" ending the options, nor -h */
+		{ { "--pid", "--", "a.db" }, 1, "O2", NULL, "--pid wants a whole decimal number" },
+		{ { "--pid", "-h" }, 1, "O2", NULL, "--pid wants a whole decimal number" },
+		{ { "--pid" }, 1, "O2", NULL, "--pid needs a value" },
+		/* at the end, every store given */
+		{ { 0 }, 1, "2", NULL, "no store given" },
+		{ { "--pid", "5", "--" }, 1, "O2", NULL, "no store given" },
+		{ { "a.db" }, 2, "O2", "a.db", "two stores are needed" },
+		{ { 0 }, 0, "E", NULL, "" },
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		char *argv[8] = { "test" }, seen[16], err[256];
+		const char *stores[2] = { NULL, NULL };
+		int argc = 1;
+
+		for (; t[i].args[argc - 1]; argc++)
+			argv[argc] = (char *)t[i].args[argc - 1];
+		print_message("case %zu\n", i);
+		walk(argv, argc, t[i].nstores ? stores : NULL, t[i].nstores, seen, sizeof(seen), err,
+		     sizeof(err));
+		assert_string_equal(seen, t[i].seen);
+		if (t[i].store)
+			assert_string_equal(stores[0], t[i].store);
+		else
+			assert_null(stores[0]);
+		if (*t[i].err)
+			assert_non_null(strstr(err, t[i].err));
+		else
+			assert_string_equal(err, "");
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_cli_numbers),
 		cmocka_unit_test(test_cli_pid_operand),
+		cmocka_unit_test(test_cli_next),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
