@@ -16,6 +16,8 @@
 #    by the collector (SHIMMER_MALLOC=all's default) the timeline has the
 #    resolution of the store's heap_timeline buckets (docs/usage.md), so a
 #    point may show a value of its bucket's span;
+#  - export csv: each planted block's alloc row, its bytes, when it was
+#    made and freed;
 #  - the steps (summary's range statistics in table, CSV and JSON, the
 #    report's step chart): each step's duration between the inner and the
 #    outer readings around its push and pop;
@@ -64,6 +66,7 @@ outputs() {
 	"$SHIMMER" peak "$db" --format csv > "$T/$n.peak.csv" 2> /dev/null
 	"$SHIMMER" peak "$db" > "$T/$n.peak.txt" 2> /dev/null
 	"$SHIMMER" export "$db" --format chrome -o "$T/$n.trace.json" 2> /dev/null
+	"$SHIMMER" export "$db" --format csv -o "$T/$n.export.csv" 2> /dev/null
 	"$SHIMMER" report "$db" -o "$T/$n.html" > /dev/null 2>&1
 }
 
@@ -209,6 +212,33 @@ for mem in ("host", "cuda:0"):
     pts = [(round(e["ts"] * 1000) + origin - start, e["args"]["bytes"]) for e in trace
            if e["ph"] == "C" and e["pid"] == pid and e["name"] == "memory " + mem]
     check_series("export chrome", mem, pts)
+# export csv: each planted block a row of its bytes, made and freed inside
+# the logged operations (an aggregated host heap keeps rows only for the
+# blocks never freed or that lived past a second: D alone here)
+rows = [r for r in csv.DictReader(open(base + ".export.csv")) if r["kind"] == "alloc" and
+        int(r["pid"]) == pid]
+for space, dev in (("host", "-1"), ("device", "0")):
+    prev, blocks = 0, []
+    for t0, t1, live in ops[space]:
+        if live > prev:
+            blocks.append([live - prev, t0, t1, None])
+        else:
+            b = next(b for b in blocks if b[0] == prev - live and b[3] is None)
+            b[3] = (t0, t1)
+        prev = live
+    bad = []
+    for size, t0, t1, freed in blocks:
+        if space == "host" and agg and freed:
+            continue
+        got = [r for r in rows if r["device"] == dev and int(r["bytes"]) == size]
+        ok = len(got) == 1 and t0 - TOL <= int(got[0]["begin_ns"]) + origin <= t1 + TOL and (
+            got[0]["end_ns"] == "" if freed is None else
+            got[0]["end_ns"] != "" and freed[0] - TOL <= int(got[0]["end_ns"]) + origin <= freed[1] + TOL)
+        if not ok:
+            bad.append("%d bytes made in [%d, %d], freed %s: rows %r" % (
+                size, t0 - origin, t1 - origin, freed and [x - origin for x in freed], got))
+    case("export csv: %s: each planted block one alloc row, its bytes, made and freed when logged"
+         % space, "; ".join(bad))
 page = open(base + ".html").read()
 data = json.loads(re.search(r'<script type="application/json" id="shimmer-data">(.*?)</script>',
                             page, re.S).group(1))
