@@ -18,6 +18,7 @@
 #    point may show a value of its bucket's span;
 #  - export csv: each planted block's alloc row, its bytes, when it was
 #    made and freed;
+#  - the report's headline: wall time, step time, peak device and host memory;
 #  - the steps (summary's range statistics in table, CSV and JSON, the
 #    report's step chart): each step's duration between the inner and the
 #    outer readings around its push and pop;
@@ -73,7 +74,7 @@ outputs() {
 # truth NAME: the checks, one line each: "ok<TAB>CASE" or "bad<TAB>CASE<TAB>WHY".
 truth() {
 	"$PY" - "$T/$1" <<'PY'
-import csv, json, re, sqlite3, sys
+import csv, html, json, re, sqlite3, sys
 
 base = sys.argv[1]
 TOL = 500000        # ns: the workload's clock readings against the shim's
@@ -247,6 +248,24 @@ for m in data["memory"]:
     # seconds and bytes in 6 significant digits
     check_series("report memory chart", mem,
                  [(round(t * 1e9) + origin - start, v) for t, v in m["points"]], rel=1e-5)
+
+# --- the report's headline -------------------------------------------------------
+cards = dict((html.unescape(l), html.unescape(v)) for v, l in re.findall(
+    r'<div class="card"><div class="v">(.*?)</div><div class="l">(.*?)(?:<br>.*?)?</div></div>', page))
+lo = sorted(tc - tb for ta, tb, tc, td in steps)
+hi = sorted(td - ta for ta, tb, tc, td in steps)
+want = {"wall time (longest process)": (E_t - W, outer),
+        "step time": (lo[len(lo) // 2] - TOL, hi[len(hi) // 2] + TOL),
+        "peak device memory": (planted_peak["device"], planted_peak["device"]),
+        "peak host heap": (planted_peak["host"], planted_peak["host"] + NOISE)}
+bad = []
+for k, (a, b) in want.items():
+    v = cards.get(k)
+    # shown in 3 or 4 significant digits
+    if v is None or not a * 0.994 <= parse(v) <= b * 1.006:
+        bad.append("%s: %r, truth in [%d, %d]" % (k, v, a, b))
+case("report headline: wall time, step time (median), peak device and host memory as logged",
+     "; ".join(bad))
 
 # --- the steps -----------------------------------------------------------------
 lo = [tc - tb for ta, tb, tc, td in steps]
