@@ -148,6 +148,23 @@ expect idle "gpu_idle: host wait dominates the split" \
 expect idle "gpu_idle: one gap of 500 ms or more, with the CPU's doings" \
 	'f("gpu_idle")["evidence"]["gaps"] == 1 and any(r["what"] == "gap" and r["ns"] >= 5e8 and "thread" in r["cpu"] for r in f("gpu_idle")["items"])'
 expect idle "gpu_idle: low-use chunks" 'f("gpu_idle")["evidence"]["low_chunks"] >= 20'
+# the gap's "thread T on CPU N%": T the spinning thread, N its CPU time
+# over the gap (its own clock over the spin, which is nearly all the gap),
+# to 10 points (readings every 100 ms, placed in the period before each)
+got=$(python3 - "$T/idle.json" "$T/idle.log" <<'PY' 2>&1
+import json, re, sys
+d = json.load(open(sys.argv[1]))
+x = next((x for x in d["findings"] if x["kind"] == "gpu_idle"), None)
+g = next(l.rstrip("\n").split(",") for l in open(sys.argv[2]) if l.startswith("G,"))
+tid, cpu = int(g[2]), int(g[5])
+gap = next((r for r in (x["items"] if x else []) if r["what"] == "gap"), None)
+m = gap and re.search(r"thread %d on CPU (\d+)%%" % tid, gap["cpu"])
+want = 100 * min(1, cpu / gap["ns"]) if gap else -1
+if not m or abs(int(m.group(1)) - want) > 10:
+    print("gap %r: thread %d on CPU %.0f%% by its clock" % (gap, tid, want))
+PY
+)
+expect_empty "gpu_idle: the gap's on-CPU share of the spinning thread is its CPU clock's" "$got"
 
 # --- launch-bound: 300 kernels of 2 us a step -----------------------------------------
 record launch FAKE_CUDA_DELAY_NS=20000 -- "$WL_BNECK" launch 10

@@ -34,8 +34,9 @@
  *                            "forward" of 4 ms, 30 cudaMalloc/cudaFree a step
  *
  * It logs (wlog.h) the line of each planted call, for the test to find in
- * the findings:  B,pid,what,line; and a loading worker its CPU time:
- * U,pid,cpu_ns
+ * the findings:  B,pid,what,line; a loading worker its CPU time:
+ * U,pid,cpu_ns; idle its 600 ms of CPU work: G,pid,tid,t0,t1,cpu_ns (the
+ * thread's CPU time over [t0, t1])
  *
  * Ranks run in step, as collectives make them: with WL_BARRIER naming a
  * file of 4 KiB of zeros shared by WORLD_SIZE ranks, each step ends with a
@@ -187,8 +188,14 @@ static int mode_idle(int steps)
 		shimmer_range_push("step");
 		launch((const void *)(uintptr_t)k_train, stream_a);
 		nap(4 * MS);
-		if (k == steps / 2)
+		if (k == steps / 2) {
+			uint64_t t0 = clock_ns(CLOCK_MONOTONIC), c0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+
 			spin(600 * MS); /* CPU work while the GPU has nothing */
+			wlog_line("sddddd", "G", (int64_t)getpid(), (int64_t)wlog_tid(), (int64_t)t0,
+				  (int64_t)clock_ns(CLOCK_MONOTONIC),
+				  (int64_t)(clock_ns(CLOCK_THREAD_CPUTIME_ID) - c0));
+		}
 		shimmer_range_pop();
 	}
 	must(cudaDeviceSynchronize() == cudaSuccess);
