@@ -502,10 +502,12 @@ int sites_of(struct sites *s, int64_t proc_id, int64_t stack_id, int64_t pystack
 	return 0;
 }
 
-int sites_native_site(struct sites *s, int64_t proc_id, int64_t stack_id, int64_t *site)
+/* The site alone of native stack id (python: Python stack id), from the
+ * frames its name takes; cached under its own keys, (proc, stack, -2) and
+ * (proc, pystack, -3), since it has no folded stack. */
+static int site_alone(struct sites *s, int64_t proc_id, int64_t id, int python, int64_t *site)
 {
-	/* Its own entries: a site without its folded stack. */
-	struct map_key k = { proc_id, stack_id, -2 };
+	struct map_key k = { proc_id, id, python ? -3 : -2 };
 	struct stack_item *it = map_find(&s->stacks, &k);
 	struct frame_list l = { 0 };
 	int err = 0;
@@ -513,8 +515,10 @@ int sites_native_site(struct sites *s, int64_t proc_id, int64_t stack_id, int64_
 	if (!it) {
 		size_t want = (size_t)(s->callers > 0 ? s->callers : 0) + 1;
 
-		if (stack_id >= 0)
-			err = native_frames(s, proc_id, stack_id, &l, want);
+		if (python)
+			err = python_frames(s, proc_id, id, &l, 1);
+		else if (id >= 0)
+			err = native_frames(s, proc_id, id, &l, want);
 		if (!err)
 			err = l.n ? site_name(s, &l, site)
 				  : strtab_index(&s->names, "(no stack)", site);
@@ -532,29 +536,12 @@ int sites_native_site(struct sites *s, int64_t proc_id, int64_t stack_id, int64_
 	return 0;
 }
 
+int sites_native_site(struct sites *s, int64_t proc_id, int64_t stack_id, int64_t *site)
+{
+	return site_alone(s, proc_id, stack_id, 0, site);
+}
+
 int sites_python_site(struct sites *s, int64_t proc_id, int64_t pystack_id, int64_t *site)
 {
-	/* Its own entries, as sites_native_site()'s: (proc, pystack, -3). */
-	struct map_key k = { proc_id, pystack_id, -3 };
-	struct stack_item *it = map_find(&s->stacks, &k);
-	struct frame_list l = { 0 };
-	int err;
-
-	if (!it) {
-		err = python_frames(s, proc_id, pystack_id, &l, 1);
-		if (!err)
-			err = l.n ? site_name(s, &l, site)
-				  : strtab_index(&s->names, "(no stack)", site);
-		free(l.text.s);
-		free(l.start);
-		if (err)
-			return err;
-		it = map_get(&s->stacks, &k);
-		if (!it)
-			return -ENOMEM;
-		it->site = *site;
-		it->folded = -1;
-	}
-	*site = it->site;
-	return 0;
+	return site_alone(s, proc_id, pystack_id, 1, site);
 }
