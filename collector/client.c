@@ -714,7 +714,9 @@ int client_message(struct client *c, const void *msg, size_t len,
 		}
 		memcpy(&c->bye_ts, (const char *)msg + sizeof(h), sizeof(c->bye_ts));
 		c->bye = 1;
-		err = 0;
+		/* its CPU time now, while it is still there: once it has
+		 * exited its parent may reap it before its end is read */
+		err = client_sample_cpu(c, (int64_t)clock_ns(CLOCK_MONOTONIC));
 		break;
 	case SHM_MSG_SIGNAL:
 		err = signal_msg(c, msg, len);

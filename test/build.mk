@@ -144,6 +144,12 @@ E2E_WL_BNECK_OBJS := $(O)/obj/prog-O0/test/e2e/wl_bneck.o $(O)/obj/prog/test/e2e
 $(eval $(call cuda_prog,$(E2E_WL_BNECK),$(E2E_WL_BNECK_OBJS),../fake_cudart))
 TEST_PROGS += $(E2E_WL_BNECK)
 
+# Figures of time known from the program's own clocks (t_truth.sh).
+E2E_WL_CLOCK := $(O)/test/e2e/wl_clock
+E2E_WL_CLOCK_OBJS := $(O)/obj/prog/test/e2e/wl_clock.o $(O)/obj/prog/test/e2e/wlog.o
+$(eval $(call cuda_prog,$(E2E_WL_CLOCK),$(E2E_WL_CLOCK_OBJS),../fake_cudart))
+TEST_PROGS += $(E2E_WL_CLOCK)
+
 # t_heapagg's 10-million-event run uses the benchmark's workload.
 TEST_PROGS += $(O)/bench/heap_random
 

@@ -1995,7 +1995,8 @@ static int rule_loading(struct gproc *g)
 {
 	const struct model_proc *p = g->p;
 	int64_t idle = ivs_len(&g->bidle), cuda = 0, wait;
-	size_t nworkers = 0, nbusy = 0, nknown = 0;
+	size_t nworkers = 0, nbusy = 0, nknown = 0, nshort = 0;
+	int64_t short_pid = 0, short_ns = 0;
 	char b[3][FMT_UNIT_MAX];
 	struct finding *x;
 	double share;
@@ -2044,6 +2045,13 @@ static int rule_loading(struct gproc *g)
 		err = proc_cpu(g->m, c, &cpu, &cwait, &last);
 		if (err)
 			break;
+		/* its last reading well before its end: the collector read it
+		 * every CPUTIME_PERIOD and missed the reading at its end (killed,
+		 * and reaped by its parent first): the rest is unknown */
+		if (cpu >= 0 && c->end_ns - last > SHM_CPUTIME_PERIOD_NS / 10) {
+			if (!nshort++)
+				short_pid = c->pid, short_ns = c->end_ns - last;
+		}
 		/* busy: on a CPU, or runnable and waiting for one, until the
 		 * last reading (a process gone is not read at its end) */
 		busy = cpu >= 0 && last > c->start_ns ?
@@ -2074,6 +2082,14 @@ static int rule_loading(struct gproc *g)
 	else
 		finding_detail(x, "%zu worker process%s; their CPU time was not recorded.", nworkers,
 			       nworkers == 1 ? "" : "es");
+	if (nshort)
+		finding_detail(x, "ON CPU and WAITING of %zu worker%s stop at %s last reading, before"
+			       " %s end (pid %lld: its last %s unread): %s ended between two readings"
+			       " and was gone before the one at %s end.", nshort,
+			       nshort == 1 ? "" : "s", nshort == 1 ? "its" : "their",
+			       nshort == 1 ? "its" : "their", (long long)short_pid,
+			       dur(b[2], (double)short_ns), nshort == 1 ? "it" : "each",
+			       nshort == 1 ? "its" : "their");
 	if (g->sampled)
 		finding_coverage(x, "Only the %zu step boundaries inside GPU sampling windows were"
 				 " judged (of %zu steps).", g->load_steps, g->steps->n);

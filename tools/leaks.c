@@ -328,7 +328,7 @@ static void row(struct leaks *l, struct emit *e, size_t gi)
 		ev_int(p->pid),
 		ev_int(p->proc_id),
 		ev_str(s->mem->label),
-		ev_int(llround(s->live_count)),
+		ev_approx(ev_int(llround(s->live_count)), est),
 		ev_approx(ev_real(s->live_bytes), est),
 		ev_int(est),
 		ev_str(s->name),

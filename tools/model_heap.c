@@ -2140,12 +2140,19 @@ int model_groups_live_at(struct model *m, const struct model_groups *g,
 	return 0;
 }
 
-/* An aggregated memory over time, from its timeline: each bucket's highest
- * value at its start, the peak at its instant, its last value at its end. */
+/*
+ * An aggregated memory over time, from its timeline: each bucket's highest
+ * value at its start (when in the bucket it came is not stored), its last
+ * value at its end.  The bucket that holds the peak starts with the value
+ * live at its start (the bucket before's last) and has the peak at its
+ * instant: drawn at the bucket's start, the peak came up to a bucket's
+ * width before the instant summary and peak give it.
+ */
 static int agg_timeline(struct model *m, const struct model_mem *mem,
 			int (*cb)(void *ctx, int64_t t, double live), void *ctx)
 {
 	sqlite3_stmt *st = NULL;
+	double before = 0; /* live at the start of the next bucket */
 	int err, r = 0;
 
 	err = model_prepare(m, "SELECT start_ns, end_ns, max_bytes, end_bytes FROM heap_timeline"
@@ -2155,11 +2162,16 @@ static int agg_timeline(struct model *m, const struct model_mem *mem,
 	while (!err && (r = store_step(m->db, st)) > 0) {
 		int64_t a = col_i64(st, 0), b = col_i64(st, 1);
 
-		err = cb(ctx, a, sqlite3_column_double(st, 2));
-		if (!err && mem->peak_ns >= a && mem->peak_ns < b)
-			err = cb(ctx, mem->peak_ns, mem->peak);
+		if (mem->peak_ns >= a && mem->peak_ns < b) {
+			err = cb(ctx, a, before);
+			if (!err)
+				err = cb(ctx, mem->peak_ns, mem->peak);
+		} else {
+			err = cb(ctx, a, sqlite3_column_double(st, 2));
+		}
+		before = sqlite3_column_double(st, 3);
 		if (!err)
-			err = cb(ctx, b - 1, sqlite3_column_double(st, 3));
+			err = cb(ctx, b - 1, before);
 	}
 	if (!err && r < 0)
 		err = r;

@@ -114,7 +114,7 @@ int peak_write(struct model *m, FILE *out, int fmt)
 					ev_real(mm->peak), ev_int(mm->peak_ns - p->start_ns),
 					ev_int(mm->estimated), ev_int(complete),
 					PRESENT_STACKS_VALS(p),
-					ev_int(llround(s->count)),
+					ev_approx(ev_int(llround(s->count)), mm->estimated),
 					ev_approx(ev_real(s->bytes), mm->estimated), ev_str(s->name),
 				};
 

@@ -12,15 +12,20 @@
  *   leakstep MODE [STEPS]
  *
  * It logs, with write(2) (wlog.h), one line per step,
- *   S,pid,mode,step,kept,line     kept: bytes the step left allocated,
- *                                 line: of that allocating call (0: none)
- * which is the test's truth for the slope and the call site.
+ *   S,pid,mode,step,kept,line,t0,t1   kept: bytes the step left allocated,
+ *                                 line: of that allocating call (0: none),
+ *                                 t0, t1: CLOCK_MONOTONIC around its pop
+ * which is the test's truth for the slopes and the call site.  Each step
+ * ends with 2 ms of sleep.
  */
 #include <cuda_runtime_api.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
+
+#include "clock_ns.h"
 
 #include "include/shimmer.h"
 #include "wlog.h"
@@ -75,10 +80,18 @@ int main(int argc, char **argv)
 		uint64_t kept;
 		int line;
 
+		struct timespec pause = { 0, 2000000 };
+		uint64_t t0, t1;
+
 		shimmer_range_push("step");
 		kept = step(grow, i, &line);
+		/* steps of a few ms: the slope per second a steady figure */
+		nanosleep(&pause, NULL);
+		t0 = clock_ns(CLOCK_MONOTONIC);
 		shimmer_range_pop();
-		wlog_line("sdsdud", "S", (int64_t)getpid(), argv[1], (int64_t)i, kept, (int64_t)line);
+		t1 = clock_ns(CLOCK_MONOTONIC);
+		wlog_line("sdsduddd", "S", (int64_t)getpid(), argv[1], (int64_t)i, kept, (int64_t)line,
+			  (int64_t)t0, (int64_t)t1);
 	}
 	return 0;
 }

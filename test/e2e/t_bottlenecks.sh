@@ -148,6 +148,23 @@ expect idle "gpu_idle: host wait dominates the split" \
 expect idle "gpu_idle: one gap of 500 ms or more, with the CPU's doings" \
 	'f("gpu_idle")["evidence"]["gaps"] == 1 and any(r["what"] == "gap" and r["ns"] >= 5e8 and "thread" in r["cpu"] for r in f("gpu_idle")["items"])'
 expect idle "gpu_idle: low-use chunks" 'f("gpu_idle")["evidence"]["low_chunks"] >= 20'
+# the gap's "thread T on CPU N%": T the spinning thread, N its CPU time
+# over the gap (its own clock over the spin, which is nearly all the gap),
+# to 10 points (readings every 100 ms, placed in the period before each)
+got=$(python3 - "$T/idle.json" "$T/idle.log" <<'PY' 2>&1
+import json, re, sys
+d = json.load(open(sys.argv[1]))
+x = next((x for x in d["findings"] if x["kind"] == "gpu_idle"), None)
+g = next(l.rstrip("\n").split(",") for l in open(sys.argv[2]) if l.startswith("G,"))
+tid, cpu = int(g[2]), int(g[5])
+gap = next((r for r in (x["items"] if x else []) if r["what"] == "gap"), None)
+m = gap and re.search(r"thread %d on CPU (\d+)%%" % tid, gap["cpu"])
+want = 100 * min(1, cpu / gap["ns"]) if gap else -1
+if not m or abs(int(m.group(1)) - want) > 10:
+    print("gap %r: thread %d on CPU %.0f%% by its clock" % (gap, tid, want))
+PY
+)
+expect_empty "gpu_idle: the gap's on-CPU share of the spinning thread is its CPU clock's" "$got"
 
 # --- launch-bound: 300 kernels of 2 us a step -----------------------------------------
 record launch FAKE_CUDA_DELAY_NS=20000 -- "$WL_BNECK" launch 10
@@ -183,6 +200,51 @@ expect loading "data_loading: fires (MEDIUM or HIGH)" \
 	'f("data_loading") is not None and f("data_loading")["severity"] in ("MEDIUM", "HIGH")'
 expect loading "data_loading: 2 workers, both busy" \
 	'f("data_loading")["evidence"]["workers"] == 2 and f("data_loading")["evidence"]["workers_busy"] == 2'
+# Each worker's ON CPU against its CPU clock, which it logged before each
+# batch's write (the last line at most a batch, 8 ms of CPU, short of its
+# end): the collector reads it every 100 ms and once more as it ends (worker
+# 0 exits, worker 1 dies of SIGPIPE).  Where that last reading was missed
+# (the store's last reading well before the end), the finding says so.
+# workers_cpu NAME: the differences, none when all is well.
+workers_cpu() {
+	python3 - "$T/$1.json" "$T/loading.log" "$T/$1.db" <<'PY'
+import json, sqlite3, sys
+d = json.load(open(sys.argv[1]))
+x = next((x for x in d["findings"] if x["kind"] == "data_loading"), None)
+db = sqlite3.connect(sys.argv[3])
+cpu = {}
+for l in open(sys.argv[2]):
+    f = l.rstrip("\n").split(",")
+    if f[0] == "U":
+        cpu[int(f[1])] = int(f[2])
+bad = []
+for r in (x["items"] if x else []):
+    t = cpu.get(r["pid"])
+    end, last = db.execute("SELECT p.end_ns, max(c.ts_ns) FROM processes p JOIN cpu_time c"
+                           " USING (proc_id) WHERE p.pid = ?", (r["pid"],)).fetchone()
+    read_to_end = end - last <= 10e6
+    if t is None or not (t - 10e6 if read_to_end else 0) <= r["cpu_ns"] <= t + 20e6:
+        bad.append("worker %d: ON CPU %.1f ms, its CPU clock %s ms before its last batch"
+                   " (LIFE %.1f ms, the last %.1f ms unread)" % (r["pid"], r["cpu_ns"] / 1e6,
+                   t and "%.1f" % (t / 1e6), r["life_ns"] / 1e6, (end - last) / 1e6))
+    if not read_to_end and "(pid %d: its last" % r["pid"] not in x["detail"] and \
+            "of 2 workers stop at" not in x["detail"]:
+        bad.append("worker %d: its last %.1f ms unread, not said" % (r["pid"], (end - last) / 1e6))
+print("; ".join(bad) if x and len(x["items"]) == 2 else "items %r" % (x and x["items"]))
+PY
+}
+expect_empty "data_loading: each worker's ON CPU is its own CPU clock (or said to stop early)" \
+	"$(workers_cpu loading)"
+# planted: one worker's readings after its first gone, as when its end was
+# not read: the finding says so, and ON CPU is that first reading
+cp "$T/loading.db" "$T/loading_cut.db"
+sqlite3 "$T/loading_cut.db" "DELETE FROM cpu_time WHERE proc_id = (SELECT max(proc_id)
+	FROM processes) AND ts_ns > (SELECT min(ts_ns) FROM cpu_time WHERE proc_id =
+	(SELECT max(proc_id) FROM processes))"
+findings loading_cut
+# (the other worker's end may have been missed too: then the two are said)
+expect loading_cut "data_loading: a worker whose end was not read: ON CPU stops at its last reading, said" \
+	"'ON CPU and WAITING of 1 worker stop at its last reading' in f('data_loading')['detail'] or 'ON CPU and WAITING of 2 workers stop at their last reading' in f('data_loading')['detail']"
 record loading0 -- "$WL_BNECK" loading 60 0
 findings loading0
 expect loading0 "data_loading: no worker: advice to use DataLoader workers" \

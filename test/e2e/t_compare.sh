@@ -36,9 +36,13 @@ record() {
 	# Kernels of a fixed 200 us (the fake's asynchronous GPU): a
 	# synchronous fake kernel lasts as long as its call, which a loaded
 	# machine under TSan stretched by half in one run of two.
-	FAKE_GPU_KERNEL_NS=200000 SHIMMER_GPU=all LD_PRELOAD=$SHIM SHIMMER_SOCKET=$SOCK "$@" \
-		2> "$T/$name.err"
+	local t0 t1
+	t0=$(date +%s%N)
+	FAKE_GPU_KERNEL_NS=200000 SHIMMER_GPU=all LD_PRELOAD=$SHIM SHIMMER_SOCKET=$SOCK \
+		WL_LOG=$T/$name.log "$@" 2> "$T/$name.err"
 	rc=$?
+	t1=$(date +%s%N)
+	echo $((t1 - t0)) > "$T/$name.outer"
 	stop_collector || not_ok "$name: collector exit status"
 	check "$name: ran" "exit $rc, stderr $(head -3 "$T/$name.err")" test "$rc" = 0
 }
@@ -146,6 +150,47 @@ change=$(sq "$C" "SELECT printf('%.3f', 100.0 * (CAST(b AS REAL) - a) / a) FROM 
 	WHERE section = 'steps' AND name LIKE '%mean';")
 check "base vs slow: the planted step change (+60%) is measured (25% to 120%)" "change $change%" \
 	awk -v c="$change" 'BEGIN { exit !(c > 25 && c < 120) }'
+# Each run's figures against its own log (wl_ranks's readings just outside
+# each step range, and the span around the program), and Diff and Ratio
+# against those: the steps' count, mean, median and p90 (interpolated
+# between the order statistics, as compare's), the range's total, the wall.
+got=$(python3 - "$T/slow.csv" "$T/base" "$T/slow" <<'PY' 2>&1
+import csv, sys
+TOL = 500000
+rows = {(r["section"], r["name"]): r for r in csv.DictReader(open(sys.argv[1]))}
+bad = []
+def steps(base):
+    d = [int(f[5]) - int(f[4]) for f in (l.rstrip("\n").split(",") for l in open(base + ".log"))
+         if f[0] == "S"]
+    t = [(int(f[4]), int(f[5])) for f in (l.rstrip("\n").split(",") for l in open(base + ".log"))
+         if f[0] == "S"]
+    return sorted(d), t[-1][1] - t[0][0], int(open(base + ".outer").read())
+def pct(v, q):
+    x = q * (len(v) - 1)
+    i = int(x)
+    return v[i] + (v[min(i + 1, len(v) - 1)] - v[i]) * (x - i)
+for side, base in (("a", sys.argv[2]), ("b", sys.argv[3])):
+    d, inner, outer = steps(base)
+    want = {("steps", "'step' count"): (len(d), len(d)),
+            ("steps", "'step' mean"): (sum(d) / len(d) - TOL, sum(d) / len(d)),
+            ("steps", "'step' median"): (pct(d, 0.5) - TOL, pct(d, 0.5)),
+            ("steps", "'step' p90"): (pct(d, 0.9) - TOL, pct(d, 0.9)),
+            ("range", "shimmer:step"): (sum(d) - len(d) * TOL, sum(d)),
+            ("process", "wall time"): (inner, outer)}
+    for k, (lo, hi) in want.items():
+        r = rows.get(k)
+        if r is None or not lo <= float(r[side]) <= hi + 1:
+            bad.append("%s %s: %s, logged [%.0f, %.0f]" % (side, k, r and r[side], lo, hi))
+for k, r in rows.items():
+    a, b = float(r["a"] or "nan"), float(r["b"] or "nan")
+    if r["a"] and r["b"] and abs(float(r["diff"]) - (b - a)) > 1e-6 * max(1, abs(b)):
+        bad.append("%s: diff %s, b - a %r" % (k, r["diff"], b - a))
+    if r["ratio"] and a and abs(float(r["ratio"]) - b / a) > 1e-9 * abs(b / a):
+        bad.append("%s: ratio %s, b / a %r" % (k, r["ratio"], b / a))
+print("\n".join(bad))
+PY
+)
+expect_empty "base vs slow: each run's steps, range and wall as logged; Diff = B - A, Ratio = B / A" "$got"
 under=$(awk -v c="$change" 'BEGIN { printf "%.3f", c - 1 }')
 over=$(awk -v c="$change" 'BEGIN { printf "%.3f", c + 1 }')
 failif 3 base slow "step_time>+5%"

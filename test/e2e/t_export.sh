@@ -166,8 +166,8 @@ expect_empty "chrome: the Trace Event Format's and Perfetto's importer's rules (
 	"$("$PY" "$ROOT/test/e2e/tef_check.py" "$T/x.json" 2>&1)"
 
 # --- overlapping operations on one stream ---------------------------------
-# The store again, but the first kernel on wl_gpu's stream 0x5100 now ends
-# in the middle of the next one (PDL: the next kernel starts while the one
+# The store again, but a kernel on wl_gpu's stream 0x5100 now ends in the
+# middle of the next one (PDL: the next kernel starts while the one
 # before it drains).  Slices on a thread must nest, so the next one goes to
 # the stream's lane track "(overlap 1)", sorted right after the stream, its
 # flow with it; the rest stays where it was.
@@ -176,11 +176,19 @@ cp "$DB" "$T/ov.db"
 "$PY" - "$T/ov.db" > "$T/ov.ids" 2>&1 <<'PY'
 import sqlite3, sys
 db = sqlite3.connect(sys.argv[1])
-(a, ca, a0, a1), (b, cb, b0, b1) = db.execute(
-    "SELECT id, correlation, start_ns, end_ns FROM kernels WHERE stream = 20736"
-    " ORDER BY start_ns LIMIT 2").fetchall()
-assert a1 <= b0, "kernels already overlap"
-db.execute("UPDATE kernels SET end_ns = ? WHERE id = ?", ((b0 + b1) // 2 + 1, a))
+ks = db.execute("SELECT id, correlation, start_ns, end_ns FROM kernels WHERE stream = 20736"
+                " ORDER BY start_ns").fetchall()
+assert all(x[3] <= y[2] for x, y in zip(ks, ks[1:])), "kernels already overlap"
+# the stream's last two kernels: the later one made to last up to 2 us
+# (the fake's kernels may last 0 or 1 ns, which nothing can end inside),
+# short of the stream's next copy, the earlier one to end half way into it
+(a, ca, a0, a1), (b, cb, b0, b1) = ks[-2], ks[-1]
+(nxt,) = db.execute("SELECT min(start_ns) FROM gpu_copies WHERE stream = 20736"
+                    " AND start_ns >= ?", (b1,)).fetchone()
+d = min(2000, nxt - b0 - 1) if nxt is not None else 2000
+assert a0 < b0 and d >= 20, "no room to overlap: %d ns" % d
+db.execute("UPDATE kernels SET end_ns = ? WHERE id = ?", (max(b1, b0 + d), b))
+db.execute("UPDATE kernels SET end_ns = ? WHERE id = ?", (b0 + d // 2, a))
 db.commit()
 print(ca, cb)
 PY

@@ -186,6 +186,28 @@ CREATE TEMP VIEW got AS SELECT memory, CAST(lo_bytes AS INTEGER) AS size_lo,
 	CAST(count AS INTEGER) AS count FROM size_$how
 	WHERE (memory, CAST(lo_bytes AS INTEGER)) IN (SELECT memory, size_lo FROM plan);
 $(multiset_diff exp got "memory, size_lo, count")" 2>&1)"
+	# temporary within 100 ms: phase A's blocks alone (B's live 268 ms or
+	# more), on the allocating lines of lifespan.c's main (its warm-up
+	# block is on a line of its own), their median lifetime in
+	# the planted bucket
+	if env SHIMMER_MODEL_HEAP="$how" "$SHIMMER" temporary "$T/life.db" --max-lifetime-ms 100 \
+		--format csv > "$T/temp.$how.csv" 2> "$T/temp.$how.err"; then
+		import_csv "$C" "temp_$how" "$T/temp.$how.csv"
+		expect_empty "lifespan ($how): temporary (100 ms): phase A's count and bytes, its median lifetime in the planted bucket" \
+			"$(sq "$C" "
+CREATE TEMP VIEW exp AS SELECT memory, count, count * size AS bytes, 1 AS inside FROM plan
+	WHERE phase = 'A';
+CREATE TEMP VIEW got AS SELECT t.memory, CAST(t.count AS INTEGER) AS count,
+	CAST(t.bytes AS INTEGER) AS bytes, CAST(t.median_lifetime_ns AS REAL) BETWEEN p.lo_ns AND p.hi_ns
+	AS inside FROM temp_$how t JOIN plan p ON p.memory = t.memory AND p.phase = 'A'
+	WHERE t.frame GLOB 'main (*lifespan.c:*';
+$(multiset_diff exp got "memory, count, bytes, inside")
+SELECT 'median', memory, median_lifetime_ns, frame FROM temp_$how WHERE frame GLOB 'main (*lifespan.c:*'
+	AND EXISTS (SELECT * FROM exp EXCEPT SELECT * FROM got UNION ALL
+	SELECT * FROM got EXCEPT SELECT * FROM exp);" 2>&1)"
+	else
+		not_ok "lifespan ($how): temporary" "$(head -3 "$T/temp.$how.err")"
+	fi
 	# every histogram adds up to its memory's rows
 	expect_empty "lifespan ($how): each histogram adds up to the memory's allocations" \
 		"$(sq "$C" "ATTACH '$T/life.db' AS s;

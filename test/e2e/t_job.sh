@@ -107,5 +107,18 @@ LD_PRELOAD=$SHIM SHIMMER_SOCKET=$SOCK SHIMMER_JOB="my job" WL_LOG= "$WLJ" child 
 sleep 0.8
 n=$(recordings | awk -F, '$1 == "my_job"' | wc -l)
 check "a job key seen again after its recording finished starts a new one" "$(recordings)" [ "$n" = 2 ]
+
+# ls's start, duration and size against the clock around a program of known
+# length (wl_job alone: 400 ms of heap calls, then a fork) and the file
+t0=$(date +%s%N)
+LD_PRELOAD=$SHIM SHIMMER_SOCKET=$SOCK SHIMMER_JOB=timed WL_LOG= "$WLJ" alone 400 $SIZE
+t1=$(date +%s%N)
+sleep 0.8 # past the linger: finished
+row=$(recordings | awk -F, '$1 == "timed"')
+IFS=, read -r _ _ _ start dur _ _ size state path <<< "$row"
+real=$(stat -c %s "$path" 2> /dev/null)
+check "ls: start within the program's run, duration at least its 400 ms and at most the run, size the file's ($row; run $(((t1 - t0) / 1000000)) ms, file $real bytes)" \
+	"$row" holds '[ "$state" = done ] && [ "$start" -ge "$t0" ] && [ "$start" -le "$t1" ] &&
+		[ "$dur" -ge 400000000 ] && [ "$dur" -le $((t1 - t0)) ] && [ "$size" = "$real" ]'
 check "collector exits 0 on SIGTERM" "see $T/collector.log" stop_collector
 finish

@@ -30,8 +30,9 @@ run() {
 	rc=$?
 	stop_collector || not_ok "$mode: collector exit status"
 	check "$mode: leakstep ran" "exit $rc, stderr $(head -3 "$T/$mode.err")" test "$rc" = 0
-	sq "$C" "CREATE TABLE S_$mode (pid INTEGER, mode TEXT, step INTEGER, kept INTEGER, line INTEGER);"
-	awk -F, '$1 == "S" { print $2 "," $3 "," $4 "," $5 "," $6 }' "$WLOG" > "$T/S_$mode.csv"
+	sq "$C" "CREATE TABLE S_$mode (pid INTEGER, mode TEXT, step INTEGER, kept INTEGER, line INTEGER,
+		t0 INTEGER, t1 INTEGER);"
+	awk -F, '$1 == "S" { print $2 "," $3 "," $4 "," $5 "," $6 "," $7 "," $8 }' "$WLOG" > "$T/S_$mode.csv"
 	sq "$C" ".mode csv" ".import $T/S_$mode.csv S_$mode"
 	if ! "$SHIMMER" leaks "$T/$mode.db" --format csv > "$T/$mode.csv" 2> "$T/$mode.csv.err"; then
 		not_ok "$mode: shimmer leaks csv" "$(head -3 "$T/$mode.csv.err")"
@@ -78,6 +79,27 @@ $(site_sql grow)
 SELECT 'slope', g.$SLOPE, 'planted per step', e.per_step FROM exp e, got g
 	WHERE abs(CAST(g.$SLOPE AS REAL) - e.per_step) > 0.01 * e.per_step;
 SELECT 'verdict not flagged:', g.verdict, 'r2', g.r2 FROM got g WHERE NOT $(flagged);" 2>&1)"
+	# the slope per second: least squares of the live bytes at the steps'
+	# ends (the kept bytes so far) on their logged instants in seconds,
+	# over the points fitted (the last ones, after the warm-up)
+	got=$(python3 - "$T/S_grow.csv" "$T/grow.csv" <<'PY' 2>&1
+import csv, sys
+log = [l.rstrip("\n").split(",") for l in open(sys.argv[1])]
+row = next(r for r in csv.DictReader(open(sys.argv[2])) if "leakstep.c" in r["frame"])
+live, pts = 0, []
+for f in log:
+    live += int(f[3])
+    pts.append(((int(f[5]) + int(f[6])) / 2e9, live))
+pts = pts[len(pts) - int(row["points"]):]
+mx = sum(t for t, _ in pts) / len(pts)
+my = sum(y for _, y in pts) / len(pts)
+slope = sum((t - mx) * (y - my) for t, y in pts) / sum((t - mx) ** 2 for t, _ in pts)
+got = float(row["slope_bytes_per_s"])
+if abs(got - slope) > 0.01 * slope:
+    print("slope_bytes_per_s %s, the log's %.0f over %s points" % (row["slope_bytes_per_s"], slope, row["points"]))
+PY
+)
+	expect_empty "grow: slope per second = the log's bytes over its instants (1%)" "$got"
 fi
 
 if run plateau && fit_columns plateau; then

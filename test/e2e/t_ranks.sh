@@ -65,6 +65,45 @@ SELECT 'min', min_ns, 'logged', (SELECT min(mean) FROM logged) FROM step_row
 	WHERE abs(min_ns - (SELECT min(mean) FROM logged)) > 0.05 * (SELECT min(mean) FROM logged);
 SELECT 'max', max_ns, 'logged', (SELECT max(mean) FROM logged) FROM step_row
 	WHERE abs(max_ns - (SELECT max(mean) FROM logged)) > 0.05 * (SELECT max(mean) FROM logged);" 2>&1)"
+	# every rank's mean step, the median, the imbalance and the
+	# straggler's figures against the logs (a step inside its readings)
+	expect_empty "$name: each rank's mean step, the median, imbalance and the straggler's figures as logged" \
+		"$(python3 - "$T/$name.json" "$WLOG" "$slow" <<'PY' 2>&1
+import json, statistics, sys
+TOL = 500000
+d = json.load(open(sys.argv[1]))
+slow = int(sys.argv[3])
+steps = {}
+for l in open(sys.argv[2]):
+    f = l.rstrip("\n").split(",")
+    if f[0] == "S":
+        steps.setdefault(int(f[2]), {})[int(f[3])] = int(f[5]) - int(f[4])
+mean = {r: statistics.mean(v.values()) for r, v in steps.items()}
+ranks = sorted(mean)
+bad = []
+e = next(x for x in d["events"] if x["kind"] == "step")
+for r, got in zip(ranks, e["by_rank_ns"]):
+    if not mean[r] - TOL <= got <= mean[r]:
+        bad.append("rank %d: mean step %d, logged %.0f" % (r, got, mean[r]))
+got = [e["by_rank_ns"][i] for i in range(len(ranks))]
+med = statistics.median(got)
+if abs(e["median_ns"] - med) > 1 or not statistics.median(mean.values()) - TOL <= e["median_ns"] <= statistics.median(mean.values()):
+    bad.append("median %r, of the ranks %r, logged %r" % (e["median_ns"], med, statistics.median(mean.values())))
+if abs(e["imbalance"] - (e["max_ns"] - e["median_ns"]) / e["median_ns"]) > 1e-6:
+    bad.append("imbalance %r" % e["imbalance"])
+st = d["straggler"]
+if slow >= 0:
+    n = min(len(v) for v in steps.values())
+    won = sum(1 for k in range(n) if max(ranks, key=lambda r: steps[r][k]) == slow)
+    if st.get("steps") != n or st.get("slowest_steps") != won:
+        bad.append("straggler: slowest in %r of %r steps, logged %d of %d" % (st.get("slowest_steps"), st.get("steps"), won, n))
+    if not mean[slow] - TOL <= st.get("mean_step_ns", -1) <= mean[slow]:
+        bad.append("straggler mean step %r, logged %.0f" % (st.get("mean_step_ns"), mean[slow]))
+    if abs(st.get("median_rank_step_ns", -1) - e["median_ns"]) > 1:
+        bad.append("straggler's median rank step %r, the step row's median %r" % (st.get("median_rank_step_ns"), e["median_ns"]))
+print("\n".join(bad))
+PY
+)"
 	if [ "$slow" -ge 0 ]; then
 		check "$name: the straggler named (json)" "$(cat "$T/$name.json" | head -c 300)" \
 			test "$(sq "$C" "SELECT readfile('$T/$name.json') ->> '\$.straggler.rank';")" = "$slow"

@@ -34,7 +34,9 @@
  *                            "forward" of 4 ms, 30 cudaMalloc/cudaFree a step
  *
  * It logs (wlog.h) the line of each planted call, for the test to find in
- * the findings:  B,pid,what,line
+ * the findings:  B,pid,what,line; a loading worker its CPU time:
+ * U,pid,cpu_ns; idle its 600 ms of CPU work: G,pid,tid,t0,t1,cpu_ns (the
+ * thread's CPU time over [t0, t1])
  *
  * Ranks run in step, as collectives make them: with WL_BARRIER naming a
  * file of 4 KiB of zeros shared by WORLD_SIZE ranks, each step ends with a
@@ -42,6 +44,7 @@
  */
 #include <cuda_runtime_api.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -185,8 +188,14 @@ static int mode_idle(int steps)
 		shimmer_range_push("step");
 		launch((const void *)(uintptr_t)k_train, stream_a);
 		nap(4 * MS);
-		if (k == steps / 2)
+		if (k == steps / 2) {
+			uint64_t t0 = clock_ns(CLOCK_MONOTONIC), c0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+
 			spin(600 * MS); /* CPU work while the GPU has nothing */
+			wlog_line("sddddd", "G", (int64_t)getpid(), (int64_t)wlog_tid(), (int64_t)t0,
+				  (int64_t)clock_ns(CLOCK_MONOTONIC),
+				  (int64_t)(clock_ns(CLOCK_THREAD_CPUTIME_ID) - c0));
+		}
 		shimmer_range_pop();
 	}
 	must(cudaDeviceSynchronize() == cudaSuccess);
@@ -209,13 +218,20 @@ static int mode_launch(int steps)
 	return 0;
 }
 
-/* A worker: makes a batch (8 ms of CPU) and writes a byte, until the pipe closes. */
-static void worker(int fd)
+/* A worker: makes a batch (8 ms of CPU) and writes a byte, until the pipe
+ * closes; before each write it logs its CPU time, U,pid,cpu_ns (the truth
+ * of the ON CPU figure: the last line is at most a batch short of it).
+ * Worker 0, 2, ... then exits (_exit), the others die of SIGPIPE. */
+static void worker(int fd, int w)
 {
 	char c = 1;
 
+	if (w % 2 == 0)
+		signal(SIGPIPE, SIG_IGN);
 	for (;;) {
 		spin(8 * MS);
+		wlog_line("sdd", "U", (int64_t)getpid(),
+			  (int64_t)clock_ns(CLOCK_PROCESS_CPUTIME_ID));
 		if (write(fd, &c, 1) != 1)
 			_exit(0);
 	}
@@ -233,7 +249,7 @@ static int mode_loading(int steps, int workers)
 		must(pids[w] >= 0);
 		if (pids[w] == 0) {
 			close(fds[0]);
-			worker(fds[1]);
+			worker(fds[1], w);
 		}
 	}
 	close(fds[1]);
