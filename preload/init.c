@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <time.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -251,6 +252,36 @@ static void lost_at_exit(int refused)
 		 (unsigned long long)events, (unsigned long long)((unread + 1023) / 1024));
 }
 
+/*
+ * Whether the address space RLIMIT_AS leaves (ulimit -v, a batch system's
+ * memory limit) has room for the shim's: the region (nslots rings,
+ * shared), the stack tables (reserved, mostly never touched) and a few
+ * MiB of tables and libraries, which all count against the limit.  At
+ * most an eighth of it: a program near its limit bare would otherwise
+ * fail under the shim (Python's MemoryError under `ulimit -v 600000`,
+ * where the shim took 250 MiB in sample mode, 450 MiB in all mode).
+ * Better untraced, said in one line, than a program that behaves
+ * otherwise.  A limit the program sets itself later cannot be foreseen.
+ */
+#define RESERVE_SLACK (16ull << 20)
+#define AS_SHARE 8u
+
+static int room_for_us(void)
+{
+	uint64_t need = SHM_REGION_BYTES((uint64_t)settings.nslots, (uint64_t)settings.ring_bytes) +
+			stack_reserve_bytes() + RESERVE_SLACK;
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_AS, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY ||
+	    need <= (uint64_t)rl.rlim_cur / AS_SHARE)
+		return 1;
+	log_warn("RLIMIT_AS (ulimit -v) allows %llu MiB of address space and tracing would take "
+		 "%llu MiB, more than an eighth of it; not tracing (SHIMMER_MAX_THREADS, "
+		 "SHIMMER_RING_KB or SHIMMER_STACKS=0 take less)",
+		 (unsigned long long)(rl.rlim_cur >> 20), (unsigned long long)(need >> 20));
+	return 0;
+}
+
 static void enable(void)
 {
 	/* A child forked while paused stays paused. */
@@ -327,7 +358,7 @@ __attribute__((constructor)) static void shim_init(void)
 		goto out;
 	}
 	control_init();
-	if (start((uint32_t)getppid()) < 0)
+	if (!room_for_us() || start((uint32_t)getppid()) < 0)
 		goto out;
 	control_setup(1);
 	api_publish_state();

@@ -119,6 +119,14 @@ static void own_leave(const sigset_t *mask)
 	shim_own_leave(&shim_tls, mask);
 }
 
+uint64_t stack_reserve_bytes(void)
+{
+	if (!settings.stacks)
+		return 0;
+	return stacktab_bytes(NATIVE_CAP, NATIVE_WORDS) + stacktab_bytes(PY_CAP, PY_WORDS) +
+	       (uint64_t)settings.nslots * sizeof(struct walk);
+}
+
 void stack_setup(void)
 {
 	int (*bt)(void **, int);

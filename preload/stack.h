@@ -36,6 +36,9 @@
  * tables, when settings.stacks says so; on failure leaves stacks off.  Not
  * thread-safe (constructor). */
 void stack_setup(void);
+/* The address space stack_setup() would map (reserved, mostly never
+ * touched): 0 with SHIMMER_STACKS=0. */
+uint64_t stack_reserve_bytes(void);
 
 /* Fork child: stacks are re-sent on their first use in the new process;
  * refusals are counted in the tables until stack_count_in() says where. */

@@ -48,6 +48,11 @@ static void *map(size_t bytes)
 	return p == MAP_FAILED ? 0 : p;
 }
 
+uint64_t stacktab_bytes(uint32_t cap, uint64_t arena_words)
+{
+	return (uint64_t)cap * sizeof(((struct stacktab *)0)->tab[0]) + arena_words * sizeof(uint64_t);
+}
+
 int stacktab_init(struct stacktab *st, uint32_t cap, uint64_t arena_words)
 {
 	int err;

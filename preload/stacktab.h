@@ -47,6 +47,8 @@ typedef int (*stacktab_emit_fn)(void *ctx, uint32_t id, const uint64_t *w, uint3
 /* Maps cap entries (a power of two, at least 16) and arena_words words.
  * 0 or -errno.  Not thread-safe. */
 int stacktab_init(struct stacktab *st, uint32_t cap, uint64_t arena_words);
+/* The address space stacktab_init(cap, arena_words) maps. */
+uint64_t stacktab_bytes(uint32_t cap, uint64_t arena_words);
 
 /* Unmaps; the table may be initialized again.  Not thread-safe. */
 void stacktab_fini(struct stacktab *st);

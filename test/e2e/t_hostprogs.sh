@@ -35,6 +35,11 @@
 #    said "collector not reached at  (Connection refused)" and went
 #    untraced (6 such lines in a chromium --headless run); settings.c
 #    keeps copies.
+#  - ulimit: the shim's address space (the region, the stack tables: 250
+#    MiB in sample mode, 450 MiB in all mode) counts against RLIMIT_AS: a
+#    program that allocates 300 MiB under `ulimit -v 600000` failed under
+#    the shim; now the shim stays out, in one line, when it would take
+#    more than an eighth of the limit (init.c, room_for_us()).
 . "$(dirname "$0")/lib.sh"
 WL_HOST=$O/test/e2e/wl_host
 need "$SHIMMER" "$SHIMMERD" "$SHIM" "$WL_HOST"
@@ -145,6 +150,10 @@ for mode in sample all; do
 	check "proctitle, $mode: the fork child traced, then the program it executes, under the parent" \
 		"child rows (end:under parent): $got" [ "$got" = "exec:1 exit:1" ]
 done
+
+# ---- an address-space limit ----
+ALLOW='^shimmer: RLIMIT_AS (ulimit -v) allows 585 MiB of address space' \
+	same_as_bare ulimit 1 bash -c 'ulimit -v 600000 && exec "$0" alloc 300' "$WL_HOST"
 
 # ---- what programs do to their own process ----
 same_as_bare mallocapi 1 "$WL_HOST" mallocapi

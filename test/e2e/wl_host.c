@@ -46,6 +46,7 @@
  *                            (the environment copied to the heap, then the
  *                            memory of argv and the environment written
  *                            over), then fork + exec child
+ *   wl_host alloc MB         malloc MB MiB and touch every page of it
  *   wl_host child            allocate and say "child ok"
  */
 #include <dirent.h>
@@ -689,6 +690,22 @@ static int mode_proctitle(int argc, char **argv)
 	return run_child("proctitle") < 0;
 }
 
+static int mode_alloc(unsigned mb)
+{
+	size_t n = (size_t)mb << 20;
+	char *p = malloc(n);
+
+	if (!p) {
+		say("malloc(%u MiB) failed\n", mb);
+		return 1;
+	}
+	for (size_t i = 0; i < n; i += 4096)
+		p[i] = 1;
+	free(p);
+	say("allocated %u MiB\n", mb);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *m = argc > 1 ? argv[1] : "";
@@ -724,6 +741,8 @@ int main(int argc, char **argv)
 		return mode_dropuid();
 	if (!strcmp(m, "dup2"))
 		return mode_dup2();
+	if (!strcmp(m, "alloc") && argc > 2)
+		return mode_alloc((unsigned)atoi(argv[2]));
 	if (!strcmp(m, "proctitle"))
 		return mode_proctitle(argc, argv);
 	if (!strcmp(m, "unwfds") && argc > 2)
