@@ -198,7 +198,10 @@ for lib in /usr/lib/x86_64-linux-gnu/libjemalloc.so.2 /usr/lib/x86_64-linux-gnu/
 		continue
 	fi
 	for c in "threads 300" "forks 200" rawclone spawn; do
-		LD_PRELOAD=$lib same_as_bare "$n behind, ${c% *}" 1 "$WL_HOST" $c
+		# (set by a shell in front, not on shimmer itself, which may be
+		# built with a sanitizer that must come first)
+		same_as_bare "$n behind, ${c% *}" 1 bash -c \
+			'LD_PRELOAD="${LD_PRELOAD:+$LD_PRELOAD }$0" exec "$@"' "$lib" "$WL_HOST" $c
 	done
 	ALLOW="^shimmer: the program's malloc is $lib's, ahead of libshimmer.so" \
 		same_as_bare "$n ahead" 1 bash -c 'LD_PRELOAD="$0 $LD_PRELOAD" exec "$1" threads 300' \
