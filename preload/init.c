@@ -9,7 +9,8 @@
  * they start (cupti.c, nvtx.c), in this process and in its children.
  *
  * Any failure leaves tracing off and every hook a pass-through; only an
- * unreachable collector is reported, with one line on stderr.
+ * unreachable collector, or an address-space limit with too little room
+ * for the shim's (room_for_us()), is reported, with one line on stderr.
  */
 #include <errno.h>
 #include <time.h>
