@@ -1071,7 +1071,7 @@ int export_chrome(struct export *x, struct xout *w)
 	if (err)
 		return err;
 	if (bytes > x->o->max_mb * 1e6) {
-		cli_error("the trace would be about %.0f MB, more than a browser loads (--max-mb %.0f):"
+		cli_error("the trace would be about %.3g MB, more than a browser loads (--max-mb %g):"
 			  " export a time span (--begin S --end S) or one process (--pid, --rank),"
 			  " or write csv", bytes / 1e6, x->o->max_mb);
 		return -EFBIG;

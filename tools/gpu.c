@@ -625,11 +625,16 @@ int gpu_emit(struct emit *e, struct model *m, const struct model_proc *p, int fu
 	emit_table_begin(e, &note_table);
 	note_row(&v, status, ev_none(), ev_none(), ev_none(), "gpu");
 	emit_table_end(e);
-	if (why)
+	if (why) {
+		/* the detail only where it adds to the reason ("disabled by
+		 * SHIMMER_CUPTI=0" has the shim's "SHIMMER_CUPTI=0" in it) */
+		const char *detail = p->gpu_detail && !strstr(why, p->gpu_detail) ? p->gpu_detail
+										     : NULL;
+
 		emit_text(e, "  GPU activity: NOT traced: %s%s%s; kernels, copies and GPU busy time"
 			  " are unknown, not zero\n",
-			  fmt_esc(why), p->gpu_detail ? ": " : "",
-			  fmt_esc(p->gpu_detail ? p->gpu_detail : ""));
+			  fmt_esc(why), detail ? ": " : "", fmt_esc(detail ? detail : ""));
+	}
 	else
 		emit_text(e, "  GPU activity: traced%s%s%s\n",
 			  v.g.nkernels ? "" : v.samp ? "; no kernels ran in a window" : "; no kernels ran",

@@ -567,6 +567,8 @@ brc=$?
 check "chrome: a trace above --max-mb is refused with advice, nothing written" \
 	"exit $brc: $(cat "$T/big.err")" \
 	bash -c "[ $brc = 1 ] && grep -q -- '--begin' '$T/big.err' && [ ! -e '$T/big.json' ]"
+check "chrome: the refusal names the limit as given" "$(cat "$T/big.err")" \
+	grep -q -- '(--max-mb 0.001)' "$T/big.err"
 "$SHIMMER" export "$DB" --pid "$PYPID" --begin 0 --end 1000 -o "$T/py.json" 2> "$T/py.json.err"
 "$PY" - "$T/py.json" "$PYPID" > "$T/cut.check" <<'PY'
 import json, sys

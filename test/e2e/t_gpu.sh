@@ -218,6 +218,9 @@ check "busy: exactly one line on stderr" "stderr has $n lines: $(head -3 "$T/bus
 	test "$n" = 1 -a -z "$(tail -c1 "$T/busy.err")"
 
 run_status disabled disabled CUDA_INJECTION64_PATH="$SHIM" SHIMMER_CUPTI=0
+line=$("$SHIMMER" summary "$DB" | grep 'GPU activity:')
+check "disabled: summary says why once" "$line" \
+	test "$line" = "  GPU activity: NOT traced: disabled by SHIMMER_CUPTI=0; kernels, copies and GPU busy time are unknown, not zero"
 
 # No CUPTI anywhere: the workload and a copy of the fake runtime without the
 # fake CUPTI beside it, CUDA_HOME pointing nowhere, and /usr/local/cuda
