@@ -38,6 +38,7 @@ struct open_range {
 struct stream_state {
 	struct open_range *ranges;
 	uint32_t nranges, ranges_cap, ranges_lost;
+	int64_t heap_ns; /* the instant of its last heap record (0: none yet) */
 };
 
 struct ingest {
@@ -68,11 +69,10 @@ int64_t ingest_ns(const struct ingest *in, uint64_t ts)
 
 /* ---- heap and CUDA blocks ---- */
 
-static int heap_event(struct ingest *in, uint32_t tid, const struct shm_rec_heap *r)
+static int heap_event(struct ingest *in, uint32_t tid, const struct shm_rec_heap *r, int64_t ns,
+		      int64_t end_ns)
 {
 	unsigned fnf = shm_fn_info[r->hdr.fn].flags;
-	int64_t ns = ingest_ns(in, r->t_begin);
-	int64_t end_ns = r->hdr.flags & SHM_F_TIMED ? ingest_ns(in, r->t_end) : -1;
 	int err = 0;
 
 	if (r->hdr.flags & SHM_F_FAILED)
@@ -288,18 +288,31 @@ static int on_record(void *ctx, uint32_t stream, uint32_t tid, const union rec *
 	if (stream >= in->nstreams)
 		return -EINVAL;
 	switch (r->h.type) {
-	case SHM_REC_HEAP:
+	case SHM_REC_HEAP: {
+		/* A thread's heap instants in the order it made its calls: read
+		 * on the CPU it ran on, they can go back by the TSCs' offset
+		 * when it moves to another (a free 51 ns before its own malloc,
+		 * on a VM under load: a negative lifetime, and a pair not
+		 * temporary).  Such an instant is raised to the one before. */
+		struct stream_state *ss = &in->streams[stream];
+		int64_t ns = ingest_ns(in, r->heap.t_begin), end_ns = -1;
+
+		if (ns < ss->heap_ns)
+			ns = ss->heap_ns;
+		ss->heap_ns = ns;
+		if (r->heap.hdr.flags & SHM_F_TIMED) {
+			end_ns = ingest_ns(in, r->heap.t_end);
+			if (end_ns < ns)
+				end_ns = ns;
+		}
 		if (in->agg) {
-			int err = heapagg_heap(in->agg, stream, tid, &r->heap,
-					       ingest_ns(in, r->heap.t_begin),
-					       r->heap.hdr.flags & SHM_F_TIMED
-						       ? ingest_ns(in, r->heap.t_end)
-						       : -1);
+			int err = heapagg_heap(in->agg, stream, tid, &r->heap, ns, end_ns);
 
 			if (err || !in->heap_rows)
 				return err;
 		}
-		return heap_event(in, tid, &r->heap);
+		return heap_event(in, tid, &r->heap, ns, end_ns);
+	}
 	case SHM_REC_CUDA:
 		return cuda_event(in, tid, &r->cuda);
 	case SHM_REC_KERNEL:
@@ -346,6 +359,7 @@ static void on_stream_new(void *ctx, uint32_t stream)
 	if (stream < in->nstreams) {
 		in->streams[stream].nranges = 0;
 		in->streams[stream].ranges_lost = 0;
+		in->streams[stream].heap_ns = 0;
 		if (in->agg)
 			heapagg_stream_new(in->agg, stream);
 	}
