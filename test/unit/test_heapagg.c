@@ -848,6 +848,40 @@ static void send(const struct rec_sink *sk, const struct hrec *h)
 			 0);
 }
 
+/* recs, in the order the source merged them, through an ingest with rows
+ * and aggregates into a new store at path; db opens it. */
+static void ingest_all(char *path, const struct hrec *recs, size_t n, uint32_t nstreams)
+{
+	int fd = mkstemp(path);
+	struct store *st;
+	struct ingest *in;
+	struct ingest_conf ic = { .proc_id = 1, .clock = SHM_CLOCK_MONOTONIC,
+				  .malloc_mode = SHM_MALLOC_ALL, .nstreams = nstreams,
+				  .heap_rows = SHM_HELLO_HEAP_ROWS | SHM_HELLO_HEAP_AGG };
+	int64_t id;
+
+	assert_true(fd >= 0);
+	close(fd);
+	unlink(path);
+	st = store_open(path);
+	assert_non_null(st);
+	assert_int_equal(store_process_add(st, &(struct store_proc){ .pid = 1, .malloc_mode = "all",
+					       .rank = SHM_NO_RANK, .local_rank = SHM_NO_RANK,
+					       .sample_bytes = -1 },
+					   &id),
+			 0);
+	ic.store = st;
+	ic.proc_id = id;
+	in = ingest_new(&ic);
+	assert_non_null(in);
+	for (size_t i = 0; i < n; i++)
+		send(ingest_sink(in), &recs[i]);
+	assert_int_equal(ingest_end(in), 0);
+	ingest_free(in);
+	assert_int_equal(store_close(st), 0);
+	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+}
+
 /* The highest live bytes of the rows at any instant, as tools/model.h
  * reads them (live when alloc_ns <= T < free_ns), and the first such T. */
 static const char rows_peak[] =
@@ -894,36 +928,10 @@ static void test_heapagg_rows_agree(void **state)
 		{ 2, SHM_FN_FREE, 400, Q, 0, 0, 0, 12, 0 },
 	};
 	char path[64] = "/tmp/test_heapagg.XXXXXX";
-	int fd = mkstemp(path);
-	struct store *st;
-	struct ingest *in;
-	struct ingest_conf ic = { .proc_id = 1, .clock = SHM_CLOCK_MONOTONIC,
-				  .malloc_mode = SHM_MALLOC_ALL, .nstreams = 5,
-				  .heap_rows = SHM_HELLO_HEAP_ROWS | SHM_HELLO_HEAP_AGG };
-	int64_t id;
 
 	(void)state;
-	assert_true(fd >= 0);
-	close(fd);
-	unlink(path);
-	st = store_open(path);
-	assert_non_null(st);
-	assert_int_equal(store_process_add(st, &(struct store_proc){ .pid = 1, .malloc_mode = "all",
-					       .rank = SHM_NO_RANK, .local_rank = SHM_NO_RANK,
-					       .sample_bytes = -1 },
-					   &id),
-			 0);
-	ic.store = st;
-	ic.proc_id = id;
-	in = ingest_new(&ic);
-	assert_non_null(in);
 	/* in time order, as the source merges them */
-	for (size_t i = 0; i < sizeof(recs) / sizeof(recs[0]); i++)
-		send(ingest_sink(in), &recs[i]);
-	assert_int_equal(ingest_end(in), 0);
-	ingest_free(in);
-	assert_int_equal(store_close(st), 0);
-	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+	ingest_all(path, recs, sizeof(recs) / sizeof(recs[0]), 5);
 
 	/* the rows: each release ended the block before it in heap order */
 	eq("X1 freed at", qf("SELECT free_ns FROM allocations WHERE size = 100"), 200);
@@ -965,6 +973,31 @@ static void test_heapagg_rows_agree(void **state)
 	store_remove(path);
 }
 
+/*
+ * A thread moved to a CPU whose clock is behind: its free of P is stamped
+ * 51 ns before its own malloc of P (heap order: malloc seq 1, free seq 2).
+ * The free is raised to the malloc's instant: no negative lifetime, and
+ * the pair is the temporary it is on the rows and in the aggregates.
+ */
+static void test_heapagg_thread_clock_back(void **state)
+{
+	enum { P = 0x1000 };
+	static const struct hrec recs[] = {
+		{ 0, SHM_FN_MALLOC, 500, P, 64, 0, 1, 0, 1 },
+		{ 0, SHM_FN_FREE, 449, P, 0, 0, 0, 2, 0 },
+		{ 0, SHM_FN_MALLOC, 600, P, 64, 0, 3, 0, 1 },
+	};
+	char path[64] = "/tmp/test_heapagg.XXXXXX";
+
+	(void)state;
+	ingest_all(path, recs, sizeof(recs) / sizeof(recs[0]), 1);
+	eq("freed at", qf("SELECT free_ns FROM allocations WHERE alloc_ns = 500"), 500);
+	eq("temp_count", qf("SELECT temp_count FROM heap_totals"), 1);
+	eq("live_count", qf("SELECT live_count FROM heap_totals"), 1);
+	sqlite3_close(db);
+	store_remove(path);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -974,6 +1007,7 @@ int main(void)
 		cmocka_unit_test(test_heapagg_late_counted),
 		cmocka_unit_test(test_heapagg_heap_order_runs),
 		cmocka_unit_test(test_heapagg_rows_agree),
+		cmocka_unit_test(test_heapagg_thread_clock_back),
 	};
 
 	return cmocka_run_group_tests(tests, 0, 0);
