@@ -29,30 +29,33 @@ LEFT JOIN strings fn ON fn.proc_id = f.proc_id AND fn.id = f.func_id;
 DROP VIEW IF EXISTS kernels_in_ranges;
 CREATE VIEW kernels_in_ranges AS
 WITH RECURSIVE
--- each thread's calls that start GPU work and its push ranges' starts; a
--- range opened at the instant of a call is open for it
-ev (proc_id, tid, t, o, api_id, range_id) AS (
-	SELECT proc_id, tid, start_ns, 1, id, NULL FROM gpu_api
+-- each thread's kernel launches and its push ranges' starts; a range
+-- opened at the instant of a launch is open for it
+ev (proc_id, tid, t, o, kernel_id, range_id) AS (
+	SELECT proc_id, launch_tid, launch_ns, 1, id, NULL FROM kernels_named
+	WHERE launch_tid IS NOT NULL
 	UNION ALL
 	SELECT proc_id, tid, start_ns, 0, NULL, id FROM ranges WHERE kind = 'push'),
--- the range the thread opened last at or before each call (a thread's
+-- the range the thread opened last at or before each launch (a thread's
 -- ranges take ids in the order it opened them)
-latest (api_id, t, range_id) AS (
-	SELECT api_id, t, max(range_id) OVER (PARTITION BY proc_id, tid ORDER BY t, o
+latest (kernel_id, t, range_id) AS (
+	SELECT kernel_id, t, max(range_id) OVER (PARTITION BY proc_id, tid ORDER BY t, o
 		ROWS UNBOUNDED PRECEDING)
 	FROM ev),
 -- out through the enclosing ranges while the one in hand had closed
-walk (api_id, t, range_id, end_ns, parent_id) AS (
-	SELECT l.api_id, l.t, r.id, r.end_ns, r.parent_id
+walk (kernel_id, t, range_id, end_ns, parent_id) AS (
+	SELECT l.kernel_id, l.t, r.id, r.end_ns, r.parent_id
 	FROM latest l JOIN ranges r ON r.id = l.range_id
-	WHERE l.api_id IS NOT NULL
+	WHERE l.kernel_id IS NOT NULL
 	UNION ALL
-	SELECT w.api_id, w.t, r.id, r.end_ns, r.parent_id
+	SELECT w.kernel_id, w.t, r.id, r.end_ns, r.parent_id
 	FROM walk w JOIN ranges r ON r.id = w.parent_id
 	WHERE w.end_ns <= w.t AND r.id < w.range_id),
-innermost (api_id, range_id) AS (
-	SELECT api_id, range_id FROM walk WHERE end_ns IS NULL OR end_ns > t)
+innermost (kernel_id, range_id) AS (
+	SELECT kernel_id, range_id FROM walk WHERE end_ns IS NULL OR end_ns > t)
+-- joined on the kernel's key: whichever side SQLite takes first (a query
+-- that needs range_id may start from innermost), the other is one lookup
 SELECT k.*, i.range_id
-FROM kernels_named k LEFT JOIN innermost i ON i.api_id = k.api_id;
+FROM kernels_named k LEFT JOIN innermost i ON i.kernel_id = k.id;
 
 INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', '12');
