@@ -377,6 +377,7 @@ static int cmp_rows(const void *x, const void *y)
 static int report(struct leaks *l, FILE *out)
 {
 	size_t *v = calloc(l->g.n + 1, sizeof(*v)), n = 0, j = 0;
+	struct present_quiet quiet = { 0 };
 	struct emit e;
 	int est = 0;
 
@@ -392,8 +393,13 @@ static int report(struct leaks *l, FILE *out)
 	emit_array_begin(&e, "processes");
 	for (size_t pi = 0; pi < model_nprocs(l->m); pi++) {
 		const struct model_proc *p = model_proc(l->m, pi);
+		size_t rows = 0;
 
 		if (!p->selected)
+			continue;
+		while (j + rows < n && l->g.v[v[j + rows]].mem->proc == p)
+			rows++;
+		if (present_quiet(&quiet, &e, p, rows))
 			continue;
 		emit_object_begin(&e, NULL);
 		present_proc(&e, p, "blocks whose free was lost count as leaked, lost allocations"
@@ -409,6 +415,7 @@ static int report(struct leaks *l, FILE *out)
 		emit_object_end(&e);
 	}
 	emit_array_end(&e);
+	present_quiet_end(&quiet, &e, "nothing live at the end nor growing");
 	present_estimated_note(&e, est, "");
 	free(v);
 	return emit_finish(&e);
