@@ -130,6 +130,12 @@ int present_quiet(struct present_quiet *q, const struct emit *e, const struct mo
  * "with " what; frees q. */
 void present_quiet_end(struct present_quiet *q, struct emit *e, const char *what);
 
+/* p counted in q whatever it holds (0, or -ENOMEM); and the names of q's
+ * processes, ": bash x52, env x16\n", after a caller's own words (frees
+ * q). */
+int present_quiet_add(struct present_quiet *q, const struct model_proc *p);
+void present_quiet_list(struct present_quiet *q, struct emit *e);
+
 /* CSV's columns of present_stacks_refused()'s two counts, after the
  * command's "complete" (each row repeats its process's), and their values. */
 #define PRESENT_STACKS_COLS                                                          \
