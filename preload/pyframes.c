@@ -429,6 +429,7 @@ frame(const struct raw_frame *r, uint32_t epoch, struct py_memo *memo, struct sh
 	struct py_memo_entry *m = 0;
 	struct code_id id;
 	int64_t lasti = r->lasti;
+	int line;
 
 	id.code = r->code;
 	id.file = load_ptr(r->code, CO_FILENAME);
@@ -447,7 +448,10 @@ frame(const struct raw_frame *r, uint32_t epoch, struct py_memo *memo, struct sh
 	if (lasti < 0 || lasti >= load_i64(r->code, OB_SIZE))
 		lasti = -1; /* PyCode_Addr2Line: the first line */
 	memset(out, 0, sizeof(*out));
-	out->line = (uint32_t)py.addr2line((void *)r->code, (int)(lasti * 2));
+	/* -1 for an instruction the compiler gave no line (an exception
+	 * handler's cleanup): 0, as tracemalloc writes it, not 4294967295. */
+	line = py.addr2line((void *)r->code, (int)(lasti * 2));
+	out->line = line > 0 ? (uint32_t)line : 0;
 	names(&id, epoch, out);
 	/* Only whole names: one not announced now is tried again. */
 	if (memo && out->file_id && out->func_id) {
