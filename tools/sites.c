@@ -29,6 +29,12 @@ struct pystr_item {
 	int64_t text;
 };
 
+/* A shown name: key (pytext index, 0, 0), name an index into pynames. */
+struct pyname_item {
+	struct map_key key;
+	int64_t name;
+};
+
 /* A stack_nodes row: key (proc_id, node_id, 0). */
 struct node_item {
 	struct map_key key;
@@ -142,6 +148,7 @@ int sites_open(struct sites *s, sqlite3 *db)
 	 * hundred distinct file and function names: the names are read
 	 * once each (pystr), not joined into every frame's row. */
 	s->pystr.item_size = sizeof(struct pystr_item);
+	s->pyname.item_size = sizeof(struct pyname_item);
 	if (!err)
 		err = store_prepare(db, "SELECT file_id, func_id, line FROM python_frames"
 				    " WHERE proc_id = ? AND pystack_id = ? ORDER BY level",
@@ -154,6 +161,11 @@ int sites_open(struct sites *s, sqlite3 *db)
 
 void sites_close(struct sites *s)
 {
+	for (size_t i = 0; i < s->npaths; i++)
+		free(s->paths[i]);
+	free(s->paths);
+	map_free(&s->pyname);
+	strtab_free(&s->pynames);
 	symbolizer_free(s->sym);
 	map_free(&s->stacks);
 	map_free(&s->nodes);
@@ -166,6 +178,118 @@ void sites_close(struct sites *s)
 	sqlite3_finalize(s->py_st);
 	sqlite3_finalize(s->str_st);
 	memset(s, 0, sizeof(*s));
+}
+
+/* ---- Python file names --------------------------------------------------- */
+
+static int path_cmp(const void *a, const void *b)
+{
+	const char *x = *(const char *const *)a, *y = *(const char *const *)b;
+	int c = strcmp(base_name(x), base_name(y));
+
+	return c ? c : strcmp(x, y);
+}
+
+/* Every string of db with its text: the files of Python frames are among
+ * them (a string that is no file only makes a name longer). */
+static int paths_read(struct sites *s, sqlite3 *db)
+{
+	sqlite3_stmt *st;
+	size_t cap = s->npaths;
+	int r, err = store_prepare(db, "SELECT DISTINCT text FROM strings", &st);
+
+	while (!err && (r = store_step(db, st)) > 0) {
+		const char *t = (const char *)sqlite3_column_text(st, 0);
+
+		if (!t)
+			continue;
+		err = array_grow(&s->paths, &cap, s->npaths, sizeof(*s->paths));
+		if (!err && !(s->paths[s->npaths] = strdup(t)))
+			err = -ENOMEM;
+		if (!err)
+			s->npaths++;
+	}
+	if (!err && r < 0)
+		err = r;
+	sqlite3_finalize(st);
+	return err;
+}
+
+int sites_add_paths(struct sites *s, sqlite3 *db)
+{
+	return paths_read(s, db);
+}
+
+/* Whether path ends with the components tail (the whole of it, or after a
+ * '/'). */
+static int ends_with_tail(const char *path, const char *tail)
+{
+	size_t n = strlen(path), t = strlen(tail);
+
+	return n >= t && strcmp(path + n - t, tail) == 0 && (n == t || path[n - t - 1] == '/');
+}
+
+/* The name file is shown by (see sites_add_paths()), into *name. */
+static int py_file_name(struct sites *s, const char *file, const char **name)
+{
+	const char *base = base_name(file), *tail = base;
+	struct map_key k = { 0, 0, 0 };
+	struct pyname_item *it;
+	size_t lo = 0, hi, i;
+	int64_t idx;
+	int err;
+
+	err = strtab_index(&s->pytext, file, &k.a);
+	if (err)
+		return err;
+	it = map_find(&s->pyname, &k);
+	if (it) {
+		*name = s->pynames.v[it->name];
+		return 0;
+	}
+	if (!s->paths_loaded) {
+		err = paths_read(s, s->db);
+		if (err)
+			return err;
+		array_sort(s->paths, s->npaths, sizeof(*s->paths), path_cmp);
+		s->paths_loaded = 1;
+	}
+	/* The files with this base name: [lo, hi) of the sorted paths. */
+	hi = s->npaths;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (strcmp(base_name(s->paths[mid]), base) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (hi = lo; hi < s->npaths && strcmp(base_name(s->paths[hi]), base) == 0; hi++)
+		;
+	/* One more of file's last components until no other file ends with
+	 * them; the whole path when every tail is another's (util.py beside
+	 * /a/util.py). */
+	for (;;) {
+		const char *p = tail - 1; /* the '/' before tail */
+
+		for (i = lo; i < hi; i++)
+			if (strcmp(s->paths[i], file) != 0 && ends_with_tail(s->paths[i], tail))
+				break;
+		if (i == hi || tail == file)
+			break;
+		while (p > file && p[-1] != '/')
+			p--;
+		tail = p;
+	}
+	err = strtab_index(&s->pynames, tail, &idx);
+	if (err)
+		return err;
+	it = map_get(&s->pyname, &k);
+	if (!it)
+		return -ENOMEM;
+	it->name = idx;
+	*name = s->pynames.v[idx];
+	return 0;
 }
 
 /* ---- call sites ---------------------------------------------------------- */
@@ -398,8 +522,13 @@ static int python_frames(struct sites *s, int64_t proc_id, int64_t pystack_id,
 			l->site = l->n - 1;
 			l->has_site = 1;
 		}
+		if (file) {
+			err = py_file_name(s, file, &file);
+			if (err)
+				return err;
+		}
 		buf_puts(&l->text, fn ? fn : "?");
-		buf_place(&l->text, base_name(file), line);
+		buf_place(&l->text, file ? file : "?", line);
 	}
 	if (site_only && l->has_site && l->n > l->site + callers)
 		r = 0;
