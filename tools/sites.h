@@ -45,7 +45,7 @@ struct sites {
 	int tree;               /* stacks are stack_nodes (schema 10 on) */
 	int callers;            /* frames named after the site (0: the site
 				 * alone); set before the first sites_of() */
-	char **paths;           /* every string of the stores that could be a
+	struct path *paths;     /* every string of the stores that could be a
 				 * Python file, by base name (py_file_name()) */
 	size_t npaths;
 	int paths_loaded;
@@ -64,12 +64,12 @@ int sites_open(struct sites *s, sqlite3 *db);
 void sites_close(struct sites *s);
 
 /*
- * A Python frame's file is shown by its base name, or, where another file
- * has the same one (two packages' util.py), by the shortest tail of its path
- * in whole components that no other file ends with (pa/util.py): the files
- * of s's store and of each store added here, before the first sites_of(),
- * so that two stores compared name their files alike.  Returns 0, -ENOMEM
- * or -EIO.
+ * A Python frame's file is shown by its base name, or, where the store holds
+ * other files of that base name (two packages' util.py), by as many of its
+ * last path components as tell them apart (pa/util.py), the same count for
+ * each.  With another store added here (before the first sites_of()), the
+ * larger count of the two: `compare` names a file alike in both.  Returns
+ * 0, -ENOMEM or -EIO.
  */
 int sites_add_paths(struct sites *s, sqlite3 *db);
 
