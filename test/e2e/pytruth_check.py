@@ -202,31 +202,26 @@ def code_lines(path, cache={}):
 
 
 def shown_names(texts):
-    """tools/sites.c's py_file_name(): base name, else the shortest tail of
-    whole components no other string ends with."""
-    by_base = collections.defaultdict(list)
+    """tools/sites.c's py_file_name(): the base name, or, where the store has
+    several strings of that base name, as many last components of the path
+    as tell them apart, the same count for each."""
+    by_base = collections.defaultdict(set)
     for t in texts:
-        by_base[t.rsplit("/", 1)[-1]].append(t)
+        by_base[t.rsplit("/", 1)[-1]].add(t)
+    depth = {}
 
-    def ends(p, tail):
-        return p == tail or p.endswith("/" + tail)
-
-    memo = {}
+    def tail(path, n):
+        parts = path.split("/")
+        return path if n >= len(parts) else "/".join(parts[-n:])
 
     def name(file):
-        if file in memo:
-            return memo[file]
-        memo[file] = shown(file)
-        return memo[file]
-
-    def shown(file):
-        parts = file.split("/")
-        others = [p for p in by_base[parts[-1]] if p != file]
-        for k in range(1, len(parts) + 1):
-            tail = "/".join(parts[-k:])
-            if not any(ends(p, tail) for p in others):
-                return tail
-        return file
+        base = file.rsplit("/", 1)[-1]
+        if base not in depth:
+            group, n = by_base[base] | {file}, 1
+            while len({tail(p, n) for p in group}) < len(group):
+                n += 1
+            depth[base] = n
+        return tail(file, depth[base])
     return name
 
 

@@ -115,5 +115,24 @@ for v in 3.11 3.12 3.13; do
 	cat "$T/$v.check"
 	[ "$rc" = 0 ] || grep -q '^not ok' "$T/$v.check" || not_ok "python$v: pytruth_check.py exit $rc"
 	grep -q '^not ok' "$T/$v.check" && FAILED=1
+	last=$v
 done
+
+# compare names a file alike in both stores: a run from another directory
+# with pa/util.py alone (no other util.py) against the workloads' run,
+# which has pb/util.py too: pa's line pairs, pb's is only in the second.
+if [ -n "${last:-}" ]; then
+	mkdir -p "$T/py2/pa"
+	cp "$D/pa/__init__.py" "$D/pa/util.py" "$T/py2/pa/"
+	start_collector "$T/one.db" || not_ok "compare: collector"
+	LD_PRELOAD=$SHIM SHIMMER_SOCKET=$SOCK SHIMMER_MALLOC=all "$(python_exe "$last")" -c \
+		"import sys; sys.path.insert(0, '$T/py2'); import pa.util; k = []; pa.util.make(k, 3000)"
+	stop_collector || not_ok "compare: collector exit status"
+	"$SHIMMER" compare "$T/one.db" "$T/$last.all.db" --format csv > "$T/cmp.csv" 2> "$T/err"
+	check "compare: exits 0" "$(cat "$T/err")" [ $? = 0 ]
+	got=$(awk -F, '$3 == "sites" && $4 ~ /^make \((pa|pb)\/util\.py:2\)$/ && $NF == "" &&
+		$(NF - 1) == "live_end" { print $4, ($6 != ""), ($7 != "") }' "$T/cmp.csv" | sort)
+	check "compare: pa/util.py's line paired across directories, pb/util.py's only in B" "$got" \
+		[ "$got" = "$(printf '%s\n' 'make (pa/util.py:2) 1 1' 'make (pb/util.py:2) 0 1')" ]
+fi
 finish
