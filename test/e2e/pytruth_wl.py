@@ -26,6 +26,7 @@ instant.  What makes the two runs agree (t_pytruth.sh says why each matters):
 The forked child has a window of its own: a marker of 2345678 bytes, then
 tracemalloc's traces cleared; it writes FILE.child.
 """
+import asyncio
 import collections
 import csv
 import ctypes
@@ -281,6 +282,29 @@ def down(n):
     return r
 
 
+async def fetch(i):
+    await asyncio.sleep(0)
+    return {"id": i, "body": "x" * (100 + i % 50)}
+
+
+async def gather_all():
+    parts = await asyncio.gather(*(fetch(i) for i in range(300)))
+    q = asyncio.Queue()
+    for p in parts:
+        await q.put(p)
+    return [(await q.get())["body"] + "!" for _ in range(q.qsize())]
+
+
+def wl_callbacks():
+    # Python called back from C: a sort key, map, a JSON object hook, asyncio
+    rows = [(str(i * 7919 % 1000), i) for i in range(2000)]
+    keep.append(sorted(rows, key=lambda r: (len(r[0]), r[0] + "|")))
+    keep.append(list(map(lambda r: r[0] * 3, rows)))
+    keep.append(json.loads(json.dumps([{"a": i} for i in range(500)]),
+                           object_hook=lambda d: [d["a"], str(d["a"])]))
+    keep.append(asyncio.run(gather_all()))
+
+
 def wl_deep():
     keep.append(down(60))  # the user's own recursion, deeper than kept
     deeplib.down(20, keep)  # a library's, shallower than kept
@@ -327,8 +351,8 @@ def end(out):
 
 
 WORKLOADS = [wl_json, wl_re, wl_collections, wl_algo, wl_csv, wl_sqlite, wl_threads,
-             wl_generators, wl_classes, wl_exceptions, wl_deep, wl_samename, wl_import,
-             wl_fork]
+             wl_generators, wl_classes, wl_exceptions, wl_callbacks, wl_deep, wl_samename,
+             wl_import, wl_fork]
 
 gc.disable()
 gc.collect()
