@@ -1655,6 +1655,7 @@ static int compare_main(int argc, char **argv)
 	model_set_native(ma, sites.native);
 	model_set_callers(mb, sites.callers);
 	model_set_native(mb, sites.native);
+	model_share_names(ma, mb);
 	err = compare(ma, mb, paths[0], paths[1], &c, stdout, fmt);
 	if (err == -ENOMEM)
 		cli_error("out of memory");

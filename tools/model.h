@@ -353,6 +353,12 @@ void model_set_callers(struct model *m, int n);
  * Python line.  Before the first heap query. */
 void model_set_native(struct model *m, int on);
 
+/* Names the Python files of a's sites and b's alike (sites_add_paths()):
+ * a file is shown by a longer tail of its path in both where either store
+ * has another file of its base name, so that `compare` pairs its lines.
+ * Before the first heap query of either. */
+void model_share_names(struct model *a, struct model *b);
+
 enum model_select {
 	MODEL_ALLOCATED, /* every allocation */
 	MODEL_LIVE_END,  /* never freed */

@@ -1362,8 +1362,12 @@ static int sites_ready(struct model *m)
 	if (h->sites_open)
 		return 0;
 	err = sites_open(&h->sites, m->db);
-	if (err)
+	if (!err && m->peer)
+		err = sites_add_paths(&h->sites, m->peer);
+	if (err) {
+		sites_close(&h->sites);
 		return err;
+	}
 	h->sites.callers = m->callers;
 	h->sites_open = 1;
 	return 0;
@@ -1435,6 +1439,12 @@ void model_set_callers(struct model *m, int n)
 void model_set_native(struct model *m, int on)
 {
 	m->native = !!on;
+}
+
+void model_share_names(struct model *a, struct model *b)
+{
+	a->peer = b->db;
+	b->peer = a->db;
 }
 
 int model_key_site(struct model *m, uint32_t key, const char **site, const char **folded)
