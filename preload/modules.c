@@ -20,6 +20,7 @@
 #include "intern.h"
 #include "log.h"
 #include "modules.h"
+#include "pyarena.h"
 #include "pyframes.h"
 #include "real.h"
 #include "shim.h"
@@ -352,6 +353,8 @@ SHIM_EXPORT int dlclose(void *h)
 	if (unlikely(!real_dlclose))
 		return -1;
 	rc = real_dlclose(h);
+	if (rc == 0)
+		pyarena_recheck();
 	if (rc == 0 && traced_now())
 		modules_report();
 	return rc;

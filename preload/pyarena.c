@@ -1,0 +1,267 @@
+/*
+ * The mmap, mmap64 and munmap hooks, and finding the Python runtime whose
+ * arena allocator calls them (pyarena.h).
+ *
+ * Cost: a call that is not an arena's shape (every map of the loader's,
+ * of a file, of a thread's stack, the shim's own) pays the compares of its
+ * arguments, at most five, before its system call.  One of that shape
+ * (rare but for the arenas themselves, and the maps of allocators that
+ * ask for exactly 256 KiB or 1 MiB of private anonymous memory) looks its
+ * caller up among the runtimes known (a few compares), else asks the
+ * loader which object holds it (_dl_find_object(): lock-free, async-
+ * signal-safe) and reads two or three names from that object's hash table.
+ * A runtime found is kept in a small table, filled once per runtime
+ * (RUNTIMES of them at most; more are looked up on each call, as a caller
+ * that is none is: no table of the objects that are not a runtime, which
+ * an unload would make stale).
+ */
+#include <dlfcn.h>
+#include <elf.h>
+#include <link.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "heap.h"
+#include "pyarena.h"
+#include "shim.h"
+
+#define ARENA_FLAGS (MAP_PRIVATE | MAP_ANONYMOUS)
+#define ARENA_PROT (PROT_READ | PROT_WRITE)
+#define ARENA_LARGE (1ul << 20) /* CPython 3.10 and later, 64-bit */
+#define ARENA_SMALL (256ul << 10)
+#define RUNTIMES 4u
+#define UNKNOWN SIZE_MAX
+#define DYN_MAX 1024u      /* dynamic entries read at most */
+#define CHAIN_MAX (1u << 20) /* hash chain steps at most */
+
+/* A runtime's object, [lo, hi), and its arena size (0 once it was
+ * unloaded: forgotten, the slot not reused). */
+struct runtime {
+	uintptr_t lo, hi;
+	size_t arena;
+	const void *map; /* its link map, to tell it is still the one loaded */
+};
+
+static struct runtime runtimes[RUNTIMES];
+static unsigned nruntimes; /* entries filled (release) */
+static int filling;        /* a thread writes the next entry */
+
+/* ---- an object's dynamic symbols, read in place ---- */
+
+struct dynsyms {
+	const ElfW(Sym) *sym;
+	const char *str;
+	const uint32_t *gnu;  /* DT_GNU_HASH, or NULL */
+	const uint32_t *sysv; /* DT_HASH, or NULL */
+};
+
+/* The loader relocates the dynamic section's addresses in place, except
+ * where it is read-only (the vDSO); an address below the load bias is an
+ * offset still. */
+static const void *dyn_addr(const struct link_map *m, ElfW(Addr) v)
+{
+	return (const void *)(v < m->l_addr ? v + m->l_addr : v);
+}
+
+static int dynsyms_of(const struct link_map *m, struct dynsyms *s)
+{
+	const ElfW(Dyn) *d = m->l_ld;
+	unsigned i;
+
+	memset(s, 0, sizeof(*s));
+	for (i = 0; d && i < DYN_MAX && d[i].d_tag != DT_NULL; i++) {
+		switch (d[i].d_tag) {
+		case DT_SYMTAB:
+			s->sym = dyn_addr(m, d[i].d_un.d_ptr);
+			break;
+		case DT_STRTAB:
+			s->str = dyn_addr(m, d[i].d_un.d_ptr);
+			break;
+		case DT_GNU_HASH:
+			s->gnu = dyn_addr(m, d[i].d_un.d_ptr);
+			break;
+		case DT_HASH:
+			s->sysv = dyn_addr(m, d[i].d_un.d_ptr);
+			break;
+		}
+	}
+	return s->sym && s->str && (s->gnu || s->sysv) ? 0 : -1;
+}
+
+static int defined(const struct dynsyms *s, uint32_t i, const char *name)
+{
+	const ElfW(Sym) *y = &s->sym[i];
+
+	return y->st_shndx != SHN_UNDEF && y->st_value && strcmp(s->str + y->st_name, name) == 0;
+}
+
+static int gnu_defines(const struct dynsyms *s, const char *name)
+{
+	const uint32_t *g = s->gnu;
+	uint32_t nbuckets = g[0], symoffset = g[1], bloom_size = g[2], shift = g[3], h = 5381, i, n;
+	const ElfW(Addr) *bloom = (const ElfW(Addr) *)(g + 4);
+	const uint32_t *buckets = (const uint32_t *)(bloom + bloom_size), *chain = buckets + nbuckets;
+	const unsigned bits = 8 * sizeof(ElfW(Addr));
+	ElfW(Addr) word, mask;
+	const unsigned char *c;
+
+	for (c = (const unsigned char *)name; *c; c++)
+		h = h * 33 + *c;
+	if (!nbuckets || !bloom_size)
+		return 0;
+	word = bloom[(h / bits) % bloom_size];
+	mask = ((ElfW(Addr))1 << (h % bits)) | ((ElfW(Addr))1 << ((h >> shift) % bits));
+	if ((word & mask) != mask)
+		return 0;
+	i = buckets[h % nbuckets];
+	if (i < symoffset)
+		return 0;
+	for (n = 0; n < CHAIN_MAX; n++, i++) {
+		uint32_t h2 = chain[i - symoffset];
+
+		if ((h | 1) == (h2 | 1) && defined(s, i, name))
+			return 1;
+		if (h2 & 1)
+			return 0;
+	}
+	return 0;
+}
+
+static int sysv_defines(const struct dynsyms *s, const char *name)
+{
+	const uint32_t *t = s->sysv;
+	uint32_t nbucket = t[0], nchain = t[1], h = 0, g, i, n;
+	const uint32_t *bucket = t + 2, *chain = bucket + nbucket;
+	const unsigned char *c;
+
+	for (c = (const unsigned char *)name; *c; c++) {
+		h = (h << 4) + *c;
+		g = h & 0xf0000000u;
+		if (g)
+			h ^= g >> 24;
+		h &= ~g;
+	}
+	if (!nbucket)
+		return 0;
+	for (i = bucket[h % nbucket], n = 0; i && i < nchain && n < CHAIN_MAX; i = chain[i], n++)
+		if (defined(s, i, name))
+			return 1;
+	return 0;
+}
+
+static int defines(const struct dynsyms *s, const char *name)
+{
+	return s->gnu ? gnu_defines(s, name) : sysv_defines(s, name);
+}
+
+/* The arena size of the CPython runtime that object m is, 0 when it is
+ * none: it defines PyObject_Malloc and PyObject_GetArenaAllocator (a
+ * CPython since 3.4; an object that only imports them, an extension,
+ * defines neither).  3.10 made arenas 1 MiB on 64-bit machines, and added
+ * Py_NewRef. */
+static size_t runtime_arena(const struct link_map *m)
+{
+	struct dynsyms s;
+
+	if (!m || dynsyms_of(m, &s) < 0 || !defines(&s, "PyObject_Malloc") ||
+	    !defines(&s, "PyObject_GetArenaAllocator"))
+		return 0;
+	return defines(&s, "Py_NewRef") ? ARENA_LARGE : ARENA_SMALL;
+}
+
+/* ---- the runtimes known ---- */
+
+/* The arena size of the runtime holding pc, 0 when pc is in no runtime. */
+static size_t arena_of(uintptr_t pc)
+{
+	unsigned n = __atomic_load_n(&nruntimes, __ATOMIC_ACQUIRE), i;
+	struct dl_find_object d;
+	struct runtime *r;
+	size_t arena;
+
+	for (i = 0; i < n; i++) {
+		r = &runtimes[i];
+		arena = __atomic_load_n(&r->arena, __ATOMIC_RELAXED);
+		if (arena && pc - r->lo < r->hi - r->lo)
+			return arena;
+	}
+	if (_dl_find_object((void *)pc, &d) != 0)
+		return 0;
+	arena = runtime_arena(d.dlfo_link_map);
+	if (!arena || __atomic_exchange_n(&filling, 1, __ATOMIC_ACQUIRE))
+		return arena;
+	/* Another thread may have kept it meanwhile. */
+	n = __atomic_load_n(&nruntimes, __ATOMIC_ACQUIRE);
+	for (i = 0; i < n; i++)
+		if (runtimes[i].map == d.dlfo_link_map && __atomic_load_n(&runtimes[i].arena,
+									 __ATOMIC_RELAXED))
+			break;
+	if (i == n && n < RUNTIMES) {
+		r = &runtimes[n];
+		r->lo = (uintptr_t)d.dlfo_map_start;
+		r->hi = (uintptr_t)d.dlfo_map_end;
+		r->map = d.dlfo_link_map;
+		r->arena = arena;
+		__atomic_store_n(&nruntimes, n + 1, __ATOMIC_RELEASE);
+	}
+	__atomic_store_n(&filling, 0, __ATOMIC_RELEASE);
+	return arena;
+}
+
+void pyarena_recheck(void)
+{
+	unsigned n = __atomic_load_n(&nruntimes, __ATOMIC_ACQUIRE), i;
+	struct dl_find_object d;
+
+	for (i = 0; i < n; i++) {
+		struct runtime *r = &runtimes[i];
+
+		if (__atomic_load_n(&r->arena, __ATOMIC_RELAXED) &&
+		    (_dl_find_object((void *)r->lo, &d) != 0 || d.dlfo_link_map != r->map ||
+		     (uintptr_t)d.dlfo_map_start != r->lo))
+			__atomic_store_n(&r->arena, 0, __ATOMIC_RELAXED);
+	}
+}
+
+/* ---- the hooks ---- */
+
+static inline int arena_sized(size_t len)
+{
+	return len == ARENA_LARGE || len == ARENA_SMALL;
+}
+
+/* Whether the call, made from pc, is the arena allocator's map. */
+static inline int arena_map(const void *addr, size_t len, int prot, int flags, int fd, long off,
+			    uintptr_t pc)
+{
+	return unlikely(flags == ARENA_FLAGS) && !addr && prot == ARENA_PROT && fd == -1 && !off &&
+	       arena_sized(len) && arena_of(pc) == len;
+}
+
+static __attribute__((noinline)) void *recorded_mmap(size_t len)
+{
+	void *p = heap_arena_mmap(len);
+
+	return p ? p : MAP_FAILED;
+}
+
+SHIM_EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+	if (arena_map(addr, len, prot, flags, fd, off, (uintptr_t)__builtin_return_address(0)))
+		return recorded_mmap(len);
+	return pyarena_sys_mmap(addr, len, prot, flags, fd, off);
+}
+
+SHIM_EXPORT void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off64_t off)
+{
+	if (arena_map(addr, len, prot, flags, fd, off, (uintptr_t)__builtin_return_address(0)))
+		return recorded_mmap(len);
+	return pyarena_sys_mmap(addr, len, prot, flags, fd, off);
+}
+
+SHIM_EXPORT int munmap(void *addr, size_t len)
+{
+	if (unlikely(arena_sized(len)) && arena_of((uintptr_t)__builtin_return_address(0)) == len)
+		return heap_arena_munmap(addr, len);
+	return pyarena_sys_munmap(addr, len);
+}
