@@ -162,6 +162,7 @@ static int visit(struct dl_phdr_info *info, size_t size, void *data)
 	m = &mods[nmods++];
 	*m = (struct mod){ .bias = info->dlpi_addr, .lo = lo, .hi = hi, .seen = 1,
 			   .path_id = path_id(info->dlpi_name) };
+	pyarena_learn(info, (uintptr_t)lo, (uintptr_t)hi);
 	emit(w->t, m, info, 0);
 	w->added = 1;
 	return 0;
@@ -188,6 +189,7 @@ void modules_report(void)
 	dl_iterate_phdr(visit, &w);
 	for (i = 0, j = 0; i < nmods; i++) {
 		if (!mods[i].seen) {
+			pyarena_unloaded((uintptr_t)mods[i].lo, (uintptr_t)mods[i].hi);
 			emit(t, &mods[i], 0, 1);
 			stack_forget();
 			continue;
@@ -353,8 +355,6 @@ SHIM_EXPORT int dlclose(void *h)
 	if (unlikely(!real_dlclose))
 		return -1;
 	rc = real_dlclose(h);
-	if (rc == 0)
-		pyarena_recheck();
 	if (rc == 0 && traced_now())
 		modules_report();
 	return rc;

@@ -9,11 +9,20 @@
  * ask for exactly 256 KiB or 1 MiB of private anonymous memory) looks its
  * caller up among the runtimes known (a few compares), else asks the
  * loader which object holds it (_dl_find_object(): lock-free, async-
- * signal-safe) and reads two or three names from that object's hash table.
- * A runtime found is kept in a small table, filled once per runtime
- * (RUNTIMES of them at most; more are looked up on each call, as a caller
- * that is none is: no table of the objects that are not a runtime, which
- * an unload would make stale).
+ * signal-safe, glibc 2.35 and later) and reads two or three names from
+ * that object's hash table.
+ *
+ * The runtimes known fill a small table (RUNTIMES of them; more are looked
+ * up on each call, as a caller that is none is: no table of the objects
+ * that are not a runtime, which an unload would make stale), from both
+ * ends: the module reports (modules.c: at the constructor, every dlopen
+ * and dlclose, under the loader's lock but off the mmap path) learn each
+ * new object, and the lookup above learns the one a call came from.  With
+ * a glibc older than 2.35 the reports alone fill it: an arena mapped
+ * before the report that finds its runtime (a libpython loaded with dlopen
+ * by a bare name, until the next report; one whose constructor maps
+ * before the shim's) is then not recorded.  An object unloaded is
+ * forgotten (its entry's arena size set to 0; a slot is never reused).
  */
 #include <dlfcn.h>
 #include <elf.h>
@@ -30,16 +39,23 @@
 #define ARENA_LARGE (1ul << 20) /* CPython 3.10 and later, 64-bit */
 #define ARENA_SMALL (256ul << 10)
 #define RUNTIMES 4u
-#define UNKNOWN SIZE_MAX
 #define DYN_MAX 1024u      /* dynamic entries read at most */
 #define CHAIN_MAX (1u << 20) /* hash chain steps at most */
+
+/* glibc 2.35's lock-free lookup, when this glibc has it (a weak
+ * reference: the shim loads on an older one, and finds it NULL). */
+#ifdef DLFO_EH_SEGMENT_TYPE
+#define HAVE_DL_FIND_OBJECT 1
+#pragma weak _dl_find_object
+#else
+#define HAVE_DL_FIND_OBJECT 0
+#endif
 
 /* A runtime's object, [lo, hi), and its arena size (0 once it was
  * unloaded: forgotten, the slot not reused). */
 struct runtime {
 	uintptr_t lo, hi;
 	size_t arena;
-	const void *map; /* its link map, to tell it is still the one loaded */
 };
 
 static struct runtime runtimes[RUNTIMES];
@@ -58,30 +74,29 @@ struct dynsyms {
 /* The loader relocates the dynamic section's addresses in place, except
  * where it is read-only (the vDSO); an address below the load bias is an
  * offset still. */
-static const void *dyn_addr(const struct link_map *m, ElfW(Addr) v)
+static const void *dyn_addr(ElfW(Addr) bias, ElfW(Addr) v)
 {
-	return (const void *)(v < m->l_addr ? v + m->l_addr : v);
+	return (const void *)(v < bias ? v + bias : v);
 }
 
-static int dynsyms_of(const struct link_map *m, struct dynsyms *s)
+static int dynsyms_of(const ElfW(Dyn) *d, ElfW(Addr) bias, struct dynsyms *s)
 {
-	const ElfW(Dyn) *d = m->l_ld;
 	unsigned i;
 
 	memset(s, 0, sizeof(*s));
 	for (i = 0; d && i < DYN_MAX && d[i].d_tag != DT_NULL; i++) {
 		switch (d[i].d_tag) {
 		case DT_SYMTAB:
-			s->sym = dyn_addr(m, d[i].d_un.d_ptr);
+			s->sym = dyn_addr(bias, d[i].d_un.d_ptr);
 			break;
 		case DT_STRTAB:
-			s->str = dyn_addr(m, d[i].d_un.d_ptr);
+			s->str = dyn_addr(bias, d[i].d_un.d_ptr);
 			break;
 		case DT_GNU_HASH:
-			s->gnu = dyn_addr(m, d[i].d_un.d_ptr);
+			s->gnu = dyn_addr(bias, d[i].d_un.d_ptr);
 			break;
 		case DT_HASH:
-			s->sysv = dyn_addr(m, d[i].d_un.d_ptr);
+			s->sysv = dyn_addr(bias, d[i].d_un.d_ptr);
 			break;
 		}
 	}
@@ -154,16 +169,16 @@ static int defines(const struct dynsyms *s, const char *name)
 	return s->gnu ? gnu_defines(s, name) : sysv_defines(s, name);
 }
 
-/* The arena size of the CPython runtime that object m is, 0 when it is
- * none: it defines PyObject_Malloc and PyObject_GetArenaAllocator (a
- * CPython since 3.4; an object that only imports them, an extension,
- * defines neither).  3.10 made arenas 1 MiB on 64-bit machines, and added
- * Py_NewRef. */
-static size_t runtime_arena(const struct link_map *m)
+/* The arena size of the CPython runtime whose dynamic section is d (load
+ * bias `bias`), 0 when it is none: it defines PyObject_Malloc and
+ * PyObject_GetArenaAllocator (a CPython since 3.4; an object that only
+ * imports them, an extension, defines neither).  3.10 made arenas 1 MiB on
+ * 64-bit machines, and added Py_NewRef. */
+static size_t runtime_arena(const ElfW(Dyn) *d, ElfW(Addr) bias)
 {
 	struct dynsyms s;
 
-	if (!m || dynsyms_of(m, &s) < 0 || !defines(&s, "PyObject_Malloc") ||
+	if (dynsyms_of(d, bias, &s) < 0 || !defines(&s, "PyObject_Malloc") ||
 	    !defines(&s, "PyObject_GetArenaAllocator"))
 		return 0;
 	return defines(&s, "Py_NewRef") ? ARENA_LARGE : ARENA_SMALL;
@@ -171,56 +186,84 @@ static size_t runtime_arena(const struct link_map *m)
 
 /* ---- the runtimes known ---- */
 
+/* Keeps the runtime [lo, hi), unless it is kept (the loader's span of an
+ * object and its segments' may differ by a page: any overlap is the same
+ * object) or the table is full or being filled by another thread (which
+ * costs that thread's next calls a lookup, nothing more). */
+static void remember(uintptr_t lo, uintptr_t hi, size_t arena)
+{
+	unsigned n, i;
+
+	if (__atomic_exchange_n(&filling, 1, __ATOMIC_ACQUIRE))
+		return;
+	n = __atomic_load_n(&nruntimes, __ATOMIC_ACQUIRE);
+	for (i = 0; i < n; i++)
+		if (runtimes[i].lo < hi && lo < runtimes[i].hi &&
+		    __atomic_load_n(&runtimes[i].arena, __ATOMIC_RELAXED))
+			break;
+	if (i == n && n < RUNTIMES) {
+		runtimes[n] = (struct runtime){ .lo = lo, .hi = hi, .arena = arena };
+		__atomic_store_n(&nruntimes, n + 1, __ATOMIC_RELEASE);
+	}
+	__atomic_store_n(&filling, 0, __ATOMIC_RELEASE);
+}
+
 /* The arena size of the runtime holding pc, 0 when pc is in no runtime. */
 static size_t arena_of(uintptr_t pc)
 {
 	unsigned n = __atomic_load_n(&nruntimes, __ATOMIC_ACQUIRE), i;
-	struct dl_find_object d;
-	struct runtime *r;
 	size_t arena;
 
 	for (i = 0; i < n; i++) {
-		r = &runtimes[i];
+		const struct runtime *r = &runtimes[i];
+
 		arena = __atomic_load_n(&r->arena, __ATOMIC_RELAXED);
 		if (arena && pc - r->lo < r->hi - r->lo)
 			return arena;
 	}
-	if (_dl_find_object((void *)pc, &d) != 0)
-		return 0;
-	arena = runtime_arena(d.dlfo_link_map);
-	if (!arena || __atomic_exchange_n(&filling, 1, __ATOMIC_ACQUIRE))
+#if HAVE_DL_FIND_OBJECT
+	{
+		struct dl_find_object d;
+		const struct link_map *m;
+
+		if (!_dl_find_object || _dl_find_object((void *)pc, &d) != 0 ||
+		    !(m = d.dlfo_link_map))
+			return 0;
+		arena = runtime_arena(m->l_ld, m->l_addr);
+		if (arena)
+			remember((uintptr_t)d.dlfo_map_start, (uintptr_t)d.dlfo_map_end, arena);
 		return arena;
-	/* Another thread may have kept it meanwhile. */
-	n = __atomic_load_n(&nruntimes, __ATOMIC_ACQUIRE);
-	for (i = 0; i < n; i++)
-		if (runtimes[i].map == d.dlfo_link_map && __atomic_load_n(&runtimes[i].arena,
-									 __ATOMIC_RELAXED))
-			break;
-	if (i == n && n < RUNTIMES) {
-		r = &runtimes[n];
-		r->lo = (uintptr_t)d.dlfo_map_start;
-		r->hi = (uintptr_t)d.dlfo_map_end;
-		r->map = d.dlfo_link_map;
-		r->arena = arena;
-		__atomic_store_n(&nruntimes, n + 1, __ATOMIC_RELEASE);
 	}
-	__atomic_store_n(&filling, 0, __ATOMIC_RELEASE);
-	return arena;
+#else
+	return 0;
+#endif
 }
 
-void pyarena_recheck(void)
+void pyarena_learn(const struct dl_phdr_info *info, uintptr_t lo, uintptr_t hi)
+{
+	const ElfW(Dyn) *dyn = NULL;
+	size_t arena;
+	int i;
+
+	for (i = 0; i < info->dlpi_phnum; i++)
+		if (info->dlpi_phdr[i].p_type == PT_DYNAMIC)
+			dyn = (const ElfW(Dyn) *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
+	if (dyn && lo < hi && (arena = runtime_arena(dyn, info->dlpi_addr)))
+		remember(lo, hi, arena);
+}
+
+void pyarena_unloaded(uintptr_t lo, uintptr_t hi)
 {
 	unsigned n = __atomic_load_n(&nruntimes, __ATOMIC_ACQUIRE), i;
-	struct dl_find_object d;
 
-	for (i = 0; i < n; i++) {
-		struct runtime *r = &runtimes[i];
+	for (i = 0; i < n; i++)
+		if (runtimes[i].lo < hi && lo < runtimes[i].hi)
+			__atomic_store_n(&runtimes[i].arena, 0, __ATOMIC_RELAXED);
+}
 
-		if (__atomic_load_n(&r->arena, __ATOMIC_RELAXED) &&
-		    (_dl_find_object((void *)r->lo, &d) != 0 || d.dlfo_link_map != r->map ||
-		     (uintptr_t)d.dlfo_map_start != r->lo))
-			__atomic_store_n(&r->arena, 0, __ATOMIC_RELAXED);
-	}
+void pyarena_fork_child(void)
+{
+	__atomic_store_n(&filling, 0, __ATOMIC_RELAXED);
 }
 
 /* ---- the hooks ---- */

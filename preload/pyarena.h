@@ -21,10 +21,12 @@
  * module) are not recorded.
  *
  * The runtime is found where its first arena is mapped, without a lock:
- * _dl_find_object() names the caller's object and its dynamic symbol
- * table is read in place (GNU or SysV hash), so an arena mapped before the
- * constructor, or by a libpython that a program loaded with dlopen, is
- * recognized as any other; the answer is kept for the next calls.
+ * _dl_find_object() (glibc 2.35) names the caller's object and its
+ * dynamic symbol table is read in place (GNU or SysV hash), so an arena
+ * mapped before the constructor, or by a libpython that a program loaded
+ * with dlopen, is recognized as any other; the answer is kept for the
+ * next calls.  The module reports learn the runtimes too (pyarena_learn()),
+ * which is all an older glibc has (pyarena.c says what it then misses).
  *
  * The hooks make the system call themselves (no dlsym: they may run before
  * anything is resolved), with glibc's argument check and errno: the same
@@ -37,6 +39,7 @@
 
 #include <errno.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 
@@ -93,9 +96,17 @@ static inline void *pyarena_map(size_t len)
 				0);
 }
 
-/* Objects may have been unloaded (dlclose): a runtime no longer loaded
- * is forgotten, so that another object mapped at its addresses is not
- * taken for it.  Thread-safe, lock-free. */
-void pyarena_recheck(void);
+/* The module reports' part (modules.c): an object newly seen, spanning
+ * [lo, hi), is kept if it is a Python runtime; one that went away is
+ * forgotten, so that another object mapped at its addresses is not taken
+ * for it.  Thread-safe, lock-free (the caller may hold the loader's lock:
+ * dl_iterate_phdr). */
+struct dl_phdr_info;
+void pyarena_learn(const struct dl_phdr_info *info, uintptr_t lo, uintptr_t hi);
+void pyarena_unloaded(uintptr_t lo, uintptr_t hi);
+
+/* Fork child: a thread of the parent's that was filling the table of
+ * runtimes does not exist here (the table keeps what it had). */
+void pyarena_fork_child(void);
 
 #endif /* SHIMMER_PYARENA_H */
