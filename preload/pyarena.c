@@ -42,11 +42,13 @@
 #define DYN_MAX 1024u      /* dynamic entries read at most */
 #define CHAIN_MAX (1u << 20) /* hash chain steps at most */
 
-/* glibc 2.35's lock-free lookup, when this glibc has it (a weak
- * reference: the shim loads on an older one, and finds it NULL). */
+/* glibc 2.35's lock-free lookup, where the headers declare it.  Found in
+ * libc's symbol table at its first use (find_object()), not linked: a
+ * shim built here loads on an older glibc, which has none. */
 #ifdef DLFO_EH_SEGMENT_TYPE
 #define HAVE_DL_FIND_OBJECT 1
-#pragma weak _dl_find_object
+#define OBJECTS_MAX 64u /* of the loader's list, looked through for libc */
+typedef int (*find_object_fn)(void *, struct dl_find_object *);
 #else
 #define HAVE_DL_FIND_OBJECT 0
 #endif
@@ -110,7 +112,8 @@ static int defined(const struct dynsyms *s, uint32_t i, const char *name)
 	return y->st_shndx != SHN_UNDEF && y->st_value && strcmp(s->str + y->st_name, name) == 0;
 }
 
-static int gnu_defines(const struct dynsyms *s, const char *name)
+/* The symbol's index in the GNU hash table, 0 when not defined there. */
+static uint32_t gnu_find(const struct dynsyms *s, const char *name)
 {
 	const uint32_t *g = s->gnu;
 	uint32_t nbuckets = g[0], symoffset = g[1], bloom_size = g[2], shift = g[3], h = 5381, i, n;
@@ -135,14 +138,14 @@ static int gnu_defines(const struct dynsyms *s, const char *name)
 		uint32_t h2 = chain[i - symoffset];
 
 		if ((h | 1) == (h2 | 1) && defined(s, i, name))
-			return 1;
+			return i;
 		if (h2 & 1)
 			return 0;
 	}
 	return 0;
 }
 
-static int sysv_defines(const struct dynsyms *s, const char *name)
+static uint32_t sysv_find(const struct dynsyms *s, const char *name)
 {
 	const uint32_t *t = s->sysv;
 	uint32_t nbucket = t[0], nchain = t[1], h = 0, g, i, n;
@@ -160,13 +163,19 @@ static int sysv_defines(const struct dynsyms *s, const char *name)
 		return 0;
 	for (i = bucket[h % nbucket], n = 0; i && i < nchain && n < CHAIN_MAX; i = chain[i], n++)
 		if (defined(s, i, name))
-			return 1;
+			return i;
 	return 0;
+}
+
+/* The index of the object's definition of name, 0 when it has none. */
+static uint32_t find(const struct dynsyms *s, const char *name)
+{
+	return s->gnu ? gnu_find(s, name) : sysv_find(s, name);
 }
 
 static int defines(const struct dynsyms *s, const char *name)
 {
-	return s->gnu ? gnu_defines(s, name) : sysv_defines(s, name);
+	return find(s, name) != 0;
 }
 
 /* The arena size of the CPython runtime whose dynamic section is d (load
@@ -208,6 +217,37 @@ static void remember(uintptr_t lo, uintptr_t hi, size_t arena)
 	__atomic_store_n(&filling, 0, __ATOMIC_RELEASE);
 }
 
+#if HAVE_DL_FIND_OBJECT
+/*
+ * _dl_find_object, NULL when this glibc has none: read from the symbol
+ * table of the object that defines it (libc), found in the loader's list
+ * of objects, whose head (the objects loaded at start, libc among them,
+ * never unloaded) no dlopen changes: no lock, no call into the loader.
+ * Threads may race to resolve it; each finds the same.
+ */
+static find_object_fn find_object(void)
+{
+	static find_object_fn fn;
+	static int known;
+	const struct link_map *m;
+	struct dynsyms s;
+	unsigned n;
+	uint32_t i;
+
+	if (__atomic_load_n(&known, __ATOMIC_ACQUIRE))
+		return fn;
+	for (m = _r_debug.r_map, n = 0; m && n < OBJECTS_MAX; m = m->l_next, n++) {
+		if (dynsyms_of(m->l_ld, m->l_addr, &s) < 0 || !(i = find(&s, "_dl_find_object")))
+			continue;
+		__atomic_store_n(&fn, (find_object_fn)(m->l_addr + s.sym[i].st_value),
+				 __ATOMIC_RELAXED);
+		break;
+	}
+	__atomic_store_n(&known, 1, __ATOMIC_RELEASE);
+	return fn;
+}
+#endif
+
 /* The arena size of the runtime holding pc, 0 when pc is in no runtime. */
 static size_t arena_of(uintptr_t pc)
 {
@@ -223,11 +263,11 @@ static size_t arena_of(uintptr_t pc)
 	}
 #if HAVE_DL_FIND_OBJECT
 	{
+		find_object_fn fo = find_object();
 		struct dl_find_object d;
 		const struct link_map *m;
 
-		if (!_dl_find_object || _dl_find_object((void *)pc, &d) != 0 ||
-		    !(m = d.dlfo_link_map))
+		if (!fo || fo((void *)pc, &d) != 0 || !(m = d.dlfo_link_map))
 			return 0;
 		arena = runtime_arena(m->l_ld, m->l_addr);
 		if (arena)
