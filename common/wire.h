@@ -135,8 +135,9 @@ enum shm_family { SHM_FAMILY_HEAP = 1, SHM_FAMILY_CUDA = 2 };
  * they did (SHM_BLOCKED_STACK_NS). */
 #define SHM_FN_MAY_BLOCK(fn)                                                  	((shm_fn_info[fn].flags & (SHM_FNF_SYNC | SHM_FNF_COPY)) ||         	 (fn) == SHM_FN_CUDA_MEMSET || (fn) == SHM_FN_CUDA_MEMSET_ASYNC)
 
-/* The heap calls that release a block and make none: free, and an
- * arena's unmap (a realloc does both). */
+/* Of the heap functions, those that release a block and make none: free,
+ * and an arena's unmap (a realloc does both).  (cudaFree's flags are the
+ * same: ask of heap functions only.) */
 #define SHM_FN_RELEASES_ONLY(fn)                                              \
 	((shm_fn_info[fn].flags & (SHM_FNF_ALLOC | SHM_FNF_FREE)) == SHM_FNF_FREE)
 

@@ -193,7 +193,8 @@ struct worker {
 	struct map mems, keys, times;
 	struct strtab others;
 	unsigned char heap_fn[256]; /* fn_id -> heap family */
-	unsigned char release_fn[256]; /* fn_id -> releases only (free, an arena's unmap) */
+	unsigned char release_fn[256]; /* fn_id -> a heap function that releases only
+					* (free, an arena's unmap) */
 	pthread_t thread;
 };
 
@@ -544,7 +545,9 @@ static int scan(struct model *m, struct model_heap *h)
 				w[i].heap_fn[m->fns[f].fn_id] = (unsigned char)m->fns[f].heap;
 			if (m->fns[f].fn_id >= 0 && m->fns[f].fn_id < 256)
 				w[i].release_fn[m->fns[f].fn_id] =
-					(m->fns[f].flags & (SHM_FNF_ALLOC | SHM_FNF_FREE)) == SHM_FNF_FREE;
+					m->fns[f].heap && (m->fns[f].flags & (SHM_FNF_ALLOC |
+									   SHM_FNF_FREE)) ==
+								  SHM_FNF_FREE;
 		}
 		w[i].lo = lo + (hi - lo) * (int64_t)i / (int64_t)nw;
 		w[i].hi = lo + (hi - lo) * (int64_t)(i + 1) / (int64_t)nw;
@@ -889,8 +892,8 @@ static int agg_sites_load(struct model *m, struct model_heap *h)
 		double n = sqlite3_column_double(st, 2);
 
 		if (!agg_of(h, tk.proc_id) || n <= 0 ||
-		    (!col_i64(st, 7) &&
-		     (!fn || (fn->flags & (SHM_FNF_ALLOC | SHM_FNF_FREE)) != SHM_FNF_FREE)))
+		    (!col_i64(st, 7) && (!fn || !fn->heap ||
+					 (fn->flags & (SHM_FNF_ALLOC | SHM_FNF_FREE)) != SHM_FNF_FREE)))
 			continue;
 		t = map_get(&h->times, &tk);
 		if (!t) {
