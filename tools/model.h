@@ -383,6 +383,11 @@ struct model_group {
 	double live_count, live_bytes; /* those of them never freed */
 	double median_life;   /* MODEL_SHORT: median lifetime of its rows, ns */
 	size_t rows;
+	/* Sampled rows: the variance sampling gives count, bytes and
+	 * live_bytes (Horvitz-Thompson: a row of weight w for size n, kept
+	 * with probability n / w, adds w (w - n)); 0 where every block is a
+	 * row (exact mode, and a block as large as the sampling period). */
+	double var_count, var_bytes, var_live;
 };
 
 struct model_groups {

@@ -1788,6 +1788,15 @@ int model_heap_groups(struct model *m, enum model_select sel, enum model_naming 
 			g->count += b->count;
 			g->bytes += b->weight;
 			g->rows++;
+			if (b->count > 1) {
+				double v = (double)b->weight * (double)b->weight *
+					   (1 - 1 / (double)b->count);
+
+				g->var_count += (double)b->count * ((double)b->count - 1);
+				g->var_bytes += v;
+				if (b->free_ns == NO_FREE)
+					g->var_live += v;
+			}
 			if (b->free_ns == NO_FREE) {
 				g->live_count += b->count;
 				g->live_bytes += b->weight;

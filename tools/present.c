@@ -3,6 +3,7 @@
  */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -177,4 +178,57 @@ void present_estimated_note(struct emit *e, int any, const char *indent)
 {
 	if (any)
 		emit_text(e, "\n%s~: estimated from sampled allocations\n", indent);
+}
+
+int present_quiet_add(struct present_quiet *q, const struct model_proc *p)
+{
+	const char *exe = p->exe_base ? p->exe_base : "?";
+	size_t j;
+
+	for (j = 0; j < q->n && strcmp(q->v[j].exe, exe) != 0; j++)
+		;
+	if (j == q->n) {
+		if (q->n == q->cap) {
+			size_t cap = q->cap ? 2 * q->cap : 8;
+			struct present_quiet_exe *v = realloc(q->v, cap * sizeof(*v));
+
+			if (!v)
+				return -ENOMEM;
+			q->v = v;
+			q->cap = cap;
+		}
+		q->v[q->n++] = (struct present_quiet_exe){ .exe = exe };
+	}
+	q->v[j].n++;
+	q->procs++;
+	return 0;
+}
+
+int present_quiet(struct present_quiet *q, const struct emit *e, const struct model_proc *p,
+		  size_t rows)
+{
+	if (e->fmt != EMIT_TABLE || rows || !model_proc_complete(p) || !p->end_known || p->cut ||
+	    p->stacks_refused || p->pystacks_refused)
+		return 0;
+	return present_quiet_add(q, p) == 0;
+}
+
+void present_quiet_list(struct present_quiet *q, struct emit *e)
+{
+	for (size_t j = 0; j < q->n; j++)
+		emit_text(e, "%s %s x%zu", j ? "," : ":", fmt_esc(q->v[j].exe), q->v[j].n);
+	emit_text(e, "\n");
+	free(q->v);
+	memset(q, 0, sizeof(*q));
+}
+
+void present_quiet_end(struct present_quiet *q, struct emit *e, const char *what)
+{
+	if (q->procs)
+		emit_text(e, "\n%zu more process%s with %s", q->procs, q->procs == 1 ? "" : "es",
+			  what);
+	if (q->procs)
+		present_quiet_list(q, e);
+	free(q->v);
+	memset(q, 0, sizeof(*q));
 }

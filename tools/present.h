@@ -105,6 +105,39 @@ void present_warn(struct model *m, int gpu, const char *lost, const char *cut);
  */
 void present_warn_folded(struct model *m, int live);
 
+/*
+ * The processes a memory command's table leaves out: those with no row to
+ * show and nothing to warn of (complete, ended, no stack capture refused).
+ * A run of a Python installed by pyenv is 78 shell and env processes
+ * around the interpreter: 78 empty headings before the one that answers.
+ * They are named at the end instead, one line: "N more processes with
+ * WHAT: bash x60, env x10".  JSON and CSV keep every process.
+ */
+struct present_quiet_exe {
+	const char *exe;
+	size_t n;
+};
+
+struct present_quiet {
+	struct present_quiet_exe *v;
+	size_t n, cap, procs;
+};
+
+/* 1 when the table leaves p out (rows: what it would show of p), counted
+ * in q; 0 when p is shown (also when q cannot grow). */
+int present_quiet(struct present_quiet *q, const struct emit *e, const struct model_proc *p,
+		  size_t rows);
+
+/* The table's line naming q's processes (nothing when there are none),
+ * "with " what; frees q. */
+void present_quiet_end(struct present_quiet *q, struct emit *e, const char *what);
+
+/* p counted in q whatever it holds (0, or -ENOMEM); and the names of q's
+ * processes, ": bash x52, env x16\n", after a caller's own words (frees
+ * q). */
+int present_quiet_add(struct present_quiet *q, const struct model_proc *p);
+void present_quiet_list(struct present_quiet *q, struct emit *e);
+
 /* CSV's columns of present_stacks_refused()'s two counts, after the
  * command's "complete" (each row repeats its process's), and their values. */
 #define PRESENT_STACKS_COLS                                                          \

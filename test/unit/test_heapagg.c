@@ -841,6 +841,7 @@ struct hrec {
 	int64_t t;
 	uint64_t ptr, size, aux, seq, seq_free;
 	uint32_t stack;
+	uint32_t tid; /* 0: 100 + stream; fn 0: the stream's slot has a new owner */
 };
 
 /* One heap record, untimed, to the sink. */
@@ -848,13 +849,18 @@ static void send(const struct rec_sink *sk, const struct hrec *h)
 {
 	union rec r;
 
+	if (!h->fn) {
+		sk->stream_new(sk->ctx, (uint32_t)h->stream);
+		return;
+	}
 	memset(&r, 0, sizeof(r));
 	r.heap = (struct shm_rec_heap){
 		.hdr = { .type = SHM_REC_HEAP, .size = sizeof(r.heap), .fn = h->fn },
 		.t_begin = (uint64_t)h->t, .ptr = h->ptr, .size = h->size, .aux = h->aux,
 		.stack_id = h->stack, .seq = h->seq, .seq_free = h->seq_free,
 	};
-	assert_int_equal(sk->record(sk->ctx, (uint32_t)h->stream, 100u + (uint32_t)h->stream, &r),
+	assert_int_equal(sk->record(sk->ctx, (uint32_t)h->stream,
+				    h->tid ? h->tid : 100u + (uint32_t)h->stream, &r),
 			 0);
 }
 
@@ -920,22 +926,22 @@ static void test_heapagg_rows_agree(void **state)
 {
 	enum { P = 0x1000, Q = 0x2000, R = 0x3000 };
 	static const struct hrec recs[] = {
-		{ 0, SHM_FN_MALLOC, 100, P, 100, 0, 1, 0, 1 },
-		{ 1, SHM_FN_MALLOC, 150, P, 200, 0, 3, 0, 2 },
-		{ 3, SHM_FN_MALLOC, 180, P, 400, 0, 5, 0, 3 },
-		{ 4, SHM_FN_MALLOC, 190, P, 800, 0, 7, 0, 1 },
-		{ 2, SHM_FN_FREE, 200, P, 0, 0, 0, 2, 0 },
-		{ 0, SHM_FN_FREE, 250, P, 0, 0, 0, 4, 0 },
-		{ 2, SHM_FN_FREE, 260, P, 0, 0, 0, 6, 0 },
+		{ 0, SHM_FN_MALLOC, 100, P, 100, 0, 1, 0, 1, 0 },
+		{ 1, SHM_FN_MALLOC, 150, P, 200, 0, 3, 0, 2, 0 },
+		{ 3, SHM_FN_MALLOC, 180, P, 400, 0, 5, 0, 3, 0 },
+		{ 4, SHM_FN_MALLOC, 190, P, 800, 0, 7, 0, 1, 0 },
+		{ 2, SHM_FN_FREE, 200, P, 0, 0, 0, 2, 0, 0 },
+		{ 0, SHM_FN_FREE, 250, P, 0, 0, 0, 4, 0, 0 },
+		{ 2, SHM_FN_FREE, 260, P, 0, 0, 0, 6, 0, 0 },
 		/* X4 moves to R (release seq 8, birth seq 10); a malloc
 		 * stamped before it gets P after that release (seq 9) */
-		{ 3, SHM_FN_MALLOC, 280, P, 16, 0, 9, 0, 2 },
-		{ 4, SHM_FN_REALLOC, 300, R, 1000, P, 10, 8, 3 },
+		{ 3, SHM_FN_MALLOC, 280, P, 16, 0, 9, 0, 2, 0 },
+		{ 4, SHM_FN_REALLOC, 300, R, 1000, P, 10, 8, 3, 0 },
 		/* a temporary: freed by its thread's next heap call, at the
 		 * same instant (a coarse clock): the heap order says which
 		 * came first */
-		{ 2, SHM_FN_MALLOC, 400, Q, 8, 0, 11, 0, 3 },
-		{ 2, SHM_FN_FREE, 400, Q, 0, 0, 0, 12, 0 },
+		{ 2, SHM_FN_MALLOC, 400, Q, 8, 0, 11, 0, 3, 0 },
+		{ 2, SHM_FN_FREE, 400, Q, 0, 0, 0, 12, 0, 0 },
 	};
 	char path[64] = "/tmp/test_heapagg.XXXXXX";
 
@@ -993,9 +999,9 @@ static void test_heapagg_thread_clock_back(void **state)
 {
 	enum { P = 0x1000 };
 	static const struct hrec recs[] = {
-		{ 0, SHM_FN_MALLOC, 500, P, 64, 0, 1, 0, 1 },
-		{ 0, SHM_FN_FREE, 449, P, 0, 0, 0, 2, 0 },
-		{ 0, SHM_FN_MALLOC, 600, P, 64, 0, 3, 0, 1 },
+		{ 0, SHM_FN_MALLOC, 500, P, 64, 0, 1, 0, 1, 0 },
+		{ 0, SHM_FN_FREE, 449, P, 0, 0, 0, 2, 0, 0 },
+		{ 0, SHM_FN_MALLOC, 600, P, 64, 0, 3, 0, 1, 0 },
 	};
 	char path[64] = "/tmp/test_heapagg.XXXXXX";
 
@@ -1004,6 +1010,34 @@ static void test_heapagg_thread_clock_back(void **state)
 	eq("freed at", qf("SELECT free_ns FROM allocations WHERE alloc_ns = 500"), 500);
 	eq("temp_count", qf("SELECT temp_count FROM heap_totals"), 1);
 	eq("live_count", qf("SELECT live_count FROM heap_totals"), 1);
+	sqlite3_close(db);
+	store_remove(path);
+}
+
+/*
+ * A thread's last allocation, P, is freed by the next owner of its ring
+ * slot (the thread ended, another took the slot) as that thread's first
+ * heap call.  P was not freed before its thread's next allocation: it is
+ * no temporary, whatever order the slot's new owner and the old owner's
+ * queued records reach the aggregates in.
+ */
+static void test_heapagg_slot_new_owner(void **state)
+{
+	enum { P = 0x1000 };
+	static const struct hrec recs[] = {
+		{ 0, SHM_FN_MALLOC, 100, P, 64, 0, 1, 0, 1, 0 },
+		{ 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 },
+		{ 0, SHM_FN_FREE, 150, P, 0, 0, 0, 2, 0, 777 },
+		{ 0, SHM_FN_MALLOC, 200, P, 64, 0, 3, 0, 1, 777 },
+		{ 0, SHM_FN_FREE, 250, P, 0, 0, 0, 4, 0, 777 },
+	};
+	char path[64] = "/tmp/test_heapagg.XXXXXX";
+
+	(void)state;
+	ingest_all(path, recs, sizeof(recs) / sizeof(recs[0]), 1);
+	eq("frees", qf("SELECT frees FROM heap_totals"), 2);
+	/* only the new owner's own pair */
+	eq("temp_count", qf("SELECT temp_count FROM heap_totals"), 1);
 	sqlite3_close(db);
 	store_remove(path);
 }
@@ -1018,6 +1052,7 @@ int main(void)
 		cmocka_unit_test(test_heapagg_heap_order_runs),
 		cmocka_unit_test(test_heapagg_rows_agree),
 		cmocka_unit_test(test_heapagg_thread_clock_back),
+		cmocka_unit_test(test_heapagg_slot_new_owner),
 	};
 
 	return cmocka_run_group_tests(tests, 0, 0);
