@@ -298,6 +298,13 @@ if [ -n "$main_py" ]; then
 	out=$("$SHIMMER" peak "$T/older.db" 2>&1)
 	check "an older store: peak says the host memory leaves the arenas out" "$(head -4 <<< "$out")" \
 		grep -q "WARNING: this store was recorded before shimmer recorded pymalloc's arenas" <<< "$out"
+	"$SHIMMER" compare "$T/older.db" "$T/all0.db" --fail-if 'peak_memory>+10%' \
+		> "$T/cmp.out" 2> "$T/cmp.err"
+	rc=$?
+	check "an older store against one with the arenas: compare says so, and does not judge their memory (exit 1)" \
+		"exit $rc; $(head -3 "$T/cmp.err")" \
+		holds '[ $rc = 1 ] && grep -q "pid [0-9]* in A: this store was recorded before.*; not evaluated" "$T/cmp.err" &&
+		       grep -q "WARNING: this store was recorded before" "$T/cmp.out"'
 	out=$("$SHIMMER" summary "$T/all0.db" 2>&1; "$SHIMMER" peak "$T/all0.db" 2>&1)
 	check "a store with the arenas: no such warning" "$(grep WARNING <<< "$out" | head -3)" \
 		holds '! grep -q "recorded pymalloc.s arenas\|shimmer attach sees" <<< "$out"'
