@@ -573,7 +573,9 @@ static int apply_free(struct heapagg *h, const struct ev *e)
 		if (err)
 			return err;
 	}
-	if (e->fn == SHM_FN_FREE && e->end_ns >= 0)
+	/* the release side of a call that releases only: free, an arena's
+	 * unmap (a realloc is timed once, as an allocation) */
+	if (SHM_FN_RELEASES_ONLY(e->fn) && e->end_ns >= 0)
 		call_add(h, e->fn, 1, e->end_ns - e->key);
 	if (h->conf.rows && life > h->conf.row_ns) {
 		err = block_row(h, b, e, &id);

@@ -1076,6 +1076,17 @@ static void check_conds(struct cmp *c, const struct pair *pr, const struct prof 
 		int any = 0;
 		char why[160];
 
+		/* One run's host memory holds pymalloc's arenas, the other's
+		 * leaves them out: their memory differs by what was recorded. */
+		if ((k->metric == M_PEAK || k->metric == M_LEAKED || k->metric == M_SITE_PEAK) &&
+		    !pr->a->host_unseen != !pr->b->host_unseen) {
+			const struct model_proc *p = pr->a->host_unseen ? pr->a : pr->b;
+
+			cli_error("--fail-if %s: pid %lld in %s: %s; not evaluated", k->text,
+				  (long long)p->pid, p == pr->b ? "B" : "A", p->host_unseen);
+			c->unknown = k->unknown = 1;
+			continue;
+		}
 		for (int side = 0; side < 2 && !any; side++) {
 			const struct model_proc *p = side ? pr->b : pr->a;
 

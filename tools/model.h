@@ -172,6 +172,12 @@ struct model_proc {
 	int64_t pystacks_refused;            /* pystack_full: the same for Python stacks */
 	int64_t dropped_host;                /* lost by the rings: heap, calls, ranges */
 	int64_t dropped_gpu;                 /* lost by CUPTI: kernels, copies */
+	/* What its host memory is known to miss, NULL when nothing: a Python
+	 * runtime's pymalloc arenas (CPython's objects of 512 bytes or less)
+	 * where they were not recorded (MODEL_ARENAS_*), in a process that
+	 * traced the heap and is one (its executable is named python*, or
+	 * it loaded a libpython*).  The sentence every command says. */
+	const char *host_unseen;
 	int calls_counted;                   /* its call counters reached the store
 	                                      * (function_counts); 0 for a recording
 	                                      * cut before the collector's first
@@ -181,6 +187,16 @@ struct model_proc {
 	int selected;                        /* kept by the filter */
 	size_t index;                        /* in model_proc() order */
 };
+
+/* model_proc.host_unseen's sentences: an attached process (shimmer
+ * attach's probes are the malloc family's); a store written before shimmer
+ * recorded the arenas (wire version 11). */
+#define MODEL_ARENAS_ATTACHED "shimmer attach sees the malloc family only: this Python" \
+	" process's host memory leaves out pymalloc's arenas, where CPython keeps its objects" \
+	" of 512 bytes or less (most of them, unless PYTHONMALLOC=malloc), and is a lower bound"
+#define MODEL_ARENAS_OLDER "this store was recorded before shimmer recorded pymalloc's" \
+	" arenas: this Python process's host memory leaves out CPython's objects of 512 bytes" \
+	" or less (most of them, unless PYTHONMALLOC=malloc) and is a lower bound"
 
 /* Every process of the store, by proc_id; selected or not. */
 size_t model_nprocs(const struct model *m);

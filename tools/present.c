@@ -53,6 +53,11 @@ void present_proc(struct emit *e, const struct model_proc *p, const char *effect
 	emit_kv(e, "dropped_events", EMIT_INT, ev_int(p->dropped_host));
 	emit_kv(e, "complete", EMIT_BOOL, ev_int(model_proc_complete(p)));
 	emit_kv(e, "ended", EMIT_BOOL, ev_int(p->end_known));
+	emit_kv(e, "host_unseen", EMIT_STR, p->host_unseen ? ev_str(p->host_unseen) : ev_none());
+	/* CSV rows carry no sentence: what they miss is said on stderr */
+	if (e->fmt == EMIT_CSV && p->host_unseen)
+		cli_warn("pid %lld (proc %lld): %s", (long long)p->pid, (long long)p->proc_id,
+			 p->host_unseen);
 	emit_text(e, "\npid %lld (proc %lld", (long long)p->pid, (long long)p->proc_id);
 	if (p->rank >= 0)
 		emit_text(e, ", rank %lld", (long long)p->rank);
@@ -71,6 +76,8 @@ void present_incomplete(struct emit *e, const struct model_proc *p, const char *
 		emit_text(e, "%sWARNING: %s\n", indent, PRESENT_RUNNING);
 	if (present_lost_line(line, sizeof(line), p, gpu, lost))
 		emit_text(e, "%sWARNING: %s\n", indent, fmt_esc(line));
+	if (p->host_unseen)
+		emit_text(e, "%sWARNING: %s\n", indent, p->host_unseen);
 }
 
 size_t present_stacks_line_of(char *buf, size_t len, const struct model_proc *p,
@@ -126,6 +133,9 @@ static void warn_proc(const struct model_proc *p, int gpu, const char *lost, con
 			 PRESENT_RUNNING);
 	if (present_lost_line(line, sizeof(line), p, gpu, lost))
 		cli_warn("pid %lld (proc %lld): %s", (long long)p->pid, (long long)p->proc_id, line);
+	if (p->host_unseen)
+		cli_warn("pid %lld (proc %lld): %s", (long long)p->pid, (long long)p->proc_id,
+			 p->host_unseen);
 }
 
 void present_warn(struct model *m, int gpu, const char *lost, const char *cut)

@@ -19,17 +19,18 @@
  * Table: "pid P (proc N, rank R) EXE" and, when p lost heap events or its
  * recording was cut short (p->cut), a "WARNING: ..." line for each, ending
  * with effect (what the loss does to this command's answer), and when it
- * had not ended when read, PRESENT_RUNNING's.  JSON: the process's members
- * (proc_id, pid, rank, exe, dropped_events, complete, ended: whether its
- * end was recorded).
- * CSV: nothing.
+ * had not ended when read, PRESENT_RUNNING's; when its host memory misses
+ * pymalloc's arenas (model_proc.host_unseen), that sentence's.  JSON: the
+ * process's members (proc_id, pid, rank, exe, dropped_events, complete,
+ * ended: whether its end was recorded, host_unseen: that sentence or
+ * null).  CSV: nothing but host_unseen's sentence, on stderr.
  */
 void present_proc(struct emit *e, const struct model_proc *p, const char *effect);
 
 /* present_proc()'s WARNING lines alone, in the table, after indent: the
  * cut recording's (": " cut after PRESENT_CUT), or a process not ended's
- * (PRESENT_RUNNING), and the lost events' (present_lost_line(gpu, lost),
- * below). */
+ * (PRESENT_RUNNING), the lost events' (present_lost_line(gpu, lost),
+ * below), and model_proc.host_unseen's. */
 void present_incomplete(struct emit *e, const struct model_proc *p, const char *indent, int gpu,
 			const char *lost, const char *cut);
 
@@ -87,9 +88,10 @@ size_t present_lost_line(char *buf, size_t len, const struct model_proc *p, int 
  * flame-graph tool's input; the export's files): for each selected
  * process of m, on stderr, "shimmer: warning: pid P (proc N): ..." with
  * PRESENT_CUT (and ": " cut, unless cut is NULL) when its recording was
- * cut, PRESENT_RUNNING when it had not ended, and present_lost_line(gpu,
- * lost) when it lost events.  Nothing for
- * a process that lost nothing.
+ * cut, PRESENT_RUNNING when it had not ended, present_lost_line(gpu,
+ * lost) when it lost events, and model_proc.host_unseen when its host
+ * memory misses pymalloc's arenas.  Nothing for a process that lost
+ * nothing.
  */
 void present_warn(struct model *m, int gpu, const char *lost, const char *cut);
 

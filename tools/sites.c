@@ -348,7 +348,34 @@ static const char *const alloc_fns[] = {
 	"tcache_init", "malloc_hook_ini", "__libc_valloc", "__libc_pvalloc",
 };
 
-/* A frame of the allocator, the CUDA libraries or shimmer itself. */
+/*
+ * CPython's allocator (Objects/obmalloc.c): PyObject_Malloc, PyMem_Malloc,
+ * PyMem_RawMalloc and what they call, down to the map of a pymalloc arena.
+ * Its frames are the allocator's, as malloc's are: the site of a block or
+ * an arena it made for the interpreter is the code that asked for memory
+ * (list_resize, PyUnicode_New, ...).  Found by the source file where the
+ * debug information names it, else by these names (the exported ones are
+ * named whatever the build keeps).
+ */
+static const char *const py_alloc_fns[] = {
+	"PyObject_Malloc", "PyObject_Calloc", "PyObject_Realloc", "PyMem_Malloc",
+	"PyMem_Calloc", "PyMem_Realloc", "PyMem_RawMalloc", "PyMem_RawCalloc",
+	"PyMem_RawRealloc", "_PyObject_Malloc", "_PyObject_Calloc", "_PyObject_Realloc",
+	"_PyMem_RawMalloc", "_PyMem_RawCalloc", "_PyMem_RawRealloc", "_PyObject_ArenaMmap",
+	"_PyMem_ArenaAlloc", "_PyObject_VirtualAlloc", "new_arena", "allocate_from_new_pool",
+	"pymalloc_alloc", "pymalloc_realloc", "arena_map_get",
+};
+
+static int str_in(const char *s, const char *const *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(s, v[i]) == 0)
+			return 1;
+	return 0;
+}
+
+/* A frame of the allocator (CPython's too), the CUDA libraries or
+ * shimmer itself. */
 static int allocator_frame(const struct sym_frame *f)
 {
 	const char *mod = f->module ? base_name(f->module) : "";
@@ -357,14 +384,14 @@ static int allocator_frame(const struct sym_frame *f)
 	    strncmp(mod, "libcuda.", 8) == 0 || strncmp(mod, "libcuda-", 8) == 0 ||
 	    strncmp(mod, "libcupti", 8) == 0)
 		return 1;
+	if (f->file && strcmp(base_name(f->file), "obmalloc.c") == 0)
+		return 1;
 	if (!f->function)
 		return 0;
 	if (strncmp(f->function, "operator new", 12) == 0)
 		return 1;
-	for (size_t i = 0; i < sizeof(alloc_fns) / sizeof(alloc_fns[0]); i++)
-		if (strcmp(f->function, alloc_fns[i]) == 0)
-			return 1;
-	return 0;
+	return str_in(f->function, alloc_fns, sizeof(alloc_fns) / sizeof(alloc_fns[0])) ||
+	       str_in(f->function, py_alloc_fns, sizeof(py_alloc_fns) / sizeof(py_alloc_fns[0]));
 }
 
 static void render_native(struct buf *b, const struct sym_frame *f)

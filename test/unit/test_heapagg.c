@@ -195,12 +195,16 @@ static void gen_run(struct gen *g, int ncalls, int64_t tick, int64_t quant)
 		if (op < 4 || g->nlive < 3) {
 			/* an allocation */
 			struct oblock *b = &blk[nblk];
-			int calloc_ = rnd(4) == 0;
+			int calloc_ = rnd(4) == 0, arena = rnd(8) == 0;
 
+			/* now and then a pymalloc arena: an allocation of its own
+			 * function, released by its unmap */
 			*b = (struct oblock){
-				.ptr = 0x10000 + (uint64_t)nblk * 64, .size = rnd(5) ? 1 + rnd(3000) : 0,
+				.ptr = 0x10000 + (uint64_t)nblk * 64,
+				.size = arena ? 1u << 20 : rnd(5) ? 1 + rnd(3000) : 0,
 				.site = (int)rnd(SITES), .tid = tid, .stream = s,
-				.fn = calloc_ ? SHM_FN_CALLOC : SHM_FN_MALLOC,
+				.fn = arena ? SHM_FN_PYMALLOC_ARENA_MMAP
+					    : calloc_ ? SHM_FN_CALLOC : SHM_FN_MALLOC,
 				.alloc_ns = begin, .live_ns = done, .end_ns = end, .ret_ns = done,
 			};
 			/* reuse an address now and then, if every block that
@@ -248,7 +252,7 @@ static void gen_run(struct gen *g, int ncalls, int64_t tick, int64_t quant)
 			 * (a free, or a realloc that allocates a new one) */
 			int li = (int)rnd((uint64_t)g->nlive), bi = g->live[li];
 			struct oblock *b = &blk[bi];
-			int realloc_ = op >= 8;
+			int realloc_ = op >= 8 && b->fn != SHM_FN_PYMALLOC_ARENA_MMAP;
 
 			if (g->seqmode ? b->ret_ns > begin : b->ret_ns >= begin)
 				continue;
@@ -257,7 +261,8 @@ static void gen_run(struct gen *g, int ncalls, int64_t tick, int64_t quant)
 			b->free_ns = begin;
 			b->free_end = end;
 			b->free_tid = tid;
-			b->free_fn = realloc_ ? SHM_FN_REALLOC : SHM_FN_FREE;
+			b->free_fn = b->fn == SHM_FN_PYMALLOC_ARENA_MMAP ? SHM_FN_PYMALLOC_ARENA_MUNMAP
+				     : realloc_ ? SHM_FN_REALLOC : SHM_FN_FREE;
 			r.seq_free = g->seqmode ? ++g->seq : 0;
 			ev[nev++] = (struct oev){ .key = begin, .begin = begin, .end = end,
 						  .ord = g->seqmode ? r.seq_free : (uint64_t)begin,
@@ -286,6 +291,9 @@ static void gen_run(struct gen *g, int ncalls, int64_t tick, int64_t quant)
 				g->live[g->nlive++] = nblk++;
 			} else {
 				r.ptr = b->ptr;
+				/* an unmap's bytes are those it gives back */
+				if (b->free_fn == SHM_FN_PYMALLOC_ARENA_MUNMAP)
+					r.size = b->size;
 			}
 			add_feed(g, s, tid, &r, begin, end);
 		}
@@ -442,16 +450,18 @@ static void oracle_run(struct oracle *o, const struct heapagg_conf *conf)
 				} else {
 					o->kept[e->block] = 1;
 				}
-				if (b->free_fn == SHM_FN_FREE && b->free_end >= 0) {
+				/* the release side of free and an arena's unmap */
+				if (SHM_FN_RELEASES_ONLY(b->free_fn) && b->free_end >= 0) {
 					int64_t d = b->free_end - b->free_ns;
-					int64_t *t = &o->calls_t[SHM_FN_FREE][1];
+					uint16_t ff = b->free_fn;
+					int64_t *t = &o->calls_t[ff][1];
 
-					if (!*t || d < o->calls_min[SHM_FN_FREE][1])
-						o->calls_min[SHM_FN_FREE][1] = d;
-					if (!*t || d > o->calls_max[SHM_FN_FREE][1])
-						o->calls_max[SHM_FN_FREE][1] = d;
+					if (!*t || d < o->calls_min[ff][1])
+						o->calls_min[ff][1] = d;
+					if (!*t || d > o->calls_max[ff][1])
+						o->calls_max[ff][1] = d;
 					(*t)++;
-					o->calls_tot[SHM_FN_FREE][1] += d;
+					o->calls_tot[ff][1] += d;
 				}
 			}
 		}
