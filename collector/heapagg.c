@@ -131,6 +131,10 @@ struct tl_bucket {
 struct stream_state {
 	uint32_t last;     /* block its last traced heap event allocated, or NONE */
 	uint32_t last_gen;
+	/* the thread that allocated it: a slot's next owner may free it as
+	 * its first call, and the reset heapagg_stream_new() makes comes
+	 * before the old owner's queued events are applied */
+	uint32_t last_tid;
 };
 
 struct heapagg {
@@ -551,7 +555,7 @@ static int apply_free(struct heapagg *h, const struct ev *e)
 	h->freed_bytes += (int64_t)b->size;
 	h->live_count--;
 	h->live_bytes -= (int64_t)b->size;
-	if (ss->last == i && ss->last_gen == b->gen) {
+	if (ss->last == i && ss->last_gen == b->gen && ss->last_tid == e->tid) {
 		s->temp_count++;
 		s->temp_bytes += (int64_t)b->size;
 		h->temp_count++;
@@ -569,7 +573,9 @@ static int apply_free(struct heapagg *h, const struct ev *e)
 		if (err)
 			return err;
 	}
-	if (e->fn == SHM_FN_FREE && e->end_ns >= 0)
+	/* the release side of a call that releases only: free, an arena's
+	 * unmap (a realloc is timed once, as an allocation) */
+	if (SHM_FN_RELEASES_ONLY(e->fn) && e->end_ns >= 0)
 		call_add(h, e->fn, 1, e->end_ns - e->key);
 	if (h->conf.rows && life > h->conf.row_ns) {
 		err = block_row(h, b, e, &id);
@@ -613,6 +619,7 @@ static int apply_alloc(struct heapagg *h, const struct ev *e)
 		call_add(h, e->fn, 0, e->end_ns - e->key);
 	ss->last = i;
 	ss->last_gen = b->gen;
+	ss->last_tid = e->tid;
 	err = hist_add(&s->sizes, size_bucket(e->size), (int64_t)e->size);
 	return err ? err : count_alloc(h, e->key);
 }

@@ -30,14 +30,15 @@
 
 #include <stdint.h>
 
-#define SHM_WIRE_VERSION 10 /* 2: GPU window records, CUPTI drop count; 3: 64-bit correlation;
+#define SHM_WIRE_VERSION 11 /* 2: GPU window records, CUPTI drop count; 3: 64-bit correlation;
 			    4: heap order (seq), SIGNAL, the region's wake futex;
 			    5: launch stacks in API records;
 			    6: the job in HELLO, the region's control block, REQUEST/REPLY;
 			    7: the control block read by the hooks, the plan's deadlines;
 			    8: the collector's committed marks (slot and region);
 			    9: reconnection (SHM_HELLO_RECONNECT, committed counters);
-			    10: the stack tables' refused captures (stack_full) */
+			    10: the stack tables' refused captures (stack_full);
+			    11: pymalloc's arenas (SHM_FN_PYMALLOC_ARENA_*) */
 #define SHM_MAGIC 0x524d4853u /* "SHMR" */
 
 /* Largest control message either side sends or accepts. */
@@ -47,9 +48,14 @@
 
 /*
  * X(enum suffix, name, family, flags).  Ids are stable within a wire
- * version; the collector stores the names, so the store never depends on
- * them.  The _ptsz/_ptds variants share their base function's id and set
- * SHM_F_PTSZ in the record.
+ * version, and a new function takes the next id at the end: the ids
+ * already stored (functions.fn_id) keep their meaning; the collector
+ * stores the names, so the store never depends on them.  The _ptsz/_ptds
+ * variants share their base function's id and set SHM_F_PTSZ in the
+ * record.  A heap function is one whose calls make host memory, whatever
+ * makes it: the malloc family, and (SHM_FNF_PAGES) pymalloc's arenas,
+ * which CPython maps itself (preload/pyarena.h); nothing may assume the
+ * heap ids are one range.
  */
 #define SHM_FN_LIST(X)                                                       \
 	X(MALLOC, "malloc", HEAP, SHM_FNF_ALLOC)                              \
@@ -87,7 +93,11 @@
 	X(CUDA_STREAM_SYNCHRONIZE, "cudaStreamSynchronize", CUDA, SHM_FNF_SYNC) \
 	X(CUDA_DEVICE_SYNCHRONIZE, "cudaDeviceSynchronize", CUDA, SHM_FNF_SYNC) \
 	X(CUDA_EVENT_SYNCHRONIZE, "cudaEventSynchronize", CUDA, SHM_FNF_SYNC) \
-	X(CUDA_STREAM_WAIT_EVENT, "cudaStreamWaitEvent", CUDA, SHM_FNF_WAIT)
+	X(CUDA_STREAM_WAIT_EVENT, "cudaStreamWaitEvent", CUDA, SHM_FNF_WAIT) \
+	X(PYMALLOC_ARENA_MMAP, "pymalloc_arena_mmap", HEAP,                   \
+	  SHM_FNF_ALLOC | SHM_FNF_PAGES)                                     \
+	X(PYMALLOC_ARENA_MUNMAP, "pymalloc_arena_munmap", HEAP,               \
+	  SHM_FNF_FREE | SHM_FNF_PAGES)
 
 /* Function property flags (shm_fn_info.flags). */
 #define SHM_FNF_ALLOC 0x1u  /* returns memory */
@@ -98,6 +108,11 @@
 			     * done (the synchronous cudaMemcpy too); the tools'
 			     * "CPU blocked in synchronizing calls" */
 #define SHM_FNF_WAIT 0x20u  /* makes a stream wait for other GPU work, not the CPU */
+/* Maps or unmaps whole pages for an allocator of its own, not a call of
+ * the malloc family: CPython's mmap and munmap of a pymalloc arena (its
+ * objects of 512 bytes or less live in them).  Heap memory all the same;
+ * an unmap's bytes are the pages it gave back. */
+#define SHM_FNF_PAGES 0x40u
 
 enum shm_family { SHM_FAMILY_HEAP = 1, SHM_FAMILY_CUDA = 2 };
 
@@ -119,6 +134,12 @@ enum shm_family { SHM_FAMILY_HEAP = 1, SHM_FAMILY_CUDA = 2 };
 /* The calls that may block their thread on the GPU: they get stacks when
  * they did (SHM_BLOCKED_STACK_NS). */
 #define SHM_FN_MAY_BLOCK(fn)                                                  	((shm_fn_info[fn].flags & (SHM_FNF_SYNC | SHM_FNF_COPY)) ||         	 (fn) == SHM_FN_CUDA_MEMSET || (fn) == SHM_FN_CUDA_MEMSET_ASYNC)
+
+/* Of the heap functions, those that release a block and make none: free,
+ * and an arena's unmap (a realloc does both).  (cudaFree's flags are the
+ * same: ask of heap functions only.) */
+#define SHM_FN_RELEASES_ONLY(fn)                                              \
+	((shm_fn_info[fn].flags & (SHM_FNF_ALLOC | SHM_FNF_FREE)) == SHM_FNF_FREE)
 
 /* The runtime calls that start GPU work: launches, copies, memsets. */
 #define SHM_FN_STARTS_GPU_WORK(fn)                                            \

@@ -16,6 +16,11 @@
  * Sampled-block bookkeeping: a block leaves the sampled set before the real
  * free/realloc runs, so another thread reusing the address at once cannot
  * have its own sample erased; a failed realloc puts it back.
+ *
+ * pymalloc's arenas (pyarena.h) take the same paths as calls of their own
+ * (heap_arena_mmap(), heap_arena_munmap()): an arena's map as an
+ * allocation, its unmap as a release (free's paths, with the pages it
+ * gave back as its bytes), the real call a system call.
  */
 #include <dlfcn.h>
 #include <elf.h>
@@ -30,6 +35,7 @@
 #include "clock.h"
 #include "log.h"
 #include "heap.h"
+#include "pyarena.h"
 #include "real.h"
 #include "sampled.h"
 #include "shim.h"
@@ -61,12 +67,15 @@ struct real_heap {
 /* One intercepted call, so the slow paths are written once. */
 struct call {
 	unsigned int fn;
-	void *old;      /* free, realloc, reallocarray */
+	void *old;      /* free, realloc, reallocarray; an arena's unmap */
 	size_t n;       /* size; calloc and reallocarray: nmemb */
 	size_t m;       /* calloc and reallocarray: size; aligned: alignment */
 	void **memptr;  /* posix_memalign */
-	int rc;         /* posix_memalign's result */
+	int rc;         /* posix_memalign's result; an arena unmap's (0 or -1) */
 };
+
+/* free and an arena's unmap: the calls that only release (free's paths). */
+#define releases_only(fn) SHM_FN_RELEASES_ONLY(fn)
 
 static struct real_heap real;
 static int booted;
@@ -111,6 +120,8 @@ static inline uint64_t bytes_of(unsigned int fn, size_t n, size_t m)
 	switch (fn) {
 	case SHM_FN_FREE:
 		return 0;
+	case SHM_FN_PYMALLOC_ARENA_MUNMAP:
+		return n; /* the pages given back */
 	case SHM_FN_CALLOC:
 	case SHM_FN_REALLOCARRAY:
 		return product(n, m);
@@ -232,6 +243,14 @@ static void *call_real(struct call *c)
 		return HAVE(memalign) ? real.memalign(c->m, c->n) : call_boot(c);
 	case SHM_FN_VALLOC:
 		return HAVE(valloc) ? real.valloc(c->n) : call_boot(c);
+	case SHM_FN_PYMALLOC_ARENA_MMAP: {
+		void *p = pyarena_map(c->n);
+
+		return p == MAP_FAILED ? 0 : p;
+	}
+	case SHM_FN_PYMALLOC_ARENA_MUNMAP:
+		c->rc = pyarena_sys_munmap(c->old, c->n);
+		return 0;
 	default:
 		return HAVE(pvalloc) ? real.pvalloc(c->n) : call_boot(c);
 	}
@@ -450,6 +469,10 @@ traced_inline(struct shim_thread *t, struct call *c, const unsigned int fn, void
 		r.ptr = (uintptr_t)old;
 		failed = 0;
 		break;
+	case SHM_FN_PYMALLOC_ARENA_MUNMAP:
+		r.ptr = (uintptr_t)old;
+		failed = c->rc != 0;
+		break;
 	case SHM_FN_REALLOC:
 	case SHM_FN_REALLOCARRAY:
 		r.ptr = (uintptr_t)p;
@@ -535,7 +558,7 @@ static __attribute__((noinline)) void *reentered(struct shim_thread *t, struct c
 	if (mode == SHM_MALLOC_SAMPLE) {
 		if (c->old && sampled_remove(&heap_set, c->old))
 			lost = 1;
-		if (c->fn != SHM_FN_FREE && sampler_take(&t->sampler, n))
+		if ((shm_fn_info[c->fn].flags & SHM_FNF_ALLOC) && sampler_take(&t->sampler, n))
 			lost = 1;
 	}
 	p = call_real(c);
@@ -577,7 +600,7 @@ static __attribute__((noinline)) void *early_record(struct call *c)
 	}
 	e = &early[i];
 	e->size = n;
-	e->ptr = c->fn == SHM_FN_FREE ? (uintptr_t)c->old : (uintptr_t)p;
+	e->ptr = releases_only(c->fn) ? (uintptr_t)c->old : (uintptr_t)p;
 	switch (c->fn) {
 	case SHM_FN_REALLOC:
 	case SHM_FN_REALLOCARRAY:
@@ -591,7 +614,8 @@ static __attribute__((noinline)) void *early_record(struct call *c)
 	default:
 		e->aux = 0;
 	}
-	e->failed = c->fn != SHM_FN_FREE && !p && (n || !c->old);
+	e->failed = c->fn == SHM_FN_PYMALLOC_ARENA_MUNMAP ? c->rc != 0
+						       : !releases_only(c->fn) && !p && (n || !c->old);
 	__atomic_store_n(&e->fn, (uint16_t)c->fn, __ATOMIC_RELEASE);
 	errno = saved;
 	return p;
@@ -601,7 +625,7 @@ static __attribute__((noinline)) void *early_record(struct call *c)
 static void early_replay(struct shim_thread *t, const struct early_call *e, int mode)
 {
 	unsigned fnf = shm_fn_info[e->fn].flags;
-	uint64_t old = e->fn == SHM_FN_FREE ? e->ptr : (fnf & SHM_FNF_FREE) ? e->aux : 0;
+	uint64_t old = releases_only(e->fn) ? e->ptr : (fnf & SHM_FNF_FREE) ? e->aux : 0;
 	uint64_t ptr = e->failed ? 0 : e->ptr;
 	struct shm_rec_heap r = {
 		.hdr = { .type = SHM_REC_HEAP, .size = sizeof(r), .fn = e->fn },
@@ -614,7 +638,7 @@ static void early_replay(struct shim_thread *t, const struct early_call *e, int 
 		r.hdr.flags |= SHM_F_FAILED;
 	if (mode == SHM_MALLOC_SAMPLE && old && !e->failed && sampled_remove(&heap_set, (void *)old))
 		ship = 1;
-	if (mode == SHM_MALLOC_SAMPLE && e->fn != SHM_FN_FREE && ptr &&
+	if (mode == SHM_MALLOC_SAMPLE && (fnf & SHM_FNF_ALLOC) && ptr &&
 	    sampler_take(&t->sampler, e->size) && sampled_insert(&heap_set, (void *)ptr) == 0) {
 		ship = 1;
 		r.hdr.flags |= SHM_F_SAMPLED;
@@ -668,8 +692,8 @@ static void *slow(struct call *c)
 	/* before the constructor: kept aside (heap_early_end()); our own
 	 * calls (in_shim: dlsym's while we boot) are not the program's */
 	if (unlikely(mode == HEAP_EARLY))
-		return !shim_tls.in_shim && (c->fn != SHM_FN_FREE || c->old) ? early_record(c)
-									      : call_real(c);
+		return !shim_tls.in_shim && (!releases_only(c->fn) || c->old) ? early_record(c)
+									       : call_real(c);
 	/* A control command came: this call is recorded as it says. */
 	if (unlikely(!control_current())) {
 		control_poll(1);
@@ -678,7 +702,7 @@ static void *slow(struct call *c)
 
 	/* glibc's thread exit frees NULL after the key destructors ran: it
 	 * must not claim a slot that nobody would retire. */
-	if (mode == SHM_MALLOC_OFF || (c->fn == SHM_FN_FREE && !c->old) ||
+	if (mode == SHM_MALLOC_OFF || (releases_only(c->fn) && !c->old) ||
 	    !(t = shim_thread_traced_from(1)))
 		return call_real(c);
 	if (unlikely(t->busy))
@@ -686,7 +710,7 @@ static void *slow(struct call *c)
 	n = call_bytes(c);
 	thread_count(t, c->fn, n);
 	return traced(t, c, mode,
-		      mode == SHM_MALLOC_SAMPLE && c->fn != SHM_FN_FREE &&
+		      mode == SHM_MALLOC_SAMPLE && (shm_fn_info[c->fn].flags & SHM_FNF_ALLOC) &&
 			      sampler_take(&t->sampler, n));
 }
 
@@ -908,4 +932,33 @@ SHIM_EXPORT void *pvalloc(size_t n)
 	struct call c = { .fn = SHM_FN_PVALLOC, .n = n };
 
 	return aligned_common(&c);
+}
+
+/* ---- pymalloc's arenas (pyarena.h) ---- */
+
+void *heap_arena_mmap(size_t len)
+{
+	struct call c = { .fn = SHM_FN_PYMALLOC_ARENA_MMAP, .n = len };
+	struct shim_thread *t = &shim_tls;
+
+	if (fast(t))
+		return fast_alloc(t, c.fn, len) ? call_real(&c) : traced(t, &c, SHM_MALLOC_SAMPLE, 1);
+	return slow(&c);
+}
+
+int heap_arena_munmap(void *p, size_t len)
+{
+	struct call c = { .fn = SHM_FN_PYMALLOC_ARENA_MUNMAP, .old = p, .n = len };
+	struct shim_thread *t = &shim_tls;
+
+	if (fast(t)) {
+		thread_count(t, c.fn, len);
+		if (!sampled_maybe(&heap_set, p))
+			call_real(&c);
+		else
+			traced(t, &c, SHM_MALLOC_SAMPLE, 0);
+	} else {
+		slow(&c);
+	}
+	return c.rc;
 }

@@ -13,6 +13,8 @@
 #ifndef SHIMMER_HEAP_H
 #define SHIMMER_HEAP_H
 
+#include <stddef.h>
+
 /* Resolves the real allocator.  Idempotent; the constructor calls it first.
  * Until it returns, allocations come from a static bootstrap arena. */
 void heap_boot(void);
@@ -45,5 +47,16 @@ void heap_fork_child(void);
  * forgotten.  Not thread-safe (constructor).
  */
 void heap_early_end(int traced);
+
+/*
+ * pymalloc's arenas (pyarena.h): the map of an arena of len bytes, made
+ * and recorded as a heap call (SHM_FN_PYMALLOC_ARENA_MMAP: counted,
+ * sampled or shipped as the mode says, with its stacks), returning the
+ * arena or NULL with errno set; the unmap of one (..._MUNMAP: a release,
+ * as free is, counting len bytes given back), returning munmap's 0 or -1
+ * with errno set.  The same guards and paths as the malloc hooks.
+ */
+void *heap_arena_mmap(size_t len);
+int heap_arena_munmap(void *p, size_t len);
 
 #endif /* SHIMMER_HEAP_H */

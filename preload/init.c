@@ -30,6 +30,7 @@
 #include "log.h"
 #include "modules.h"
 #include "nvtx.h"
+#include "pyarena.h"
 #include "real.h"
 #include "settings.h"
 #include "shim.h"
@@ -311,6 +312,7 @@ static void fork_child(void)
 	api_fork_child();
 	cupti_fork_child();
 	modules_fork_child();
+	pyarena_fork_child();
 	stack_fork_child();
 	fatal_fork_child();
 	if (start(parent) == 0) {

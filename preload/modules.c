@@ -20,6 +20,7 @@
 #include "intern.h"
 #include "log.h"
 #include "modules.h"
+#include "pyarena.h"
 #include "pyframes.h"
 #include "real.h"
 #include "shim.h"
@@ -161,6 +162,7 @@ static int visit(struct dl_phdr_info *info, size_t size, void *data)
 	m = &mods[nmods++];
 	*m = (struct mod){ .bias = info->dlpi_addr, .lo = lo, .hi = hi, .seen = 1,
 			   .path_id = path_id(info->dlpi_name) };
+	pyarena_learn(info, (uintptr_t)lo, (uintptr_t)hi);
 	emit(w->t, m, info, 0);
 	w->added = 1;
 	return 0;
@@ -187,6 +189,7 @@ void modules_report(void)
 	dl_iterate_phdr(visit, &w);
 	for (i = 0, j = 0; i < nmods; i++) {
 		if (!mods[i].seen) {
+			pyarena_unloaded((uintptr_t)mods[i].lo, (uintptr_t)mods[i].hi);
 			emit(t, &mods[i], 0, 1);
 			stack_forget();
 			continue;

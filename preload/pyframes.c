@@ -83,7 +83,13 @@
 #include "utf8.h"
 
 #define CACHE_SLOTS 4096u /* power of two */
-#define PY_WALK_MAX 512u  /* frames walked at most, skipped ones included */
+/* Frames walked at most, skipped ones included: a bound for a corrupt
+ * (cyclic) chain, far above any depth Python reaches with its default
+ * recursion limit (1,000), since the outermost frames are the ones the
+ * site is read from (an earlier bound of 512 frames named a library frame
+ * as the site of a library recursion 600 deep).  The walk costs a few
+ * loads a frame, on every allocation in `all` mode. */
+#define PY_WALK_MAX 65536u
 #define PY_RING 32u       /* frames beyond the inner ones noted (see py_frames) */
 #define NAME_MAX_UTF8 512u
 
@@ -423,6 +429,7 @@ frame(const struct raw_frame *r, uint32_t epoch, struct py_memo *memo, struct sh
 	struct py_memo_entry *m = 0;
 	struct code_id id;
 	int64_t lasti = r->lasti;
+	int line;
 
 	id.code = r->code;
 	id.file = load_ptr(r->code, CO_FILENAME);
@@ -441,7 +448,10 @@ frame(const struct raw_frame *r, uint32_t epoch, struct py_memo *memo, struct sh
 	if (lasti < 0 || lasti >= load_i64(r->code, OB_SIZE))
 		lasti = -1; /* PyCode_Addr2Line: the first line */
 	memset(out, 0, sizeof(*out));
-	out->line = (uint32_t)py.addr2line((void *)r->code, (int)(lasti * 2));
+	/* -1 for an instruction the compiler gave no line (an exception
+	 * handler's cleanup): 0, as tracemalloc writes it, not 4294967295. */
+	line = py.addr2line((void *)r->code, (int)(lasti * 2));
+	out->line = line > 0 ? (uint32_t)line : 0;
 	names(&id, epoch, out);
 	/* Only whole names: one not announced now is tried again. */
 	if (memo && out->file_id && out->func_id) {
@@ -512,6 +522,13 @@ uint32_t py_frames(struct shm_pyframe *out, uint32_t max, struct py_memo *memo)
 	}
 	if (!beyond)
 		return n;
+	/* Stopped at the bound with frames left: the frames noted last are
+	 * not the outermost, and are not passed off as them.  The innermost
+	 * ones and the gap alone. */
+	if (f && walked >= PY_WALK_MAX) {
+		memset(&out[n++], 0, sizeof(out[0]));
+		return n;
+	}
 	/* The traceable ones from the outermost in, up to one more than
 	 * fits (keep's end holds the outermost). */
 	for (k = 0, nk = 0; k < beyond && k < PY_RING && nk < PY_OUTER + 2; k++) {

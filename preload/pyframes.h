@@ -42,9 +42,10 @@ struct py_memo {
 /*
  * Fills out[0..max) with the thread's frames, innermost first; returns how
  * many (0: no Python runtime, an unsupported version, or a thread without
- * a Python thread state).  A thread with more than max frames (at most
- * 512 walked) gets its innermost max - PY_OUTER - 1, a gap frame (file,
- * function and line 0) and its outermost PY_OUTER: the user's script is at
+ * a Python thread state).  A thread with more than max frames gets its
+ * innermost max - PY_OUTER - 1, a gap frame (file, function and line 0)
+ * and its outermost PY_OUTER (of at most 65,536 walked: a deeper stack
+ * ends at the gap, its outer frames unknown): the user's script is at
  * the outer end of a deep library stack (an import, a model's forward
  * through nested modules), and the call site is its line (tools/sites.h).
  * With max under 2 * PY_OUTER + 1, the innermost max alone.  memo, the

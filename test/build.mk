@@ -150,6 +150,29 @@ E2E_WL_CLOCK_OBJS := $(O)/obj/prog/test/e2e/wl_clock.o $(O)/obj/prog/test/e2e/wl
 $(eval $(call cuda_prog,$(E2E_WL_CLOCK),$(E2E_WL_CLOCK_OBJS),../fake_cudart))
 TEST_PROGS += $(E2E_WL_CLOCK)
 
+# pymalloc's arenas (t_pyarena.sh): a C program's maps of an arena's shape
+# and a stand-in runtime it links, whose constructor maps arenas before the
+# shim's; a program that loads libpython with dlopen.
+E2E_LIBFAKEPY := $(O)/test/e2e/libfakepy.so
+$(E2E_LIBFAKEPY): $(O)/obj/prog-O0/test/e2e/fakepy.o
+	$(call msg,LD,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -shared -o $@ $^
+
+E2E_ANONMAPS := $(O)/test/e2e/anonmaps
+$(E2E_ANONMAPS): $(O)/obj/prog-O0/test/e2e/anonmaps.o $(E2E_LIBFAKEPY)
+	$(call msg,LD,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -o $@ $< -L$(O)/test/e2e -lfakepy '-Wl,-rpath,$$ORIGIN' -Wl,--enable-new-dtags
+
+E2E_PYEMBED := $(O)/test/e2e/pyembed
+$(E2E_PYEMBED): $(O)/obj/prog/test/e2e/pyembed.o
+	$(call msg,LD,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -o $@ $^ -ldl
+
+TEST_PROGS += $(E2E_LIBFAKEPY) $(E2E_ANONMAPS) $(E2E_PYEMBED)
+
 # t_heapagg's 10-million-event run uses the benchmark's workload.
 TEST_PROGS += $(O)/bench/heap_random
 

@@ -54,8 +54,9 @@ int allocations_write(struct model *m, FILE *out, int fmt, enum allocations_sort
 {
 	const struct model_group **v = NULL;
 	struct model_groups g;
+	struct present_quiet quiet = { 0 };
 	struct emit e;
-	size_t gi = 0;
+	size_t gi = 0, k, rows;
 	int err, any_est = 0;
 
 	err = present_need_stacks(m);
@@ -85,6 +86,12 @@ int allocations_write(struct model *m, FILE *out, int fmt, enum allocations_sort
 
 		if (!p->selected)
 			continue;
+		while (gi < g.n && v[gi]->mem->proc->index < p->index)
+			gi++;
+		for (k = gi, rows = 0; k < g.n && v[k]->mem->proc == p; k++)
+			rows += v[k]->rows != 0;
+		if (present_quiet(&quiet, &e, p, rows))
+			continue;
 		emit_object_begin(&e, NULL);
 		present_proc(&e, p, "the allocations that were lost are missing: the counts"
 			     " below are lower bounds, and a lost free leaves a block live");
@@ -113,6 +120,7 @@ int allocations_write(struct model *m, FILE *out, int fmt, enum allocations_sort
 		emit_object_end(&e);
 	}
 	emit_array_end(&e);
+	present_quiet_end(&quiet, &e, "no allocation recorded");
 	present_estimated_note(&e, any_est, "");
 	free(v);
 	model_groups_free(&g);

@@ -147,7 +147,9 @@ static const char *opt_value(struct cli_args *a, const char *name)
 
 	if (a->argv[a->i][n] == '=')
 		return a->argv[a->i] + n + 1;
-	if (a->i + 1 == a->argc) {
+	/* "--" where the value should be is a value forgotten ("run --db --
+	 * CMD"), not a file or a name: taken, it made a store named "--". */
+	if (a->i + 1 == a->argc || strcmp(a->argv[a->i + 1], "--") == 0) {
 		cli_usage_error(a->cmd, "%s needs a value", name);
 		return NULL;
 	}
@@ -291,11 +293,23 @@ int cli_pid_arg(const struct command *cmd, const char *arg, int64_t *pid)
 	uint64_t n;
 
 	if (conf_count(arg, strlen(arg), INT32_MAX, &n) < 0 || !n) {
-		cli_usage_error(cmd, "'%s' is not a process id (a whole decimal number > 0)", arg);
+		cli_usage_error(cmd, "'%s' is not a process id (a whole decimal number, 1 to 2147483647)", arg);
 		return -1;
 	}
 	*pid = (int64_t)n;
 	return 0;
+}
+
+int cli_pid_opt(struct cli_args *a, const char *name, int64_t *pid)
+{
+	const char *v;
+
+	if (!is_opt(a, name))
+		return 0;
+	v = opt_value(a, name);
+	if (!v || cli_pid_arg(a->cmd, v, pid) < 0)
+		return -1;
+	return 1;
 }
 
 int cli_pid_operand(const struct command *cmd, const char *arg, int64_t *pid)

@@ -158,6 +158,9 @@ int cli_duration_opt(struct cli_args *a, const char *name, uint64_t *ns);
  * after printing the usage error. */
 int cli_pid_arg(const struct command *cmd, const char *arg, int64_t *pid);
 
+/* "NAME PID": a process id as cli_pid_arg() reads it. */
+int cli_pid_opt(struct cli_args *a, const char *name, int64_t *pid);
+
 /* The one process id operand of a command that takes one (attach, ctl
  * attach): cli_pid_arg(), refused with "one process at a time" when *pid
  * is set already.  0, or -1 after printing the usage error. */

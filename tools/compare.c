@@ -53,6 +53,7 @@
 	" figures may be wrong either way), and --fail-if judges none they touch"
 #define COMPARE_CUT "its figures below stop there, and --fail-if judges none of them"
 #define TOP_ROWS 10           /* per section in the table */
+#define QUIET_SHARE 0.01      /* a process this short of the longest may fold */
 #define TIME_NOISE 0.25       /* relative change a time may show by itself */
 #define TIME_FLOOR_NS 100000.0
 #define TOTAL_WALL_SHARE 0.001 /* a total's floor besides: this share of the wall */
@@ -85,6 +86,11 @@ struct fig {
 	                     * a process without them (calls_counted 0) it is
 	                     * unknown, not absent */
 	int64_t order;      /* sites: its memory's place (space, then device) */
+	/* An estimate from sampled allocations: the variance sampling gives
+	 * it (has_var: model_group's), else the sampling period (bytes), the
+	 * weight one sample of a small block carries. */
+	int has_var;
+	double var, grain;
 };
 
 enum section { S_PROCESS, S_STEPS, S_GPU, S_KERNEL, S_API, S_COPY, S_RANGE, S_MEMORY, S_LEAKS,
@@ -124,6 +130,8 @@ struct cmp {
 	struct cond *conds;
 	size_t nconds;
 	int crossed, unknown;
+	double longest;              /* the longest wall time of a process selected */
+	struct present_quiet quiet;  /* the pairs the table folds (quiet_pair()) */
 };
 
 static struct fig *last_fig;
@@ -294,8 +302,16 @@ static int site_figs(struct cmp *c, struct model *m, const struct model_proc *p,
 		for (int x = 0; !err && x < SM_N; x++) {
 			err = fig_put(c, pf, S_SITES, key, x, x == SM_COUNT ? U_COUNT : U_BYTES, v[x],
 				      mm->estimated);
-			if (!err)
-				last_fig->order = ((int64_t)mm->space << 32) + mm->device + 1;
+			if (err)
+				break;
+			last_fig->order = ((int64_t)mm->space << 32) + mm->device + 1;
+			if (!mm->estimated)
+				continue;
+			last_fig->has_var = 1;
+			last_fig->var += x == SM_COUNT ? g->var_count
+				       : x == SM_ALLOCATED ? g->var_bytes
+				       : x == SM_PEAK ? (k ? k->var_bytes : 0)
+						      : g->var_live;
 		}
 	}
 	free(key);
@@ -423,10 +439,14 @@ static int profile(struct cmp *c, struct model *m, const struct model_proc *p, s
 			continue;
 		snprintf(name, sizeof(name), "%s peak", mems[i]->label);
 		err = fig_add(c, pf, S_MEMORY, name, U_BYTES, mems[i]->peak, mems[i]->estimated);
+		if (!err && mems[i]->estimated)
+			last_fig->grain = (double)p->sample_bytes;
 		snprintf(name, sizeof(name), "%s live at end", mems[i]->label);
 		if (!err)
 			err = fig_add(c, pf, S_MEMORY, name, U_BYTES, mems[i]->live_end,
 				      mems[i]->estimated);
+		if (!err && mems[i]->estimated)
+			last_fig->grain = (double)p->sample_bytes;
 	}
 	leaks_opts_init(&lo);
 	if (!err && model_schema_version(m) >= 3)
@@ -694,10 +714,39 @@ static void value_str(char *buf, size_t len, enum unit u, double v, int est)
 	snprintf(buf, len, "%s%s", est ? "~" : "", tmp);
 }
 
+/*
+ * Whether two estimates from sampled allocations differ by no more than
+ * sampling moves them: by at most three standard deviations of their
+ * difference (a row missing on one side had no sample: 0, exactly).  The
+ * variance is the groups' own where known; else, every sample taken for
+ * a small block of the period's weight S, v / S samples: S v.  One small
+ * block sampled in one run and not the other is no change: a shell
+ * script's site of one sample (~512 KiB) in run B and none in run A was
+ * "only in B", changed; a 10 MiB block (kept for sure, no variance) in
+ * one run only is.
+ */
+static int sampling_noise(const struct fig *a, const struct fig *b)
+{
+	const struct fig *f = a ? a : b;
+	double va = a ? a->v : 0, vb = b ? b->v : 0, var, grain;
+
+	if ((!a || a->has_var) && (!b || b->has_var)) {
+		var = (a ? a->var : 0) + (b ? b->var : 0);
+	} else {
+		grain = fmax(a ? a->grain : 0, b ? b->grain : 0);
+		if (f->unit != U_BYTES || grain <= 0)
+			return 0;
+		var = grain * (fabs(va) + fabs(vb));
+	}
+	return fabs(vb - va) <= 3 * sqrt(var);
+}
+
 static int changed(const struct fig *a, const struct fig *b)
 {
 	double big;
 
+	if (((a && a->est) || (b && b->est)) && sampling_noise(a, b))
+		return 0;
 	if (!a || !b)
 		return 1;
 	big = fabs(a->v) > fabs(b->v) ? fabs(a->v) : fabs(b->v);
@@ -1027,6 +1076,17 @@ static void check_conds(struct cmp *c, const struct pair *pr, const struct prof 
 		int any = 0;
 		char why[160];
 
+		/* One run's host memory holds pymalloc's arenas, the other's
+		 * leaves them out: their memory differs by what was recorded. */
+		if ((k->metric == M_PEAK || k->metric == M_LEAKED || k->metric == M_SITE_PEAK) &&
+		    !pr->a->host_unseen != !pr->b->host_unseen) {
+			const struct model_proc *p = pr->a->host_unseen ? pr->a : pr->b;
+
+			cli_error("--fail-if %s: pid %lld in %s: %s; not evaluated", k->text,
+				  (long long)p->pid, p == pr->b ? "B" : "A", p->host_unseen);
+			c->unknown = k->unknown = 1;
+			continue;
+		}
 		for (int side = 0; side < 2 && !any; side++) {
 			const struct model_proc *p = side ? pr->b : pr->a;
 
@@ -1270,6 +1330,28 @@ static int site_tables(struct cmp *c, const struct row *rows, size_t n)
 	return err;
 }
 
+/*
+ * Whether the table folds the pair into one line at the end: two short
+ * processes (each under QUIET_SHARE of the longest's wall time) of which
+ * nothing changed but the wall time, with no condition to check.  A run
+ * of a Python started by pyenv is 79 pairs, 78 of them its shell scripts
+ * of a few milliseconds whose wall times are noise: a thousand lines
+ * before the interpreter's pair.  CSV and JSON keep every pair.
+ */
+static int quiet_pair(const struct cmp *c, const struct pair *pr, const struct row *rows,
+		      size_t n)
+{
+	double limit = QUIET_SHARE * c->longest;
+
+	if (c->e->fmt != EMIT_TABLE || c->nconds || model_proc_wall(pr->a) >= limit ||
+	    model_proc_wall(pr->b) >= limit)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if (changed(rows[i].a, rows[i].b) && strcmp(rows[i].str, "process\twall time") != 0)
+			return 0;
+	return 1;
+}
+
 static int compare_pair(struct cmp *c, const struct pair *pr, struct model *ma,
 			struct model *mb)
 {
@@ -1306,6 +1388,10 @@ static int compare_pair(struct cmp *c, const struct pair *pr, struct model *ma,
 						  c->names.v[g->key.a] };
 	}
 	qsort(rows, n, sizeof(*rows), cmp_row);
+	if (quiet_pair(c, pr, rows, n)) {
+		err = present_quiet_add(&c->quiet, pr->a);
+		goto out;
+	}
 	/* Kernels whose short names read alike are told apart (on a failed
 	 * allocation each shows its own short name). */
 	knames = calloc(n + 1, sizeof(*knames));
@@ -1375,6 +1461,13 @@ static int compare(struct model *ma, struct model *mb, const char *pa, const cha
 	emit_kv(&e, "a", EMIT_STR, ev_str(pa));
 	emit_kv(&e, "b", EMIT_STR, ev_str(pb));
 	emit_text(&e, "shimmer compare\n  A: %s\n  B: %s\n", fmt_esc(pa), fmt_esc(pb));
+	for (size_t i = 0; i < n; i++)
+		for (int side = 0; side < 2; side++) {
+			const struct model_proc *p = side ? pairs[i].b : pairs[i].a;
+
+			if (p && model_proc_wall(p) > c->longest)
+				c->longest = model_proc_wall(p);
+		}
 	emit_array_begin(&e, "pairs");
 	for (size_t i = 0; i < n && !err; i++)
 		if (pairs[i].a && pairs[i].b) {
@@ -1382,6 +1475,12 @@ static int compare(struct model *ma, struct model *mb, const char *pa, const cha
 			paired++;
 		}
 	emit_array_end(&e);
+	if (c->quiet.procs) {
+		emit_text(&e, "\n%zu more pair%s of short processes (each under %.0f%% of the"
+			  " longest's wall time) of which nothing changed but the wall time",
+			  c->quiet.procs, c->quiet.procs == 1 ? "" : "s", 100 * QUIET_SHARE);
+		present_quiet_list(&c->quiet, &e);
+	}
 	/* No pair, no condition evaluated: not a pass (a run left untraced,
 	 * or of another executable, passed every condition). */
 	if (!err && !paired && c->nconds) {
@@ -1567,6 +1666,7 @@ static int compare_main(int argc, char **argv)
 	model_set_native(ma, sites.native);
 	model_set_callers(mb, sites.callers);
 	model_set_native(mb, sites.native);
+	model_share_names(ma, mb);
 	err = compare(ma, mb, paths[0], paths[1], &c, stdout, fmt);
 	if (err == -ENOMEM)
 		cli_error("out of memory");

@@ -170,7 +170,7 @@ static int attach_verb(int argc, char **argv, int at)
 			continue;
 		if (k == CLI_ARG_OPTION) {
 			/* --pid PID is the operand PID: one process */
-			if ((r = cli_int_opt(&a, "--pid", &v)) > 0 && pid)
+			if ((r = cli_pid_opt(&a, "--pid", &v)) > 0 && pid)
 				return cli_usage_error(&ctl_command, "one process at a time"
 						       " (--pid %lld)", (long long)v);
 			if (r > 0)
@@ -224,7 +224,7 @@ static int ctl_main(int argc, char **argv)
 			if ((r = cli_format_opt(&a, emit_format_names, &fmt)) ||
 			    (r = cli_string_opt(&a, "--socket", &sock)) ||
 			    (r = cli_string_opt(&a, "--job", &job)) ||
-			    (r = cli_int_opt(&a, "--pid", &pid))) {
+			    (r = cli_pid_opt(&a, "--pid", &pid))) {
 				if (r < 0)
 					return CLI_EXIT_USAGE;
 				continue;
@@ -244,8 +244,6 @@ static int ctl_main(int argc, char **argv)
 	if (!verb)
 		return cli_usage_error(&ctl_command, "no verb given (status, pause, resume, window, "
 				       "attach, detach)");
-	if (pid < 0 || pid > UINT32_MAX)
-		return cli_usage_error(&ctl_command, "--pid %lld is not a pid", (long long)pid);
 	if (pid && job)
 		return cli_usage_error(&ctl_command, "give --pid or --job, not both");
 	if (!strcmp(verb, "status")) {

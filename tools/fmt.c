@@ -33,7 +33,8 @@ char *fmt_bytes(char *buf, size_t len, double bytes)
 	int u = -1;
 
 	if (bytes < 1024 && bytes > -1024) {
-		snprintf(buf, len, "%.0f B", bytes);
+		/* a fitted slope of -0.3 B a second is "0 B", not "-0 B" */
+		snprintf(buf, len, "%.0f B", bytes > -0.5 && bytes < 0.5 ? 0.0 : bytes);
 		return buf;
 	}
 	while (u < 3 && (v >= 1024 || v <= -1024)) {

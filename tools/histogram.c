@@ -164,8 +164,9 @@ static void write_mem(struct emit *e, const struct model_hist *h, enum model_his
 int histogram_write(struct model *m, FILE *out, int fmt, enum model_hist_kind kind)
 {
 	const struct model_hist *v;
+	struct present_quiet quiet = { 0 };
 	struct emit e;
-	size_t n, hi = 0;
+	size_t n, hi = 0, k, rows;
 	int err, any_est = 0;
 
 	err = model_heap_hist(m, kind, &v, &n);
@@ -184,12 +185,16 @@ int histogram_write(struct model *m, FILE *out, int fmt, enum model_hist_kind ki
 
 		if (!p->selected)
 			continue;
+		while (hi < n && v[hi].mem->proc->index < p->index)
+			hi++;
+		for (k = hi, rows = 0; k < n && v[k].mem->proc == p; k++)
+			rows++;
+		if (present_quiet(&quiet, &e, p, rows))
+			continue;
 		emit_object_begin(&e, NULL);
 		present_proc(&e, p, "the allocations that were lost are missing: the counts"
 			     " below are lower bounds, and a lost free leaves a block live");
 		emit_array_begin(&e, "memories");
-		while (hi < n && v[hi].mem->proc->index < p->index)
-			hi++;
 		for (; hi < n && v[hi].mem->proc == p; hi++) {
 			any_est |= v[hi].mem->estimated;
 			write_mem(&e, &v[hi], kind);
@@ -198,6 +203,7 @@ int histogram_write(struct model *m, FILE *out, int fmt, enum model_hist_kind ki
 		emit_object_end(&e);
 	}
 	emit_array_end(&e);
+	present_quiet_end(&quiet, &e, "no allocation recorded");
 	present_estimated_note(&e, any_est, "");
 	return emit_finish(&e);
 }

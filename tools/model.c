@@ -364,6 +364,79 @@ out:
 	return err;
 }
 
+/* Whether path names a Python runtime: its last component starts with
+ * "python" or "libpython" and a digit (python3.11, libpython3.11.so.1.0). */
+static int python_path(const char *path)
+{
+	const char *b = base_name(path);
+
+	if (strncmp(b, "lib", 3) == 0)
+		b += 3;
+	return strncmp(b, "python", 6) == 0 && b[6] >= '0' && b[6] <= '9';
+}
+
+/*
+ * model_proc.host_unseen.  A store whose functions have no
+ * pymalloc_arena_mmap was written by a shimmer that did not record the
+ * arenas; an attached process's probes never do.  Only processes that
+ * traced the heap and ran a Python runtime are concerned.
+ */
+static int load_host_unseen(struct model *m)
+{
+	sqlite3_stmt *st = NULL;
+	char *py = calloc(m->nprocs + 1, 2); /* per process: a runtime; attached */
+	int err = py ? 0 : -ENOMEM, r = 0, recorded = 0;
+
+	if (!err)
+		err = model_prepare(m, "SELECT count(*) FROM functions"
+				    " WHERE name = 'pymalloc_arena_mmap'", &st);
+	if (!err && (r = store_step(m->db, st)) > 0)
+		recorded = sqlite3_column_int(st, 0) > 0;
+	else if (!err)
+		err = r;
+	sqlite3_finalize(st);
+	st = NULL;
+	/* the Python runtimes among the modules (schema 3) */
+	if (!err && m->version >= 3)
+		err = model_prepare(m, "SELECT DISTINCT d.proc_id, s.text FROM modules d"
+				    " JOIN strings s ON s.proc_id = d.proc_id AND s.id = d.path_id"
+				    " WHERE s.text GLOB '*python[0-9]*'", &st);
+	while (!err && st && (r = store_step(m->db, st)) > 0) {
+		const struct model_proc *p = model_proc_by_id(m, col_i64(st, 0));
+		const char *path = (const char *)sqlite3_column_text(st, 1);
+
+		if (p && path && python_path(path))
+			py[2 * p->index] = 1;
+	}
+	if (!err && st && r < 0)
+		err = r;
+	sqlite3_finalize(st);
+	st = NULL;
+	/* attached: schema 7 */
+	if (!err && m->version >= 7)
+		err = model_prepare(m, "SELECT proc_id FROM processes WHERE traced_by = 'attach'",
+				    &st);
+	while (!err && st && (r = store_step(m->db, st)) > 0) {
+		const struct model_proc *p = model_proc_by_id(m, col_i64(st, 0));
+
+		if (p)
+			py[2 * p->index + 1] = 1;
+	}
+	if (!err && st && r < 0)
+		err = r;
+	sqlite3_finalize(st);
+	for (size_t i = 0; !err && i < m->nprocs; i++) {
+		struct model_proc *p = &m->procs[i];
+
+		if (p->mode == MODEL_MALLOC_OFF || !(py[2 * i] || (p->exe && python_path(p->exe))))
+			continue;
+		p->host_unseen = py[2 * i + 1] ? MODEL_ARENAS_ATTACHED
+						: !recorded ? MODEL_ARENAS_OLDER : NULL;
+	}
+	free(py);
+	return err;
+}
+
 static int load_sampling(struct model *m)
 {
 	static const char sql[] = "SELECT proc_id, since_ns, until_ns, span_ns, windows, traced_ns,"
@@ -530,6 +603,8 @@ int model_load(sqlite3 *db, const struct model_filter *f, struct model **out)
 		err = load_sampling(m);
 	if (!err)
 		err = load_fns(m);
+	if (!err)
+		err = load_host_unseen(m);
 	if (err)
 		goto fail;
 	/* An empty store read with no filter: an empty table or no output at

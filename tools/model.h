@@ -172,6 +172,12 @@ struct model_proc {
 	int64_t pystacks_refused;            /* pystack_full: the same for Python stacks */
 	int64_t dropped_host;                /* lost by the rings: heap, calls, ranges */
 	int64_t dropped_gpu;                 /* lost by CUPTI: kernels, copies */
+	/* What its host memory is known to miss, NULL when nothing: a Python
+	 * runtime's pymalloc arenas (CPython's objects of 512 bytes or less)
+	 * where they were not recorded (MODEL_ARENAS_*), in a process that
+	 * traced the heap and is one (its executable is named python*, or
+	 * it loaded a libpython*).  The sentence every command says. */
+	const char *host_unseen;
 	int calls_counted;                   /* its call counters reached the store
 	                                      * (function_counts); 0 for a recording
 	                                      * cut before the collector's first
@@ -181,6 +187,16 @@ struct model_proc {
 	int selected;                        /* kept by the filter */
 	size_t index;                        /* in model_proc() order */
 };
+
+/* model_proc.host_unseen's sentences: an attached process (shimmer
+ * attach's probes are the malloc family's); a store written before shimmer
+ * recorded the arenas (wire version 11). */
+#define MODEL_ARENAS_ATTACHED "shimmer attach sees the malloc family only: this Python" \
+	" process's host memory leaves out pymalloc's arenas, where CPython keeps its objects" \
+	" of 512 bytes or less (most of them, unless PYTHONMALLOC=malloc), and is a lower bound"
+#define MODEL_ARENAS_OLDER "this store was recorded before shimmer recorded pymalloc's" \
+	" arenas: this Python process's host memory leaves out CPython's objects of 512 bytes" \
+	" or less (most of them, unless PYTHONMALLOC=malloc) and is a lower bound"
 
 /* Every process of the store, by proc_id; selected or not. */
 size_t model_nprocs(const struct model *m);
@@ -353,6 +369,12 @@ void model_set_callers(struct model *m, int n);
  * Python line.  Before the first heap query. */
 void model_set_native(struct model *m, int on);
 
+/* Names the Python files of a's sites and b's alike (sites_add_paths()):
+ * a file is shown by a longer tail of its path in both where either store
+ * has another file of its base name, so that `compare` pairs its lines.
+ * Before the first heap query of either. */
+void model_share_names(struct model *a, struct model *b);
+
 enum model_select {
 	MODEL_ALLOCATED, /* every allocation */
 	MODEL_LIVE_END,  /* never freed */
@@ -367,6 +389,11 @@ struct model_group {
 	double live_count, live_bytes; /* those of them never freed */
 	double median_life;   /* MODEL_SHORT: median lifetime of its rows, ns */
 	size_t rows;
+	/* Sampled rows: the variance sampling gives count, bytes and
+	 * live_bytes (Horvitz-Thompson: a row of weight w for size n, kept
+	 * with probability n / w, adds w (w - n)); 0 where every block is a
+	 * row (exact mode, and a block as large as the sampling period). */
+	double var_count, var_bytes, var_live;
 };
 
 struct model_groups {

@@ -46,6 +46,7 @@
 #include "model_int.h"
 #include "sites.h"
 #include "store.h"
+#include "wire.h"
 
 #define MAX_WORKERS 4
 #define PARALLEL_ROWS 200000 /* fewer rows are read by one thread */
@@ -192,7 +193,8 @@ struct worker {
 	struct map mems, keys, times;
 	struct strtab others;
 	unsigned char heap_fn[256]; /* fn_id -> heap family */
-	int64_t free_fn;
+	unsigned char release_fn[256]; /* fn_id -> a heap function that releases only
+					* (free, an arena's unmap) */
 	pthread_t thread;
 };
 
@@ -316,7 +318,7 @@ static int work_rows(struct worker *w, sqlite3 *db, sqlite3_stmt *st)
 				d = fd = -1;
 			if (d >= 0 && fn >= 0 && fn < 256 && w->heap_fn[fn])
 				err = time_add(&w->times, proc_id, fn, d);
-			if (!err && fd >= 0 && ffn == w->free_fn)
+			if (!err && fd >= 0 && ffn >= 0 && ffn < 256 && w->release_fn[ffn])
 				err = time_add(&w->times, proc_id, ffn, fd);
 			if (err)
 				break;
@@ -535,15 +537,17 @@ static int scan(struct model *m, struct model_heap *h)
 		w[i].m = m;
 		w[i].h = h;
 		w[i].sql = sql;
-		w[i].free_fn = -1;
 		w[i].mems.item_size = sizeof(struct wmem);
 		w[i].keys.item_size = sizeof(struct wkey);
 		w[i].times.item_size = sizeof(struct time_item);
 		for (size_t f = 0; f < m->nfns; f++) {
 			if (m->fns[f].fn_id >= 0 && m->fns[f].fn_id < 256)
 				w[i].heap_fn[m->fns[f].fn_id] = (unsigned char)m->fns[f].heap;
-			if (strcmp(m->fns[f].name, "free") == 0)
-				w[i].free_fn = m->fns[f].fn_id;
+			if (m->fns[f].fn_id >= 0 && m->fns[f].fn_id < 256)
+				w[i].release_fn[m->fns[f].fn_id] =
+					m->fns[f].heap && (m->fns[f].flags & (SHM_FNF_ALLOC |
+									   SHM_FNF_FREE)) ==
+								  SHM_FNF_FREE;
 		}
 		w[i].lo = lo + (hi - lo) * (int64_t)i / (int64_t)nw;
 		w[i].hi = lo + (hi - lo) * (int64_t)(i + 1) / (int64_t)nw;
@@ -875,18 +879,21 @@ static int agg_sites_load(struct model *m, struct model_heap *h)
 	free(run.v);
 	sqlite3_finalize(st);
 	st = NULL;
-	/* the timed calls: the row path's rules (the free side of free only) */
+	/* the timed calls: the row path's rules (the release side of the
+	 * calls that release only: free, an arena's unmap) */
 	if (!err && (h->want & MODEL_WANT_CALLS))
 		err = model_prepare(m, "SELECT c.proc_id, c.fn_id, c.timed, c.total_ns, c.m2,"
-				    " c.min_ns, c.max_ns FROM heap_calls c JOIN functions f USING (fn_id)"
-				    " WHERE c.side = 'alloc' OR f.name = 'free'", &st);
+				    " c.min_ns, c.max_ns, c.side = 'alloc' FROM heap_calls c", &st);
 	while (!err && st && (r = store_step(m->db, st)) > 0) {
 		struct map_key tk = { col_i64(st, 0), col_i64(st, 1), 0 };
+		const struct model_fn *fn = model_fn(m, tk.a);
 		struct time_item *t;
 		struct stats one;
 		double n = sqlite3_column_double(st, 2);
 
-		if (!agg_of(h, tk.proc_id) || n <= 0)
+		if (!agg_of(h, tk.proc_id) || n <= 0 ||
+		    (!col_i64(st, 7) && (!fn || !fn->heap ||
+					 (fn->flags & (SHM_FNF_ALLOC | SHM_FNF_FREE)) != SHM_FNF_FREE)))
 			continue;
 		t = map_get(&h->times, &tk);
 		if (!t) {
@@ -1362,8 +1369,12 @@ static int sites_ready(struct model *m)
 	if (h->sites_open)
 		return 0;
 	err = sites_open(&h->sites, m->db);
-	if (err)
+	if (!err && m->peer)
+		err = sites_add_paths(&h->sites, m->peer);
+	if (err) {
+		sites_close(&h->sites);
 		return err;
+	}
 	h->sites.callers = m->callers;
 	h->sites_open = 1;
 	return 0;
@@ -1435,6 +1446,12 @@ void model_set_callers(struct model *m, int n)
 void model_set_native(struct model *m, int on)
 {
 	m->native = !!on;
+}
+
+void model_share_names(struct model *a, struct model *b)
+{
+	a->peer = b->db;
+	b->peer = a->db;
 }
 
 int model_key_site(struct model *m, uint32_t key, const char **site, const char **folded)
@@ -1781,6 +1798,15 @@ int model_heap_groups(struct model *m, enum model_select sel, enum model_naming 
 			g->count += b->count;
 			g->bytes += b->weight;
 			g->rows++;
+			if (b->count > 1) {
+				double v = (double)b->weight * (double)b->weight *
+					   (1 - 1 / (double)b->count);
+
+				g->var_count += (double)b->count * ((double)b->count - 1);
+				g->var_bytes += v;
+				if (b->free_ns == NO_FREE)
+					g->var_live += v;
+			}
 			if (b->free_ns == NO_FREE) {
 				g->live_count += b->count;
 				g->live_bytes += b->weight;

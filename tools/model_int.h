@@ -39,6 +39,7 @@ struct model {
 	struct model_filter filter;
 	int callers; /* model_set_callers() */
 	int native;  /* model_set_native() */
+	sqlite3 *peer; /* model_share_names(): another store's files named too */
 
 	struct model_proc *procs; /* by proc_id */
 	size_t nprocs, nselected;

@@ -52,8 +52,9 @@ int peak_write(struct model *m, FILE *out, int fmt)
 {
 	struct model_mem *const *mems;
 	struct model_groups g;
+	struct present_quiet quiet = { 0 };
 	struct emit e;
-	size_t nmems, gi = 0;
+	size_t nmems, gi = 0, mi, rows;
 	int err, any_est = 0;
 
 	err = present_need_stacks(m);
@@ -79,12 +80,16 @@ int peak_write(struct model *m, FILE *out, int fmt)
 
 		if (!p->selected)
 			continue;
+		for (mi = 0, rows = 0; mi < nmems; mi++)
+			rows += mems[mi]->proc == p;
+		if (present_quiet(&quiet, &e, p, rows))
+			continue;
 		emit_object_begin(&e, NULL);
 		present_proc(&e, p, "freed blocks whose free was lost count as live, lost"
 			     " allocations are missing: the peaks below may be wrong either way");
 		present_stacks_refused(&e, p, "  ");
 		emit_array_begin(&e, "peaks");
-		for (size_t mi = 0; mi < nmems; mi++) {
+		for (mi = 0; mi < nmems; mi++) {
 			const struct model_mem *mm = mems[mi];
 			char b[FMT_UNIT_MAX], t[FMT_UNIT_MAX];
 
@@ -128,6 +133,7 @@ int peak_write(struct model *m, FILE *out, int fmt)
 		emit_object_end(&e);
 	}
 	emit_array_end(&e);
+	present_quiet_end(&quiet, &e, "no heap or device memory recorded");
 	present_estimated_note(&e, any_est, "");
 	model_groups_free(&g);
 	return emit_finish(&e);

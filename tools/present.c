@@ -3,6 +3,7 @@
  */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -52,6 +53,11 @@ void present_proc(struct emit *e, const struct model_proc *p, const char *effect
 	emit_kv(e, "dropped_events", EMIT_INT, ev_int(p->dropped_host));
 	emit_kv(e, "complete", EMIT_BOOL, ev_int(model_proc_complete(p)));
 	emit_kv(e, "ended", EMIT_BOOL, ev_int(p->end_known));
+	emit_kv(e, "host_unseen", EMIT_STR, p->host_unseen ? ev_str(p->host_unseen) : ev_none());
+	/* CSV rows carry no sentence: what they miss is said on stderr */
+	if (e->fmt == EMIT_CSV && p->host_unseen)
+		cli_warn("pid %lld (proc %lld): %s", (long long)p->pid, (long long)p->proc_id,
+			 p->host_unseen);
 	emit_text(e, "\npid %lld (proc %lld", (long long)p->pid, (long long)p->proc_id);
 	if (p->rank >= 0)
 		emit_text(e, ", rank %lld", (long long)p->rank);
@@ -70,6 +76,8 @@ void present_incomplete(struct emit *e, const struct model_proc *p, const char *
 		emit_text(e, "%sWARNING: %s\n", indent, PRESENT_RUNNING);
 	if (present_lost_line(line, sizeof(line), p, gpu, lost))
 		emit_text(e, "%sWARNING: %s\n", indent, fmt_esc(line));
+	if (p->host_unseen)
+		emit_text(e, "%sWARNING: %s\n", indent, p->host_unseen);
 }
 
 size_t present_stacks_line_of(char *buf, size_t len, const struct model_proc *p,
@@ -125,6 +133,9 @@ static void warn_proc(const struct model_proc *p, int gpu, const char *lost, con
 			 PRESENT_RUNNING);
 	if (present_lost_line(line, sizeof(line), p, gpu, lost))
 		cli_warn("pid %lld (proc %lld): %s", (long long)p->pid, (long long)p->proc_id, line);
+	if (p->host_unseen)
+		cli_warn("pid %lld (proc %lld): %s", (long long)p->pid, (long long)p->proc_id,
+			 p->host_unseen);
 }
 
 void present_warn(struct model *m, int gpu, const char *lost, const char *cut)
@@ -167,4 +178,57 @@ void present_estimated_note(struct emit *e, int any, const char *indent)
 {
 	if (any)
 		emit_text(e, "\n%s~: estimated from sampled allocations\n", indent);
+}
+
+int present_quiet_add(struct present_quiet *q, const struct model_proc *p)
+{
+	const char *exe = p->exe_base ? p->exe_base : "?";
+	size_t j;
+
+	for (j = 0; j < q->n && strcmp(q->v[j].exe, exe) != 0; j++)
+		;
+	if (j == q->n) {
+		if (q->n == q->cap) {
+			size_t cap = q->cap ? 2 * q->cap : 8;
+			struct present_quiet_exe *v = realloc(q->v, cap * sizeof(*v));
+
+			if (!v)
+				return -ENOMEM;
+			q->v = v;
+			q->cap = cap;
+		}
+		q->v[q->n++] = (struct present_quiet_exe){ .exe = exe };
+	}
+	q->v[j].n++;
+	q->procs++;
+	return 0;
+}
+
+int present_quiet(struct present_quiet *q, const struct emit *e, const struct model_proc *p,
+		  size_t rows)
+{
+	if (e->fmt != EMIT_TABLE || rows || !model_proc_complete(p) || !p->end_known || p->cut ||
+	    p->stacks_refused || p->pystacks_refused)
+		return 0;
+	return present_quiet_add(q, p) == 0;
+}
+
+void present_quiet_list(struct present_quiet *q, struct emit *e)
+{
+	for (size_t j = 0; j < q->n; j++)
+		emit_text(e, "%s %s x%zu", j ? "," : ":", fmt_esc(q->v[j].exe), q->v[j].n);
+	emit_text(e, "\n");
+	free(q->v);
+	memset(q, 0, sizeof(*q));
+}
+
+void present_quiet_end(struct present_quiet *q, struct emit *e, const char *what)
+{
+	if (q->procs)
+		emit_text(e, "\n%zu more process%s with %s", q->procs, q->procs == 1 ? "" : "es",
+			  what);
+	if (q->procs)
+		present_quiet_list(q, e);
+	free(q->v);
+	memset(q, 0, sizeof(*q));
 }

@@ -19,17 +19,18 @@
  * Table: "pid P (proc N, rank R) EXE" and, when p lost heap events or its
  * recording was cut short (p->cut), a "WARNING: ..." line for each, ending
  * with effect (what the loss does to this command's answer), and when it
- * had not ended when read, PRESENT_RUNNING's.  JSON: the process's members
- * (proc_id, pid, rank, exe, dropped_events, complete, ended: whether its
- * end was recorded).
- * CSV: nothing.
+ * had not ended when read, PRESENT_RUNNING's; when its host memory misses
+ * pymalloc's arenas (model_proc.host_unseen), that sentence's.  JSON: the
+ * process's members (proc_id, pid, rank, exe, dropped_events, complete,
+ * ended: whether its end was recorded, host_unseen: that sentence or
+ * null).  CSV: nothing but host_unseen's sentence, on stderr.
  */
 void present_proc(struct emit *e, const struct model_proc *p, const char *effect);
 
 /* present_proc()'s WARNING lines alone, in the table, after indent: the
  * cut recording's (": " cut after PRESENT_CUT), or a process not ended's
- * (PRESENT_RUNNING), and the lost events' (present_lost_line(gpu, lost),
- * below). */
+ * (PRESENT_RUNNING), the lost events' (present_lost_line(gpu, lost),
+ * below), and model_proc.host_unseen's. */
 void present_incomplete(struct emit *e, const struct model_proc *p, const char *indent, int gpu,
 			const char *lost, const char *cut);
 
@@ -87,9 +88,10 @@ size_t present_lost_line(char *buf, size_t len, const struct model_proc *p, int 
  * flame-graph tool's input; the export's files): for each selected
  * process of m, on stderr, "shimmer: warning: pid P (proc N): ..." with
  * PRESENT_CUT (and ": " cut, unless cut is NULL) when its recording was
- * cut, PRESENT_RUNNING when it had not ended, and present_lost_line(gpu,
- * lost) when it lost events.  Nothing for
- * a process that lost nothing.
+ * cut, PRESENT_RUNNING when it had not ended, present_lost_line(gpu,
+ * lost) when it lost events, and model_proc.host_unseen when its host
+ * memory misses pymalloc's arenas.  Nothing for a process that lost
+ * nothing.
  */
 void present_warn(struct model *m, int gpu, const char *lost, const char *cut);
 
@@ -102,6 +104,39 @@ void present_warn(struct model *m, int gpu, const char *lost, const char *cut);
  * present_stacks_line()'s, per process.
  */
 void present_warn_folded(struct model *m, int live);
+
+/*
+ * The processes a memory command's table leaves out: those with no row to
+ * show and nothing to warn of (complete, ended, no stack capture refused).
+ * A run of a Python installed by pyenv is 78 shell and env processes
+ * around the interpreter: 78 empty headings before the one that answers.
+ * They are named at the end instead, one line: "N more processes with
+ * WHAT: bash x60, env x10".  JSON and CSV keep every process.
+ */
+struct present_quiet_exe {
+	const char *exe;
+	size_t n;
+};
+
+struct present_quiet {
+	struct present_quiet_exe *v;
+	size_t n, cap, procs;
+};
+
+/* 1 when the table leaves p out (rows: what it would show of p), counted
+ * in q; 0 when p is shown (also when q cannot grow). */
+int present_quiet(struct present_quiet *q, const struct emit *e, const struct model_proc *p,
+		  size_t rows);
+
+/* The table's line naming q's processes (nothing when there are none),
+ * "with " what; frees q. */
+void present_quiet_end(struct present_quiet *q, struct emit *e, const char *what);
+
+/* p counted in q whatever it holds (0, or -ENOMEM); and the names of q's
+ * processes, ": bash x52, env x16\n", after a caller's own words (frees
+ * q). */
+int present_quiet_add(struct present_quiet *q, const struct model_proc *p);
+void present_quiet_list(struct present_quiet *q, struct emit *e);
 
 /* CSV's columns of present_stacks_refused()'s two counts, after the
  * command's "complete" (each row repeats its process's), and their values. */

@@ -242,7 +242,7 @@ static int headline(struct report *r)
 	if (host_peak > 0) {
 		snprintf(text, sizeof(text), "%s%s", host_est ? "~" : "",
 			 fmt_bytes(b[2], sizeof(b[2]), host_peak));
-		card(r->out, "peak host heap", text, host_est ? "estimated from samples" : NULL);
+		card(r->out, "peak host memory", text, host_est ? "estimated from samples" : NULL);
 	}
 	snprintf(text, sizeof(text), "%zu / %zu / %zu", c[SEV_HIGH], c[SEV_MEDIUM], c[SEV_LOW]);
 	card(r->out, "findings", text, "HIGH / MEDIUM / LOW");
@@ -276,6 +276,13 @@ static int headline(struct report *r)
 			report_html(r->out, who);
 			fputs(": WARNING: ", r->out);
 			report_html(r->out, line);
+			fputs("</p>", r->out);
+		}
+		if (p->host_unseen) {
+			fputs("<p class=\"note incomplete\">", r->out);
+			report_html(r->out, who);
+			fputs(": WARNING: ", r->out);
+			report_html(r->out, p->host_unseen);
 			fputs("</p>", r->out);
 		}
 	}

@@ -381,7 +381,7 @@ static int parse(struct run *r, int argc, char **argv, int *code)
 		const char *arg = argv[a.i];
 
 		if (strcmp(arg, "--db") == 0) {
-			if (++a.i == argc) {
+			if (++a.i == argc || strcmp(argv[a.i], "--") == 0) {
 				cli_usage_error(&run_command, "--db needs a file name");
 				return -1;
 			}

@@ -29,6 +29,20 @@ struct pystr_item {
 	int64_t text;
 };
 
+/* A string of a store that may be a Python file's path: store 0 is the
+ * sites' own, 1 the one sites_add_paths() added. */
+struct path {
+	char *text;
+	const char *base;
+	int store;
+};
+
+/* A shown name: key (pytext index, 0, 0), name an index into pynames. */
+struct pyname_item {
+	struct map_key key;
+	int64_t name;
+};
+
 /* A stack_nodes row: key (proc_id, node_id, 0). */
 struct node_item {
 	struct map_key key;
@@ -142,6 +156,7 @@ int sites_open(struct sites *s, sqlite3 *db)
 	 * hundred distinct file and function names: the names are read
 	 * once each (pystr), not joined into every frame's row. */
 	s->pystr.item_size = sizeof(struct pystr_item);
+	s->pyname.item_size = sizeof(struct pyname_item);
 	if (!err)
 		err = store_prepare(db, "SELECT file_id, func_id, line FROM python_frames"
 				    " WHERE proc_id = ? AND pystack_id = ? ORDER BY level",
@@ -154,6 +169,11 @@ int sites_open(struct sites *s, sqlite3 *db)
 
 void sites_close(struct sites *s)
 {
+	for (size_t i = 0; i < s->npaths; i++)
+		free(s->paths[i].text);
+	free(s->paths);
+	map_free(&s->pyname);
+	strtab_free(&s->pynames);
 	symbolizer_free(s->sym);
 	map_free(&s->stacks);
 	map_free(&s->nodes);
@@ -168,6 +188,157 @@ void sites_close(struct sites *s)
 	memset(s, 0, sizeof(*s));
 }
 
+/* ---- Python file names --------------------------------------------------- */
+
+static int path_cmp(const void *a, const void *b)
+{
+	const struct path *x = a, *y = b;
+	int c = strcmp(x->base, y->base);
+
+	return c ? c : x->store != y->store ? x->store - y->store : strcmp(x->text, y->text);
+}
+
+/* Every string of db (store): the files of Python frames are among them; a
+ * string that is no file only makes a name longer. */
+static int paths_read(struct sites *s, sqlite3 *db, int store)
+{
+	sqlite3_stmt *st;
+	size_t cap = s->npaths;
+	int r = 0, err = store_prepare(db, "SELECT DISTINCT text FROM strings", &st);
+
+	while (!err && (r = store_step(db, st)) > 0) {
+		const char *t = (const char *)sqlite3_column_text(st, 0);
+		struct path *p;
+
+		if (!t)
+			continue;
+		err = array_grow(&s->paths, &cap, s->npaths, sizeof(*s->paths));
+		if (err)
+			break;
+		p = &s->paths[s->npaths];
+		p->text = strdup(t);
+		if (!p->text) {
+			err = -ENOMEM;
+			break;
+		}
+		p->base = base_name(p->text);
+		p->store = store;
+		s->npaths++;
+	}
+	if (!err && r < 0)
+		err = r;
+	sqlite3_finalize(st);
+	return err;
+}
+
+int sites_add_paths(struct sites *s, sqlite3 *db)
+{
+	return paths_read(s, db, 1);
+}
+
+/* The last n components of path (the whole path when it has no more). */
+static const char *path_tail(const char *path, int n)
+{
+	const char *p = path + strlen(path);
+
+	while (p > path && n > 0)
+		if (*--p == '/' && --n == 0)
+			return p + 1;
+	return path;
+}
+
+static int str_cmp(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Whether the last n components of paths [lo, hi) tell them apart. */
+static int tails_distinct(const struct path *v, size_t lo, size_t hi, int n, const char **tmp)
+{
+	for (size_t i = lo; i < hi; i++)
+		tmp[i - lo] = path_tail(v[i].text, n);
+	array_sort(tmp, hi - lo, sizeof(*tmp), str_cmp);
+	for (size_t i = 1; i < hi - lo; i++)
+		if (strcmp(tmp[i - 1], tmp[i]) == 0)
+			return 0;
+	return 1;
+}
+
+/* How many trailing components name the files of base name base: the
+ * fewest that tell apart the files of each store that have it. */
+static int base_depth(struct sites *s, const char *base, int *depth)
+{
+	size_t lo = 0, hi = s->npaths, end;
+	const char **tmp;
+	int d = 1;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (strcmp(s->paths[mid].base, base) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (end = lo; end < s->npaths && strcmp(s->paths[end].base, base) == 0; end++)
+		;
+	tmp = malloc((end - lo + 1) * sizeof(*tmp));
+	if (!tmp)
+		return -ENOMEM;
+	for (size_t i = lo, j; i < end; i = j) {
+		for (j = i; j < end && s->paths[j].store == s->paths[i].store; j++)
+			;
+		/* Distinct strings differ in some tail: the loop ends. */
+		while (!tails_distinct(s->paths, i, j, d, tmp))
+			d++;
+	}
+	free(tmp);
+	*depth = d;
+	return 0;
+}
+
+/*
+ * The name file is shown by: its base name, or, where a store holds other
+ * files of that base name, as many of its last components as tell them
+ * apart (pa/util.py, pb/util.py), that many for each of them.  Two stores
+ * take the larger count, so that `compare` pairs a file's lines although
+ * one run had no other file of its name, or ran from another directory.
+ */
+static int py_file_name(struct sites *s, const char *file, const char **name)
+{
+	struct map_key k = { 0, 0, 0 };
+	struct pyname_item *it;
+	int64_t idx;
+	int err, depth;
+
+	err = strtab_index(&s->pytext, file, &k.a);
+	if (err)
+		return err;
+	it = map_find(&s->pyname, &k);
+	if (it) {
+		*name = s->pynames.v[it->name];
+		return 0;
+	}
+	if (!s->paths_loaded) {
+		err = paths_read(s, s->db, 0);
+		if (err)
+			return err;
+		array_sort(s->paths, s->npaths, sizeof(*s->paths), path_cmp);
+		s->paths_loaded = 1;
+	}
+	err = base_depth(s, base_name(file), &depth);
+	if (!err)
+		err = strtab_index(&s->pynames, path_tail(file, depth), &idx);
+	if (err)
+		return err;
+	it = map_get(&s->pyname, &k);
+	if (!it)
+		return -ENOMEM;
+	it->name = idx;
+	*name = s->pynames.v[idx];
+	return 0;
+}
+
 /* ---- call sites ---------------------------------------------------------- */
 
 static const char *const alloc_fns[] = {
@@ -177,7 +348,34 @@ static const char *const alloc_fns[] = {
 	"tcache_init", "malloc_hook_ini", "__libc_valloc", "__libc_pvalloc",
 };
 
-/* A frame of the allocator, the CUDA libraries or shimmer itself. */
+/*
+ * CPython's allocator (Objects/obmalloc.c): PyObject_Malloc, PyMem_Malloc,
+ * PyMem_RawMalloc and what they call, down to the map of a pymalloc arena.
+ * Its frames are the allocator's, as malloc's are: the site of a block or
+ * an arena it made for the interpreter is the code that asked for memory
+ * (list_resize, PyUnicode_New, ...).  Found by the source file where the
+ * debug information names it, else by these names (the exported ones are
+ * named whatever the build keeps).
+ */
+static const char *const py_alloc_fns[] = {
+	"PyObject_Malloc", "PyObject_Calloc", "PyObject_Realloc", "PyMem_Malloc",
+	"PyMem_Calloc", "PyMem_Realloc", "PyMem_RawMalloc", "PyMem_RawCalloc",
+	"PyMem_RawRealloc", "_PyObject_Malloc", "_PyObject_Calloc", "_PyObject_Realloc",
+	"_PyMem_RawMalloc", "_PyMem_RawCalloc", "_PyMem_RawRealloc", "_PyObject_ArenaMmap",
+	"_PyMem_ArenaAlloc", "_PyObject_VirtualAlloc", "new_arena", "allocate_from_new_pool",
+	"pymalloc_alloc", "pymalloc_realloc", "arena_map_get",
+};
+
+static int str_in(const char *s, const char *const *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(s, v[i]) == 0)
+			return 1;
+	return 0;
+}
+
+/* A frame of the allocator (CPython's too), the CUDA libraries or
+ * shimmer itself. */
 static int allocator_frame(const struct sym_frame *f)
 {
 	const char *mod = f->module ? base_name(f->module) : "";
@@ -186,14 +384,14 @@ static int allocator_frame(const struct sym_frame *f)
 	    strncmp(mod, "libcuda.", 8) == 0 || strncmp(mod, "libcuda-", 8) == 0 ||
 	    strncmp(mod, "libcupti", 8) == 0)
 		return 1;
+	if (f->file && strcmp(base_name(f->file), "obmalloc.c") == 0)
+		return 1;
 	if (!f->function)
 		return 0;
 	if (strncmp(f->function, "operator new", 12) == 0)
 		return 1;
-	for (size_t i = 0; i < sizeof(alloc_fns) / sizeof(alloc_fns[0]); i++)
-		if (strcmp(f->function, alloc_fns[i]) == 0)
-			return 1;
-	return 0;
+	return str_in(f->function, alloc_fns, sizeof(alloc_fns) / sizeof(alloc_fns[0])) ||
+	       str_in(f->function, py_alloc_fns, sizeof(py_alloc_fns) / sizeof(py_alloc_fns[0]));
 }
 
 static void render_native(struct buf *b, const struct sym_frame *f)
@@ -398,8 +596,13 @@ static int python_frames(struct sites *s, int64_t proc_id, int64_t pystack_id,
 			l->site = l->n - 1;
 			l->has_site = 1;
 		}
+		if (file) {
+			err = py_file_name(s, file, &file);
+			if (err)
+				return err;
+		}
 		buf_puts(&l->text, fn ? fn : "?");
-		buf_place(&l->text, base_name(file), line);
+		buf_place(&l->text, file ? file : "?", line);
 	}
 	if (site_only && l->has_site && l->n > l->site + callers)
 		r = 0;

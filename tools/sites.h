@@ -45,6 +45,12 @@ struct sites {
 	int tree;               /* stacks are stack_nodes (schema 10 on) */
 	int callers;            /* frames named after the site (0: the site
 				 * alone); set before the first sites_of() */
+	struct path *paths;     /* every string of the stores that could be a
+				 * Python file, by base name (py_file_name()) */
+	size_t npaths;
+	int paths_loaded;
+	struct map pyname;      /* (pytext index, 0, 0) -> shown name */
+	struct strtab pynames;  /* the Python files' shown names */
 	sqlite3_stmt *frames_st, *node_st, *py_st, *str_st;
 };
 
@@ -56,6 +62,16 @@ struct sites {
 int sites_open(struct sites *s, sqlite3 *db);
 
 void sites_close(struct sites *s);
+
+/*
+ * A Python frame's file is shown by its base name, or, where the store holds
+ * other files of that base name (two packages' util.py), by as many of its
+ * last path components as tell them apart (pa/util.py), the same count for
+ * each.  With another store added here (before the first sites_of()), the
+ * larger count of the two: `compare` names a file alike in both.  Returns
+ * 0, -ENOMEM or -EIO.
+ */
+int sites_add_paths(struct sites *s, sqlite3 *db);
 
 /*
  * The call site and folded stack of allocations of process proc_id with

@@ -101,6 +101,8 @@ static void heading(struct ctx *c, const struct model_proc *p)
 		emit_text(e, "  WARNING: %s; the counts, times, peaks and live memory below stop"
 			  " there\n", PRESENT_CUT);
 	present_stacks_refused(e, p, "  ");
+	if (p->host_unseen)
+		emit_text(e, "  WARNING: %s\n", p->host_unseen);
 	emit_text(e, "\n");
 }
 
@@ -124,6 +126,7 @@ static void proc_members(struct ctx *c, const struct model_proc *p)
 	emit_kv(e, "end_reason", EMIT_STR, ev_str(p->end_reason));
 	emit_kv(e, "dropped_events", EMIT_INT, ev_int(p->dropped));
 	emit_kv(e, "calls_counted", EMIT_BOOL, ev_int(p->calls_counted));
+	emit_kv(e, "host_unseen", EMIT_STR, p->host_unseen ? ev_str(p->host_unseen) : ev_none());
 }
 
 /* ---- functions ------------------------------------------------------------ */

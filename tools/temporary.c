@@ -35,7 +35,8 @@ int temporary_write(struct model *m, FILE *out, int fmt, int64_t max_lifetime_ns
 	struct model_groups g;
 	struct emit e;
 	char d[FMT_UNIT_MAX];
-	size_t gi = 0;
+	size_t gi = 0, k, rows;
+	struct present_quiet quiet = { 0 };
 	int err, any_est = 0, any_agg = 0;
 
 	err = present_need_stacks(m);
@@ -55,6 +56,12 @@ int temporary_write(struct model *m, FILE *out, int fmt, int64_t max_lifetime_ns
 		int complete = model_proc_complete(p);
 
 		if (!p->selected)
+			continue;
+		while (gi < g.n && g.v[gi].mem->proc->index < p->index)
+			gi++;
+		for (k = gi, rows = 0; k < g.n && g.v[k].mem->proc == p; k++)
+			rows += g.v[k].rows != 0;
+		if (present_quiet(&quiet, &e, p, rows))
 			continue;
 		emit_object_begin(&e, NULL);
 		present_proc(&e, p, "the counts below miss the allocations and frees that were"
@@ -84,6 +91,7 @@ int temporary_write(struct model *m, FILE *out, int fmt, int64_t max_lifetime_ns
 		emit_object_end(&e);
 	}
 	emit_array_end(&e);
+	present_quiet_end(&quiet, &e, "no temporary allocation");
 	if (any_est)
 		emit_text(&e, "\n~: estimated%s\n",
 			  g.estimated ? " (sampled allocations, or a share of a lifetime bucket:"

@@ -108,7 +108,7 @@ number "--pid wants a whole decimal number >= 0, not '1e3'" "leaks --pid=1e3" \
 	"$SHIMMER" leaks --pid=1e3 plain.db
 number "--max-mb wants a decimal number >= 0 (2, 2.5), not '1e3'" "export --max-mb 1e3" \
 	"$SHIMMER" export -o "$T/x.json" --max-mb 1e3 plain.db
-number "'0x10' is not a process id (a whole decimal number > 0)" "attach 0x10" \
+number "'0x10' is not a process id (a whole decimal number, 1 to 2147483647)" "attach 0x10" \
 	"$SHIMMER" attach 0x10
 number "--for wants a duration > 0 (a decimal number and ns, us, ms, s, m, h or d" \
 	"attach --for 1e3" "$SHIMMER" attach "$DEAD" --for 1e3
@@ -122,6 +122,20 @@ number "window wants a duration > 0" "ctl window 1e3" \
 	"$SHIMMER" ctl window 1e3 --pid "$DEAD" --socket "$T/none"
 number "'1e3' is not a process id" "ctl detach 1e3" \
 	"$SHIMMER" ctl detach 1e3 --socket "$T/none"
+# ctl's --pid is a process id (it took any count up to 2^32-1, and 0 as
+# no --pid at all)
+number "'4294967295' is not a process id" "ctl status --pid 4294967295" \
+	"$SHIMMER" ctl status --pid 4294967295 --socket "$T/none"
+number "'0' is not a process id" "ctl pause --pid 0" \
+	"$SHIMMER" ctl pause --pid 0 --socket "$T/none"
+number "'2147483648' is not a process id" "ctl attach --pid 2147483648" \
+	"$SHIMMER" ctl attach --pid 2147483648 --socket "$T/none"
+# "--" where a value goes is a value forgotten: run made a store named "--"
+(cd "$T" && "$SHIMMER" run --db -- true > "$T/dd.out" 2> "$T/dd.err")
+rc=$?
+check "run --db -- CMD: refused, exit 2, no store named --" "exit $rc; $(cat "$T/dd.err")" \
+	holds '[ $rc = 2 ] && grep -q -- "--db needs a file name" "$T/dd.err" && [ ! -e "$T/--" ]'
+number "-o needs a value" "export -o -- STORE" "$SHIMMER" export -o -- plain.db
 # shimmerd reads --for as shimmer attach does (shimmer attach passes it on).
 "$SHIMMERD" --no-config --attach "$DEAD" --for 1d --db "$T/d.db" --check-config \
 	> /dev/null 2> "$T/d1d.err"

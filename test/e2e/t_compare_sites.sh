@@ -293,4 +293,34 @@ check "sample: peak_hold's estimate, a third more, is not changed (estimates: by
 check "sample: the table marks the host estimates ~" "$(grep -E 'b_only|~:' "$T/p.txt")" \
 	holds 'grep -qE "^ +~\+1 +~\+1\.00 MiB +~\+1\.00 MiB +~\+1\.00 MiB +only in B +b_only \(" "$T/p.txt" &&
 		grep -q "~: estimated from sampled allocations" "$T/p.txt"'
+
+# ---- sampling's own noise ----
+# Run A takes no sample (a period of 2^40 bytes); run B the default (512
+# KiB).  Line 2 allocates 600 KiB in 4 KiB blocks: B samples it a time or
+# two, each sample of weight 512 KiB, and A never: a site in B only, by
+# sampling alone, no change (it was "changed").  Line 3's 10 MiB block is
+# kept for sure at that period (no sampling variance): in B only, changed.
+cat > "$T/noise.py" <<'PY'
+import sys
+small = [bytearray(4096) for _ in range(150)]
+big = bytearray(10 << 20)
+PY
+SHIMMER_SAMPLE_BYTES=1099511627776 "$SHIMMER" run --db "$T/na.db" -- python3 "$T/noise.py" \
+	> /dev/null 2>&1
+# B's premise: line 2 sampled at least once (69% of runs)
+for try in 1 2 3 4 5 6 7 8; do
+	rm -f "$T/nb.db"
+	"$SHIMMER" run --db "$T/nb.db" -- python3 "$T/noise.py" > /dev/null 2>&1
+	"$SHIMMER" allocations "$T/nb.db" --format csv | grep -q 'noise.py:2)' && break
+done
+check "noise: run B sampled line 2 (the premise; $try runs)" \
+	"$("$SHIMMER" allocations "$T/nb.db" | grep noise.py)" \
+	holds '"$SHIMMER" allocations "$T/nb.db" --format csv | grep -q "noise.py:2)"'
+compare na nb noise
+got=$(sq -separator ' ' "$C" "SELECT substr(name, instr(name, 'noise.py:')), measure, changed, only
+	FROM noise WHERE section = 'sites' AND name GLOB '*noise.py:[23])*' ORDER BY name, measure;")
+check "noise: line 2, sampled in B only, is no change; line 3's 10 MiB in B only is" "$got" \
+	holds 'echo "$got" | grep -q "^noise.py:2) allocated 0 b$" &&
+		! echo "$got" | grep -q "^noise.py:2) .* 1 b$" &&
+		echo "$got" | grep -q "^noise.py:3) allocated 1 b$"'
 finish

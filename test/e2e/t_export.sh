@@ -87,8 +87,11 @@ WLPID=$(awk -F, '$1 == "P" { print $2; exit }' "$WLOG")
 PYPID=$(sqlite3 "$DB" "SELECT pid FROM processes WHERE pid <> $WLPID LIMIT 1")
 
 # --- chrome ---------------------------------------------------------------
-"$SHIMMER" export "$DB" -o "$T/x.json" 2> "$T/x.json.err"
+(umask 022 && "$SHIMMER" export "$DB" -o "$T/x.json" 2> "$T/x.json.err")
 check "chrome: exits 0" "$(cat "$T/x.json.err")" [ $? = 0 ]
+# private, as the store it comes from (it names the command, files and
+# functions): it was made 0644 under the usual umask
+check "chrome: private (0600)" "mode $(stat -c %a "$T/x.json")" [ "$(stat -c %a "$T/x.json")" = 600 ]
 grep '^K,' "$WLOG" > "$T/K.csv"
 "$PY" - "$T/x.json" "$T/K.csv" "$DB" "$WLPID" > "$T/chrome.check" 2>&1 <<'PY'
 import json, sqlite3, sys

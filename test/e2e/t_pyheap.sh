@@ -206,9 +206,15 @@ for v in 3.11 3.12 3.13; do
 			holds '[ -z "$missing" ] && [ "$n3" = 1 ] && [ "$(wc -l < "$T/callers.txt")" -gt 10 ]'
 		"$SHIMMER" leaks "$DB" --format csv --native > "$T/native.csv"
 		nat=$(grep -c 'wl\.py:\|gen[0-9]*\.py:' "$T/native.csv")
+		# every byte: exactly in all mode; in sample mode each row's
+		# estimate is written rounded to a byte, so two groupings of
+		# the same blocks may differ by half a byte a row
+		nb=$(host_bytes "$T/native.csv") lb=$(host_bytes "$T/leaks.csv")
+		rows=$(cat "$T/native.csv" "$T/leaks.csv" | grep -c '^[0-9]*,[0-9]*,host,')
 		check "python$v $mode: --native names no Python line and keeps every byte" \
-			"$nat rows name wl.py; bytes $(host_bytes "$T/native.csv") against $(host_bytes "$T/leaks.csv")" \
-			[ "$nat/$(host_bytes "$T/native.csv")" = "0/$(host_bytes "$T/leaks.csv")" ]
+			"$nat rows name wl.py; bytes $nb against $lb ($rows rows)" \
+			holds '[ "$nat" = 0 ] && awk -v a="$nb" -v b="$lb" -v r="$rows" -v m=$mode \
+				"BEGIN { d = a - b; if (d < 0) d = -d; exit !(m == \"all\" ? d == 0 : d <= r / 2) }"'
 	done
 done
 

@@ -316,6 +316,22 @@ check "many: every command it suggests runs on the store" "failed:$bad" [ -z "$b
 full=$("$SHIMMER" summary "$db" | grep -c '^Process ')
 check "many: shimmer summary DB still prints every process" "$full of $procs" \
 	[ "$full" = "$procs" ]
+# The memory commands' tables name the processes with nothing to show in
+# one line at the end, not 40 empty headings; JSON keeps every process.
+for c in "peak:no heap or device memory recorded" "leaks:nothing live at the end nor growing" \
+	"allocations:no allocation recorded" "temporary:no temporary allocation" \
+	"allocations --histogram size:no allocation recorded"; do
+	# shellcheck disable=SC2086
+	"$SHIMMER" ${c%%:*} "$db" > "$T/quiet.out" 2> "$T/quiet.err"
+	rc=$?
+	heads=$(grep -c '^pid ' "$T/quiet.out")
+	check "many: ${c%%:*}: the quiet processes in one line" \
+		"exit $rc, $heads headings; $(grep 'more process' "$T/quiet.out")" \
+		holds '[ $rc = 0 ] && [ $heads -le 3 ] && grep -qE "^[0-9]+ more processes with ${c#*:}: .*true x(4[0-9]|[5-9][0-9])" "$T/quiet.out"'
+	# shellcheck disable=SC2086
+	n=$("$SHIMMER" ${c%%:*} "$db" --format json | python3 -c 'import json, sys; print(len(json.load(sys.stdin)["processes"]))')
+	check "many: ${c%%:*} --format json: every process" "$n of $procs" [ "$n" = "$procs" ]
+done
 # bash's children are forks that allocate, then exec /bin/true: each
 # fork's row ends at the exec, which is no later than the next image's
 # start (the collector used to end it when it noticed the old socket

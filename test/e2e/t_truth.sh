@@ -257,7 +257,7 @@ hi = sorted(td - ta for ta, tb, tc, td in steps)
 want = {"wall time (longest process)": (E_t - W, outer),
         "step time": (lo[len(lo) // 2] - TOL, hi[len(hi) // 2] + TOL),
         "peak device memory": (planted_peak["device"], planted_peak["device"]),
-        "peak host heap": (planted_peak["host"], planted_peak["host"] + NOISE)}
+        "peak host memory": (planted_peak["host"], planted_peak["host"] + NOISE)}
 bad = []
 for k, (a, b) in want.items():
     v = cards.get(k)

@@ -213,7 +213,7 @@ static void test_cli_pid_operand(void **state)
 			assert_string_equal(err, "");
 		} else {
 			assert_int_equal(r, -1);
-			assert_non_null(strstr(err, "is not a process id (a whole decimal number > 0)"));
+			assert_non_null(strstr(err, "is not a process id (a whole decimal number, 1 to 2147483647)"));
 			assert_true(strchr(err, '\n') == err + strlen(err) - 1);
 		}
 	}
@@ -281,8 +281,9 @@ static void test_cli_next(void **state)
 		{ { "a.db", "--help" }, 1, "O0", "a.db", "" },
 		{ { "--pid", "5", "a.db" }, 1, "OOE", "a.db", "" },
 		{ { "a.db", "--pid=5" }, 1, "OOE", "a.db", "" },
-		/* an option's value is never "--" ending the options, nor -h */
-		{ { "--pid", "--", "a.db" }, 1, "O2", NULL, "--pid wants a whole decimal number" },
+		/* an option's value is never "--" ending the options (a value
+		 * forgotten), nor -h */
+		{ { "--pid", "--", "a.db" }, 1, "O2", NULL, "--pid needs a value" },
 		{ { "--pid", "-h" }, 1, "O2", NULL, "--pid wants a whole decimal number" },
 		{ { "--pid" }, 1, "O2", NULL, "--pid needs a value" },
 		/* at the end, every store given */

@@ -57,6 +57,9 @@ static void test_fmt_bytes_units(void **state)
 	(void)state;
 	assert_string_equal(fmt_bytes(b, sizeof(b), 0), "0 B");
 	assert_string_equal(fmt_bytes(b, sizeof(b), 1023), "1023 B");
+	/* a slope rounding to nothing has no sign */
+	assert_string_equal(fmt_bytes(b, sizeof(b), -0.3), "0 B");
+	assert_string_equal(fmt_bytes(b, sizeof(b), -0.6), "-1 B");
 	assert_string_equal(fmt_bytes(b, sizeof(b), 1024), "1.00 KiB");
 	assert_string_equal(fmt_bytes(b, sizeof(b), 1536), "1.50 KiB");
 	assert_string_equal(fmt_bytes(b, sizeof(b), 3.0 * 1024 * 1024 * 1024), "3.00 GiB");

@@ -195,12 +195,16 @@ static void gen_run(struct gen *g, int ncalls, int64_t tick, int64_t quant)
 		if (op < 4 || g->nlive < 3) {
 			/* an allocation */
 			struct oblock *b = &blk[nblk];
-			int calloc_ = rnd(4) == 0;
+			int calloc_ = rnd(4) == 0, arena = rnd(8) == 0;
 
+			/* now and then a pymalloc arena: an allocation of its own
+			 * function, released by its unmap */
 			*b = (struct oblock){
-				.ptr = 0x10000 + (uint64_t)nblk * 64, .size = rnd(5) ? 1 + rnd(3000) : 0,
+				.ptr = 0x10000 + (uint64_t)nblk * 64,
+				.size = arena ? 1u << 20 : rnd(5) ? 1 + rnd(3000) : 0,
 				.site = (int)rnd(SITES), .tid = tid, .stream = s,
-				.fn = calloc_ ? SHM_FN_CALLOC : SHM_FN_MALLOC,
+				.fn = arena ? SHM_FN_PYMALLOC_ARENA_MMAP
+					    : calloc_ ? SHM_FN_CALLOC : SHM_FN_MALLOC,
 				.alloc_ns = begin, .live_ns = done, .end_ns = end, .ret_ns = done,
 			};
 			/* reuse an address now and then, if every block that
@@ -248,7 +252,7 @@ static void gen_run(struct gen *g, int ncalls, int64_t tick, int64_t quant)
 			 * (a free, or a realloc that allocates a new one) */
 			int li = (int)rnd((uint64_t)g->nlive), bi = g->live[li];
 			struct oblock *b = &blk[bi];
-			int realloc_ = op >= 8;
+			int realloc_ = op >= 8 && b->fn != SHM_FN_PYMALLOC_ARENA_MMAP;
 
 			if (g->seqmode ? b->ret_ns > begin : b->ret_ns >= begin)
 				continue;
@@ -257,7 +261,8 @@ static void gen_run(struct gen *g, int ncalls, int64_t tick, int64_t quant)
 			b->free_ns = begin;
 			b->free_end = end;
 			b->free_tid = tid;
-			b->free_fn = realloc_ ? SHM_FN_REALLOC : SHM_FN_FREE;
+			b->free_fn = b->fn == SHM_FN_PYMALLOC_ARENA_MMAP ? SHM_FN_PYMALLOC_ARENA_MUNMAP
+				     : realloc_ ? SHM_FN_REALLOC : SHM_FN_FREE;
 			r.seq_free = g->seqmode ? ++g->seq : 0;
 			ev[nev++] = (struct oev){ .key = begin, .begin = begin, .end = end,
 						  .ord = g->seqmode ? r.seq_free : (uint64_t)begin,
@@ -286,6 +291,9 @@ static void gen_run(struct gen *g, int ncalls, int64_t tick, int64_t quant)
 				g->live[g->nlive++] = nblk++;
 			} else {
 				r.ptr = b->ptr;
+				/* an unmap's bytes are those it gives back */
+				if (b->free_fn == SHM_FN_PYMALLOC_ARENA_MUNMAP)
+					r.size = b->size;
 			}
 			add_feed(g, s, tid, &r, begin, end);
 		}
@@ -442,16 +450,18 @@ static void oracle_run(struct oracle *o, const struct heapagg_conf *conf)
 				} else {
 					o->kept[e->block] = 1;
 				}
-				if (b->free_fn == SHM_FN_FREE && b->free_end >= 0) {
+				/* the release side of free and an arena's unmap */
+				if (SHM_FN_RELEASES_ONLY(b->free_fn) && b->free_end >= 0) {
 					int64_t d = b->free_end - b->free_ns;
-					int64_t *t = &o->calls_t[SHM_FN_FREE][1];
+					uint16_t ff = b->free_fn;
+					int64_t *t = &o->calls_t[ff][1];
 
-					if (!*t || d < o->calls_min[SHM_FN_FREE][1])
-						o->calls_min[SHM_FN_FREE][1] = d;
-					if (!*t || d > o->calls_max[SHM_FN_FREE][1])
-						o->calls_max[SHM_FN_FREE][1] = d;
+					if (!*t || d < o->calls_min[ff][1])
+						o->calls_min[ff][1] = d;
+					if (!*t || d > o->calls_max[ff][1])
+						o->calls_max[ff][1] = d;
 					(*t)++;
-					o->calls_tot[SHM_FN_FREE][1] += d;
+					o->calls_tot[ff][1] += d;
 				}
 			}
 		}
@@ -831,6 +841,7 @@ struct hrec {
 	int64_t t;
 	uint64_t ptr, size, aux, seq, seq_free;
 	uint32_t stack;
+	uint32_t tid; /* 0: 100 + stream; fn 0: the stream's slot has a new owner */
 };
 
 /* One heap record, untimed, to the sink. */
@@ -838,13 +849,18 @@ static void send(const struct rec_sink *sk, const struct hrec *h)
 {
 	union rec r;
 
+	if (!h->fn) {
+		sk->stream_new(sk->ctx, (uint32_t)h->stream);
+		return;
+	}
 	memset(&r, 0, sizeof(r));
 	r.heap = (struct shm_rec_heap){
 		.hdr = { .type = SHM_REC_HEAP, .size = sizeof(r.heap), .fn = h->fn },
 		.t_begin = (uint64_t)h->t, .ptr = h->ptr, .size = h->size, .aux = h->aux,
 		.stack_id = h->stack, .seq = h->seq, .seq_free = h->seq_free,
 	};
-	assert_int_equal(sk->record(sk->ctx, (uint32_t)h->stream, 100u + (uint32_t)h->stream, &r),
+	assert_int_equal(sk->record(sk->ctx, (uint32_t)h->stream,
+				    h->tid ? h->tid : 100u + (uint32_t)h->stream, &r),
 			 0);
 }
 
@@ -910,22 +926,22 @@ static void test_heapagg_rows_agree(void **state)
 {
 	enum { P = 0x1000, Q = 0x2000, R = 0x3000 };
 	static const struct hrec recs[] = {
-		{ 0, SHM_FN_MALLOC, 100, P, 100, 0, 1, 0, 1 },
-		{ 1, SHM_FN_MALLOC, 150, P, 200, 0, 3, 0, 2 },
-		{ 3, SHM_FN_MALLOC, 180, P, 400, 0, 5, 0, 3 },
-		{ 4, SHM_FN_MALLOC, 190, P, 800, 0, 7, 0, 1 },
-		{ 2, SHM_FN_FREE, 200, P, 0, 0, 0, 2, 0 },
-		{ 0, SHM_FN_FREE, 250, P, 0, 0, 0, 4, 0 },
-		{ 2, SHM_FN_FREE, 260, P, 0, 0, 0, 6, 0 },
+		{ 0, SHM_FN_MALLOC, 100, P, 100, 0, 1, 0, 1, 0 },
+		{ 1, SHM_FN_MALLOC, 150, P, 200, 0, 3, 0, 2, 0 },
+		{ 3, SHM_FN_MALLOC, 180, P, 400, 0, 5, 0, 3, 0 },
+		{ 4, SHM_FN_MALLOC, 190, P, 800, 0, 7, 0, 1, 0 },
+		{ 2, SHM_FN_FREE, 200, P, 0, 0, 0, 2, 0, 0 },
+		{ 0, SHM_FN_FREE, 250, P, 0, 0, 0, 4, 0, 0 },
+		{ 2, SHM_FN_FREE, 260, P, 0, 0, 0, 6, 0, 0 },
 		/* X4 moves to R (release seq 8, birth seq 10); a malloc
 		 * stamped before it gets P after that release (seq 9) */
-		{ 3, SHM_FN_MALLOC, 280, P, 16, 0, 9, 0, 2 },
-		{ 4, SHM_FN_REALLOC, 300, R, 1000, P, 10, 8, 3 },
+		{ 3, SHM_FN_MALLOC, 280, P, 16, 0, 9, 0, 2, 0 },
+		{ 4, SHM_FN_REALLOC, 300, R, 1000, P, 10, 8, 3, 0 },
 		/* a temporary: freed by its thread's next heap call, at the
 		 * same instant (a coarse clock): the heap order says which
 		 * came first */
-		{ 2, SHM_FN_MALLOC, 400, Q, 8, 0, 11, 0, 3 },
-		{ 2, SHM_FN_FREE, 400, Q, 0, 0, 0, 12, 0 },
+		{ 2, SHM_FN_MALLOC, 400, Q, 8, 0, 11, 0, 3, 0 },
+		{ 2, SHM_FN_FREE, 400, Q, 0, 0, 0, 12, 0, 0 },
 	};
 	char path[64] = "/tmp/test_heapagg.XXXXXX";
 
@@ -983,9 +999,9 @@ static void test_heapagg_thread_clock_back(void **state)
 {
 	enum { P = 0x1000 };
 	static const struct hrec recs[] = {
-		{ 0, SHM_FN_MALLOC, 500, P, 64, 0, 1, 0, 1 },
-		{ 0, SHM_FN_FREE, 449, P, 0, 0, 0, 2, 0 },
-		{ 0, SHM_FN_MALLOC, 600, P, 64, 0, 3, 0, 1 },
+		{ 0, SHM_FN_MALLOC, 500, P, 64, 0, 1, 0, 1, 0 },
+		{ 0, SHM_FN_FREE, 449, P, 0, 0, 0, 2, 0, 0 },
+		{ 0, SHM_FN_MALLOC, 600, P, 64, 0, 3, 0, 1, 0 },
 	};
 	char path[64] = "/tmp/test_heapagg.XXXXXX";
 
@@ -994,6 +1010,34 @@ static void test_heapagg_thread_clock_back(void **state)
 	eq("freed at", qf("SELECT free_ns FROM allocations WHERE alloc_ns = 500"), 500);
 	eq("temp_count", qf("SELECT temp_count FROM heap_totals"), 1);
 	eq("live_count", qf("SELECT live_count FROM heap_totals"), 1);
+	sqlite3_close(db);
+	store_remove(path);
+}
+
+/*
+ * A thread's last allocation, P, is freed by the next owner of its ring
+ * slot (the thread ended, another took the slot) as that thread's first
+ * heap call.  P was not freed before its thread's next allocation: it is
+ * no temporary, whatever order the slot's new owner and the old owner's
+ * queued records reach the aggregates in.
+ */
+static void test_heapagg_slot_new_owner(void **state)
+{
+	enum { P = 0x1000 };
+	static const struct hrec recs[] = {
+		{ 0, SHM_FN_MALLOC, 100, P, 64, 0, 1, 0, 1, 0 },
+		{ 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 },
+		{ 0, SHM_FN_FREE, 150, P, 0, 0, 0, 2, 0, 777 },
+		{ 0, SHM_FN_MALLOC, 200, P, 64, 0, 3, 0, 1, 777 },
+		{ 0, SHM_FN_FREE, 250, P, 0, 0, 0, 4, 0, 777 },
+	};
+	char path[64] = "/tmp/test_heapagg.XXXXXX";
+
+	(void)state;
+	ingest_all(path, recs, sizeof(recs) / sizeof(recs[0]), 1);
+	eq("frees", qf("SELECT frees FROM heap_totals"), 2);
+	/* only the new owner's own pair */
+	eq("temp_count", qf("SELECT temp_count FROM heap_totals"), 1);
 	sqlite3_close(db);
 	store_remove(path);
 }
@@ -1008,6 +1052,7 @@ int main(void)
 		cmocka_unit_test(test_heapagg_heap_order_runs),
 		cmocka_unit_test(test_heapagg_rows_agree),
 		cmocka_unit_test(test_heapagg_thread_clock_back),
+		cmocka_unit_test(test_heapagg_slot_new_owner),
 	};
 
 	return cmocka_run_group_tests(tests, 0, 0);
