@@ -77,6 +77,14 @@ check "it ran them: $(cat "$T/examples.count")" "$(cat "$T/examples.count")" \
 	"$SHIMMER" allocations "$T/py.db" --format csv > "$T/py_allocs.csv" 2>> "$T/err"
 check "the commands read the stores" "$(head -3 "$T/err")" [ $? = 0 ]
 
+# stack_frames as the commands render them: wl's _start (crt1.o, no
+# DWARF) named without a line; libdw alone gave it main's unit's last row
+# ('_start (wl.c:165)').
+"$SHIMMER" leaks "$T/heap.db" --format folded > "$T/heap.folded" 2>> "$T/err"
+expect_empty "leaks' stacks: _start has no source line" "$(grep -c '_start (' "$T/heap.folded" |
+	grep -x 0 | sed 's/^/no _start frame: /'; grep -o '_start ([^)]*:[0-9]*)' "$T/heap.folded" |
+	sort -u)"
+
 python3 "$ROOT/test/e2e/views_truth.py" "$ROOT" gpu="$T/gpu.db" gpu_log="$T/gpu.log" \
 	gpu_summary="$T/gpu_summary.csv" nvtx="$T/nvtx.db" nvtx_log="$T/nvtx.log" \
 	ranges="$T/ranges.db" ranges_n=$N heap="$T/heap.db" heap_leaks="$T/heap_leaks.json" \
