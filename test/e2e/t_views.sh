@@ -64,6 +64,16 @@ for s in $STORES; do
 		holds '[ "$perm" = 600 ] && [ "$res" = ok ]'
 done
 
+# What `sqlite3 STORE .schema` shows a user: processes.end_reason's
+# comment lists every value docs/schema.md defines (schema/001's comment
+# was written before signal, detach and collector_lost: a crash read as
+# 'disconnect').
+got=$(sq "$T/gpu.db" ".schema processes")
+expect_empty ".schema: processes.end_reason's values" "$(for v in exit signal exec disconnect \
+	detach rejected shutdown collector_lost; do
+	grep -q "'$v'" <<< "$got" || echo "'$v' not in .schema processes"
+	grep -q "\`$v\` (" "$ROOT/docs/schema.md" || echo "'$v' not in docs/schema.md"; done)"
+
 out=$(python3 "$ROOT/test/e2e/views_check.py" "$ROOT" $(for s in $STORES; do
 	echo "$T/$s.db"; done) 2> "$T/examples.count")
 expect_empty "every SQL example of the documentation runs, in linear work" "$out"
