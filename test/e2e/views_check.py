@@ -11,10 +11,11 @@ by far.
 
 Prints one line per failure (nothing when all pass) and, on stderr, how
 many examples and stores it ran, so that the test can tell an empty answer
-from an empty check.  The examples are also printed to ROOT-less files on
-request: views_check.py --example TITLE ROOT prints the text of the
-example whose comment starts with TITLE (for the test's own checks of
-what the example gives).
+from an empty check.
+
+views_check.py --example TITLE ROOT prints the one example whose title
+(its comment's first line, or its first line) starts with TITLE;
+views_truth.py imports example() to check what the examples give.
 """
 import re
 import sqlite3
