@@ -14,8 +14,9 @@
 -- be deeper than the range opened last).  It now takes, for each launch,
 -- the range its thread opened last at or before it, and, if that one had
 -- closed by then, walks out through parent_id to the first one still open:
--- the ranges open at an instant are exactly that range's enclosing chain
--- (parent_id is the range opened last among those open at a push).  One
+-- every range open at an instant is on that range's parent_id chain, in
+-- the order they were opened (parent_id is the range opened last among
+-- those open at a push; the chain also holds some that closed since).  One
 -- sort of the thread's launches and ranges, with or without the readers'
 -- indexes.  A range is open from start_ns to before end_ns.
 

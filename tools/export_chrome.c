@@ -57,9 +57,18 @@ struct chrome {
 	uint32_t *lane;     /* each GPU operation's lane, in the order written; NULL: all 0 */
 	size_t nops, nkernels; /* GPU operations planned, of which kernels */
 	size_t seq, seq_end;   /* the next operation written, the end of its table's */
+	struct map ranges;  /* (proc, push range id, 0) -> struct range_item */
 	struct map jnames;  /* (proc, string id) -> index into jtext */
 	struct strtab jtext; /* names as JSON literals */
 	sqlite3_stmt *name_st;
+};
+
+/* A push range written: its end, the range it was pushed inside (-1:
+ * none) and whether it went on its thread's track. */
+struct range_item {
+	struct map_key k;
+	int64_t end, parent;
+	int slice;
 };
 
 /* An API call that started GPU work, where a flow to its work starts. */
@@ -572,6 +581,46 @@ static int copy_row(struct chrome *c, const struct xproc *p, sqlite3_stmt *st)
 	return 0;
 }
 
+/*
+ * Whether a push range nests in the slices of its thread: it ends no later
+ * than each range on the thread's track that was open when it began.  NVTX
+ * pops the innermost range of the pop's own domain, so where domains
+ * interleave (an application's ranges and a library's, NCCL's) a range
+ * can outlive one that enclosed it, and a thread's slices must nest: such
+ * a range is written as an async slice, as start/end ranges are.  Every
+ * range open at a push is on the pushed range's parent_id chain (with
+ * some that closed since); rows come in id order, parents first.
+ */
+static int range_nests(struct chrome *c, const struct xproc *p, sqlite3_stmt *st,
+		       int64_t start, int64_t end, int *nests)
+{
+	struct map_key k = { p->proc_id, 0, 0 };
+	int64_t parent = sqlite3_column_type(st, 8) == SQLITE_NULL ? -1
+								     : sqlite3_column_int64(st, 8);
+	struct range_item *r;
+
+	*nests = 1;
+	for (int64_t up = parent; up >= 0 && *nests;) {
+		const struct range_item *a;
+
+		k.a = up;
+		a = map_find(&c->ranges, &k);
+		if (!a)
+			break;
+		if (a->slice && a->end > start && end > a->end)
+			*nests = 0;
+		up = a->parent < up ? a->parent : -1;
+	}
+	k.a = sqlite3_column_int64(st, 7);
+	r = map_get(&c->ranges, &k);
+	if (!r)
+		return -ENOMEM;
+	r->end = end;
+	r->parent = parent;
+	r->slice = *nests;
+	return 0;
+}
+
 static int range_row(struct chrome *c, const struct xproc *p, sqlite3_stmt *st)
 {
 	struct xout *w = c->w;
@@ -582,6 +631,8 @@ static int range_row(struct chrome *c, const struct xproc *p, sqlite3_stmt *st)
 	const char *lit, *dom = NULL;
 	int n = 0, err = jname(c, p->proc_id, sqlite3_column_int64(st, 5), &lit);
 
+	if (!err && push)
+		err = range_nests(c, p, st, start, end, &push);
 	if (err)
 		return err;
 	if (sqlite3_column_int64(st, 6) &&
@@ -1062,6 +1113,7 @@ int export_chrome(struct export *x, struct xout *w)
 	struct chrome c = {
 		.x = x, .w = w, .first = 1,
 		.streams = { .item_size = sizeof(struct stream_item) },
+		.ranges = { .item_size = sizeof(struct range_item) },
 		.jnames = { .item_size = sizeof(struct jname_item) },
 	};
 	struct planner pl = { .c = &c };
@@ -1112,8 +1164,8 @@ int export_chrome(struct export *x, struct xout *w)
 			   " bytes, copy_kind, src_kind, dst_kind, coalesce(value, 0)"
 			   " FROM gpu_copies ORDER BY id", copy_row);
 	if (!err)
-		err = each(&c, 2, "SELECT proc_id, start_ns, end_ns, tid, kind, name_id, domain_id, id"
-			   " FROM ranges", range_row);
+		err = each(&c, 2, "SELECT proc_id, start_ns, end_ns, tid, kind, name_id, domain_id, id,"
+			   " parent_id FROM ranges ORDER BY id", range_row);
 	if (!err)
 		err = each(&c, 2, "SELECT proc_id, ts_ns, ts_ns, tid, name_id FROM markers",
 			   marker_row);
@@ -1134,6 +1186,7 @@ int export_chrome(struct export *x, struct xout *w)
 	free(c.launches);
 	free(c.lane);
 	map_free(&c.streams);
+	map_free(&c.ranges);
 	map_free(&c.jnames);
 	strtab_free(&c.jtext);
 	return err;
