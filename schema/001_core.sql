@@ -37,12 +37,15 @@ CREATE TABLE IF NOT EXISTS processes (
 	start_wall_ns INTEGER NOT NULL,
 	start_ns INTEGER NOT NULL,
 	end_ns INTEGER,                -- last known instant of the process
-	end_reason TEXT                -- 'exit' (orderly), 'exec' (replaced by
-	                               -- exec: the same pid's next row follows),
-	                               -- 'disconnect' (crash or kill, or exit
-	                               -- without BYE), 'rejected' (sent malformed data),
-	                               -- 'shutdown' (collector stopped first);
-	                               -- NULL while live
+	end_reason TEXT                -- 'exit' (orderly), 'signal' (died of
+	                               -- end_signal), 'exec' (replaced by exec:
+	                               -- the same pid's next row follows),
+	                               -- 'disconnect' (kill, or exit without BYE),
+	                               -- 'detach' (attached, lived on), 'rejected'
+	                               -- (sent malformed data), 'shutdown'
+	                               -- (collector stopped first), 'collector_lost'
+	                               -- (the collector died); NULL while live.
+	                               -- docs/schema.md says each in full.
 );
 
 CREATE TABLE IF NOT EXISTS threads (

@@ -748,6 +748,15 @@ out:
 	return r;
 }
 
+/* Whether a compilation unit of dm has addr in its ranges. */
+static bool unit_holds(Dwfl_Module *dm, Dwarf_Addr addr)
+{
+	Dwarf_Addr cubias;
+	Dwarf_Die *cu = dwfl_module_addrdie(dm, addr, &cubias);
+
+	return cu && dwarf_haspc(cu, addr - cubias) > 0;
+}
+
 /* The DWARF frames at addr, inline levels first; adds none without DWARF. */
 static int dwarf_frames(struct symbolizer *s, const struct sym_module *m, Dwfl_Module *dm,
 			Dwarf_Addr addr, uint64_t offset, const char *file, int line)
@@ -758,7 +767,7 @@ static int dwarf_frames(struct symbolizer *s, const struct sym_module *m, Dwfl_M
 	int n, err = 0;
 
 	cu = dwfl_module_addrdie(dm, addr, &cubias);
-	if (!cu)
+	if (!cu || dwarf_haspc(cu, addr - cubias) <= 0)
 		return 0;
 	n = chain_walk(s, cu, addr - cubias, &scopes);
 	if (n == WALK_FALLBACK)
@@ -805,7 +814,10 @@ static int file_lookup(struct symbolizer *s, struct sym_file *f, const struct sy
 		it->n = s->nframes - it->first;
 		return err;
 	}
-	ln = dwfl_module_getsrc(dm, addr);
+	/* libdw (0.188) takes an address between a unit's ranges for the
+	 * unit's, and its line table answers with a row of that unit: wl's
+	 * _start (crt1.o, no DWARF), placed after main, was 'wl.c:165'. */
+	ln = unit_holds(dm, addr) ? dwfl_module_getsrc(dm, addr) : NULL;
 	if (ln)
 		it->src = dwfl_lineinfo(ln, NULL, &line, NULL, NULL, NULL);
 	it->line = it->src ? line : 0;

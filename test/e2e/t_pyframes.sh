@@ -80,7 +80,17 @@ def main(chain):
     t.join()
 
 
+def deep(n):
+    if n:
+        return deep(n - 1)
+    p = ctypes.c_void_p()
+    assert cuda.cudaMalloc(ctypes.byref(p), ctypes.c_size_t(DEEP)) == 0
+    cuda.cudaFree(p)
+
+
 main([("<module>", line(0))])
+DEEP = 3 << 20  # not logged: deeper than the stack depth, 40 frames left out
+deep(40)
 log.close()
 PY
 
@@ -116,6 +126,23 @@ SELECT 'missing:', * FROM main.E EXCEPT SELECT 'missing:', * FROM got;
 SELECT 'extra:', g.* FROM got g WHERE g.size IN (SELECT size FROM main.E
 	WHERE function = '<module>') AND g.level > (SELECT max(level) FROM main.E e
 	WHERE e.size = g.size);")"
+	# A stack deeper than SHIMMER_STACK_DEPTH (32): its innermost 23
+	# frames, the row of those left out (file, function NULL, line 0),
+	# its outermost 8; python_frames_named has every row of python_frames
+	# (up to schema 11 it lost the row left out).
+	expect_empty "python$v: a deep stack, with the frames left out, in python_frames_named" "$(q "
+CREATE TEMP VIEW deep AS SELECT f.* FROM s.allocations a JOIN s.python_frames_named f
+	ON f.proc_id = a.proc_id AND f.pystack_id = a.pystack_id WHERE a.size = 3 << 20;
+SELECT 'frames:', count(*), 'python_frames:', (SELECT count(*) FROM s.allocations a
+	JOIN s.python_frames f ON f.proc_id = a.proc_id AND f.pystack_id = a.pystack_id
+	WHERE a.size = 3 << 20) FROM deep HAVING count(*) <> 32 OR count(*) <> (SELECT count(*)
+	FROM s.allocations a JOIN s.python_frames f ON f.proc_id = a.proc_id
+	AND f.pystack_id = a.pystack_id WHERE a.size = 3 << 20);
+SELECT 'left out at', level, file, function, line FROM deep
+	WHERE (file IS NULL) <> (level = 23) OR (function IS NULL) <> (level = 23)
+	OR (level = 23 AND (line <> 0 OR file_id <> 0 OR func_id <> 0));
+SELECT 'not deep:', level, function FROM deep WHERE level < 23 AND function <> 'deep'
+	OR level = 31 AND function <> '<module>';")"
 done
 
 finish

@@ -16,7 +16,12 @@
  *   wl_gpu driver N US   the same as short, every launch through the driver
  *                     API (cuLaunchKernel), none through the runtime
  *   wl_gpu nvtx       nested push/pop, a domain with a registered string,
- *                     start/end across threads, a mark; kernels inside
+ *                     start/end across threads, a mark; kernels inside;
+ *                     ranges of two domains interleaved, so that a range
+ *                     older than the innermost is deeper than it
+ *   wl_gpu ranges N   N steps, each a push range around a launch, then a
+ *                     launch outside every range (kernels_in_ranges at
+ *                     scale)
  *
  * WL_GPU_LINGER_MS=M: sleep M ms after the mode's work, before returning.
  *
@@ -391,7 +396,50 @@ static int mode_nvtx(void)
 	nvtxDomainRangePop(dom);
 	log_range(&d, (uint64_t)wlog_tid(), now());
 
+	/* Interleaved domains: NVTX pops the innermost range of the pop's own
+	 * domain.  "lib" (the domain's, depth 2) outlives "outer" and "mid"
+	 * (the default domain's); "inner", pushed after, has depth 1 (one
+	 * range open) but is the innermost: the kernel is in it. */
+	{
+		struct open_range o, m, lib, in;
+
+		push(&o, "outer", 0, "-");
+		push(&m, "mid", 1, "outer");
+		lib = (struct open_range){ "push", dom_name, "lib", "mid", 2, now() };
+		memset(&at, 0, sizeof(at));
+		at.version = NVTX_VERSION;
+		at.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
+		at.messageType = NVTX_MESSAGE_TYPE_ASCII;
+		at.message.ascii = "lib";
+		nvtxDomainRangePushEx(dom, &at);
+		pop(&m, "-");
+		pop(&o, "-");
+		push(&in, "inner", 1, "lib");
+		launch_in_range(7);
+		pop(&in, "lib");
+		launch_in_range(8);
+		nvtxDomainRangePop(dom);
+		log_range(&lib, (uint64_t)wlog_tid(), now());
+	}
+
 	nvtxDomainDestroy(dom);
+	return 0;
+}
+
+/* N steps: a range around a launch, then a launch outside it. */
+static int mode_ranges(unsigned n)
+{
+	log_proc();
+	log_thread();
+	register_kernels();
+	for (unsigned i = 0; i < n; i++) {
+		struct open_range r;
+
+		push(&r, "step", 0, "-");
+		launch_in_range(i % 2);
+		pop(&r, "-");
+		launch_in_range(2 + i % 2);
+	}
 	return 0;
 }
 
@@ -410,7 +458,9 @@ static int run(int argc, char **argv)
 		return mode_short((unsigned)atoi(argv[2]), (unsigned)atoi(argv[3]), SHORT_DRIVER);
 	if (!strcmp(mode, "nvtx"))
 		return mode_nvtx();
-	wlog_puts(2, "usage: wl_gpu kernels|short N [US]|pause N US|driver N US|nvtx\n");
+	if (!strcmp(mode, "ranges") && argc == 3)
+		return mode_ranges((unsigned)atoi(argv[2]));
+	wlog_puts(2, "usage: wl_gpu kernels|short N [US]|pause N US|driver N US|nvtx|ranges N\n");
 	return 2;
 }
 
