@@ -369,6 +369,19 @@ int cli_format_opt(struct cli_args *a, const char *const *names, int *fmt)
 	return cli_choice_opt(a, "--format", names, fmt);
 }
 
+FILE *cli_output_open(const char *path)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+
+	if (!f) {
+		cli_error("cannot write %s: %s", path, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+	}
+	return f;
+}
+
 int cli_filter_opt(struct cli_args *a, struct model_filter *f)
 {
 	int r = cli_int_opt(a, "--pid", &f->pid);

@@ -10,6 +10,7 @@
 #define SHIMMER_TOOLS_CLI_H
 
 #include <stdint.h>
+#include <stdio.h>
 
 /* Exit codes of every subcommand except `run`, which passes its program's on. */
 enum {
@@ -187,6 +188,12 @@ int cli_sites_opt(struct cli_args *a, struct cli_sites *s);
  */
 int cli_output_check(const struct command *cmd, const char *out, const char *const *stores,
 		     size_t n);
+
+/* Opens the output file path (-o) for writing, truncated, made readable
+ * by its owner only (0600) when new, as the stores are: an export or a
+ * report names the command line, files and functions.  NULL after one
+ * error line. */
+FILE *cli_output_open(const char *path);
 
 struct model_filter;
 

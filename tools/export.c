@@ -10,11 +10,9 @@
  * start.  --begin/--end are seconds on that clock.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "cli.h"
 #include "export.h"
@@ -507,18 +505,9 @@ static int export_main(int argc, char **argv)
 		if (o.weight == XW_GPU_TIME || o.weight == XW_ALL)
 			present_warn(x.m, 1, EXPORT_LOST_GPU, EXPORT_CUT_GPU);
 	}
-	/* readable by its owner only, as the store it comes from (and the
-	 * report): it names the command line, files and functions */
-	if (o.out_path) {
-		int fd = open(o.out_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-
-		if (fd < 0 || !(out = fdopen(fd, "w"))) {
-			cli_error("cannot write %s: %s", o.out_path, strerror(errno));
-			if (fd >= 0)
-				close(fd);
-			err = -EIO;
-			goto out;
-		}
+	if (o.out_path && !(out = cli_output_open(o.out_path))) {
+		err = -EIO;
+		goto out;
 	}
 	err = xout_init(&w, out);
 	if (err)

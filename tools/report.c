@@ -2,7 +2,6 @@
  * shimmer report: the command and the page; see report.h.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <libgen.h>
 #include <limits.h>
 #include <math.h>
@@ -798,7 +797,7 @@ static int report_main(int argc, char **argv)
 	struct model *m = NULL;
 	struct stat sb;
 	FILE *mem;
-	int k, r_, rc = CLI_EXIT_ERROR, err, fd, to_stdout;
+	int k, r_, rc = CLI_EXIT_ERROR, err, to_stdout;
 
 	while ((k = cli_next(&args)) == CLI_ARG_OPTION) {
 		if ((r_ = cli_filter_opt(&args, &flt)) != 0 ||
@@ -854,14 +853,8 @@ static int report_main(int argc, char **argv)
 	}
 	if (to_stdout) {
 		r.out = stdout;
-	} else {
-		fd = open(out_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-		if (fd < 0 || !(r.out = fdopen(fd, "w"))) {
-			cli_error("cannot write %s: %s", out_path, strerror(errno));
-			if (fd >= 0)
-				close(fd);
-			goto out;
-		}
+	} else if (!(r.out = cli_output_open(out_path))) {
+		goto out;
 	}
 	err = page(&r, path, &a, data, base, cmp);
 	if ((to_stdout ? fflush(stdout) != 0 || ferror(stdout) : fclose(r.out) != 0) && !err) {
