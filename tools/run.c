@@ -378,22 +378,17 @@ static int parse(struct run *r, int argc, char **argv, int *code)
 	*code = CLI_EXIT_USAGE;
 	/* The options end at "--" or at the command, the first operand. */
 	while ((k = cli_next(&a)) == CLI_ARG_OPTION) {
-		const char *arg = argv[a.i];
+		int got = cli_string_opt(&a, "--db", &r->db_opt);
 
-		if (strcmp(arg, "--db") == 0) {
-			if (++a.i == argc || strcmp(argv[a.i], "--") == 0) {
-				cli_usage_error(&run_command, "--db needs a file name");
-				return -1;
-			}
-			r->db_opt = argv[a.i];
-		} else if (strncmp(arg, "--db=", 5) == 0) {
-			r->db_opt = arg + 5;
-		} else if (arg[0] == '-') {
+		if (got < 0)
+			return -1;
+		if (got)
+			continue;
+		if (argv[a.i][0] == '-') {
 			cli_unknown_opt(&a);
 			return -1;
-		} else {
-			break;
 		}
+		break;
 	}
 	if (k >= 0) {
 		*code = k;

@@ -134,7 +134,7 @@ number "'2147483648' is not a process id" "ctl attach --pid 2147483648" \
 (cd "$T" && "$SHIMMER" run --db -- true > "$T/dd.out" 2> "$T/dd.err")
 rc=$?
 check "run --db -- CMD: refused, exit 2, no store named --" "exit $rc; $(cat "$T/dd.err")" \
-	holds '[ $rc = 2 ] && grep -q -- "--db needs a file name" "$T/dd.err" && [ ! -e "$T/--" ]'
+	holds '[ $rc = 2 ] && grep -q -- "--db needs a value" "$T/dd.err" && [ ! -e "$T/--" ]'
 number "-o needs a value" "export -o -- STORE" "$SHIMMER" export -o -- plain.db
 # shimmerd reads --for as shimmer attach does (shimmer attach passes it on).
 "$SHIMMERD" --no-config --attach "$DEAD" --for 1d --db "$T/d.db" --check-config \
