@@ -1336,7 +1336,9 @@ static int site_tables(struct cmp *c, const struct row *rows, size_t n)
  * nothing changed but the wall time, with no condition to check.  A run
  * of a Python started by pyenv is 79 pairs, 78 of them its shell scripts
  * of a few milliseconds whose wall times are noise: a thousand lines
- * before the interpreter's pair.  CSV and JSON keep every pair.
+ * before the interpreter's pair.  Not a process with something to warn of
+ * (present_settled()): equal losses on both sides are no change, but are
+ * said.  CSV and JSON keep every pair.
  */
 static int quiet_pair(const struct cmp *c, const struct pair *pr, const struct row *rows,
 		      size_t n)
@@ -1344,7 +1346,7 @@ static int quiet_pair(const struct cmp *c, const struct pair *pr, const struct r
 	double limit = QUIET_SHARE * c->longest;
 
 	if (c->e->fmt != EMIT_TABLE || c->nconds || model_proc_wall(pr->a) >= limit ||
-	    model_proc_wall(pr->b) >= limit)
+	    model_proc_wall(pr->b) >= limit || !present_settled(pr->a) || !present_settled(pr->b))
 		return 0;
 	for (size_t i = 0; i < n; i++)
 		if (changed(rows[i].a, rows[i].b) && strcmp(rows[i].str, "process\twall time") != 0)

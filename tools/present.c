@@ -204,11 +204,16 @@ int present_quiet_add(struct present_quiet *q, const struct model_proc *p)
 	return 0;
 }
 
+int present_settled(const struct model_proc *p)
+{
+	return model_proc_complete(p) && p->end_known && !p->cut && !p->stacks_refused &&
+	       !p->pystacks_refused && !p->host_unseen;
+}
+
 int present_quiet(struct present_quiet *q, const struct emit *e, const struct model_proc *p,
 		  size_t rows)
 {
-	if (e->fmt != EMIT_TABLE || rows || !model_proc_complete(p) || !p->end_known || p->cut ||
-	    p->stacks_refused || p->pystacks_refused)
+	if (e->fmt != EMIT_TABLE || rows || !present_settled(p))
 		return 0;
 	return present_quiet_add(q, p) == 0;
 }
@@ -224,11 +229,9 @@ void present_quiet_list(struct present_quiet *q, struct emit *e)
 
 void present_quiet_end(struct present_quiet *q, struct emit *e, const char *what)
 {
-	if (q->procs)
-		emit_text(e, "\n%zu more process%s with %s", q->procs, q->procs == 1 ? "" : "es",
-			  what);
-	if (q->procs)
-		present_quiet_list(q, e);
-	free(q->v);
-	memset(q, 0, sizeof(*q));
+	/* none counted, none held (q->v grows with the first) */
+	if (!q->procs)
+		return;
+	emit_text(e, "\n%zu more process%s with %s", q->procs, q->procs == 1 ? "" : "es", what);
+	present_quiet_list(q, e);
 }

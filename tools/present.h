@@ -123,8 +123,13 @@ struct present_quiet {
 	size_t n, cap, procs;
 };
 
-/* 1 when the table leaves p out (rows: what it would show of p), counted
- * in q; 0 when p is shown (also when q cannot grow). */
+/* Whether p has nothing the commands warn of: complete, ended, not cut,
+ * no stack capture refused, its host memory whole (no host_unseen). */
+int present_settled(const struct model_proc *p);
+
+/* 1 when the table leaves p out (rows: what it would show of p; p must be
+ * present_settled()), counted in q; 0 when p is shown (also when q cannot
+ * grow). */
 int present_quiet(struct present_quiet *q, const struct emit *e, const struct model_proc *p,
 		  size_t rows);
 
