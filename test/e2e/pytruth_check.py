@@ -306,8 +306,14 @@ def compare_blocks(label, what, sh, truth, src):
 
 
 def check_functions(label, store):
-    bad, n, nosrc = [], 0, set()
+    bad, n, nosrc, unnamed = [], 0, set(), []
     seen = set()
+    # A name the shim could not announce (the collector's socket full for
+    # the millisecond the shim waits, or another thread announcing it for
+    # longer) leaves the frame unnamed (NULL), never misnamed.  Under a
+    # sanitizer, whose collector runs many times slower, a few such frames
+    # are allowed (1 in 100); elsewhere none.
+    slack = 0.01 if os.environ.get("SANITIZE") else 0
     for frames in store.py.values():
         for f in frames:
             if f is None or f in seen:
@@ -318,11 +324,16 @@ def check_functions(label, store):
                 nosrc.add(f[0])
                 continue
             n += 1
-            if f[1] not in m.get(f[2], ()):
+            if f[1] is None and slack and m.get(f[2]):
+                unnamed.append("%s:%d unnamed" % (f[0], f[2]))
+            elif f[1] not in m.get(f[2], ()):
                 bad.append("%s:%d named %s; code there: %s" % (f[0], f[2], f[1],
                                                             sorted(m.get(f[2], ()))))
+    if len(unnamed) > slack * n:
+        bad += unnamed
     ok(label, "every stored frame's function is a code object of its file with an instruction "
-       "on its line (%d frames; %d files without source)" % (n, len(nosrc)), n > 0 and not bad, bad)
+       "on its line (%d frames; %d files without source; %d unnamed)"
+       % (n, len(nosrc), len(unnamed)), n > 0 and not bad, bad)
 
 
 def read_leaks(path, proc):
