@@ -21,6 +21,7 @@
 #include "clock.h"
 #include "cupti.h"
 #include "cupti_api.h"
+#include "cupti_window.h"
 #include "real.h"
 #include "shim.h"
 #include "stack.h"
@@ -233,6 +234,8 @@ static void set_dims(struct shm_rec_cuda *r, dim3 grid, dim3 block)
                                                                              \
 		if (SHM_FN_STARTS_GPU_WORK(SHM_FN_##FN) && t && cupti_want_site()) \
 			site_arm(t);                                         \
+		if (SHM_FN_##FN == SHM_FN_CUDA_GRAPH_LAUNCH)                 \
+			cupti_window_graph();                                \
 		ret = real_ ? real_ ARGS : NO_RUNTIME;                       \
 		if (SHM_FN_STARTS_GPU_WORK(SHM_FN_##FN))                     \
 			cupti_site.armed = 0;                                \

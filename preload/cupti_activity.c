@@ -41,6 +41,45 @@ static const CUpti_ActivityKind kinds[] = {
 
 static uint32_t enabled_kinds; /* bit i: kinds[i] is on */
 
+/* The last graph launch entered (correlation as recorded; 0: none), and
+ * the launches cut short by the kinds going off: a small ring, of which
+ * the converter checks every slot (a cut's records come within a flush). */
+#define CUTS 8u
+static uint64_t last_graph;
+static struct {
+	uint64_t corr; /* written last, with release */
+	uint64_t at;   /* the record clock as the kinds went off */
+} cuts[CUTS];
+static unsigned int ncuts;
+
+void cupti_graph_entered(uint32_t correlation)
+{
+	__atomic_store_n(&last_graph, cupti_corr_of(correlation), __ATOMIC_RELAXED);
+}
+
+static void graph_cut(void)
+{
+	uint64_t corr = __atomic_load_n(&last_graph, __ATOMIC_RELAXED), at = clock_now();
+	unsigned int i;
+
+	if (!corr)
+		return;
+	i = __atomic_fetch_add(&ncuts, 1, __ATOMIC_RELAXED) % CUTS;
+	__atomic_store_n(&cuts[i].corr, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&cuts[i].at, at, __ATOMIC_RELAXED);
+	__atomic_store_n(&cuts[i].corr, corr, __ATOMIC_RELEASE);
+}
+
+/* A graph kernel of a launch cut short, ending after the cut. */
+static int graph_cut_hit(uint64_t corr, uint64_t end)
+{
+	for (unsigned int i = 0; i < CUTS; i++)
+		if (__atomic_load_n(&cuts[i].corr, __ATOMIC_ACQUIRE) == corr &&
+		    end > __atomic_load_n(&cuts[i].at, __ATOMIC_RELAXED))
+			return 1;
+	return 0;
+}
+
 void cupti_kinds_set(int on)
 {
 	unsigned int i;
@@ -48,6 +87,8 @@ void cupti_kinds_set(int on)
 	for (i = 0; i < NKINDS; i++)
 		if (enabled_kinds & (1u << i))
 			(on ? cupti_fn.cuptiActivityEnable : cupti_fn.cuptiActivityDisable)(kinds[i]);
+	if (!on)
+		graph_cut();
 }
 
 CUptiResult cupti_kinds_enable(int sync)
@@ -302,7 +343,10 @@ static void buf_convert(uint8_t *buffer, size_t valid)
 			case CUPTI_ACTIVITY_KIND_KERNEL:
 			case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
 				cupti_corr_max(&cupti_seen_corr, k->correlationId);
-				if (complete(k->start, k->end))
+				if (k->graphId && graph_cut_hit(cupti_corr_of(k->correlationId), k->end))
+					cupti_count_dropped(1, "a graph's kernel with the end CUPTI gave"
+							    " after its kind went off");
+				else if (complete(k->start, k->end))
 					emit_kernel(t, k);
 				break;
 			case CUPTI_ACTIVITY_KIND_MEMCPY:

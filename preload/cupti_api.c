@@ -78,6 +78,15 @@ static void CUPTIAPI on_api(void *userdata, CUpti_CallbackDomain domain, CUpti_C
 	if (cb->callbackSite == CUPTI_API_ENTER) {
 		if (a->depth++ == 0)
 			a->start = clock_now();
+		if (domain == CUPTI_CB_DOMAIN_DRIVER_API ?
+			    cbid == CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch ||
+			    cbid == CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz :
+			    cbid == CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000 ||
+			    cbid == CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000) {
+			/* a driver-API graph launch (JAX, XLA) has no runtime hook */
+			cupti_window_graph();
+			cupti_graph_entered(cb->correlationId);
+		}
 		return;
 	}
 	if (!a->depth)

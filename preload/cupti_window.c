@@ -26,6 +26,7 @@ int cupti_attach = AT_ON;
 static uint64_t window_ns, period_ns; /* settings.h */
 static int detaching;          /* sampling detaches between windows */
 static int keep_attached;      /* SHIMMER_GPU_DETACH=0 */
+static int graphs;             /* a CUDA graph was launched: attached for good */
 static int flushing;           /* a periodic flush runs (sampler, start) */
 static uint32_t win_want_corr; /* the last call recorded before its kinds went off */
 
@@ -146,6 +147,12 @@ static void detach(void)
 	__atomic_store_n(&cupti_attach, AT_DETACHING, __ATOMIC_RELEASE);
 }
 
+void cupti_window_graph(void)
+{
+	if (!__atomic_load_n(&graphs, __ATOMIC_RELAXED))
+		__atomic_store_n(&graphs, 1, __ATOMIC_RELEASE);
+}
+
 /* In an API call's EXIT callback, any thread. */
 void cupti_finalize_here(void)
 {
@@ -154,6 +161,11 @@ void cupti_finalize_here(void)
 	sigset_t mask;
 	uint64_t t0;
 
+	/* A graph launched since the detach was decided: CUPTI stays, in
+	 * AT_DETACHING, which the next window's reattach() takes back to
+	 * AT_ON without a new session. */
+	if (__atomic_load_n(&graphs, __ATOMIC_ACQUIRE))
+		return;
 	if (!__atomic_compare_exchange_n(&cupti_attach, &expect, AT_FINALIZING, 0, __ATOMIC_ACQ_REL,
 					 __ATOMIC_RELAXED))
 		return;
@@ -264,7 +276,7 @@ static int window_open(void)
 	win_calls = work_calls();
 	cupti_kinds_set(1);
 	win_start = mid(win_start, clock_now());
-	win_open = 1;
+	__atomic_store_n(&win_open, 1, __ATOMIC_RELEASE);
 	return 0;
 }
 
@@ -276,6 +288,11 @@ static void window_close(int with_grace)
 	int detach_next;
 
 	pthread_mutex_lock(&win_lock);
+	if (__atomic_load_n(&graphs, __ATOMIC_ACQUIRE) && __atomic_load_n(&detaching, __ATOMIC_RELAXED)) {
+		/* the sampler starts the periodic flush once this returns */
+		__atomic_store_n(&detaching, 0, __ATOMIC_RELAXED);
+		log_debug("CUPTI: a CUDA graph was launched; attached for good");
+	}
 	detach_next = with_grace && __atomic_load_n(&detaching, __ATOMIC_RELAXED) &&
 		      !__atomic_load_n(&cupti_exited, __ATOMIC_ACQUIRE);
 	if (!win_open)
@@ -289,7 +306,7 @@ static void window_close(int with_grace)
 	/* a slot taken over by a new thread counts from zero again */
 	calls = work_calls();
 	calls = calls > win_calls ? calls - win_calls : 0;
-	win_open = 0;
+	__atomic_store_n(&win_open, 0, __ATOMIC_RELEASE);
 	if (with_grace)
 		grace();
 	/* detaching needs the callbacks on: they stop recording instead */
@@ -385,6 +402,12 @@ static void *sampler(void *arg)
 		}
 		if (opened && sleep_until(end))
 			break;
+		/* A CUDA graph was launched: the window stays open until a
+		 * pause closes it or the process exits (see the header). */
+		while (__atomic_load_n(&graphs, __ATOMIC_ACQUIRE) &&
+		       __atomic_load_n(&win_open, __ATOMIC_ACQUIRE))
+			if (sleep_until(clock_ns(CLOCK_MONOTONIC) + NAP_MAX_MS * 1000000ull))
+				goto out;
 		window_close(1);
 		/* cuptiFinalize failed: attached for good, flushed as when
 		 * never detaching */
@@ -395,6 +418,7 @@ static void *sampler(void *arg)
 		while (period <= now)
 			at = next_open(&period);
 	}
+out:
 	return 0;
 }
 

@@ -22,8 +22,20 @@
  * first API call to return on any thread calls cuptiFinalize in its EXIT
  * callback (cupti_finalize_here), where CUPTI asks for it.
  *
+ * Except with CUDA graphs: once a process has launched one, CUPTI stays
+ * attached for good and the window open then (or the next one) is not
+ * closed again: from there on every kernel is recorded, until a pause
+ * closes it (the next window is then held open in turn) or the process
+ * exits.  On an H100 (driver 580, CUPTI 13), test/gpu/graphs.sh: a process
+ * that replays a graph while CUPTI is detached and attached again every
+ * window dies of SIGSEGV inside cuGraphLaunch after tens of windows; and
+ * with CUPTI attached but the kinds turned off and on, the kernels of the
+ * graph launched last before each turn-off are recorded with end times
+ * hundreds of milliseconds late (a kernel of 8 us "ran" 820 ms).
+ *
  * The sampler thread and the calls below serialize on one lock; only
- * cupti_attach and cupti_finalize_here() are for the API callback.
+ * cupti_attach, cupti_finalize_here() and cupti_window_graph() are for the
+ * API callback and the hooks.
  */
 #ifndef SHIMMER_CUPTI_WINDOW_H
 #define SHIMMER_CUPTI_WINDOW_H
@@ -53,6 +65,10 @@ void cupti_window_start(void);
 /* In an API call's EXIT callback, any thread: detaches CUPTI if a detach
  * is due. */
 void cupti_finalize_here(void);
+
+/* A CUDA graph launch is about to start (its hook or its API ENTER
+ * callback, any thread): CUPTI is detached no more.  Lock-free. */
+void cupti_window_graph(void);
 
 /* shimmer_pause under sampling: closes the open window. */
 void cupti_window_pause(void);

@@ -542,6 +542,8 @@ static int kernel_row(struct chrome *c, const struct xproc *p, sqlite3_stmt *st)
 	arg_i(w, "registers", sqlite3_column_int64(st, 13), &n);
 	arg_i(w, "static_smem", sqlite3_column_int64(st, 14), &n);
 	arg_i(w, "dynamic_smem", sqlite3_column_int64(st, 15), &n);
+	if (sqlite3_column_type(st, 16) != SQLITE_NULL)
+		arg_i(w, "graph_id", sqlite3_column_int64(st, 16), &n);
 	gpu_row_end(c, p, dev, stream, corr, tid, start, &n);
 	return 0;
 }
@@ -1156,7 +1158,7 @@ int export_chrome(struct export *x, struct xout *w)
 		err = each(&c, 2, "SELECT proc_id, start_ns, end_ns, device, stream, correlation,"
 			   " name_id, grid_x, grid_y, grid_z, block_x, block_y, block_z,"
 			   " coalesce(registers, 0), coalesce(static_smem, 0),"
-			   " coalesce(dynamic_smem, 0) FROM kernels ORDER BY id", kernel_row);
+			   " coalesce(dynamic_smem, 0), graph_id FROM kernels ORDER BY id", kernel_row);
 	c.seq = c.nkernels;
 	c.seq_end = c.nops;
 	if (!err)

@@ -193,6 +193,7 @@ enum { OP_KERNEL, OP_COPY, OP_MEMSET };
 #define OPF_PAGEABLE 0x1u /* a host copy touching pageable memory */
 #define OPF_NCCL 0x2u     /* a communication kernel */
 #define OPF_SYNCMEM 0x4u  /* a memset of pinned or managed memory */
+#define OPF_GRAPH 0x8u    /* a kernel launched by a CUDA graph */
 
 struct op {
 	int64_t start, end;
@@ -319,6 +320,7 @@ struct gproc {
 	struct api_item *apis; /* by correlation */
 	size_t napis, apis_cap;
 	size_t api_hint;       /* the last one found: operations come in about its order */
+	int64_t kernels, graph_kernels; /* recorded, and of them launched by CUDA graphs */
 	struct strtab names;
 	char **shown;         /* names as findings show them (kname()) */
 	size_t nshown;
@@ -503,6 +505,11 @@ static int kernel_cb(void *ctx, const struct model_kernel *k)
 	}
 	if (is_nccl(k->name))
 		o->flags |= OPF_NCCL;
+	g->kernels++;
+	if (k->graph_id > 0) {
+		o->flags |= OPF_GRAPH;
+		g->graph_kernels++;
+	}
 	op_launch(g, o, k->correlation);
 	return err;
 }
@@ -1598,11 +1605,20 @@ static int rule_idle(struct gproc *g, struct dev *d, int have_cpu)
 	if (!have_cpu)
 		finding_coverage(x, "No CPU time readings: what the threads did is told by their"
 				 " CUDA calls only.");
-	if (d->hw_ns >= d->kw_ns && d->hw_ns >= d->other_ns)
+	if (d->hw_ns >= d->kw_ns && d->hw_ns >= d->other_ns && 2 * g->graph_kernels >= g->kernels)
+		finding_advice(x, "The GPU mostly waited for the CPU to give it work, although its"
+			       " kernels already come from CUDA graphs: see the synchronization and"
+			       " data-loading findings; move CPU work out of the step (between two"
+			       " graph replays), capture more of the step in one graph, and give"
+			       " each kernel more work (a larger batch).");
+	else if (d->hw_ns >= d->kw_ns && d->hw_ns >= d->other_ns)
 		finding_advice(x, "The GPU mostly waited for the CPU to give it work: see the"
 			       " launch-bound, synchronization and data-loading findings; capture"
 			       " the step in a CUDA graph or use torch.compile, give each kernel more"
 			       " work (a larger batch), and move CPU work out of the step.");
+	else if (d->kw_ns >= d->other_ns && 2 * g->graph_kernels >= g->kernels)
+		finding_advice(x, "The GPU mostly waited between back-to-back kernels of its CUDA"
+			       " graphs: fewer, fused kernels (torch.compile) leave fewer such gaps.");
 	else if (d->kw_ns >= d->other_ns)
 		finding_advice(x, "The GPU mostly waited between back-to-back kernels: that launch"
 			       " overhead goes with CUDA graphs (torch.cuda.CUDAGraph,"
@@ -1683,13 +1699,24 @@ static int cmp_kstat(const void *x, const void *y)
 	return (a->short_n < b->short_n) - (a->short_n > b->short_n);
 }
 
+/* What one launching call gave the GPU: a kernel launch one kernel, a
+ * CUDA graph launch all the kernels of the graph (same correlation id). */
+struct unit {
+	int64_t gpu_ns;  /* its kernels' time, summed */
+	int64_t first;   /* its first kernel's start */
+	int64_t kernels; /* how many */
+	int counted;     /* its call's time and delay taken */
+};
+
 static int rule_launch(struct gproc *g)
 {
 	int64_t known = 0, nshort = 0, span = 0, hw = 0, *kd = NULL, *ld = NULL;
-	size_t nk = 0, nl = 0, nks = 0;
+	int64_t graph_kernels = 0, graph_launches = 0, *gk = NULL, *gt = NULL;
+	size_t nk = 0, nl = 0, nks = 0, napis = 0;
 	struct kstat *ks = NULL;
+	struct unit *units = NULL;
 	struct map sites = { .item_size = sizeof(struct site_item) };
-	char b[6][FMT_UNIT_MAX], seqs[1024] = "";
+	char b[8][FMT_UNIT_MAX], seqs[1024] = "";
 	struct finding *x;
 	double hw_share;
 	int err = 0;
@@ -1699,27 +1726,64 @@ static int rule_launch(struct gproc *g)
 		hw += g->devs[i].hw_ns;
 	}
 	hw_share = span ? (double)hw / (double)span : 0;
+	for (size_t i = 0; i < g->nops; i++)
+		if (g->ops[i].api > napis)
+			napis = g->ops[i].api;
 	kd = malloc((g->nops + 1) * sizeof(*kd));
 	ld = malloc((g->nops + 1) * sizeof(*ld));
+	gk = malloc((g->nops + 1) * sizeof(*gk));
+	gt = malloc((g->nops + 1) * sizeof(*gt));
 	ks = calloc(g->names.n + 1, sizeof(*ks));
-	if (!kd || !ld || !ks) {
+	units = calloc(napis + 1, sizeof(*units));
+	if (!kd || !ld || !gk || !gt || !ks || !units) {
 		err = -ENOMEM;
 		goto out;
+	}
+	/* Each launching call's kernels first: a graph launch's kernels are
+	 * judged together against the one call, never each against it. */
+	for (size_t i = 0; i < g->nops; i++) {
+		const struct op *o = &g->ops[i];
+		struct unit *u;
+
+		if (o->kind != OP_KERNEL || !o->api)
+			continue;
+		u = &units[o->api - 1];
+		if (!u->kernels || o->start < u->first)
+			u->first = o->start;
+		u->gpu_ns += o->end - o->start;
+		u->kernels++;
 	}
 	for (size_t i = 0; i < g->nops; i++) {
 		const struct op *o = &g->ops[i];
 		const struct api_item *a = op_api(g, o);
+		struct unit *u;
 		struct kstat *k;
 
 		if (o->kind != OP_KERNEL || !a)
 			continue;
+		u = &units[o->api - 1];
 		known++;
 		kd[nk++] = o->end - o->start;
-		ld[nl++] = a->end - a->start;
+		graph_kernels += (o->flags & OPF_GRAPH) != 0;
+		/* the launch itself (its call, its delay) once, at its first kernel */
+		if (!u->counted && o->start == u->first) {
+			u->counted = 1;
+			ld[nl++] = a->end - a->start;
+			if (o->flags & OPF_GRAPH) {
+				gk[graph_launches] = u->kernels;
+				gt[graph_launches++] = u->gpu_ns;
+			}
+			if (array_grow(&g->delays, &g->delays_cap, g->ndelays,
+				       sizeof(*g->delays)) < 0) {
+				err = -ENOMEM;
+				goto out;
+			}
+			g->delays[g->ndelays++] = o->start - a->end;
+		}
 		k = &ks[o->name];
 		k->name = o->name;
 		k->n++;
-		if (o->end - o->start < a->end - a->start) {
+		if (u->gpu_ns < a->end - a->start) {
 			struct map_key sk = { o->name, a->stack, a->pystack };
 			struct site_item *si = map_get(&sites, &sk);
 
@@ -1736,28 +1800,46 @@ static int rule_launch(struct gproc *g)
 				k->site_py = a->pystack;
 			}
 		}
-		if (array_grow(&g->delays, &g->delays_cap, g->ndelays, sizeof(*g->delays)) < 0) {
-			err = -ENOMEM;
-			goto out;
-		}
-		g->delays[g->ndelays++] = o->start - a->end;
 	}
 	if (known < FINDINGS_LAUNCH_MIN || (double)nshort < FINDINGS_LAUNCH_SHORT * (double)known ||
 	    hw_share < FINDINGS_LAUNCH_HOSTWAIT)
 		goto out;
-	x = finding_new(g->f, "launch_bound", g->p, hw_share,
-			"%.0f%% of the kernels ran shorter than their launch; the GPU waited for"
-			" launches %.0f%% of the time", 100.0 * (double)nshort / (double)known,
-			100 * hw_share);
+	if (graph_kernels)
+		x = finding_new(g->f, "launch_bound", g->p, hw_share,
+				"%.0f%% of the kernels came from launches that gave the GPU less"
+				" work than the launch call took; the GPU waited for launches %.0f%%"
+				" of the time", 100.0 * (double)nshort / (double)known,
+				100 * hw_share);
+	else
+		x = finding_new(g->f, "launch_bound", g->p, hw_share,
+				"%.0f%% of the kernels ran shorter than their launch; the GPU waited"
+				" for launches %.0f%% of the time",
+				100.0 * (double)nshort / (double)known, 100 * hw_share);
 	if (!x) {
 		err = -ENOMEM;
 		goto out;
 	}
-	finding_detail(x, "%lld of %lld kernels ran shorter than the CPU call that launched them"
-		       " (median kernel %s, median launch call %s); the GPU waited with nothing"
-		       " launched (host wait) %s, %.0f%% of its time in use.", (long long)nshort,
-		       (long long)known, dur(b[0], pct(kd, nk, 0.5)), dur(b[1], pct(ld, nl, 0.5)),
-		       dur(b[2], (double)hw), 100 * hw_share);
+	if (graph_kernels)
+		finding_detail(x, "%lld of %lld kernels came from a launch whose GPU work (the"
+			       " kernel, or all the kernels of a CUDA graph launch) took less time"
+			       " than the CPU call that launched it (median kernel %s, median launch"
+			       " call %s); the GPU waited with nothing launched (host wait) %s,"
+			       " %.0f%% of its time in use.", (long long)nshort, (long long)known,
+			       dur(b[0], pct(kd, nk, 0.5)), dur(b[1], pct(ld, nl, 0.5)),
+			       dur(b[2], (double)hw), 100 * hw_share);
+	else
+		finding_detail(x, "%lld of %lld kernels ran shorter than the CPU call that"
+			       " launched them (median kernel %s, median launch call %s); the GPU"
+			       " waited with nothing launched (host wait) %s, %.0f%% of its time in"
+			       " use.", (long long)nshort, (long long)known,
+			       dur(b[0], pct(kd, nk, 0.5)), dur(b[1], pct(ld, nl, 0.5)),
+			       dur(b[2], (double)hw), 100 * hw_share);
+	if (graph_launches)
+		finding_detail(x, "%lld of the %lld kernels were launched by CUDA graphs: %lld graph"
+			       " launches, a median of %.0f kernels and %s of kernel time each.",
+			       (long long)graph_kernels, (long long)known, (long long)graph_launches,
+			       pct(gk, (size_t)graph_launches, 0.5),
+			       dur(b[6], pct(gt, (size_t)graph_launches, 0.5)));
 	finding_detail(x, "Launch delay (GPU start minus launch call end): median %s, p99 %s;"
 		       " %lld kernels started more than %d us after their launch on an idle"
 		       " stream.", dur(b[3], pct(g->delays, g->ndelays, 0.5)),
@@ -1808,6 +1890,8 @@ static int rule_launch(struct gproc *g)
 	finding_kv(x, "launch_delay_p50_ns", EMIT_NS, ev_real(pct(g->delays, g->ndelays, 0.5)));
 	finding_kv(x, "launch_delay_p99_ns", EMIT_NS, ev_real(pct(g->delays, g->ndelays, 0.99)));
 	finding_kv(x, "launch_delay_outliers", EMIT_INT, ev_int(g->delay_outliers));
+	finding_kv(x, "graph_kernels", EMIT_INT, ev_int(graph_kernels));
+	finding_kv(x, "graph_launches", EMIT_INT, ev_int(graph_launches));
 	array_sort(ks, g->names.n, sizeof(*ks), cmp_kstat);
 	finding_table(x, &launch_table);
 	for (size_t i = 0; i < g->names.n && i < 5 && ks[i].short_n > 0 && !err; i++) {
@@ -1826,16 +1910,28 @@ static int rule_launch(struct gproc *g)
 						    ev_str(site), ev_str(g->names.v[ks[i].name]) });
 	}
 	gpu_coverage(g, x);
-	finding_advice(x, "Launch fewer, larger kernels: capture the step in a CUDA graph"
-		       " (torch.cuda.CUDAGraph, torch.compile(mode=\"reduce-overhead\")), fuse the"
-		       " frequent sequences (torch.compile; fused optimizers with foreach=True or"
-		       " fused=True), or give each kernel more work (a larger batch).");
+	if (2 * graph_kernels >= known)
+		finding_advice(x, "The kernels already come from CUDA graphs, but each graph launch"
+			       " gives the GPU less work than the launch costs: capture more of the"
+			       " step in one graph (the whole forward, backward and optimizer step;"
+			       " torch.compile(mode=\"reduce-overhead\") over the whole model), replay"
+			       " fewer, larger graphs, or give each kernel more work (a larger"
+			       " batch).");
+	else
+		finding_advice(x, "Launch fewer, larger kernels: capture the step in a CUDA graph"
+			       " (torch.cuda.CUDAGraph, torch.compile(mode=\"reduce-overhead\")), fuse"
+			       " the frequent sequences (torch.compile; fused optimizers with"
+			       " foreach=True or fused=True), or give each kernel more work (a larger"
+			       " batch).");
 out:
 	for (size_t i = 0; ks && i < g->names.n; i++)
 		free(ks[i].durs);
 	free(ks);
 	free(kd);
 	free(ld);
+	free(gk);
+	free(gt);
+	free(units);
 	map_free(&sites);
 	return err;
 }
@@ -2175,7 +2271,11 @@ static int rule_hot_api(struct gproc *g)
 		finding_kv(x, "calls", EMIT_INT, ev_int(fi->n));
 		finding_kv(x, "total_ns", EMIT_NS, ev_int(fi->ns));
 		gpu_coverage(g, x);
-		if (fn->flags & SHM_FNF_LAUNCH)
+		if (!strncmp(fn->name, "cudaGraphLaunch", 15))
+			finding_advice(x, "Launching graphs is the cost: replay fewer, larger CUDA"
+				       " graphs (capture the whole step in one), or give each of"
+				       " their kernels more work (a larger batch).");
+		else if (fn->flags & SHM_FNF_LAUNCH)
 			finding_advice(x, "Launching is the cost: launch fewer, larger kernels (CUDA"
 				       " graphs, torch.compile, fused operations).");
 		else if (fn->flags & (SHM_FNF_ALLOC | SHM_FNF_FREE))

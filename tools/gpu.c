@@ -169,8 +169,14 @@ static void emit_kernels(struct view *v)
 	if (!names || fmt_short_names(names, v->g.nkernels, &kshown))
 		kshown = NULL;
 	free(names);
-	emit_text(e, "  GPU kernels: %s%s in all\n", est ? "~" : "",
+	emit_text(e, "  GPU kernels: %s%s in all", est ? "~" : "",
 		  fmt_duration(u, sizeof(u), (double)v->g.kernel_total * v->scale));
+	if (v->g.graph_kernels)
+		emit_text(e, "; %s%.0f of the %s%.0f kernels were launched by CUDA graphs (their"
+			  " launching call: cudaGraphLaunch)", est ? "~" : "",
+			  (double)v->g.graph_kernels * v->scale, est ? "~" : "",
+			  (double)v->g.kernel_count * v->scale);
+	emit_text(e, "\n");
 	emit_table_begin(e, &kernel_table);
 	for (size_t i = 0; i < shown(v, v->g.nkernels); i++) {
 		const struct model_gpu_agg *a = v->g.kernels[i];
@@ -643,6 +649,8 @@ int gpu_emit(struct emit *e, struct model *m, const struct model_proc *p, int fu
 		emit_sampling(&v);
 	emit_text(e, "\n");
 	emit_kv(e, "kernel_total_ns", EMIT_NS, ev_real((double)v.g.kernel_total * v.scale));
+	emit_kv(e, "graph_kernels", EMIT_REAL, ev_approx(ev_real((double)v.g.graph_kernels * v.scale),
+							  v.samp != NULL));
 	if (v.g.nkernels || e->fmt == EMIT_JSON)
 		emit_kernels(&v);
 	if (v.g.ncopies || e->fmt == EMIT_JSON)

@@ -1284,6 +1284,7 @@ static int kernel_brief_row(struct model *m, const struct model_proc *p, sqlite3
 {
 	struct model_kernel k = kernel_brief(m, p, st);
 
+	k.graph_id = col_opt(st, 9);
 	return ((int (*)(void *, const struct model_kernel *))cb)(ctx, &k);
 }
 
@@ -1297,8 +1298,8 @@ int model_kernels_each(struct model *m, const struct model_scan *w,
 		"start_ns", "end_ns", 2,
 	};
 	static const struct stream_def brief = {
-		"kernels", "id, device, context, stream, correlation, name_id, start_ns, end_ns",
-		"start_ns", "end_ns", 2,
+		"kernels", "id, device, context, stream, correlation, name_id, start_ns, end_ns,"
+		" graph_id", "start_ns", "end_ns", 2,
 	};
 
 	if (w && w->brief)

@@ -521,6 +521,7 @@ struct model_gpu_agg {
 	int64_t sum;        /* their exact total */
 	int64_t bytes;      /* copies */
 	int64_t open;       /* ranges left open */
+	int64_t graph;      /* kernels: how many a CUDA graph launched */
 };
 
 /* Activity of one stream (stream >= 0, or -1: unknown) or one device. */
@@ -537,6 +538,7 @@ struct model_gpu {
 	const struct model_busy *const *streams, *const *devices; /* by device, stream */
 	size_t nstreams, ndevices;
 	int64_t kernel_total;  /* recorded */
+	int64_t kernel_count, graph_kernels; /* recorded; of them, launched by CUDA graphs */
 	int64_t open_ranges;
 	double scale;          /* recorded count or total -> estimate for the process (1: whole) */
 };

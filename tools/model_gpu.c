@@ -114,6 +114,7 @@ static int kernel_row(struct model *m, struct model_gpu_data *g, sqlite3_stmt *s
 	if (!a)
 		return -ENOMEM;
 	agg_add(a, sqlite3_column_int64(st, 4) - sqlite3_column_int64(st, 3));
+	a->a.graph += sqlite3_column_type(st, 6) != SQLITE_NULL;
 	return activity(g, proc_id, st, 1);
 }
 
@@ -410,6 +411,7 @@ static int make_list(struct model *m, struct model_gpu_data *g, struct map *grou
 			keep->a.sum += a->a.sum;
 			keep->a.bytes += a->a.bytes;
 			keep->a.open += a->a.open;
+			keep->a.graph += a->a.graph;
 			a->dead = 1;
 			continue;
 		}
@@ -463,8 +465,8 @@ static int load(struct model *m)
 	g->devs.item_size = sizeof(struct dev_item);
 	/* Version 1 stores have no GPU tables: nothing to report. */
 	if (model_schema_version(m) >= 2 && model_nselected(m) > 0) {
-		err = each(m, g, "SELECT proc_id, device, stream, start_ns, end_ns, name_id"
-			   " FROM kernels", kernel_row);
+		err = each(m, g, "SELECT proc_id, device, stream, start_ns, end_ns, name_id,"
+			   " graph_id FROM kernels", kernel_row);
 		if (!err)
 			err = each(m, g, "SELECT proc_id, device, stream, start_ns, end_ns, op,"
 				   " copy_kind, bytes FROM gpu_copies", copy_row);
@@ -599,8 +601,11 @@ int model_gpu(struct model *m, const struct model_proc *p, struct model_gpu *out
 	i = proc_run((void *const *)g->dev_list, g->devs.n, p->proc_id, &n);
 	out->devices = (const struct model_busy *const *)g->dev_pub + i;
 	out->ndevices = n;
-	for (i = 0; i < out->nkernels; i++)
+	for (i = 0; i < out->nkernels; i++) {
 		out->kernel_total += out->kernels[i]->sum;
+		out->kernel_count += (int64_t)out->kernels[i]->st.n;
+		out->graph_kernels += out->kernels[i]->graph;
+	}
 	for (i = 0; i < out->nranges; i++)
 		out->open_ranges += out->ranges[i]->open;
 	return 0;

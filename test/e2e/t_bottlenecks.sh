@@ -181,6 +181,56 @@ expect launch "launch_bound: the launching line (wl_bneck.c:$l)" \
 expect launch "launch_bound: the advice names CUDA graphs and torch.compile" \
 	'"CUDA graph" in f("launch_bound")["recommendation"] and "torch.compile" in f("launch_bound")["recommendation"]'
 
+# --- CUDA graphs: the same 300 kernels a step from graph launches ---------------------------
+# One graph of 300 kernels a step (then 1 ms of CPU sleep): each kernel is
+# shorter than the cudaGraphLaunch, but the launch gives the GPU 600 us of
+# work; judged kernel by kernel it was called launch-bound (HIGH).  Graphs
+# of 3 kernels (6 us for a ~20 us launch) are launch-bound, as graphs.
+record graph FAKE_CUDA_DELAY_NS=20000 -- "$WL_BNECK" graph 10 300
+findings graph
+got=$(python3 - "$T/graph.db" <<'PY'
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+n, g, c = db.execute("SELECT count(*), count(graph_id), count(DISTINCT correlation) FROM kernels").fetchone()
+launches = db.execute("SELECT count(*) FROM gpu_api a JOIN strings s ON s.id = a.name_id"
+                      " AND s.proc_id = a.proc_id WHERE s.text LIKE 'cudaGraphLaunch%'").fetchone()[0]
+orphans = db.execute("SELECT count(*) FROM kernels k WHERE NOT EXISTS (SELECT 1 FROM gpu_api a"
+                     " WHERE a.proc_id = k.proc_id AND a.correlation = k.correlation)").fetchone()[0]
+if (n, g, c, launches, orphans) != (3000, 3000, 10, 10, 0):
+    print("kernels %d, with graph_id %d, correlations %d, graph launch calls %d, kernels"
+          " without their launch %d; expected 3000, 3000, 10, 10, 0" % (n, g, c, launches, orphans))
+PY
+)
+expect_empty "graph: 3000 kernels, each with its graph's id and the correlation of one of the 10 cudaGraphLaunch calls" "$got"
+expect graph "graph: a graph of 300 kernels a launch is not launch-bound" 'f("launch_bound") is None'
+expect graph "graph: gpu_idle fires (the sleep) and its advice knows the kernels come from graphs" \
+	'f("gpu_idle") is not None and "already come from CUDA graphs" in f("gpu_idle")["recommendation"]'
+"$SHIMMER" summary "$T/graph.db" > "$T/graph.sum" 2>&1
+check "graph: summary says the kernels came from CUDA graphs" "$(grep 'GPU kernels' "$T/graph.sum")" \
+	grep -q 'GPU kernels: .*; 3000 of the 3000 kernels were launched by CUDA graphs' "$T/graph.sum"
+"$SHIMMER" export "$T/graph.db" -o "$T/graph.json" 2> "$T/graph.xerr"
+got=$(python3 - "$T/graph.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+ev = d["traceEvents"] if isinstance(d, dict) else d
+k = [e for e in ev if e.get("cat") == "kernel"]
+starts = {e["id"] for e in ev if e.get("ph") == "s"}
+ends = [e["id"] for e in ev if e.get("ph") == "f"]
+bad = [e for e in k if e["args"].get("graph_id") is None]
+if len(k) != 3000 or bad or len(ends) != 3000 or set(ends) != starts:
+    print("kernels %d (without graph_id %d), flows %d of %d started" % (len(k), len(bad), len(ends), len(starts)))
+PY
+)
+expect_empty "graph: the trace has the 3000 kernels with their graph_id, each with a flow from its cudaGraphLaunch" "$got"
+
+record graph3 FAKE_CUDA_DELAY_NS=20000 -- "$WL_BNECK" graph 10 3
+findings graph3
+expect graph3 "graph3: graphs of 3 kernels are launch-bound (HIGH), every kernel short, 1000 graph launches" \
+	'f("launch_bound") is not None and f("launch_bound")["severity"] == "HIGH" and f("launch_bound")["evidence"]["short_kernels"] == 3000 and f("launch_bound")["evidence"]["graph_launches"] == 1000 and f("launch_bound")["evidence"]["graph_kernels"] == 3000'
+l=$(line graph3 graph)
+expect graph3 "graph3: the launching line (wl_bneck.c:$l) and advice to capture more in one graph" \
+	"any('wl_bneck.c:$l)' in r['site'] for r in f('launch_bound')['items']) and 'capture more of the step in one graph' in f('launch_bound')['recommendation']"
+
 # --- pageable and synchronous copies, synchronous memsets ---------------------------------
 record copies -- "$WL_BNECK" copies 30
 findings copies

@@ -332,6 +332,67 @@ kernels=$(q "SELECT count(*) FROM s.kernels_named WHERE launch_domain = 'driver'
 [ $rc = 0 ] || bad="exit status $rc $bad"
 expect_empty "driver API only: detached after windows, none lost, all linked" "$bad"
 
+# --- (f2) CUDA graphs: recorded whole once one is launched ----------------
+# On a real GPU (test/gpu/graphs.sh), a process that replays a CUDA graph
+# while CUPTI is detached and attached again every window dies in
+# cuGraphLaunch, and turning the kinds off gives the last graph's kernels
+# false end times.  From the first graph launch on (cudaGraphLaunch's hook,
+# or cuGraphLaunch's API callback for a process that only uses the driver)
+# CUPTI is never detached again and the window open then, or the next, is
+# held open to the end: every later launch is recorded.  The graph is
+# launched every 10th launch from a third of the way: a driver launch is
+# seen only inside a window (while detached CUPTI sees nothing: it then has
+# nothing of the graph to lose either), a runtime launch at once.
+for how in runtime driver; do
+	run_late graph_$how SHIMMER_GPU_WINDOW_MS=20 SHIMMER_GPU_PERIOD_MS=100 -- graph 600 3000 $how
+	g0=$(awk -F, '$1 == "G" { print $5; exit }' "$WLOG")
+	if [ $how = runtime ]; then
+		g1=$(awk -F, '$1 == "G" { print $6; exit }' "$WLOG")
+	else
+		g1=$(q "SELECT min(a.end_ns) FROM s.gpu_api a JOIN s.strings t ON t.proc_id = a.proc_id
+			AND t.id = a.name_id WHERE t.text = 'cuGraphLaunch'")
+	fi
+	bad=$(late_lost)
+	[ $rc = 0 ] && [ -n "$g0" ] && [ -n "$g1" ] ||
+		bad="$bad exit status $rc, first graph launch at '$g0', seen at '$g1'"
+	if [ -n "$g0" ] && [ -n "$g1" ]; then
+		bad="$bad$(q "
+SELECT ' sessions before the graph launch:', count(DISTINCT correlation >> 32), '(want >= 2)'
+	FROM s.gpu_api WHERE end_ns < $g0 HAVING count(DISTINCT correlation >> 32) < 2;
+SELECT ' sessions from 250 ms after it:', count(DISTINCT correlation >> 32), '(want 1)'
+	FROM s.gpu_api WHERE start_ns > $g1 + 250000000 HAVING count(DISTINCT correlation >> 32) != 1;
+SELECT ' windows opened after it:', count(*), '(want <= 1: held open)' FROM s.gpu_windows
+	WHERE start_ns > $g1 HAVING count(*) > 1;
+SELECT ' the last window ends', (SELECT max(end_ns) FROM s.gpu_windows) - max(x.t1),
+	'ns before the last launch' FROM main.K x
+	HAVING max(x.t1) > (SELECT max(end_ns) FROM s.gpu_windows);
+SELECT ' launches after the held window opened, not recorded:', count(*) FROM main.K x
+	WHERE x.t0 > (SELECT max(start_ns) FROM s.gpu_windows) + $EDGE
+	AND NOT EXISTS (SELECT 1 FROM s.kernels_named k WHERE k.grid_x = x.gx
+		AND k.launch_ns IS NOT NULL) HAVING count(*) > 0;")"
+	fi
+	read -r _ attaches _ finalizes _ outside < "$T/graph_$how.stats"
+	before=$(q "SELECT count(*) FROM s.gpu_windows WHERE start_ns < ${g1:-0}")
+	[ "$outside" = 0 ] && [ "$finalizes" -ge 1 ] && [ "$finalizes" -le $((before + 1)) ] ||
+		bad="$bad detached $finalizes times ($outside outside EXIT), $before windows before the graph was seen"
+	expect_empty "graph ($how): detached between windows until a graph is launched, then one window held open to the end" "$bad"
+done
+
+# --- (f3) a pause while graphs run: their kernels' false ends --------------
+# CUPTI gives the kernels of the graph launched last before the kernel kind
+# goes off ends long after (the fake, FAKE_CUPTI_GRAPH_LATE_END, 400 ms):
+# those are counted lost, never stored.  Every launch is a graph of two
+# kernels; the process pauses at launch 150 of 300 and resumes at 225.
+run_late graph_pause SHIMMER_GPU=all FAKE_CUPTI_GRAPH_LATE_END=400000000 -- graphpause 300 1000
+bad=$(q "
+SELECT 'kernel of', dur_ns, 'ns stored' FROM s.kernels_named WHERE dur_ns > 100000000 LIMIT 3;
+SELECT 'records lost', coalesce(sum(events), 0), '(want 2: the last graph before the pause)'
+	FROM s.drops WHERE reason = 'cupti' HAVING coalesce(sum(events), 0) != 2;
+SELECT 'graph kernels stored', count(*), '(want', 2 * (150 + 75) - 2, ')' FROM s.kernels
+	WHERE graph_id IS NOT NULL HAVING count(*) != 2 * (150 + 75) - 2;")
+[ $rc = 0 ] || bad="exit status $rc $bad"
+expect_empty "graph launched last before a pause: its kernels' late ends counted lost, not stored" "$bad"
+
 # --- (g) records that come later than a drain waits -----------------------
 # Each record completes 300 ms after it is written, longer than a closed
 # window's records are awaited (200 ms): forcing them out would lose them,

@@ -12,6 +12,10 @@
  *   wl_bneck idle STEPS      a 1 ms kernel a step, then 4 ms of CPU sleep; a
  *                            600 ms stretch of CPU work half-way
  *   wl_bneck launch STEPS    300 kernels of 2 us a step (a repeating triple)
+ *   wl_bneck graph STEPS N   the same 300 kernels a step from CUDA graphs of N
+ *                            kernels each (300 / N cudaGraphLaunch a step),
+ *                            then 1 ms of CPU sleep: launch-bound for small N,
+ *                            not for N = 300 (the GPU waits for the sleep)
  *   wl_bneck copies STEPS    clean, plus a pageable cudaMemcpyAsync, a memset
  *                            of pinned memory and a synchronous cudaMemcpy
  *   wl_bneck loading STEPS W each step waits for a batch: from W worker
@@ -218,6 +222,31 @@ static int mode_launch(int steps)
 	return 0;
 }
 
+static int mode_graph(int steps, unsigned n)
+{
+	const void *f[300];
+	cudaGraphExec_t gx = (cudaGraphExec_t)(uintptr_t)0x6100;
+
+	if (n < 1 || n > 300 || 300 % n) {
+		wlog_puts(2, "wl_bneck graph: N divides 300\n");
+		return 2;
+	}
+	for (unsigned i = 0; i < n; i++)
+		f[i] = i % 3 == 0 ? (const void *)(uintptr_t)k_tiny_a :
+		       i % 3 == 1 ? (const void *)(uintptr_t)k_tiny_b : (const void *)(uintptr_t)k_tiny_c;
+	must(fake_cuda_graph(gx, f, n) == 0);
+	for (int k = 0; k < steps; k++) {
+		shimmer_range_push("step");
+		for (unsigned i = 0; i < 300 / n; i++) {
+			must(cudaGraphLaunch(gx, stream_a) == cudaSuccess); if (k == 0 && i == 0) site("graph", __LINE__);
+		}
+		nap(1 * MS);
+		shimmer_range_pop();
+	}
+	must(cudaDeviceSynchronize() == cudaSuccess);
+	return 0;
+}
+
 /* A worker: makes a batch (8 ms of CPU) and writes a byte, until the pipe
  * closes; before each write it logs its CPU time, U,pid,cpu_ns (the truth
  * of the ON CPU figure: the last line is at most a batch short of it).
@@ -404,6 +433,8 @@ int main(int argc, char **argv)
 		return mode_idle(steps);
 	if (!strcmp(mode, "launch"))
 		return mode_launch(steps);
+	if (!strcmp(mode, "graph") && argc == 4)
+		return mode_graph(steps, (unsigned)atoi(argv[3]));
 	if (!strcmp(mode, "loading") && argc == 4)
 		return mode_loading(steps, atoi(argv[3]));
 	if (!strcmp(mode, "rank") && argc == 6)

@@ -15,6 +15,13 @@
  *                     the shim marks both)
  *   wl_gpu driver N US   the same as short, every launch through the driver
  *                     API (cuLaunchKernel), none through the runtime
+ *   wl_gpu graphpause N US   N launches of a CUDA graph (two kernels), each
+ *                     logged as a G line, with shimmer_pause() before launch
+ *                     N/2 and shimmer_resume() before launch 3N/4
+ *   wl_gpu graph N US runtime|driver   the same as short, with a CUDA graph
+ *                     (two kernels) launched before launch N/3 and every
+ *                     10th launch after, through cudaGraphLaunch or
+ *                     cuGraphLaunch; each logged as a G line
  *   wl_gpu nvtx       nested push/pop, a domain with a registered string,
  *                     start/end across threads, a mark; kernels inside;
  *                     ranges of two domains interleaved, so that a range
@@ -35,6 +42,7 @@
  *   R,pid,tid,kind,domain,name,depth,parent,t0,t1 a range (push/startend;
  *       domain "-": NVTX's default; parent: the enclosing range's name)
  *   M,pid,tid,domain,name,t0                     a marker
+ *   G,pid,tid,api,t0,t1                          a CUDA graph launched
  */
 #include <cuda_runtime_api.h>
 #include <nvtx3/nvToolsExt.h>
@@ -239,7 +247,29 @@ static int mode_kernels(void)
 	return 0;
 }
 
-enum short_how { SHORT_PLAIN, SHORT_PAUSE, SHORT_DRIVER };
+enum short_how {
+	SHORT_PLAIN, SHORT_PAUSE, SHORT_DRIVER, SHORT_GRAPH, SHORT_GRAPH_DRIVER, SHORT_GRAPH_PAUSE
+};
+
+/* One launch of a graph of two kernels, logged as a G line. */
+static void graph_once(int driver)
+{
+	static const void *funcs[2] = { (const void *)(uintptr_t)k_elemwise,
+					(const void *)(uintptr_t)k_plain };
+	cudaGraphExec_t gx = (cudaGraphExec_t)(uintptr_t)0x6a00;
+	uint64_t t0;
+
+	static int defined;
+
+	if (!defined++ && fake_cuda_graph(gx, funcs, 2) != 0)
+		abort();
+	t0 = now();
+	if (driver ? fake_cu_graph_launch((CUgraphExec)gx, NULL) != CUDA_SUCCESS
+		   : cudaGraphLaunch(gx, NULL) != cudaSuccess)
+		abort();
+	wlog_line("sdusuu", "G", (int64_t)getpid(), (uint64_t)wlog_tid(),
+		  driver ? "cuGraphLaunch" : "cudaGraphLaunch", t0, now());
+}
 
 static int mode_short(unsigned n, unsigned pause_us, enum short_how how)
 {
@@ -257,6 +287,19 @@ static int mode_short(unsigned n, unsigned pause_us, enum short_how how)
 			shimmer_pause();
 		if (with_pause && i == 2 * n / 3)
 			shimmer_resume();
+		if (how == SHORT_GRAPH_PAUSE) {
+			if (i == n / 2)
+				shimmer_pause();
+			if (i == 3 * n / 4)
+				shimmer_resume();
+			graph_once(0);
+			if (pause_us)
+				nanosleep(&pause, NULL);
+			continue;
+		}
+		if ((how == SHORT_GRAPH || how == SHORT_GRAPH_DRIVER) && i >= n / 3 &&
+		    (i - n / 3) % 10 == 0)
+			graph_once(how == SHORT_GRAPH_DRIVER);
 		if (how == SHORT_DRIVER) {
 			l = (struct launch){ K_MATMUL, "driver", "cuLaunchKernel", { 1 + i, 1, 1 },
 					     { 32, 1, 1 }, 0, 0, now(), 0 };
@@ -456,6 +499,11 @@ static int run(int argc, char **argv)
 		return mode_short((unsigned)atoi(argv[2]), (unsigned)atoi(argv[3]), SHORT_PAUSE);
 	if (!strcmp(mode, "driver") && argc == 4)
 		return mode_short((unsigned)atoi(argv[2]), (unsigned)atoi(argv[3]), SHORT_DRIVER);
+	if (!strcmp(mode, "graphpause") && argc == 4)
+		return mode_short((unsigned)atoi(argv[2]), (unsigned)atoi(argv[3]), SHORT_GRAPH_PAUSE);
+	if (!strcmp(mode, "graph") && argc == 5)
+		return mode_short((unsigned)atoi(argv[2]), (unsigned)atoi(argv[3]),
+				  !strcmp(argv[4], "driver") ? SHORT_GRAPH_DRIVER : SHORT_GRAPH);
 	if (!strcmp(mode, "nvtx"))
 		return mode_nvtx();
 	if (!strcmp(mode, "ranges") && argc == 3)

@@ -41,7 +41,7 @@ API cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 gridDim, dim3 
 				    void **args, size_t sharedMem, cudaStream_t stream);
 cudaError_t fake_launch_config(CUpti_CallbackId cbid, const cudaLaunchConfig_t *config,
 			       const void *func, void **args);
-cudaError_t fake_graph_launch(CUpti_CallbackId cbid, cudaGraphExec_t exec);
+cudaError_t fake_graph_launch(CUpti_CallbackId cbid, cudaGraphExec_t exec, cudaStream_t s);
 cudaError_t fake_stream_sync(CUpti_CallbackId cbid, cudaStream_t s);
 cudaError_t fake_wait_event(CUpti_CallbackId cbid, cudaStream_t s, cudaEvent_t event,
 			    unsigned int flags);

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include <cuda.h>
+#include <cuda_runtime_api.h>
 
 /* Names the kernel behind func (a launch's function pointer): the name CUPTI
  * reports for its launches, as a real module would register it.  name must
@@ -26,5 +27,16 @@ CUresult fake_cu_launch_kernel(CUfunction f, unsigned int gridDimX, unsigned int
 			       unsigned int blockDimY, unsigned int blockDimZ,
 			       unsigned int sharedMemBytes, CUstream hStream,
 			       void **kernelParams, void **extra);
+
+/* Defines the CUDA graph exec: launched (cudaGraphLaunch), it runs the n
+ * registered functions' kernels in order on the launch's stream, as CUPTI
+ * reports a graph launch (every kernel with the call's correlation id, the
+ * graph's id and its node's id).  0, -EINVAL (n of 0 or above 512) or
+ * -ENOSPC past 16 graphs.  Thread-safe. */
+int fake_cuda_graph(cudaGraphExec_t exec, const void *const *funcs, unsigned n);
+
+/* A driver-API graph launch (cuGraphLaunch's CUPTI callback), as JAX and
+ * XLA make them; exec as for cudaGraphLaunch. */
+CUresult fake_cu_graph_launch(CUgraphExec exec, CUstream hStream);
 
 #endif

@@ -71,8 +71,7 @@ API cudaError_t cudaLaunchCooperativeKernel_ptsz(const void *func, dim3 gridDim,
 
 API cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t graphExec, cudaStream_t s)
 {
-	(void)s;
-	return fake_graph_launch(RT(cudaGraphLaunch_ptsz_v10000), graphExec);
+	return fake_graph_launch(RT(cudaGraphLaunch_ptsz_v10000), graphExec, s);
 }
 
 API cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t s)

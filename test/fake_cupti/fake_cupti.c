@@ -44,6 +44,10 @@
  *    complete, a forced one hands it over with the others' ends zeroed;
  *    with FAKE_CUPTI_HOLD_BUFFER=1 it always holds a buffer, as CUPTI may
  *    (a default flush keeps an empty one);
+ *  - with FAKE_CUPTI_GRAPH_LATE_END=D, turning the kernel kind off gives
+ *    the kernels of the graph launched last (while they are still in the
+ *    current buffer) an end D ns after that moment, as CUPTI 13 does on an
+ *    H100 (test/gpu/graphs.sh);
  *  - a buffer is cleared before use, unless the client set
  *    CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER: then a buffer that is
  *    not all zero breaks that promise, and the fake aborts the process
@@ -117,6 +121,13 @@ static struct pending pend[MAX_PENDING];
 static unsigned npend;
 static int hold_buffer; /* FAKE_CUPTI_HOLD_BUFFER=1: always holds a buffer */
 static int reset_ids;   /* FAKE_CUPTI_RESET_IDS=1: a new session numbers calls from 1 */
+/* FAKE_CUPTI_GRAPH_LATE_END: the last graph launch's kernel records, in
+ * late_buf (the current buffer when they were written). */
+static uint64_t late_end_ns;
+static uint32_t late_corr;
+static const uint8_t *late_buf;
+static size_t late_off[512];
+static unsigned nlate;
 static int take_buffer(void);
 static uint32_t period_ms;
 static int worker_started;
@@ -169,6 +180,7 @@ static const struct cb_name rt_names[] = {
 static const struct cb_name drv_names[] = {
 	DRV(cuLaunchKernel), DRV(cuLaunchKernel_ptsz), DRV(cuLaunchKernelEx),
 	DRV(cuMemcpyHtoDAsync_v2), DRV(cuMemcpyDtoHAsync_v2), DRV(cuMemsetD8Async),
+	DRV(cuGraphLaunch), DRV(cuGraphLaunch_ptsz),
 };
 
 static const char *find_name(const struct cb_name *t, size_t n, CUpti_CallbackId cbid)
@@ -602,6 +614,17 @@ API CUptiResult cuptiActivityDisable(CUpti_ActivityKind kind)
 	if (kind <= CUPTI_ACTIVITY_KIND_INVALID || kind >= CUPTI_ACTIVITY_KIND_COUNT)
 		return CUPTI_ERROR_INVALID_KIND;
 	__atomic_store_n(&kind_on[kind], 0, __ATOMIC_RELEASE);
+	if (late_end_ns && kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) {
+		uint64_t end = timestamp() + late_end_ns;
+
+		pthread_mutex_lock(&lock);
+		for (unsigned i = 0; late_buf && late_buf == cur.p && i < nlate; i++)
+			memcpy(cur.p + late_off[i] + offsetof(CUpti_ActivityKernel10, end), &end,
+			       sizeof(end));
+		nlate = 0;
+		late_buf = NULL;
+		pthread_mutex_unlock(&lock);
+	}
 	return CUPTI_SUCCESS;
 }
 
@@ -730,8 +753,20 @@ static int append(const void *rec, size_t sz)
 static void emit(const void *rec, size_t sz)
 {
 	pthread_mutex_lock(&lock);
-	if ((drop_every && ++seen % drop_every == 0) || !append(rec, sz))
+	if ((drop_every && ++seen % drop_every == 0) || !append(rec, sz)) {
 		dropped++;
+	} else if (late_end_ns && ((const CUpti_Activity *)rec)->kind ==
+					  CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL &&
+		   ((const CUpti_ActivityKernel10 *)rec)->graphId) {
+		uint32_t corr = ((const CUpti_ActivityKernel10 *)rec)->correlationId;
+
+		if (corr != late_corr || late_buf != cur.p)
+			nlate = 0;
+		late_corr = corr;
+		late_buf = cur.p;
+		if (nlate < sizeof(late_off) / sizeof(late_off[0]))
+			late_off[nlate++] = cur.used - sz;
+	}
 	pthread_mutex_unlock(&lock);
 }
 
@@ -904,6 +939,8 @@ static void op_record(const struct fake_gpu_op *op)
 		k.gridId = (int64_t)op->correlation;
 		k.name = op->name; /* CUPTI keeps kernel names alive for the process */
 		k.launchType = CUPTI_ACTIVITY_LAUNCH_TYPE_REGULAR;
+		k.graphId = op->graph_id;
+		k.graphNodeId = op->graph_node;
 		emit(&k, sizeof(k));
 		break;
 	}
@@ -976,6 +1013,8 @@ __attribute__((constructor)) static void fake_cupti_init(void)
 		complete_ns = strtoull(getenv("FAKE_CUPTI_COMPLETE_NS"), NULL, 10);
 	hold_buffer = getenv("FAKE_CUPTI_HOLD_BUFFER") && !strcmp(getenv("FAKE_CUPTI_HOLD_BUFFER"), "1");
 	reset_ids = getenv("FAKE_CUPTI_RESET_IDS") && !strcmp(getenv("FAKE_CUPTI_RESET_IDS"), "1");
+	if (getenv("FAKE_CUPTI_GRAPH_LATE_END"))
+		late_end_ns = strtoull(getenv("FAKE_CUPTI_GRAPH_LATE_END"), NULL, 10);
 	pthread_atfork(NULL, NULL, child_after_fork);
 	if (attach)
 		attach(&ops);

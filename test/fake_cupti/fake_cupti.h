@@ -58,6 +58,8 @@ struct fake_gpu_op {
 	int32_t grid[3], block[3];
 	int32_t dynamic_smem, static_smem;
 	uint16_t registers;
+	uint32_t graph_id;   /* launched by a CUDA graph: its id; else 0 */
+	uint64_t graph_node; /* and the graph node's id */
 	/* memcpy, memset */
 	uint64_t bytes;
 	uint8_t copy_kind, src_kind, dst_kind; /* CUpti_ActivityMemcpyKind / MemoryKind */
