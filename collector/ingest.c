@@ -267,7 +267,8 @@ static int gpu_window(struct ingest *in, const struct shm_rec_gpu_window *r)
 {
 	int err = r->start == r->end ? 0 :
 		  store_gpu_window_add(in->store, in->proc_id, ingest_ns(in, r->start),
-				       ingest_ns(in, r->end), r->calls);
+				       ingest_ns(in, r->end), r->calls,
+				       (r->hdr.flags & SHM_F_WHOLE) != 0);
 
 	if (!err && !in->gpu_sampled) {
 		err = store_process_gpu_sampled(in->store, in->proc_id, ingest_ns(in, r->since));

@@ -195,8 +195,8 @@ static const char *const sql[ST_N] = {
 		      "open) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
 	[ST_OFFCPU_STATUS] = "UPDATE processes SET offcpu = ?2, offcpu_detail = ?3 "
 			     "WHERE proc_id = ?1",
-	[ST_GPU_WINDOW] = "INSERT INTO gpu_windows (proc_id, start_ns, end_ns, calls) "
-			  "VALUES (?1, ?2, ?3, ?4)",
+	[ST_GPU_WINDOW] = "INSERT INTO gpu_windows (proc_id, start_ns, end_ns, calls, whole) "
+			  "VALUES (?1, ?2, ?3, ?4, ?5)",
 	[ST_HEAP_TOTALS] = "INSERT OR REPLACE INTO heap_totals (proc_id, final, allocs, "
 			   "alloc_bytes, frees, freed_bytes, live_count, live_bytes, "
 			   "peak_bytes, peak_count, peak_ns, temp_count, temp_bytes, "
@@ -1126,7 +1126,7 @@ int store_range_close(struct store *s, int64_t id, int64_t end_ns)
 }
 
 int store_gpu_window_add(struct store *s, int64_t proc_id, int64_t start_ns,
-			 int64_t end_ns, uint64_t calls)
+			 int64_t end_ns, uint64_t calls, int whole)
 {
 	sqlite3_stmt *st = s->st[ST_GPU_WINDOW];
 	int err = tx(s);
@@ -1137,6 +1137,7 @@ int store_gpu_window_add(struct store *s, int64_t proc_id, int64_t start_ns,
 	sqlite3_bind_int64(st, 2, start_ns);
 	sqlite3_bind_int64(st, 3, end_ns);
 	sqlite3_bind_int64(st, 4, (sqlite3_int64)calls);
+	sqlite3_bind_int(st, 5, whole != 0);
 	return step(s, st);
 }
 

@@ -221,9 +221,10 @@ int store_gpu_sync_add(struct store *s, int64_t proc_id, const struct shm_rec_gp
 		       int64_t start_ns, int64_t end_ns);
 
 /* A gpu_windows row: CUPTI recorded from start_ns to end_ns (converted);
- * calls: the GPU-work runtime calls made meanwhile. */
+ * calls: the GPU-work runtime calls made meanwhile; whole: the window was
+ * held open to the end or a pause (SHM_F_WHOLE). */
 int store_gpu_window_add(struct store *s, int64_t proc_id, int64_t start_ns,
-			 int64_t end_ns, uint64_t calls);
+			 int64_t end_ns, uint64_t calls, int whole);
 
 /* An offcpu row from a checked record, times already converted. */
 int store_offcpu_add(struct store *s, int64_t proc_id, uint32_t tid,

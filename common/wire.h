@@ -663,6 +663,7 @@ enum shm_rec_type {
 #define SHM_F_PTSZ 0x4u    /* CUDA: the _ptsz/_ptds per-thread-stream variant */
 #define SHM_F_FAILED 0x8u  /* the call returned failure (NULL, ENOMEM, error) */
 #define SHM_F_OPEN 0x10u   /* off-CPU: still off when tracing stopped (end is that) */
+#define SHM_F_WHOLE 0x20u  /* GPU window: held open to the end or a pause (CUDA graphs) */
 
 struct shm_rec_hdr {
 	uint16_t type;  /* enum shm_rec_type */

@@ -27,6 +27,7 @@ static uint64_t window_ns, period_ns; /* settings.h */
 static int detaching;          /* sampling detaches between windows */
 static int keep_attached;      /* SHIMMER_GPU_DETACH=0 */
 static int graphs;             /* a CUDA graph was launched: attached for good */
+static int win_held;           /* the open window is held open (graphs) */
 static int flushing;           /* a periodic flush runs (sampler, start) */
 static uint32_t win_want_corr; /* the last call recorded before its kinds went off */
 
@@ -59,11 +60,12 @@ static uint64_t work_calls(void)
 	return n;
 }
 
-static void window_emit(uint64_t start, uint64_t end, uint64_t calls)
+static void window_emit(uint64_t start, uint64_t end, uint64_t calls, int whole)
 {
 	struct shim_thread *t = &shim_tls;
 	struct shm_rec_gpu_window r = {
-		.hdr = { .type = SHM_REC_GPU_WINDOW, .size = sizeof(r) },
+		.hdr = { .type = SHM_REC_GPU_WINDOW, .size = sizeof(r),
+			 .flags = whole ? SHM_F_WHOLE : 0 },
 		.start = start, .end = end, .since = win_since, .calls = calls,
 	};
 
@@ -314,7 +316,8 @@ static void window_close(int with_grace)
 		__atomic_store_n(&cupti_attach, AT_DRAINING, __ATOMIC_RELEASE);
 	else
 		cupti_callbacks_set(0);
-	window_emit(win_start, end, calls);
+	window_emit(win_start, end, calls, __atomic_load_n(&win_held, __ATOMIC_RELAXED));
+	__atomic_store_n(&win_held, 0, __ATOMIC_RELAXED);
 	log_debug("CUPTI: window closed after %llu us: %llu GPU-work calls, %u recorded with their API call",
 		 (unsigned long long)((clock_ns(CLOCK_MONOTONIC) - win_start_mono) / 1000),
 		 (unsigned long long)calls,
@@ -404,6 +407,10 @@ static void *sampler(void *arg)
 			break;
 		/* A CUDA graph was launched: the window stays open until a
 		 * pause closes it or the process exits (see the header). */
+		pthread_mutex_lock(&win_lock);
+		if (__atomic_load_n(&graphs, __ATOMIC_ACQUIRE) && win_open)
+			__atomic_store_n(&win_held, 1, __ATOMIC_RELAXED);
+		pthread_mutex_unlock(&win_lock);
 		while (__atomic_load_n(&graphs, __ATOMIC_ACQUIRE) &&
 		       __atomic_load_n(&win_open, __ATOMIC_ACQUIRE))
 			if (sleep_until(clock_ns(CLOCK_MONOTONIC) + NAP_MAX_MS * 1000000ull))
@@ -436,7 +443,7 @@ static void sampling_start(void)
 	} else {
 		cupti_kinds_set(0);
 		cupti_callbacks_set(0);
-		window_emit(win_since, win_since, 0);
+		window_emit(win_since, win_since, 0, 0);
 	}
 	pthread_mutex_unlock(&win_lock);
 }

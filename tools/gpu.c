@@ -535,6 +535,8 @@ static void emit_sampling(struct view *v)
 	emit_kv(e, "calls", EMIT_INT, ev_int(s->calls));
 	emit_kv(e, "calls_traced", EMIT_INT, ev_int(s->calls_traced));
 	emit_kv(e, "scale", EMIT_REAL, s->scale > 0 ? ev_real(s->scale) : ev_none());
+	emit_kv(e, "whole_after_ns", EMIT_INT,
+		s->whole_from_ns > 0 ? ev_int(s->whole_from_ns - s->since_ns) : ev_none());
 	emit_object_end(e);
 
 	emit_text(e, "  GPU activity sampled: ");
@@ -558,6 +560,10 @@ static void emit_sampling(struct view *v)
 		emit_text(e, "; no traced share to estimate from: kernel and copy counts and totals"
 			  " (~) are only what was recorded");
 	}
+	if (s->whole_from_ns > 0)
+		emit_text(e, "; recorded whole from %s on (a CUDA graph was launched: from then"
+			  " every kernel is recorded)",
+			  fmt_duration(u, FMT_UNIT_MAX, (double)(s->whole_from_ns - s->since_ns)));
 	emit_text(e, "; SHIMMER_GPU=all records every kernel\n");
 }
 

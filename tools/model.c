@@ -439,15 +439,19 @@ static int load_host_unseen(struct model *m)
 
 static int load_sampling(struct model *m)
 {
+	static const char sql12[] = "SELECT proc_id, since_ns, until_ns, span_ns, windows,"
+				    " traced_ns, traced_share, calls, calls_traced, scale, NULL"
+				    " FROM gpu_sampling";
 	static const char sql[] = "SELECT proc_id, since_ns, until_ns, span_ns, windows, traced_ns,"
-				  " traced_share, calls, calls_traced, scale FROM gpu_sampling";
+				  " traced_share, calls, calls_traced, scale, whole_from_ns"
+				  " FROM gpu_sampling";
 	sqlite3_stmt *st = NULL;
 	size_t cap = 0;
 	int err, r;
 
 	if (m->version < 4)
 		return 0;
-	err = model_prepare(m, sql, &st);
+	err = model_prepare(m, m->version < 13 ? sql12 : sql, &st);
 	if (err)
 		return err;
 	while ((r = store_step(m->db, st)) > 0) {
@@ -467,6 +471,7 @@ static int load_sampling(struct model *m)
 			.calls = col_i64(st, 7),
 			.calls_traced = col_i64(st, 8),
 			.scale = sqlite3_column_double(st, 9),
+			.whole_from_ns = col_i64(st, 10),
 		};
 		/* Its index + 1, until the array is final. */
 		((struct model_proc *)model_proc_by_id(m, col_i64(st, 0)))->sampling =

@@ -127,6 +127,7 @@ struct model_sampling {
 	double share;                        /* traced_ns / span_ns; 0: unknown */
 	int64_t calls, calls_traced;         /* GPU-work runtime calls: all, in windows */
 	double scale;                        /* recorded -> estimate; 0: none possible */
+	int64_t whole_from_ns;               /* recorded whole from here (CUDA graphs); 0: never */
 };
 
 struct model_proc {

@@ -231,7 +231,9 @@ def site_label(frames, name, callers=0):
     at = next((i for i, f in enumerate(frames) if f is not None and not library(f[0])), 0)
     out = []
     for f in frames[at:at + callers + 1]:
-        out.append("..." if f is None else "%s (%s:%d)" % (f[1] or "?", name(f[0]), f[2]))
+        # a name the shim could not announce is NULL, which the tools write "?"
+        out.append("..." if f is None else "%s (%s:%d)" % (f[1] or "?", name(f[0]) if f[0] else "?",
+                                                             f[2]))
     return " <- ".join(out)
 
 
@@ -377,7 +379,7 @@ def check_sites(label, big_sh, big_tr, store):
     def site(places):
         at = next((i for i, p in enumerate(places) if p is not None and not library(p[0])), 0)
         p = places[at] if places else None
-        return "(none)" if p is None else "%s:%d" % (name(p[0]), p[1])
+        return "(none)" if p is None else "%s:%d" % (name(p[0]) if p[0] else "?", p[1])
     a = tally((site(p), s) for s, p in big_sh)
     b = tally((site(p), s) for s, p in big_tr)
     d = diff_table(a, b)

@@ -20,8 +20,11 @@
  *                     N/2 and shimmer_resume() before launch 3N/4
  *   wl_gpu graph N US runtime|driver   the same as short, with a CUDA graph
  *                     (two kernels) launched before launch N/3 and every
- *                     10th launch after, through cudaGraphLaunch or
- *                     cuGraphLaunch; each logged as a G line
+ *                     10th launch after; runtime: through cudaLaunchKernel
+ *                     and cudaGraphLaunch, driver: cuLaunchKernel and
+ *                     cuGraphLaunch only (as JAX); each graph logged as a
+ *                     G line; with WL_GPU_IDLE_MS=M, M ms of sleep after
+ *                     CUDA starts, before the first launch (JAX compiling)
  *   wl_gpu nvtx       nested push/pop, a domain with a registered string,
  *                     start/end across threads, a mark; kernels inside;
  *                     ranges of two domains interleaved, so that a range
@@ -280,6 +283,14 @@ static int mode_short(unsigned n, unsigned pause_us, enum short_how how)
 	log_proc();
 	log_thread();
 	register_kernels();
+	if (getenv("WL_GPU_IDLE_MS")) {
+		unsigned ms = (unsigned)atoi(getenv("WL_GPU_IDLE_MS"));
+		struct timespec idle = { ms / 1000, (long)(ms % 1000) * 1000000 };
+
+		if (cudaSetDevice(0) != cudaSuccess) /* CUDA starts, and the sampling */
+			abort();
+		nanosleep(&idle, NULL);
+	}
 	for (unsigned i = 0; i < n; i++) {
 		struct launch l;
 
@@ -300,7 +311,7 @@ static int mode_short(unsigned n, unsigned pause_us, enum short_how how)
 		if ((how == SHORT_GRAPH || how == SHORT_GRAPH_DRIVER) && i >= n / 3 &&
 		    (i - n / 3) % 10 == 0)
 			graph_once(how == SHORT_GRAPH_DRIVER);
-		if (how == SHORT_DRIVER) {
+		if (how == SHORT_DRIVER || how == SHORT_GRAPH_DRIVER) {
 			l = (struct launch){ K_MATMUL, "driver", "cuLaunchKernel", { 1 + i, 1, 1 },
 					     { 32, 1, 1 }, 0, 0, now(), 0 };
 			if (fake_cu_launch_kernel((CUfunction)(uintptr_t)mm, 1 + i, 1, 1, 32, 1, 1, 0,

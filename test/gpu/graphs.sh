@@ -33,6 +33,17 @@ echo $? >"$out/graph_pause.rc"
 # 200 later (shimmer_pause, shimmer_resume): 7 pauses
 SHIMMER_GPU=all build/bin/shimmer run --db "$out/graph_toggle.db" -- "${py[@]}" --steps 3000 \
 	--toggle 200 >"$out/graph_toggle.json" 2>"$out/graph_toggle.stderr"
+# JAX: XLA's command buffers are CUDA graphs launched through the driver
+# (cuGraphLaunch) only, after seconds of compiling
+if python3 -c 'import jax' 2>/dev/null; then
+	jx=(python3 test/gpu/jaxgraph.py --steps 3000)
+	export XLA_PYTHON_CLIENT_PREALLOCATE=false
+	SHIMMER_GPU=all build/bin/shimmer run --db "$out/graph_jax_all.db" -- "${jx[@]}" \
+		>"$out/graph_jax_all.json" 2>"$out/graph_jax_all.stderr"
+	SHIMMER_GPU_WINDOW_MS=20 SHIMMER_GPU_PERIOD_MS=200 build/bin/shimmer run \
+		--db "$out/graph_jax.db" -- "${jx[@]}" >"$out/graph_jax.json" 2>"$out/graph_jax.stderr"
+	echo $? >"$out/graph_jax.rc"
+fi
 build/bin/shimmer bottlenecks "$out/graph_all.db" --format json >"$out/graph_bneck.json" \
 	2>"$out/graph_bneck.stderr"
 build/bin/shimmer summary "$out/graph_all.db" >"$out/graph_summary.txt" 2>&1
@@ -160,6 +171,25 @@ for p in summ.get("processes", []):
 truth = sampled_steps * (sizes[0] if sizes else 0)
 good = est is not None and truth and abs(est - truth) <= 0.25 * truth
 row("graphs sampled: graph kernels estimated within 25%", f"~{est:.0f}" if est else "-", truth, good)
+import os
+if os.path.exists(f"{out}/graph_jax.rc"):
+    jall = sqlite3.connect(f"{out}/graph_jax_all.db")
+    jk, jg, jmax = jall.execute("SELECT count(*), count(graph_id), max(CASE WHEN graph_id IS NOT NULL"
+                                " THEN dur_ns END) FROM kernels_named").fetchone()
+    jdb = sqlite3.connect(f"{out}/graph_jax.db")
+    jrc = open(f"{out}/graph_jax.rc").read().strip()
+    sk, sg, smx = jdb.execute("SELECT count(*), count(graph_id), max(CASE WHEN graph_id IS NOT NULL"
+                              " THEN dur_ns END) FROM kernels_named").fetchone()
+    jscale = jdb.execute("SELECT scale FROM gpu_sampling").fetchone()
+    row("jax (cuGraphLaunch only): whole run's kernels from graphs", f"{jg} of {jk}", "> 0", jg > 0)
+    row("jax sampled: ran to the end", f"rc {jrc}", "rc 0", jrc == "0")
+    row("jax sampled: longest graph kernel (no false ends)", f"{(smx or 0) / 1e3:.1f} us",
+        f"<= 2x {(jmax or 0) / 1e3:.1f} us", 0 < (smx or 0) <= 2 * (jmax or 0))
+    est = sk * (jscale[0] or 0) if jscale else 0
+    row("jax sampled: kernels estimated within 25% of the whole run's", f"~{est:.0f}", jk,
+        jk > 0 and abs(est - jk) <= 0.25 * jk)
+else:
+    print("jax: not installed, not checked")
 print("graphs: " + ("ALL PASS" if not failed else "FAILED: " + "; ".join(failed)))
 sys.exit(1 if failed else 0)
 PY
