@@ -563,6 +563,14 @@ static const struct api_item *op_api(const struct gproc *g, const struct op *o)
 	return o->api ? &g->apis[o->api - 1] : NULL;
 }
 
+/* Half or more of the process's kernels came from CUDA graph launches (and
+ * it ran some): the advice then says how to use graphs better, not to
+ * start using them. */
+static int mostly_graphs(const struct gproc *g)
+{
+	return g->graph_kernels > 0 && 2 * g->graph_kernels >= g->kernels;
+}
+
 /* The steps' thread: the thread of the first range named like the steps. */
 struct step_tid_ctx {
 	const char *name;
@@ -1605,7 +1613,7 @@ static int rule_idle(struct gproc *g, struct dev *d, int have_cpu)
 	if (!have_cpu)
 		finding_coverage(x, "No CPU time readings: what the threads did is told by their"
 				 " CUDA calls only.");
-	if (d->hw_ns >= d->kw_ns && d->hw_ns >= d->other_ns && 2 * g->graph_kernels >= g->kernels)
+	if (d->hw_ns >= d->kw_ns && d->hw_ns >= d->other_ns && mostly_graphs(g))
 		finding_advice(x, "The GPU mostly waited for the CPU to give it work, although its"
 			       " kernels already come from CUDA graphs: see the synchronization and"
 			       " data-loading findings; move CPU work out of the step (between two"
@@ -1616,7 +1624,7 @@ static int rule_idle(struct gproc *g, struct dev *d, int have_cpu)
 			       " launch-bound, synchronization and data-loading findings; capture"
 			       " the step in a CUDA graph or use torch.compile, give each kernel more"
 			       " work (a larger batch), and move CPU work out of the step.");
-	else if (d->kw_ns >= d->other_ns && 2 * g->graph_kernels >= g->kernels)
+	else if (d->kw_ns >= d->other_ns && mostly_graphs(g))
 		finding_advice(x, "The GPU mostly waited between back-to-back kernels of its CUDA"
 			       " graphs: fewer, fused kernels (torch.compile) leave fewer such gaps.");
 	else if (d->kw_ns >= d->other_ns)
@@ -1910,7 +1918,7 @@ static int rule_launch(struct gproc *g)
 						    ev_str(site), ev_str(g->names.v[ks[i].name]) });
 	}
 	gpu_coverage(g, x);
-	if (2 * graph_kernels >= known)
+	if (mostly_graphs(g))
 		finding_advice(x, "The kernels already come from CUDA graphs, but each graph launch"
 			       " gives the GPU less work than the launch costs: capture more of the"
 			       " step in one graph (the whole forward, backward and optimizer step;"

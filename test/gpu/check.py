@@ -9,23 +9,9 @@ import os
 import sqlite3
 import sys
 
+from gpurows import failed, last_json, load, row  # test/gpu/gpurows.py
+
 out, rc = sys.argv[1], int(sys.argv[2])
-failed = []
-
-
-def row(check, shimmer, oracle, good):
-    if not good:
-        failed.append(check)
-    print(f"{check:<44} {str(shimmer):>14} {str(oracle):>14}  {'PASS' if good else 'FAIL'}")
-
-
-def last_json(path):
-    try:
-        lines = [l for l in open(path) if l.startswith("{")]
-    except OSError:
-        return {}
-    return json.loads(lines[-1]) if lines else {}
-
 
 def step_kernels(db):
     """Per kernel name [count, total ns] of the kernels launched inside the
@@ -40,12 +26,6 @@ def step_kernels(db):
         ours[name] = [n, ns]
     return ours
 
-
-def load(path):
-    try:
-        return json.load(open(path))
-    except (OSError, ValueError):
-        return {}
 
 
 def deviation(a, b):

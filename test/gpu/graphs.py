@@ -22,21 +22,7 @@ import time
 import torch
 import torch.nn as nn
 
-
-def kernel_table(prof):
-    """Per kernel name [count, total ns] from torch.profiler's kernel events."""
-    table = {}
-    cpu = {ev.name for ev in prof.events() if ev.device_type != torch.autograd.DeviceType.CUDA}
-    for ev in prof.events():
-        if ev.device_type != torch.autograd.DeviceType.CUDA:
-            continue
-        if (ev.name in cpu or getattr(ev, "is_user_annotation", False)
-                or ev.name.startswith("Memcpy") or ev.name.startswith("Memset")):
-            continue
-        row = table.setdefault(ev.name, [0, 0])
-        row[0] += 1
-        row[1] += int(round(ev.time_range.elapsed_us() * 1000))
-    return table
+from train import kernel_table  # test/gpu/train.py: torch.profiler's kernels by name
 
 
 def main():
