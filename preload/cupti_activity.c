@@ -41,54 +41,126 @@ static const CUpti_ActivityKind kinds[] = {
 
 static uint32_t enabled_kinds; /* bit i: kinds[i] is on */
 
-/* The last graph launch entered (correlation as recorded; 0: none), and
- * the launches cut short by the kinds going off: a small ring, of which
- * the converter checks every slot (a cut's records come within a flush). */
-#define CUTS 8u
-static uint64_t last_graph;
+/* The last graph launch entered (correlation as recorded; 0: none) and
+ * when, and the launches cut short by the kinds going off.  The records of
+ * a launch cut short may come many windows later (on an H200, after more
+ * than 8 windows of 200 ms), so the cuts are kept in a ring of CUTS, in
+ * the order made, which is the correlations' order (one session's ids
+ * grow, and cupti_corr_of() puts the session above them): the converter
+ * finds a kernel's launch by a binary search, and looks at the newest few
+ * one by one (two threads' launches may be cut out of order). */
+#define CUTS 1024u
+#define CUTS_NEW 8u /* the newest, looked at one by one; the oldest as many may be overwritten */
+static uint64_t last_graph, last_graph_at;
+static int last_graph_rt; /* that launch was a runtime call (counted by its hook) */
+static int graph_driver;  /* a graph was launched through the driver alone */
 static struct {
-	uint64_t corr; /* written last, with release */
+	uint64_t corr; /* written last, with release; 0 while written */
 	uint64_t at;   /* the record clock as the kinds went off */
+	int lost;      /* a pause of a whole recording, not a window's end */
 } cuts[CUTS];
-static unsigned int ncuts;
+static unsigned int ncuts, ncuts_done;
 
-void cupti_graph_entered(uint32_t correlation)
+void cupti_graph_entered(uint32_t correlation, int runtime)
 {
-	__atomic_store_n(&last_graph, cupti_corr_of(correlation), __ATOMIC_RELAXED);
+	uint64_t corr = cupti_corr_of(correlation);
+
+	/* A runtime launch enters the driver's under its correlation id: that
+	 * inner ENTER keeps it a runtime launch. */
+	if (runtime || __atomic_load_n(&last_graph, __ATOMIC_RELAXED) != corr) {
+		__atomic_store_n(&last_graph_rt, runtime, __ATOMIC_RELAXED);
+		if (!runtime && !__atomic_load_n(&graph_driver, __ATOMIC_RELAXED))
+			__atomic_store_n(&graph_driver, 1, __ATOMIC_RELAXED);
+	}
+	/* the rest first: a cut that reads the new correlation reads them */
+	__atomic_store_n(&last_graph_at, clock_now(), __ATOMIC_RELAXED);
+	__atomic_store_n(&last_graph, corr, __ATOMIC_RELEASE);
 }
 
-static void graph_cut(void)
+static void cut_add(uint64_t corr, uint64_t at, int lost)
 {
-	uint64_t corr = __atomic_load_n(&last_graph, __ATOMIC_RELAXED), at = clock_now();
-	unsigned int i;
+	unsigned int i = __atomic_fetch_add(&ncuts, 1, __ATOMIC_RELAXED) % CUTS;
 
-	if (!corr)
-		return;
-	i = __atomic_fetch_add(&ncuts, 1, __ATOMIC_RELAXED) % CUTS;
 	__atomic_store_n(&cuts[i].corr, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&cuts[i].at, at, __ATOMIC_RELAXED);
+	__atomic_store_n(&cuts[i].lost, lost, __ATOMIC_RELAXED);
 	__atomic_store_n(&cuts[i].corr, corr, __ATOMIC_RELEASE);
+	__atomic_fetch_add(&ncuts_done, 1, __ATOMIC_RELEASE);
 }
 
-/* A graph kernel of a launch cut short, ending after the cut. */
+int cupti_graph_driver(void)
+{
+	return __atomic_load_n(&graph_driver, __ATOMIC_RELAXED);
+}
+
+/* Cut j (0 <= j < ncuts_done) against a kernel: as graph_cut_hit(). */
+static int cut_hit(unsigned int j, uint64_t corr, uint64_t end)
+{
+	if (__atomic_load_n(&cuts[j % CUTS].corr, __ATOMIC_ACQUIRE) != corr)
+		return 0;
+	if (!__atomic_load_n(&cuts[j % CUTS].lost, __ATOMIC_RELAXED))
+		return 2;
+	return end > __atomic_load_n(&cuts[j % CUTS].at, __ATOMIC_RELAXED);
+}
+
+/* A kernel of a launch cut short: 1 when it is to be counted lost (it ends
+ * after a pause's cut), 2 when it is left out unseen (any kernel of the
+ * launch a window's end cut: the window ends where that launch began), 0
+ * when it is kept.  The converter thread. */
 static int graph_cut_hit(uint64_t corr, uint64_t end)
 {
-	for (unsigned int i = 0; i < CUTS; i++)
-		if (__atomic_load_n(&cuts[i].corr, __ATOMIC_ACQUIRE) == corr &&
-		    end > __atomic_load_n(&cuts[i].at, __ATOMIC_RELAXED))
-			return 1;
+	unsigned int n = __atomic_load_n(&ncuts_done, __ATOMIC_ACQUIRE);
+	unsigned int lo = n > CUTS - CUTS_NEW ? n - (CUTS - CUTS_NEW) : 0;
+	unsigned int mid_, hi = n > lo + CUTS_NEW ? n - CUTS_NEW : lo, j;
+	int hit;
+
+	for (j = hi; j < n; j++)
+		if ((hit = cut_hit(j, corr, end)))
+			return hit;
+	/* the first of [lo, hi) not below corr, then its equals */
+	while (lo < hi) {
+		mid_ = lo + (hi - lo) / 2;
+		if (__atomic_load_n(&cuts[mid_ % CUTS].corr, __ATOMIC_ACQUIRE) < corr)
+			lo = mid_ + 1;
+		else
+			hi = mid_;
+	}
+	for (j = lo; j < n && __atomic_load_n(&cuts[j % CUTS].corr, __ATOMIC_ACQUIRE) == corr; j++)
+		if ((hit = cut_hit(j, corr, end)))
+			return hit;
 	return 0;
+}
+
+uint64_t cupti_kinds_off(int lost, int *runtime)
+{
+	uint64_t at = clock_now(), corr = __atomic_load_n(&last_graph, __ATOMIC_ACQUIRE), now;
+
+	/* The cut is known before the kinds go off: turning them off may hand
+	 * that launch's records over at once, with their false ends. */
+	if (corr)
+		cut_add(corr, at, lost);
+	for (unsigned int i = 0; i < NKINDS; i++)
+		if (enabled_kinds & (1u << i))
+			cupti_fn.cuptiActivityDisable(kinds[i]);
+	/* a graph launched meanwhile is the last one (the one before it stays
+	 * cut too: at most one launch more left out) */
+	now = __atomic_load_n(&last_graph, __ATOMIC_ACQUIRE);
+	if (now != corr)
+		cut_add(now, at, lost);
+	if (runtime)
+		*runtime = __atomic_load_n(&last_graph_rt, __ATOMIC_RELAXED);
+	return now ? __atomic_load_n(&last_graph_at, __ATOMIC_RELAXED) : 0;
 }
 
 void cupti_kinds_set(int on)
 {
-	unsigned int i;
-
-	for (i = 0; i < NKINDS; i++)
+	if (!on) {
+		cupti_kinds_off(1, 0);
+		return;
+	}
+	for (unsigned int i = 0; i < NKINDS; i++)
 		if (enabled_kinds & (1u << i))
-			(on ? cupti_fn.cuptiActivityEnable : cupti_fn.cuptiActivityDisable)(kinds[i]);
-	if (!on)
-		graph_cut();
+			cupti_fn.cuptiActivityEnable(kinds[i]);
 }
 
 CUptiResult cupti_kinds_enable(int sync)
@@ -329,6 +401,7 @@ static void buf_convert(uint8_t *buffer, size_t valid)
 {
 	struct shim_thread *t = &shim_tls;
 	CUpti_Activity *rec = 0;
+	int cut;
 
 	/* Records of work done before a pause still belong to the trace. */
 	if (__atomic_load_n(&shim_live.on, __ATOMIC_RELAXED) &&
@@ -343,10 +416,12 @@ static void buf_convert(uint8_t *buffer, size_t valid)
 			case CUPTI_ACTIVITY_KIND_KERNEL:
 			case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
 				cupti_corr_max(&cupti_seen_corr, k->correlationId);
-				if (k->graphId && graph_cut_hit(cupti_corr_of(k->correlationId), k->end))
-					cupti_count_dropped(1, "a graph's kernel with the end CUPTI gave"
-							    " after its kind went off");
-				else if (complete(k->start, k->end))
+				if (k->graphId &&
+				    (cut = graph_cut_hit(cupti_corr_of(k->correlationId), k->end))) {
+					if (cut == 1)
+						cupti_count_dropped(1, "a graph's kernel with the end CUPTI"
+								    " gave after its kind went off");
+				} else if (complete(k->start, k->end))
 					emit_kernel(t, k);
 				break;
 			case CUPTI_ACTIVITY_KIND_MEMCPY:
@@ -606,4 +681,6 @@ void cupti_activity_fork_child(void)
 	cupti_bufs_out = 0;
 	memset(lent, 0, sizeof(lent));
 	cupti_seen_corr = 0;
+	last_graph = 0;
+	ncuts = ncuts_done = 0;
 }

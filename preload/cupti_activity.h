@@ -65,21 +65,36 @@ void cupti_count_dropped(size_t n, const char *why);
  * memsets), with every kind left off.  The one start. */
 CUptiResult cupti_kinds_enable(int sync);
 
-/* Turns the kinds enabled by cupti_kinds_enable() on or off. */
+/* Turns the kinds enabled by cupti_kinds_enable() on or off; off is
+ * cupti_kinds_off(1). */
 void cupti_kinds_set(int on);
 
+/* Turns the kinds off and cuts the CUDA graph launched last (below): with
+ * `lost` (a pause while every kernel is recorded) its kernels that end
+ * after now are counted lost; without (a sampling window's end) all its
+ * kernels are left out, as if the window had ended as it began.  Returns
+ * the record clock when that launch entered, 0 when none has; *runtime
+ * (unless NULL) says whether it was a runtime call (cudaGraphLaunch). */
+uint64_t cupti_kinds_off(int lost, int *runtime);
+
 /* A CUDA graph launch (cudaGraphLaunch, cuGraphLaunch) entered, with
- * CUPTI's correlation id (its API ENTER callback, any thread).
+ * CUPTI's correlation id (its API ENTER callback, any thread); runtime:
+ * in the runtime's domain.
  *
  * When the kinds go off, CUPTI gives the kernels of the graph launched
  * last before (and of no other) end times taken much later, when their
  * records are flushed: on an H100, of 15 pauses of a replay loop, the 15
  * launches last before a pause and no other had kernels of 8 us "running"
- * 400-820 ms (test/gpu/graphs.sh).  So cupti_kinds_set(0) remembers that
- * launch and the instant, and its kernels that end after that instant are
- * not converted: counted lost (drops of reason 'cupti'), not stored with
- * times that never were.  Lock-free. */
-void cupti_graph_entered(uint32_t correlation);
+ * 400-820 ms (test/gpu/graphs.sh).  So cupti_kinds_off() remembers that
+ * launch and the instant, and its kernels are not converted (those that
+ * end after that instant counted lost at a pause, drops of reason 'cupti';
+ * all of them at a window's end, which then ends as that launch began):
+ * never stored with times that never were.  Lock-free. */
+void cupti_graph_entered(uint32_t correlation, int runtime);
+
+/* 1 once a graph has been launched through the driver alone (cuGraphLaunch
+ * not under cudaGraphLaunch: JAX, XLA), a launch no runtime hook counts. */
+int cupti_graph_driver(void);
 
 /* ---- buffers ---- */
 

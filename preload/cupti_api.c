@@ -85,7 +85,8 @@ static void CUPTIAPI on_api(void *userdata, CUpti_CallbackDomain domain, CUpti_C
 			    cbid == CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000) {
 			/* a driver-API graph launch (JAX, XLA) has no runtime hook */
 			cupti_window_graph();
-			cupti_graph_entered(cb->correlationId);
+			cupti_graph_entered(cb->correlationId,
+					    domain != CUPTI_CB_DOMAIN_DRIVER_API);
 		}
 		return;
 	}

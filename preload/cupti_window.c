@@ -282,12 +282,16 @@ static int window_open(void)
 	return 0;
 }
 
-/* Closes the open window, if any; takes win_lock.  with_grace (the
- * sampler): let calls in flight reach their EXIT, then detach. */
-static void window_close(int with_grace)
+/* How a window closes: the sampler's schedule (the calls in flight may
+ * reach their EXIT, then CUPTI detaches), a pause, the exit. */
+enum { CLOSE_SCHEDULE, CLOSE_PAUSE, CLOSE_EXIT };
+
+/* Closes the open window, if any; takes win_lock. */
+static void window_close(int how)
 {
-	uint64_t end, calls;
-	int detach_next;
+	int with_grace = how == CLOSE_SCHEDULE;
+	uint64_t end, calls, graph_at;
+	int detach_next, graph_rt = 0;
 
 	pthread_mutex_lock(&win_lock);
 	if (__atomic_load_n(&graphs, __ATOMIC_ACQUIRE) && __atomic_load_n(&detaching, __ATOMIC_RELAXED)) {
@@ -300,7 +304,10 @@ static void window_close(int with_grace)
 	if (!win_open)
 		goto out;
 	end = clock_now();
-	cupti_kinds_set(0);
+	/* At the exit the work has mostly ended (programs wait for their GPU
+	 * before they exit): only the last graph's kernels that end after it
+	 * are left out, and counted lost, rather than the whole launch. */
+	graph_at = cupti_kinds_off(how == CLOSE_EXIT, &graph_rt);
 	end = mid(end, clock_now());
 	/* calls that returned later (in the grace) launched nothing recorded */
 	__atomic_store_n(&win_want_corr, __atomic_load_n(&cupti_last_corr, __ATOMIC_ACQUIRE),
@@ -308,6 +315,14 @@ static void window_close(int with_grace)
 	/* a slot taken over by a new thread counts from zero again */
 	calls = work_calls();
 	calls = calls > win_calls ? calls - win_calls : 0;
+	/* The CUDA graph launched last in the window is left out whole (its
+	 * kernels' ends are false, cupti_kinds_off()): the window ends as it
+	 * began, and its call is not one of the window's. */
+	if (how != CLOSE_EXIT && graph_at >= win_start && graph_at < end) {
+		end = graph_at;
+		if (graph_rt && calls)
+			calls--;
+	}
 	__atomic_store_n(&win_open, 0, __ATOMIC_RELEASE);
 	if (with_grace)
 		grace();
@@ -378,11 +393,11 @@ static void *sampler(void *arg)
 {
 	uint64_t grace_ns = GRACE_MS * 1000000ull;
 	uint64_t period = win_start_mono, at, end, now;
-	int opened;
+	int opened, hold;
 
 	(void)arg;
 	shim_tls.in_shim++; /* this thread is ours: never traced */
-	window_close(1); /* none open: detaches until the first */
+	window_close(CLOSE_SCHEDULE); /* none open: detaches until the first */
 	at = next_open(&period);
 	for (;;) {
 		int err = 0;
@@ -405,17 +420,22 @@ static void *sampler(void *arg)
 		}
 		if (opened && sleep_until(end))
 			break;
-		/* A CUDA graph was launched: the window stays open until a
-		 * pause closes it or the process exits (see the header). */
+		/* A CUDA graph was launched through the driver alone: the
+		 * window stays open until a pause closes it or the process exits
+		 * (see the header), its records flushed as when recording all. */
 		pthread_mutex_lock(&win_lock);
-		if (__atomic_load_n(&graphs, __ATOMIC_ACQUIRE) && win_open)
+		hold = __atomic_load_n(&graphs, __ATOMIC_ACQUIRE) && win_open && cupti_graph_driver();
+		if (hold) {
 			__atomic_store_n(&win_held, 1, __ATOMIC_RELAXED);
+			__atomic_store_n(&detaching, 0, __ATOMIC_RELAXED);
+		}
 		pthread_mutex_unlock(&win_lock);
-		while (__atomic_load_n(&graphs, __ATOMIC_ACQUIRE) &&
-		       __atomic_load_n(&win_open, __ATOMIC_ACQUIRE))
+		if (hold && !flushing)
+			flushing = cupti_flusher_start() == 0;
+		while (hold && __atomic_load_n(&win_open, __ATOMIC_ACQUIRE))
 			if (sleep_until(clock_ns(CLOCK_MONOTONIC) + NAP_MAX_MS * 1000000ull))
 				goto out;
-		window_close(1);
+		window_close(CLOSE_SCHEDULE);
 		/* cuptiFinalize failed: attached for good, flushed as when
 		 * never detaching */
 		if (!flushing && !__atomic_load_n(&detaching, __ATOMIC_RELAXED))
@@ -476,7 +496,7 @@ void cupti_window_start(void)
 
 void cupti_window_pause(void)
 {
-	window_close(0);
+	window_close(CLOSE_PAUSE);
 }
 
 int cupti_window_exit(void)
@@ -484,7 +504,7 @@ int cupti_window_exit(void)
 	int expect = AT_DETACHING, attached;
 
 	if (cupti_sampling)
-		window_close(0);
+		window_close(CLOSE_EXIT);
 	/* Detached, everything was delivered; a pending detach is called off
 	 * (the exit flushes instead), and the callbacks it kept on go off, so
 	 * that no call made now is awaited below. */

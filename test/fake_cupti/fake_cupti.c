@@ -47,7 +47,10 @@
  *  - with FAKE_CUPTI_GRAPH_LATE_END=D, turning the kernel kind off gives
  *    the kernels of the graph launched last (while they are still in the
  *    current buffer) an end D ns after that moment, as CUPTI 13 does on an
- *    H100 (test/gpu/graphs.sh);
+ *    H100 (test/gpu/graphs.sh); with FAKE_CUPTI_GRAPH_LATE_AFTER=N too,
+ *    those records are taken out of the buffer (a hole the client skips)
+ *    and written again N turn-offs later, as on an H200 where they came
+ *    more than 8 windows after (test/gpu/graphcost.sh);
  *  - a buffer is cleared before use, unless the client set
  *    CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER: then a buffer that is
  *    not all zero breaks that promise, and the fake aborts the process
@@ -128,7 +131,15 @@ static uint32_t late_corr;
 static const uint8_t *late_buf;
 static size_t late_off[512];
 static unsigned nlate;
+/* FAKE_CUPTI_GRAPH_LATE_AFTER: records taken out, and in how many more
+ * turn-offs of the kernel kind each is written again. */
+#define HOLE_KIND CUPTI_ACTIVITY_KIND_MARKER /* a record taken out: skipped */
+#define MAX_HELD 2048
+static unsigned late_after;
+static CUpti_ActivityKernel10 held[MAX_HELD];
+static unsigned held_in[MAX_HELD], nheld;
 static int take_buffer(void);
+static int append(const void *rec, size_t sz);
 static uint32_t period_ms;
 static int worker_started;
 /* Attachment: any call attaches CUPTI (lazily, as the real one does after
@@ -438,6 +449,7 @@ static size_t record_size(CUpti_ActivityKind kind)
 	switch (kind) {
 	case CUPTI_ACTIVITY_KIND_KERNEL:
 	case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
+	case HOLE_KIND:
 		return sizeof(CUpti_ActivityKernel10);
 	case CUPTI_ACTIVITY_KIND_MEMCPY: return sizeof(CUpti_ActivityMemcpy6);
 	case CUPTI_ACTIVITY_KIND_MEMSET: return sizeof(CUpti_ActivityMemset4);
@@ -509,6 +521,7 @@ static void deliver(int all, int forced)
 	if (all && cur.p && (forced || (!npend && (cur.nrec || !hold_buffer)))) {
 		out[n++] = cur;
 		memset(&cur, 0, sizeof(cur));
+		late_buf = NULL; /* its late records went with it (a reused buffer is not theirs) */
 		npend = 0;
 	}
 	done = buf_done;
@@ -563,6 +576,7 @@ static void child_after_fork(void)
 	pthread_cond_init(&delivered, NULL);
 	delivering = 0;
 	memset(&cur, 0, sizeof(cur));
+	late_buf = NULL; /* its late records went with it (a reused buffer is not theirs) */
 	nfull = 0;
 	npend = 0;
 	worker_started = 0;
@@ -618,9 +632,31 @@ API CUptiResult cuptiActivityDisable(CUpti_ActivityKind kind)
 		uint64_t end = timestamp() + late_end_ns;
 
 		pthread_mutex_lock(&lock);
-		for (unsigned i = 0; late_buf && late_buf == cur.p && i < nlate; i++)
-			memcpy(cur.p + late_off[i] + offsetof(CUpti_ActivityKernel10, end), &end,
-			       sizeof(end));
+		unsigned kept = 0;
+
+		/* the records held back earlier that are due now */
+		for (unsigned i = 0; i < nheld; i++) {
+			if (--held_in[i] == 0) {
+				if (!append(&held[i], sizeof(held[i])))
+					dropped++;
+			} else {
+				held[kept] = held[i];
+				held_in[kept++] = held_in[i];
+			}
+		}
+		nheld = kept;
+		for (unsigned i = 0; late_buf && late_buf == cur.p && i < nlate; i++) {
+			uint8_t *r = cur.p + late_off[i];
+
+			memcpy(r + offsetof(CUpti_ActivityKernel10, end), &end, sizeof(end));
+			if (late_after && nheld < MAX_HELD) {
+				CUpti_ActivityKind hole = HOLE_KIND;
+
+				memcpy(&held[nheld], r, sizeof(held[nheld]));
+				held_in[nheld++] = late_after;
+				memcpy(r + offsetof(CUpti_Activity, kind), &hole, sizeof(hole));
+			}
+		}
 		nlate = 0;
 		late_buf = NULL;
 		pthread_mutex_unlock(&lock);
@@ -737,6 +773,7 @@ static int append(const void *rec, size_t sz)
 			return 0;
 		full[nfull++] = cur; /* its pending records count as complete */
 		memset(&cur, 0, sizeof(cur));
+		late_buf = NULL; /* its late records went with it (a reused buffer is not theirs) */
 		npend = 0;
 		pthread_cond_signal(&wake);
 	}
@@ -788,6 +825,7 @@ API CUptiResult cuptiFinalize(void)
 	dropped += cur.nrec;
 	nfull = 0;
 	memset(&cur, 0, sizeof(cur));
+	late_buf = NULL; /* its late records went with it (a reused buffer is not theirs) */
 	npend = 0;
 	buf_req = NULL;
 	buf_done = NULL;
@@ -1013,6 +1051,8 @@ __attribute__((constructor)) static void fake_cupti_init(void)
 		complete_ns = strtoull(getenv("FAKE_CUPTI_COMPLETE_NS"), NULL, 10);
 	hold_buffer = getenv("FAKE_CUPTI_HOLD_BUFFER") && !strcmp(getenv("FAKE_CUPTI_HOLD_BUFFER"), "1");
 	reset_ids = getenv("FAKE_CUPTI_RESET_IDS") && !strcmp(getenv("FAKE_CUPTI_RESET_IDS"), "1");
+	if (getenv("FAKE_CUPTI_GRAPH_LATE_AFTER"))
+		late_after = (unsigned)strtoul(getenv("FAKE_CUPTI_GRAPH_LATE_AFTER"), NULL, 10);
 	if (getenv("FAKE_CUPTI_GRAPH_LATE_END"))
 		late_end_ns = strtoull(getenv("FAKE_CUPTI_GRAPH_LATE_END"), NULL, 10);
 	pthread_atfork(NULL, NULL, child_after_fork);
