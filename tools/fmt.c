@@ -47,6 +47,19 @@ char *fmt_bytes(char *buf, size_t len, double bytes)
 
 /* ---- CSV and JSON -------------------------------------------------------------- */
 
+int fmt_csv_guarded(const char *s)
+{
+	if (!s)
+		return 0;
+	s += strspn(s, "'");
+	return *s && strchr("=+-@\t\r", *s);
+}
+
+int fmt_csv_quoted(const char *s)
+{
+	return fmt_csv_guarded(s) || (s && s[strcspn(s, ",\"\r\n")]);
+}
+
 void fmt_csv(FILE *out, const char *s)
 {
 	const unsigned char *p = (const unsigned char *)s, *end;
@@ -55,9 +68,11 @@ void fmt_csv(FILE *out, const char *s)
 	if (!s)
 		return;
 	end = p + strlen(s);
-	quote = s[strcspn(s, ",\"\r\n")] != 0;
+	quote = fmt_csv_quoted(s);
 	if (quote)
 		fputc('"', out);
+	if (fmt_csv_guarded(s))
+		fputc('\'', out);
 	while (p < end) {
 		size_t n = utf8_len(p, (size_t)(end - p));
 

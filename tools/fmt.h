@@ -21,9 +21,28 @@ char *fmt_duration(char *buf, size_t len, double ns);
 /* bytes as "512 B", "1.50 KiB", ... "2.00 TiB"; returns buf. */
 char *fmt_bytes(char *buf, size_t len, double bytes);
 
-/* Write s as one CSV field (RFC 4180), quoted only when it must be (a
- * comma, quote, CR or LF); NULL is empty.  Bytes that are not UTF-8 become
- * U+FFFD, as in JSON. */
+/*
+ * Whether the text s, as a CSV field, starts with a character that a
+ * spreadsheet takes for the start of a formula (=, +, -, @, TAB or CR:
+ * OWASP's "CSV injection"), after any 's: a name a traced program chose
+ * ("=HYPERLINK(...)") would run when the file is opened.  Such a field is
+ * written quoted with one ' more in front: a spreadsheet shows it as text,
+ * and a program gets s back by dropping the first ' of a quoted field
+ * whose first character other than ' is one of those (the writer adds one
+ * to every such field, so the rule reads every name back, one that starts
+ * "'=" too).  Names starting with ' otherwise ("'train' mean") are written
+ * as they are.  Numbers are written as numbers, never through these: a
+ * negative one stays a number.
+ */
+int fmt_csv_guarded(const char *s);
+
+/* Whether s, as a CSV field, is quoted: fmt_csv_guarded(), or it holds a
+ * comma, quote, CR or LF (RFC 4180). */
+int fmt_csv_quoted(const char *s);
+
+/* Write the text s as one CSV field (RFC 4180), quoted only when it must
+ * be (fmt_csv_quoted()), guarded as fmt_csv_guarded() says; NULL is empty.
+ * Bytes that are not UTF-8 become U+FFFD, as in JSON. */
 void fmt_csv(FILE *out, const char *s);
 
 /* Write s as a JSON string literal, quotes included; NULL is null. */

@@ -102,6 +102,38 @@ static void test_emit_csv(void **state)
 	free(c);
 }
 
+/* Text that a spreadsheet would run gets a ' (fmt_csv_guarded()); numbers,
+ * negative ones too, are written as numbers. */
+static void test_emit_csv_formulas(void **state)
+{
+	static const struct emit_col fc[] = {
+		{ "name", NULL, EMIT_STR, 0, 0, 0, 0 },
+		{ "diff", NULL, EMIT_REAL, 0, 0, 0, 0 },
+		{ "n", NULL, EMIT_INT, 0, 0, 0, 0 },
+		{ "ns", NULL, EMIT_NS, 0, 0, 0, 0 },
+		{ "raw", NULL, EMIT_RAW, 0, 0, 0, 0 },
+	};
+	static const struct emit_table ft = { "rows", fc, 5, 0, 0 };
+	struct emit_val r[5] = { ev_str("-1+cmd|' /C calc'!A0"), ev_real(-2.5), ev_int(-3),
+				 ev_real(-1500.4), ev_str("@x") };
+	struct emit e;
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *out = open_memstream(&buf, &len);
+
+	(void)state;
+	assert_non_null(out);
+	emit_init(&e, out, EMIT_CSV);
+	emit_table_begin(&e, &ft);
+	emit_row(&e, r);
+	emit_table_end(&e);
+	assert_int_equal(emit_finish(&e), 0);
+	assert_int_equal(fclose(out), 0);
+	assert_string_equal(buf, "name,diff,n,ns,raw\n"
+				 "\"'-1+cmd|' /C calc'!A0\",-2.5,-3,-1500,\"'@x\"\n");
+	free(buf);
+}
+
 static void test_emit_json(void **state)
 {
 	char *j = render(EMIT_JSON);
@@ -186,6 +218,7 @@ int main(void)
 		cmocka_unit_test(test_emit_table),
 		cmocka_unit_test(test_emit_table_escapes),
 		cmocka_unit_test(test_emit_csv),
+		cmocka_unit_test(test_emit_csv_formulas),
 		cmocka_unit_test(test_emit_json),
 	};
 

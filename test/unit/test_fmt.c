@@ -82,6 +82,32 @@ static void test_fmt_csv_quoting(void **state)
 	expect(fmt_csv, "bad\xff,x", "\"bad\xef\xbf\xbd,x\"");
 }
 
+/* A text field a spreadsheet would run as a formula (OWASP's CSV
+ * injection) is quoted with a ' in front; one that starts with ' has one
+ * more only when a formula follows its 's, so that dropping the first '
+ * of such a quoted field reads every name back. */
+static void test_fmt_csv_formulas(void **state)
+{
+	(void)state;
+	expect(fmt_csv, "=HYPERLINK(\"http://x\",\"y\")", "\"'=HYPERLINK(\"\"http://x\"\",\"\"y\"\")\"");
+	expect(fmt_csv, "+1", "\"'+1\"");
+	expect(fmt_csv, "-2+3", "\"'-2+3\"");
+	expect(fmt_csv, "@SUM(A1)", "\"'@SUM(A1)\"");
+	expect(fmt_csv, "\t=1", "\"'\t=1\"");
+	expect(fmt_csv, "\r=1", "\"'\r=1\"");
+	expect(fmt_csv, "-", "\"'-\"");
+	expect(fmt_csv, "'=1", "\"''=1\"");
+	expect(fmt_csv, "''-x,y", "\"'''-x,y\"");
+	/* not at the start, or no formula after the 's: as before */
+	expect(fmt_csv, "a=1", "a=1");
+	expect(fmt_csv, "'train' mean", "'train' mean");
+	expect(fmt_csv, "'", "'");
+	expect(fmt_csv, "\n=1", "\"\n=1\"");
+	assert_true(fmt_csv_guarded("=") && fmt_csv_guarded("''@") && !fmt_csv_guarded("'a="));
+	assert_false(fmt_csv_guarded(NULL) || fmt_csv_guarded("") || fmt_csv_guarded("''"));
+	assert_true(fmt_csv_quoted("-1") && fmt_csv_quoted("a,b") && !fmt_csv_quoted("a"));
+}
+
 static void test_fmt_json_escaping(void **state)
 {
 	(void)state;
@@ -335,6 +361,7 @@ int main(void)
 		cmocka_unit_test(test_fmt_duration_units),
 		cmocka_unit_test(test_fmt_bytes_units),
 		cmocka_unit_test(test_fmt_csv_quoting),
+		cmocka_unit_test(test_fmt_csv_formulas),
 		cmocka_unit_test(test_fmt_json_escaping),
 		cmocka_unit_test(test_fmt_esc_rules),
 		cmocka_unit_test(test_esc_copy_bounded),
