@@ -136,6 +136,21 @@ rc=$?
 check "run --db -- CMD: refused, exit 2, no store named --" "exit $rc; $(cat "$T/dd.err")" \
 	holds '[ $rc = 2 ] && grep -q -- "--db needs a value" "$T/dd.err" && [ ! -e "$T/--" ]'
 number "-o needs a value" "export -o -- STORE" "$SHIMMER" export -o -- plain.db
+# shimmerd: the same for its options: a value forgotten ("--" or none) is
+# one line and exit 2 (--db -- made a store named "--", --socket -- a
+# socket), "--db=--" is taken as given; an unknown option is one line (it
+# was getopt's and the whole usage).
+for o in --db --socket --state-dir --config --max-age --attach --probes; do
+	number "$o needs a value" "shimmerd $o --" \
+		"$SHIMMERD" --no-config $o -- --check-config
+	number "$o needs a value" "shimmerd ... $o (last)" "$SHIMMERD" --no-config $o
+done
+(cd "$T" && "$SHIMMERD" --no-config --db=-- --check-config > "$T/ddd.out" 2> "$T/ddd.err")
+rc=$?
+check "shimmerd --db=--: taken as given" "exit $rc; $(cat "$T/ddd.err")" \
+	holds '[ $rc = 0 ] && grep -qx "db = $T/--" "$T/ddd.out"'
+number "unknown option --bogus" "shimmerd --bogus" "$SHIMMERD" --no-config --bogus
+number "unknown option -x" "shimmerd -x" "$SHIMMERD" --no-config -x
 # shimmerd reads --for as shimmer attach does (shimmer attach passes it on).
 "$SHIMMERD" --no-config --attach "$DEAD" --for 1d --db "$T/d.db" --check-config \
 	> /dev/null 2> "$T/d1d.err"
