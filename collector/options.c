@@ -283,9 +283,10 @@ int options_parse(struct options *o, int argc, char **argv)
 		}
 		switch (opt) {
 		case O_ATTACH:
-			if (conf_count(optarg, strlen(optarg), INT_MAX, &x) < 0 || !x) {
-				log_error("--attach %s is not a process id (a whole decimal number"
-					  " > 0)", optarg);
+			if (conf_count(optarg, strlen(optarg), conf_pid_max() - 1, &x) < 0 || !x) {
+				log_error("--attach %s is not a process id (a whole decimal number,"
+					  " 1 to %llu: below the kernel's pid_max)", optarg,
+					  (unsigned long long)(conf_pid_max() - 1));
 				return 2;
 			}
 			o->attach_pid = (int)x;

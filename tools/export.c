@@ -423,7 +423,7 @@ static int parse(int argc, char **argv, struct export_opts *o)
 	while ((k = cli_next(&a)) == CLI_ARG_OPTION) {
 		if ((r = cli_format_opt(&a, formats, &o->format)) ||
 		    (r = cli_string_opt(&a, "-o", &o->out_path)) ||
-		    (r = cli_int_opt(&a, "--pid", &o->pid)) ||
+		    (r = cli_store_pid_opt(&a, "--pid", &o->pid)) ||
 		    (r = cli_int_opt(&a, "--rank", &o->rank)) ||
 		    (r = cli_number_opt(&a, "--begin", &o->begin_s)) ||
 		    (r = cli_number_opt(&a, "--end", &o->end_s)) ||
