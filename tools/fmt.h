@@ -85,9 +85,25 @@ size_t fmt_json_char(const char *s, size_t n, int html, char *buf, size_t *len);
  * it holds nothing a terminal obeys and no line of its own.
  *
  * A backslash is written as it is: `\x1b` in a name reads the same as an
- * escaped ESC.  One character is one column: a table pads by the escaped
- * text's characters.
+ * escaped ESC.  A table pads by the columns a terminal gives the escaped
+ * text (fmt_text_width()).
  */
+
+/*
+ * The columns a terminal gives s[0..n), as wcwidth() counts them in a
+ * UTF-8 locale whatever the process's (LC_CTYPE C.UTF-8 made the calling
+ * thread's for the computation only; numbers are formatted as before): an
+ * ASCII character one, a wide East Asian character or emoji two, a
+ * combining mark or other zero-width character none, a code point of no
+ * known width or a byte that is not UTF-8 one.  Without a UTF-8 locale in
+ * the C library, each character is one.  Thread-safe.
+ */
+size_t fmt_text_width(const char *s, size_t n);
+
+/* The bytes of the longest start of s, cut between characters, that takes
+ * at most cols columns (fmt_text_width()); zero-width characters after
+ * the last that fits go with it. */
+size_t fmt_text_cut(const char *s, size_t cols);
 
 /* One character at a time: esc_plain() and esc_char() (common/esc.h). */
 

@@ -134,6 +134,40 @@ static void test_emit_csv_formulas(void **state)
 	free(buf);
 }
 
+/* A wide character takes two columns, a combining mark none: the columns
+ * after a name that holds them stay in line. */
+static void test_emit_table_wide(void **state)
+{
+	static const struct emit_col wc[] = {
+		{ "name", "Name", EMIT_STR, -8, 0, 0, 0 },
+		{ "n", "N", EMIT_INT, 3, 0, 0, 0 },
+	};
+	static const struct emit_table wt = { "rows", wc, 2, 0, 0 };
+	struct emit_val r1[2] = { ev_str("\xe8\xae\xad\xe7\xbb\x83"), ev_int(1) }; /* 训练 */
+	struct emit_val r2[2] = { ev_str("k\xf0\x9f\x98\x80" "e"), ev_int(2) };  /* k😀e */
+	struct emit_val r3[2] = { ev_str("cafe\xcc\x81"), ev_int(3) };             /* café */
+	struct emit e;
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *out = open_memstream(&buf, &len);
+
+	(void)state;
+	assert_non_null(out);
+	emit_init(&e, out, EMIT_TABLE);
+	emit_table_begin(&e, &wt);
+	emit_row(&e, r1);
+	emit_row(&e, r2);
+	emit_row(&e, r3);
+	emit_table_end(&e);
+	assert_int_equal(emit_finish(&e), 0);
+	assert_int_equal(fclose(out), 0);
+	assert_string_equal(buf, "Name       N\n"
+				 "\xe8\xae\xad\xe7\xbb\x83       1\n"
+				 "k\xf0\x9f\x98\x80" "e       2\n"
+				 "cafe\xcc\x81       3\n");
+	free(buf);
+}
+
 static void test_emit_json(void **state)
 {
 	char *j = render(EMIT_JSON);
@@ -219,6 +253,7 @@ int main(void)
 		cmocka_unit_test(test_emit_table_escapes),
 		cmocka_unit_test(test_emit_csv),
 		cmocka_unit_test(test_emit_csv_formulas),
+		cmocka_unit_test(test_emit_table_wide),
 		cmocka_unit_test(test_emit_json),
 	};
 
