@@ -532,7 +532,9 @@ int BPF_KPROBE(shm_heap_enter)
 		n = p->a[0];
 	}
 	p->n = n;
-	if (fn < AT_MAX_FN) {
+	/* free(NULL) frees nothing: not counted, as the shim counts
+	 * (preload/heap.h) */
+	if (fn < AT_MAX_FN && (shape != AT_SH_HEAP_FREE || old)) {
 		t->count[fn]++;
 		/* as the shim counts it (count_bytes()): a request above
 		 * PTRDIFF_MAX, never granted, adds no bytes, or it would wrap

@@ -236,7 +236,11 @@ int options_parse(struct options *o, int argc, char **argv)
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--no-config")) {
 			config = NULL;
-		} else if (!strcmp(argv[i], "--config") && i + 1 < argc) {
+		} else if (!strcmp(argv[i], "--config")) {
+			if (i + 1 == argc || !strcmp(argv[i + 1], "--")) {
+				log_error("--config needs a value (see shimmerd --help)");
+				return 2;
+			}
 			config = argv[++i];
 			must = 1;
 		} else if (!strncmp(argv[i], "--config=", 9)) {
@@ -248,8 +252,29 @@ int options_parse(struct options *o, int argc, char **argv)
 	}
 	if (config && (err = read_file(o, config, must)) < 0)
 		return err == -ENOMEM ? -ENOMEM : 2;
+	/* ':' first: getopt prints nothing, its errors are one line each,
+	 * ours. */
 	optind = 1;
-	while ((opt = getopt_long(argc, argv, "fvqh", opts, &idx)) != -1) {
+	while ((opt = getopt_long(argc, argv, ":fvqh", opts, &idx)) != -1) {
+		/* "--" where a value goes is a value forgotten ("--db --
+		 * --foreground"), not a file or a name: taken, it made a store
+		 * named "--" (as tools/cli.c refuses it; "--db=--" names it). */
+		if (((opt >= 0 && opt < (int)NKEYS) || opt >= O_CONFIG) && opts[idx].has_arg &&
+		    optind >= 2 && optarg == argv[optind - 1] && !strcmp(optarg, "--")) {
+			log_error("%s needs a value (see shimmerd --help)", argv[optind - 2]);
+			return 2;
+		}
+		if (opt == ':') {
+			log_error("%s needs a value (see shimmerd --help)", argv[optind - 1]);
+			return 2;
+		}
+		if (opt == '?') {
+			if (optopt)
+				log_error("unknown option -%c (see shimmerd --help)", optopt);
+			else
+				log_error("unknown option %s (see shimmerd --help)", argv[optind - 1]);
+			return 2;
+		}
 		if (opt >= 0 && opt < (int)NKEYS) {
 			if (set(o, &keys[opt], optarg, strlen(optarg), "command line") < 0)
 				return 2;
@@ -258,9 +283,10 @@ int options_parse(struct options *o, int argc, char **argv)
 		}
 		switch (opt) {
 		case O_ATTACH:
-			if (conf_count(optarg, strlen(optarg), INT_MAX, &x) < 0 || !x) {
-				log_error("--attach %s is not a process id (a whole decimal number"
-					  " > 0)", optarg);
+			if (conf_count(optarg, strlen(optarg), conf_pid_max() - 1, &x) < 0 || !x) {
+				log_error("--attach %s is not a process id (a whole decimal number,"
+					  " 1 to %llu: below the kernel's pid_max)", optarg,
+					  (unsigned long long)(conf_pid_max() - 1));
 				return 2;
 			}
 			o->attach_pid = (int)x;

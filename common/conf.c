@@ -171,6 +171,25 @@ int conf_count(const char *s, size_t len, uint64_t max, uint64_t *n)
 	return 0;
 }
 
+uint64_t conf_pid_max(void)
+{
+	char buf[32];
+	uint64_t v;
+	ssize_t n;
+	int fd = open("/proc/sys/kernel/pid_max", O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return CONF_PID_MAX_LIMIT;
+	n = read(fd, buf, sizeof(buf));
+	close(fd);
+	/* "32768\n" */
+	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
+		n--;
+	if (n <= 0 || conf_count(buf, (size_t)n, CONF_PID_MAX_LIMIT, &v) < 0 || v < 2)
+		return CONF_PID_MAX_LIMIT;
+	return v;
+}
+
 int conf_size(const char *s, size_t len, uint64_t *bytes)
 {
 	static const char units[] = "KMGT";

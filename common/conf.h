@@ -66,6 +66,20 @@ int conf_duration(const char *s, size_t len, uint64_t *ns);
  */
 int conf_count(const char *s, size_t len, uint64_t max, uint64_t *n);
 
+/*
+ * Process ids.  The kernel hands out pids from 1 to pid_max - 1, and no
+ * kernel lets pid_max above CONF_PID_MAX_LIMIT (its PID_MAX_LIMIT on 64-bit
+ * machines, 2^22).  A pid of a live process here is checked against this
+ * kernel's pid_max; one recorded in a store, perhaps on another machine,
+ * against the limit.
+ */
+#define CONF_PID_MAX_LIMIT 4194304u
+
+/* This kernel's pid_max (/proc/sys/kernel/pid_max): every pid is below it.
+ * CONF_PID_MAX_LIMIT when the file cannot be read or holds no count in
+ * [2, CONF_PID_MAX_LIMIT]. */
+uint64_t conf_pid_max(void);
+
 /* A size: a whole number of bytes, or with K, M, G or T (KiB, MiB, GiB,
  * TiB; "KiB" and "KB" are read alike).  0 or -1. */
 int conf_size(const char *s, size_t len, uint64_t *bytes);

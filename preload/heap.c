@@ -775,7 +775,7 @@ static __attribute__((noinline)) void *fast_traced(unsigned int fn, void *old, s
 /*
  * `all` mode's malloc and free when fast_all(): slow() without the checks
  * fast_all() made, and traced() compiled for the one function.  free(NULL)
- * is neither counted nor recorded, as slow() does.
+ * is neither counted nor recorded, as slow() and sample mode's free() do.
  */
 static __attribute__((noinline)) void *all_malloc(size_t n)
 {
@@ -823,7 +823,10 @@ SHIM_EXPORT void free(void *p)
 	struct shim_thread *t = &shim_tls;
 
 	if (fast(t)) {
-		thread_count(t, SHM_FN_FREE, 0);
+		/* free(NULL) frees nothing and is not counted: as `all` mode
+		 * and slow() (heap.h) */
+		if (likely(p != NULL))
+			thread_count(t, SHM_FN_FREE, 0);
 		if (likely(!sampled_maybe(&heap_set, p) && !in_arena(p))) {
 			real.free(p);
 			return;

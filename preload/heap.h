@@ -7,8 +7,8 @@
  *
  * In sample mode a heap record without SHM_F_SAMPLED is a release only: a
  * free, or a realloc whose old block (aux) was sampled but whose new block
- * was not.  free(NULL) is never shipped, and counted only in threads that
- * already own a slot.
+ * was not.  free(NULL) frees nothing: in no mode is it shipped or counted
+ * (heaptrack ignores it too).
  */
 #ifndef SHIMMER_HEAP_H
 #define SHIMMER_HEAP_H

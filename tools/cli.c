@@ -290,14 +290,35 @@ int cli_duration_opt(struct cli_args *a, const char *name, uint64_t *ns)
 
 int cli_pid_arg(const struct command *cmd, const char *arg, int64_t *pid)
 {
-	uint64_t n;
+	uint64_t n, max = conf_pid_max() - 1;
 
-	if (conf_count(arg, strlen(arg), INT32_MAX, &n) < 0 || !n) {
-		cli_usage_error(cmd, "'%s' is not a process id (a whole decimal number, 1 to 2147483647)", arg);
+	if (conf_count(arg, strlen(arg), max, &n) < 0 || !n) {
+		cli_usage_error(cmd, "'%s' is not a process id (a whole decimal number, 1 to %llu:"
+				" below the kernel's pid_max)", arg, (unsigned long long)max);
 		return -1;
 	}
 	*pid = (int64_t)n;
 	return 0;
+}
+
+int cli_store_pid_opt(struct cli_args *a, const char *name, int64_t *pid)
+{
+	const uint64_t max = CONF_PID_MAX_LIMIT - 1;
+	const char *v;
+	uint64_t n;
+
+	if (!is_opt(a, name))
+		return 0;
+	v = opt_value(a, name);
+	if (!v)
+		return -1;
+	if (conf_count(v, strlen(v), max, &n) < 0 || !n) {
+		cli_usage_error(a->cmd, "%s wants a process id (a whole decimal number, 1 to %llu),"
+				" not '%s'", name, (unsigned long long)max, v);
+		return -1;
+	}
+	*pid = (int64_t)n;
+	return 1;
 }
 
 int cli_pid_opt(struct cli_args *a, const char *name, int64_t *pid)
@@ -384,7 +405,7 @@ FILE *cli_output_open(const char *path)
 
 int cli_filter_opt(struct cli_args *a, struct model_filter *f)
 {
-	int r = cli_int_opt(a, "--pid", &f->pid);
+	int r = cli_store_pid_opt(a, "--pid", &f->pid);
 
 	if (r == 0)
 		r = cli_int_opt(a, "--rank", &f->rank);

@@ -155,9 +155,14 @@ int cli_int_opt(struct cli_args *a, const char *name, int64_t *value);
 int cli_duration(const struct command *cmd, const char *name, const char *s, uint64_t *ns);
 int cli_duration_opt(struct cli_args *a, const char *name, uint64_t *ns);
 
-/* A process id given as an operand: a count in [1, INT32_MAX].  0, or -1
+/* A process id of a live process here, given as an operand: a count in
+ * [1, pid_max - 1], this kernel's pid_max (conf_pid_max()).  0, or -1
  * after printing the usage error. */
 int cli_pid_arg(const struct command *cmd, const char *arg, int64_t *pid);
+
+/* "NAME PID": a process id recorded in a store (--pid of the readers),
+ * perhaps on another machine: a count in [1, CONF_PID_MAX_LIMIT - 1]. */
+int cli_store_pid_opt(struct cli_args *a, const char *name, int64_t *pid);
 
 /* "NAME PID": a process id as cli_pid_arg() reads it. */
 int cli_pid_opt(struct cli_args *a, const char *name, int64_t *pid);
@@ -197,7 +202,8 @@ FILE *cli_output_open(const char *path);
 
 struct model_filter;
 
-/* "--pid PID" and "--rank R": the processes a command reads. */
+/* "--pid PID" (cli_store_pid_opt()) and "--rank R": the processes a
+ * command reads. */
 int cli_filter_opt(struct cli_args *a, struct model_filter *f);
 
 /* "NAME VALUE": *choice is the index of VALUE in names, a NULL-terminated

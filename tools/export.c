@@ -185,7 +185,7 @@ void xout_csv(struct xout *w, const char *s)
 	if (!s)
 		return;
 	end = p + strlen(s);
-	quote = strpbrk(s, ",\"\r\n") != NULL;
+	quote = fmt_csv_quoted(s);
 	if (!quote) { /* ASCII (most names): as it is */
 		const unsigned char *q = p;
 
@@ -196,9 +196,12 @@ void xout_csv(struct xout *w, const char *s)
 			return;
 		}
 	}
-	/* as fmt_csv() writes it: RFC 4180, U+FFFD for what is not UTF-8 */
+	/* as fmt_csv() writes it: RFC 4180, U+FFFD for what is not UTF-8,
+	 * a ' before what a spreadsheet would run */
 	if (quote)
 		xout_lit(w, "\"");
+	if (fmt_csv_guarded(s))
+		xout_lit(w, "'");
 	while (p < end) {
 		size_t k = utf8_len(p, (size_t)(end - p));
 
@@ -420,7 +423,7 @@ static int parse(int argc, char **argv, struct export_opts *o)
 	while ((k = cli_next(&a)) == CLI_ARG_OPTION) {
 		if ((r = cli_format_opt(&a, formats, &o->format)) ||
 		    (r = cli_string_opt(&a, "-o", &o->out_path)) ||
-		    (r = cli_int_opt(&a, "--pid", &o->pid)) ||
+		    (r = cli_store_pid_opt(&a, "--pid", &o->pid)) ||
 		    (r = cli_int_opt(&a, "--rank", &o->rank)) ||
 		    (r = cli_number_opt(&a, "--begin", &o->begin_s)) ||
 		    (r = cli_number_opt(&a, "--end", &o->end_s)) ||

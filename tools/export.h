@@ -121,7 +121,7 @@ void xout_i64(struct xout *w, int64_t v);
 void xout_u64(struct xout *w, uint64_t v);
 void xout_us(struct xout *w, int64_t ns);      /* ns as microseconds, 3 decimals */
 void xout_json(struct xout *w, const char *s); /* a JSON string literal; NULL: null */
-void xout_csv(struct xout *w, const char *s);  /* one CSV field; NULL: empty */
+void xout_csv(struct xout *w, const char *s);  /* one CSV text field, as fmt_csv(); NULL: empty */
 void xout_double(struct xout *w, double v);
 
 /* ---- what the files miss ---- */

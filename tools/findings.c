@@ -303,27 +303,28 @@ void findings_count(const struct findings *f, size_t count[4])
 
 /* Text wrapped at about 100 columns, each line after the first indented.
  * It names what the store holds (kernels, call sites, executables): it is
- * escaped first (fmt.h), and cut between characters. */
+ * escaped first (fmt.h), measured in the columns a terminal gives it (a
+ * wide character two) and cut between characters. */
 static void wrapped(struct emit *e, const char *label, const char *text)
 {
-	const int width = 100, indent = 12;
+	const size_t width = 100, indent = 12;
 	const char *p = text ? fmt_esc(text) : NULL;
 	int first = 1;
 
 	while (p && *p) {
-		int room = width - indent, n = (int)strlen(p);
+		size_t room = width - indent, n = strlen(p), cut;
 
-		if (n > room) {
-			n = room;
+		if (fmt_text_width(p, n) > room) {
+			cut = fmt_text_cut(p, room);
+			n = cut;
 			while (n > 0 && p[n] != ' ')
 				n--;
-			if (n == 0) /* no blank: at a character's start */
-				for (n = room; n > 0 && ((unsigned char)p[n] & 0xc0) == 0x80; n--)
-					;
-			if (n == 0)
-				n = room;
+			if (n == 0) /* no blank: where the columns end */
+				n = cut;
+			if (n == 0) /* (no character that narrow: one) */
+				n = fmt_text_cut(p, 2) ? fmt_text_cut(p, 2) : 1;
 		}
-		emit_text(e, "  %-9s %.*s\n", first ? label : "", n, p);
+		emit_text(e, "  %-9s %.*s\n", first ? label : "", (int)n, p);
 		first = 0;
 		p += n;
 		while (*p == ' ')

@@ -3,9 +3,11 @@
  * and decimal for time, as users read them in nvidia-smi and perf.
  */
 #include <errno.h>
+#include <locale.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <wchar.h>
 
 #include "esc.h"
 #include "fmt.h"
@@ -47,6 +49,19 @@ char *fmt_bytes(char *buf, size_t len, double bytes)
 
 /* ---- CSV and JSON -------------------------------------------------------------- */
 
+int fmt_csv_guarded(const char *s)
+{
+	if (!s)
+		return 0;
+	s += strspn(s, "'");
+	return *s && strchr("=+-@\t\r", *s);
+}
+
+int fmt_csv_quoted(const char *s)
+{
+	return fmt_csv_guarded(s) || (s && s[strcspn(s, ",\"\r\n")]);
+}
+
 void fmt_csv(FILE *out, const char *s)
 {
 	const unsigned char *p = (const unsigned char *)s, *end;
@@ -55,9 +70,11 @@ void fmt_csv(FILE *out, const char *s)
 	if (!s)
 		return;
 	end = p + strlen(s);
-	quote = s[strcspn(s, ",\"\r\n")] != 0;
+	quote = fmt_csv_quoted(s);
 	if (quote)
 		fputc('"', out);
+	if (fmt_csv_guarded(s))
+		fputc('\'', out);
 	while (p < end) {
 		size_t n = utf8_len(p, (size_t)(end - p));
 
@@ -172,14 +189,95 @@ void fmt_json_script(FILE *out, const char *s)
 
 /* ---- text for people ----------------------------------------------------------- */
 
-/* Characters in the valid UTF-8 s[0..n): the bytes that start one. */
-static size_t chars(const char *s, size_t n)
+/*
+ * Widths are wcwidth()'s in a UTF-8 locale, whatever the process's own
+ * (shimmer never calls setlocale(): its numbers are C's): an object of
+ * LC_CTYPE "C.UTF-8" made once, made the calling thread's for the length
+ * of one computation only (uselocale()), so that nothing else it formats
+ * sees it.  NULL when no UTF-8 locale can be had (a C library without
+ * C.UTF-8 nor en_US.UTF-8): each character is then one column.
+ */
+static locale_t utf8_ctype(void)
 {
-	size_t c = 0;
+	static const char *const names[] = { "C.UTF-8", "C.utf8", "en_US.UTF-8" };
+	static locale_t loc;
+	static int none;
+	locale_t l = __atomic_load_n(&loc, __ATOMIC_ACQUIRE), seen = (locale_t)0;
 
-	for (size_t i = 0; i < n; i++)
-		c += ((unsigned char)s[i] & 0xc0) != 0x80;
-	return c;
+	if (l || __atomic_load_n(&none, __ATOMIC_RELAXED))
+		return l;
+	for (size_t i = 0; !l && i < sizeof(names) / sizeof(names[0]); i++)
+		l = newlocale(LC_CTYPE_MASK, names[i], (locale_t)0);
+	if (!l) {
+		__atomic_store_n(&none, 1, __ATOMIC_RELAXED);
+		return (locale_t)0;
+	}
+	/* another thread's made first: that one stays */
+	if (!__atomic_compare_exchange_n(&loc, &seen, l, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+		freelocale(l);
+		l = seen;
+	}
+	return l;
+}
+
+/* The columns of the character at s (n >= 1 bytes left) and its length
+ * in *len: ASCII one, other valid UTF-8 wcwidth()'s (wide East Asian
+ * characters and emoji two, combining marks and other zero-width ones
+ * none, a code point wcwidth() knows no width for one), a byte that is
+ * not UTF-8 one.  *utf8: utf8_ctype(), made the thread's at the first
+ * character beyond ASCII; *old: the thread's locale before it, for
+ * width_end(). */
+static int char_width(const char *s, size_t n, size_t *len, locale_t *utf8, locale_t *old)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	size_t k;
+	int w;
+
+	*len = 1;
+	if (*p < 0x80 || !(k = utf8_len(p, n)))
+		return 1;
+	*len = k;
+	if (!*utf8) {
+		if (!(*utf8 = utf8_ctype()))
+			return 1;
+		*old = uselocale(*utf8);
+	}
+	w = wcwidth((wchar_t)esc_code_point(p, k));
+	return w < 0 ? 1 : w;
+}
+
+static void width_end(locale_t utf8, locale_t old)
+{
+	if (utf8)
+		uselocale(old);
+}
+
+size_t fmt_text_width(const char *s, size_t n)
+{
+	locale_t utf8 = (locale_t)0, old = (locale_t)0;
+	size_t cols = 0, len;
+
+	for (size_t i = 0; i < n; i += len)
+		cols += (size_t)char_width(s + i, n - i, &len, &utf8, &old);
+	width_end(utf8, old);
+	return cols;
+}
+
+size_t fmt_text_cut(const char *s, size_t cols)
+{
+	locale_t utf8 = (locale_t)0, old = (locale_t)0;
+	size_t n = strlen(s), i = 0, used = 0, len;
+
+	while (i < n) {
+		size_t w = (size_t)char_width(s + i, n - i, &len, &utf8, &old);
+
+		if (used + w > cols)
+			break;
+		used += w;
+		i += len;
+	}
+	width_end(utf8, old);
+	return i;
 }
 
 /* Walks s as fmt_esc_write() writes it, to out when not NULL; returns the
@@ -194,14 +292,14 @@ static size_t esc_walk(FILE *out, const char *s, int keep_lf, size_t *bytes)
 
 		if (out)
 			fwrite(s + i, 1, plain, out);
-		cols += chars(s + i, plain);
+		cols += fmt_text_width(s + i, plain);
 		b += plain;
 		i += plain;
 		if (i < n) {
 			i += esc_char(s + i, n - i, buf, &len);
 			if (out)
 				fwrite(buf, 1, len, out);
-			cols += chars(buf, len);
+			cols += fmt_text_width(buf, len);
 			b += len;
 		}
 	}

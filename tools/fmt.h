@@ -21,9 +21,28 @@ char *fmt_duration(char *buf, size_t len, double ns);
 /* bytes as "512 B", "1.50 KiB", ... "2.00 TiB"; returns buf. */
 char *fmt_bytes(char *buf, size_t len, double bytes);
 
-/* Write s as one CSV field (RFC 4180), quoted only when it must be (a
- * comma, quote, CR or LF); NULL is empty.  Bytes that are not UTF-8 become
- * U+FFFD, as in JSON. */
+/*
+ * Whether the text s, as a CSV field, starts with a character that a
+ * spreadsheet takes for the start of a formula (=, +, -, @, TAB or CR:
+ * OWASP's "CSV injection"), after any 's: a name a traced program chose
+ * ("=HYPERLINK(...)") would run when the file is opened.  Such a field is
+ * written quoted with one ' more in front: a spreadsheet shows it as text,
+ * and a program gets s back by dropping the first ' of a quoted field
+ * whose first character other than ' is one of those (the writer adds one
+ * to every such field, so the rule reads every name back, one that starts
+ * "'=" too).  Names starting with ' otherwise ("'train' mean") are written
+ * as they are.  Numbers are written as numbers, never through these: a
+ * negative one stays a number.
+ */
+int fmt_csv_guarded(const char *s);
+
+/* Whether s, as a CSV field, is quoted: fmt_csv_guarded(), or it holds a
+ * comma, quote, CR or LF (RFC 4180). */
+int fmt_csv_quoted(const char *s);
+
+/* Write the text s as one CSV field (RFC 4180), quoted only when it must
+ * be (fmt_csv_quoted()), guarded as fmt_csv_guarded() says; NULL is empty.
+ * Bytes that are not UTF-8 become U+FFFD, as in JSON. */
 void fmt_csv(FILE *out, const char *s);
 
 /* Write s as a JSON string literal, quotes included; NULL is null. */
@@ -66,9 +85,25 @@ size_t fmt_json_char(const char *s, size_t n, int html, char *buf, size_t *len);
  * it holds nothing a terminal obeys and no line of its own.
  *
  * A backslash is written as it is: `\x1b` in a name reads the same as an
- * escaped ESC.  One character is one column: a table pads by the escaped
- * text's characters.
+ * escaped ESC.  A table pads by the columns a terminal gives the escaped
+ * text (fmt_text_width()).
  */
+
+/*
+ * The columns a terminal gives s[0..n), as wcwidth() counts them in a
+ * UTF-8 locale whatever the process's (LC_CTYPE C.UTF-8 made the calling
+ * thread's for the computation only; numbers are formatted as before): an
+ * ASCII character one, a wide East Asian character or emoji two, a
+ * combining mark or other zero-width character none, a code point of no
+ * known width or a byte that is not UTF-8 one.  Without a UTF-8 locale in
+ * the C library, each character is one.  Thread-safe.
+ */
+size_t fmt_text_width(const char *s, size_t n);
+
+/* The bytes of the longest start of s, cut between characters, that takes
+ * at most cols columns (fmt_text_width()); zero-width characters after
+ * the last that fits go with it. */
+size_t fmt_text_cut(const char *s, size_t cols);
 
 /* One character at a time: esc_plain() and esc_char() (common/esc.h). */
 

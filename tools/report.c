@@ -481,7 +481,8 @@ static void footer(struct report *r, const struct assets *a)
 /* ---- the comparison (--baseline) ------------------------------------------------ */
 
 /* The next CSV field of *p (RFC 4180, as emit writes it) into buf; *p
- * moves past its comma.  Returns 1 at the end of the line. */
+ * moves past its comma.  Returns 1 at the end of the line.  The ' that
+ * fmt_csv() adds before a formula (fmt_csv_guarded()) is dropped. */
 static int csv_field(const char **p, char *buf, size_t len)
 {
 	const char *s = *p;
@@ -496,6 +497,9 @@ static int csv_field(const char **p, char *buf, size_t len)
 		}
 		if (*s == '"')
 			s++;
+		buf[n] = 0;
+		if (buf[0] == '\'' && fmt_csv_guarded(buf))
+			memmove(buf, buf + 1, n--);
 	} else {
 		for (; *s && *s != ',' && *s != '\n'; s++)
 			if (n + 1 < len)

@@ -181,8 +181,11 @@ static void svg(struct report *r, const struct tree *t, double total, const char
 			size_t len = strlen(name);
 			char text[512];
 
-			if ((int)len > chars) {
-				snprintf(text, sizeof(text), "%.*s..", chars - 2, name);
+			/* in columns (a wide character is two), cut between
+			 * characters */
+			if (fmt_text_width(name, len) > (size_t)chars) {
+				snprintf(text, sizeof(text), "%.*s..",
+					 (int)fmt_text_cut(name, (size_t)chars - 2), name);
 			} else {
 				snprintf(text, sizeof(text), "%s", name);
 			}

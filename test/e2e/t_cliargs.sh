@@ -10,8 +10,13 @@
 #    after one, refused); an unknown option named as one after the pid.
 #  - numbers (docs/usage.md, "Numbers, sizes and durations"): a count or
 #    pid is decimal digits, hex and exponents refused with one line naming
-#    the option and exit 2; a duration is conf_duration's in shimmer
-#    attach, shimmer ctl and shimmerd alike (1d accepted, 1e3 refused).
+#    the option and exit 2; a pid of a live process (attach, ctl,
+#    shimmerd --attach) is below this kernel's pid_max, a recorded one
+#    (--pid of every reader) 1 to 4194303; a duration is conf_duration's
+#    in shimmer attach, shimmer ctl and shimmerd alike (1d accepted, 1e3
+#    refused).
+#  - a value forgotten ("--" where it goes, or none) and an unknown option
+#    are one line and exit 2, in shimmer and shimmerd alike.
 . "$(dirname "$0")/lib.sh"
 need "$SHIM" "$SHIMMERD" "$SHIMMER" "$LEAKY"
 
@@ -102,14 +107,42 @@ number() {
 	check "$name: refused, exit 2, one line naming $what" "exit $rc; $(cat "$T/num.err")" \
 		holds '[ $rc = 2 ] && [ $(wc -l < "$T/num.err") = 1 ] && grep -qF -- "$what" "$T/num.err" && [ ! -s "$T/num.out" ]'
 }
-number "--pid wants a whole decimal number >= 0, not '0x10'" "summary --pid 0x10" \
-	"$SHIMMER" summary --pid 0x10 plain.db
-number "--pid wants a whole decimal number >= 0, not '1e3'" "leaks --pid=1e3" \
-	"$SHIMMER" leaks --pid=1e3 plain.db
+number "--pid wants a process id (a whole decimal number, 1 to 4194303), not '0x10'" \
+	"summary --pid 0x10" "$SHIMMER" summary --pid 0x10 plain.db
+number "--pid wants a process id (a whole decimal number, 1 to 4194303), not '1e3'" \
+	"leaks --pid=1e3" "$SHIMMER" leaks --pid=1e3 plain.db
+number "--rank wants a whole decimal number >= 0, not '0x10'" "peak --rank 0x10" \
+	"$SHIMMER" peak --rank 0x10 plain.db
+# A recorded pid is below the largest pid_max any kernel allows (2^22),
+# wherever the store was made: --pid 0 or 4194304 selected nothing, with a
+# warning and exit 0, as if it could have been a process.
+for c in summary leaks peak temporary allocations bottlenecks compare report export; do
+	for p in 0 4194304 4294967296; do
+		args=(plain.db)
+		[ $c = compare ] && args=(plain.db plain.db)
+		[ $c = report ] || [ $c = export ] && args=(-o "$T/$c.p" plain.db)
+		number "--pid wants a process id (a whole decimal number, 1 to 4194303), not '$p'" \
+			"$c --pid $p" "$SHIMMER" $c --pid $p "${args[@]}"
+	done
+done
 number "--max-mb wants a decimal number >= 0 (2, 2.5), not '1e3'" "export --max-mb 1e3" \
 	"$SHIMMER" export -o "$T/x.json" --max-mb 1e3 plain.db
-number "'0x10' is not a process id (a whole decimal number, 1 to 2147483647)" "attach 0x10" \
-	"$SHIMMER" attach 0x10
+# A live process's id is below this kernel's pid_max (it took any count to
+# 2^31 - 1): attach, ctl's --pid and operands, shimmerd --attach.
+PMAX=$(cat /proc/sys/kernel/pid_max)
+LIVE="a whole decimal number, 1 to $((PMAX - 1)): below the kernel's pid_max"
+number "'0x10' is not a process id ($LIVE)" "attach 0x10" "$SHIMMER" attach 0x10
+number "'$PMAX' is not a process id ($LIVE)" "attach PID_MAX" "$SHIMMER" attach $PMAX
+number "'$PMAX' is not a process id ($LIVE)" "ctl status --pid PID_MAX" \
+	"$SHIMMER" ctl status --pid $PMAX --socket "$T/none"
+number "'$PMAX' is not a process id ($LIVE)" "ctl detach PID_MAX" \
+	"$SHIMMER" ctl detach $PMAX --socket "$T/none"
+number "--attach $PMAX is not a process id ($LIVE)" "shimmerd --attach PID_MAX" \
+	"$SHIMMERD" --no-config --attach $PMAX --db "$T/d.db" --check-config
+"$SHIMMER" ctl status --pid $((PMAX - 1)) --socket "$T/none" > /dev/null 2> "$T/ctl.err"
+rc=$?
+check "ctl status --pid PID_MAX-1: a process id (no daemon, exit 1)" "exit $rc; $(cat "$T/ctl.err")" \
+	holds '[ $rc = 1 ] && grep -q "cannot reach shimmerd" "$T/ctl.err"'
 number "--for wants a duration > 0 (a decimal number and ns, us, ms, s, m, h or d" \
 	"attach --for 1e3" "$SHIMMER" attach "$DEAD" --for 1e3
 # SHIMMER_SAMPLE_BYTES as the shim reads it (whole bytes): attach passed
@@ -136,6 +169,21 @@ rc=$?
 check "run --db -- CMD: refused, exit 2, no store named --" "exit $rc; $(cat "$T/dd.err")" \
 	holds '[ $rc = 2 ] && grep -q -- "--db needs a value" "$T/dd.err" && [ ! -e "$T/--" ]'
 number "-o needs a value" "export -o -- STORE" "$SHIMMER" export -o -- plain.db
+# shimmerd: the same for its options: a value forgotten ("--" or none) is
+# one line and exit 2 (--db -- made a store named "--", --socket -- a
+# socket), "--db=--" is taken as given; an unknown option is one line (it
+# was getopt's and the whole usage).
+for o in --db --socket --state-dir --config --max-age --attach --probes; do
+	number "$o needs a value" "shimmerd $o --" \
+		"$SHIMMERD" --no-config $o -- --check-config
+	number "$o needs a value" "shimmerd ... $o (last)" "$SHIMMERD" --no-config $o
+done
+(cd "$T" && "$SHIMMERD" --no-config --db=-- --check-config > "$T/ddd.out" 2> "$T/ddd.err")
+rc=$?
+check "shimmerd --db=--: taken as given" "exit $rc; $(cat "$T/ddd.err")" \
+	holds '[ $rc = 0 ] && grep -qx "db = $T/--" "$T/ddd.out"'
+number "unknown option --bogus" "shimmerd --bogus" "$SHIMMERD" --no-config --bogus
+number "unknown option -x" "shimmerd -x" "$SHIMMERD" --no-config -x
 # shimmerd reads --for as shimmer attach does (shimmer attach passes it on).
 "$SHIMMERD" --no-config --attach "$DEAD" --for 1d --db "$T/d.db" --check-config \
 	> /dev/null 2> "$T/d1d.err"

@@ -4,8 +4,8 @@
  * calloc(3, 1111), realloc to 2222, free.  main frees the kept block and
  * allocates once more (malloc(6666), freed).  free(NULL) once in the
  * library's constructor, in main, in an atexit handler and in a destructor
- * (which runs before the shim's): function_counts counts the last three in
- * sample mode, none in all mode (docs/schema.md).
+ * (which runs before the shim's): function_counts counts none of them, in
+ * either mode (docs/schema.md).
  */
 #include <stdlib.h>
 

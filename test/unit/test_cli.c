@@ -185,19 +185,40 @@ static void test_cli_numbers(void **state)
 	}
 }
 
+/* This kernel's pid_max, read here on its own. */
+static int64_t pid_max(void)
+{
+	FILE *f = fopen("/proc/sys/kernel/pid_max", "r");
+	long long v = 0;
+
+	assert_non_null(f);
+	assert_int_equal(fscanf(f, "%lld", &v), 1);
+	fclose(f);
+	assert_true(v >= 2 && v <= 4194304);
+	return v;
+}
+
+/* A live process's id: 1 to pid_max - 1 (it took any count to
+ * 2147483647, beyond what any kernel hands out). */
 static void test_cli_pid_operand(void **state)
 {
-	static const struct {
+	const int64_t max = pid_max();
+	char top[32], over[32], want[160];
+	struct {
 		const char *s;
 		int64_t want; /* 0: refused */
 	} t[] = {
-		{ "1", 1 }, { "4194304", 4194304 }, { "2147483647", 2147483647 },
+		{ "1", 1 }, { top, max - 1 }, { over, 0 }, { "4194304", 0 }, { "2147483647", 0 },
 		{ "0", 0 }, { "2147483648", 0 }, { "0x10", 0 }, { "1e3", 0 }, { "-5", 0 },
 		{ "+5", 0 }, { " 5", 0 }, { "5 ", 0 }, { "", 0 }, { "5.0", 0 },
 	};
 	char err[256];
 
 	(void)state;
+	snprintf(top, sizeof(top), "%lld", (long long)max - 1);
+	snprintf(over, sizeof(over), "%lld", (long long)max);
+	snprintf(want, sizeof(want), "is not a process id (a whole decimal number, 1 to %lld: below"
+		 " the kernel's pid_max)", (long long)max - 1);
 	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
 		int64_t pid = 0;
 		struct cap c;
@@ -213,8 +234,47 @@ static void test_cli_pid_operand(void **state)
 			assert_string_equal(err, "");
 		} else {
 			assert_int_equal(r, -1);
-			assert_non_null(strstr(err, "is not a process id (a whole decimal number, 1 to 2147483647)"));
+			assert_non_null(strstr(err, want));
 			assert_true(strchr(err, '\n') == err + strlen(err) - 1);
+		}
+	}
+}
+
+/* A recorded process's id (--pid of the readers): 1 to 4194303, the
+ * largest any kernel hands out (it took any count, 0 too). */
+static void test_cli_store_pid(void **state)
+{
+	static const struct {
+		const char *arg;
+		int64_t want; /* 0: refused */
+	} t[] = {
+		{ "--pid=1", 1 }, { "--pid=4194303", 4194303 }, { "--pid=4194304", 0 },
+		{ "--pid=0", 0 }, { "--pid=4294967295", 0 }, { "--pid=0x10", 0 }, { "--pid=-1", 0 },
+		{ "--pid=", 0 },
+	};
+	char err[256];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		char *argv[2] = { "test", (char *)t[i].arg };
+		struct cli_args a = CLI_ARGS(&cmd, 2, argv, NULL, 0);
+		int64_t pid = 0;
+		struct cap c;
+		int r;
+
+		print_message("%s\n", t[i].arg);
+		a.i = 1;
+		cap_begin(&c);
+		r = cli_store_pid_opt(&a, "--pid", &pid);
+		cap_end(&c, err, sizeof(err));
+		if (t[i].want) {
+			assert_int_equal(r, 1);
+			assert_int_equal(pid, t[i].want);
+			assert_string_equal(err, "");
+		} else {
+			assert_int_equal(r, -1);
+			assert_non_null(strstr(err, "--pid wants a process id (a whole decimal number,"
+						" 1 to 4194303), not '"));
 		}
 	}
 }
@@ -321,6 +381,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_cli_numbers),
 		cmocka_unit_test(test_cli_pid_operand),
+		cmocka_unit_test(test_cli_store_pid),
 		cmocka_unit_test(test_cli_next),
 	};
 

@@ -194,6 +194,20 @@ static uint64_t size(const char *s)
 	return conf_size(s, strlen(s), &b) ? UINT64_MAX : b;
 }
 
+/* The kernel's pid_max, as /proc says it (read here with stdio). */
+static void test_conf_pid_max(void **state)
+{
+	FILE *f = fopen("/proc/sys/kernel/pid_max", "r");
+	unsigned long long v = 0;
+
+	(void)state;
+	assert_non_null(f);
+	assert_int_equal(fscanf(f, "%llu", &v), 1);
+	fclose(f);
+	assert_int_equal(conf_pid_max(), v);
+	assert_true(conf_pid_max() >= 2 && conf_pid_max() <= CONF_PID_MAX_LIMIT);
+}
+
 static void test_conf_sizes(void **state)
 {
 	(void)state;
@@ -248,6 +262,7 @@ int main(void)
 		cmocka_unit_test(test_conf_sizes),     cmocka_unit_test(test_conf_read),
 		cmocka_unit_test(test_conf_durations_refused),
 		cmocka_unit_test(test_conf_counts),
+		cmocka_unit_test(test_conf_pid_max),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -102,6 +102,72 @@ static void test_emit_csv(void **state)
 	free(c);
 }
 
+/* Text that a spreadsheet would run gets a ' (fmt_csv_guarded()); numbers,
+ * negative ones too, are written as numbers. */
+static void test_emit_csv_formulas(void **state)
+{
+	static const struct emit_col fc[] = {
+		{ "name", NULL, EMIT_STR, 0, 0, 0, 0 },
+		{ "diff", NULL, EMIT_REAL, 0, 0, 0, 0 },
+		{ "n", NULL, EMIT_INT, 0, 0, 0, 0 },
+		{ "ns", NULL, EMIT_NS, 0, 0, 0, 0 },
+		{ "raw", NULL, EMIT_RAW, 0, 0, 0, 0 },
+	};
+	static const struct emit_table ft = { "rows", fc, 5, 0, 0 };
+	struct emit_val r[5] = { ev_str("-1+cmd|' /C calc'!A0"), ev_real(-2.5), ev_int(-3),
+				 ev_real(-1500.4), ev_str("@x") };
+	struct emit e;
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *out = open_memstream(&buf, &len);
+
+	(void)state;
+	assert_non_null(out);
+	emit_init(&e, out, EMIT_CSV);
+	emit_table_begin(&e, &ft);
+	emit_row(&e, r);
+	emit_table_end(&e);
+	assert_int_equal(emit_finish(&e), 0);
+	assert_int_equal(fclose(out), 0);
+	assert_string_equal(buf, "name,diff,n,ns,raw\n"
+				 "\"'-1+cmd|' /C calc'!A0\",-2.5,-3,-1500,\"'@x\"\n");
+	free(buf);
+}
+
+/* A wide character takes two columns, a combining mark none: the columns
+ * after a name that holds them stay in line. */
+static void test_emit_table_wide(void **state)
+{
+	static const struct emit_col wc[] = {
+		{ "name", "Name", EMIT_STR, -8, 0, 0, 0 },
+		{ "n", "N", EMIT_INT, 3, 0, 0, 0 },
+	};
+	static const struct emit_table wt = { "rows", wc, 2, 0, 0 };
+	struct emit_val r1[2] = { ev_str("\xe8\xae\xad\xe7\xbb\x83"), ev_int(1) }; /* 训练 */
+	struct emit_val r2[2] = { ev_str("k\xf0\x9f\x98\x80" "e"), ev_int(2) };  /* k😀e */
+	struct emit_val r3[2] = { ev_str("cafe\xcc\x81"), ev_int(3) };             /* café */
+	struct emit e;
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *out = open_memstream(&buf, &len);
+
+	(void)state;
+	assert_non_null(out);
+	emit_init(&e, out, EMIT_TABLE);
+	emit_table_begin(&e, &wt);
+	emit_row(&e, r1);
+	emit_row(&e, r2);
+	emit_row(&e, r3);
+	emit_table_end(&e);
+	assert_int_equal(emit_finish(&e), 0);
+	assert_int_equal(fclose(out), 0);
+	assert_string_equal(buf, "Name       N\n"
+				 "\xe8\xae\xad\xe7\xbb\x83       1\n"
+				 "k\xf0\x9f\x98\x80" "e       2\n"
+				 "cafe\xcc\x81       3\n");
+	free(buf);
+}
+
 static void test_emit_json(void **state)
 {
 	char *j = render(EMIT_JSON);
@@ -186,6 +252,8 @@ int main(void)
 		cmocka_unit_test(test_emit_table),
 		cmocka_unit_test(test_emit_table_escapes),
 		cmocka_unit_test(test_emit_csv),
+		cmocka_unit_test(test_emit_csv_formulas),
+		cmocka_unit_test(test_emit_table_wide),
 		cmocka_unit_test(test_emit_json),
 	};
 

@@ -3,6 +3,7 @@
  * string escaping, including bytes that are not UTF-8; text for people
  * (every rule of fmt.h's table, widths) and folded frames.
  */
+#include <locale.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -80,6 +81,32 @@ static void test_fmt_csv_quoting(void **state)
 	/* UTF-8 as it is, a stray byte U+FFFD (as in JSON) */
 	expect(fmt_csv, "caf\xc3\xa9", "caf\xc3\xa9");
 	expect(fmt_csv, "bad\xff,x", "\"bad\xef\xbf\xbd,x\"");
+}
+
+/* A text field a spreadsheet would run as a formula (OWASP's CSV
+ * injection) is quoted with a ' in front; one that starts with ' has one
+ * more only when a formula follows its 's, so that dropping the first '
+ * of such a quoted field reads every name back. */
+static void test_fmt_csv_formulas(void **state)
+{
+	(void)state;
+	expect(fmt_csv, "=HYPERLINK(\"http://x\",\"y\")", "\"'=HYPERLINK(\"\"http://x\"\",\"\"y\"\")\"");
+	expect(fmt_csv, "+1", "\"'+1\"");
+	expect(fmt_csv, "-2+3", "\"'-2+3\"");
+	expect(fmt_csv, "@SUM(A1)", "\"'@SUM(A1)\"");
+	expect(fmt_csv, "\t=1", "\"'\t=1\"");
+	expect(fmt_csv, "\r=1", "\"'\r=1\"");
+	expect(fmt_csv, "-", "\"'-\"");
+	expect(fmt_csv, "'=1", "\"''=1\"");
+	expect(fmt_csv, "''-x,y", "\"'''-x,y\"");
+	/* not at the start, or no formula after the 's: as before */
+	expect(fmt_csv, "a=1", "a=1");
+	expect(fmt_csv, "'train' mean", "'train' mean");
+	expect(fmt_csv, "'", "'");
+	expect(fmt_csv, "\n=1", "\"\n=1\"");
+	assert_true(fmt_csv_guarded("=") && fmt_csv_guarded("''@") && !fmt_csv_guarded("'a="));
+	assert_false(fmt_csv_guarded(NULL) || fmt_csv_guarded("") || fmt_csv_guarded("''"));
+	assert_true(fmt_csv_quoted("-1") && fmt_csv_quoted("a,b") && !fmt_csv_quoted("a"));
 }
 
 static void test_fmt_json_escaping(void **state)
@@ -174,9 +201,8 @@ static void test_fmt_esc_width_and_copies(void **state)
 	const char *ring[FMT_ESC_RING];
 
 	(void)state;
-	/* one column a character: multi-byte UTF-8 one, an escape its length */
+	/* a column a character (é one), an escape its length */
 	assert_int_equal(fmt_esc_width(plain), 4);
-	assert_int_equal(fmt_esc_width("\xe4\xb8\xad"), 1);
 	assert_int_equal(fmt_esc_width(hostile), strlen("\\x1b]0;x\\x07|\\u009b|\\xff"));
 	assert_int_equal(fmt_esc_width(""), 0);
 	assert_int_equal(fmt_esc_width(NULL), 0);
@@ -188,6 +214,51 @@ static void test_fmt_esc_width_and_copies(void **state)
 		ring[i] = fmt_esc(i % 2 ? "a\nb" : hostile);
 	for (int i = 0; i < FMT_ESC_RING; i++)
 		assert_string_equal(ring[i], i % 2 ? "a\\nb" : "\\x1b]0;x\\x07|\\u009b|\\xff");
+}
+
+/* Columns as a terminal shows them (wcwidth() in a UTF-8 locale): a wide
+ * East Asian character or an emoji two, a combining mark or zero-width
+ * character none; whatever the process's locale (C here), and without
+ * changing it. */
+static void test_fmt_text_width(void **state)
+{
+	static const struct {
+		const char *s;
+		size_t cols;
+	} t[] = {
+		{ "abc", 3 },
+		{ "\xe4\xb8\xad", 2 },                    /* 中 U+4E2D */
+		{ "\xe8\xae\xad\xe7\xbb\x83 step", 9 },   /* 训练 step */
+		{ "\xef\xbc\xa1", 2 },                    /* Ａ fullwidth U+FF21 */
+		{ "\xea\xb0\x80", 2 },                    /* 가 U+AC00 */
+		{ "k\xf0\x9f\x98\x80", 3 },              /* k😀 U+1F600 */
+		{ "cafe\xcc\x81", 4 },                     /* e + U+0301 */
+		{ "a\xe2\x80\x8b" "b", 2 },               /* U+200B zero width */
+		{ "caf\xc3\xa9", 4 },
+		{ "\xff" "a", 2 },                          /* not UTF-8: one */
+		{ "", 0 },
+	};
+	char num[32];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		print_message("%zu\n", i);
+		assert_int_equal(fmt_text_width(t[i].s, strlen(t[i].s)), t[i].cols);
+	}
+	/* through the escaping a table pads by */
+	assert_int_equal(fmt_esc_width("\xe4\xb8\xad\t"), 4);
+	assert_int_equal(fmt_esc_width("\xe4\xb8\xad\xc2\x9b"), 8);
+	/* cut between characters, within the columns */
+	assert_int_equal(fmt_text_cut("\xe4\xb8\xad\xe6\x96\x87", 3), 3);
+	assert_int_equal(fmt_text_cut("\xe4\xb8\xad\xe6\x96\x87", 4), 6);
+	assert_int_equal(fmt_text_cut("\xe4\xb8\xad\xe6\x96\x87", 1), 0);
+	assert_int_equal(fmt_text_cut("cafe\xcc\x81!", 4), 6);
+	assert_int_equal(fmt_text_cut("abc", 9), 3);
+	/* the thread's locale and the numbers it writes are as they were */
+	assert_true(uselocale((locale_t)0) == LC_GLOBAL_LOCALE);
+	snprintf(num, sizeof(num), "%.1f", 1.5);
+	assert_string_equal(num, "1.5");
+	assert_int_equal(MB_CUR_MAX, 1);
 }
 
 static void test_fmt_folded_frame(void **state)
@@ -335,10 +406,12 @@ int main(void)
 		cmocka_unit_test(test_fmt_duration_units),
 		cmocka_unit_test(test_fmt_bytes_units),
 		cmocka_unit_test(test_fmt_csv_quoting),
+		cmocka_unit_test(test_fmt_csv_formulas),
 		cmocka_unit_test(test_fmt_json_escaping),
 		cmocka_unit_test(test_fmt_esc_rules),
 		cmocka_unit_test(test_esc_copy_bounded),
 		cmocka_unit_test(test_fmt_esc_width_and_copies),
+		cmocka_unit_test(test_fmt_text_width),
 		cmocka_unit_test(test_fmt_folded_frame),
 		cmocka_unit_test(test_fmt_short_names),
 		cmocka_unit_test(test_fmt_short_names_distinct),
