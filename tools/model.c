@@ -48,14 +48,15 @@ static const char *base_name(const char *path)
 
 /* ---- processes ------------------------------------------------------------------ */
 
-#define PROCS_SQL(gpu_columns, argv_bytes)                                            \
+#define PROCS_SQL(gpu_columns, argv_bytes, exit_cpu)                                  \
 	"SELECT proc_id, pid, ppid, parent_proc_id, uid, hostname, exe,"                  \
 	" CASE WHEN json_valid(argv) AND json_type(argv) = 'array'"                       \
 	"  THEN (SELECT group_concat(value, ' ') FROM json_each(processes.argv))"         \
 	"  ELSE argv END,"                                                                \
 	" CASE WHEN json_valid(argv) AND json_type(argv) = 'array' THEN json(argv) END,"  \
 	" rank, local_rank, malloc_mode, sample_bytes, lossless, start_wall_ns, start_ns," \
-	" end_ns, end_reason, " gpu_columns ", " argv_bytes " FROM processes ORDER BY proc_id"
+	" end_ns, end_reason, " gpu_columns ", " argv_bytes ", " exit_cpu                  \
+	" FROM processes ORDER BY proc_id"
 
 static enum model_mode mode_of(const char *s)
 {
@@ -92,10 +93,14 @@ static int load_procs(struct model *m)
 	sqlite3_stmt *st = NULL;
 	int err, r;
 
-	err = model_prepare(m, m->version >= 11 ? PROCS_SQL("gpu_status, gpu_status_detail",
-							    "argv_bytes")
-			       : m->version >= 2 ? PROCS_SQL("gpu_status, gpu_status_detail", "NULL")
-			       : PROCS_SQL("NULL, NULL", "NULL"),
+	err = model_prepare(m, m->version >= MODEL_V_EXIT_CPU ?
+				       PROCS_SQL("gpu_status, gpu_status_detail", "argv_bytes",
+						 "exit_cpu_ns")
+			       : m->version >= 11 ? PROCS_SQL("gpu_status, gpu_status_detail",
+							      "argv_bytes", "NULL")
+			       : m->version >= 2 ? PROCS_SQL("gpu_status, gpu_status_detail", "NULL",
+							     "NULL")
+			       : PROCS_SQL("NULL, NULL", "NULL", "NULL"),
 			    &st);
 	if (err)
 		return err;
@@ -134,6 +139,7 @@ static int load_procs(struct model *m)
 		p->mode = mode_of(p->mode_name);
 		p->exe_base = base_name(p->exe);
 		p->argv_bytes = col_opt(st, 20);
+		p->exit_cpu_ns = col_opt(st, 21);
 		if (!err && p->argv_bytes >= 0)
 			err = mark_cut_args(p);
 		if (err)

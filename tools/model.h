@@ -137,6 +137,11 @@ struct model_proc {
 	const char *exe_base;                /* exe's last component */
 	const char *args;                    /* argv joined with spaces */
 	const char *argv_json;               /* a JSON array, or NULL */
+	int64_t exit_cpu_ns;                 /* its CPU time at its exit, every thread's
+	                                      * (schema 14, processes.exit_cpu_ns); -1:
+	                                      * it ended without that reading (killed,
+	                                      * exec'd, an older store): its cpu_time
+	                                      * readings stop at the last one */
 	int64_t argv_bytes;                  /* -1: argv whole; else argv was cut
 	                                      * (at an argument's end) from a
 	                                      * command line of this many bytes,
