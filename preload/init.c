@@ -124,6 +124,7 @@ static int start(uint32_t ppid)
 	err = intern_init(conn_sendmsg);
 	if (err < 0)
 		log_debug("intern table: %s; names will be missing", strerrordesc_np(-err));
+	intern_withhold(settings.withhold);
 	log_debug("tracing pid %u: %u slots of %u bytes, malloc mode %d, clock %d", shim.pid,
 		 nslots, ring_bytes, shim.mode, clock_kind);
 	return 0;

@@ -443,6 +443,48 @@ static int load_host_unseen(struct model *m)
 	return err;
 }
 
+/* A frame's name is missing where its string id has no strings row (the
+ * shim sends 0 for a name it could not announce); the row that stands for
+ * the frames left out of a deep stack, (0, 0, 0), has none by design. */
+#define UNNAMED_PY_SQL                                                              \
+	"SELECT f.proc_id, count(*), count(DISTINCT f.pystack_id) FROM python_frames f"  \
+	" WHERE NOT (f.file_id = 0 AND f.func_id = 0 AND f.line = 0) AND"                 \
+	" (NOT EXISTS (SELECT 1 FROM strings s WHERE s.proc_id = f.proc_id"              \
+	"  AND s.id = f.file_id) OR NOT EXISTS (SELECT 1 FROM strings s"                 \
+	"  WHERE s.proc_id = f.proc_id AND s.id = f.func_id)) GROUP BY f.proc_id"
+#define UNNAMED_MOD_SQL                                                             \
+	"SELECT d.proc_id, count(*) FROM modules d WHERE NOT EXISTS (SELECT 1 FROM"      \
+	" strings s WHERE s.proc_id = d.proc_id AND s.id = d.path_id) GROUP BY d.proc_id"
+
+int model_load_unnamed(struct model *m)
+{
+	sqlite3_stmt *st = NULL;
+	int err = 0, r = 0;
+
+	if (m->version < 3 || m->unnamed_loaded)
+		return 0;
+	for (int pass = 0; pass < 2 && !err; pass++) {
+		err = model_prepare(m, pass ? UNNAMED_MOD_SQL : UNNAMED_PY_SQL, &st);
+		while (!err && (r = store_step(m->db, st)) > 0) {
+			struct model_proc *p =
+				(struct model_proc *)model_proc_by_id(m, col_i64(st, 0));
+
+			if (p && pass)
+				p->unnamed_modules = col_i64(st, 1);
+			else if (p) {
+				p->unnamed_frames = col_i64(st, 1);
+				p->unnamed_stacks = col_i64(st, 2);
+			}
+		}
+		if (!err && r < 0)
+			err = r;
+		sqlite3_finalize(st);
+		st = NULL;
+	}
+	m->unnamed_loaded = !err;
+	return err;
+}
+
 static int load_sampling(struct model *m)
 {
 	static const char sql12[] = "SELECT proc_id, since_ns, until_ns, span_ns, windows,"

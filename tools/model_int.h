@@ -38,6 +38,7 @@ struct model {
 	char *path; /* the main database's file; NULL when it has none */
 	int version;
 	int indexed;
+	int unnamed_loaded; /* model_load_unnamed() done */
 	struct model_filter filter;
 	int callers; /* model_set_callers() */
 	int native;  /* model_set_native() */
