@@ -39,6 +39,9 @@
 #define RECV_BATCH 64          /* messages per wake-up, for fairness */
 #define FDS_MAX 8              /* room to receive (and close) extra fds */
 #define OUT_MAX (16u << 20)    /* replies queued for a slow reader, at most */
+/* BYE's user + system time may pass its total by this much: getrusage()
+ * apportions the total into two figures at microseconds, each rounded. */
+#define BYE_CPU_SLACK_NS 20000000
 
 struct client {
 	struct collector *co;
@@ -80,6 +83,8 @@ struct client {
 	int64_t exec_ns;  /* then that HELLO's start: the exec came before it */
 	int64_t start_ns; /* its HELLO's start_mono_ns */
 	uint64_t bye_ts;
+	int exit_cpu;          /* BYE carried the process's CPU time (SHM_BYE_CPU) */
+	int64_t exit_cpu_ns, exit_user_ns, exit_sys_ns;
 	uint32_t fatal_signo; /* SIGNAL: the fatal signal the shim saw, 0 before */
 	uint64_t fatal_ts;
 	int rejected;
@@ -644,6 +649,33 @@ static int signal_msg(struct client *c, const char *msg, size_t len)
 	return 0;
 }
 
+/* BYE: the orderly end, and the process's CPU time at it (wire.h). */
+static int bye_msg(struct client *c, const char *msg, size_t len)
+{
+	struct shm_msg_bye m;
+
+	if (len != sizeof(m))
+		return reject(c, "BYE of %zu bytes", len);
+	memcpy(&m, msg, sizeof(m));
+	c->bye_ts = m.ts;
+	c->bye = 1;
+	/* The process's word on itself, kept only when it can be true: a
+	 * split within its total (getrusage's microseconds, apportioned by
+	 * the kernel, may round past it by a tick's worth), every figure a
+	 * row can hold.  Else the process ends without a final reading, as
+	 * one killed does. */
+	if ((m.flags & SHM_BYE_CPU) && m.cpu_ns <= INT64_MAX && m.user_ns <= INT64_MAX &&
+	    m.sys_ns <= INT64_MAX && m.user_ns + m.sys_ns <= m.cpu_ns + BYE_CPU_SLACK_NS) {
+		c->exit_cpu = 1;
+		c->exit_cpu_ns = (int64_t)m.cpu_ns;
+		c->exit_user_ns = (int64_t)m.user_ns;
+		c->exit_sys_ns = (int64_t)m.sys_ns;
+	}
+	/* its CPU time now, while it is still there: once it has
+	 * exited its parent may reap it before its end is read */
+	return client_sample_cpu(c, (int64_t)clock_ns(CLOCK_MONOTONIC));
+}
+
 int client_message(struct client *c, const void *msg, size_t len,
 		   const int *fds, int nfds, int ctrunc)
 {
@@ -708,15 +740,7 @@ int client_message(struct client *c, const void *msg, size_t len,
 		err = len == sizeof(h) ? client_drain(c) : reject(c, "KICK of %zu bytes", len);
 		break;
 	case SHM_MSG_BYE:
-		if (len != sizeof(struct shm_msg_bye)) {
-			err = reject(c, "BYE of %zu bytes", len);
-			break;
-		}
-		memcpy(&c->bye_ts, (const char *)msg + sizeof(h), sizeof(c->bye_ts));
-		c->bye = 1;
-		/* its CPU time now, while it is still there: once it has
-		 * exited its parent may reap it before its end is read */
-		err = client_sample_cpu(c, (int64_t)clock_ns(CLOCK_MONOTONIC));
+		err = bye_msg(c, msg, len);
 		break;
 	case SHM_MSG_SIGNAL:
 		err = signal_msg(c, msg, len);
@@ -917,6 +941,9 @@ int client_end(struct client *c, enum client_end why, int64_t now_ns)
 			end = c->exec_ns > c->start_ns ? c->exec_ns : c->start_ns;
 		err = store_process_end(c->store, c->proc_id, end, reason,
 					strcmp(reason, "signal") ? 0 : (int)c->fatal_signo);
+		if (!err && c->bye && c->exit_cpu)
+			err = store_process_exit_cpu(c->store, c->proc_id, c->exit_cpu_ns,
+						     c->exit_user_ns, c->exit_sys_ns);
 	}
 	if (!err && c->store)
 		err = store_commit(c->store);

@@ -52,6 +52,7 @@ enum {
 	ST_ALLOC_MAX,
 	ST_PROC,
 	ST_PROC_END,
+	ST_PROC_CPU,
 	ST_PROC_FIND,
 	ST_PROC_EXEC,
 	ST_PROC_RESUME,
@@ -116,6 +117,8 @@ static const char *const sql[ST_N] = {
 		    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
 	[ST_PROC_END] = "UPDATE processes SET end_ns = ?2, end_reason = ?3, end_signal = ?4 "
 			"WHERE proc_id = ?1",
+	[ST_PROC_CPU] = "UPDATE processes SET exit_cpu_ns = ?2, exit_user_ns = ?3, "
+			"exit_sys_ns = ?4 WHERE proc_id = ?1",
 	[ST_PROC_FIND] = "SELECT proc_id FROM processes WHERE pid = ?1 AND "
 			 "hostname = ?2 AND uid = ?3 ORDER BY proc_id DESC LIMIT 1",
 	[ST_PROC_EXEC] = "UPDATE processes SET end_reason = 'exec', end_ns = "
@@ -469,6 +472,21 @@ int store_process_end(struct store *s, int64_t proc_id, int64_t end_ns,
 		sqlite3_bind_int(st, 4, signo);
 	else
 		sqlite3_bind_null(st, 4);
+	return step(s, st);
+}
+
+int store_process_exit_cpu(struct store *s, int64_t proc_id, int64_t cpu_ns, int64_t user_ns,
+			   int64_t sys_ns)
+{
+	sqlite3_stmt *st = s->st[ST_PROC_CPU];
+	int err = tx(s);
+
+	if (err)
+		return err;
+	sqlite3_bind_int64(st, 1, proc_id);
+	sqlite3_bind_int64(st, 2, cpu_ns);
+	sqlite3_bind_int64(st, 3, user_ns);
+	sqlite3_bind_int64(st, 4, sys_ns);
 	return step(s, st);
 }
 

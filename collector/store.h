@@ -111,6 +111,11 @@ int store_process_add(struct store *s, const struct store_proc *p, int64_t *proc
 int store_process_end(struct store *s, int64_t proc_id, int64_t end_ns,
 		      const char *reason, int signo);
 
+/* The process's CPU time at its exit, as its BYE said it (wire.h):
+ * exit_cpu_ns, exit_user_ns and exit_sys_ns (schema 14). */
+int store_process_exit_cpu(struct store *s, int64_t proc_id, int64_t cpu_ns, int64_t user_ns,
+			   int64_t sys_ns);
+
 /* Ends the processes a collector that died left without an end
  * ('collector_lost', at its last commit), if no other collector has the
  * store open; *lost receives how many.  Called once, at start. */

@@ -30,7 +30,7 @@
 
 #include <stdint.h>
 
-#define SHM_WIRE_VERSION 11 /* 2: GPU window records, CUPTI drop count; 3: 64-bit correlation;
+#define SHM_WIRE_VERSION 12 /* 2: GPU window records, CUPTI drop count; 3: 64-bit correlation;
 			    4: heap order (seq), SIGNAL, the region's wake futex;
 			    5: launch stacks in API records;
 			    6: the job in HELLO, the region's control block, REQUEST/REPLY;
@@ -38,7 +38,8 @@
 			    8: the collector's committed marks (slot and region);
 			    9: reconnection (SHM_HELLO_RECONNECT, committed counters);
 			    10: the stack tables' refused captures (stack_full);
-			    11: pymalloc's arenas (SHM_FN_PYMALLOC_ARENA_*) */
+			    11: pymalloc's arenas (SHM_FN_PYMALLOC_ARENA_*);
+			    12: the process's CPU time in BYE (SHM_BYE_CPU) */
 #define SHM_MAGIC 0x524d4853u /* "SHMR" */
 
 /* Largest control message either side sends or accepts. */
@@ -306,10 +307,30 @@ struct shm_msg_thread {
 	uint64_t ts; /* record clock */
 };
 
+/*
+ * BYE: the orderly end (exit(), a return from main, _exit), with the
+ * process's own CPU time read as it said BYE (flags SHM_BYE_CPU): the
+ * collector reads its threads from /proc every SHM_CPUTIME_PERIOD_NS, but
+ * a process reaped by its parent before the collector's last reading, and
+ * every thread that ended before it, would lose what they ran since their
+ * last reading.  cpu_ns: CLOCK_PROCESS_CPUTIME_ID (every thread of the
+ * process, ended ones too, in the scheduler's ns as /proc's schedstat);
+ * user_ns and sys_ns: getrusage(RUSAGE_SELF)'s split of it (microseconds,
+ * as the kernel apportions it).  A process killed (SIGKILL), or that
+ * exec'd, says no BYE and has no such reading.
+ */
+#define SHM_BYE_CPU 0x1u /* cpu_ns, user_ns and sys_ns were read */
+
 struct shm_msg_bye {
 	struct shm_msg_hdr hdr;
 	uint64_t ts; /* record clock, at exit */
+	uint32_t flags; /* SHM_BYE_* */
+	uint32_t pad;
+	uint64_t cpu_ns;
+	uint64_t user_ns;
+	uint64_t sys_ns;
 };
+_Static_assert(sizeof(struct shm_msg_bye) == 56, "BYE's layout is wire version 12's");
 
 /*
  * GPU_STATUS: whether GPU-side records (CUPTI) will come, and if not why.

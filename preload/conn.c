@@ -367,19 +367,18 @@ int conn_kick(void)
  * room, once.  Only at the process's end. */
 #define BYE_WAIT_MS 1000
 
-int conn_bye(uint64_t ts)
+int conn_bye(struct shm_msg_bye *m)
 {
-	struct shm_msg_bye m = { .ts = ts };
 	struct pollfd p = { .events = POLLOUT };
 	int err, saved = errno;
 
-	hdr_init(&m.hdr, SHM_MSG_BYE, sizeof(m));
-	err = send_msg(&m, sizeof(m));
+	hdr_init(&m->hdr, SHM_MSG_BYE, sizeof(*m));
+	err = send_msg(m, sizeof(*m));
 	if (err != -EAGAIN && err != -EWOULDBLOCK)
 		return err;
 	p.fd = owned();
 	if (p.fd >= 0 && poll(&p, 1, BYE_WAIT_MS) == 1 && (p.revents & POLLOUT))
-		err = send_msg(&m, sizeof(m));
+		err = send_msg(m, sizeof(*m));
 	errno = saved;
 	return err;
 }

@@ -70,7 +70,9 @@ int conn_move_high_as(int fd, int cloexec);
 
 int conn_thread(uint32_t slot, uint32_t tid, uint32_t name_id, uint64_t ts);
 int conn_kick(void);
-int conn_bye(uint64_t ts);
+/* BYE: the caller fills m's ts and CPU fields (wire.h), the header is
+ * set here.  Async-signal-safe (_exit from a handler ends in it). */
+int conn_bye(struct shm_msg_bye *m);
 
 /* GPU_STATUS: status is enum shm_gpu_status; text one line (at most 1024
  * bytes are sent), may be NULL.  0 or -errno. */

@@ -124,6 +124,7 @@ static int start(uint32_t ppid)
 	err = intern_init(conn_sendmsg);
 	if (err < 0)
 		log_debug("intern table: %s; names will be missing", strerrordesc_np(-err));
+	intern_withhold(settings.withhold);
 	log_debug("tracing pid %u: %u slots of %u bytes, malloc mode %d, clock %d", shim.pid,
 		 nslots, ring_bytes, shim.mode, clock_kind);
 	return 0;
@@ -407,6 +408,30 @@ static void refused_at_exit(void)
 	}
 }
 
+/* A struct timeval in ns, for exit_cpu() */
+#define TV_NS(tv) ((uint64_t)(tv).tv_sec * 1000000000u + (uint64_t)(tv).tv_usec * 1000u)
+
+/*
+ * The process's CPU time into BYE, as late as the shim can read it: the
+ * collector's readings of /proc come every 100 ms and stop when the
+ * process is gone, which its parent may reap before the collector gets to
+ * its end; and a thread that ended took its last 100 ms with it.  Two
+ * system calls, async-signal-safe (clock_gettime is POSIX's; glibc's
+ * getrusage is the bare system call): _exit from a handler ends here.
+ */
+static void exit_cpu(struct shm_msg_bye *m)
+{
+	struct timespec t;
+	struct rusage ru;
+
+	if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t) != 0 || getrusage(RUSAGE_SELF, &ru) != 0)
+		return;
+	m->cpu_ns = (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+	m->user_ns = TV_NS(ru.ru_utime);
+	m->sys_ns = TV_NS(ru.ru_stime);
+	m->flags |= SHM_BYE_CPU;
+}
+
 /*
  * The orderly end: BYE, once, and the exit time in the region.  From the
  * destructor (exit(), a return from main) or from _exit/_Exit, which skip
@@ -417,6 +442,7 @@ static void goodbye(void)
 {
 	static int said;
 	struct shim_thread *t = &shim_tls;
+	struct shm_msg_bye bye = { 0 };
 	uint64_t ts;
 	uint32_t ended;
 	int saved = errno, b;
@@ -442,7 +468,9 @@ static void goodbye(void)
 		else if (__atomic_load_n(&shim_live.on, __ATOMIC_ACQUIRE))
 			lost_at_exit(ended == SHM_ENDED_REFUSED);
 	}
-	conn_bye(ts);
+	bye.ts = ts;
+	exit_cpu(&bye);
+	conn_bye(&bye);
 	shim_unbusy(t, b);
 	errno = saved;
 }

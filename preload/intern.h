@@ -36,6 +36,12 @@ typedef int intern_send_fn(const struct msghdr *mh);
  */
 int intern_init(intern_send_fn *fn);
 
+/* For tests (SHIMMER_TEST_WITHHOLD): every string that contains text is
+ * announced as if the collector's socket stayed full, so it never is and
+ * its id is 0, as under load; NULL or "": none.  Not thread-safe
+ * (constructor). */
+void intern_withhold(const char *text);
+
 /* Fork child, before any other thread exists: every string is announced
  * again (with fn) when next used.  An entry the parent was filling when
  * it forked is abandoned. */

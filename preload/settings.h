@@ -71,6 +71,8 @@ struct settings {
 	uint32_t job_len;       /* at most SHM_JOB_MAX */
 	int job_kind;           /* enum shm_job_kind */
 	const char *conf;       /* the configuration file read, NULL if none */
+	const char *withhold;   /* SHIMMER_TEST_WITHHOLD (tests): names that contain it
+				   are never announced (intern_withhold()); NULL: none */
 };
 
 extern struct settings settings;

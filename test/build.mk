@@ -150,6 +150,14 @@ E2E_WL_CLOCK_OBJS := $(O)/obj/prog/test/e2e/wl_clock.o $(O)/obj/prog/test/e2e/wl
 $(eval $(call cuda_prog,$(E2E_WL_CLOCK),$(E2E_WL_CLOCK_OBJS),../fake_cudart))
 TEST_PROGS += $(E2E_WL_CLOCK)
 
+# Children that burn a known CPU time and end at once (t_cpuexit.sh).
+E2E_WL_BURN := $(O)/test/e2e/wl_burn
+$(E2E_WL_BURN): $(O)/obj/prog/test/e2e/wl_burn.o $(O)/obj/prog/test/e2e/wlog.o
+	$(call msg,LD,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -o $@ $^ -lpthread
+TEST_PROGS += $(E2E_WL_BURN)
+
 # pymalloc's arenas (t_pyarena.sh): a C program's maps of an arena's shape
 # and a stand-in runtime it links, whose constructor maps arenas before the
 # shim's; a program that loads libpython with dlopen.

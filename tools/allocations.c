@@ -60,6 +60,8 @@ int allocations_write(struct model *m, FILE *out, int fmt, enum allocations_sort
 	int err, any_est = 0;
 
 	err = present_need_stacks(m);
+	if (!err)
+		err = model_load_unnamed(m);
 	if (err)
 		return err;
 	model_want(m, MODEL_WANT_SITES);
@@ -96,6 +98,7 @@ int allocations_write(struct model *m, FILE *out, int fmt, enum allocations_sort
 		present_proc(&e, p, "the allocations that were lost are missing: the counts"
 			     " below are lower bounds, and a lost free leaves a block live");
 		present_stacks_refused(&e, p, "  ");
+		present_unnamed(&e, p, "  ");
 		emit_table_begin(&e, &sites_table);
 		while (gi < g.n && v[gi]->mem->proc->index < p->index)
 			gi++;

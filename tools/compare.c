@@ -898,6 +898,7 @@ static void proc_line(struct emit *e, const char *side, const struct model_proc 
 	emit_kv(e, "complete", EMIT_BOOL, ev_int(!p->cut && !p->dropped));
 	present_incomplete(e, p, "    ", 1, COMPARE_LOST, COMPARE_CUT);
 	present_stacks_refused(e, p, "    ");
+	present_unnamed(e, p, "    ");
 	emit_object_end(e);
 }
 
@@ -1669,7 +1670,11 @@ static int compare_main(int argc, char **argv)
 	model_set_callers(mb, sites.callers);
 	model_set_native(mb, sites.native);
 	model_share_names(ma, mb);
-	err = compare(ma, mb, paths[0], paths[1], &c, stdout, fmt);
+	err = model_load_unnamed(ma);
+	if (!err)
+		err = model_load_unnamed(mb);
+	if (!err)
+		err = compare(ma, mb, paths[0], paths[1], &c, stdout, fmt);
 	if (err == -ENOMEM)
 		cli_error("out of memory");
 	rc = err ? CLI_EXIT_ERROR : c.unknown ? CLI_EXIT_ERROR

@@ -499,6 +499,15 @@ static int export_main(int argc, char **argv)
 		if (err)
 			goto out;
 	} else {
+		/* the stacks' names that never reached the store, said with
+		 * the memory weights' lines, or alone */
+		err = model_load_unnamed(x.m);
+		if (err)
+			goto out;
+		if (o.weight == XW_GPU_TIME)
+			for (size_t i = 0; i < model_nprocs(x.m); i++)
+				if (model_proc(x.m, i)->selected)
+					present_warn_unnamed(model_proc(x.m, i));
 		/* the memory weights' lines: as `leaks` and `peak` --format
 		 * folded say what they miss (allocated: lower bounds) */
 		if (o.weight != XW_GPU_TIME && x.schema >= 3)

@@ -280,7 +280,11 @@ int findings_run(struct model *m, const struct findings_opts *o, struct findings
 	memset(f, 0, sizeof(*f));
 	f->m = m;
 	f->o = o;
-	err = findings_gpu(f);
+	/* the call sites' frames without a name, which findings that name
+	 * sites say in their coverage */
+	err = model_load_unnamed(m);
+	if (!err)
+		err = findings_gpu(f);
 	if (!err)
 		err = findings_mem(f);
 	if (!err)

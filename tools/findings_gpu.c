@@ -1253,7 +1253,10 @@ static int cpu_watches(struct gproc *g, int *have)
 
 /* A process's time on a CPU and waiting for one over its life, from its
  * threads' last readings; -1 when there is none (*wait: unknown).  *last:
- * when the last of them was read. */
+ * when the last of them was read.  Its CPU time at its exit, where the
+ * process said it (model_proc.exit_cpu_ns), is its time on a CPU to its
+ * end (*last: its end), ended threads' too; waiting stays the threads'
+ * (no exit reading has it). */
 static int proc_cpu(struct model *m, const struct model_proc *p, double *cpu, double *wait,
 		    int64_t *last)
 {
@@ -1271,6 +1274,12 @@ static int proc_cpu(struct model *m, const struct model_proc *p, double *cpu, do
 			*wait = -1;
 		else if (*wait >= 0)
 			*wait += (double)l.v[i].wait[l.v[i].n - 1];
+	}
+	if (p->exit_cpu_ns >= 0) {
+		/* (a reading of /proc after the BYE may be later still) */
+		*cpu = fmax(*cpu, (double)p->exit_cpu_ns);
+		if (p->end_ns > *last)
+			*last = p->end_ns;
 	}
 	cpu_load_free(&l);
 	return err;
@@ -2151,7 +2160,8 @@ static int rule_loading(struct gproc *g)
 			break;
 		/* its last reading well before its end: the collector read it
 		 * every CPUTIME_PERIOD and missed the reading at its end (killed,
-		 * and reaped by its parent first): the rest is unknown */
+		 * and reaped by its parent first), and it said none at its exit:
+		 * the rest is unknown */
 		if (cpu >= 0 && c->end_ns - last > SHM_CPUTIME_PERIOD_NS / 10) {
 			if (!nshort++)
 				short_pid = c->pid, short_ns = c->end_ns - last;
@@ -2189,7 +2199,8 @@ static int rule_loading(struct gproc *g)
 	if (nshort)
 		finding_detail(x, "ON CPU and WAITING of %zu worker%s stop at %s last reading, before"
 			       " %s end (pid %lld: its last %s unread): %s ended between two readings"
-			       " and was gone before the one at %s end.", nshort,
+			       " without saying its CPU time as it ended (killed; a process that exits"
+			       " says it) and was gone before the reading at %s end.", nshort,
 			       nshort == 1 ? "" : "s", nshort == 1 ? "its" : "their",
 			       nshort == 1 ? "its" : "their", (long long)short_pid,
 			       dur(b[2], (double)short_ns), nshort == 1 ? "it" : "each",

@@ -30,15 +30,19 @@ struct growing {
 };
 
 /* Of a finding that names call sites: the allocations that have none, the
- * shim's stack table having been full (the commands' line, present.h);
- * and, of host memory (mem NULL: the heap's calls), the pymalloc arenas it
- * is known to miss (model_proc.host_unseen). */
+ * shim's stack table having been full, and the frames without a name
+ * (the commands' lines, present.h); and, of host memory (mem NULL: the
+ * heap's calls), the pymalloc arenas it is known to miss
+ * (model_proc.host_unseen). */
 static void stacks_coverage(struct finding *x, const struct model_proc *p,
 			    const struct model_mem *mem)
 {
-	char line[PRESENT_STACKS_LINE];
+	char line[PRESENT_UNNAMED_LINE > PRESENT_STACKS_LINE ? PRESENT_UNNAMED_LINE
+							       : PRESENT_STACKS_LINE];
 
 	if (present_stacks_line(line, sizeof(line), p))
+		finding_coverage(x, "%s.", line);
+	if (present_unnamed_line(line, sizeof(line), p))
 		finding_coverage(x, "%s.", line);
 	if (p->host_unseen && (!mem || mem->space == MODEL_HOST))
 		finding_coverage(x, "%s.", p->host_unseen);

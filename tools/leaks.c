@@ -405,6 +405,7 @@ static int report(struct leaks *l, FILE *out)
 		present_proc(&e, p, "blocks whose free was lost count as leaked, lost allocations"
 			     " are missing: no verdict is given");
 		present_stacks_refused(&e, p, "  ");
+		present_unnamed(&e, p, "  ");
 		fit_heading(&e, &l->fits[pi]);
 		emit_table_begin(&e, &sites_table);
 		for (; j < n && l->g.v[v[j]].mem->proc == p; j++) {
@@ -497,6 +498,8 @@ int leaks_write(struct model *m, FILE *out, const struct leaks_opts *o)
 	struct leaks l = { .m = m, .o = o };
 	int err = present_need_stacks(m);
 
+	if (!err)
+		err = model_load_unnamed(m);
 	if (err)
 		return err;
 	model_want(m, MODEL_WANT_SITES);
@@ -515,6 +518,8 @@ int leaks_each(struct model *m, const struct leaks_opts *o,
 	struct leaks l = { .m = m, .o = o };
 	int err = present_need_stacks(m);
 
+	if (!err)
+		err = model_load_unnamed(m);
 	if (err)
 		return err;
 	model_want(m, MODEL_WANT_SITES);
@@ -654,7 +659,8 @@ static int leaks_main(int argc, char **argv)
 	model_set_callers(m, sites.callers);
 	model_set_native(m, sites.native);
 	/* folded lines are a flame graph's input: what they miss goes to stderr */
-	if (o.fmt == PRESENT_FOLDED && model_schema_version(m) >= 3)
+	if (o.fmt == PRESENT_FOLDED && model_schema_version(m) >= 3 &&
+	    model_load_unnamed(m) == 0)
 		present_warn_folded(m, !o.all_allocations);
 	rc = leaks_write(m, stdout, &o);
 	if (rc == -ENOMEM)

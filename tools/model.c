@@ -48,14 +48,15 @@ static const char *base_name(const char *path)
 
 /* ---- processes ------------------------------------------------------------------ */
 
-#define PROCS_SQL(gpu_columns, argv_bytes)                                            \
+#define PROCS_SQL(gpu_columns, argv_bytes, exit_cpu)                                  \
 	"SELECT proc_id, pid, ppid, parent_proc_id, uid, hostname, exe,"                  \
 	" CASE WHEN json_valid(argv) AND json_type(argv) = 'array'"                       \
 	"  THEN (SELECT group_concat(value, ' ') FROM json_each(processes.argv))"         \
 	"  ELSE argv END,"                                                                \
 	" CASE WHEN json_valid(argv) AND json_type(argv) = 'array' THEN json(argv) END,"  \
 	" rank, local_rank, malloc_mode, sample_bytes, lossless, start_wall_ns, start_ns," \
-	" end_ns, end_reason, " gpu_columns ", " argv_bytes " FROM processes ORDER BY proc_id"
+	" end_ns, end_reason, " gpu_columns ", " argv_bytes ", " exit_cpu                  \
+	" FROM processes ORDER BY proc_id"
 
 static enum model_mode mode_of(const char *s)
 {
@@ -92,10 +93,14 @@ static int load_procs(struct model *m)
 	sqlite3_stmt *st = NULL;
 	int err, r;
 
-	err = model_prepare(m, m->version >= 11 ? PROCS_SQL("gpu_status, gpu_status_detail",
-							    "argv_bytes")
-			       : m->version >= 2 ? PROCS_SQL("gpu_status, gpu_status_detail", "NULL")
-			       : PROCS_SQL("NULL, NULL", "NULL"),
+	err = model_prepare(m, m->version >= MODEL_V_EXIT_CPU ?
+				       PROCS_SQL("gpu_status, gpu_status_detail", "argv_bytes",
+						 "exit_cpu_ns")
+			       : m->version >= 11 ? PROCS_SQL("gpu_status, gpu_status_detail",
+							      "argv_bytes", "NULL")
+			       : m->version >= 2 ? PROCS_SQL("gpu_status, gpu_status_detail", "NULL",
+							     "NULL")
+			       : PROCS_SQL("NULL, NULL", "NULL", "NULL"),
 			    &st);
 	if (err)
 		return err;
@@ -134,6 +139,7 @@ static int load_procs(struct model *m)
 		p->mode = mode_of(p->mode_name);
 		p->exe_base = base_name(p->exe);
 		p->argv_bytes = col_opt(st, 20);
+		p->exit_cpu_ns = col_opt(st, 21);
 		if (!err && p->argv_bytes >= 0)
 			err = mark_cut_args(p);
 		if (err)
@@ -434,6 +440,48 @@ static int load_host_unseen(struct model *m)
 						: !recorded ? MODEL_ARENAS_OLDER : NULL;
 	}
 	free(py);
+	return err;
+}
+
+/* A frame's name is missing where its string id has no strings row (the
+ * shim sends 0 for a name it could not announce); the row that stands for
+ * the frames left out of a deep stack, (0, 0, 0), has none by design. */
+#define UNNAMED_PY_SQL                                                              \
+	"SELECT f.proc_id, count(*), count(DISTINCT f.pystack_id) FROM python_frames f"  \
+	" WHERE NOT (f.file_id = 0 AND f.func_id = 0 AND f.line = 0) AND"                 \
+	" (NOT EXISTS (SELECT 1 FROM strings s WHERE s.proc_id = f.proc_id"              \
+	"  AND s.id = f.file_id) OR NOT EXISTS (SELECT 1 FROM strings s"                 \
+	"  WHERE s.proc_id = f.proc_id AND s.id = f.func_id)) GROUP BY f.proc_id"
+#define UNNAMED_MOD_SQL                                                             \
+	"SELECT d.proc_id, count(*) FROM modules d WHERE NOT EXISTS (SELECT 1 FROM"      \
+	" strings s WHERE s.proc_id = d.proc_id AND s.id = d.path_id) GROUP BY d.proc_id"
+
+int model_load_unnamed(struct model *m)
+{
+	sqlite3_stmt *st = NULL;
+	int err = 0, r = 0;
+
+	if (m->version < 3 || m->unnamed_loaded)
+		return 0;
+	for (int pass = 0; pass < 2 && !err; pass++) {
+		err = model_prepare(m, pass ? UNNAMED_MOD_SQL : UNNAMED_PY_SQL, &st);
+		while (!err && (r = store_step(m->db, st)) > 0) {
+			struct model_proc *p =
+				(struct model_proc *)model_proc_by_id(m, col_i64(st, 0));
+
+			if (p && pass)
+				p->unnamed_modules = col_i64(st, 1);
+			else if (p) {
+				p->unnamed_frames = col_i64(st, 1);
+				p->unnamed_stacks = col_i64(st, 2);
+			}
+		}
+		if (!err && r < 0)
+			err = r;
+		sqlite3_finalize(st);
+		st = NULL;
+	}
+	m->unnamed_loaded = !err;
 	return err;
 }
 

@@ -137,6 +137,11 @@ struct model_proc {
 	const char *exe_base;                /* exe's last component */
 	const char *args;                    /* argv joined with spaces */
 	const char *argv_json;               /* a JSON array, or NULL */
+	int64_t exit_cpu_ns;                 /* its CPU time at its exit, every thread's
+	                                      * (schema 14, processes.exit_cpu_ns); -1:
+	                                      * it ended without that reading (killed,
+	                                      * exec'd, an older store): its cpu_time
+	                                      * readings stop at the last one */
 	int64_t argv_bytes;                  /* -1: argv whole; else argv was cut
 	                                      * (at an argument's end) from a
 	                                      * command line of this many bytes,
@@ -171,6 +176,16 @@ struct model_proc {
 	int64_t stacks_refused;              /* stack_full: stack captures the shim's
 	                                      * table refused, shown as (no stack) */
 	int64_t pystacks_refused;            /* pystack_full: the same for Python stacks */
+	/* Names that never reached the store (model_load_unnamed(); 0 until
+	 * then): the shim announces a name once, and one it could not (the
+	 * collector's socket full for the millisecond it waits, as under
+	 * load) is left out, never replaced by another. */
+	int64_t unnamed_frames;              /* Python frames without their file or
+	                                      * function (python_frames; not the gap
+	                                      * row of a deep stack) */
+	int64_t unnamed_stacks;              /* the Python stacks they are in */
+	int64_t unnamed_modules;             /* loaded objects without their path:
+	                                      * their native frames are unnamed */
 	int64_t dropped_host;                /* lost by the rings: heap, calls, ranges */
 	int64_t dropped_gpu;                 /* lost by CUPTI: kernels, copies */
 	/* What its host memory is known to miss, NULL when nothing: a Python
@@ -359,6 +374,13 @@ int model_blocks_each(struct model *m, int (*cb)(void *ctx, const struct model_b
  * "outer;...;inner".  Strings owned by the model.
  */
 int model_key_site(struct model *m, uint32_t key, const char **site, const char **folded);
+
+/* Counts each process's names that never reached the store
+ * (model_proc.unnamed_*), for the commands that print stacks: a scan of
+ * the store's Python frames, which costs about a microsecond a frame, so
+ * not done by model_open().  Nothing for a store without stacks (schema
+ * 3).  0 or a negative errno. */
+int model_load_unnamed(struct model *m);
 
 /* Names each call site with n of the frames that called it (sites.h), so
  * that the groups below split by them; before the first heap query.  0,

@@ -12,6 +12,8 @@
 
 /* The schema that has cuda_calls' stacks and cpu_time (008_findings.sql). */
 #define MODEL_V_FINDINGS 8
+/* The schema that has processes.exit_cpu_ns (014_exit_cpu.sql). */
+#define MODEL_V_EXIT_CPU 14
 
 struct model_heap;
 struct model_gpu_data;
@@ -36,6 +38,7 @@ struct model {
 	char *path; /* the main database's file; NULL when it has none */
 	int version;
 	int indexed;
+	int unnamed_loaded; /* model_load_unnamed() done */
 	struct model_filter filter;
 	int callers; /* model_set_callers() */
 	int native;  /* model_set_native() */

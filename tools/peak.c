@@ -58,6 +58,8 @@ int peak_write(struct model *m, FILE *out, int fmt)
 	int err, any_est = 0;
 
 	err = present_need_stacks(m);
+	if (!err)
+		err = model_load_unnamed(m);
 	if (err)
 		return err;
 	model_want(m, MODEL_WANT_SITES);
@@ -88,6 +90,7 @@ int peak_write(struct model *m, FILE *out, int fmt)
 		present_proc(&e, p, "freed blocks whose free was lost count as live, lost"
 			     " allocations are missing: the peaks below may be wrong either way");
 		present_stacks_refused(&e, p, "  ");
+		present_unnamed(&e, p, "  ");
 		emit_array_begin(&e, "peaks");
 		for (mi = 0; mi < nmems; mi++) {
 			const struct model_mem *mm = mems[mi];
@@ -196,7 +199,7 @@ static int peak_main(int argc, char **argv)
 	model_set_callers(m, sites.callers);
 	model_set_native(m, sites.native);
 	/* folded lines are a flame graph's input: what they miss goes to stderr */
-	if (fmt == PRESENT_FOLDED && model_schema_version(m) >= 3)
+	if (fmt == PRESENT_FOLDED && model_schema_version(m) >= 3 && model_load_unnamed(m) == 0)
 		present_warn_folded(m, 1);
 	rc = peak_write(m, stdout, fmt);
 	if (rc == -ENOMEM)

@@ -120,6 +120,44 @@ void present_stacks_refused(struct emit *e, const struct model_proc *p, const ch
 		emit_text(e, "%sWARNING: %s\n", indent, line);
 }
 
+size_t present_unnamed_line(char *buf, size_t len, const struct model_proc *p)
+{
+	long long py = (long long)p->unnamed_frames, stacks = (long long)p->unnamed_stacks;
+	long long mods = (long long)p->unnamed_modules;
+	size_t at = 0;
+
+	if (len)
+		buf[0] = 0;
+	if (!py && !mods)
+		return 0;
+#define ADD(...) (at += (size_t)snprintf(buf + (at < len ? at : len), \
+					 at < len ? len - at : 0, __VA_ARGS__))
+	if (py)
+		ADD("%lld Python frame%s (in %lld stack%s)%s", py, py == 1 ? "" : "s", stacks,
+		    stacks == 1 ? "" : "s", mods ? " and " : "");
+	if (mods)
+		ADD("the native frames of %lld loaded object%s", mods, mods == 1 ? "" : "s");
+	ADD(" have no name: the shim could not announce it to the collector in time (its socket"
+	    " full, as under load); shown as %s%s%s, never under another frame's name (a site"
+	    " named in some of its stacks only shows as two rows)", py ? "'?'" : "",
+	    py && mods ? " and " : "", mods ? "'?+0xOFFSET [name not recorded]'" : "");
+#undef ADD
+	return at;
+}
+
+void present_unnamed(struct emit *e, const struct model_proc *p, const char *indent)
+{
+	char line[PRESENT_UNNAMED_LINE];
+
+	emit_kv(e, "unnamed_frames", EMIT_INT, ev_int(p->unnamed_frames));
+	emit_kv(e, "unnamed_modules", EMIT_INT, ev_int(p->unnamed_modules));
+	if (!present_unnamed_line(line, sizeof(line), p))
+		return;
+	if (e->fmt == EMIT_CSV)
+		cli_warn("pid %lld (proc %lld): %s", (long long)p->pid, (long long)p->proc_id, line);
+	emit_text(e, "%sWARNING: %s\n", indent, line);
+}
+
 /* present_warn()'s lines of one process. */
 static void warn_proc(const struct model_proc *p, int gpu, const char *lost, const char *cut)
 {
@@ -145,6 +183,15 @@ void present_warn(struct model *m, int gpu, const char *lost, const char *cut)
 			warn_proc(model_proc(m, i), gpu, lost, cut);
 }
 
+void present_warn_unnamed(const struct model_proc *p)
+{
+	char line[PRESENT_UNNAMED_LINE];
+
+	if (present_unnamed_line(line, sizeof(line), p))
+		cli_warn("pid %lld (proc %lld): %s", (long long)p->pid, (long long)p->proc_id,
+			 line);
+}
+
 void present_warn_folded(struct model *m, int live)
 {
 	const char *effect = live ? "blocks whose free was lost count as live, lost allocations"
@@ -162,6 +209,7 @@ void present_warn_folded(struct model *m, int live)
 		if (present_stacks_line(line, sizeof(line), p))
 			cli_warn("pid %lld (proc %lld): %s", (long long)p->pid,
 				 (long long)p->proc_id, line);
+		present_warn_unnamed(p);
 	}
 }
 
@@ -207,7 +255,8 @@ int present_quiet_add(struct present_quiet *q, const struct model_proc *p)
 int present_settled(const struct model_proc *p)
 {
 	return model_proc_complete(p) && p->end_known && !p->cut && !p->stacks_refused &&
-	       !p->pystacks_refused && !p->host_unseen;
+	       !p->pystacks_refused && !p->unnamed_frames && !p->unnamed_modules &&
+	       !p->host_unseen;
 }
 
 int present_quiet(struct present_quiet *q, const struct emit *e, const struct model_proc *p,

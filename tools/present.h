@@ -72,6 +72,24 @@ size_t present_stacks_line_of(char *buf, size_t len, const struct model_proc *p,
 			      const char *those, const char *exact);
 
 /*
+ * Names that never reached the store (model_load_unnamed(), which the
+ * caller ran): in the table, one "WARNING: ..." line after indent saying
+ * how many Python frames (in how many stacks) and loaded objects have no
+ * name, how they are shown ('?', '?+0xOFFSET [name not recorded]') and
+ * that no frame is shown under another's name; nothing when all are
+ * named.  JSON: the members unnamed_frames (Python frames) and
+ * unnamed_modules.  CSV: the line on stderr ("shimmer: warning: pid P
+ * (proc N): ...").  For the commands that print stacks or call sites.
+ */
+void present_unnamed(struct emit *e, const struct model_proc *p, const char *indent);
+
+/* That line's sentence, without "WARNING: ", into buf (the report's note,
+ * stderr beside folded lines), truncated to len; its length, 0 (buf
+ * empty) when every name arrived. */
+#define PRESENT_UNNAMED_LINE 480
+size_t present_unnamed_line(char *buf, size_t len, const struct model_proc *p);
+
+/*
  * The lost events' sentence, as present_proc() writes it: "N events of
  * this process were lost before the store (REASON N, ...): EFFECT;
  * SHIMMER_LOSSLESS=1 keeps every event" into buf, truncated to len.  The
@@ -96,14 +114,18 @@ size_t present_lost_line(char *buf, size_t len, const struct model_proc *p, int 
 void present_warn(struct model *m, int gpu, const char *lost, const char *cut);
 
 /*
- * The folded lines' version of both warnings (leaks, peak and export
+ * The folded lines' version of the warnings (leaks, peak and export
  * --format folded or speedscope with a memory weight): present_warn() of
  * the rings' losses with what they do to the lines (live: the lines weigh
  * blocks live at an instant, which a lost free leaves live; else every
  * allocation's bytes, which lost allocations leave lower bounds), and
- * present_stacks_line()'s, per process.
+ * present_stacks_line()'s and present_unnamed_line()'s, per process.
  */
 void present_warn_folded(struct model *m, int live);
+
+/* present_unnamed_line() on stderr, "shimmer: warning: pid P (proc N):
+ * ...", when p has names missing; for outputs that hold data alone. */
+void present_warn_unnamed(const struct model_proc *p);
 
 /*
  * The processes a memory command's table leaves out: those with no row to
@@ -124,7 +146,8 @@ struct present_quiet {
 };
 
 /* Whether p has nothing the commands warn of: complete, ended, not cut,
- * no stack capture refused, its host memory whole (no host_unseen). */
+ * no stack capture refused, every name in the store, its host memory
+ * whole (no host_unseen). */
 int present_settled(const struct model_proc *p);
 
 /* 1 when the table leaves p out (rows: what it would show of p; p must be

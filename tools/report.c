@@ -299,6 +299,19 @@ static int headline(struct report *r)
 		report_html(r->out, line);
 		fputs("</p>", r->out);
 	}
+	/* and whose names (frames, loaded objects) never reached the store */
+	for (size_t i = 0; i < model_nprocs(r->m); i++) {
+		const struct model_proc *p = model_proc(r->m, i);
+		char line[PRESENT_UNNAMED_LINE], who[256];
+
+		if (!p->selected || !present_unnamed_line(line, sizeof(line), p))
+			continue;
+		fputs("<p class=\"note unnamed\">", r->out);
+		report_html(r->out, findings_proc_label(p, who, sizeof(who)));
+		fputs(": WARNING: ", r->out);
+		report_html(r->out, line);
+		fputs("</p>", r->out);
+	}
 	fputs("</section>", r->out);
 	return 0;
 }
@@ -832,7 +845,9 @@ static int report_main(int argc, char **argv)
 	findings_opts_init(&fo);
 	/* the size chart's, read in the heap pass the findings start */
 	model_want(m, MODEL_WANT_SIZES);
-	err = findings_run(m, &fo, &fs);
+	err = model_load_unnamed(m);
+	if (!err)
+		err = findings_run(m, &fo, &fs);
 	r = (struct report){ .m = m, .f = &fs };
 	for (size_t i = 0; i < model_nprocs(m); i++) {
 		const struct model_proc *p = model_proc(m, i);

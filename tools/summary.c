@@ -101,6 +101,7 @@ static void heading(struct ctx *c, const struct model_proc *p)
 		emit_text(e, "  WARNING: %s; the counts, times, peaks and live memory below stop"
 			  " there\n", PRESENT_CUT);
 	present_stacks_refused(e, p, "  ");
+	present_unnamed(e, p, "  ");
 	if (p->host_unseen)
 		emit_text(e, "  WARNING: %s\n", p->host_unseen);
 	emit_text(e, "\n");
@@ -479,7 +480,11 @@ int summary_write(struct model *m, FILE *out, const struct summary_opts *o)
 	int err;
 
 	model_want(m, MODEL_WANT_CALLS);
-	err = model_calls(m, &c.calls, &c.ncalls);
+	/* (not for the screen at the end of `shimmer run`, which names no
+	 * site: the count scans every Python frame of the store) */
+	err = o->brief ? 0 : model_load_unnamed(m);
+	if (!err)
+		err = model_calls(m, &c.calls, &c.ncalls);
 	if (!err)
 		err = model_memories(m, &c.mems, &c.nmems);
 	if (err)

@@ -141,6 +141,7 @@ const char *sym_status_name(enum sym_status st)
 	case SYM_FILE_GONE: return "file gone";
 	case SYM_BUILD_ID: return "build-id differs";
 	case SYM_UNREADABLE: return "unreadable";
+	case SYM_UNNAMED: return "name not recorded";
 	}
 	return "?";
 }
@@ -277,7 +278,7 @@ static int module_check(struct symbolizer *s, struct sym_module *m)
 	if (m->checked)
 		return 0;
 	if (!m->has_path) {
-		m->status = SYM_FILE_GONE;
+		m->status = SYM_UNNAMED;
 		m->checked = 1;
 		return 0;
 	}

@@ -33,6 +33,8 @@ enum sym_status {
 	SYM_FILE_GONE,     /* the module's file no longer exists */
 	SYM_BUILD_ID,      /* the file's build-id differs from the recorded one */
 	SYM_UNREADABLE,    /* libdwfl could not load the file */
+	SYM_UNNAMED,       /* the module's path never reached the store (the shim could
+			    * not announce it): which file it was is not known */
 };
 
 struct sym_frame {

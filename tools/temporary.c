@@ -40,6 +40,8 @@ int temporary_write(struct model *m, FILE *out, int fmt, int64_t max_lifetime_ns
 	int err, any_est = 0, any_agg = 0;
 
 	err = present_need_stacks(m);
+	if (!err)
+		err = model_load_unnamed(m);
 	if (err)
 		return err;
 	model_want(m, MODEL_WANT_SITES);
@@ -67,6 +69,7 @@ int temporary_write(struct model *m, FILE *out, int fmt, int64_t max_lifetime_ns
 		present_proc(&e, p, "the counts below miss the allocations and frees that were"
 			     " lost: they are lower bounds");
 		present_stacks_refused(&e, p, "  ");
+		present_unnamed(&e, p, "  ");
 		emit_table_begin(&e, &sites_table);
 		while (gi < g.n && g.v[gi].mem->proc->index < p->index)
 			gi++;

@@ -253,8 +253,9 @@ expect loading "data_loading: 2 workers, both busy" \
 # Each worker's ON CPU against its CPU clock, which it logged before each
 # batch's write (the last line at most a batch, 8 ms of CPU, short of its
 # end): the collector reads it every 100 ms and once more as it ends (worker
-# 0 exits, worker 1 dies of SIGPIPE).  Where that last reading was missed
-# (the store's last reading well before the end), the finding says so.
+# 0 exits, and says its CPU time at its exit: processes.exit_cpu_ns; worker
+# 1 dies of SIGPIPE).  Where that last reading was missed (the store's last
+# reading well before the end, no exit reading), the finding says so.
 # workers_cpu NAME: the differences, none when all is well.
 workers_cpu() {
 	python3 - "$T/$1.json" "$T/loading.log" "$T/$1.db" <<'PY'
@@ -270,8 +271,11 @@ for l in open(sys.argv[2]):
 bad = []
 for r in (x["items"] if x else []):
     t = cpu.get(r["pid"])
-    end, last = db.execute("SELECT p.end_ns, max(c.ts_ns) FROM processes p JOIN cpu_time c"
-                           " USING (proc_id) WHERE p.pid = ?", (r["pid"],)).fetchone()
+    end, last, exit_cpu = db.execute("SELECT p.end_ns, max(c.ts_ns), p.exit_cpu_ns FROM"
+                                     " processes p JOIN cpu_time c USING (proc_id)"
+                                     " WHERE p.pid = ?", (r["pid"],)).fetchone()
+    if exit_cpu is not None:
+        last = end
     read_to_end = end - last <= 10e6
     if t is None or not (t - 10e6 if read_to_end else 0) <= r["cpu_ns"] <= t + 20e6:
         bad.append("worker %d: ON CPU %.1f ms, its CPU clock %s ms before its last batch"
@@ -290,7 +294,9 @@ expect_empty "data_loading: each worker's ON CPU is its own CPU clock (or said t
 cp "$T/loading.db" "$T/loading_cut.db"
 sqlite3 "$T/loading_cut.db" "DELETE FROM cpu_time WHERE proc_id = (SELECT max(proc_id)
 	FROM processes) AND ts_ns > (SELECT min(ts_ns) FROM cpu_time WHERE proc_id =
-	(SELECT max(proc_id) FROM processes))"
+	(SELECT max(proc_id) FROM processes));
+	UPDATE processes SET exit_cpu_ns = NULL, exit_user_ns = NULL, exit_sys_ns = NULL
+	WHERE proc_id = (SELECT max(proc_id) FROM processes)"
 findings loading_cut
 # (the other worker's end may have been missed too: then the two are said)
 expect loading_cut "data_loading: a worker whose end was not read: ON CPU stops at its last reading, said" \

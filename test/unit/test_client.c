@@ -1795,6 +1795,48 @@ static void test_client_thread_and_bye(void **state)
 	assert_int_equal(q_int(f, "SELECT end_ns FROM processes WHERE end_reason = 'exit'"), 123456);
 }
 
+/* BYE's CPU time at exit (wire 12) ends up in processes.exit_*_ns, once
+ * it can be true; one without it, or with a split past its total, leaves
+ * them NULL, and a BYE of the older size is refused. */
+static void test_client_bye_cpu(void **state)
+{
+	struct fixture *f = *state;
+	struct region r2, r3;
+	struct client *c1 = f->c, *c2 = client_new(&f->co, -1), *c3 = client_new(&f->co, -1);
+	struct shm_msg_bye b = { { SHM_MAGIC, SHM_WIRE_VERSION, SHM_MSG_BYE, sizeof(b), 0 },
+				 5000, SHM_BYE_CPU, 0, 302000000, 280000000, 22000000 };
+
+	region_make(&r2, 1, RING);
+	region_make(&r3, 1, RING);
+	assert_int_equal(connect_region(f, &f->r, 42, 1, SHM_MALLOC_ALL, SHM_CLOCK_MONOTONIC), 0);
+	f->c = c2;
+	assert_int_equal(connect_region(f, &r2, 43, 1, SHM_MALLOC_ALL, SHM_CLOCK_MONOTONIC), 0);
+	f->c = c3;
+	assert_int_equal(connect_region(f, &r3, 44, 1, SHM_MALLOC_ALL, SHM_CLOCK_MONOTONIC), 0);
+	assert_int_equal(client_message(c1, &b, sizeof(b), NULL, 0, 0), 0);
+	b.user_ns = 400000000; /* more than the total: not kept */
+	assert_int_equal(client_message(c2, &b, sizeof(b), NULL, 0, 0), 0);
+	assert_int_equal(client_message(c3, &b, 16 + 8, NULL, 0, 0), -EBADMSG);
+	assert_int_equal(client_end(c1, CLIENT_CLOSED, 9000), 0);
+	assert_int_equal(client_end(c2, CLIENT_CLOSED, 9000), 0);
+	assert_int_equal(client_end(c3, CLIENT_CLOSED, 9000), 0);
+	assert_int_equal(q_int(f, "SELECT count(*) FROM processes WHERE pid = 42 AND end_ns = 5000"
+				  " AND exit_cpu_ns = 302000000 AND exit_user_ns = 280000000"
+				  " AND exit_sys_ns = 22000000"), 1);
+	assert_int_equal(q_int(f, "SELECT count(*) FROM processes WHERE pid = 43 AND"
+				  " end_reason = 'exit' AND exit_cpu_ns IS NULL"), 1);
+	assert_int_equal(q_int(f, "SELECT count(*) FROM processes WHERE pid = 44 AND"
+				  " end_reason = 'rejected' AND exit_cpu_ns IS NULL"), 1);
+	/* the view: the exit reading, final; none, not final */
+	assert_int_equal(q_int(f, "SELECT count(*) FROM process_cpu c JOIN processes p"
+				  " USING (proc_id) WHERE p.pid = 42 AND c.final = 1"
+				  " AND c.cpu_ns = 302000000 AND c.read_ns = 5000"), 1);
+	assert_int_equal(q_int(f, "SELECT count(*) FROM process_cpu c JOIN processes p"
+				  " USING (proc_id) WHERE p.pid = 43 AND c.final = 0"), 1);
+	region_drop(&r2);
+	region_drop(&r3);
+}
+
 static void test_client_disconnect_and_shutdown(void **state)
 {
 	struct fixture *f = *state;
@@ -2515,7 +2557,8 @@ static void test_client_socket(void **state)
 	struct fixture *f = *state;
 	static unsigned char big[SHM_MSG_MAX + 64];
 	unsigned char buf[512];
-	struct shm_msg_bye bye = { { SHM_MAGIC, SHM_WIRE_VERSION, SHM_MSG_BYE, sizeof(bye), 0 }, 4444 };
+	struct shm_msg_bye bye = { .hdr = { SHM_MAGIC, SHM_WIRE_VERSION, SHM_MSG_BYE, sizeof(bye), 0 },
+				   .ts = 4444 };
 	int sv[2];
 	size_t len;
 	struct client *c;
@@ -2592,6 +2635,7 @@ int main(void)
 		T(test_client_kernels_in_ranges),
 		T(test_client_tsc_times),
 		T(test_client_thread_and_bye),
+		T(test_client_bye_cpu),
 		T(test_client_disconnect_and_shutdown),
 		T(test_client_fatal_and_bye_at_shutdown),
 		T(test_client_counts_slot_reuse),
