@@ -23,15 +23,19 @@
  * callback (cupti_finalize_here), where CUPTI asks for it.
  *
  * Except with CUDA graphs: once a process has launched one, CUPTI stays
- * attached for good and the window open then (or the next one) is not
- * closed again: from there on every kernel is recorded, until a pause
- * closes it (the next window is then held open in turn) or the process
- * exits.  On an H100 (driver 580, CUPTI 13), test/gpu/graphs.sh: a process
- * that replays a graph while CUPTI is detached and attached again every
- * window dies of SIGSEGV inside cuGraphLaunch after tens of windows; and
- * with CUPTI attached but the kinds turned off and on, the kernels of the
- * graph launched last before each turn-off are recorded with end times
- * hundreds of milliseconds late (a kernel of 8 us "ran" 820 ms).
+ * attached for good (on an H100, driver 580, CUPTI 13, test/gpu/graphs.sh:
+ * a process that replays a graph while CUPTI is detached and attached
+ * again every window dies of SIGSEGV inside cuGraphLaunch after tens of
+ * windows).  Its windows then close by turning the kinds off, which gives
+ * the kernels of the graph launched last end times hundreds of
+ * milliseconds late: that launch is left out whole (cupti_kinds_off()),
+ * the window ends as it began and its call is not one of the window's.
+ * A process that launches graphs through the driver alone (JAX) has no
+ * call the hooks count, so its estimates scale by time, which windows
+ * slowed by their own recording would undercount (a JAX loop: -89%): for
+ * it the window open then (or the next one) is held open, every kernel
+ * recorded, until a pause closes it (the next window is then held open in
+ * turn) or the process exits.
  *
  * The sampler thread and the calls below serialize on one lock; only
  * cupti_attach, cupti_finalize_here() and cupti_window_graph() are for the

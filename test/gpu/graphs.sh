@@ -19,8 +19,10 @@ echo $? >"$out/graph_all.rc"
 SHIMMER_GPU=all build/bin/shimmer run --db "$out/graph_eager.db" -- "${py[@]}" --steps "$steps" \
 	--eager >/dev/null 2>"$out/graph_eager.stderr"
 # sampled (the default mode), windows of 20 ms every 200 ms over ~3 s of
-# replays: CUPTI is detached between windows and attached again, and the
-# graph was instantiated before any window
+# replays: CUPTI is detached between windows until the first graph launch,
+# then attached for good with the kinds turned off between windows (the
+# graph launched last in each left out); the graph was instantiated before
+# any window
 SHIMMER_GPU_WINDOW_MS=20 SHIMMER_GPU_PERIOD_MS=200 build/bin/shimmer run \
 	--db "$out/graph_sampled.db" -- "${py[@]}" --steps "${GRAPH_SAMPLED_STEPS:-8000}" \
 	>"$out/graph_sampled.json" 2>"$out/graph_sampled.stderr"
