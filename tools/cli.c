@@ -249,7 +249,10 @@ int cli_number_opt(struct cli_args *a, const char *name, double *value)
 	return 1;
 }
 
-int cli_int_opt(struct cli_args *a, const char *name, int64_t *value)
+/* name's value as a whole number from min to max: 1 when given, 0 when
+ * absent, -1 (said) when not such a number; `want` says what it must be. */
+static int count_opt(struct cli_args *a, const char *name, uint64_t min, uint64_t max,
+		     const char *want, int64_t *value)
 {
 	const char *v;
 	uint64_t n;
@@ -259,12 +262,17 @@ int cli_int_opt(struct cli_args *a, const char *name, int64_t *value)
 	v = opt_value(a, name);
 	if (!v)
 		return -1;
-	if (conf_count(v, strlen(v), INT64_MAX, &n) < 0) {
-		cli_usage_error(a->cmd, "%s wants a whole decimal number >= 0, not '%s'", name, v);
+	if (conf_count(v, strlen(v), max, &n) < 0 || n < min) {
+		cli_usage_error(a->cmd, "%s wants %s, not '%s'", name, want, v);
 		return -1;
 	}
 	*value = (int64_t)n;
 	return 1;
+}
+
+int cli_int_opt(struct cli_args *a, const char *name, int64_t *value)
+{
+	return count_opt(a, name, 0, INT64_MAX, "a whole decimal number >= 0", value);
 }
 
 int cli_duration(const struct command *cmd, const char *name, const char *s, uint64_t *ns)
@@ -303,22 +311,11 @@ int cli_pid_arg(const struct command *cmd, const char *arg, int64_t *pid)
 
 int cli_store_pid_opt(struct cli_args *a, const char *name, int64_t *pid)
 {
-	const uint64_t max = CONF_PID_MAX_LIMIT - 1;
-	const char *v;
-	uint64_t n;
+	char want[80];
 
-	if (!is_opt(a, name))
-		return 0;
-	v = opt_value(a, name);
-	if (!v)
-		return -1;
-	if (conf_count(v, strlen(v), max, &n) < 0 || !n) {
-		cli_usage_error(a->cmd, "%s wants a process id (a whole decimal number, 1 to %llu),"
-				" not '%s'", name, (unsigned long long)max, v);
-		return -1;
-	}
-	*pid = (int64_t)n;
-	return 1;
+	snprintf(want, sizeof(want), "a process id (a whole decimal number, 1 to %llu)",
+		 (unsigned long long)(CONF_PID_MAX_LIMIT - 1));
+	return count_opt(a, name, 1, CONF_PID_MAX_LIMIT - 1, want, pid);
 }
 
 int cli_pid_opt(struct cli_args *a, const char *name, int64_t *pid)
