@@ -143,6 +143,11 @@ row("graphs sampled: mean kernel time within 10% of the whole run's", f"{smean /
 amax = db.execute("SELECT max(dur_ns) FROM kernels_named WHERE graph_id IS NOT NULL").fetchone()[0] or 0
 row("graphs sampled: longest kernel (no false ends)", f"{smax / 1e3:.1f} us",
     f"<= 2x {amax / 1e3:.1f} us", smax <= 2 * amax)
+# graphs launched through the runtime: sampled on, no window held open
+sw, sh = sdb.execute("SELECT count(*), coalesce(sum(whole), 0) FROM gpu_windows"
+                     " WHERE end_ns > start_ns").fetchone()
+row("graphs sampled: windows held open (still sampled)", f"{sh} of {sw}", "0 of >= 10",
+    sh == 0 and sw >= 10)
 tdb = sqlite3.connect(f"{out}/graph_toggle.db")
 tmax = tdb.execute("SELECT max(dur_ns) FROM kernels_named WHERE graph_id IS NOT NULL").fetchone()[0] or 0
 pauses = tdb.execute("SELECT count(*) FROM markers m JOIN strings s ON s.proc_id = m.proc_id"
@@ -178,6 +183,8 @@ if os.path.exists(f"{out}/graph_jax.rc"):
     row("jax sampled: ran to the end", f"rc {jrc}", "rc 0", jrc == "0")
     row("jax sampled: longest graph kernel (no false ends)", f"{(smx or 0) / 1e3:.1f} us",
         f"<= 2x {(jmax or 0) / 1e3:.1f} us", 0 < (smx or 0) <= 2 * (jmax or 0))
+    jh = jdb.execute("SELECT coalesce(sum(whole), 0) FROM gpu_windows").fetchone()[0]
+    row("jax sampled: a window held open (driver-only graphs)", jh, 1, jh == 1)
     est = sk * (jscale[0] or 0) if jscale else 0
     row("jax sampled: kernels estimated within 25% of the whole run's", f"~{est:.0f}", jk,
         jk > 0 and abs(est - jk) <= 0.25 * jk)
