@@ -102,6 +102,26 @@ static void test_emit_csv(void **state)
 	free(c);
 }
 
+/* One table of nrows rows of t's columns in fmt, as a string to free. */
+static char *render_rows(enum emit_format fmt, const struct emit_table *t,
+			 struct emit_val *const rows[], size_t nrows)
+{
+	struct emit e;
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *out = open_memstream(&buf, &len);
+
+	assert_non_null(out);
+	emit_init(&e, out, fmt);
+	emit_table_begin(&e, t);
+	for (size_t i = 0; i < nrows; i++)
+		emit_row(&e, rows[i]);
+	emit_table_end(&e);
+	assert_int_equal(emit_finish(&e), 0);
+	assert_int_equal(fclose(out), 0);
+	return buf;
+}
+
 /* Text that a spreadsheet would run gets a ' (fmt_csv_guarded()); numbers,
  * negative ones too, are written as numbers. */
 static void test_emit_csv_formulas(void **state)
@@ -116,19 +136,10 @@ static void test_emit_csv_formulas(void **state)
 	static const struct emit_table ft = { "rows", fc, 5, 0, 0 };
 	struct emit_val r[5] = { ev_str("-1+cmd|' /C calc'!A0"), ev_real(-2.5), ev_int(-3),
 				 ev_real(-1500.4), ev_str("@x") };
-	struct emit e;
-	char *buf = NULL;
-	size_t len = 0;
-	FILE *out = open_memstream(&buf, &len);
+	struct emit_val *const rows[] = { r };
+	char *buf = render_rows(EMIT_CSV, &ft, rows, 1);
 
 	(void)state;
-	assert_non_null(out);
-	emit_init(&e, out, EMIT_CSV);
-	emit_table_begin(&e, &ft);
-	emit_row(&e, r);
-	emit_table_end(&e);
-	assert_int_equal(emit_finish(&e), 0);
-	assert_int_equal(fclose(out), 0);
 	assert_string_equal(buf, "name,diff,n,ns,raw\n"
 				 "\"'-1+cmd|' /C calc'!A0\",-2.5,-3,-1500,\"'@x\"\n");
 	free(buf);
@@ -146,21 +157,10 @@ static void test_emit_table_wide(void **state)
 	struct emit_val r1[2] = { ev_str("\xe8\xae\xad\xe7\xbb\x83"), ev_int(1) }; /* 训练 */
 	struct emit_val r2[2] = { ev_str("k\xf0\x9f\x98\x80" "e"), ev_int(2) };  /* k😀e */
 	struct emit_val r3[2] = { ev_str("cafe\xcc\x81"), ev_int(3) };             /* café */
-	struct emit e;
-	char *buf = NULL;
-	size_t len = 0;
-	FILE *out = open_memstream(&buf, &len);
+	struct emit_val *const rows[] = { r1, r2, r3 };
+	char *buf = render_rows(EMIT_TABLE, &wt, rows, 3);
 
 	(void)state;
-	assert_non_null(out);
-	emit_init(&e, out, EMIT_TABLE);
-	emit_table_begin(&e, &wt);
-	emit_row(&e, r1);
-	emit_row(&e, r2);
-	emit_row(&e, r3);
-	emit_table_end(&e);
-	assert_int_equal(emit_finish(&e), 0);
-	assert_int_equal(fclose(out), 0);
 	assert_string_equal(buf, "Name       N\n"
 				 "\xe8\xae\xad\xe7\xbb\x83       1\n"
 				 "k\xf0\x9f\x98\x80" "e       2\n"
