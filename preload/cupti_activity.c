@@ -52,7 +52,6 @@ static uint32_t enabled_kinds; /* bit i: kinds[i] is on */
 #define CUTS 1024u
 #define CUTS_NEW 8u /* the newest, looked at one by one; the oldest as many may be overwritten */
 static uint64_t last_graph, last_graph_at;
-static int last_graph_rt; /* that launch was a runtime call (counted by its hook) */
 static int graph_driver;  /* a graph was launched through the driver alone */
 static struct {
 	uint64_t corr; /* written last, with release; 0 while written */
@@ -67,12 +66,10 @@ void cupti_graph_entered(uint32_t correlation, int runtime)
 
 	/* A runtime launch enters the driver's under its correlation id: that
 	 * inner ENTER keeps it a runtime launch. */
-	if (runtime || __atomic_load_n(&last_graph, __ATOMIC_RELAXED) != corr) {
-		__atomic_store_n(&last_graph_rt, runtime, __ATOMIC_RELAXED);
-		if (!runtime && !__atomic_load_n(&graph_driver, __ATOMIC_RELAXED))
-			__atomic_store_n(&graph_driver, 1, __ATOMIC_RELAXED);
-	}
-	/* the rest first: a cut that reads the new correlation reads them */
+	if (!runtime && __atomic_load_n(&last_graph, __ATOMIC_RELAXED) != corr &&
+	    !__atomic_load_n(&graph_driver, __ATOMIC_RELAXED))
+		__atomic_store_n(&graph_driver, 1, __ATOMIC_RELAXED);
+	/* the instant first: a cut that reads the new correlation reads it */
 	__atomic_store_n(&last_graph_at, clock_now(), __ATOMIC_RELAXED);
 	__atomic_store_n(&last_graph, corr, __ATOMIC_RELEASE);
 }
@@ -131,7 +128,7 @@ static int graph_cut_hit(uint64_t corr, uint64_t end)
 	return 0;
 }
 
-uint64_t cupti_kinds_off(int lost, int *runtime)
+uint64_t cupti_kinds_off(int lost)
 {
 	uint64_t at = clock_now(), corr = __atomic_load_n(&last_graph, __ATOMIC_ACQUIRE), now;
 
@@ -147,15 +144,13 @@ uint64_t cupti_kinds_off(int lost, int *runtime)
 	now = __atomic_load_n(&last_graph, __ATOMIC_ACQUIRE);
 	if (now != corr)
 		cut_add(now, at, lost);
-	if (runtime)
-		*runtime = __atomic_load_n(&last_graph_rt, __ATOMIC_RELAXED);
 	return now ? __atomic_load_n(&last_graph_at, __ATOMIC_RELAXED) : 0;
 }
 
 void cupti_kinds_set(int on)
 {
 	if (!on) {
-		cupti_kinds_off(1, 0);
+		cupti_kinds_off(1);
 		return;
 	}
 	for (unsigned int i = 0; i < NKINDS; i++)

@@ -73,9 +73,8 @@ void cupti_kinds_set(int on);
  * `lost` (a pause while every kernel is recorded) its kernels that end
  * after now are counted lost; without (a sampling window's end) all its
  * kernels are left out, as if the window had ended as it began.  Returns
- * the record clock when that launch entered, 0 when none has; *runtime
- * (unless NULL) says whether it was a runtime call (cudaGraphLaunch). */
-uint64_t cupti_kinds_off(int lost, int *runtime);
+ * the record clock when that launch entered, 0 when none has. */
+uint64_t cupti_kinds_off(int lost);
 
 /* A CUDA graph launch (cudaGraphLaunch, cuGraphLaunch) entered, with
  * CUPTI's correlation id (its API ENTER callback, any thread); runtime:

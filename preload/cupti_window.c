@@ -291,7 +291,7 @@ static void window_close(int how)
 {
 	int with_grace = how == CLOSE_SCHEDULE;
 	uint64_t end, calls, graph_at;
-	int detach_next, graph_rt = 0;
+	int detach_next;
 
 	pthread_mutex_lock(&win_lock);
 	if (__atomic_load_n(&graphs, __ATOMIC_ACQUIRE) && __atomic_load_n(&detaching, __ATOMIC_RELAXED)) {
@@ -307,7 +307,7 @@ static void window_close(int how)
 	/* At the exit the work has mostly ended (programs wait for their GPU
 	 * before they exit): only the last graph's kernels that end after it
 	 * are left out, and counted lost, rather than the whole launch. */
-	graph_at = cupti_kinds_off(how == CLOSE_EXIT, &graph_rt);
+	graph_at = cupti_kinds_off(how == CLOSE_EXIT);
 	end = mid(end, clock_now());
 	/* calls that returned later (in the grace) launched nothing recorded */
 	__atomic_store_n(&win_want_corr, __atomic_load_n(&cupti_last_corr, __ATOMIC_ACQUIRE),
@@ -317,10 +317,12 @@ static void window_close(int how)
 	calls = calls > win_calls ? calls - win_calls : 0;
 	/* The CUDA graph launched last in the window is left out whole (its
 	 * kernels' ends are false, cupti_kinds_off()): the window ends as it
-	 * began, and its call is not one of the window's. */
+	 * began, and its call, a cudaGraphLaunch the hooks counted unless the
+	 * process launches graphs through the driver, is not one of the
+	 * window's. */
 	if (how != CLOSE_EXIT && graph_at >= win_start && graph_at < end) {
 		end = graph_at;
-		if (graph_rt && calls)
+		if (!cupti_graph_driver() && calls)
 			calls--;
 	}
 	__atomic_store_n(&win_open, 0, __ATOMIC_RELEASE);
