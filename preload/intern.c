@@ -59,7 +59,7 @@ static uint64_t arena_used;
 static uint32_t next_id = 1;
 static uint32_t epoch = EPOCH_FIRST;
 static intern_send_fn *sender;
-static char withhold[64]; /* intern_withhold()'s text; "" none */
+static const char *withhold; /* intern_withhold()'s text (settings' copy) */
 static size_t withhold_len;
 
 static uint64_t hash(const char *s, size_t len)
@@ -96,9 +96,8 @@ int intern_init(intern_send_fn *fn)
 
 void intern_withhold(const char *text)
 {
-	withhold_len = text ? strnlen(text, sizeof(withhold) - 1) : 0;
-	memcpy(withhold, text ? text : "", withhold_len);
-	withhold[withhold_len] = 0;
+	withhold = text;
+	withhold_len = text ? strlen(text) : 0;
 }
 
 void intern_fork_child(intern_send_fn *fn)

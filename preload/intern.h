@@ -38,8 +38,9 @@ int intern_init(intern_send_fn *fn);
 
 /* For tests (SHIMMER_TEST_WITHHOLD): every string that contains text is
  * announced as if the collector's socket stayed full, so it never is and
- * its id is 0, as under load; NULL or "": none.  Not thread-safe
- * (constructor). */
+ * its id is 0, as under load; NULL or "": none.  text is kept, not
+ * copied (settings.withhold lives as long as the process).  Not
+ * thread-safe (constructor). */
 void intern_withhold(const char *text);
 
 /* Fork child, before any other thread exists: every string is announced
