@@ -274,6 +274,20 @@ static int connect_region(struct fixture *f, struct region *r, uint32_t pid,
 	return deliver(f->c, buf, len, r->fd);
 }
 
+/* Three processes, pids 42 (f->r, the fixture's client), 43 (r2, c2) and
+ * 44 (r3, c3), connected in that order; f->c is c3 after. */
+static void connect_three(struct fixture *f, struct client *c2, struct region *r2,
+			  struct client *c3, struct region *r3)
+{
+	region_make(r2, 1, RING);
+	region_make(r3, 1, RING);
+	assert_int_equal(connect_region(f, &f->r, 42, 1, SHM_MALLOC_ALL, SHM_CLOCK_MONOTONIC), 0);
+	f->c = c2;
+	assert_int_equal(connect_region(f, r2, 43, 1, SHM_MALLOC_ALL, SHM_CLOCK_MONOTONIC), 0);
+	f->c = c3;
+	assert_int_equal(connect_region(f, r3, 44, 1, SHM_MALLOC_ALL, SHM_CLOCK_MONOTONIC), 0);
+}
+
 static void send_simple(struct client *c, uint16_t type, size_t len, uint64_t ts)
 {
 	unsigned char buf[64] = { 0 };
@@ -1806,13 +1820,7 @@ static void test_client_bye_cpu(void **state)
 	struct shm_msg_bye b = { { SHM_MAGIC, SHM_WIRE_VERSION, SHM_MSG_BYE, sizeof(b), 0 },
 				 5000, SHM_BYE_CPU, 0, 302000000, 280000000, 22000000 };
 
-	region_make(&r2, 1, RING);
-	region_make(&r3, 1, RING);
-	assert_int_equal(connect_region(f, &f->r, 42, 1, SHM_MALLOC_ALL, SHM_CLOCK_MONOTONIC), 0);
-	f->c = c2;
-	assert_int_equal(connect_region(f, &r2, 43, 1, SHM_MALLOC_ALL, SHM_CLOCK_MONOTONIC), 0);
-	f->c = c3;
-	assert_int_equal(connect_region(f, &r3, 44, 1, SHM_MALLOC_ALL, SHM_CLOCK_MONOTONIC), 0);
+	connect_three(f, c2, &r2, c3, &r3);
 	assert_int_equal(client_message(c1, &b, sizeof(b), NULL, 0, 0), 0);
 	b.user_ns = 400000000; /* more than the total: not kept */
 	assert_int_equal(client_message(c2, &b, sizeof(b), NULL, 0, 0), 0);
@@ -1871,13 +1879,7 @@ static void test_client_fatal_and_bye_at_shutdown(void **state)
 	struct shm_msg_signal m = { { SHM_MAGIC, SHM_WIRE_VERSION, SHM_MSG_SIGNAL, sizeof(m), 0 },
 				    SIGSEGV, 1, 0xdead, 42, 0, 7777 };
 
-	region_make(&r2, 1, RING);
-	region_make(&r3, 1, RING);
-	assert_int_equal(connect_region(f, &f->r, 42, 1, SHM_MALLOC_ALL, SHM_CLOCK_MONOTONIC), 0);
-	f->c = c2;
-	assert_int_equal(connect_region(f, &r2, 43, 1, SHM_MALLOC_ALL, SHM_CLOCK_MONOTONIC), 0);
-	f->c = c3;
-	assert_int_equal(connect_region(f, &r3, 44, 1, SHM_MALLOC_ALL, SHM_CLOCK_MONOTONIC), 0);
+	connect_three(f, c2, &r2, c3, &r3);
 	assert_int_equal(client_message(c1, &m, sizeof(m), NULL, 0, 0), 0);
 	m.signo = SIGBUS; /* only the first counts */
 	assert_int_equal(client_message(c1, &m, sizeof(m), NULL, 0, 0), 0);
